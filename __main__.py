@@ -1,0 +1,12 @@
+"""The stack program: read and check this stack's configuration, build the platform, export."""
+
+import pulumi
+
+from components import GpuTrainingPlatform, load_stack_config
+
+platform = GpuTrainingPlatform("gpu-training", load_stack_config())
+
+pulumi.export("clusterName", platform.cluster_name)
+pulumi.export("kubeconfig", platform.kubeconfig)
+pulumi.export("gpuNodeGroupNames", platform.gpu_node_group_names)
+pulumi.export("placementGroupNames", platform.placement_group_names)

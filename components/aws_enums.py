@@ -1,0 +1,75 @@
+"""AWS enumerations read from botocore's own service models.
+
+Configuration is checked against the EC2 and EKS API models that ship with botocore, so the
+set of valid instance types, AMI types, capacity types, taint effects and placement strategies is
+exactly what the AWS API accepts for the pinned botocore, never a list typed by hand here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+
+import botocore.session
+
+
+@functools.cache
+def _session() -> botocore.session.Session:
+    return botocore.session.get_session()
+
+
+@functools.cache
+def _enum(service: str, shape: str) -> frozenset[str]:
+    return frozenset(_session().get_service_model(service).shape_for(shape).enum)
+
+
+def ec2_instance_types() -> frozenset[str]:
+    """Every EC2 instance type name (EC2 model, shape ``InstanceType``)."""
+    return _enum("ec2", "InstanceType")
+
+
+def ec2_placement_strategies() -> frozenset[str]:
+    """Placement group strategies (EC2 model, shape ``PlacementStrategy``)."""
+    return _enum("ec2", "PlacementStrategy")
+
+
+def eks_ami_types() -> frozenset[str]:
+    """Managed node group AMI types (EKS model, shape ``AMITypes``)."""
+    return _enum("eks", "AMITypes")
+
+
+def eks_capacity_types() -> frozenset[str]:
+    """Managed node group capacity types (EKS model, shape ``CapacityTypes``)."""
+    return _enum("eks", "CapacityTypes")
+
+
+def eks_taint_effects() -> frozenset[str]:
+    """Managed node group taint effects (EKS model, shape ``TaintEffect``)."""
+    return _enum("eks", "TaintEffect")
+
+
+def eks_log_types() -> frozenset[str]:
+    """Control-plane log types (EKS model, shape ``LogType``)."""
+    return _enum("eks", "LogType")
+
+
+@functools.cache
+def aws_regions() -> frozenset[str]:
+    """Regions botocore knows for EC2, across the commercial, China and GovCloud partitions."""
+    session = _session()
+    return frozenset(
+        region
+        for partition in session.get_available_partitions()
+        for region in session.get_available_regions("ec2", partition_name=partition)
+    )
+
+
+def partition_of(region: str) -> str:
+    """The ARN partition of a region (``aws``, ``aws-cn``, ``aws-us-gov``), from botocore's endpoints data."""
+    return _session().get_partition_for_region(region)
+
+
+def suggestion(value: str, allowed: frozenset[str]) -> str:
+    """A ``did you mean`` hint for a near miss, or an empty string."""
+    close = difflib.get_close_matches(value, sorted(allowed), n=1, cutoff=0.75)
+    return f"; did you mean '{close[0]}'?" if close else ""

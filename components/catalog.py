@@ -1,0 +1,106 @@
+"""Facts about NVIDIA GPU instance types that the configuration and the components rely on.
+
+Source: the "Instance Types" reference of Karpenter 1.14 (aws/karpenter-provider-aws,
+website/content/en/v1.14/reference/instance-types.md), which lists for each type the allocatable
+``nvidia.com/gpu`` and ``vpc.amazonaws.com/efa`` resources, vCPUs and memory as EC2 reports them.
+``tests/test_catalog.py`` re-reads that document (when ``../shared/reference`` is present) and
+fails if any number here drifts from it.
+
+Only x86_64 NVIDIA types are listed: they are the types the NVIDIA EKS AMIs
+(``AL2023_x86_64_NVIDIA``, ``BOTTLEROCKET_x86_64_NVIDIA``) run on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GpuInstanceType:
+    """What a GPU node of one instance type brings."""
+
+    gpus: int
+    """NVIDIA GPUs per node (``nvidia.com/gpu``)."""
+    gpu_model: str
+    """GPU model, as Karpenter's ``instance-gpu-name`` label spells it."""
+    gpu_memory_mib: int
+    """Memory per GPU in MiB."""
+    efa_interfaces: int
+    """EFA devices per node (``vpc.amazonaws.com/efa``); 0 where the type has no EFA. Each sits
+    on its own network card, so this is also the number of network interfaces an EFA launch
+    template lays out."""
+    vcpus: int
+    """vCPUs per node."""
+    memory_mib: int
+    """Memory per node in MiB."""
+
+
+def _family(gpu_model: str, gpu_memory_mib: int, sizes: dict[str, tuple[int, int, int, int]]):
+    return {
+        name: GpuInstanceType(gpus, gpu_model, gpu_memory_mib, efa, vcpus, memory)
+        for name, (gpus, efa, vcpus, memory) in sizes.items()
+    }
+
+
+# name: (gpus, efa interfaces, vcpus, memory MiB)
+GPU_INSTANCE_TYPES: dict[str, GpuInstanceType] = {
+    **_family("a10g", 22888, {
+        "g5.xlarge": (1, 0, 4, 16384),
+        "g5.2xlarge": (1, 0, 8, 32768),
+        "g5.4xlarge": (1, 0, 16, 65536),
+        "g5.8xlarge": (1, 1, 32, 131072),
+        "g5.12xlarge": (4, 1, 48, 196608),
+        "g5.16xlarge": (1, 1, 64, 262144),
+        "g5.24xlarge": (4, 1, 96, 393216),
+        "g5.48xlarge": (8, 1, 192, 786432),
+    }),
+    **_family("l4", 22888, {
+        "g6.xlarge": (1, 0, 4, 16384),
+        "g6.2xlarge": (1, 0, 8, 32768),
+        "g6.4xlarge": (1, 0, 16, 65536),
+        "g6.8xlarge": (1, 1, 32, 131072),
+        "g6.12xlarge": (4, 1, 48, 196608),
+        "g6.16xlarge": (1, 1, 64, 262144),
+        "g6.24xlarge": (4, 1, 96, 393216),
+        "g6.48xlarge": (8, 1, 192, 786432),
+    }),
+    **_family("l40s", 45776, {
+        "g6e.xlarge": (1, 0, 4, 32768),
+        "g6e.2xlarge": (1, 0, 8, 65536),
+        "g6e.4xlarge": (1, 0, 16, 131072),
+        "g6e.8xlarge": (1, 1, 32, 262144),
+        "g6e.12xlarge": (4, 1, 48, 393216),
+        "g6e.16xlarge": (1, 1, 64, 524288),
+        "g6e.24xlarge": (4, 2, 96, 786432),
+        "g6e.48xlarge": (8, 4, 192, 1572864),
+    }),
+    **_family("a100", 40960, {"p4d.24xlarge": (8, 4, 96, 1179648)}),
+    **_family("a100", 81920, {"p4de.24xlarge": (8, 4, 96, 1179648)}),
+    **_family("h100", 81920, {
+        "p5.4xlarge": (1, 1, 16, 262144),
+        "p5.48xlarge": (8, 32, 192, 2097152),
+    }),
+    **_family("h200", 144384, {
+        "p5e.48xlarge": (8, 32, 192, 2097152),
+        "p5en.48xlarge": (8, 16, 192, 2097152),
+    }),
+    **_family("b200", 183359, {"p6-b200.48xlarge": (8, 8, 192, 2097152)}),
+    **_family("b300", 275040, {"p6-b300.48xlarge": (8, 16, 192, 4194304)}),
+}
+
+
+def gpu_instance_type(name: str) -> GpuInstanceType:
+    """Facts for one instance type; ``KeyError`` for a type that is not a known GPU type."""
+    return GPU_INSTANCE_TYPES[name]
+
+
+def has_efa(instance_types: list[str]) -> bool:
+    """True when every one of the types has at least one EFA device."""
+    return all(GPU_INSTANCE_TYPES[t].efa_interfaces > 0 for t in instance_types)
+
+
+def efa_interface_count(instance_types: list[str]) -> int:
+    """EFA interfaces a launch template can lay out for all of the types: the smallest count,
+    since one template serves every type of a pool and a network card index the type lacks
+    fails the launch."""
+    return min(GPU_INSTANCE_TYPES[t].efa_interfaces for t in instance_types)

@@ -1,0 +1,533 @@
+"""The stack configuration: one typed model, its defaults, and every rule it must satisfy.
+
+Every key a stack file may set is a field below, with its type, its default (here and nowhere
+else) and a one-line description (the attribute docstring, which also feeds the README's
+configuration reference). ``load_stack_config`` reads the stack's configuration and either returns
+a fully-typed ``GpuTrainingPlatformArgs`` or raises one ``ConfigError`` listing every problem with
+its key path and what is allowed. It runs before any resource is registered, so a bad stack file
+creates nothing.
+
+Rules that involve more than one key live in ``validate_platform`` and the ``validate_*`` helpers
+it calls; components call the same helpers, so the rules hold whether a stack file or another
+Pulumi program builds the arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Optional
+
+import pydantic
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from . import aws_enums
+from .catalog import GPU_INSTANCE_TYPES, efa_interface_count, has_efa
+
+PROJECT = "eks-gpu-training"
+"""The Pulumi project name; stack configuration keys live in this namespace."""
+
+GPU_NODE_ROLE_LABEL = ("role", "gpu-training")
+"""The label every GPU node carries; training pods select on it (seed: ``role=gpu-training``)."""
+
+SYSTEM_NODE_ROLE_LABEL = ("role", "system")
+"""The label every system node carries; controllers select on it."""
+
+NVIDIA_AMI_TYPES = ("AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA_FIPS")
+"""x86_64 EKS AMI types that ship the NVIDIA driver (the GPU catalog lists x86_64 types only)."""
+
+END_OF_LIFE_AMI_TYPES = {
+    "AL2_x86_64_GPU": "Amazon Linux 2 EKS AMIs reached end of support on 2025-11-26; "
+    "use AL2023_x86_64_NVIDIA (driver, container toolkit, fabric manager and EFA included)",
+    "AL2_x86_64": "Amazon Linux 2 EKS AMIs reached end of support on 2025-11-26; use AL2023_x86_64_STANDARD",
+    "AL2_ARM_64": "Amazon Linux 2 EKS AMIs reached end of support on 2025-11-26; use AL2023_ARM_64_STANDARD",
+}
+"""AMI types EKS still accepts but this library refuses, with the reason."""
+
+SUPPORTED_KUBERNETES_VERSIONS = ("1.32", "1.33", "1.34", "1.35", "1.36")
+"""EKS Kubernetes versions in standard or extended support on the EKS release calendar
+(docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html) that this library is tested for."""
+
+
+class ConfigError(ValueError):
+    """Invalid stack configuration: every problem, each with its key path."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid stack configuration ({len(problems)} problem(s)); nothing was created:\n{lines}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One configuration problem: where (key path) and what is wrong or allowed."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+
+def _enum_error(value: str, allowed: frozenset[str], what: str, source: str) -> PydanticCustomError:
+    hint = aws_enums.suggestion(value, allowed)
+    return PydanticCustomError("aws_enum", f"'{value}' is not {what} ({source}){hint}")
+
+
+def _check_instance_type(value: str) -> str:
+    if value not in aws_enums.ec2_instance_types():
+        raise _enum_error(value, aws_enums.ec2_instance_types(), "an EC2 instance type", "botocore ec2 InstanceType")
+    return value
+
+
+def _check_ami_type(value: str) -> str:
+    if value not in aws_enums.eks_ami_types():
+        raise _enum_error(value, aws_enums.eks_ami_types(), "an EKS AMI type", "botocore eks AMITypes")
+    if value in END_OF_LIFE_AMI_TYPES:
+        raise PydanticCustomError("end_of_life", f"'{value}' is refused: {END_OF_LIFE_AMI_TYPES[value]}")
+    return value
+
+
+InstanceType = Annotated[str, AfterValidator(_check_instance_type)]
+"""An EC2 instance type name, checked against botocore."""
+AmiType = Annotated[str, AfterValidator(_check_ami_type)]
+"""An EKS AMI type, checked against botocore; end-of-life types refused."""
+
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+_AZ = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d[a-z]$"
+
+
+class SubnetConfig(_Model):
+    """A private subnet the cluster and its nodes use."""
+
+    id: str = Field(pattern=r"^subnet-[0-9a-f]{8,17}$")
+    """Subnet ID (required)."""
+    availability_zone: str = Field(pattern=_AZ)
+    """Availability zone of the subnet, e.g. ``us-west-2a`` (required; placement groups are per AZ)."""
+
+
+class NetworkConfig(_Model):
+    """The VPC the cluster lives in."""
+
+    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
+    """VPC ID (required)."""
+    subnets: list[SubnetConfig] = Field(min_length=1)
+    """Private subnets for the control plane ENIs and the nodes, with their AZs (required)."""
+
+
+class ClusterConfig(_Model):
+    """The EKS cluster: created here with pulumi-eks, or an existing one adopted by name."""
+
+    name: str = Field(pattern=r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
+    """EKS cluster name (required): the cluster to create, or the existing one to adopt."""
+    create: bool = True
+    """Create the cluster (true) or adopt an existing cluster of that name (false). Default: true."""
+    kubernetes_version: str = "1.34"
+    """Kubernetes version of a created cluster. Default: 1.34."""
+    endpoint_public_access: bool = True
+    """Expose the API server endpoint publicly (a created cluster). Default: true."""
+    endpoint_private_access: bool = True
+    """Expose the API server endpoint inside the VPC (a created cluster). Default: true."""
+    admin_principal_arns: list[str] = []
+    """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster). Default: none."""
+    enabled_log_types: list[str] = ["api", "audit", "authenticator"]
+    """Control-plane log types sent to CloudWatch (a created cluster). Default: api, audit, authenticator."""
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _known_version(cls, value: str) -> str:
+        if value not in SUPPORTED_KUBERNETES_VERSIONS:
+            raise PydanticCustomError(
+                "version", f"'{value}' is not supported; allowed: {', '.join(SUPPORTED_KUBERNETES_VERSIONS)}"
+            )
+        return value
+
+    @field_validator("admin_principal_arns")
+    @classmethod
+    def _principal_arns(cls, values: list[str]) -> list[str]:
+        pattern = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
+        for value in values:
+            if not pattern.match(value):
+                raise PydanticCustomError(
+                    "arn", f"'{value}' is not an IAM role or user ARN (arn:<partition>:iam::<account>:role/<name>)"
+                )
+        return values
+
+    @field_validator("enabled_log_types")
+    @classmethod
+    def _log_types(cls, values: list[str]) -> list[str]:
+        allowed = aws_enums.eks_log_types()
+        for value in values:
+            if value not in allowed:
+                raise _enum_error(value, allowed, "an EKS log type", "botocore eks LogType")
+        return values
+
+
+class SystemNodeGroupConfig(_Model):
+    """A small untainted managed node group for controllers (Karpenter, the GPU Operator's operator, CoreDNS)."""
+
+    enabled: bool = True
+    """Create the system node group. Default: true (an adopted cluster that already runs its controllers elsewhere may turn it off)."""
+    instance_types: list[InstanceType] = Field(default=["m7i.xlarge"], min_length=1)
+    """Instance types of system nodes. Default: m7i.xlarge."""
+    ami_type: AmiType = "AL2023_x86_64_STANDARD"
+    """EKS AMI type of system nodes. Default: AL2023_x86_64_STANDARD."""
+    min_size: int = Field(default=2, ge=0)
+    """Minimum number of system nodes. Default: 2 (controllers survive one node's loss)."""
+    desired_size: int = Field(default=2, ge=0)
+    """Number of system nodes at creation; later changes are left to autoscalers. Default: 2."""
+    max_size: int = Field(default=4, ge=1)
+    """Maximum number of system nodes. Default: 4."""
+    disk_size_gib: int = Field(default=50, ge=20, le=16384)
+    """Root volume size of system nodes in GiB. Default: 50."""
+
+
+class PlacementGroupConfig(_Model):
+    """The cluster placement group that keeps a pool's nodes on one low-latency network segment."""
+
+    mode: Literal["create", "existing", "none"] = "create"
+    """create: the pool makes its own group; existing: use the group named below; none: no group. Default: create."""
+    name: Optional[str] = None
+    """Name of the existing placement group (mode existing only). Default: none."""
+    strategy: str = "cluster"
+    """Placement strategy of a created group. Default: cluster (the only one that co-locates for training)."""
+
+    @field_validator("strategy")
+    @classmethod
+    def _strategy(cls, value: str) -> str:
+        allowed = aws_enums.ec2_placement_strategies()
+        if value not in allowed:
+            raise _enum_error(value, allowed, "a placement strategy", "botocore ec2 PlacementStrategy")
+        if value != "cluster":
+            raise PydanticCustomError(
+                "strategy",
+                f"'{value}' spreads instances apart; training pools need 'cluster' (low-latency, high-bandwidth placement)",
+            )
+        return value
+
+
+class GpuNodeGroupConfig(_Model):
+    """One pool of GPU training nodes: an EKS managed node group with its launch template."""
+
+    name: str = Field(pattern=_DNS_LABEL)
+    """Pool name, a DNS label; also the EKS node group name (required)."""
+    instance_types: list[InstanceType] = Field(default=["p5.48xlarge", "p4de.24xlarge"], min_length=1)
+    """EC2 instance types of the pool (NVIDIA GPU types). Default: p5.48xlarge, p4de.24xlarge."""
+    ami_type: AmiType = "AL2023_x86_64_NVIDIA"
+    """EKS AMI type. Default: AL2023_x86_64_NVIDIA (driver, toolkit, fabric manager, EFA included)."""
+    capacity_type: str = "ON_DEMAND"
+    """ON_DEMAND or CAPACITY_BLOCK (SPOT is refused for training). Default: ON_DEMAND."""
+    capacity_reservation_id: Optional[str] = Field(default=None, pattern=r"^cr-[0-9a-f]{17}$")
+    """Capacity reservation (ODCR or Capacity Block) the pool launches into; required for CAPACITY_BLOCK. Default: none."""
+    min_size: int = Field(default=0, ge=0)
+    """Minimum number of nodes. Default: 0."""
+    desired_size: Optional[int] = Field(default=None, ge=0)
+    """Number of nodes at creation; later changes are left to autoscalers and ignored by `pulumi up`. Default: min size."""
+    max_size: int = Field(default=2, ge=1)
+    """Maximum number of nodes. Default: 2 (the seed's two-node training job)."""
+    availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
+    """The pool's single AZ; required with a placement group. Default: none (all subnets' AZs)."""
+    subnet_ids: Optional[list[str]] = None
+    """Subnets of the pool, among `network.subnets`. Default: the network's subnets in the pool's AZ (all of them without one)."""
+    placement_group: PlacementGroupConfig = PlacementGroupConfig()
+    """Cluster placement group of the pool. Default: a group created for the pool."""
+    efa: Literal["auto", "enabled", "disabled"] = "auto"
+    """EFA network interfaces: auto turns them on when every instance type has EFA. Default: auto."""
+    root_volume_size_gib: int = Field(default=500, ge=100, le=16384)
+    """Encrypted gp3 root volume in GiB, sized for multi-GB CUDA/PyTorch images. Default: 500."""
+    labels: dict[str, str] = {}
+    """Node labels added to `role=gpu-training`. Default: none."""
+    update_max_unavailable: int = Field(default=1, ge=1, le=100)
+    """Nodes replaced at once during a node group update. Default: 1."""
+
+    @field_validator("capacity_type")
+    @classmethod
+    def _capacity_type(cls, value: str) -> str:
+        allowed = aws_enums.eks_capacity_types()
+        if value not in allowed:
+            raise _enum_error(value, allowed, "an EKS capacity type", "botocore eks CapacityTypes")
+        if value == "SPOT":
+            raise PydanticCustomError(
+                "spot",
+                "SPOT is refused for training pools: a reclaimed node stops the whole distributed job; "
+                "use ON_DEMAND or CAPACITY_BLOCK",
+            )
+        return value
+
+    @property
+    def initial_size(self) -> int:
+        """Nodes at creation: ``desired_size`` when set, else ``min_size``."""
+        return self.min_size if self.desired_size is None else self.desired_size
+
+    @property
+    def efa_enabled(self) -> bool:
+        """Whether the pool's launch template lays out EFA interfaces."""
+        if self.efa == "auto":
+            return all(t in GPU_INSTANCE_TYPES for t in self.instance_types) and has_efa(self.instance_types)
+        return self.efa == "enabled"
+
+    @property
+    def efa_interfaces(self) -> int:
+        """EFA interfaces per node (0 when EFA is off)."""
+        return efa_interface_count(self.instance_types) if self.efa_enabled else 0
+
+
+class GpuTrainingPlatformArgs(_Model):
+    """Everything one stack builds. Top-level keys live in the project's config namespace."""
+
+    region: str
+    """AWS region, read from the stack's `aws:region` (required)."""
+    cluster: ClusterConfig
+    """The EKS cluster (required)."""
+    network: NetworkConfig
+    """The VPC and private subnets (required)."""
+    system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
+    """The system node group. Default: two m7i.xlarge nodes."""
+    gpu_node_groups: list[GpuNodeGroupConfig] = []
+    """GPU training pools (managed node groups). Default: none."""
+    tags: dict[str, str] = {}
+    """Tags added to every AWS resource. Default: none."""
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str) -> str:
+        if value not in aws_enums.aws_regions():
+            raise _enum_error(value, aws_enums.aws_regions(), "an AWS region", "botocore endpoints")
+        return value
+
+
+# --- rules across keys -------------------------------------------------------------------------
+
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def pool_subnets(pool: GpuNodeGroupConfig, network: NetworkConfig) -> list[SubnetConfig]:
+    """The subnets a pool's nodes launch in (see ``GpuNodeGroupConfig.subnet_ids``)."""
+    if pool.subnet_ids is not None:
+        by_id = {s.id: s for s in network.subnets}
+        return [by_id[i] for i in pool.subnet_ids if i in by_id]
+    return [s for s in network.subnets if pool.availability_zone in (None, s.availability_zone)]
+
+
+def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, path: str) -> list[Problem]:
+    """Rules of one GPU pool that involve more than one key. ``path`` prefixes every key path."""
+    problems: list[Problem] = []
+
+    def problem(key: str, message: str) -> None:
+        problems.append(Problem(f"{path}.{key}", message))
+
+    for i, instance_type in enumerate(pool.instance_types):
+        if instance_type not in GPU_INSTANCE_TYPES:
+            problem(
+                f"instanceTypes[{i}]",
+                f"'{instance_type}' is not an x86_64 NVIDIA GPU instance type; allowed: {', '.join(GPU_INSTANCE_TYPES)}",
+            )
+    if len(set(pool.instance_types)) != len(pool.instance_types):
+        problem("instanceTypes", "lists an instance type twice")
+    known_types = all(t in GPU_INSTANCE_TYPES for t in pool.instance_types)
+
+    if pool.ami_type not in NVIDIA_AMI_TYPES:
+        problem("amiType", f"'{pool.ami_type}' has no NVIDIA driver; allowed: {', '.join(NVIDIA_AMI_TYPES)}")
+
+    if pool.capacity_type == "CAPACITY_BLOCK":
+        if pool.capacity_reservation_id is None:
+            problem("capacityReservationId", "is required with capacityType CAPACITY_BLOCK (the block's cr- id)")
+        if len(pool.instance_types) != 1:
+            problem("instanceTypes", "a Capacity Block is for exactly one instance type; list only that type")
+    if pool.capacity_reservation_id is not None and pool.placement_group.mode == "create":
+        problem(
+            "placementGroup.mode",
+            "a capacity reservation cannot be forced into a placement group it was not created in "
+            "(launches fail with InsufficientInstanceCapacity); use 'none', or 'existing' with the group "
+            "the reservation was created in",
+        )
+
+    if not pool.min_size <= pool.initial_size <= pool.max_size:
+        problem("desiredSize", f"must lie between minSize ({pool.min_size}) and maxSize ({pool.max_size})")
+    if pool.min_size > pool.max_size:
+        problem("minSize", f"must not exceed maxSize ({pool.max_size})")
+
+    placement = pool.placement_group
+    if placement.mode == "existing" and not placement.name:
+        problem("placementGroup.name", "is required when placementGroup.mode is 'existing'")
+    if placement.mode != "existing" and placement.name is not None:
+        problem("placementGroup.name", f"is only used with mode 'existing' (mode is '{placement.mode}')")
+
+    known_azs = sorted({s.availability_zone for s in network.subnets})
+    if pool.availability_zone is not None and pool.availability_zone not in known_azs:
+        problem("availabilityZone", f"'{pool.availability_zone}' has no subnet in network.subnets; allowed: {', '.join(known_azs)}")
+
+    subnet_azs = {s.id: s.availability_zone for s in network.subnets}
+    if pool.subnet_ids is not None:
+        if not pool.subnet_ids:
+            problem("subnetIds", "must list at least one subnet")
+        for i, subnet_id in enumerate(pool.subnet_ids):
+            if subnet_id not in subnet_azs:
+                problem(f"subnetIds[{i}]", f"'{subnet_id}' is not in network.subnets; allowed: {', '.join(subnet_azs)}")
+            elif pool.availability_zone not in (None, subnet_azs[subnet_id]):
+                problem(
+                    f"subnetIds[{i}]",
+                    f"'{subnet_id}' is in {subnet_azs[subnet_id]}, not the pool's availabilityZone {pool.availability_zone}",
+                )
+    chosen_azs = sorted({s.availability_zone for s in pool_subnets(pool, network)})
+    if placement.mode != "none":
+        if pool.availability_zone is None and pool.subnet_ids is None:
+            problem(
+                "availabilityZone",
+                "is required with a placement group: a cluster placement group lives in one AZ; "
+                f"choose one of {', '.join(known_azs)} or set placementGroup.mode to 'none'",
+            )
+        elif len(chosen_azs) > 1:
+            problem(
+                "subnetIds",
+                f"span {', '.join(chosen_azs)}; a placement group needs all of the pool's subnets in one AZ "
+                "(multi-AZ subnets break node group updates)",
+            )
+
+    if pool.efa == "enabled" and known_types and not has_efa(pool.instance_types):
+        lacking = [t for t in pool.instance_types if GPU_INSTANCE_TYPES[t].efa_interfaces == 0]
+        problem("efa", f"is 'enabled' but {', '.join(lacking)} has no EFA; use 'auto' or 'disabled', or EFA instance types")
+
+    for key, value in pool.labels.items():
+        if key == GPU_NODE_ROLE_LABEL[0]:
+            problem(f"labels.{key}", f"is reserved: every GPU node carries {GPU_NODE_ROLE_LABEL[0]}={GPU_NODE_ROLE_LABEL[1]}")
+        elif not _LABEL_KEY.match(key) or len(key) > 317:
+            problem(f"labels.{key}", "is not a valid Kubernetes label key")
+        if not _LABEL_VALUE.match(value):
+            problem(f"labels.{key}", f"'{value}' is not a valid Kubernetes label value (63 characters, alphanumerics, '-', '_', '.')")
+    return problems
+
+
+def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
+    """Rules of the whole stack that involve more than one key."""
+    problems: list[Problem] = []
+    subnet_ids = [s.id for s in args.network.subnets]
+    for i, subnet in enumerate(args.network.subnets):
+        if subnet_ids.index(subnet.id) != i:
+            problems.append(Problem(f"network.subnets[{i}].id", f"'{subnet.id}' is listed twice"))
+        if not subnet.availability_zone.startswith(args.region):
+            problems.append(
+                Problem(f"network.subnets[{i}].availabilityZone", f"'{subnet.availability_zone}' is not in region {args.region}")
+            )
+
+    system = args.system_node_group
+    if system.enabled:
+        if not system.min_size <= system.desired_size <= system.max_size:
+            problems.append(Problem("systemNodeGroup.desiredSize", f"must lie between minSize ({system.min_size}) and maxSize ({system.max_size})"))
+        if system.ami_type in NVIDIA_AMI_TYPES or "NVIDIA" in system.ami_type or "NEURON" in system.ami_type:
+            problems.append(Problem("systemNodeGroup.amiType", f"'{system.ami_type}' is an accelerator AMI; system nodes use a STANDARD or Bottlerocket AMI"))
+
+    names = [pool.name for pool in args.gpu_node_groups]
+    for i, pool in enumerate(args.gpu_node_groups):
+        path = f"gpuNodeGroups[{i}]"
+        if names.index(pool.name) != i:
+            problems.append(Problem(f"{path}.name", f"'{pool.name}' is used by gpuNodeGroups[{names.index(pool.name)}] too"))
+        problems.extend(validate_gpu_node_group(pool, args.network, path))
+
+    for key, value in args.tags.items():
+        if not 1 <= len(key) <= 128 or key.lower().startswith("aws:"):
+            problems.append(Problem(f"tags.{key}", "tag keys have 1-128 characters and must not start with 'aws:'"))
+        if len(value) > 256:
+            problems.append(Problem(f"tags.{key}", "tag values have at most 256 characters"))
+    return problems
+
+
+# --- loading -----------------------------------------------------------------------------------
+
+def _key_path(loc: tuple[Any, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model class that holds the key at ``loc`` (for listing the keys it allows)."""
+    model: Any = GpuTrainingPlatformArgs
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        fields = {f.alias or n: f for n, f in model.model_fields.items()}
+        if part not in fields:
+            return None
+        annotation = fields[part].annotation
+        candidates = [annotation, *getattr(annotation, "__args__", ())]
+        nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+        if not nested:
+            return None
+        model = nested[0]
+    return model
+
+
+def problems_from_validation_error(error: pydantic.ValidationError) -> list[Problem]:
+    """Pydantic's errors as problems, with camelCase key paths and what each key allows."""
+    problems = []
+    for item in error.errors():
+        loc = tuple(item["loc"])
+        path = _key_path(loc) or "(stack configuration)"
+        if item["type"] == "extra_forbidden":
+            model = _model_at(loc)
+            allowed = ", ".join(f.alias or n for n, f in model.model_fields.items()) if model else "see README"
+            problems.append(Problem(path, f"unknown key; allowed: {allowed}"))
+        elif item["type"] == "missing":
+            problems.append(Problem(path, "is required"))
+        elif item["type"] in ("string_pattern_mismatch",):
+            problems.append(Problem(path, f"{item['input']!r} does not match {item['ctx']['pattern']}"))
+        else:
+            problems.append(Problem(path, item["msg"]))
+    return problems
+
+
+def parse_platform_args(raw: dict[str, Any]) -> GpuTrainingPlatformArgs:
+    """Build and check the typed arguments from plain data (camelCase keys); raise ``ConfigError``."""
+    try:
+        args = GpuTrainingPlatformArgs.model_validate(raw)
+    except pydantic.ValidationError as error:
+        raise ConfigError(problems_from_validation_error(error)) from None
+    problems = validate_platform(args)
+    if problems:
+        raise ConfigError(problems)
+    return args
+
+
+def _decode(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def load_stack_config() -> GpuTrainingPlatformArgs:
+    """Read the current stack's configuration (project keys plus ``aws:region``) and check it."""
+    import pulumi.runtime.config as runtime_config
+
+    settings = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    prefix = f"{PROJECT}:"
+    raw: dict[str, Any] = {
+        key[len(prefix):]: _decode(value) if isinstance(value, str) else value
+        for key, value in settings.items()
+        if key.startswith(prefix)
+    }
+    if "region" in raw:
+        raise ConfigError([Problem(f"{PROJECT}:region", "set the region with aws:region, not in the project namespace")])
+    region = settings.get("aws:region")
+    if region is None:
+        raise ConfigError([Problem("aws:region", "is required (e.g. us-west-2)")])
+    return parse_platform_args({**raw, "region": region})

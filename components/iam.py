@@ -1,0 +1,72 @@
+"""Pieces shared by the node groups: node IAM role, managed node group update policy."""
+
+from __future__ import annotations
+
+import json
+from typing import Mapping, Optional
+
+import pulumi
+import pulumi_aws as aws
+
+NODE_MANAGED_POLICIES = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryPullOnly",
+    "AmazonSSMManagedInstanceCore",
+)
+"""AWS managed policies every EKS worker needs: join the cluster, let the VPC CNI attach ENIs,
+pull images from ECR (pull-only, narrower than ReadOnly), and be reachable through SSM Session
+Manager instead of SSH (docs.aws.amazon.com/eks/latest/userguide/create-node-role.html)."""
+
+
+def managed_policy_arn(partition: str, policy_name: str) -> str:
+    """ARN of an AWS managed policy in a partition (``aws``, ``aws-cn``, ``aws-us-gov``)."""
+    return f"arn:{partition}:iam::aws:policy/{policy_name}"
+
+
+def ec2_assume_role_policy(partition: str) -> str:
+    """Trust policy that lets EC2 instances assume a role."""
+    service = "ec2.amazonaws.com.cn" if partition == "aws-cn" else "ec2.amazonaws.com"
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
+        }
+    )
+
+
+def create_node_role(
+    name: str,
+    partition: str,
+    tags: Mapping[str, str],
+    parent: pulumi.Resource,
+    extra_policy_names: Optional[tuple[str, ...]] = None,
+) -> aws.iam.Role:
+    """A node IAM role named ``{name}-node-role`` with ``NODE_MANAGED_POLICIES`` attached."""
+    role = aws.iam.Role(
+        f"{name}-node-role",
+        assume_role_policy=ec2_assume_role_policy(partition),
+        tags=dict(tags),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    for policy_name in NODE_MANAGED_POLICIES + (extra_policy_names or ()):
+        aws.iam.RolePolicyAttachment(
+            f"{name}-{policy_name}",
+            role=role.name,
+            policy_arn=managed_policy_arn(partition, policy_name),
+            opts=pulumi.ResourceOptions(parent=role),
+        )
+    return role
+
+
+def node_group_update_transform(max_unavailable: int):
+    """A resource transform that sets ``updateConfig.maxUnavailable`` on the ``aws.eks.NodeGroup``
+    pulumi-eks creates inside its ``ManagedNodeGroup`` (which has no input for it)."""
+
+    def transform(args: pulumi.ResourceTransformArgs) -> Optional[pulumi.ResourceTransformResult]:
+        if args.type_ != "aws:eks/nodeGroup:NodeGroup":
+            return None
+        props = {**args.props, "updateConfig": {"maxUnavailable": max_unavailable}}
+        return pulumi.ResourceTransformResult(props=props, opts=args.opts)
+
+    return transform

@@ -1,0 +1,66 @@
+"""The whole GPU-training platform of one stack, composed from one typed ``GpuTrainingPlatformArgs``."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pulumi
+
+from . import aws_enums
+from .cluster import EksCluster, EksClusterArgs
+from .config import ConfigError, GpuTrainingPlatformArgs, validate_platform
+from .gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+
+
+class GpuTrainingPlatform(pulumi.ComponentResource):
+    """EKS cluster, system node group and GPU training pools, in one stack graph."""
+
+    cluster: EksCluster
+    """The created or adopted cluster."""
+    gpu_node_groups: dict[str, GpuNodeGroup]
+    """GPU pools by pool name."""
+
+    def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        # Checked before the component registers, so invalid arguments create nothing at all.
+        problems = validate_platform(args)
+        if problems:
+            raise ConfigError(problems)
+        super().__init__("eks-gpu-training:index:GpuTrainingPlatform", name, None, opts)
+        partition = aws_enums.partition_of(args.region)
+        tags = dict(args.tags)
+
+        self.cluster = EksCluster(
+            f"{name}-cluster",
+            EksClusterArgs(
+                cluster=args.cluster,
+                network=args.network,
+                system_node_group=args.system_node_group,
+                region=args.region,
+                partition=partition,
+                tags=tags,
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.gpu_node_groups = {
+            pool.name: GpuNodeGroup(
+                f"{name}-{pool.name}",
+                GpuNodeGroupArgs(cluster=self.cluster.ref, pool=pool, network=args.network, tags=tags),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for pool in args.gpu_node_groups
+        }
+
+        self.cluster_name = self.cluster.cluster_name
+        self.kubeconfig = self.cluster.kubeconfig
+        self.gpu_node_group_names = pulumi.Output.all(*(g.node_group_name for g in self.gpu_node_groups.values()))
+        self.placement_group_names = pulumi.Output.all(
+            **{pool: group.placement_group_name for pool, group in self.gpu_node_groups.items()}
+        )
+        self.register_outputs(
+            {
+                "clusterName": self.cluster_name,
+                "kubeconfig": self.kubeconfig,
+                "gpuNodeGroupNames": self.gpu_node_group_names,
+                "placementGroupNames": self.placement_group_names,
+            }
+        )

@@ -1,0 +1,31 @@
+"""The project's own files agree with the configuration model."""
+
+from __future__ import annotations
+
+import yaml
+
+from components import docs
+from components.config import PROJECT, GpuTrainingPlatformArgs
+from harness import PROJECT_ROOT, stack_config
+
+STACK_KEYS = {f.alias for n, f in GpuTrainingPlatformArgs.model_fields.items() if n != "region"}
+
+
+def test_readme_configuration_reference_is_generated_from_the_model():
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    assert readme == docs.updated_readme(readme), "run `python -m components.docs --write`"
+
+
+def test_pulumi_yaml_declares_every_top_level_key_of_the_model():
+    project = yaml.safe_load((PROJECT_ROOT / "Pulumi.yaml").read_text())
+    assert project["name"] == PROJECT
+    assert project["stackConfigDir"] == "stacks"
+    assert set(project["config"]) == STACK_KEYS
+    assert all(entry["description"] for entry in project["config"].values())
+
+
+def test_every_stack_file_sets_every_declared_key():
+    # Pulumi requires each declared project key without a default to be set by every stack.
+    for stack in ("dev", "prod"):
+        keys = {k.split(":", 1)[1] for k in stack_config(stack) if k.startswith(f"{PROJECT}:")}
+        assert keys == STACK_KEYS, stack

@@ -1,0 +1,79 @@
+"""Both stack files, run end to end through __main__.py under the mock engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.gpu_node_group import GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE
+from harness import stack_config
+
+MNG = "eks:index:ManagedNodeGroup"
+
+
+def gpu_node_groups(graph):
+    return [r for r in graph.of_type(MNG) if r.inputs.get("taints")]
+
+
+def test_prod_creates_cluster_system_group_and_one_tainted_gpu_group(prod_graph):
+    cluster = prod_graph.one("eks:index:Cluster")
+    assert cluster.inputs["name"] == "gpu-training-prod"
+    assert cluster.inputs["authenticationMode"] == "API"
+    assert cluster.inputs["skipDefaultNodeGroup"] is True
+    assert prod_graph.one("aws:eks/addon:Addon").inputs["addonName"] == "eks-pod-identity-agent"
+
+    system = prod_graph.one(MNG, "gpu-training-cluster-system")
+    assert "taints" not in system.inputs
+    assert system.inputs["labels"] == {"role": "system"}
+
+    (gpu,) = gpu_node_groups(prod_graph)
+    assert gpu.inputs["taints"] == [{"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE, "effect": GPU_TAINT_EFFECT}]
+    assert gpu.inputs["labels"] == {"role": "gpu-training", "environment": "prod"}
+    assert gpu.inputs["amiType"] == "AL2023_x86_64_NVIDIA"
+    assert gpu.inputs["capacityType"] == "ON_DEMAND"
+    assert gpu.inputs["instanceTypes"] == ["p5.48xlarge"]
+    assert gpu.inputs["scalingConfig"] == {"minSize": 2, "desiredSize": 2, "maxSize": 2}
+    assert gpu.inputs["ignoreScalingChanges"] is True
+
+
+def test_prod_gpu_launch_template_uses_the_created_cluster_placement_group(prod_graph):
+    placement = prod_graph.one("aws:ec2/placementGroup:PlacementGroup")
+    assert placement.inputs["strategy"] == "cluster"
+    template = prod_graph.one("aws:ec2/launchTemplate:LaunchTemplate")
+    assert template.inputs["placement"] == {"groupName": placement.inputs["name"]}
+    assert prod_graph.depends_on(template, placement)
+    (gpu,) = gpu_node_groups(prod_graph)
+    assert prod_graph.depends_on(gpu, template)
+
+
+def test_prod_gpu_subnets_are_all_in_the_pool_availability_zone(prod_graph):
+    config = stack_config("prod")
+    zone_of = {s["id"]: s["availabilityZone"] for s in config["eks-gpu-training:network"]["subnets"]}
+    (gpu,) = gpu_node_groups(prod_graph)
+    assert {zone_of[s] for s in gpu.inputs["subnetIds"]} == {"us-west-2b"}
+
+
+def test_prod_lays_out_32_efa_interfaces_for_p5(prod_graph):
+    template = prod_graph.one("aws:ec2/launchTemplate:LaunchTemplate")
+    interfaces = template.inputs["networkInterfaces"]
+    assert len(interfaces) == 32
+    assert interfaces[0]["interfaceType"] == "efa" and interfaces[0]["deviceIndex"] == 0
+    assert {i["interfaceType"] for i in interfaces[1:]} == {"efa-only"}
+    assert [i["networkCardIndex"] for i in interfaces] == list(range(32))
+
+
+def test_dev_has_one_small_gpu_pool_without_placement_group_or_efa(dev_graph):
+    (gpu,) = gpu_node_groups(dev_graph)
+    assert gpu.inputs["instanceTypes"] == ["g6e.xlarge"]
+    assert gpu.inputs["scalingConfig"]["minSize"] == 0
+    assert dev_graph.of_type("aws:ec2/placementGroup:PlacementGroup") == []
+    template = dev_graph.one("aws:ec2/launchTemplate:LaunchTemplate")
+    assert "placement" not in template.inputs
+    assert "networkInterfaces" not in template.inputs
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_stack_exports_cluster_name_secret_kubeconfig_and_group_names(stack, request):
+    graph = request.getfixturevalue(f"{stack}_graph")
+    assert graph.exports["clusterName"] == f"gpu-training-{stack}"
+    assert "kubeconfig" in graph.secret_exports
+    assert graph.exports["gpuNodeGroupNames"] == [p["name"] for p in stack_config(stack)["eks-gpu-training:gpuNodeGroups"]]

@@ -47,6 +47,9 @@ class ClusterRef:
     """Kubeconfig (JSON) that authenticates with ``aws eks get-token``."""
     provider: k8s.Provider
     """The one Kubernetes provider every in-cluster object uses."""
+    system_node_selector: Mapping[str, str] = field(default_factory=dict)
+    """Node selector that puts controllers on the system node group; empty when this stack runs no
+    system node group (an adopted cluster's controllers then go wherever its scheduler puts them)."""
     ready: Sequence[pulumi.Resource] = field(default_factory=tuple)
     """Resources that must exist before in-cluster controllers are installed (cluster, add-ons,
     system nodes); GPU nodes are deliberately not among them."""
@@ -195,6 +198,7 @@ class EksCluster(pulumi.ComponentResource):
             cluster_security_group_id=cluster_security_group_id,
             kubeconfig=kubeconfig,
             provider=self.provider,
+            system_node_selector=system_node_labels() if args.system_node_group.enabled else {},
             ready=tuple(ready),
         )
         self.cluster_name = pulumi.Output.from_input(config.name)

@@ -47,6 +47,18 @@ def gpu_taint() -> dict[str, str]:
     return {"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE, "effect": GPU_TAINT_EFFECT}
 
 
+def gpu_toleration() -> dict[str, str]:
+    """The Kubernetes toleration of the GPU taint, for GPU workloads and GPU daemons (seed:
+    ``operator: Exists``, so it also matches a taint whose value is not ``true``)."""
+    return {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def gpu_node_selector() -> dict[str, str]:
+    """Node selector that matches every GPU training node."""
+    key, value = GPU_NODE_ROLE_LABEL
+    return {key: value}
+
+
 def gpu_node_labels(pool: GpuNodeGroupConfig) -> dict[str, str]:
     """Labels of a pool's nodes: ``role=gpu-training`` plus the pool's own."""
     key, value = GPU_NODE_ROLE_LABEL

@@ -58,7 +58,8 @@ class ConfigError(ValueError):
     def __init__(self, problems: list[Problem]):
         self.problems = problems
         lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"invalid stack configuration ({len(problems)} problem(s)); nothing was created:\n{lines}")
+        count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
+        super().__init__(f"invalid configuration ({count}), rejected before registering any resource:\n{lines}")
 
 
 @dataclass(frozen=True)

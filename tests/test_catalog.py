@@ -1,0 +1,61 @@
+"""The GPU instance facts agree with upstream and with botocore."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from components import aws_enums
+from components.catalog import GPU_INSTANCE_TYPES
+from components.config import END_OF_LIFE_AMI_TYPES, NVIDIA_AMI_TYPES
+from components.gpu_node_group import GPU_TAINT_EFFECT
+
+
+def instance_type_docs(reference_dir) -> dict[str, dict[str, str]]:
+    """Karpenter's instance-type reference: labels and resources per instance type."""
+    text = (reference_dir / "karpenter-1.14.1" / "docs-instance-types.md").read_text()
+    sections = re.split(r"^### `([^`]+)`\n", text, flags=re.M)
+    facts = {}
+    for name, body in zip(sections[1::2], sections[2::2]):
+        facts[name] = dict(re.findall(r"^ \|([^|]+)\|([^|]*)\|$", body, flags=re.M))
+    return facts
+
+
+def test_catalog_matches_karpenters_instance_type_reference(reference_dir):
+    docs = instance_type_docs(reference_dir)
+    for name, facts in GPU_INSTANCE_TYPES.items():
+        upstream = docs[name]
+        assert int(upstream["nvidia.com/gpu"]) == facts.gpus, name
+        assert int(upstream.get("vpc.amazonaws.com/efa", "0")) == facts.efa_interfaces, name
+        assert int(upstream["karpenter.k8s.aws/instance-cpu"]) == facts.vcpus, name
+        assert int(upstream["karpenter.k8s.aws/instance-memory"]) == facts.memory_mib, name
+        assert upstream["karpenter.k8s.aws/instance-gpu-name"] == facts.gpu_model, name
+        assert int(upstream["karpenter.k8s.aws/instance-gpu-memory"]) == facts.gpu_memory_mib, name
+        assert upstream["kubernetes.io/arch"] == "amd64", name
+
+
+def test_reference_readme_gpu_and_efa_counts_hold(reference_dir):
+    # shared/reference/README.md: p4d/p4de 8/4, p5 8/32, p5e 8/32, p5en 8/16, p6-b200 8/8, g6e.48xlarge 8/4
+    expected = {"p4d.24xlarge": (8, 4), "p4de.24xlarge": (8, 4), "p5.48xlarge": (8, 32), "p5e.48xlarge": (8, 32),
+                "p5en.48xlarge": (8, 16), "p6-b200.48xlarge": (8, 8), "g6e.48xlarge": (8, 4)}
+    assert {n: (GPU_INSTANCE_TYPES[n].gpus, GPU_INSTANCE_TYPES[n].efa_interfaces) for n in expected} == expected
+
+
+def test_every_catalog_type_is_an_ec2_instance_type():
+    assert set(GPU_INSTANCE_TYPES) <= aws_enums.ec2_instance_types()
+
+
+def test_ami_types_the_library_names_exist_in_the_eks_model():
+    assert set(NVIDIA_AMI_TYPES) <= aws_enums.eks_ami_types()
+    assert set(END_OF_LIFE_AMI_TYPES) <= aws_enums.eks_ami_types()
+
+
+def test_gpu_taint_effect_is_an_eks_taint_effect():
+    assert GPU_TAINT_EFFECT in aws_enums.eks_taint_effects()
+
+
+@pytest.mark.parametrize("region,partition", [("us-west-2", "aws"), ("cn-north-1", "aws-cn"), ("us-gov-west-1", "aws-us-gov")])
+def test_partition_comes_from_botocore(region, partition):
+    assert region in aws_enums.aws_regions()
+    assert aws_enums.partition_of(region) == partition

@@ -1,0 +1,52 @@
+"""Both stack files under the SDK's stock mock monitor with naive mocks, not this project's harness.
+
+The mocks here echo inputs back as outputs and answer every invoke with nothing, as a minimal
+harness of someone else's would; the program must still build its whole graph.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import runpy
+
+import pulumi
+import pytest
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from harness import PROJECT_ROOT, stack_config
+
+
+class EchoMocks(pulumi.runtime.Mocks):
+    def __init__(self):
+        self.created: list[tuple[str, str, dict]] = []
+
+    def new_resource(self, args):
+        self.created.append((args.typ, args.name, args.inputs))
+        return f"{args.name}_id", args.inputs
+
+    def call(self, args):
+        return {}
+
+
+def run_with_stock_monitor(stack: str) -> EchoMocks:
+    def body():
+        config = stack_config(stack)
+        pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
+        mocks = EchoMocks()
+        pulumi.runtime.set_mocks(mocks, project="eks-gpu-training", stack=stack, preview=False)
+        _sync_await(run_pulumi_func(lambda: runpy.run_path(str(PROJECT_ROOT / "__main__.py"), run_name="__main__")))
+        return mocks
+
+    return contextvars.Context().run(body)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_stack_builds_under_the_stock_mock_monitor(stack):
+    created = run_with_stock_monitor(stack).created
+    types = [typ for typ, _, _ in created]
+    assert types.count("eks:index:Cluster") == 1
+    gpu_groups = [inputs for typ, _, inputs in created if typ == "eks:index:ManagedNodeGroup" and inputs.get("taints")]
+    assert len(gpu_groups) == len(stack_config(stack)["eks-gpu-training:gpuNodeGroups"])
+    assert all(g["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}] for g in gpu_groups)

@@ -10,25 +10,37 @@ from .cluster import ClusterRef, EksCluster, EksClusterArgs
 from .config import (
     ConfigError,
     GpuNodeGroupConfig,
+    GpuOperatorConfig,
     GpuTrainingPlatformArgs,
     Problem,
     load_stack_config,
     parse_platform_args,
 )
+from .efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
 from .gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from .gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
 from .platform import GpuTrainingPlatform
 
 __all__ = [
     "ClusterRef",
     "ConfigError",
+    "EfaDevicePlugin",
+    "EfaDevicePluginArgs",
     "EksCluster",
     "EksClusterArgs",
     "GpuNodeGroup",
     "GpuNodeGroupArgs",
     "GpuNodeGroupConfig",
+    "GpuOperator",
+    "GpuOperatorArgs",
+    "GpuOperatorConfig",
     "GpuTrainingPlatform",
     "GpuTrainingPlatformArgs",
     "Problem",
+    "efa_device_plugin_values",
+    "efa_needed",
+    "gpu_node_os",
+    "gpu_operator_values",
     "load_stack_config",
     "parse_platform_args",
 ]

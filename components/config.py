@@ -26,6 +26,7 @@ from pydantic_core import PydanticCustomError
 
 from . import aws_enums
 from .catalog import GPU_INSTANCE_TYPES, efa_interface_count, has_efa
+from .node_os import node_os_of
 
 PROJECT = "eks-gpu-training"
 """The Pulumi project name; stack configuration keys live in this namespace."""
@@ -50,6 +51,29 @@ END_OF_LIFE_AMI_TYPES = {
 SUPPORTED_KUBERNETES_VERSIONS = ("1.32", "1.33", "1.34", "1.35", "1.36")
 """EKS Kubernetes versions in standard or extended support on the EKS release calendar
 (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html) that this library is tested for."""
+
+
+GPU_OPERATOR_CHART_VERSIONS = ("v26.7.0", "v24.9.2")
+"""GPU Operator chart versions this library derives values for; ``tests/test_chart_values.py``
+checks every values key against each one's ``values.yaml``. The first is the default: the current
+release; v24.9.2 is the version the seed names."""
+
+GPU_SHARING_REFUSED = (
+    "training pods get whole GPUs: sharing a GPU (MIG slices or time-slicing) adds latency to every "
+    "step and leaves each process less VRAM"
+)
+"""Why MIG and time-slicing are refused (the seed's reason)."""
+
+GPU_SHARING_NODE_LABELS = {
+    "nvidia.com/mig.config": "makes the GPU Operator's MIG manager partition the node's GPUs",
+    "nvidia.com/device-plugin.config": "selects a device-plugin configuration (how time-slicing or MPS is "
+    "turned on per node)",
+}
+"""Node labels through which a pool would ask the GPU Operator for GPU sharing, with what each does.
+``nvidia.com/mig.config=all-disabled`` (no MIG) is the one value allowed."""
+
+MIG_DISABLED_CONFIG = "all-disabled"
+"""The MIG manager configuration that turns MIG off."""
 
 
 class ConfigError(ValueError):
@@ -250,7 +274,7 @@ class GpuNodeGroupConfig(_Model):
     root_volume_size_gib: int = Field(default=500, ge=100, le=16384)
     """Encrypted gp3 root volume in GiB, sized for multi-GB CUDA/PyTorch images. Default: 500."""
     labels: dict[str, str] = {}
-    """Node labels added to `role=gpu-training`. Default: none."""
+    """Node labels added to `role=gpu-training`; GPU-sharing labels (`nvidia.com/mig.config`, `nvidia.com/device-plugin.config`) are refused. Default: none."""
     update_max_unavailable: int = Field(default=1, ge=1, le=100)
     """Nodes replaced at once during a node group update. Default: 1."""
 
@@ -286,6 +310,44 @@ class GpuNodeGroupConfig(_Model):
         return efa_interface_count(self.instance_types) if self.efa_enabled else 0
 
 
+class GpuOperatorConfig(_Model):
+    """The NVIDIA GPU Operator (a Helm release); its values are derived from the GPU pools' node OS."""
+
+    chart_version: str = GPU_OPERATOR_CHART_VERSIONS[0]
+    """Chart version of `gpu-operator` from helm.ngc.nvidia.com/nvidia. Default: v26.7.0 (v24.9.2 also accepted)."""
+    prometheus_operator: bool = False
+    """Whether the cluster runs the Prometheus operator: only then is a ServiceMonitor made for the DCGM exporter. Default: false."""
+    service_monitor_labels: dict[str, str] = {}
+    """Labels on that ServiceMonitor, matching Prometheus' `serviceMonitorSelector` (e.g. `release: kube-prometheus-stack`). Default: none."""
+    mig_strategy: Literal["none", "single", "mixed"] = "none"
+    """MIG strategy of the device plugin. Only `none`: MIG slices a training GPU (latency, less VRAM per process). Default: none."""
+    time_slicing_replicas: int = Field(default=1, ge=1)
+    """Pods that share each GPU by time-slicing. Only 1: sharing adds latency and splits VRAM. Default: 1."""
+
+    @field_validator("chart_version")
+    @classmethod
+    def _chart_version(cls, value: str) -> str:
+        if value not in GPU_OPERATOR_CHART_VERSIONS:
+            raise PydanticCustomError(
+                "version", f"'{value}' is not supported; allowed: {', '.join(GPU_OPERATOR_CHART_VERSIONS)}"
+            )
+        return value
+
+    @field_validator("mig_strategy")
+    @classmethod
+    def _no_mig(cls, value: str) -> str:
+        if value != "none":
+            raise PydanticCustomError("gpu_sharing", f"'{value}' is refused: {GPU_SHARING_REFUSED}; use 'none'")
+        return value
+
+    @field_validator("time_slicing_replicas")
+    @classmethod
+    def _no_time_slicing(cls, value: int) -> int:
+        if value != 1:
+            raise PydanticCustomError("gpu_sharing", f"{value} is refused: {GPU_SHARING_REFUSED}; use 1")
+        return value
+
+
 class GpuTrainingPlatformArgs(_Model):
     """Everything one stack builds. Top-level keys live in the project's config namespace."""
 
@@ -299,6 +361,8 @@ class GpuTrainingPlatformArgs(_Model):
     """The system node group. Default: two m7i.xlarge nodes."""
     gpu_node_groups: list[GpuNodeGroupConfig] = []
     """GPU training pools (managed node groups). Default: none."""
+    gpu_operator: GpuOperatorConfig = GpuOperatorConfig()
+    """The NVIDIA GPU Operator. Default: chart v26.7.0, no ServiceMonitor."""
     tags: dict[str, str] = {}
     """Tags added to every AWS resource. Default: none."""
 
@@ -404,12 +468,60 @@ def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, pa
         problem("efa", f"is 'enabled' but {', '.join(lacking)} has no EFA; use 'auto' or 'disabled', or EFA instance types")
 
     for key, value in pool.labels.items():
-        if key == GPU_NODE_ROLE_LABEL[0]:
+        if key in GPU_SHARING_NODE_LABELS and not (key == "nvidia.com/mig.config" and value == MIG_DISABLED_CONFIG):
+            problem(f"labels.{key}", f"is refused: it {GPU_SHARING_NODE_LABELS[key]}; {GPU_SHARING_REFUSED}")
+        elif key == GPU_NODE_ROLE_LABEL[0]:
             problem(f"labels.{key}", f"is reserved: every GPU node carries {GPU_NODE_ROLE_LABEL[0]}={GPU_NODE_ROLE_LABEL[1]}")
         elif not _LABEL_KEY.match(key) or len(key) > 317:
             problem(f"labels.{key}", "is not a valid Kubernetes label key")
         if not _LABEL_VALUE.match(value):
             problem(f"labels.{key}", f"'{value}' is not a valid Kubernetes label value (63 characters, alphanumerics, '-', '_', '.')")
+    return problems
+
+
+def gpu_pool_ami_types(args: GpuTrainingPlatformArgs) -> dict[str, str]:
+    """The AMI type of every GPU pool, by the key path that sets it. Every kind of GPU pool the
+    platform runs belongs here, since the GPU Operator serves them all."""
+    return {f"gpuNodeGroups[{i}].amiType": pool.ami_type for i, pool in enumerate(args.gpu_node_groups)}
+
+
+def validate_gpu_node_os(ami_types: dict[str, str]) -> list[Problem]:
+    """GPU pools must share one node OS family.
+
+    The GPU Operator's driver/toolkit/device-plugin switches are cluster-wide, and the families
+    need different ones: Bottlerocket runs its own device plugin, Amazon Linux 2023 needs the
+    operator's. (Per-node ``nvidia.com/gpu.deploy.*`` labels could bridge them, but every pool kind
+    would then have to carry them; one family per cluster is simpler and what the seed runs.)
+    """
+    known = {path: node_os_of(ami) for path, ami in ami_types.items() if ami in NVIDIA_AMI_TYPES}
+    if not known:
+        return []
+    first_path, first = next(iter(known.items()))
+    return [
+        Problem(
+            path,
+            f"'{ami_types[path]}' is {node_os.name} but {first_path} is {first.name}: every GPU pool runs one OS "
+            "family, because the GPU Operator's driver, toolkit and device-plugin settings are cluster-wide "
+            "(Bottlerocket ships its own device plugin, Amazon Linux 2023 does not)",
+        )
+        for path, node_os in known.items()
+        if node_os != first
+    ]
+
+
+def validate_gpu_operator(config: GpuOperatorConfig, path: str = "gpuOperator") -> list[Problem]:
+    """Rules of the GPU Operator settings that involve more than one key."""
+    problems: list[Problem] = []
+    if config.service_monitor_labels and not config.prometheus_operator:
+        problems.append(
+            Problem(
+                f"{path}.serviceMonitorLabels",
+                "is only used with prometheusOperator: true (no ServiceMonitor is made without the Prometheus operator)",
+            )
+        )
+    for key, value in config.service_monitor_labels.items():
+        if not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
+            problems.append(Problem(f"{path}.serviceMonitorLabels.{key}", "is not a valid Kubernetes label"))
     return problems
 
 
@@ -438,6 +550,8 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
         if names.index(pool.name) != i:
             problems.append(Problem(f"{path}.name", f"'{pool.name}' is used by gpuNodeGroups[{names.index(pool.name)}] too"))
         problems.extend(validate_gpu_node_group(pool, args.network, path))
+    problems.extend(validate_gpu_node_os(gpu_pool_ami_types(args)))
+    problems.extend(validate_gpu_operator(args.gpu_operator))
 
     for key, value in args.tags.items():
         if not 1 <= len(key) <= 128 or key.lower().startswith("aws:"):

@@ -9,16 +9,22 @@ import pulumi
 from . import aws_enums
 from .cluster import EksCluster, EksClusterArgs
 from .config import ConfigError, GpuTrainingPlatformArgs, validate_platform
+from .efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
 from .gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from .gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
 
 
 class GpuTrainingPlatform(pulumi.ComponentResource):
-    """EKS cluster, system node group and GPU training pools, in one stack graph."""
+    """EKS cluster, system node group, GPU training pools, GPU Operator and EFA device plugin, in one stack graph."""
 
     cluster: EksCluster
     """The created or adopted cluster."""
     gpu_node_groups: dict[str, GpuNodeGroup]
     """GPU pools by pool name."""
+    gpu_operator: GpuOperator
+    """The NVIDIA GPU Operator release."""
+    efa_device_plugin: Optional[EfaDevicePlugin]
+    """The EFA device plugin release; None when no GPU pool has EFA."""
 
     def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # Checked before the component registers, so invalid arguments create nothing at all.
@@ -49,6 +55,22 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             )
             for pool in args.gpu_node_groups
         }
+        # The in-cluster add-ons take the cluster reference only, never the GPU node groups, so they
+        # install while the GPU nodes are still launching.
+        self.gpu_operator = GpuOperator(
+            f"{name}-gpu-operator",
+            GpuOperatorArgs(cluster=self.cluster.ref, config=args.gpu_operator, node_os=gpu_node_os(args)),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.efa_device_plugin = (
+            EfaDevicePlugin(
+                f"{name}-efa-device-plugin",
+                EfaDevicePluginArgs(cluster=self.cluster.ref),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            if efa_needed(args)
+            else None
+        )
 
         self.cluster_name = self.cluster.cluster_name
         self.kubeconfig = self.cluster.kubeconfig

@@ -1,0 +1,178 @@
+"""Every values key the project sets exists in the pinned chart's own values.yaml.
+
+Helm ignores a key a chart does not read, so a misspelt or renamed key (``dcgmExporter.servicemonitor``,
+``driver.enable``) installs cleanly and silently does nothing. The charts' values.yaml files under
+``../shared/reference`` are the upstream ones (GPU Operator v26.7.0 and v24.9.2, its
+node-feature-discovery 0.19.0 subchart, EFA device plugin v0.5.30); the tests skip without them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.config import GPU_OPERATOR_CHART_VERSIONS, GpuOperatorConfig
+from components.efa_device_plugin import CHART as EFA_CHART
+from components.efa_device_plugin import CHART_VERSION as EFA_CHART_VERSION
+from components.efa_device_plugin import efa_device_plugin_values, efa_instance_types
+from components.gpu_operator import CHART as GPU_OPERATOR_CHART
+from components.gpu_operator import gpu_operator_values
+from components.node_os import NODE_OS_BY_AMI_TYPE
+from k8s_semantics import gpu_node_taint, tolerates
+
+NFD = "node-feature-discovery"
+NFD_VERSION = "0.19.0"
+
+FREE_FORM = frozenset(
+    {
+        "labels",
+        "annotations",
+        "additionalLabels",
+        "additionalPodAnnotations",
+        "additionalPodLabels",
+        "tolerations",
+        "nodeSelector",
+        "affinity",
+        "env",
+        "resources",
+    }
+)
+"""Keys whose value is a Kubernetes object or a user map: their content is not chart-defined, so
+any keys may appear inside (the key itself must still exist in the chart)."""
+
+
+def unknown_keys(values: Any, chart: Any, path: str = "") -> list[str]:
+    """Key paths of ``values`` the chart's values do not declare, or whose type disagrees."""
+    problems: list[str] = []
+    for key, value in values.items():
+        where = f"{path}.{key}" if path else key
+        if not isinstance(chart, dict) or key not in chart:
+            problems.append(f"{where}: not declared in the chart's values.yaml")
+            continue
+        default = chart[key]
+        if key in FREE_FORM:
+            if default is not None and isinstance(default, dict) != isinstance(value, dict):
+                problems.append(f"{where}: the chart's default is a {type(default).__name__}, not {type(value).__name__}")
+            continue
+        if isinstance(value, dict):
+            if not isinstance(default, dict):
+                problems.append(f"{where}: the chart's value is a {type(default).__name__}, not a map")
+            else:
+                problems.extend(unknown_keys(value, default, where))
+        elif default is not None and type(default) is not type(value):
+            problems.append(f"{where}: {value!r} is a {type(value).__name__}; the chart's default {default!r} is a {type(default).__name__}")
+    return problems
+
+
+def test_the_walk_catches_misspelt_and_mistyped_keys():
+    chart = {"driver": {"enabled": True}, "daemonsets": {"tolerations": []}, "mig": {"strategy": "single"}}
+    assert unknown_keys({"driver": {"enabled": False}, "daemonsets": {"tolerations": [{"key": "a"}]}}, chart) == []
+    assert unknown_keys({"driver": {"enable": False}}, chart) == ["driver.enable: not declared in the chart's values.yaml"]
+    assert unknown_keys({"drivers": {"enabled": False}}, chart) == ["drivers: not declared in the chart's values.yaml"]
+    assert len(unknown_keys({"driver": {"enabled": "false"}}, chart)) == 1
+    assert len(unknown_keys({"mig": "none"}, chart)) == 1
+    assert len(unknown_keys({"daemonsets": {"tolerations": {"key": "a"}}}, chart)) == 1
+
+
+def load(path: Path) -> dict[str, Any]:
+    assert path.is_file(), f"{path} is missing from the reference artefacts"
+    return yaml.safe_load(path.read_text())
+
+
+def gpu_operator_chart(reference: Path, version: str) -> dict[str, Any]:
+    return load(reference / "gpu-operator" / f"values-{version}.yaml")
+
+
+def nfd_chart(reference: Path) -> dict[str, Any]:
+    return load(reference / "gpu-operator" / f"node-feature-discovery-{NFD_VERSION}" / "values.yaml")
+
+
+def gpu_operator_problems(values: dict[str, Any], reference: Path, version: str) -> list[str]:
+    """The GPU Operator's own keys against its values.yaml; ``node-feature-discovery.*`` against the subchart's."""
+    own = {k: v for k, v in values.items() if k != NFD}
+    problems = unknown_keys(own, gpu_operator_chart(reference, version))
+    if NFD in values:
+        assert NFD in gpu_operator_chart(reference, version), "the NFD subchart is no longer bundled"
+        problems += [f"{NFD}.{p}" for p in unknown_keys(values[NFD], nfd_chart(reference))]
+    return problems
+
+
+# Every branch of the values function: both node OS families, with and without system nodes, with
+# and without the Prometheus operator (and ServiceMonitor labels).
+VALUE_VARIANTS = [
+    pytest.param(node_os, selector, config, id=f"{node_os.name}-{'system' if selector else 'nosystem'}-{label}")
+    for node_os, selector, (label, config) in itertools.product(
+        sorted(set(NODE_OS_BY_AMI_TYPE.values()), key=lambda o: o.name),
+        [{"role": "system"}, {}],
+        [
+            ("noprom", GpuOperatorConfig()),
+            ("prom", GpuOperatorConfig(prometheus_operator=True, service_monitor_labels={"release": "prometheus"})),
+        ],
+    )
+]
+
+
+@pytest.mark.parametrize("version", GPU_OPERATOR_CHART_VERSIONS)
+@pytest.mark.parametrize("node_os, selector, config", VALUE_VARIANTS)
+def test_gpu_operator_values_exist_in_the_chart(reference_dir, version, node_os, selector, config):
+    values = gpu_operator_values(config.model_copy(update={"chart_version": version}), node_os, selector)
+    assert gpu_operator_problems(values, reference_dir, version) == []
+
+
+def test_stack_releases_set_only_keys_of_their_pinned_charts(reference_dir, stack_graph):
+    _, graph = stack_graph
+    releases = graph.of_type("kubernetes:helm.sh/v3:Release")
+    assert releases
+    for release in releases:
+        chart, version, values = release.inputs["chart"], release.inputs["version"], release.inputs["values"]
+        if chart == GPU_OPERATOR_CHART:
+            assert gpu_operator_problems(values, reference_dir, version) == [], release.name
+        elif chart == EFA_CHART:
+            assert version == EFA_CHART_VERSION
+            chart_values = load(reference_dir / "efa-device-plugin" / f"values-{version}.yaml")
+            assert unknown_keys(values, chart_values) == [], release.name
+        else:
+            pytest.fail(f"no reference values for chart {chart} of release {release.name}")
+
+
+def test_efa_plugin_values_exist_in_the_chart(reference_dir):
+    chart = load(reference_dir / "efa-device-plugin" / f"values-{EFA_CHART_VERSION}.yaml")
+    assert unknown_keys(efa_device_plugin_values(), chart) == []
+
+
+def test_efa_plugin_chart_tolerates_nothing_by_default_so_the_gpu_taint_needs_our_toleration(reference_dir):
+    chart = load(reference_dir / "efa-device-plugin" / f"values-{EFA_CHART_VERSION}.yaml")
+    assert not tolerates(chart["tolerations"], gpu_node_taint())
+    assert tolerates(efa_device_plugin_values()["tolerations"], gpu_node_taint())
+
+
+def test_efa_instance_types_are_ones_upstream_lists_as_efa_capable(reference_dir):
+    chart = load(reference_dir / "efa-device-plugin" / f"values-{EFA_CHART_VERSION}.yaml")
+    upstream = set(chart["supportedInstanceLabels"]["values"])
+    assert set(efa_instance_types()) <= upstream, sorted(set(efa_instance_types()) - upstream)
+    assert chart["supportedInstanceLabels"]["keys"] == ["node.kubernetes.io/instance-type"]
+
+
+def test_nfd_subchart_worker_tolerates_nothing_by_default(reference_dir):
+    # The NFD subchart's own default leaves the worker off tainted GPU nodes; the values set the
+    # worker's tolerations explicitly (a list replaces the GPU Operator chart's list wholesale).
+    assert not tolerates(nfd_chart(reference_dir)["worker"]["tolerations"], gpu_node_taint())
+
+
+def test_nfd_values_satisfy_the_subchart_schema(reference_dir):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema_path = reference_dir / "gpu-operator" / f"node-feature-discovery-{NFD_VERSION}" / "values.schema.json"
+    schema = json.loads(schema_path.read_text())
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for node_os, selector, config in (p.values for p in VALUE_VARIANTS):
+        values = gpu_operator_values(config, node_os, selector)[NFD]
+        assert [e.message for e in validator.iter_errors(values)] == []
+        tolerations = values["worker"]["tolerations"]
+        assert tolerates(tolerations, gpu_node_taint())
+    # and the schema does check tolerations (a wrong type is caught)
+    assert list(validator.iter_errors({"worker": {"tolerations": [{"key": 1}]}}))

@@ -1,0 +1,76 @@
+"""The EFA device plugin: created when a GPU pool has EFA, on EFA-capable GPU nodes only."""
+
+from __future__ import annotations
+
+import copy
+
+from components.catalog import GPU_INSTANCE_TYPES
+from components.config import parse_platform_args
+from components.efa_device_plugin import (
+    CHART,
+    CHART_REPOSITORY,
+    CHART_VERSION,
+    INSTANCE_TYPE_LABEL,
+    efa_device_plugin_values,
+    efa_instance_types,
+    efa_needed,
+)
+from harness import stack_config
+from k8s_semantics import gpu_node_taint, tolerates
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+NS = "eks-gpu-training"
+
+
+def efa_releases(graph):
+    return [r for r in graph.of_type(RELEASE) if r.inputs["chart"] == CHART]
+
+
+def platform_args(stack: str, **overrides):
+    config = copy.deepcopy(stack_config(stack))
+    raw = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{NS}:")}
+    raw.update(overrides)
+    return parse_platform_args({**raw, "region": config["aws:region"]})
+
+
+def test_efa_is_needed_when_any_gpu_pool_has_efa():
+    assert efa_needed(platform_args("prod"))
+    assert not efa_needed(platform_args("dev"))
+    assert not efa_needed(platform_args("prod", gpuNodeGroups=[]))
+    prod_pool = stack_config("prod")[f"{NS}:gpuNodeGroups"][0]
+    dev_pool = stack_config("dev")[f"{NS}:gpuNodeGroups"][0]
+    assert efa_needed(platform_args("prod", gpuNodeGroups=[{**dev_pool, "name": "small"}, prod_pool]))
+    assert not efa_needed(platform_args("prod", gpuNodeGroups=[{**prod_pool, "efa": "disabled"}]))
+
+
+def test_prod_has_one_efa_plugin_release_that_tolerates_the_gpu_taint(prod_graph):
+    (release,) = efa_releases(prod_graph)
+    assert release.inputs["name"] == CHART
+    assert release.inputs["version"] == CHART_VERSION == "v0.5.30"
+    assert release.inputs["repositoryOpts"] == {"repo": CHART_REPOSITORY}
+    assert release.inputs["namespace"] == "kube-system"
+    assert tolerates(release.inputs["values"]["tolerations"], gpu_node_taint())
+    assert release.inputs["values"] == efa_device_plugin_values()
+
+
+def test_dev_has_no_efa_plugin(dev_graph):
+    assert efa_releases(dev_graph) == []
+
+
+def test_plugin_runs_only_on_efa_capable_gpu_training_nodes():
+    values = efa_device_plugin_values()
+    assert values["nodeSelector"] == {"role": "gpu-training"}
+    labels = values["supportedInstanceLabels"]
+    assert labels["keys"] == [INSTANCE_TYPE_LABEL]
+    assert labels["values"] == efa_instance_types()
+    assert "p5.48xlarge" in labels["values"] and "p4d.24xlarge" in labels["values"]
+    assert all(GPU_INSTANCE_TYPES[t].efa_interfaces > 0 for t in labels["values"])
+    assert "g6e.xlarge" not in labels["values"]  # dev's type has no EFA
+    assert {t for t, f in GPU_INSTANCE_TYPES.items() if f.efa_interfaces} == set(labels["values"])
+
+
+def test_efa_plugin_release_waits_for_the_cluster_not_the_gpu_nodes(prod_graph):
+    (release,) = efa_releases(prod_graph)
+    assert prod_graph.depends_on(release, prod_graph.one("eks:index:Cluster"))
+    for group in (r for r in prod_graph.of_type("eks:index:ManagedNodeGroup") if r.inputs.get("taints")):
+        assert not prod_graph.depends_on(release, group)

@@ -13,6 +13,7 @@ from .config import (
     GpuOperatorConfig,
     GpuTrainingPlatformArgs,
     Problem,
+    TopologyLabelerConfig,
     load_stack_config,
     parse_platform_args,
 )
@@ -20,6 +21,7 @@ from .efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_
 from .gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from .gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
 from .platform import GpuTrainingPlatform
+from .topology_labeler import TopologyLabeler, TopologyLabelerArgs
 
 __all__ = [
     "ClusterRef",
@@ -41,6 +43,9 @@ __all__ = [
     "efa_needed",
     "gpu_node_os",
     "gpu_operator_values",
+    "TopologyLabeler",
+    "TopologyLabelerArgs",
+    "TopologyLabelerConfig",
     "load_stack_config",
     "parse_platform_args",
 ]

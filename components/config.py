@@ -27,6 +27,7 @@ from pydantic_core import PydanticCustomError
 from . import aws_enums
 from .catalog import GPU_INSTANCE_TYPES, efa_interface_count, has_efa
 from .node_os import node_os_of
+from .labeler.settings import DEFAULT_INTERVAL_SECONDS
 
 PROJECT = "eks-gpu-training"
 """The Pulumi project name; stack configuration keys live in this namespace."""
@@ -346,6 +347,72 @@ class GpuOperatorConfig(_Model):
         if value != 1:
             raise PydanticCustomError("gpu_sharing", f"{value} is refused: {GPU_SHARING_REFUSED}; use 1")
         return value
+_IMAGE_REFERENCE = re.compile(
+    r"^(?P<name>(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::\d+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+)
+"""A container image reference as the distribution spec's grammar defines it (registry host and
+port, lowercase repository path, tag, sha256 digest)."""
+
+
+def _check_image_reference(value: str) -> str:
+    match = _IMAGE_REFERENCE.match(value)
+    if match is None or len(match.group("name")) > 255:
+        raise PydanticCustomError(
+            "image",
+            f"'{value}' is not an image reference; use <registry>/<repository>@sha256:<64 hex digits> "
+            "(or <registry>/<repository>:<tag>)",
+        )
+    if match.group("digest") is None and match.group("tag") in (None, "latest"):
+        raise PydanticCustomError(
+            "image",
+            f"'{value}' names no fixed image (no digest, and its tag is '{match.group('tag') or 'latest'}'); "
+            "pin it by digest (@sha256:...) or by a release tag",
+        )
+    return value
+
+
+_CPU_QUANTITY = r"^([1-9][0-9]*m|[0-9]+(\.[0-9]{1,3})?)$"
+_MEMORY_QUANTITY = r"^[1-9][0-9]*(Ki|Mi|Gi)$"
+
+
+def cpu_millicores(quantity: str) -> int:
+    """A CPU quantity (``250m``, ``0.5``, ``2``) in millicores."""
+    return int(quantity[:-1]) if quantity.endswith("m") else round(float(quantity) * 1000)
+
+
+def memory_bytes(quantity: str) -> int:
+    """A memory quantity (``128Mi``, ``1Gi``) in bytes."""
+    return int(quantity[:-2]) * {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}[quantity[-2:]]
+
+
+class LabelerResourcesConfig(_Model):
+    """CPU and memory of the labeler container. The process idles almost all the time; memory is
+    mostly the EC2 service model that botocore loads (about 85 MiB resident, measured)."""
+
+    cpu_request: str = Field(default="10m", pattern=_CPU_QUANTITY)
+    """CPU request. Default: 10m."""
+    memory_request: str = Field(default="128Mi", pattern=_MEMORY_QUANTITY)
+    """Memory request. Default: 128Mi."""
+    cpu_limit: str = Field(default="250m", pattern=_CPU_QUANTITY)
+    """CPU limit. Default: 250m (start-up imports take about half a CPU-second)."""
+    memory_limit: str = Field(default="256Mi", pattern=_MEMORY_QUANTITY)
+    """Memory limit. Default: 256Mi (headroom for the liveness probe's own interpreter)."""
+
+
+class TopologyLabelerConfig(_Model):
+    """The topology labeler: a DaemonSet on GPU nodes that fills in missing
+    ``topology.k8s.aws/network-node-layer-N`` labels from EC2 and never overwrites one."""
+
+    enabled: bool = True
+    """Run the labeler on GPU nodes. Default: true."""
+    image: Optional[Annotated[str, AfterValidator(_check_image_reference)]] = None
+    """Prebuilt labeler image, pinned by digest (`<registry>/<repository>@sha256:...`) or a release tag; skips the ECR repository and the image build. Default: none (the stack builds `components/labeler` and pushes it to a private ECR repository it creates; needs Docker where `pulumi up` runs)."""
+    interval_seconds: int = Field(default=DEFAULT_INTERVAL_SECONDS, ge=60, le=86400)
+    """Seconds between re-checks of a node. Default: 600."""
+    resources: LabelerResourcesConfig = LabelerResourcesConfig()
+    """Requests and limits of the labeler container. Default: 10m/128Mi requested, 250m/256Mi limit."""
 
 
 class GpuTrainingPlatformArgs(_Model):
@@ -363,6 +430,8 @@ class GpuTrainingPlatformArgs(_Model):
     """GPU training pools (managed node groups). Default: none."""
     gpu_operator: GpuOperatorConfig = GpuOperatorConfig()
     """The NVIDIA GPU Operator. Default: chart v26.7.0, no ServiceMonitor."""
+    topology_labeler: TopologyLabelerConfig = TopologyLabelerConfig()
+    """The topology labeler DaemonSet on GPU nodes. Default: enabled, image built and pushed to ECR."""
     tags: dict[str, str] = {}
     """Tags added to every AWS resource. Default: none."""
 
@@ -525,6 +594,19 @@ def validate_gpu_operator(config: GpuOperatorConfig, path: str = "gpuOperator") 
     return problems
 
 
+def validate_topology_labeler(config: TopologyLabelerConfig, path: str) -> list[Problem]:
+    """Rules of the labeler's settings that involve more than one key."""
+    problems: list[Problem] = []
+    resources = config.resources
+    if cpu_millicores(resources.cpu_request) > cpu_millicores(resources.cpu_limit):
+        problems.append(Problem(f"{path}.resources.cpuRequest", f"'{resources.cpu_request}' exceeds cpuLimit '{resources.cpu_limit}'"))
+    if memory_bytes(resources.memory_request) > memory_bytes(resources.memory_limit):
+        problems.append(
+            Problem(f"{path}.resources.memoryRequest", f"'{resources.memory_request}' exceeds memoryLimit '{resources.memory_limit}'")
+        )
+    return problems
+
+
 def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     """Rules of the whole stack that involve more than one key."""
     problems: list[Problem] = []
@@ -552,6 +634,8 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
         problems.extend(validate_gpu_node_group(pool, args.network, path))
     problems.extend(validate_gpu_node_os(gpu_pool_ami_types(args)))
     problems.extend(validate_gpu_operator(args.gpu_operator))
+
+    problems.extend(validate_topology_labeler(args.topology_labeler, "topologyLabeler"))
 
     for key, value in args.tags.items():
         if not 1 <= len(key) <= 128 or key.lower().startswith("aws:"):

@@ -12,6 +12,7 @@ from .config import ConfigError, GpuTrainingPlatformArgs, validate_platform
 from .efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
 from .gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from .gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
+from .topology_labeler import TopologyLabeler, TopologyLabelerArgs
 
 
 class GpuTrainingPlatform(pulumi.ComponentResource):
@@ -25,6 +26,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """The NVIDIA GPU Operator release."""
     efa_device_plugin: Optional[EfaDevicePlugin]
     """The EFA device plugin release; None when no GPU pool has EFA."""
+    topology_labeler: Optional[TopologyLabeler]
+    """The topology labeler; None when ``topologyLabeler.enabled`` is false."""
 
     def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # Checked before the component registers, so invalid arguments create nothing at all.
@@ -69,6 +72,17 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
             if efa_needed(args)
+            else None
+        )
+        # The labeler waits for the cluster only: its DaemonSet has nothing to wait for on GPU nodes,
+        # whose pods start as the nodes join.
+        self.topology_labeler = (
+            TopologyLabeler(
+                f"{name}-topology-labeler",
+                TopologyLabelerArgs(cluster=self.cluster.ref, config=args.topology_labeler, tags=tags),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            if args.topology_labeler.enabled
             else None
         )
 

@@ -15,6 +15,7 @@ thread would bind it to a different event loop.
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +70,10 @@ class Graph:
         assert len(found) == 1, f"expected one {type_} {name or ''}, found {[r.name for r in found]}"
         return found[0]
 
+    def subtree(self, root: Registration) -> "Graph":
+        """The resources under ``root`` (a component), as a graph of their own."""
+        return Graph([r for r in self.resources if root in self.ancestors(r)], error=self.error)
+
     def by_urn(self, urn: str) -> Registration:
         return next(r for r in self.resources if r.urn == urn)
 
@@ -120,6 +125,17 @@ class PlausibleMocks(pulumi.runtime.Mocks):
             outputs["arn"] = f"arn:aws:iam::{ACCOUNT_ID}:role/{outputs['name']}"
         elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
             outputs.update(latestVersion=1, defaultVersion=1)
+        elif typ == "aws:ecr/repository:Repository":
+            repository = outputs.get("name", name)
+            outputs.update(
+                registryId=ACCOUNT_ID,
+                repositoryUrl=f"{ACCOUNT_ID}.dkr.ecr.us-west-2.amazonaws.com/{repository}",
+                arn=_arn("ecr", "repository", repository),
+            )
+        elif typ == "docker-build:index:Image":
+            digest = "sha256:" + hashlib.sha256(json.dumps(outputs, sort_keys=True, default=str).encode()).hexdigest()
+            tag = (outputs.get("tags") or [""])[0]
+            outputs.update(digest=digest, ref=f"{tag}@{digest}", contextHash="0" * 64)
         elif typ.startswith("aws:"):
             service = typ.split(":")[1].split("/")[0]
             outputs.setdefault("arn", _arn(service, typ.rsplit(":", 1)[-1].lower(), name))
@@ -152,6 +168,15 @@ class PlausibleMocks(pulumi.runtime.Mocks):
             return {"accountId": ACCOUNT_ID, "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/test", "userId": "AIDATEST"}
         if args.token in ("aws:index/getRegion:getRegion",):
             return {"name": "us-west-2", "region": "us-west-2", "id": "us-west-2"}
+        if args.token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
+            return {
+                "id": "us-west-2",
+                "userName": "AWS",
+                "password": "mock-ecr-password",
+                "authorizationToken": "QVdTOm1vY2stZWNyLXBhc3N3b3Jk",
+                "proxyEndpoint": f"https://{ACCOUNT_ID}.dkr.ecr.us-west-2.amazonaws.com",
+                "expiresAt": "2030-01-01T00:00:00Z",
+            }
         if args.token == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
         return {}

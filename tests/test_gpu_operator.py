@@ -131,8 +131,9 @@ def test_each_stack_has_exactly_one_gpu_operator_release(stack_graph):
     assert release.inputs["repositoryOpts"] == {"repo": CHART_REPOSITORY}
     assert release.inputs["version"] == stack_config(stack)[f"{NS}:gpuOperator"]["chartVersion"]
     assert release.inputs["namespace"] == NAMESPACE
-    namespace = graph.one("kubernetes:core/v1:Namespace")
-    assert namespace.inputs["metadata"]["name"] == NAMESPACE
+    (namespace,) = [
+        r for r in graph.of_type("kubernetes:core/v1:Namespace") if r.inputs["metadata"]["name"] == NAMESPACE
+    ]
     assert graph.depends_on(release, namespace)
     provider = graph.one("pulumi:providers:kubernetes")
     assert release.provider.startswith(provider.urn) and namespace.provider.startswith(provider.urn)

@@ -1,0 +1,438 @@
+"""The topology labeler: the program in ``components/labeler``, its image, and a least-privilege
+DaemonSet that runs it on every GPU node.
+
+EKS's cloud-controller-manager sets the ``topology.k8s.aws/network-node-layer-N`` labels itself when
+a node of a supported type initialises; the labeler fills in what a node still lacks (API down at
+join time, older control planes, self-managed nodes, a fourth layer) and reports nodes whose type has
+no topology. It never overwrites a label.
+
+Every Kubernetes object is a plain dict from a pure function below; the component hands those very
+dicts to pulumi-kubernetes, and the tests validate them against the Kubernetes schema.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_docker_build as docker_build
+import pulumi_kubernetes as k8s
+
+from .cluster import ClusterRef
+from .config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
+from .gpu_node_group import gpu_node_selector, gpu_toleration
+from .labeler.settings import (
+    ENV_HEARTBEAT_FILE,
+    ENV_INTERVAL,
+    ENV_NODE_NAME,
+    HEARTBEAT_DIR,
+    HEARTBEAT_FILE,
+    MAX_HEARTBEAT_AGE_SECONDS,
+)
+
+NAME = "topology-labeler"
+"""Name of the namespace, ServiceAccount, ClusterRole(Binding) and DaemonSet."""
+NAMESPACE = NAME
+SERVICE_ACCOUNT = NAME
+CONTAINER = "labeler"
+
+LABELER_DIR = Path(__file__).resolve().parent / "labeler"
+"""The program and its Dockerfile; the image's build context is this folder alone."""
+
+IMAGE_PLATFORM = docker_build.Platform.LINUX_AMD64
+"""GPU training nodes are x86_64 (the GPU catalog lists x86_64 NVIDIA types only)."""
+
+RUN_AS_USER = 65532
+"""The image's numeric non-root user (``USER 65532:65532`` in the Dockerfile)."""
+
+PRIORITY_CLASS = "system-node-critical"
+"""Built-in PriorityClass that keeps a per-node daemon scheduled and spares it from eviction."""
+
+POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
+"""The service principal EKS Pod Identity assumes roles as."""
+
+LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "eks-gpu-training"}
+SELECTOR = {"app.kubernetes.io/name": NAME}
+
+
+# --- Kubernetes objects (pure) -----------------------------------------------------------------
+
+def namespace_manifest() -> dict[str, Any]:
+    """The labeler's namespace; Pod Security Admission enforces the ``restricted`` profile, which
+    the DaemonSet meets."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": NAMESPACE,
+            "labels": {
+                **LABELS,
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/enforce-version": "latest",
+            },
+        },
+    }
+
+
+def service_account_manifest() -> dict[str, Any]:
+    """The identity the RBAC binding and the Pod Identity association name."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE, "labels": dict(LABELS)},
+    }
+
+
+def cluster_role_manifest() -> dict[str, Any]:
+    """Nodes only, and only what reading a node and patching its labels takes."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": NAME, "labels": dict(LABELS)},
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]}],
+    }
+
+
+def cluster_role_binding_manifest() -> dict[str, Any]:
+    """Grants the ClusterRole to the labeler's ServiceAccount."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": NAME, "labels": dict(LABELS)},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}],
+    }
+
+
+def container_resources(config: TopologyLabelerConfig) -> dict[str, dict[str, str]]:
+    """Requests and limits of the labeler container."""
+    resources = config.resources
+    return {
+        "requests": {"cpu": resources.cpu_request, "memory": resources.memory_request},
+        "limits": {"cpu": resources.cpu_limit, "memory": resources.memory_limit},
+    }
+
+
+def daemonset_manifest(image: Any, config: TopologyLabelerConfig) -> dict[str, Any]:
+    """One labeler pod per GPU node. ``image`` is the reference to run (a string, or the Output of
+    the pushed image's digest reference)."""
+    restricted = {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    container = {
+        "name": CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": [
+            {"name": ENV_NODE_NAME, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            {"name": ENV_INTERVAL, "value": str(config.interval_seconds)},
+            {"name": ENV_HEARTBEAT_FILE, "value": HEARTBEAT_FILE},
+        ],
+        "resources": container_resources(config),
+        "livenessProbe": {
+            "exec": {
+                "command": [
+                    "python", "-m", "labeler.healthcheck",
+                    "--file", HEARTBEAT_FILE, "--max-age", str(MAX_HEARTBEAT_AGE_SECONDS),
+                ]
+            },
+            "initialDelaySeconds": 30,
+            "periodSeconds": 30,
+            "timeoutSeconds": 10,
+            "failureThreshold": 3,
+        },
+        "securityContext": restricted,
+        "volumeMounts": [{"name": "run", "mountPath": HEARTBEAT_DIR}],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": dict(LABELS)},
+        "spec": {
+            "selector": {"matchLabels": dict(SELECTOR)},
+            # The labeler is a helper, not on any data path: a quarter of the pool may restart at once,
+            # so a rollout over hundreds of nodes does not hold `pulumi up` for an hour.
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%"}},
+            "template": {
+                "metadata": {"labels": dict(LABELS)},
+                "spec": {
+                    "serviceAccountName": SERVICE_ACCOUNT,
+                    "automountServiceAccountToken": True,
+                    "enableServiceLinks": False,
+                    "priorityClassName": PRIORITY_CLASS,
+                    "nodeSelector": {**gpu_node_selector(), "kubernetes.io/os": "linux"},
+                    "tolerations": [gpu_toleration()],
+                    "terminationGracePeriodSeconds": 10,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": RUN_AS_USER,
+                        "runAsGroup": RUN_AS_USER,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [container],
+                    "volumes": [{"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}],
+                },
+            },
+        },
+    }
+
+
+def manifests(image: Any, config: TopologyLabelerConfig) -> list[dict[str, Any]]:
+    """Every Kubernetes object of the labeler, in creation order."""
+    return [
+        namespace_manifest(),
+        service_account_manifest(),
+        cluster_role_manifest(),
+        cluster_role_binding_manifest(),
+        daemonset_manifest(image, config),
+    ]
+
+
+def _resource_kwargs(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """A manifest as keyword arguments of its pulumi-kubernetes class: top-level keys in snake_case
+    (``roleRef`` -> ``role_ref``); nested dicts are passed through with their Kubernetes names."""
+    return {
+        re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower(): value
+        for key, value in manifest.items()
+        if key not in ("apiVersion", "kind")
+    }
+
+
+# --- AWS side (pure) ---------------------------------------------------------------------------
+
+def pod_identity_trust_policy() -> str:
+    """Trust policy that lets EKS Pod Identity hand the role to the associated ServiceAccount."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
+                    "Action": ["sts:AssumeRole", "sts:TagSession"],
+                }
+            ],
+        }
+    )
+
+
+def describe_topology_policy(region: str) -> str:
+    """``ec2:DescribeInstanceTopology`` and nothing more. The action has no resource-level
+    permissions, so ``Resource`` is ``*``; the condition keeps it to the cluster's region."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Action": "ec2:DescribeInstanceTopology",
+                    "Resource": "*",
+                    "Condition": {"StringEquals": {"aws:RequestedRegion": region}},
+                }
+            ],
+        }
+    )
+
+
+def ecr_repository_name(cluster_name: str) -> str:
+    """``<cluster>/topology-labeler``, lowercased with runs of other characters as one ``-`` (ECR
+    repository names allow lowercase letters, digits and single separators only)."""
+    prefix = re.sub(r"[^a-z0-9]+", "-", cluster_name.lower()).strip("-")
+    return f"{prefix}/{NAME}"
+
+
+ECR_LIFECYCLE_POLICY = json.dumps(
+    {
+        "rules": [
+            {
+                "rulePriority": 1,
+                "description": "Drop untagged images a week after push",
+                "selection": {"tagStatus": "untagged", "countType": "sinceImagePushed", "countUnit": "days", "countNumber": 7},
+                "action": {"type": "expire"},
+            },
+            {
+                "rulePriority": 2,
+                "description": "Keep the 10 most recent images",
+                "selection": {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": 10},
+                "action": {"type": "expire"},
+            },
+        ]
+    }
+)
+"""Build artefacts of this stack only: the DaemonSet always runs the newest push, so old ones go."""
+
+
+def _ignore_pattern(pattern: str) -> re.Pattern[str]:
+    # .dockerignore wildcards: '*' and '?' stay within one path segment.
+    return re.compile("".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in pattern))
+
+
+def build_context_files(directory: Path = LABELER_DIR) -> list[str]:
+    """The files of ``directory`` that its ``.dockerignore`` lets into the build context (the rules
+    in order, the last matching one wins, ``!`` re-includes; a file is excluded with its folder)."""
+    rules = []
+    ignore_file = directory / ".dockerignore"
+    if ignore_file.exists():
+        for line in ignore_file.read_text().splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                rules.append((line.startswith("!"), _ignore_pattern(line.lstrip("!").strip("/"))))
+
+    def excluded(path: str) -> bool:
+        parts = path.split("/")
+        result = False
+        for include, pattern in rules:
+            if any(pattern.fullmatch("/".join(parts[:n])) for n in range(1, len(parts) + 1)):
+                result = not include
+        return result
+
+    files = (p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())
+    return sorted(f for f in files if not excluded(f))
+
+
+def build_context_tag(directory: Path = LABELER_DIR) -> str:
+    """A tag that names the image's source: a hash of the Dockerfile and every file the build sees."""
+    digest = hashlib.sha256()
+    for relative in ["Dockerfile", *build_context_files(directory)]:
+        digest.update(relative.encode() + b"\0" + (directory / relative).read_bytes() + b"\0")
+    return f"src-{digest.hexdigest()[:16]}"
+
+
+# --- the component -----------------------------------------------------------------------------
+
+@dataclass
+class TopologyLabelerArgs:
+    """Arguments of ``TopologyLabeler``."""
+
+    cluster: ClusterRef
+    """The cluster whose GPU nodes get labelled."""
+    config: TopologyLabelerConfig
+    """Image, interval and resources (``enabled`` is read by ``GpuTrainingPlatform``, which creates
+    this component only when it is true)."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags for every AWS resource. Default: none."""
+
+
+class TopologyLabeler(pulumi.ComponentResource):
+    """Namespace, RBAC, Pod Identity role and DaemonSet of the topology labeler, plus (without a
+    prebuilt image) its ECR repository and image build."""
+
+    image: pulumi.Output[str]
+    """The image reference the DaemonSet runs (``<repository>@sha256:...`` when built here)."""
+    role_arn: pulumi.Output[str]
+    """The IAM role the labeler's pods get through EKS Pod Identity."""
+
+    def __init__(self, name: str, args: TopologyLabelerArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        problems = validate_topology_labeler(args.config, path=f"TopologyLabeler({name})")
+        if problems:
+            raise ConfigError(problems)
+        super().__init__("eks-gpu-training:index:TopologyLabeler", name, None, opts)
+        ref, config, tags = args.cluster, args.config, dict(args.tags)
+
+        def in_cluster(*depends_on: pulumi.Resource) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=list(depends_on))
+
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", **_resource_kwargs(namespace_manifest()), opts=in_cluster(*ref.ready)
+        )
+        service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-service-account", **_resource_kwargs(service_account_manifest()), opts=in_cluster(namespace)
+        )
+        cluster_role = k8s.rbac.v1.ClusterRole(
+            f"{name}-cluster-role", **_resource_kwargs(cluster_role_manifest()), opts=in_cluster(*ref.ready)
+        )
+        binding = k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-cluster-role-binding",
+            **_resource_kwargs(cluster_role_binding_manifest()),
+            opts=in_cluster(cluster_role, service_account),
+        )
+
+        role = aws.iam.Role(
+            f"{name}-role",
+            assume_role_policy=pod_identity_trust_policy(),
+            description=f"Topology labeler of EKS cluster {ref.name} (EKS Pod Identity)",
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        policy = aws.iam.RolePolicy(
+            f"{name}-describe-topology",
+            role=role.id,
+            policy=describe_topology_policy(ref.region),
+            opts=pulumi.ResourceOptions(parent=role),
+        )
+        # The cluster name is a plain string, so the association waits for the cluster (and its Pod
+        # Identity agent add-on) explicitly.
+        association = aws.eks.PodIdentityAssociation(
+            f"{name}-pod-identity",
+            cluster_name=ref.name,
+            namespace=NAMESPACE,
+            service_account=SERVICE_ACCOUNT,
+            role_arn=role.arn,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
+        )
+
+        self.image = pulumi.Output.from_input(config.image) if config.image else self._build_image(name, ref, tags)
+
+        # Pod Identity injects credentials when a pod is created, so the pods must not start before
+        # the association exists; RBAC first too, or the first checks fail with 403.
+        k8s.apps.v1.DaemonSet(
+            f"{name}-daemonset",
+            **_resource_kwargs(daemonset_manifest(self.image, config)),
+            opts=in_cluster(namespace, service_account, binding, association, policy),
+        )
+
+        self.role_arn = role.arn
+        self.register_outputs({"image": self.image, "roleArn": self.role_arn})
+
+    def _build_image(self, name: str, ref: ClusterRef, tags: dict[str, str]) -> pulumi.Output[str]:
+        """Build ``components/labeler`` and push it to a private ECR repository; the digest
+        reference of the push."""
+        repository = aws.ecr.Repository(
+            f"{name}-repository",
+            name=ecr_repository_name(ref.name),
+            image_scanning_configuration={"scan_on_push": True},
+            # The DaemonSet runs the pushed digest, which no tag move can change. Immutable tags would
+            # instead fail `pulumi up` whenever docker-build rebuilds without the source changing (its
+            # context hash also covers file modes, which differ between checkouts).
+            image_tag_mutability="MUTABLE",
+            # The repository holds nothing but this stack's build output.
+            force_delete=True,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        aws.ecr.LifecyclePolicy(
+            f"{name}-repository-lifecycle",
+            repository=repository.name,
+            policy=ECR_LIFECYCLE_POLICY,
+            opts=pulumi.ResourceOptions(parent=repository),
+        )
+        token = aws.ecr.get_authorization_token_output(
+            registry_id=repository.registry_id, opts=pulumi.InvokeOutputOptions(parent=self)
+        )
+        tag = build_context_tag()
+        image = docker_build.Image(
+            f"{name}-image",
+            # Relative to the program's working directory, so the path (part of docker-build's diff)
+            # is the same on every machine that runs `pulumi up`.
+            context={"location": os.path.relpath(LABELER_DIR)},
+            dockerfile={"location": os.path.relpath(LABELER_DIR / "Dockerfile")},
+            platforms=[IMAGE_PLATFORM],
+            push=True,
+            tags=[repository.repository_url.apply(lambda url: f"{url}:{tag}")],
+            registries=[{"address": repository.repository_url, "username": token.user_name, "password": token.password}],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return pulumi.Output.all(repository.repository_url, image.digest).apply(lambda parts: f"{parts[0]}@{parts[1]}")

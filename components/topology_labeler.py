@@ -1,5 +1,5 @@
-"""The topology labeler: the program in ``components/labeler``, its image, and a least-privilege
-DaemonSet that runs it on every GPU node.
+"""The topology labeler: the program in ``components/labeler`` and a least-privilege DaemonSet that
+runs it on every GPU node (``labeler_image`` builds and pushes its image).
 
 EKS's cloud-controller-manager sets the ``topology.k8s.aws/network-node-layer-N`` labels itself when
 a node of a supported type initialises; the labeler fills in what a node still lacks (API down at
@@ -12,22 +12,19 @@ dicts to pulumi-kubernetes, and the tests validate them against the Kubernetes s
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, Optional
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_docker_build as docker_build
 import pulumi_kubernetes as k8s
 
 from .cluster import ClusterRef
 from .config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
 from .gpu_node_group import gpu_node_selector, gpu_toleration
+from .labeler_image import build_and_push
 from .labeler.settings import (
     ENV_HEARTBEAT_FILE,
     ENV_INTERVAL,
@@ -42,12 +39,6 @@ NAME = "topology-labeler"
 NAMESPACE = NAME
 SERVICE_ACCOUNT = NAME
 CONTAINER = "labeler"
-
-LABELER_DIR = Path(__file__).resolve().parent / "labeler"
-"""The program and its Dockerfile; the image's build context is this folder alone."""
-
-IMAGE_PLATFORM = docker_build.Platform.LINUX_AMD64
-"""GPU training nodes are x86_64 (the GPU catalog lists x86_64 NVIDIA types only)."""
 
 RUN_AS_USER = 65532
 """The image's numeric non-root user (``USER 65532:65532`` in the Dockerfile)."""
@@ -246,70 +237,6 @@ def describe_topology_policy(region: str) -> str:
     )
 
 
-def ecr_repository_name(cluster_name: str) -> str:
-    """``<cluster>/topology-labeler``, lowercased with runs of other characters as one ``-`` (ECR
-    repository names allow lowercase letters, digits and single separators only)."""
-    prefix = re.sub(r"[^a-z0-9]+", "-", cluster_name.lower()).strip("-")
-    return f"{prefix}/{NAME}"
-
-
-ECR_LIFECYCLE_POLICY = json.dumps(
-    {
-        "rules": [
-            {
-                "rulePriority": 1,
-                "description": "Drop untagged images a week after push",
-                "selection": {"tagStatus": "untagged", "countType": "sinceImagePushed", "countUnit": "days", "countNumber": 7},
-                "action": {"type": "expire"},
-            },
-            {
-                "rulePriority": 2,
-                "description": "Keep the 10 most recent images",
-                "selection": {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": 10},
-                "action": {"type": "expire"},
-            },
-        ]
-    }
-)
-"""Build artefacts of this stack only: the DaemonSet always runs the newest push, so old ones go."""
-
-
-def _ignore_pattern(pattern: str) -> re.Pattern[str]:
-    # .dockerignore wildcards: '*' and '?' stay within one path segment.
-    return re.compile("".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in pattern))
-
-
-def build_context_files(directory: Path = LABELER_DIR) -> list[str]:
-    """The files of ``directory`` that its ``.dockerignore`` lets into the build context (the rules
-    in order, the last matching one wins, ``!`` re-includes; a file is excluded with its folder)."""
-    rules = []
-    ignore_file = directory / ".dockerignore"
-    if ignore_file.exists():
-        for line in ignore_file.read_text().splitlines():
-            line = line.strip()
-            if line and not line.startswith("#"):
-                rules.append((line.startswith("!"), _ignore_pattern(line.lstrip("!").strip("/"))))
-
-    def excluded(path: str) -> bool:
-        parts = path.split("/")
-        result = False
-        for include, pattern in rules:
-            if any(pattern.fullmatch("/".join(parts[:n])) for n in range(1, len(parts) + 1)):
-                result = not include
-        return result
-
-    files = (p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())
-    return sorted(f for f in files if not excluded(f))
-
-
-def build_context_tag(directory: Path = LABELER_DIR) -> str:
-    """A tag that names the image's source: a hash of the Dockerfile and every file the build sees."""
-    digest = hashlib.sha256()
-    for relative in ["Dockerfile", *build_context_files(directory)]:
-        digest.update(relative.encode() + b"\0" + (directory / relative).read_bytes() + b"\0")
-    return f"src-{digest.hexdigest()[:16]}"
-
-
 # --- the component -----------------------------------------------------------------------------
 
 @dataclass
@@ -384,7 +311,9 @@ class TopologyLabeler(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
         )
 
-        self.image = pulumi.Output.from_input(config.image) if config.image else self._build_image(name, ref, tags)
+        self.image = (
+            pulumi.Output.from_input(config.image) if config.image else build_and_push(name, ref.name, tags, parent=self)
+        )
 
         # Pod Identity injects credentials when a pod is created, so the pods must not start before
         # the association exists; RBAC first too, or the first checks fail with 403.
@@ -396,43 +325,3 @@ class TopologyLabeler(pulumi.ComponentResource):
 
         self.role_arn = role.arn
         self.register_outputs({"image": self.image, "roleArn": self.role_arn})
-
-    def _build_image(self, name: str, ref: ClusterRef, tags: dict[str, str]) -> pulumi.Output[str]:
-        """Build ``components/labeler`` and push it to a private ECR repository; the digest
-        reference of the push."""
-        repository = aws.ecr.Repository(
-            f"{name}-repository",
-            name=ecr_repository_name(ref.name),
-            image_scanning_configuration={"scan_on_push": True},
-            # The DaemonSet runs the pushed digest, which no tag move can change. Immutable tags would
-            # instead fail `pulumi up` whenever docker-build rebuilds without the source changing (its
-            # context hash also covers file modes, which differ between checkouts).
-            image_tag_mutability="MUTABLE",
-            # The repository holds nothing but this stack's build output.
-            force_delete=True,
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        aws.ecr.LifecyclePolicy(
-            f"{name}-repository-lifecycle",
-            repository=repository.name,
-            policy=ECR_LIFECYCLE_POLICY,
-            opts=pulumi.ResourceOptions(parent=repository),
-        )
-        token = aws.ecr.get_authorization_token_output(
-            registry_id=repository.registry_id, opts=pulumi.InvokeOutputOptions(parent=self)
-        )
-        tag = build_context_tag()
-        image = docker_build.Image(
-            f"{name}-image",
-            # Relative to the program's working directory, so the path (part of docker-build's diff)
-            # is the same on every machine that runs `pulumi up`.
-            context={"location": os.path.relpath(LABELER_DIR)},
-            dockerfile={"location": os.path.relpath(LABELER_DIR / "Dockerfile")},
-            platforms=[IMAGE_PLATFORM],
-            push=True,
-            tags=[repository.repository_url.apply(lambda url: f"{url}:{tag}")],
-            registries=[{"address": repository.repository_url, "username": token.user_name, "password": token.password}],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        return pulumi.Output.all(repository.repository_url, image.digest).apply(lambda parts: f"{parts[0]}@{parts[1]}")

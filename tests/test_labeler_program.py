@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from components import labeler_image
 from components import topology_labeler as tl
 from components.labeler import app, healthcheck
 from components.labeler.logs import JsonFormatter, configure_logging
@@ -142,9 +143,9 @@ def image_root(tmp_path) -> Path:
     """The image's /app: the build context's files copied to ``labeler/``, as the Dockerfile does."""
     package = tmp_path / "app" / "labeler"
     package.mkdir(parents=True)
-    for relative in tl.build_context_files():
+    for relative in labeler_image.build_context_files():
         if relative.endswith(".py"):
-            shutil.copy(tl.LABELER_DIR / relative, package / relative)
+            shutil.copy(labeler_image.LABELER_DIR / relative, package / relative)
     return tmp_path / "app"
 
 
@@ -184,7 +185,7 @@ def test_the_liveness_probe_command_runs_in_the_image(image_root, tmp_path):
 
 
 def test_dockerfile_builds_a_slim_non_root_image_from_the_context_alone():
-    dockerfile = (tl.LABELER_DIR / "Dockerfile").read_text()
+    dockerfile = (labeler_image.LABELER_DIR / "Dockerfile").read_text()
     instructions = [line for line in dockerfile.splitlines() if line and not line.startswith("#")]
     assert re.search(r"^ARG PYTHON_IMAGE=python:3\.\d+-slim$", dockerfile, re.M)
     copies = [line.split()[1:-1] for line in instructions if line.startswith("COPY")]
@@ -197,7 +198,7 @@ def test_dockerfile_builds_a_slim_non_root_image_from_the_context_alone():
 
 def test_image_requirements_are_exact_pins_and_match_the_tested_kubernetes_client():
     pins = {}
-    for line in (tl.LABELER_DIR / "requirements.txt").read_text().splitlines():
+    for line in (labeler_image.LABELER_DIR / "requirements.txt").read_text().splitlines():
         if line and not line.startswith("#"):
             match = re.fullmatch(r"([A-Za-z0-9_.-]+)==([0-9][0-9A-Za-z.+-]*)", line)
             assert match, f"not an exact pin: {line}"

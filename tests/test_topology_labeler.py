@@ -11,6 +11,7 @@ import shutil
 import kubernetes_validate
 import pytest
 
+from components import labeler_image
 from components import topology_labeler as tl
 from components.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError, TopologyLabelerConfig, parse_platform_args
 from components.gpu_node_group import gpu_toleration
@@ -107,7 +108,7 @@ def test_prod_builds_and_pushes_the_image_to_a_scanned_private_ecr_repository(pr
     assert image.inputs["context"] == {"location": "components/labeler"}
     assert image.inputs["dockerfile"] == {"location": "components/labeler/Dockerfile"}
     assert image.inputs["platforms"] == ["linux/amd64"]
-    assert image.inputs["tags"] == [f"{url}:{tl.build_context_tag()}"]
+    assert image.inputs["tags"] == [f"{url}:{labeler_image.build_context_tag()}"]
     assert image.inputs["registries"] == [{"address": url, "username": "AWS", "password": "mock-ecr-password"}]
     assert prod_graph.depends_on(image, repository)
 
@@ -321,12 +322,12 @@ def test_component_refuses_invalid_resources_before_registering_anything():
 # --- pure helpers -------------------------------------------------------------------------------
 
 def test_ecr_repository_name_is_a_valid_repository_name_for_any_cluster_name():
-    assert tl.ecr_repository_name("gpu-training-prod") == "gpu-training-prod/topology-labeler"
-    assert tl.ecr_repository_name("Research_GPU--01") == "research-gpu-01/topology-labeler"
+    assert labeler_image.ecr_repository_name("gpu-training-prod") == "gpu-training-prod/topology-labeler"
+    assert labeler_image.ecr_repository_name("Research_GPU--01") == "research-gpu-01/topology-labeler"
 
 
 def test_build_context_is_the_program_and_its_requirements_only():
-    files = tl.build_context_files()
+    files = labeler_image.build_context_files()
     assert "requirements.txt" in files and "loop.py" in files and "__main__.py" in files
     assert all(f == "requirements.txt" or (f.endswith(".py") and "/" not in f) for f in files)
     assert "Dockerfile" not in files and ".dockerignore" not in files
@@ -334,10 +335,10 @@ def test_build_context_is_the_program_and_its_requirements_only():
 
 def test_build_context_tag_follows_the_sources(tmp_path):
     context = tmp_path / "labeler"
-    shutil.copytree(tl.LABELER_DIR, context, ignore=shutil.ignore_patterns("__pycache__"))
-    before = tl.build_context_tag(context)
-    assert before == tl.build_context_tag(tl.LABELER_DIR)
+    shutil.copytree(labeler_image.LABELER_DIR, context, ignore=shutil.ignore_patterns("__pycache__"))
+    before = labeler_image.build_context_tag(context)
+    assert before == labeler_image.build_context_tag(labeler_image.LABELER_DIR)
     (context / "notes.md").write_text("not part of the image")
-    assert tl.build_context_tag(context) == before
+    assert labeler_image.build_context_tag(context) == before
     (context / "loop.py").write_text((context / "loop.py").read_text() + "\n# changed\n")
-    assert tl.build_context_tag(context) != before
+    assert labeler_image.build_context_tag(context) != before

@@ -1,4 +1,4 @@
-"""Pieces shared by the node groups: node IAM role, managed node group update policy."""
+"""IAM pieces shared by components: node IAM role, Pod Identity trust, managed node group update policy."""
 
 from __future__ import annotations
 
@@ -31,6 +31,27 @@ def ec2_assume_role_policy(partition: str) -> str:
         {
             "Version": "2012-10-17",
             "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
+        }
+    )
+
+
+POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
+"""The service principal EKS Pod Identity assumes roles as."""
+
+
+def pod_identity_trust_policy() -> str:
+    """Trust policy that lets EKS Pod Identity hand a role to the ServiceAccount an association
+    names (docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
+                    "Action": ["sts:AssumeRole", "sts:TagSession"],
+                }
+            ],
         }
     )
 

@@ -24,6 +24,7 @@ import pulumi_kubernetes as k8s
 from .cluster import ClusterRef
 from .config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
 from .gpu_node_group import gpu_node_selector, gpu_toleration
+from .iam import pod_identity_trust_policy
 from .labeler_image import build_and_push
 from .labeler.settings import (
     ENV_HEARTBEAT_FILE,
@@ -45,9 +46,6 @@ RUN_AS_USER = 65532
 
 PRIORITY_CLASS = "system-node-critical"
 """Built-in PriorityClass that keeps a per-node daemon scheduled and spares it from eviction."""
-
-POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
-"""The service principal EKS Pod Identity assumes roles as."""
 
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "eks-gpu-training"}
 SELECTOR = {"app.kubernetes.io/name": NAME}
@@ -202,22 +200,6 @@ def _resource_kwargs(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # --- AWS side (pure) ---------------------------------------------------------------------------
-
-def pod_identity_trust_policy() -> str:
-    """Trust policy that lets EKS Pod Identity hand the role to the associated ServiceAccount."""
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
-                    "Action": ["sts:AssumeRole", "sts:TagSession"],
-                }
-            ],
-        }
-    )
-
 
 def describe_topology_policy(region: str) -> str:
     """``ec2:DescribeInstanceTopology`` and nothing more. The action has no resource-level

@@ -12,6 +12,8 @@ from .config import (
     GpuNodeGroupConfig,
     GpuOperatorConfig,
     GpuTrainingPlatformArgs,
+    KarpenterConfig,
+    KarpenterGpuNodePoolConfig,
     Problem,
     TopologyLabelerConfig,
     load_stack_config,
@@ -20,6 +22,8 @@ from .config import (
 from .efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
 from .gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from .gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
+from .gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
+from .karpenter import Karpenter, KarpenterArgs, karpenter_values
 from .platform import GpuTrainingPlatform
 from .topology_labeler import TopologyLabeler, TopologyLabelerArgs
 
@@ -36,8 +40,14 @@ __all__ = [
     "GpuOperator",
     "GpuOperatorArgs",
     "GpuOperatorConfig",
+    "GpuNodePool",
+    "GpuNodePoolArgs",
     "GpuTrainingPlatform",
     "GpuTrainingPlatformArgs",
+    "Karpenter",
+    "KarpenterArgs",
+    "KarpenterConfig",
+    "KarpenterGpuNodePoolConfig",
     "Problem",
     "efa_device_plugin_values",
     "efa_needed",
@@ -46,6 +56,9 @@ __all__ = [
     "TopologyLabeler",
     "TopologyLabelerArgs",
     "TopologyLabelerConfig",
+    "ec2_node_class_spec",
+    "karpenter_values",
     "load_stack_config",
+    "node_pool_spec",
     "parse_platform_args",
 ]

@@ -45,6 +45,8 @@ class ClusterRef:
     """The security group EKS made for the cluster; nodes need it to reach the control plane."""
     kubeconfig: pulumi.Output[str]
     """Kubeconfig (JSON) that authenticates with ``aws eks get-token``."""
+    endpoint: pulumi.Output[str]
+    """The API server endpoint (https URL), for controllers that are told it (Karpenter)."""
     provider: k8s.Provider
     """The one Kubernetes provider every in-cluster object uses."""
     system_node_selector: Mapping[str, str] = field(default_factory=dict)
@@ -152,6 +154,11 @@ class EksCluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
             )
             ready += [cluster, pod_identity]
+            # pulumi-eks hands the endpoint out only inside its CoreData; reading the cluster back once it
+            # exists gives it as a plain output, the same way as for an adopted cluster below.
+            endpoint = aws.eks.get_cluster_output(
+                name=config.name, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[cluster])
+            ).endpoint
             node_group_cluster: Any = cluster
             cluster_security_group_id = cluster.cluster_security_group_id
             kubeconfig = cluster.kubeconfig_json
@@ -159,6 +166,7 @@ class EksCluster(pulumi.ComponentResource):
             lookup = aws.eks.get_cluster_output(name=config.name, opts=pulumi.InvokeOutputOptions(parent=self))
             existing = aws.eks.Cluster.get(f"{name}-eks", id=config.name, opts=pulumi.ResourceOptions(parent=self))
             cluster_security_group_id = lookup.apply(lambda c: c.vpc_config.cluster_security_group_id if c.vpc_config else None)
+            endpoint = lookup.endpoint
             kubeconfig = lookup.apply(
                 lambda c: kubeconfig_for(
                     config.name,
@@ -197,6 +205,7 @@ class EksCluster(pulumi.ComponentResource):
             node_group_cluster=node_group_cluster,
             cluster_security_group_id=cluster_security_group_id,
             kubeconfig=kubeconfig,
+            endpoint=endpoint,
             provider=self.provider,
             system_node_selector=system_node_labels() if args.system_node_group.enabled else {},
             ready=tuple(ready),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Callable, Literal, Optional
 
 import pydantic
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
@@ -75,6 +75,12 @@ GPU_SHARING_NODE_LABELS = {
 
 MIG_DISABLED_CONFIG = "all-disabled"
 """The MIG manager configuration that turns MIG off."""
+KARPENTER_CAPACITY_TYPES = ("on-demand", "spot", "reserved")
+"""Values of Karpenter's ``karpenter.sh/capacity-type`` label (Karpenter 1.14 docs-nodepools.md,
+"karpenter.sh/capacity-type"); a NodePool's requirement must spell them exactly so."""
+
+SPOT_REFUSAL = "a reclaimed node stops the whole distributed job"
+"""Why training pools never use spot (seed: "Never use spot for training")."""
 
 
 class ConfigError(ValueError):
@@ -288,8 +294,7 @@ class GpuNodeGroupConfig(_Model):
         if value == "SPOT":
             raise PydanticCustomError(
                 "spot",
-                "SPOT is refused for training pools: a reclaimed node stops the whole distributed job; "
-                "use ON_DEMAND or CAPACITY_BLOCK",
+                f"SPOT is refused for training pools: {SPOT_REFUSAL}; use ON_DEMAND or CAPACITY_BLOCK",
             )
         return value
 
@@ -347,6 +352,8 @@ class GpuOperatorConfig(_Model):
         if value != 1:
             raise PydanticCustomError("gpu_sharing", f"{value} is refused: {GPU_SHARING_REFUSED}; use 1")
         return value
+
+
 _IMAGE_REFERENCE = re.compile(
     r"^(?P<name>(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::\d+)?/)?"
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
@@ -415,6 +422,113 @@ class TopologyLabelerConfig(_Model):
     """Requests and limits of the labeler container. Default: 10m/128Mi requested, 250m/256Mi limit."""
 
 
+KARPENTER_CHART_VERSION = "1.14.1"
+"""Karpenter chart (and controller) version: the release the CRD schemas in the tests come from."""
+
+_KARPENTER_DURATION = r"^(([0-9]+(s|m|h))+|Never)$"
+"""Pattern of NodePool ``consolidateAfter`` and ``expireAfter`` (karpenter.sh_nodepools.yaml)."""
+
+
+class DisruptionBudgetConfig(_Model):
+    """A NodePool disruption budget: how many nodes Karpenter may disrupt at once, for which reasons, when."""
+
+    nodes: str = Field(pattern=r"^((100|[0-9]{1,2})%|[0-9]+)$")
+    """Nodes that may be disrupted at once: a count (``"1"``) or a percentage (``"10%"``) (required)."""
+    reasons: Optional[list[Literal["Empty", "Drifted", "Underutilized"]]] = None
+    """Disruption reasons the budget applies to. Default: all reasons."""
+    schedule: Optional[str] = Field(default=None, pattern=r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$")
+    """Cron schedule (UTC) from which the budget is active, together with `duration`. Default: always active."""
+    duration: Optional[str] = Field(default=None, pattern=r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$")
+    """How long the budget is active after each `schedule` start, e.g. ``8h``. Default: none."""
+
+
+DEFAULT_DISRUPTION_BUDGETS = [
+    DisruptionBudgetConfig(nodes="0", reasons=["Drifted"]),
+    DisruptionBudgetConfig(nodes="1"),
+]
+"""Never replace a drifted node that is still running (a busy training node is replaced only once
+it is empty and removed as such), and disrupt at most one node at a time otherwise."""
+
+
+class KarpenterDisruptionConfig(_Model):
+    """When Karpenter may take nodes of a GPU pool away. Consolidation is always ``WhenEmpty``: a
+    training node is never drained to pack its pods elsewhere."""
+
+    consolidate_after: str = Field(default="30m", pattern=_KARPENTER_DURATION)
+    """How long a node must be empty before it is removed. Default: 30m (a failed job's restart or the next queued job still finds the node)."""
+    budgets: list[DisruptionBudgetConfig] = Field(default=DEFAULT_DISRUPTION_BUDGETS, max_length=50)
+    """Disruption budgets. Default: no replacement of drifted nodes while they run, one node at a time otherwise."""
+    expire_after: str = Field(default="Never", pattern=_KARPENTER_DURATION)
+    """Maximum node lifetime; expiry drains a node even mid-job. Default: Never."""
+
+
+class KarpenterGpuNodePoolConfig(_Model):
+    """One Karpenter GPU pool: an EC2NodeClass and a NodePool that launch tainted GPU nodes on demand."""
+
+    name: str = Field(pattern=_DNS_LABEL)
+    """Pool name, a DNS label; also the name of its EC2NodeClass and NodePool (required)."""
+    instance_types: list[InstanceType] = Field(default=["p5.48xlarge", "p4de.24xlarge"], min_length=1)
+    """EC2 instance types Karpenter may launch (NVIDIA GPU types). Default: p5.48xlarge, p4de.24xlarge."""
+    capacity_types: list[str] = Field(default=["on-demand"], min_length=1)
+    """Values of `karpenter.sh/capacity-type`: on-demand, and reserved with capacityReservationIds (spot is refused for training). Default: on-demand."""
+    capacity_reservation_ids: list[str] = []
+    """ODCRs or Capacity Blocks (cr- ids) the pool launches into first; needs `reserved` in capacityTypes. Default: none."""
+    gpu_limit: int = Field(default=16, ge=1)
+    """Most GPUs (`nvidia.com/gpu`) the pool's nodes may have in total; at least one node's. Default: 16 (two p5.48xlarge nodes)."""
+    availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
+    """The pool's single AZ; required with a placement group. Default: none (all subnets' AZs)."""
+    subnet_ids: Optional[list[str]] = None
+    """Subnets of the pool, among `network.subnets`. Default: the network's subnets in the pool's AZ (all of them without one)."""
+    placement_group: PlacementGroupConfig = PlacementGroupConfig()
+    """Cluster placement group of the pool (Karpenter selects it, the stack creates it). Default: a group created for the pool."""
+    efa: Literal["auto", "enabled", "disabled"] = "auto"
+    """EFA network interfaces: auto turns them on when every instance type has EFA. Default: auto."""
+    root_volume_size_gib: int = Field(default=500, ge=100, le=16384)
+    """Encrypted gp3 root volume in GiB, sized for multi-GB CUDA/PyTorch images. Default: 500."""
+    labels: dict[str, str] = {}
+    """Node labels added to `role=gpu-training`. Default: none."""
+    disruption: KarpenterDisruptionConfig = KarpenterDisruptionConfig()
+    """Consolidation delay, disruption budgets and node expiry. Default: see its keys."""
+
+    @field_validator("capacity_reservation_ids")
+    @classmethod
+    def _reservation_ids(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not re.match(r"^cr-[0-9a-f]{17}$", value):
+                raise PydanticCustomError("reservation", f"'{value}' is not a capacity reservation id (cr- and 17 hex digits)")
+        return values
+
+    @property
+    def efa_enabled(self) -> bool:
+        """Whether the pool's EC2NodeClass lays out EFA interfaces (same rule as ``GpuNodeGroupConfig``)."""
+        if self.efa == "auto":
+            return all(t in GPU_INSTANCE_TYPES for t in self.instance_types) and has_efa(self.instance_types)
+        return self.efa == "enabled"
+
+    @property
+    def efa_interfaces(self) -> int:
+        """EFA interfaces per node (0 when EFA is off)."""
+        return efa_interface_count(self.instance_types) if self.efa_enabled else 0
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs of the largest node the pool may launch (0 when an instance type is not in the catalog)."""
+        if not all(t in GPU_INSTANCE_TYPES for t in self.instance_types):
+            return 0
+        return max(GPU_INSTANCE_TYPES[t].gpus for t in self.instance_types)
+
+
+class KarpenterConfig(_Model):
+    """Karpenter: the controller, and the GPU pools it provisions."""
+
+    enabled: bool = False
+    """Install Karpenter (controller IAM, interruption queue, Helm release) and its GPU pools. Default: false."""
+    chart_version: str = Field(default=KARPENTER_CHART_VERSION, pattern=r"^\d+\.\d+\.\d+$")
+    """Version of the `karpenter` and `karpenter-crd` charts (oci://public.ecr.aws/karpenter). Default: 1.14.1."""
+    gpu_node_pools: list[KarpenterGpuNodePoolConfig] = []
+    """GPU pools Karpenter provisions (one EC2NodeClass and one NodePool each). Default: none."""
+
+
 class GpuTrainingPlatformArgs(_Model):
     """Everything one stack builds. Top-level keys live in the project's config namespace."""
 
@@ -432,6 +546,8 @@ class GpuTrainingPlatformArgs(_Model):
     """The NVIDIA GPU Operator. Default: chart v26.7.0, no ServiceMonitor."""
     topology_labeler: TopologyLabelerConfig = TopologyLabelerConfig()
     """The topology labeler DaemonSet on GPU nodes. Default: enabled, image built and pushed to ECR."""
+    karpenter: KarpenterConfig = KarpenterConfig()
+    """Karpenter and its GPU pools. Default: off."""
     tags: dict[str, str] = {}
     """Tags added to every AWS resource. Default: none."""
 
@@ -449,7 +565,7 @@ _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
-def pool_subnets(pool: GpuNodeGroupConfig, network: NetworkConfig) -> list[SubnetConfig]:
+def pool_subnets(pool: GpuNodeGroupConfig | KarpenterGpuNodePoolConfig, network: NetworkConfig) -> list[SubnetConfig]:
     """The subnets a pool's nodes launch in (see ``GpuNodeGroupConfig.subnet_ids``)."""
     if pool.subnet_ids is not None:
         by_id = {s.id: s for s in network.subnets}
@@ -457,32 +573,25 @@ def pool_subnets(pool: GpuNodeGroupConfig, network: NetworkConfig) -> list[Subne
     return [s for s in network.subnets if pool.availability_zone in (None, s.availability_zone)]
 
 
-def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, path: str) -> list[Problem]:
-    """Rules of one GPU pool that involve more than one key. ``path`` prefixes every key path."""
-    problems: list[Problem] = []
+ProblemSink = Callable[[str, str], None]
+"""Records one problem: the key under the pool's path, and the message."""
 
-    def problem(key: str, message: str) -> None:
-        problems.append(Problem(f"{path}.{key}", message))
 
-    for i, instance_type in enumerate(pool.instance_types):
+def _check_gpu_instance_types(instance_types: list[str], problem: ProblemSink) -> bool:
+    """GPU types from the catalog, each once; True when every type is known to the catalog."""
+    for i, instance_type in enumerate(instance_types):
         if instance_type not in GPU_INSTANCE_TYPES:
             problem(
                 f"instanceTypes[{i}]",
                 f"'{instance_type}' is not an x86_64 NVIDIA GPU instance type; allowed: {', '.join(GPU_INSTANCE_TYPES)}",
             )
-    if len(set(pool.instance_types)) != len(pool.instance_types):
+    if len(set(instance_types)) != len(instance_types):
         problem("instanceTypes", "lists an instance type twice")
-    known_types = all(t in GPU_INSTANCE_TYPES for t in pool.instance_types)
+    return all(t in GPU_INSTANCE_TYPES for t in instance_types)
 
-    if pool.ami_type not in NVIDIA_AMI_TYPES:
-        problem("amiType", f"'{pool.ami_type}' has no NVIDIA driver; allowed: {', '.join(NVIDIA_AMI_TYPES)}")
 
-    if pool.capacity_type == "CAPACITY_BLOCK":
-        if pool.capacity_reservation_id is None:
-            problem("capacityReservationId", "is required with capacityType CAPACITY_BLOCK (the block's cr- id)")
-        if len(pool.instance_types) != 1:
-            problem("instanceTypes", "a Capacity Block is for exactly one instance type; list only that type")
-    if pool.capacity_reservation_id is not None and pool.placement_group.mode == "create":
+def _check_reservation_placement(has_reservation: bool, placement: PlacementGroupConfig, problem: ProblemSink) -> None:
+    if has_reservation and placement.mode == "create":
         problem(
             "placementGroup.mode",
             "a capacity reservation cannot be forced into a placement group it was not created in "
@@ -490,11 +599,9 @@ def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, pa
             "the reservation was created in",
         )
 
-    if not pool.min_size <= pool.initial_size <= pool.max_size:
-        problem("desiredSize", f"must lie between minSize ({pool.min_size}) and maxSize ({pool.max_size})")
-    if pool.min_size > pool.max_size:
-        problem("minSize", f"must not exceed maxSize ({pool.max_size})")
 
+def _check_placement(pool: GpuNodeGroupConfig | KarpenterGpuNodePoolConfig, network: NetworkConfig, problem: ProblemSink) -> None:
+    """Placement group, availability zone and subnets: a cluster placement group lives in one AZ."""
     placement = pool.placement_group
     if placement.mode == "existing" and not placement.name:
         problem("placementGroup.name", "is required when placementGroup.mode is 'existing'")
@@ -532,11 +639,15 @@ def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, pa
                 "(multi-AZ subnets break node group updates)",
             )
 
+
+def _check_efa(pool: GpuNodeGroupConfig | KarpenterGpuNodePoolConfig, known_types: bool, problem: ProblemSink) -> None:
     if pool.efa == "enabled" and known_types and not has_efa(pool.instance_types):
         lacking = [t for t in pool.instance_types if GPU_INSTANCE_TYPES[t].efa_interfaces == 0]
         problem("efa", f"is 'enabled' but {', '.join(lacking)} has no EFA; use 'auto' or 'disabled', or EFA instance types")
 
-    for key, value in pool.labels.items():
+
+def _check_node_labels(labels: dict[str, str], problem: ProblemSink) -> None:
+    for key, value in labels.items():
         if key in GPU_SHARING_NODE_LABELS and not (key == "nvidia.com/mig.config" and value == MIG_DISABLED_CONFIG):
             problem(f"labels.{key}", f"is refused: it {GPU_SHARING_NODE_LABELS[key]}; {GPU_SHARING_REFUSED}")
         elif key == GPU_NODE_ROLE_LABEL[0]:
@@ -545,13 +656,134 @@ def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, pa
             problem(f"labels.{key}", "is not a valid Kubernetes label key")
         if not _LABEL_VALUE.match(value):
             problem(f"labels.{key}", f"'{value}' is not a valid Kubernetes label value (63 characters, alphanumerics, '-', '_', '.')")
+
+
+def _collector(path: str) -> tuple[list[Problem], ProblemSink]:
+    problems: list[Problem] = []
+
+    def problem(key: str, message: str) -> None:
+        problems.append(Problem(f"{path}.{key}", message))
+
+    return problems, problem
+
+
+def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, path: str) -> list[Problem]:
+    """Rules of one GPU pool that involve more than one key. ``path`` prefixes every key path."""
+    problems, problem = _collector(path)
+    known_types = _check_gpu_instance_types(pool.instance_types, problem)
+
+    if pool.ami_type not in NVIDIA_AMI_TYPES:
+        problem("amiType", f"'{pool.ami_type}' has no NVIDIA driver; allowed: {', '.join(NVIDIA_AMI_TYPES)}")
+
+    if pool.capacity_type == "CAPACITY_BLOCK":
+        if pool.capacity_reservation_id is None:
+            problem("capacityReservationId", "is required with capacityType CAPACITY_BLOCK (the block's cr- id)")
+        if len(pool.instance_types) != 1:
+            problem("instanceTypes", "a Capacity Block is for exactly one instance type; list only that type")
+    _check_reservation_placement(pool.capacity_reservation_id is not None, pool.placement_group, problem)
+
+    if not pool.min_size <= pool.initial_size <= pool.max_size:
+        problem("desiredSize", f"must lie between minSize ({pool.min_size}) and maxSize ({pool.max_size})")
+    if pool.min_size > pool.max_size:
+        problem("minSize", f"must not exceed maxSize ({pool.max_size})")
+
+    _check_placement(pool, network, problem)
+    _check_efa(pool, known_types, problem)
+    _check_node_labels(pool.labels, problem)
+    return problems
+
+
+_KARPENTER_RESTRICTED_LABEL = re.compile(r"^([^/]*\.)?(karpenter\.sh|karpenter\.k8s\.aws)/|^kubernetes\.io/hostname$")
+"""Label keys a NodePool template may not set (the CEL rules of karpenter.sh_nodepools.yaml); the
+few well-known Karpenter labels it may set are not node labels a pool needs to add."""
+
+
+def validate_karpenter_gpu_node_pool(pool: KarpenterGpuNodePoolConfig, network: NetworkConfig, path: str) -> list[Problem]:
+    """Rules of one Karpenter GPU pool that involve more than one key. ``path`` prefixes every key path."""
+    problems, problem = _collector(path)
+    known_types = _check_gpu_instance_types(pool.instance_types, problem)
+
+    for i, capacity_type in enumerate(pool.capacity_types):
+        if capacity_type == "spot":
+            problem(
+                f"capacityTypes[{i}]",
+                f"spot is refused for training pools: {SPOT_REFUSAL}; use on-demand, and reserved with capacityReservationIds",
+            )
+        elif capacity_type not in KARPENTER_CAPACITY_TYPES:
+            hint = aws_enums.suggestion(capacity_type, frozenset(KARPENTER_CAPACITY_TYPES))
+            problem(
+                f"capacityTypes[{i}]",
+                f"'{capacity_type}' is not a karpenter.sh/capacity-type value; allowed: on-demand, reserved{hint}",
+            )
+    if len(set(pool.capacity_types)) != len(pool.capacity_types):
+        problem("capacityTypes", "lists a capacity type twice")
+    if "reserved" in pool.capacity_types and not pool.capacity_reservation_ids:
+        problem("capacityTypes", "'reserved' needs the reservations to launch into: set capacityReservationIds")
+    if pool.capacity_reservation_ids and "reserved" not in pool.capacity_types:
+        problem(
+            "capacityReservationIds",
+            "Karpenter launches into a reservation only for a NodePool that allows 'reserved'; add it to capacityTypes",
+        )
+    if len(set(pool.capacity_reservation_ids)) != len(pool.capacity_reservation_ids):
+        problem("capacityReservationIds", "lists a reservation twice")
+    _check_reservation_placement(bool(pool.capacity_reservation_ids), pool.placement_group, problem)
+
+    if known_types and pool.gpu_limit < pool.gpus_per_node:
+        largest = max(pool.instance_types, key=lambda t: GPU_INSTANCE_TYPES[t].gpus)
+        problem(
+            "gpuLimit",
+            f"{pool.gpu_limit} is less than one {largest} node's {pool.gpus_per_node} GPUs, so Karpenter could never "
+            f"launch it; use at least {pool.gpus_per_node}",
+        )
+
+    _check_placement(pool, network, problem)
+    _check_efa(pool, known_types, problem)
+    _check_node_labels(pool.labels, problem)
+    for key in pool.labels:
+        if _KARPENTER_RESTRICTED_LABEL.match(key):
+            problem(f"labels.{key}", "is restricted by Karpenter (karpenter.sh, karpenter.k8s.aws and kubernetes.io/hostname)")
+
+    for i, budget in enumerate(pool.disruption.budgets):
+        if (budget.schedule is None) != (budget.duration is None):
+            problem(f"disruption.budgets[{i}]", "schedule and duration are set together or not at all")
+    return problems
+
+
+_KARPENTER_RESTRICTED_TAG = re.compile(r"^(kubernetes\.io/cluster|eks:eks-cluster-name$|karpenter\.sh/nodepool$|karpenter\.sh/nodeclaim$|karpenter\.k8s\.aws/ec2nodeclass$)")
+"""AWS tag keys an EC2NodeClass may not carry (the CEL rules on ``spec.tags`` of its CRD)."""
+
+
+def validate_karpenter(karpenter: KarpenterConfig, network: NetworkConfig) -> list[Problem]:
+    """Rules of the ``karpenter`` section."""
+    problems: list[Problem] = []
+    if karpenter.gpu_node_pools and not karpenter.enabled:
+        problems.append(
+            Problem(
+                "karpenter.enabled",
+                f"is false but gpuNodePools lists {len(karpenter.gpu_node_pools)} pool(s), which would be ignored; "
+                "set enabled: true or remove them",
+            )
+        )
+    names = [pool.name for pool in karpenter.gpu_node_pools]
+    for i, pool in enumerate(karpenter.gpu_node_pools):
+        path = f"karpenter.gpuNodePools[{i}]"
+        if names.index(pool.name) != i:
+            problems.append(Problem(f"{path}.name", f"'{pool.name}' is used by karpenter.gpuNodePools[{names.index(pool.name)}] too"))
+        problems.extend(validate_karpenter_gpu_node_pool(pool, network, path))
     return problems
 
 
 def gpu_pool_ami_types(args: GpuTrainingPlatformArgs) -> dict[str, str]:
     """The AMI type of every GPU pool, by the key path that sets it. Every kind of GPU pool the
     platform runs belongs here, since the GPU Operator serves them all."""
-    return {f"gpuNodeGroups[{i}].amiType": pool.ami_type for i, pool in enumerate(args.gpu_node_groups)}
+    managed = {f"gpuNodeGroups[{i}].amiType": pool.ami_type for i, pool in enumerate(args.gpu_node_groups)}
+    # A Karpenter pool's EC2NodeClass selects the AL2023 alias; for NVIDIA instance types Karpenter
+    # resolves it to the AL2023 NVIDIA AMI, the same node OS as AL2023_x86_64_NVIDIA.
+    karpenter = {
+        f"karpenter.gpuNodePools[{i}]": "AL2023_x86_64_NVIDIA"
+        for i, _ in enumerate(args.karpenter.gpu_node_pools if args.karpenter.enabled else [])
+    }
+    return {**managed, **karpenter}
 
 
 def validate_gpu_node_os(ami_types: dict[str, str]) -> list[Problem]:
@@ -636,12 +868,17 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     problems.extend(validate_gpu_operator(args.gpu_operator))
 
     problems.extend(validate_topology_labeler(args.topology_labeler, "topologyLabeler"))
+    problems.extend(validate_karpenter(args.karpenter, args.network))
 
     for key, value in args.tags.items():
         if not 1 <= len(key) <= 128 or key.lower().startswith("aws:"):
             problems.append(Problem(f"tags.{key}", "tag keys have 1-128 characters and must not start with 'aws:'"))
         if len(value) > 256:
             problems.append(Problem(f"tags.{key}", "tag values have at most 256 characters"))
+        if args.karpenter.enabled and _KARPENTER_RESTRICTED_TAG.match(key):
+            problems.append(
+                Problem(f"tags.{key}", "is a tag Karpenter sets itself and its EC2NodeClass refuses (kubernetes.io/cluster/, eks:eks-cluster-name, karpenter.*)")
+            )
     return problems
 
 

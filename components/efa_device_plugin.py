@@ -33,7 +33,8 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 def efa_needed(args: GpuTrainingPlatformArgs) -> bool:
     """Whether any GPU pool of the platform has EFA on. Every kind of GPU pool that can lay out EFA
     interfaces belongs here."""
-    return any(pool.efa_enabled for pool in args.gpu_node_groups)
+    karpenter_pools = args.karpenter.gpu_node_pools if args.karpenter.enabled else []
+    return any(pool.efa_enabled for pool in [*args.gpu_node_groups, *karpenter_pools])
 
 
 def efa_instance_types() -> list[str]:

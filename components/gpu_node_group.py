@@ -24,6 +24,7 @@ from .config import (
     pool_subnets,
     validate_gpu_node_group,
 )
+from .efa import efa_security_group
 from .iam import create_node_role, node_group_update_transform
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
@@ -155,7 +156,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.efa_interfaces = pool.efa_interfaces
         network_settings: dict[str, Any] = {}
         if self.efa_interfaces:
-            efa_group = self._efa_security_group(name, ref, tags)
+            efa_group = efa_security_group(name, ref, tags, parent=self)
             network_settings["network_interfaces"] = efa_network_interfaces(
                 self.efa_interfaces, [ref.cluster_security_group_id, efa_group.id]
             )
@@ -225,31 +226,3 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.register_outputs(
             {"nodeGroupName": self.node_group_name, "placementGroupName": self.placement_group_name}
         )
-
-    def _efa_security_group(self, name: str, ref: ClusterRef, tags: dict[str, str]) -> aws.ec2.SecurityGroup:
-        """A security group that lets EFA traffic flow between the pool's nodes: EFA needs all
-        traffic allowed to and from the group itself (OS-bypass traffic is not IP-filtered)."""
-        group = aws.ec2.SecurityGroup(
-            f"{name}-efa",
-            vpc_id=ref.vpc_id,
-            description=f"EFA traffic between GPU nodes of {ref.name}",
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-efa-ingress-self",
-            security_group_id=group.id,
-            referenced_security_group_id=group.id,
-            ip_protocol="-1",
-            description="EFA: all traffic from the group itself",
-            opts=pulumi.ResourceOptions(parent=group),
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-efa-egress-self",
-            security_group_id=group.id,
-            referenced_security_group_id=group.id,
-            ip_protocol="-1",
-            description="EFA: all traffic to the group itself",
-            opts=pulumi.ResourceOptions(parent=group),
-        )
-        return group

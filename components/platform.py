@@ -11,12 +11,15 @@ from .cluster import EksCluster, EksClusterArgs
 from .config import ConfigError, GpuTrainingPlatformArgs, validate_platform
 from .efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
 from .gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from .gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from .gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
+from .karpenter import Karpenter, KarpenterArgs
 from .topology_labeler import TopologyLabeler, TopologyLabelerArgs
 
 
 class GpuTrainingPlatform(pulumi.ComponentResource):
-    """EKS cluster, system node group, GPU training pools, GPU Operator and EFA device plugin, in one stack graph."""
+    """EKS cluster, system node group, GPU training pools, GPU Operator, EFA device plugin, topology
+    labeler and Karpenter, in one stack graph."""
 
     cluster: EksCluster
     """The created or adopted cluster."""
@@ -28,6 +31,10 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """The EFA device plugin release; None when no GPU pool has EFA."""
     topology_labeler: Optional[TopologyLabeler]
     """The topology labeler; None when ``topologyLabeler.enabled`` is false."""
+    karpenter: Optional[Karpenter]
+    """The Karpenter controller, when ``karpenter.enabled``."""
+    gpu_node_pools: dict[str, GpuNodePool]
+    """Karpenter GPU pools by pool name."""
 
     def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # Checked before the component registers, so invalid arguments create nothing at all.
@@ -85,6 +92,29 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             if args.topology_labeler.enabled
             else None
         )
+        self.karpenter = None
+        self.gpu_node_pools = {}
+        if args.karpenter.enabled:
+            self.karpenter = Karpenter(
+                f"{name}-karpenter",
+                KarpenterArgs(cluster=self.cluster.ref, config=args.karpenter, tags=tags),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            self.gpu_node_pools = {
+                pool.name: GpuNodePool(
+                    f"{name}-karpenter-{pool.name}",
+                    GpuNodePoolArgs(
+                        cluster=self.cluster.ref,
+                        pool=pool,
+                        network=args.network,
+                        node_role_name=self.karpenter.node_role_name,
+                        karpenter_release=self.karpenter.release,
+                        tags=tags,
+                    ),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+                for pool in args.karpenter.gpu_node_pools
+            }
 
         self.cluster_name = self.cluster.cluster_name
         self.kubeconfig = self.cluster.kubeconfig
@@ -92,11 +122,17 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         self.placement_group_names = pulumi.Output.all(
             **{pool: group.placement_group_name for pool, group in self.gpu_node_groups.items()}
         )
+        self.karpenter_node_pool_names = pulumi.Output.all(*(p.node_pool_name for p in self.gpu_node_pools.values()))
+        self.karpenter_placement_group_names = pulumi.Output.all(
+            **{pool: p.placement_group_name for pool, p in self.gpu_node_pools.items()}
+        )
         self.register_outputs(
             {
                 "clusterName": self.cluster_name,
                 "kubeconfig": self.kubeconfig,
                 "gpuNodeGroupNames": self.gpu_node_group_names,
                 "placementGroupNames": self.placement_group_names,
+                "karpenterNodePoolNames": self.karpenter_node_pool_names,
+                "karpenterPlacementGroupNames": self.karpenter_placement_group_names,
             }
         )

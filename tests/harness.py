@@ -123,6 +123,10 @@ class PlausibleMocks(pulumi.runtime.Mocks):
         elif typ == "aws:iam/role:Role":
             outputs.setdefault("name", f"{name}-1a2b3c")
             outputs["arn"] = f"arn:aws:iam::{ACCOUNT_ID}:role/{outputs['name']}"
+        elif typ == "aws:sqs/queue:Queue":
+            outputs.setdefault("name", f"{name}-4d5e6f")
+            outputs["arn"] = f"arn:aws:sqs:us-west-2:{ACCOUNT_ID}:{outputs['name']}"
+            outputs["url"] = f"https://sqs.us-west-2.amazonaws.com/{ACCOUNT_ID}/{outputs['name']}"
         elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
             outputs.update(latestVersion=1, defaultVersion=1)
         elif typ == "aws:ecr/repository:Repository":
@@ -142,6 +146,9 @@ class PlausibleMocks(pulumi.runtime.Mocks):
         if typ.startswith("kubernetes:"):
             metadata = outputs.get("metadata") or {}
             resource_id = "/".join(p for p in (metadata.get("namespace"), metadata.get("name") or name) if p)
+        elif typ == "aws:ec2/securityGroup:SecurityGroup":
+            # EC2-shaped, since CRD patterns (EC2NodeClass selector ids) check it.
+            resource_id = "sg-" + hashlib.sha1(name.encode()).hexdigest()[:17]
         else:
             resource_id = args.resource_id or f"{name}-id"
         return resource_id, outputs

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from components.karpenter import KARPENTER_CHART, KARPENTER_CRD_CHART
 import yaml
 
 from components.config import GPU_OPERATOR_CHART_VERSIONS, GpuOperatorConfig
@@ -129,13 +131,18 @@ def test_stack_releases_set_only_keys_of_their_pinned_charts(reference_dir, stac
     releases = graph.of_type("kubernetes:helm.sh/v3:Release")
     assert releases
     for release in releases:
-        chart, version, values = release.inputs["chart"], release.inputs["version"], release.inputs["values"]
+        chart, version, values = release.inputs["chart"], release.inputs["version"], release.inputs.get("values", {})
         if chart == GPU_OPERATOR_CHART:
             assert gpu_operator_problems(values, reference_dir, version) == [], release.name
         elif chart == EFA_CHART:
             assert version == EFA_CHART_VERSION
             chart_values = load(reference_dir / "efa-device-plugin" / f"values-{version}.yaml")
             assert unknown_keys(values, chart_values) == [], release.name
+        elif chart == KARPENTER_CHART:
+            chart_values = load(reference_dir / f"karpenter-{version}" / "chart-values.yaml")
+            assert unknown_keys(values, chart_values) == [], release.name
+        elif chart == KARPENTER_CRD_CHART:
+            assert values == {}, "karpenter-crd runs with its chart defaults (no reference values file for it)"
         else:
             pytest.fail(f"no reference values for chart {chart} of release {release.name}")
 

@@ -36,7 +36,7 @@ def test_prod_creates_cluster_system_group_and_one_tainted_gpu_group(prod_graph)
 
 
 def test_prod_gpu_launch_template_uses_the_created_cluster_placement_group(prod_graph):
-    placement = prod_graph.one("aws:ec2/placementGroup:PlacementGroup")
+    placement = prod_graph.one("aws:ec2/placementGroup:PlacementGroup", "gpu-training-p5-training-placement-group")
     assert placement.inputs["strategy"] == "cluster"
     template = prod_graph.one("aws:ec2/launchTemplate:LaunchTemplate")
     assert template.inputs["placement"] == {"groupName": placement.inputs["name"]}

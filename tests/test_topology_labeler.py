@@ -88,7 +88,7 @@ def test_prod_iam_role_is_for_pod_identity_and_allows_exactly_describe_instance_
 
 
 def test_prod_pod_identity_association_binds_the_role_to_the_service_account(prod_graph):
-    association = prod_graph.one(ASSOCIATION)
+    association = labeler_of(prod_graph).one(ASSOCIATION)
     assert association.inputs == {
         "clusterName": "gpu-training-prod",
         "namespace": "topology-labeler",
@@ -199,7 +199,7 @@ def test_k8s_objects_use_the_cluster_provider_and_wait_for_the_cluster_not_gpu_n
     gpu_groups = [g for g in prod_graph.of_type("eks:index:ManagedNodeGroup") if g.inputs.get("taints")]
     for kind in (NS, SA, CLUSTER_ROLE, BINDING, DAEMONSET):
         assert labeler_of(prod_graph).one(kind).provider.startswith(provider.urn)
-    for waiter in (labeler_of(prod_graph).one(NS), labeler_of(prod_graph).one(CLUSTER_ROLE), prod_graph.one(ASSOCIATION)):
+    for waiter in (labeler_of(prod_graph).one(NS), labeler_of(prod_graph).one(CLUSTER_ROLE), labeler_of(prod_graph).one(ASSOCIATION)):
         assert prod_graph.depends_on(waiter, cluster) and prod_graph.depends_on(waiter, addon)
         assert not any(prod_graph.depends_on(waiter, gpu) for gpu in gpu_groups)
 

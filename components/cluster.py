@@ -45,8 +45,6 @@ class ClusterRef:
     """The security group EKS made for the cluster; nodes need it to reach the control plane."""
     kubeconfig: pulumi.Output[str]
     """Kubeconfig (JSON) that authenticates with ``aws eks get-token``."""
-    endpoint: pulumi.Output[str]
-    """The API server endpoint (https URL), for controllers that are told it (Karpenter)."""
     provider: k8s.Provider
     """The one Kubernetes provider every in-cluster object uses."""
     system_node_selector: Mapping[str, str] = field(default_factory=dict)
@@ -55,6 +53,9 @@ class ClusterRef:
     ready: Sequence[pulumi.Resource] = field(default_factory=tuple)
     """Resources that must exist before in-cluster controllers are installed (cluster, add-ons,
     system nodes); GPU nodes are deliberately not among them."""
+    endpoint: Optional[pulumi.Output[str]] = None
+    """The API server endpoint (https URL), for controllers that are told it (Karpenter); ``EksCluster``
+    always sets it, a hand-built ref may leave it out (Karpenter then discovers it itself)."""
 
 
 def kubeconfig_for(cluster_name: str, region: str, endpoint: Optional[str], ca_data: Optional[str]) -> str:

@@ -251,6 +251,13 @@ class PlacementGroupConfig(_Model):
         return value
 
 
+def efa_on(efa: str, instance_types: list[str]) -> bool:
+    """The ``efa`` setting of a pool resolved: ``auto`` is on when every instance type has EFA."""
+    if efa == "auto":
+        return all(t in GPU_INSTANCE_TYPES for t in instance_types) and has_efa(instance_types)
+    return efa == "enabled"
+
+
 class GpuNodeGroupConfig(_Model):
     """One pool of GPU training nodes: an EKS managed node group with its launch template."""
 
@@ -306,9 +313,7 @@ class GpuNodeGroupConfig(_Model):
     @property
     def efa_enabled(self) -> bool:
         """Whether the pool's launch template lays out EFA interfaces."""
-        if self.efa == "auto":
-            return all(t in GPU_INSTANCE_TYPES for t in self.instance_types) and has_efa(self.instance_types)
-        return self.efa == "enabled"
+        return efa_on(self.efa, self.instance_types)
 
     @property
     def efa_interfaces(self) -> int:
@@ -501,9 +506,7 @@ class KarpenterGpuNodePoolConfig(_Model):
     @property
     def efa_enabled(self) -> bool:
         """Whether the pool's EC2NodeClass lays out EFA interfaces (same rule as ``GpuNodeGroupConfig``)."""
-        if self.efa == "auto":
-            return all(t in GPU_INSTANCE_TYPES for t in self.instance_types) and has_efa(self.instance_types)
-        return self.efa == "enabled"
+        return efa_on(self.efa, self.instance_types)
 
     @property
     def efa_interfaces(self) -> int:
@@ -753,8 +756,8 @@ _KARPENTER_RESTRICTED_TAG = re.compile(r"^(kubernetes\.io/cluster|eks:eks-cluste
 """AWS tag keys an EC2NodeClass may not carry (the CEL rules on ``spec.tags`` of its CRD)."""
 
 
-def validate_karpenter(karpenter: KarpenterConfig, network: NetworkConfig) -> list[Problem]:
-    """Rules of the ``karpenter`` section."""
+def validate_karpenter(karpenter: KarpenterConfig, network: NetworkConfig, managed_names: frozenset[str] = frozenset()) -> list[Problem]:
+    """Rules of the ``karpenter`` section; ``managed_names`` are the managed node groups' pool names."""
     problems: list[Problem] = []
     if karpenter.gpu_node_pools and not karpenter.enabled:
         problems.append(
@@ -769,6 +772,10 @@ def validate_karpenter(karpenter: KarpenterConfig, network: NetworkConfig) -> li
         path = f"karpenter.gpuNodePools[{i}]"
         if names.index(pool.name) != i:
             problems.append(Problem(f"{path}.name", f"'{pool.name}' is used by karpenter.gpuNodePools[{names.index(pool.name)}] too"))
+        if f"karpenter-{pool.name}" in managed_names:
+            problems.append(
+                Problem(f"{path}.name", f"'{pool.name}' would give its placement group the name of gpuNodeGroups' 'karpenter-{pool.name}'")
+            )
         problems.extend(validate_karpenter_gpu_node_pool(pool, network, path))
     return problems
 
@@ -866,9 +873,8 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
         problems.extend(validate_gpu_node_group(pool, args.network, path))
     problems.extend(validate_gpu_node_os(gpu_pool_ami_types(args)))
     problems.extend(validate_gpu_operator(args.gpu_operator))
-
     problems.extend(validate_topology_labeler(args.topology_labeler, "topologyLabeler"))
-    problems.extend(validate_karpenter(args.karpenter, args.network))
+    problems.extend(validate_karpenter(args.karpenter, args.network, frozenset(names)))
 
     for key, value in args.tags.items():
         if not 1 <= len(key) <= 128 or key.lower().startswith("aws:"):

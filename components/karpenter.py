@@ -53,20 +53,21 @@ must keep running when every GPU node is gone."""
 
 def karpenter_values(
     cluster_name: pulumi.Input[str],
-    cluster_endpoint: pulumi.Input[str],
+    cluster_endpoint: Optional[pulumi.Input[str]],
     interruption_queue: pulumi.Input[str],
     system_node_selector: Mapping[str, str],
 ) -> dict[str, Any]:
-    """Helm values of the ``karpenter`` chart (keys checked against the chart's values.yaml in tests)."""
+    """Helm values of the ``karpenter`` chart (keys checked against the chart's values.yaml in tests).
+    Without an endpoint the controller looks it up itself (DescribeCluster)."""
+    settings: dict[str, Any] = {"clusterName": cluster_name}
+    if cluster_endpoint is not None:
+        settings["clusterEndpoint"] = cluster_endpoint
+    settings["interruptionQueue"] = interruption_queue
+    # Capacity reservations (ODCRs, Capacity Blocks) as karpenter.sh/capacity-type "reserved".
+    settings["featureGates"] = {"reservedCapacity": True}
     return {
         "serviceAccount": {"name": KARPENTER_SERVICE_ACCOUNT},
-        "settings": {
-            "clusterName": cluster_name,
-            "clusterEndpoint": cluster_endpoint,
-            "interruptionQueue": interruption_queue,
-            # Capacity reservations (ODCRs, Capacity Blocks) as karpenter.sh/capacity-type "reserved".
-            "featureGates": {"reservedCapacity": True},
-        },
+        "settings": settings,
         "nodeSelector": {"kubernetes.io/os": "linux", **system_node_selector},
         "tolerations": CONTROLLER_TOLERATIONS,
         "controller": {"resources": CONTROLLER_RESOURCES},
@@ -100,7 +101,7 @@ class Karpenter(pulumi.ComponentResource):
         after_cluster = pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready))
         account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
 
-        self.node_role = create_node_role(f"{name}", ref.partition, tags, parent=self)
+        self.node_role = create_node_role(name, ref.partition, tags, parent=self)
         node_access = aws.eks.AccessEntry(
             f"{name}-node-access-entry",
             cluster_name=ref.name,

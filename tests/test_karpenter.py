@@ -164,6 +164,10 @@ def test_controller_runs_on_system_nodes_and_never_tolerates_the_gpu_taint(prod_
     assert values["tolerations"] == [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
 
 
+def test_a_hand_built_cluster_ref_without_endpoint_leaves_discovery_to_the_controller():
+    assert "clusterEndpoint" not in karpenter_values("c", None, "q", {})["settings"]
+
+
 def test_without_a_system_node_group_the_controller_keeps_only_the_os_selector():
     values = karpenter_values("c", "https://e", "q", {})
     assert values["nodeSelector"] == {"kubernetes.io/os": "linux"}

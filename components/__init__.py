@@ -25,7 +25,18 @@ from .gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operato
 from .gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
 from .karpenter import Karpenter, KarpenterArgs, karpenter_values
 from .platform import GpuTrainingPlatform
+from .scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs, fleet_gpu_capacity
+from .smoke_test import GpuSmokeTest, GpuSmokeTestArgs
 from .topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from .workloads import (
+    TrainingJob,
+    TrainingJobArgs,
+    TrainingJobSpec,
+    rendezvous_service,
+    training_job,
+    training_pdb,
+    training_pod_template,
+)
 
 __all__ = [
     "ClusterRef",
@@ -37,11 +48,13 @@ __all__ = [
     "GpuNodeGroup",
     "GpuNodeGroupArgs",
     "GpuNodeGroupConfig",
+    "GpuNodePool",
+    "GpuNodePoolArgs",
     "GpuOperator",
     "GpuOperatorArgs",
     "GpuOperatorConfig",
-    "GpuNodePool",
-    "GpuNodePoolArgs",
+    "GpuSmokeTest",
+    "GpuSmokeTestArgs",
     "GpuTrainingPlatform",
     "GpuTrainingPlatformArgs",
     "Karpenter",
@@ -49,16 +62,26 @@ __all__ = [
     "KarpenterConfig",
     "KarpenterGpuNodePoolConfig",
     "Problem",
-    "efa_device_plugin_values",
-    "efa_needed",
-    "gpu_node_os",
-    "gpu_operator_values",
+    "SchedulingPolicies",
+    "SchedulingPoliciesArgs",
     "TopologyLabeler",
     "TopologyLabelerArgs",
     "TopologyLabelerConfig",
+    "TrainingJob",
+    "TrainingJobArgs",
+    "TrainingJobSpec",
     "ec2_node_class_spec",
+    "efa_device_plugin_values",
+    "efa_needed",
+    "fleet_gpu_capacity",
+    "gpu_node_os",
+    "gpu_operator_values",
     "karpenter_values",
     "load_stack_config",
     "node_pool_spec",
     "parse_platform_args",
+    "rendezvous_service",
+    "training_job",
+    "training_pdb",
+    "training_pod_template",
 ]

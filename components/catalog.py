@@ -104,3 +104,23 @@ def efa_interface_count(instance_types: list[str]) -> int:
     since one template serves every type of a pool and a network card index the type lacks
     fails the launch."""
     return min(GPU_INSTANCE_TYPES[t].efa_interfaces for t in instance_types)
+
+
+EC2_TOPOLOGY_INSTANCE_TYPES: frozenset[str] = frozenset({
+    "g6e.xlarge", "g6e.2xlarge", "g6e.4xlarge", "g6e.8xlarge",
+    "g6e.12xlarge", "g6e.16xlarge", "g6e.24xlarge", "g6e.48xlarge",
+    "p4d.24xlarge", "p4de.24xlarge",
+    "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
+    "p6-b200.48xlarge", "p6-b300.48xlarge",
+})
+"""GPU types of this catalog for which EC2's ``DescribeInstanceTopology`` returns network nodes, so
+EKS's cloud-controller-manager labels their nodes ``topology.k8s.aws/network-node-layer-N`` by
+itself when they join. Source: EC2 User Guide, "Prerequisites for Amazon EC2 topology"
+(docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-topology-prerequisites.html), which lists
+every g6e size, p4d/p4de, p5.48xlarge, p5e/p5en and the p6 types (g5, g6 and p5.4xlarge are not
+listed)."""
+
+
+def eks_labels_topology(instance_types: list[str]) -> bool:
+    """True when EKS labels nodes of every one of the types with their network topology."""
+    return all(t in EC2_TOPOLOGY_INSTANCE_TYPES for t in instance_types)

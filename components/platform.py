@@ -15,11 +15,14 @@ from .gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from .gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
 from .karpenter import Karpenter, KarpenterArgs
 from .topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from .scheduling_policies import SchedulingPolicies, scheduling_policies_args, smoke_test_pools, training_job_spec
+from .smoke_test import GpuSmokeTest, GpuSmokeTestArgs
+from .workloads import TrainingJob, TrainingJobArgs
 
 
 class GpuTrainingPlatform(pulumi.ComponentResource):
     """EKS cluster, system node group, GPU training pools, GPU Operator, EFA device plugin, topology
-    labeler and Karpenter, in one stack graph."""
+    labeler, Karpenter, scheduling policy and training jobs, in one stack graph."""
 
     cluster: EksCluster
     """The created or adopted cluster."""
@@ -35,6 +38,12 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """The Karpenter controller, when ``karpenter.enabled``."""
     gpu_node_pools: dict[str, GpuNodePool]
     """Karpenter GPU pools by pool name."""
+    scheduling: SchedulingPolicies
+    """Priority classes, training namespaces with quotas, PDBs of apps deployed elsewhere."""
+    training_jobs: dict[str, TrainingJob]
+    """Training apps the stack runs, by app name."""
+    smoke_test: Optional[GpuSmokeTest]
+    """The nvidia-smi smoke test; None unless enabled."""
 
     def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # Checked before the component registers, so invalid arguments create nothing at all.
@@ -115,6 +124,41 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                 )
                 for pool in args.karpenter.gpu_node_pools
             }
+
+        kubernetes = {"kubernetes": self.cluster.ref.provider}
+        self.scheduling = SchedulingPolicies(
+            f"{name}-scheduling",
+            scheduling_policies_args(args),
+            opts=pulumi.ResourceOptions(parent=self, providers=kubernetes),
+        )
+        # Pods naming a PriorityClass or namespace that does not exist yet are refused, so jobs wait for the policy.
+        self.training_jobs = {
+            app.name: TrainingJob(
+                f"{name}-training-{app.name}",
+                TrainingJobArgs(job=training_job_spec(app, args)),
+                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=[self.scheduling]),
+            )
+            for app in args.scheduling.training_apps
+            if app.job is not None
+        }
+        self.smoke_test = None
+        if args.smoke_test.enabled:
+            smoke = args.smoke_test
+            self.smoke_test = GpuSmokeTest(
+                f"{name}-smoke-test",
+                GpuSmokeTestArgs(
+                    pools=smoke_test_pools(args),
+                    namespace=smoke.namespace if smoke.namespace is not None else args.scheduling.namespaces[0].name,
+                    image=smoke.image,
+                    timeout_minutes=smoke.timeout_minutes,
+                ),
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    providers=kubernetes,
+                    # GPUs are advertised once the nodes exist and the device plugin runs on them.
+                    depends_on=[self.scheduling, self.gpu_operator, *self.gpu_node_groups.values()],
+                ),
+            )
 
         self.cluster_name = self.cluster.cluster_name
         self.kubeconfig = self.cluster.kubeconfig

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from components import aws_enums
-from components.catalog import GPU_INSTANCE_TYPES
+from components.catalog import EC2_TOPOLOGY_INSTANCE_TYPES, GPU_INSTANCE_TYPES, eks_labels_topology
 from components.config import END_OF_LIFE_AMI_TYPES, NVIDIA_AMI_TYPES
 from components.gpu_node_group import GPU_TAINT_EFFECT
 
@@ -44,6 +44,12 @@ def test_reference_readme_gpu_and_efa_counts_hold(reference_dir):
 
 def test_every_catalog_type_is_an_ec2_instance_type():
     assert set(GPU_INSTANCE_TYPES) <= aws_enums.ec2_instance_types()
+
+
+def test_topology_types_are_catalog_gpu_types():
+    assert EC2_TOPOLOGY_INSTANCE_TYPES <= set(GPU_INSTANCE_TYPES)
+    assert eks_labels_topology(["p5.48xlarge", "p4de.24xlarge"])
+    assert not eks_labels_topology(["p5.48xlarge", "g6.12xlarge"])
 
 
 def test_ami_types_the_library_names_exist_in_the_eks_model():

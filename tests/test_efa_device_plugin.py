@@ -37,7 +37,7 @@ def test_efa_is_needed_when_any_gpu_pool_has_efa():
     no_karpenter = {"karpenter": {"enabled": False}}
     assert efa_needed(platform_args("prod"))
     assert not efa_needed(platform_args("dev"))
-    assert not efa_needed(platform_args("prod", gpuNodeGroups=[], **no_karpenter))
+    assert not efa_needed(platform_args("prod", gpuNodeGroups=[], scheduling={}, **no_karpenter))
     prod_pool = stack_config("prod")[f"{NS}:gpuNodeGroups"][0]
     dev_pool = stack_config("dev")[f"{NS}:gpuNodeGroups"][0]
     assert efa_needed(platform_args("prod", gpuNodeGroups=[{**dev_pool, "name": "small"}, prod_pool], **no_karpenter))
@@ -46,7 +46,7 @@ def test_efa_is_needed_when_any_gpu_pool_has_efa():
 
 def test_a_karpenter_pool_with_efa_needs_the_plugin_too():
     # prod's Karpenter pool is p5.48xlarge with EFA; without any managed pool the plugin is still needed
-    assert efa_needed(platform_args("prod", gpuNodeGroups=[]))
+    assert efa_needed(platform_args("prod", gpuNodeGroups=[], scheduling={}))
 
 
 def test_prod_has_one_efa_plugin_release_that_tolerates_the_gpu_taint(prod_graph):

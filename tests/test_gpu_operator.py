@@ -119,6 +119,7 @@ def test_node_os_follows_the_pools_ami_type():
     raw["karpenter"] = {"enabled": False}  # Karpenter pools run AL2023
     assert gpu_node_os(parse_platform_args(raw)) == BOTTLEROCKET_NVIDIA
     raw["gpuNodeGroups"] = []
+    raw["scheduling"] = {}  # prod's training app names its pool
     assert gpu_node_os(parse_platform_args(raw)) == AL2023_NVIDIA
 
 

@@ -15,7 +15,8 @@ the same checks run on every stack file and on deliberately broken graphs.
 | (3+ nodes) Topology labels applied to GPU nodes                   | ``topology_labels``          |
 | (3+ nodes) Training pods use topology-aware spread constraints    | ``topology_aware_spread``    |
 
-"Reports" and "applied" are what a live cluster shows; on the graph they mean a plugin or labeler is
+GPU pools are the managed node groups and the Karpenter NodePools of the graph. "Reports" and
+"applied" are what a live cluster shows; on the graph they mean a plugin or labeler is
 deployed that will run on every such node (it tolerates the node's taint and selects its labels and
 instance type), or, for topology labels, that EKS labels the pool's instance types itself.
 """

@@ -24,7 +24,6 @@ from .config import (
     GpuOperatorConfig,
     GpuTrainingPlatformArgs,
     gpu_pool_ami_types,
-    validate_gpu_node_os,
     validate_gpu_operator,
 )
 from .gpu_node_group import gpu_toleration

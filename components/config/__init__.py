@@ -1,0 +1,161 @@
+"""The stack configuration: one typed model, its defaults, and every rule it must satisfy.
+
+Every key a stack file may set is a field below, with its type, its default (here and nowhere
+else) and a one-line description (the attribute docstring, which also feeds the README's
+configuration reference). ``load_stack_config`` reads the stack's configuration and either returns
+a fully-typed ``GpuTrainingPlatformArgs`` or raises one ``ConfigError`` listing every problem with
+its key path and what is allowed. It runs before any resource is registered, so a bad stack file
+creates nothing.
+
+Rules that involve more than one key live in ``validate_platform`` and the ``validate_*`` helpers
+it calls; components call the same helpers, so the rules hold whether a stack file or another
+Pulumi program builds the arguments.
+
+The model is one package, a module per part of the stack: ``base`` (problems, the base model, AWS
+enum checks), ``cluster``, ``pools`` (managed GPU pools and the rules all GPU pools share), ``karpenter``, ``addons`` (GPU Operator,
+topology labeler), ``scheduling``, ``stack`` (the whole stack's arguments) and ``loading``.
+"""
+
+from .base import (
+    PROJECT,
+    GPU_NODE_ROLE_LABEL,
+    SYSTEM_NODE_ROLE_LABEL,
+    NVIDIA_AMI_TYPES,
+    END_OF_LIFE_AMI_TYPES,
+    SUPPORTED_KUBERNETES_VERSIONS,
+    ConfigError,
+    Problem,
+    InstanceType,
+    AmiType,
+    ProblemSink,
+)
+from .cluster import (
+    SubnetConfig,
+    NetworkConfig,
+    ClusterConfig,
+    SystemNodeGroupConfig,
+)
+from .pools import (
+    KARPENTER_CAPACITY_TYPES,
+    SPOT_REFUSAL,
+    PlacementGroupConfig,
+    efa_on,
+    GpuNodeGroupConfig,
+    pool_subnets,
+    validate_gpu_node_group,
+)
+from .karpenter import (
+    KARPENTER_CHART_VERSION,
+    DisruptionBudgetConfig,
+    DEFAULT_DISRUPTION_BUDGETS,
+    KarpenterDisruptionConfig,
+    KarpenterGpuNodePoolConfig,
+    KarpenterConfig,
+    validate_karpenter_gpu_node_pool,
+    validate_karpenter,
+)
+from .addons import (
+    GPU_OPERATOR_CHART_VERSIONS,
+    GPU_SHARING_REFUSED,
+    GPU_SHARING_NODE_LABELS,
+    MIG_DISABLED_CONFIG,
+    GpuOperatorConfig,
+    cpu_millicores,
+    memory_bytes,
+    LabelerResourcesConfig,
+    TopologyLabelerConfig,
+    gpu_pool_ami_types,
+    validate_gpu_node_os,
+    validate_gpu_operator,
+    validate_topology_labeler,
+)
+from .scheduling import (
+    PRIORITY_VALUE_MAX,
+    TRAINING_APP_NAME_MAX,
+    RESERVED_NAMESPACES,
+    Quantity,
+    PriorityClassConfig,
+    DEFAULT_PRIORITY_CLASSES,
+    ResourceQuotaConfig,
+    TrainingNamespaceConfig,
+    TORCHRUN_PORT,
+    TrainingJobConfig,
+    TrainingAppConfig,
+    SchedulingConfig,
+    SMOKE_TEST_IMAGE,
+    SmokeTestConfig,
+)
+from .stack import (
+    GpuTrainingPlatformArgs,
+    validate_platform,
+)
+from .loading import (
+    problems_from_validation_error,
+    parse_platform_args,
+    load_stack_config,
+)
+
+__all__ = [
+    "PROJECT",
+    "GPU_NODE_ROLE_LABEL",
+    "SYSTEM_NODE_ROLE_LABEL",
+    "NVIDIA_AMI_TYPES",
+    "END_OF_LIFE_AMI_TYPES",
+    "SUPPORTED_KUBERNETES_VERSIONS",
+    "ConfigError",
+    "Problem",
+    "InstanceType",
+    "AmiType",
+    "ProblemSink",
+    "SubnetConfig",
+    "NetworkConfig",
+    "ClusterConfig",
+    "SystemNodeGroupConfig",
+    "KARPENTER_CAPACITY_TYPES",
+    "SPOT_REFUSAL",
+    "PlacementGroupConfig",
+    "efa_on",
+    "GpuNodeGroupConfig",
+    "pool_subnets",
+    "validate_gpu_node_group",
+    "KARPENTER_CHART_VERSION",
+    "DisruptionBudgetConfig",
+    "DEFAULT_DISRUPTION_BUDGETS",
+    "KarpenterDisruptionConfig",
+    "KarpenterGpuNodePoolConfig",
+    "KarpenterConfig",
+    "validate_karpenter_gpu_node_pool",
+    "validate_karpenter",
+    "GPU_OPERATOR_CHART_VERSIONS",
+    "GPU_SHARING_REFUSED",
+    "GPU_SHARING_NODE_LABELS",
+    "MIG_DISABLED_CONFIG",
+    "GpuOperatorConfig",
+    "cpu_millicores",
+    "memory_bytes",
+    "LabelerResourcesConfig",
+    "TopologyLabelerConfig",
+    "gpu_pool_ami_types",
+    "validate_gpu_node_os",
+    "validate_gpu_operator",
+    "validate_topology_labeler",
+    "PRIORITY_VALUE_MAX",
+    "TRAINING_APP_NAME_MAX",
+    "RESERVED_NAMESPACES",
+    "Quantity",
+    "PriorityClassConfig",
+    "DEFAULT_PRIORITY_CLASSES",
+    "ResourceQuotaConfig",
+    "TrainingNamespaceConfig",
+    "TORCHRUN_PORT",
+    "TrainingJobConfig",
+    "TrainingAppConfig",
+    "SchedulingConfig",
+    "SMOKE_TEST_IMAGE",
+    "SmokeTestConfig",
+    "GpuTrainingPlatformArgs",
+    "validate_platform",
+    "problems_from_validation_error",
+    "parse_platform_args",
+    "load_stack_config",
+]

@@ -1,0 +1,114 @@
+"""Shared pieces of the configuration model: constants, problems, the base model, AWS enum checks."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Callable
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from .. import aws_enums
+
+PROJECT = "eks-gpu-training"
+"""The Pulumi project name; stack configuration keys live in this namespace."""
+
+GPU_NODE_ROLE_LABEL = ("role", "gpu-training")
+"""The label every GPU node carries; training pods select on it (seed: ``role=gpu-training``)."""
+
+SYSTEM_NODE_ROLE_LABEL = ("role", "system")
+"""The label every system node carries; controllers select on it."""
+
+NVIDIA_AMI_TYPES = ("AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA_FIPS")
+"""x86_64 EKS AMI types that ship the NVIDIA driver (the GPU catalog lists x86_64 types only)."""
+
+END_OF_LIFE_AMI_TYPES = {
+    "AL2_x86_64_GPU": "Amazon Linux 2 EKS AMIs reached end of support on 2025-11-26; "
+    "use AL2023_x86_64_NVIDIA (driver, container toolkit, fabric manager and EFA included)",
+    "AL2_x86_64": "Amazon Linux 2 EKS AMIs reached end of support on 2025-11-26; use AL2023_x86_64_STANDARD",
+    "AL2_ARM_64": "Amazon Linux 2 EKS AMIs reached end of support on 2025-11-26; use AL2023_ARM_64_STANDARD",
+}
+"""AMI types EKS still accepts but this library refuses, with the reason."""
+
+SUPPORTED_KUBERNETES_VERSIONS = ("1.32", "1.33", "1.34", "1.35", "1.36")
+"""EKS Kubernetes versions in standard or extended support on the EKS release calendar
+(docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html) that this library is tested for."""
+
+
+class ConfigError(ValueError):
+    """Invalid stack configuration: every problem, each with its key path."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
+        super().__init__(f"invalid configuration ({count}), rejected before registering any resource:\n{lines}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One configuration problem: where (key path) and what is wrong or allowed."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+
+def _enum_error(value: str, allowed: frozenset[str], what: str, source: str) -> PydanticCustomError:
+    hint = aws_enums.suggestion(value, allowed)
+    return PydanticCustomError("aws_enum", f"'{value}' is not {what} ({source}){hint}")
+
+
+def _check_instance_type(value: str) -> str:
+    if value not in aws_enums.ec2_instance_types():
+        raise _enum_error(value, aws_enums.ec2_instance_types(), "an EC2 instance type", "botocore ec2 InstanceType")
+    return value
+
+
+def _check_ami_type(value: str) -> str:
+    if value not in aws_enums.eks_ami_types():
+        raise _enum_error(value, aws_enums.eks_ami_types(), "an EKS AMI type", "botocore eks AMITypes")
+    if value in END_OF_LIFE_AMI_TYPES:
+        raise PydanticCustomError("end_of_life", f"'{value}' is refused: {END_OF_LIFE_AMI_TYPES[value]}")
+    return value
+
+
+InstanceType = Annotated[str, AfterValidator(_check_instance_type)]
+"""An EC2 instance type name, checked against botocore."""
+AmiType = Annotated[str, AfterValidator(_check_ami_type)]
+"""An EKS AMI type, checked against botocore; end-of-life types refused."""
+
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+_AZ = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d[a-z]$"
+
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+ProblemSink = Callable[[str, str], None]
+"""Records one problem: the key under the pool's path, and the message."""
+
+
+def _collector(path: str) -> tuple[list[Problem], ProblemSink]:
+    problems: list[Problem] = []
+
+    def problem(key: str, message: str) -> None:
+        problems.append(Problem(f"{path}.{key}", message))
+
+    return problems, problem

@@ -1,0 +1,214 @@
+"""Karpenter's configuration: the controller and its GPU NodePools, with their own rules."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Optional
+
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from .. import aws_enums
+from ..catalog import GPU_INSTANCE_TYPES, efa_interface_count
+from .base import _AZ, _DNS_LABEL, InstanceType, Problem, _collector, _Model
+from .cluster import NetworkConfig
+from .pools import (
+    KARPENTER_CAPACITY_TYPES,
+    SPOT_REFUSAL,
+    PlacementGroupConfig,
+    _check_efa,
+    _check_gpu_instance_types,
+    _check_node_labels,
+    _check_placement,
+    _check_reservation_placement,
+    efa_on,
+)
+
+
+KARPENTER_CHART_VERSION = "1.14.1"
+"""Karpenter chart (and controller) version: the release the CRD schemas in the tests come from."""
+
+_KARPENTER_DURATION = r"^(([0-9]+(s|m|h))+|Never)$"
+"""Pattern of NodePool ``consolidateAfter`` and ``expireAfter`` (karpenter.sh_nodepools.yaml)."""
+
+
+class DisruptionBudgetConfig(_Model):
+    """A NodePool disruption budget: how many nodes Karpenter may disrupt at once, for which reasons, when."""
+
+    nodes: str = Field(pattern=r"^((100|[0-9]{1,2})%|[0-9]+)$")
+    """Nodes that may be disrupted at once: a count (``"1"``) or a percentage (``"10%"``) (required)."""
+    reasons: Optional[list[Literal["Empty", "Drifted", "Underutilized"]]] = None
+    """Disruption reasons the budget applies to. Default: all reasons."""
+    schedule: Optional[str] = Field(default=None, pattern=r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$")
+    """Cron schedule (UTC) from which the budget is active, together with `duration`. Default: always active."""
+    duration: Optional[str] = Field(default=None, pattern=r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$")
+    """How long the budget is active after each `schedule` start, e.g. ``8h``. Default: none."""
+
+
+DEFAULT_DISRUPTION_BUDGETS = [
+    DisruptionBudgetConfig(nodes="0", reasons=["Drifted"]),
+    DisruptionBudgetConfig(nodes="1"),
+]
+"""Never replace a drifted node that is still running (a busy training node is replaced only once
+it is empty and removed as such), and disrupt at most one node at a time otherwise."""
+
+
+class KarpenterDisruptionConfig(_Model):
+    """When Karpenter may take nodes of a GPU pool away. Consolidation is always ``WhenEmpty``: a
+    training node is never drained to pack its pods elsewhere."""
+
+    consolidate_after: str = Field(default="30m", pattern=_KARPENTER_DURATION)
+    """How long a node must be empty before it is removed. Default: 30m (a failed job's restart or the next queued job still finds the node)."""
+    budgets: list[DisruptionBudgetConfig] = Field(default=DEFAULT_DISRUPTION_BUDGETS, max_length=50)
+    """Disruption budgets. Default: no replacement of drifted nodes while they run, one node at a time otherwise."""
+    expire_after: str = Field(default="Never", pattern=_KARPENTER_DURATION)
+    """Maximum node lifetime; expiry drains a node even mid-job. Default: Never."""
+
+
+class KarpenterGpuNodePoolConfig(_Model):
+    """One Karpenter GPU pool: an EC2NodeClass and a NodePool that launch tainted GPU nodes on demand."""
+
+    name: str = Field(pattern=_DNS_LABEL)
+    """Pool name, a DNS label; also the name of its EC2NodeClass and NodePool (required)."""
+    instance_types: list[InstanceType] = Field(default=["p5.48xlarge", "p4de.24xlarge"], min_length=1)
+    """EC2 instance types Karpenter may launch (NVIDIA GPU types). Default: p5.48xlarge, p4de.24xlarge."""
+    capacity_types: list[str] = Field(default=["on-demand"], min_length=1)
+    """Values of `karpenter.sh/capacity-type`: on-demand, and reserved with capacityReservationIds (spot is refused for training). Default: on-demand."""
+    capacity_reservation_ids: list[str] = []
+    """ODCRs or Capacity Blocks (cr- ids) the pool launches into first; needs `reserved` in capacityTypes. Default: none."""
+    gpu_limit: int = Field(default=16, ge=1)
+    """Most GPUs (`nvidia.com/gpu`) the pool's nodes may have in total; at least one node's. Default: 16 (two p5.48xlarge nodes)."""
+    availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
+    """The pool's single AZ; required with a placement group. Default: none (all subnets' AZs)."""
+    subnet_ids: Optional[list[str]] = None
+    """Subnets of the pool, among `network.subnets`. Default: the network's subnets in the pool's AZ (all of them without one)."""
+    placement_group: PlacementGroupConfig = PlacementGroupConfig()
+    """Cluster placement group of the pool (Karpenter selects it, the stack creates it). Default: a group created for the pool."""
+    efa: Literal["auto", "enabled", "disabled"] = "auto"
+    """EFA network interfaces: auto turns them on when every instance type has EFA. Default: auto."""
+    root_volume_size_gib: int = Field(default=500, ge=100, le=16384)
+    """Encrypted gp3 root volume in GiB, sized for multi-GB CUDA/PyTorch images. Default: 500."""
+    labels: dict[str, str] = {}
+    """Node labels added to `role=gpu-training`. Default: none."""
+    disruption: KarpenterDisruptionConfig = KarpenterDisruptionConfig()
+    """Consolidation delay, disruption budgets and node expiry. Default: see its keys."""
+
+    @field_validator("capacity_reservation_ids")
+    @classmethod
+    def _reservation_ids(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not re.match(r"^cr-[0-9a-f]{17}$", value):
+                raise PydanticCustomError("reservation", f"'{value}' is not a capacity reservation id (cr- and 17 hex digits)")
+        return values
+
+    @property
+    def efa_enabled(self) -> bool:
+        """Whether the pool's EC2NodeClass lays out EFA interfaces (same rule as ``GpuNodeGroupConfig``)."""
+        return efa_on(self.efa, self.instance_types)
+
+    @property
+    def efa_interfaces(self) -> int:
+        """EFA interfaces per node (0 when EFA is off)."""
+        return efa_interface_count(self.instance_types) if self.efa_enabled else 0
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs of the largest node the pool may launch (0 when an instance type is not in the catalog)."""
+        if not all(t in GPU_INSTANCE_TYPES for t in self.instance_types):
+            return 0
+        return max(GPU_INSTANCE_TYPES[t].gpus for t in self.instance_types)
+
+
+class KarpenterConfig(_Model):
+    """Karpenter: the controller, and the GPU pools it provisions."""
+
+    enabled: bool = False
+    """Install Karpenter (controller IAM, interruption queue, Helm release) and its GPU pools. Default: false."""
+    chart_version: str = Field(default=KARPENTER_CHART_VERSION, pattern=r"^\d+\.\d+\.\d+$")
+    """Version of the `karpenter` and `karpenter-crd` charts (oci://public.ecr.aws/karpenter). Default: 1.14.1."""
+    gpu_node_pools: list[KarpenterGpuNodePoolConfig] = []
+    """GPU pools Karpenter provisions (one EC2NodeClass and one NodePool each). Default: none."""
+
+
+_KARPENTER_RESTRICTED_LABEL = re.compile(r"^([^/]*\.)?(karpenter\.sh|karpenter\.k8s\.aws)/|^kubernetes\.io/hostname$")
+"""Label keys a NodePool template may not set (the CEL rules of karpenter.sh_nodepools.yaml); the
+few well-known Karpenter labels it may set are not node labels a pool needs to add."""
+
+
+def validate_karpenter_gpu_node_pool(pool: KarpenterGpuNodePoolConfig, network: NetworkConfig, path: str) -> list[Problem]:
+    """Rules of one Karpenter GPU pool that involve more than one key. ``path`` prefixes every key path."""
+    problems, problem = _collector(path)
+    known_types = _check_gpu_instance_types(pool.instance_types, problem)
+
+    for i, capacity_type in enumerate(pool.capacity_types):
+        if capacity_type == "spot":
+            problem(
+                f"capacityTypes[{i}]",
+                f"spot is refused for training pools: {SPOT_REFUSAL}; use on-demand, and reserved with capacityReservationIds",
+            )
+        elif capacity_type not in KARPENTER_CAPACITY_TYPES:
+            hint = aws_enums.suggestion(capacity_type, frozenset(KARPENTER_CAPACITY_TYPES))
+            problem(
+                f"capacityTypes[{i}]",
+                f"'{capacity_type}' is not a karpenter.sh/capacity-type value; allowed: on-demand, reserved{hint}",
+            )
+    if len(set(pool.capacity_types)) != len(pool.capacity_types):
+        problem("capacityTypes", "lists a capacity type twice")
+    if "reserved" in pool.capacity_types and not pool.capacity_reservation_ids:
+        problem("capacityTypes", "'reserved' needs the reservations to launch into: set capacityReservationIds")
+    if pool.capacity_reservation_ids and "reserved" not in pool.capacity_types:
+        problem(
+            "capacityReservationIds",
+            "Karpenter launches into a reservation only for a NodePool that allows 'reserved'; add it to capacityTypes",
+        )
+    if len(set(pool.capacity_reservation_ids)) != len(pool.capacity_reservation_ids):
+        problem("capacityReservationIds", "lists a reservation twice")
+    _check_reservation_placement(bool(pool.capacity_reservation_ids), pool.placement_group, problem)
+
+    if known_types and pool.gpu_limit < pool.gpus_per_node:
+        largest = max(pool.instance_types, key=lambda t: GPU_INSTANCE_TYPES[t].gpus)
+        problem(
+            "gpuLimit",
+            f"{pool.gpu_limit} is less than one {largest} node's {pool.gpus_per_node} GPUs, so Karpenter could never "
+            f"launch it; use at least {pool.gpus_per_node}",
+        )
+
+    _check_placement(pool, network, problem)
+    _check_efa(pool, known_types, problem)
+    _check_node_labels(pool.labels, problem)
+    for key in pool.labels:
+        if _KARPENTER_RESTRICTED_LABEL.match(key):
+            problem(f"labels.{key}", "is restricted by Karpenter (karpenter.sh, karpenter.k8s.aws and kubernetes.io/hostname)")
+
+    for i, budget in enumerate(pool.disruption.budgets):
+        if (budget.schedule is None) != (budget.duration is None):
+            problem(f"disruption.budgets[{i}]", "schedule and duration are set together or not at all")
+    return problems
+
+
+_KARPENTER_RESTRICTED_TAG = re.compile(r"^(kubernetes\.io/cluster|eks:eks-cluster-name$|karpenter\.sh/nodepool$|karpenter\.sh/nodeclaim$|karpenter\.k8s\.aws/ec2nodeclass$)")
+"""AWS tag keys an EC2NodeClass may not carry (the CEL rules on ``spec.tags`` of its CRD)."""
+
+
+def validate_karpenter(karpenter: KarpenterConfig, network: NetworkConfig, managed_names: frozenset[str] = frozenset()) -> list[Problem]:
+    """Rules of the ``karpenter`` section; ``managed_names`` are the managed node groups' pool names."""
+    problems: list[Problem] = []
+    if karpenter.gpu_node_pools and not karpenter.enabled:
+        problems.append(
+            Problem(
+                "karpenter.enabled",
+                f"is false but gpuNodePools lists {len(karpenter.gpu_node_pools)} pool(s), which would be ignored; "
+                "set enabled: true or remove them",
+            )
+        )
+    names = [pool.name for pool in karpenter.gpu_node_pools]
+    for i, pool in enumerate(karpenter.gpu_node_pools):
+        path = f"karpenter.gpuNodePools[{i}]"
+        if names.index(pool.name) != i:
+            problems.append(Problem(f"{path}.name", f"'{pool.name}' is used by karpenter.gpuNodePools[{names.index(pool.name)}] too"))
+        if f"karpenter-{pool.name}" in managed_names:
+            problems.append(
+                Problem(f"{path}.name", f"'{pool.name}' would give its placement group the name of gpuNodeGroups' 'karpenter-{pool.name}'")
+            )
+        problems.extend(validate_karpenter_gpu_node_pool(pool, network, path))
+    return problems

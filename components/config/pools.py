@@ -1,0 +1,247 @@
+"""GPU pools: managed node groups, and the rules they share with Karpenter's GPU pools."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, Optional
+
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from .. import aws_enums
+from ..catalog import GPU_INSTANCE_TYPES, efa_interface_count, has_efa
+from .addons import GPU_SHARING_NODE_LABELS, GPU_SHARING_REFUSED, MIG_DISABLED_CONFIG
+from .base import (
+    _AZ,
+    _DNS_LABEL,
+    _LABEL_KEY,
+    _LABEL_VALUE,
+    GPU_NODE_ROLE_LABEL,
+    NVIDIA_AMI_TYPES,
+    AmiType,
+    InstanceType,
+    Problem,
+    ProblemSink,
+    _collector,
+    _enum_error,
+    _Model,
+)
+from .cluster import NetworkConfig, SubnetConfig
+
+if TYPE_CHECKING:
+    from .karpenter import KarpenterGpuNodePoolConfig
+
+KARPENTER_CAPACITY_TYPES = ("on-demand", "spot", "reserved")
+"""Values of Karpenter's ``karpenter.sh/capacity-type`` label (Karpenter 1.14 docs-nodepools.md,
+"karpenter.sh/capacity-type"); a NodePool's requirement must spell them exactly so."""
+
+SPOT_REFUSAL = "a reclaimed node stops the whole distributed job"
+"""Why training pools never use spot (seed: "Never use spot for training")."""
+
+
+class PlacementGroupConfig(_Model):
+    """The cluster placement group that keeps a pool's nodes on one low-latency network segment."""
+
+    mode: Literal["create", "existing", "none"] = "create"
+    """create: the pool makes its own group; existing: use the group named below; none: no group. Default: create."""
+    name: Optional[str] = None
+    """Name of the existing placement group (mode existing only). Default: none."""
+    strategy: str = "cluster"
+    """Placement strategy of a created group. Default: cluster (the only one that co-locates for training)."""
+
+    @field_validator("strategy")
+    @classmethod
+    def _strategy(cls, value: str) -> str:
+        allowed = aws_enums.ec2_placement_strategies()
+        if value not in allowed:
+            raise _enum_error(value, allowed, "a placement strategy", "botocore ec2 PlacementStrategy")
+        if value != "cluster":
+            raise PydanticCustomError(
+                "strategy",
+                f"'{value}' spreads instances apart; training pools need 'cluster' (low-latency, high-bandwidth placement)",
+            )
+        return value
+
+
+def efa_on(efa: str, instance_types: list[str]) -> bool:
+    """The ``efa`` setting of a pool resolved: ``auto`` is on when every instance type has EFA."""
+    if efa == "auto":
+        return all(t in GPU_INSTANCE_TYPES for t in instance_types) and has_efa(instance_types)
+    return efa == "enabled"
+
+
+class GpuNodeGroupConfig(_Model):
+    """One pool of GPU training nodes: an EKS managed node group with its launch template."""
+
+    name: str = Field(pattern=_DNS_LABEL)
+    """Pool name, a DNS label; also the EKS node group name (required)."""
+    instance_types: list[InstanceType] = Field(default=["p5.48xlarge", "p4de.24xlarge"], min_length=1)
+    """EC2 instance types of the pool (NVIDIA GPU types). Default: p5.48xlarge, p4de.24xlarge."""
+    ami_type: AmiType = "AL2023_x86_64_NVIDIA"
+    """EKS AMI type. Default: AL2023_x86_64_NVIDIA (driver, toolkit, fabric manager, EFA included)."""
+    capacity_type: str = "ON_DEMAND"
+    """ON_DEMAND or CAPACITY_BLOCK (SPOT is refused for training). Default: ON_DEMAND."""
+    capacity_reservation_id: Optional[str] = Field(default=None, pattern=r"^cr-[0-9a-f]{17}$")
+    """Capacity reservation (ODCR or Capacity Block) the pool launches into; required for CAPACITY_BLOCK. Default: none."""
+    min_size: int = Field(default=0, ge=0)
+    """Minimum number of nodes. Default: 0."""
+    desired_size: Optional[int] = Field(default=None, ge=0)
+    """Number of nodes at creation; later changes are left to autoscalers and ignored by `pulumi up`. Default: min size."""
+    max_size: int = Field(default=2, ge=1)
+    """Maximum number of nodes. Default: 2 (the seed's two-node training job)."""
+    availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
+    """The pool's single AZ; required with a placement group. Default: none (all subnets' AZs)."""
+    subnet_ids: Optional[list[str]] = None
+    """Subnets of the pool, among `network.subnets`. Default: the network's subnets in the pool's AZ (all of them without one)."""
+    placement_group: PlacementGroupConfig = PlacementGroupConfig()
+    """Cluster placement group of the pool. Default: a group created for the pool."""
+    efa: Literal["auto", "enabled", "disabled"] = "auto"
+    """EFA network interfaces: auto turns them on when every instance type has EFA. Default: auto."""
+    root_volume_size_gib: int = Field(default=500, ge=100, le=16384)
+    """Encrypted gp3 root volume in GiB, sized for multi-GB CUDA/PyTorch images. Default: 500."""
+    labels: dict[str, str] = {}
+    """Node labels added to `role=gpu-training`; GPU-sharing labels (`nvidia.com/mig.config`, `nvidia.com/device-plugin.config`) are refused. Default: none."""
+    update_max_unavailable: int = Field(default=1, ge=1, le=100)
+    """Nodes replaced at once during a node group update. Default: 1."""
+
+    @field_validator("capacity_type")
+    @classmethod
+    def _capacity_type(cls, value: str) -> str:
+        allowed = aws_enums.eks_capacity_types()
+        if value not in allowed:
+            raise _enum_error(value, allowed, "an EKS capacity type", "botocore eks CapacityTypes")
+        if value == "SPOT":
+            raise PydanticCustomError(
+                "spot",
+                f"SPOT is refused for training pools: {SPOT_REFUSAL}; use ON_DEMAND or CAPACITY_BLOCK",
+            )
+        return value
+
+    @property
+    def initial_size(self) -> int:
+        """Nodes at creation: ``desired_size`` when set, else ``min_size``."""
+        return self.min_size if self.desired_size is None else self.desired_size
+
+    @property
+    def efa_enabled(self) -> bool:
+        """Whether the pool's launch template lays out EFA interfaces."""
+        return efa_on(self.efa, self.instance_types)
+
+    @property
+    def efa_interfaces(self) -> int:
+        """EFA interfaces per node (0 when EFA is off)."""
+        return efa_interface_count(self.instance_types) if self.efa_enabled else 0
+
+
+def pool_subnets(pool: GpuNodeGroupConfig | KarpenterGpuNodePoolConfig, network: NetworkConfig) -> list[SubnetConfig]:
+    """The subnets a pool's nodes launch in (see ``GpuNodeGroupConfig.subnet_ids``)."""
+    if pool.subnet_ids is not None:
+        by_id = {s.id: s for s in network.subnets}
+        return [by_id[i] for i in pool.subnet_ids if i in by_id]
+    return [s for s in network.subnets if pool.availability_zone in (None, s.availability_zone)]
+
+
+def _check_gpu_instance_types(instance_types: list[str], problem: ProblemSink) -> bool:
+    """GPU types from the catalog, each once; True when every type is known to the catalog."""
+    for i, instance_type in enumerate(instance_types):
+        if instance_type not in GPU_INSTANCE_TYPES:
+            problem(
+                f"instanceTypes[{i}]",
+                f"'{instance_type}' is not an x86_64 NVIDIA GPU instance type; allowed: {', '.join(GPU_INSTANCE_TYPES)}",
+            )
+    if len(set(instance_types)) != len(instance_types):
+        problem("instanceTypes", "lists an instance type twice")
+    return all(t in GPU_INSTANCE_TYPES for t in instance_types)
+
+
+def _check_reservation_placement(has_reservation: bool, placement: PlacementGroupConfig, problem: ProblemSink) -> None:
+    if has_reservation and placement.mode == "create":
+        problem(
+            "placementGroup.mode",
+            "a capacity reservation cannot be forced into a placement group it was not created in "
+            "(launches fail with InsufficientInstanceCapacity); use 'none', or 'existing' with the group "
+            "the reservation was created in",
+        )
+
+
+def _check_placement(pool: GpuNodeGroupConfig | KarpenterGpuNodePoolConfig, network: NetworkConfig, problem: ProblemSink) -> None:
+    """Placement group, availability zone and subnets: a cluster placement group lives in one AZ."""
+    placement = pool.placement_group
+    if placement.mode == "existing" and not placement.name:
+        problem("placementGroup.name", "is required when placementGroup.mode is 'existing'")
+    if placement.mode != "existing" and placement.name is not None:
+        problem("placementGroup.name", f"is only used with mode 'existing' (mode is '{placement.mode}')")
+
+    known_azs = sorted({s.availability_zone for s in network.subnets})
+    if pool.availability_zone is not None and pool.availability_zone not in known_azs:
+        problem("availabilityZone", f"'{pool.availability_zone}' has no subnet in network.subnets; allowed: {', '.join(known_azs)}")
+
+    subnet_azs = {s.id: s.availability_zone for s in network.subnets}
+    if pool.subnet_ids is not None:
+        if not pool.subnet_ids:
+            problem("subnetIds", "must list at least one subnet")
+        for i, subnet_id in enumerate(pool.subnet_ids):
+            if subnet_id not in subnet_azs:
+                problem(f"subnetIds[{i}]", f"'{subnet_id}' is not in network.subnets; allowed: {', '.join(subnet_azs)}")
+            elif pool.availability_zone not in (None, subnet_azs[subnet_id]):
+                problem(
+                    f"subnetIds[{i}]",
+                    f"'{subnet_id}' is in {subnet_azs[subnet_id]}, not the pool's availabilityZone {pool.availability_zone}",
+                )
+    chosen_azs = sorted({s.availability_zone for s in pool_subnets(pool, network)})
+    if placement.mode != "none":
+        if pool.availability_zone is None and pool.subnet_ids is None:
+            problem(
+                "availabilityZone",
+                "is required with a placement group: a cluster placement group lives in one AZ; "
+                f"choose one of {', '.join(known_azs)} or set placementGroup.mode to 'none'",
+            )
+        elif len(chosen_azs) > 1:
+            problem(
+                "subnetIds",
+                f"span {', '.join(chosen_azs)}; a placement group needs all of the pool's subnets in one AZ "
+                "(multi-AZ subnets break node group updates)",
+            )
+
+
+def _check_efa(pool: GpuNodeGroupConfig | KarpenterGpuNodePoolConfig, known_types: bool, problem: ProblemSink) -> None:
+    if pool.efa == "enabled" and known_types and not has_efa(pool.instance_types):
+        lacking = [t for t in pool.instance_types if GPU_INSTANCE_TYPES[t].efa_interfaces == 0]
+        problem("efa", f"is 'enabled' but {', '.join(lacking)} has no EFA; use 'auto' or 'disabled', or EFA instance types")
+
+
+def _check_node_labels(labels: dict[str, str], problem: ProblemSink) -> None:
+    for key, value in labels.items():
+        if key in GPU_SHARING_NODE_LABELS and not (key == "nvidia.com/mig.config" and value == MIG_DISABLED_CONFIG):
+            problem(f"labels.{key}", f"is refused: it {GPU_SHARING_NODE_LABELS[key]}; {GPU_SHARING_REFUSED}")
+        elif key == GPU_NODE_ROLE_LABEL[0]:
+            problem(f"labels.{key}", f"is reserved: every GPU node carries {GPU_NODE_ROLE_LABEL[0]}={GPU_NODE_ROLE_LABEL[1]}")
+        elif not _LABEL_KEY.match(key) or len(key) > 317:
+            problem(f"labels.{key}", "is not a valid Kubernetes label key")
+        if not _LABEL_VALUE.match(value):
+            problem(f"labels.{key}", f"'{value}' is not a valid Kubernetes label value (63 characters, alphanumerics, '-', '_', '.')")
+
+
+def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, path: str) -> list[Problem]:
+    """Rules of one GPU pool that involve more than one key. ``path`` prefixes every key path."""
+    problems, problem = _collector(path)
+    known_types = _check_gpu_instance_types(pool.instance_types, problem)
+
+    if pool.ami_type not in NVIDIA_AMI_TYPES:
+        problem("amiType", f"'{pool.ami_type}' has no NVIDIA driver; allowed: {', '.join(NVIDIA_AMI_TYPES)}")
+
+    if pool.capacity_type == "CAPACITY_BLOCK":
+        if pool.capacity_reservation_id is None:
+            problem("capacityReservationId", "is required with capacityType CAPACITY_BLOCK (the block's cr- id)")
+        if len(pool.instance_types) != 1:
+            problem("instanceTypes", "a Capacity Block is for exactly one instance type; list only that type")
+    _check_reservation_placement(pool.capacity_reservation_id is not None, pool.placement_group, problem)
+
+    if not pool.min_size <= pool.initial_size <= pool.max_size:
+        problem("desiredSize", f"must lie between minSize ({pool.min_size}) and maxSize ({pool.max_size})")
+    if pool.min_size > pool.max_size:
+        problem("minSize", f"must not exceed maxSize ({pool.max_size})")
+
+    _check_placement(pool, network, problem)
+    _check_efa(pool, known_types, problem)
+    _check_node_labels(pool.labels, problem)
+    return problems

@@ -1,0 +1,102 @@
+"""The whole stack's arguments and the rules that span its sections."""
+
+from __future__ import annotations
+
+from pydantic import field_validator
+
+from .. import aws_enums
+from .addons import (
+    GpuOperatorConfig,
+    TopologyLabelerConfig,
+    gpu_pool_ami_types,
+    validate_gpu_node_os,
+    validate_gpu_operator,
+    validate_topology_labeler,
+)
+from .base import NVIDIA_AMI_TYPES, Problem, _enum_error, _Model
+from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig
+from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
+from .pools import GpuNodeGroupConfig, validate_gpu_node_group
+from .scheduling import SchedulingConfig, SmokeTestConfig
+
+
+class GpuTrainingPlatformArgs(_Model):
+    """Everything one stack builds. Top-level keys live in the project's config namespace."""
+
+    region: str
+    """AWS region, read from the stack's `aws:region` (required)."""
+    cluster: ClusterConfig
+    """The EKS cluster (required)."""
+    network: NetworkConfig
+    """The VPC and private subnets (required)."""
+    system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
+    """The system node group. Default: two m7i.xlarge nodes."""
+    gpu_node_groups: list[GpuNodeGroupConfig] = []
+    """GPU training pools (managed node groups). Default: none."""
+    gpu_operator: GpuOperatorConfig = GpuOperatorConfig()
+    """The NVIDIA GPU Operator. Default: chart v26.7.0, no ServiceMonitor."""
+    topology_labeler: TopologyLabelerConfig = TopologyLabelerConfig()
+    """The topology labeler DaemonSet on GPU nodes. Default: enabled, image built and pushed to ECR."""
+    karpenter: KarpenterConfig = KarpenterConfig()
+    """Karpenter and its GPU pools. Default: off."""
+    scheduling: SchedulingConfig = SchedulingConfig()
+    """Priority classes, training namespaces with GPU quotas, training apps. Default: the seed's classes and a `training` namespace."""
+    smoke_test: SmokeTestConfig = SmokeTestConfig()
+    """The nvidia-smi smoke test. Default: off."""
+    tags: dict[str, str] = {}
+    """Tags added to every AWS resource. Default: none."""
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str) -> str:
+        if value not in aws_enums.aws_regions():
+            raise _enum_error(value, aws_enums.aws_regions(), "an AWS region", "botocore endpoints")
+        return value
+
+
+def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
+    """Rules of the whole stack that involve more than one key."""
+    problems: list[Problem] = []
+    subnet_ids = [s.id for s in args.network.subnets]
+    for i, subnet in enumerate(args.network.subnets):
+        if subnet_ids.index(subnet.id) != i:
+            problems.append(Problem(f"network.subnets[{i}].id", f"'{subnet.id}' is listed twice"))
+        if not subnet.availability_zone.startswith(args.region):
+            problems.append(
+                Problem(f"network.subnets[{i}].availabilityZone", f"'{subnet.availability_zone}' is not in region {args.region}")
+            )
+
+    system = args.system_node_group
+    if system.enabled:
+        if not system.min_size <= system.desired_size <= system.max_size:
+            problems.append(Problem("systemNodeGroup.desiredSize", f"must lie between minSize ({system.min_size}) and maxSize ({system.max_size})"))
+        if system.ami_type in NVIDIA_AMI_TYPES or "NVIDIA" in system.ami_type or "NEURON" in system.ami_type:
+            problems.append(Problem("systemNodeGroup.amiType", f"'{system.ami_type}' is an accelerator AMI; system nodes use a STANDARD or Bottlerocket AMI"))
+
+    names = [pool.name for pool in args.gpu_node_groups]
+    for i, pool in enumerate(args.gpu_node_groups):
+        path = f"gpuNodeGroups[{i}]"
+        if names.index(pool.name) != i:
+            problems.append(Problem(f"{path}.name", f"'{pool.name}' is used by gpuNodeGroups[{names.index(pool.name)}] too"))
+        problems.extend(validate_gpu_node_group(pool, args.network, path))
+    problems.extend(validate_gpu_node_os(gpu_pool_ami_types(args)))
+    problems.extend(validate_gpu_operator(args.gpu_operator))
+    problems.extend(validate_topology_labeler(args.topology_labeler, "topologyLabeler"))
+    problems.extend(validate_karpenter(args.karpenter, args.network, frozenset(names)))
+
+    for key, value in args.tags.items():
+        if not 1 <= len(key) <= 128 or key.lower().startswith("aws:"):
+            problems.append(Problem(f"tags.{key}", "tag keys have 1-128 characters and must not start with 'aws:'"))
+        if len(value) > 256:
+            problems.append(Problem(f"tags.{key}", "tag values have at most 256 characters"))
+        if args.karpenter.enabled and _KARPENTER_RESTRICTED_TAG.match(key):
+            problems.append(
+                Problem(f"tags.{key}", "is a tag Karpenter sets itself and its EC2NodeClass refuses (kubernetes.io/cluster/, eks:eks-cluster-name, karpenter.*)")
+            )
+
+    # Imported here because the scheduling rules build on this module's models; their quota
+    # arithmetic lives with the scheduling policies.
+    from ..scheduling_policies import validate_scheduling
+
+    problems.extend(validate_scheduling(args))
+    return problems

@@ -36,6 +36,7 @@ from .cluster import (
     SystemNodeGroupConfig,
 )
 from .pools import (
+    GpuPoolConfig,
     KARPENTER_CAPACITY_TYPES,
     SPOT_REFUSAL,
     PlacementGroupConfig,
@@ -96,6 +97,7 @@ from .loading import (
 )
 
 __all__ = [
+    "GpuPoolConfig",
     "PROJECT",
     "GPU_NODE_ROLE_LABEL",
     "SYSTEM_NODE_ROLE_LABEL",

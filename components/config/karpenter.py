@@ -9,19 +9,18 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from .. import aws_enums
-from ..catalog import GPU_INSTANCE_TYPES, efa_interface_count
-from .base import _AZ, _DNS_LABEL, InstanceType, Problem, _collector, _Model
+from ..catalog import GPU_INSTANCE_TYPES
+from .base import Problem, _collector, _Model
 from .cluster import NetworkConfig
 from .pools import (
     KARPENTER_CAPACITY_TYPES,
     SPOT_REFUSAL,
-    PlacementGroupConfig,
+    GpuPoolConfig,
     _check_efa,
     _check_gpu_instance_types,
     _check_node_labels,
     _check_placement,
     _check_reservation_placement,
-    efa_on,
 )
 
 
@@ -65,31 +64,15 @@ class KarpenterDisruptionConfig(_Model):
     """Maximum node lifetime; expiry drains a node even mid-job. Default: Never."""
 
 
-class KarpenterGpuNodePoolConfig(_Model):
+class KarpenterGpuNodePoolConfig(GpuPoolConfig):
     """One Karpenter GPU pool: an EC2NodeClass and a NodePool that launch tainted GPU nodes on demand."""
 
-    name: str = Field(pattern=_DNS_LABEL)
-    """Pool name, a DNS label; also the name of its EC2NodeClass and NodePool (required)."""
-    instance_types: list[InstanceType] = Field(default=["p5.48xlarge", "p4de.24xlarge"], min_length=1)
-    """EC2 instance types Karpenter may launch (NVIDIA GPU types). Default: p5.48xlarge, p4de.24xlarge."""
     capacity_types: list[str] = Field(default=["on-demand"], min_length=1)
     """Values of `karpenter.sh/capacity-type`: on-demand, and reserved with capacityReservationIds (spot is refused for training). Default: on-demand."""
     capacity_reservation_ids: list[str] = []
     """ODCRs or Capacity Blocks (cr- ids) the pool launches into first; needs `reserved` in capacityTypes. Default: none."""
     gpu_limit: int = Field(default=16, ge=1)
     """Most GPUs (`nvidia.com/gpu`) the pool's nodes may have in total; at least one node's. Default: 16 (two p5.48xlarge nodes)."""
-    availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
-    """The pool's single AZ; required with a placement group. Default: none (all subnets' AZs)."""
-    subnet_ids: Optional[list[str]] = None
-    """Subnets of the pool, among `network.subnets`. Default: the network's subnets in the pool's AZ (all of them without one)."""
-    placement_group: PlacementGroupConfig = PlacementGroupConfig()
-    """Cluster placement group of the pool (Karpenter selects it, the stack creates it). Default: a group created for the pool."""
-    efa: Literal["auto", "enabled", "disabled"] = "auto"
-    """EFA network interfaces: auto turns them on when every instance type has EFA. Default: auto."""
-    root_volume_size_gib: int = Field(default=500, ge=100, le=16384)
-    """Encrypted gp3 root volume in GiB, sized for multi-GB CUDA/PyTorch images. Default: 500."""
-    labels: dict[str, str] = {}
-    """Node labels added to `role=gpu-training`. Default: none."""
     disruption: KarpenterDisruptionConfig = KarpenterDisruptionConfig()
     """Consolidation delay, disruption budgets and node expiry. Default: see its keys."""
 
@@ -100,23 +83,6 @@ class KarpenterGpuNodePoolConfig(_Model):
             if not re.match(r"^cr-[0-9a-f]{17}$", value):
                 raise PydanticCustomError("reservation", f"'{value}' is not a capacity reservation id (cr- and 17 hex digits)")
         return values
-
-    @property
-    def efa_enabled(self) -> bool:
-        """Whether the pool's EC2NodeClass lays out EFA interfaces (same rule as ``GpuNodeGroupConfig``)."""
-        return efa_on(self.efa, self.instance_types)
-
-    @property
-    def efa_interfaces(self) -> int:
-        """EFA interfaces per node (0 when EFA is off)."""
-        return efa_interface_count(self.instance_types) if self.efa_enabled else 0
-
-    @property
-    def gpus_per_node(self) -> int:
-        """GPUs of the largest node the pool may launch (0 when an instance type is not in the catalog)."""
-        if not all(t in GPU_INSTANCE_TYPES for t in self.instance_types):
-            return 0
-        return max(GPU_INSTANCE_TYPES[t].gpus for t in self.instance_types)
 
 
 class KarpenterConfig(_Model):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -27,8 +27,6 @@ from .base import (
 )
 from .cluster import NetworkConfig, SubnetConfig
 
-if TYPE_CHECKING:
-    from .karpenter import KarpenterGpuNodePoolConfig
 
 KARPENTER_CAPACITY_TYPES = ("on-demand", "spot", "reserved")
 """Values of Karpenter's ``karpenter.sh/capacity-type`` label (Karpenter 1.14 docs-nodepools.md,
@@ -69,13 +67,48 @@ def efa_on(efa: str, instance_types: list[str]) -> bool:
     return efa == "enabled"
 
 
-class GpuNodeGroupConfig(_Model):
-    """One pool of GPU training nodes: an EKS managed node group with its launch template."""
+class GpuPoolConfig(_Model):
+    """What every GPU pool has, managed node group or Karpenter NodePool: its instance types, where
+    its nodes go (AZ, subnets, placement group), EFA, root volume and labels."""
 
     name: str = Field(pattern=_DNS_LABEL)
-    """Pool name, a DNS label; also the EKS node group name (required)."""
+    """Pool name, a DNS label; also the name of its node group, or of its EC2NodeClass and NodePool (required)."""
     instance_types: list[InstanceType] = Field(default=["p5.48xlarge", "p4de.24xlarge"], min_length=1)
     """EC2 instance types of the pool (NVIDIA GPU types). Default: p5.48xlarge, p4de.24xlarge."""
+    availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
+    """The pool's single AZ; required with a placement group. Default: none (all subnets' AZs)."""
+    subnet_ids: Optional[list[str]] = None
+    """Subnets of the pool, among `network.subnets`. Default: the network's subnets in the pool's AZ (all of them without one)."""
+    placement_group: PlacementGroupConfig = PlacementGroupConfig()
+    """Cluster placement group of the pool, made by the stack (Karpenter only selects it). Default: a group created for the pool."""
+    efa: Literal["auto", "enabled", "disabled"] = "auto"
+    """EFA network interfaces: auto turns them on when every instance type has EFA. Default: auto."""
+    root_volume_size_gib: int = Field(default=500, ge=100, le=16384)
+    """Encrypted gp3 root volume in GiB, sized for multi-GB CUDA/PyTorch images. Default: 500."""
+    labels: dict[str, str] = {}
+    """Node labels added to `role=gpu-training`; GPU-sharing labels (`nvidia.com/mig.config`, `nvidia.com/device-plugin.config`) are refused. Default: none."""
+
+    @property
+    def efa_enabled(self) -> bool:
+        """Whether the pool's nodes get EFA interfaces."""
+        return efa_on(self.efa, self.instance_types)
+
+    @property
+    def efa_interfaces(self) -> int:
+        """EFA interfaces per node (0 when EFA is off)."""
+        return efa_interface_count(self.instance_types) if self.efa_enabled else 0
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs of the largest node the pool may launch (0 when an instance type is not in the catalog)."""
+        if not all(t in GPU_INSTANCE_TYPES for t in self.instance_types):
+            return 0
+        return max(GPU_INSTANCE_TYPES[t].gpus for t in self.instance_types)
+
+
+class GpuNodeGroupConfig(GpuPoolConfig):
+    """One pool of GPU training nodes: an EKS managed node group with its launch template."""
+
     ami_type: AmiType = "AL2023_x86_64_NVIDIA"
     """EKS AMI type. Default: AL2023_x86_64_NVIDIA (driver, toolkit, fabric manager, EFA included)."""
     capacity_type: str = "ON_DEMAND"
@@ -88,18 +121,6 @@ class GpuNodeGroupConfig(_Model):
     """Number of nodes at creation; later changes are left to autoscalers and ignored by `pulumi up`. Default: min size."""
     max_size: int = Field(default=2, ge=1)
     """Maximum number of nodes. Default: 2 (the seed's two-node training job)."""
-    availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
-    """The pool's single AZ; required with a placement group. Default: none (all subnets' AZs)."""
-    subnet_ids: Optional[list[str]] = None
-    """Subnets of the pool, among `network.subnets`. Default: the network's subnets in the pool's AZ (all of them without one)."""
-    placement_group: PlacementGroupConfig = PlacementGroupConfig()
-    """Cluster placement group of the pool. Default: a group created for the pool."""
-    efa: Literal["auto", "enabled", "disabled"] = "auto"
-    """EFA network interfaces: auto turns them on when every instance type has EFA. Default: auto."""
-    root_volume_size_gib: int = Field(default=500, ge=100, le=16384)
-    """Encrypted gp3 root volume in GiB, sized for multi-GB CUDA/PyTorch images. Default: 500."""
-    labels: dict[str, str] = {}
-    """Node labels added to `role=gpu-training`; GPU-sharing labels (`nvidia.com/mig.config`, `nvidia.com/device-plugin.config`) are refused. Default: none."""
     update_max_unavailable: int = Field(default=1, ge=1, le=100)
     """Nodes replaced at once during a node group update. Default: 1."""
 
@@ -121,18 +142,8 @@ class GpuNodeGroupConfig(_Model):
         """Nodes at creation: ``desired_size`` when set, else ``min_size``."""
         return self.min_size if self.desired_size is None else self.desired_size
 
-    @property
-    def efa_enabled(self) -> bool:
-        """Whether the pool's launch template lays out EFA interfaces."""
-        return efa_on(self.efa, self.instance_types)
 
-    @property
-    def efa_interfaces(self) -> int:
-        """EFA interfaces per node (0 when EFA is off)."""
-        return efa_interface_count(self.instance_types) if self.efa_enabled else 0
-
-
-def pool_subnets(pool: GpuNodeGroupConfig | KarpenterGpuNodePoolConfig, network: NetworkConfig) -> list[SubnetConfig]:
+def pool_subnets(pool: GpuPoolConfig, network: NetworkConfig) -> list[SubnetConfig]:
     """The subnets a pool's nodes launch in (see ``GpuNodeGroupConfig.subnet_ids``)."""
     if pool.subnet_ids is not None:
         by_id = {s.id: s for s in network.subnets}
@@ -163,7 +174,7 @@ def _check_reservation_placement(has_reservation: bool, placement: PlacementGrou
         )
 
 
-def _check_placement(pool: GpuNodeGroupConfig | KarpenterGpuNodePoolConfig, network: NetworkConfig, problem: ProblemSink) -> None:
+def _check_placement(pool: GpuPoolConfig, network: NetworkConfig, problem: ProblemSink) -> None:
     """Placement group, availability zone and subnets: a cluster placement group lives in one AZ."""
     placement = pool.placement_group
     if placement.mode == "existing" and not placement.name:
@@ -203,7 +214,7 @@ def _check_placement(pool: GpuNodeGroupConfig | KarpenterGpuNodePoolConfig, netw
             )
 
 
-def _check_efa(pool: GpuNodeGroupConfig | KarpenterGpuNodePoolConfig, known_types: bool, problem: ProblemSink) -> None:
+def _check_efa(pool: GpuPoolConfig, known_types: bool, problem: ProblemSink) -> None:
     if pool.efa == "enabled" and known_types and not has_efa(pool.instance_types):
         lacking = [t for t in pool.instance_types if GPU_INSTANCE_TYPES[t].efa_interfaces == 0]
         problem("efa", f"is 'enabled' but {', '.join(lacking)} has no EFA; use 'auto' or 'disabled', or EFA instance types")

@@ -24,7 +24,7 @@ from .config import (
     pool_subnets,
     validate_gpu_node_group,
 )
-from .efa import efa_security_group
+from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name
 from .iam import create_node_role, node_group_update_transform
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
@@ -140,18 +140,9 @@ class GpuNodeGroup(pulumi.ComponentResource):
 
         role = create_node_role(name, ref.partition, tags, parent=self)
 
-        placement_group_name: pulumi.Input[Optional[str]] = None
-        if pool.placement_group.mode == "create":
-            placement_group = aws.ec2.PlacementGroup(
-                f"{name}-placement-group",
-                name=f"{ref.name}-{pool.name}",
-                strategy=pool.placement_group.strategy,
-                tags=tags,
-                opts=child,
-            )
-            placement_group_name = placement_group.name
-        elif pool.placement_group.mode == "existing":
-            placement_group_name = pool.placement_group.name
+        placement_group_name = pool_placement_group_name(
+            name, pool.placement_group, f"{ref.name}-{pool.name}", tags, parent=self
+        )
 
         self.efa_interfaces = pool.efa_interfaces
         network_settings: dict[str, Any] = {}

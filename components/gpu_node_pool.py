@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 import pulumi
-import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from .cluster import ClusterRef
@@ -24,7 +23,7 @@ from .config import (
     pool_subnets,
     validate_karpenter_gpu_node_pool,
 )
-from .efa import efa_security_group
+from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name
 from .gpu_node_group import GP3_THROUGHPUT_MIBPS, GPU_TAINT_KEY, GPU_TAINT_VALUE, IMDS_HOP_LIMIT, gpu_node_selector
 
 EC2_NODE_CLASS_API_VERSION = "karpenter.k8s.aws/v1"
@@ -170,19 +169,10 @@ class GpuNodePool(pulumi.ComponentResource):
         super().__init__("eks-gpu-training:index:GpuNodePool", name, None, opts)
         tags = dict(args.tags)
 
-        placement_group_name: Optional[pulumi.Input[str]] = None
-        if pool.placement_group.mode == "create":
-            placement_group = aws.ec2.PlacementGroup(
-                f"{name}-placement-group",
-                # "karpenter" keeps it apart from a managed node group's group of the same pool name.
-                name=f"{ref.name}-karpenter-{pool.name}",
-                strategy=pool.placement_group.strategy,
-                tags=tags,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            placement_group_name = placement_group.name
-        elif pool.placement_group.mode == "existing":
-            placement_group_name = pool.placement_group.name
+        # "karpenter" keeps its name apart from a managed node group's group of the same pool name.
+        placement_group_name = pool_placement_group_name(
+            name, pool.placement_group, f"{ref.name}-karpenter-{pool.name}", tags, parent=self
+        )
 
         security_group_ids: list[pulumi.Input[str]] = [ref.cluster_security_group_id]
         if pool.efa_enabled:

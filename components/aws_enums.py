@@ -19,8 +19,12 @@ def _session() -> botocore.session.Session:
 
 
 @functools.cache
-def _enum(service: str, shape: str) -> frozenset[str]:
+def enum_values(service: str, shape: str) -> frozenset[str]:
+    """The values of an enumeration shape of an AWS service model (``ec2``, ``InstanceType``)."""
     return frozenset(_session().get_service_model(service).shape_for(shape).enum)
+
+
+_enum = enum_values
 
 
 def ec2_instance_types() -> frozenset[str]:

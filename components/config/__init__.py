@@ -94,6 +94,7 @@ from .loading import (
     problems_from_validation_error,
     parse_platform_args,
     load_stack_config,
+    platform_args_from_settings,
 )
 
 __all__ = [
@@ -160,4 +161,5 @@ __all__ = [
     "problems_from_validation_error",
     "parse_platform_args",
     "load_stack_config",
+    "platform_args_from_settings",
 ]

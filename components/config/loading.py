@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping
 
 import pydantic
 from pydantic import BaseModel
@@ -79,11 +79,9 @@ def _decode(value: str) -> Any:
         return value
 
 
-def load_stack_config() -> GpuTrainingPlatformArgs:
-    """Read the current stack's configuration (project keys plus ``aws:region``) and check it."""
-    import pulumi.runtime.config as runtime_config
-
-    settings = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+def platform_args_from_settings(settings: Mapping[str, Any]) -> GpuTrainingPlatformArgs:
+    """Check a stack's settings (``eks-gpu-training:cluster``, ..., ``aws:region``), as a stack
+    file's ``config`` holds them or the Pulumi CLI hands them over (structured values as JSON)."""
     prefix = f"{PROJECT}:"
     raw: dict[str, Any] = {
         key[len(prefix):]: _decode(value) if isinstance(value, str) else value
@@ -96,3 +94,10 @@ def load_stack_config() -> GpuTrainingPlatformArgs:
     if region is None:
         raise ConfigError([Problem("aws:region", "is required (e.g. us-west-2)")])
     return parse_platform_args({**raw, "region": region})
+
+
+def load_stack_config() -> GpuTrainingPlatformArgs:
+    """Read the current stack's configuration (project keys plus ``aws:region``) and check it."""
+    import pulumi.runtime.config as runtime_config
+
+    return platform_args_from_settings({**runtime_config.get_config_env(), **runtime_config.CONFIG.get()})

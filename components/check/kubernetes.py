@@ -1,0 +1,240 @@
+"""Kubernetes objects against their schemas: built-in kinds against the Kubernetes OpenAPI schema at
+the stack's version (kubernetes-validate's strict schemas: an unknown field is an error), custom
+resources against the ``openAPIV3Schema`` of their CustomResourceDefinition, made strict the same
+way (a field the CRD does not declare is an error unless it preserves unknown fields).
+
+CRDs come from the render itself (a ``CustomResourceDefinition`` manifest) and from the upstream
+reference folder (Karpenter's, ``../shared/reference/karpenter-*/``). CEL rules
+(``x-kubernetes-validations``) are not evaluated: the API server does that.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Optional
+
+import jsonschema
+import yaml
+from kubernetes_validate import utils as kubernetes_validate
+from referencing import Registry, Resource
+
+from ..render.markers import is_placeholder
+
+OBJECT_META = "https://kubernetes.io/api/_definitions.json#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+MAX_ERRORS_PER_OBJECT = 10
+"""Beyond this many errors in one object, the rest are summed up in one line."""
+
+
+def group_version(api_version: str) -> tuple[str, str]:
+    """``apps/v1`` -> (``apps``, ``v1``); ``v1`` -> (``""``, ``v1``)."""
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
+def is_builtin_group(group: str) -> bool:
+    """Groups the Kubernetes API itself serves: the core group, dot-less groups (``apps``, ``batch``)
+    and ``*.k8s.io`` groups. ``*.x-k8s.io`` and other domains are custom resources."""
+    return "." not in group or group.endswith(".k8s.io")
+
+
+def describe(obj: dict[str, Any]) -> str:
+    """``DaemonSet kube-system/gpu-labeler``."""
+    metadata = obj.get("metadata") or {}
+    name = "/".join(str(p) for p in (metadata.get("namespace"), metadata.get("name")) if p)
+    return f"{obj.get('kind')} {name}"
+
+
+def _path(error: jsonschema.ValidationError) -> str:
+    parts = []
+    for part in error.absolute_path:
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        else:
+            parts.append(("." if parts else "") + str(part))
+    return "".join(parts) or "(top level)"
+
+
+def _messages(errors: Iterable[jsonschema.ValidationError]) -> list[str]:
+    """One message per schema error, leaving out type errors on a placeholder (a value that only
+    exists after deployment has no type yet)."""
+    found = []
+    for error in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
+        if is_placeholder(error.instance):
+            continue
+        found.append(f"{_path(error)}: {error.message}")
+    if len(found) > MAX_ERRORS_PER_OBJECT:
+        found = found[:MAX_ERRORS_PER_OBJECT] + [f"... and {len(found) - MAX_ERRORS_PER_OBJECT} more errors"]
+    return found
+
+
+class KubernetesSchemas:
+    """The strict OpenAPI schemas of one Kubernetes version, as kubernetes-validate ships them."""
+
+    def __init__(self, kubernetes_version: str):
+        wanted = kubernetes_validate.major_minor(kubernetes_version.lstrip("v"))
+        available = [v for v in kubernetes_validate.all_versions() if _key(kubernetes_validate.major_minor(v)) <= _key(wanted)]
+        if not available or _key(wanted) > _key(kubernetes_validate.major_minor(kubernetes_validate.latest_version())):
+            raise ValueError(
+                f"kubernetes-validate has no schemas for Kubernetes {wanted} "
+                f"(it has {kubernetes_validate.all_versions()[0]} to {kubernetes_validate.latest_version()})"
+            )
+        self.version = kubernetes_validate.major_minor(available[-1])
+        self._folder = f"kubernetes-json-schema/v{available[-1]}-local-strict"
+        definitions = self._load("_definitions.json")
+        self._registry = Resource.from_contents(definitions) @ Registry()
+
+    def _load(self, filename: str) -> Any:
+        return kubernetes_validate.schema_contents(f"{self._folder}/{filename}", self.version)
+
+    @functools.cache
+    def _validator(self, api_version: str, kind: str) -> Optional[jsonschema.Draft202012Validator]:
+        # kubernetes-validate's file naming: rbac.authorization.k8s.io/v1 -> rbac-v1.
+        api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+        try:
+            schema = self._load(f"{kind.lower()}-{api}.json")
+        except FileNotFoundError:
+            return None
+        return jsonschema.Draft202012Validator(schema, registry=Resource.from_contents(schema) @ self._registry)
+
+    def knows(self, api_version: str, kind: str) -> bool:
+        return self._validator(api_version, kind) is not None
+
+    def errors(self, obj: dict[str, Any]) -> list[str]:
+        """Schema errors of a built-in object (``knows`` it first)."""
+        validator = self._validator(obj["apiVersion"], obj["kind"])
+        assert validator is not None
+        return _messages(validator.iter_errors(obj))
+
+    @functools.cached_property
+    def _object_meta(self) -> jsonschema.Draft202012Validator:
+        return jsonschema.Draft202012Validator({"$ref": OBJECT_META}, registry=self._registry)
+
+    def metadata_errors(self, metadata: Any) -> list[str]:
+        """Errors of an object's ``metadata`` against ObjectMeta (for custom resources, whose CRD
+        schema says only ``type: object``)."""
+        return [f"metadata.{m}" for m in _messages(self._object_meta.iter_errors(metadata))]
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split("."))
+
+
+def strict_schema(schema: Any) -> Any:
+    """A CRD ``openAPIV3Schema`` as a JSON schema that, like ``kubectl``'s strict field validation,
+    refuses fields the CRD does not declare; ``nullable`` and ``x-kubernetes-int-or-string`` spelled
+    out in JSON-schema terms."""
+    if isinstance(schema, list):
+        return [strict_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result = {key: strict_schema(value) for key, value in schema.items() if key != "properties"}
+    if "properties" in schema:
+        result["properties"] = {name: strict_schema(sub) for name, sub in schema["properties"].items()}
+        if "additionalProperties" not in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            result["additionalProperties"] = False
+    if schema.get("x-kubernetes-int-or-string") and "anyOf" not in schema:
+        result["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if schema.get("nullable") and "type" in schema:
+        result["type"] = [schema["type"], "null"]
+    return result
+
+
+def with_defaults(schema: Any, value: Any) -> Any:
+    """``value`` with the CRD's defaults filled in, as the API server does before it validates
+    (so a field that is required but defaulted, like NodePool's ``consolidateAfter``, may be left out)."""
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, dict) and "properties" in schema:
+        filled = dict(value)
+        for name, sub in schema["properties"].items():
+            if name not in filled and isinstance(sub, dict) and "default" in sub:
+                filled[name] = copy.deepcopy(sub["default"])
+            if name in filled:
+                filled[name] = with_defaults(sub, filled[name])
+        return filled
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [with_defaults(schema["items"], item) for item in value]
+    return value
+
+
+class CustomResourceSchemas:
+    """CustomResourceDefinitions by group and kind."""
+
+    def __init__(self) -> None:
+        self._crds: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
+
+    def add(self, crd: dict[str, Any], source: str) -> None:
+        spec = crd.get("spec") or {}
+        kind = (spec.get("names") or {}).get("kind")
+        if spec.get("group") and kind:
+            self._crds[(spec["group"], kind)] = (crd, source)
+
+    def add_files(self, paths: Iterable[Path]) -> None:
+        for path in paths:
+            text = path.read_text()
+            if "CustomResourceDefinition" not in text:
+                continue
+            for document in yaml.safe_load_all(text):
+                if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":
+                    self.add(document, str(path))
+
+    def knows(self, group: str, kind: str) -> bool:
+        return (group, kind) in self._crds
+
+    def _schema(self, group: str, kind: str, version: str) -> Optional[dict[str, Any]]:
+        crd, _ = self._crds[(group, kind)]
+        for entry in crd["spec"].get("versions") or []:
+            if entry.get("name") == version and entry.get("served", True):
+                return (entry.get("schema") or {}).get("openAPIV3Schema") or {}
+        return None
+
+    @functools.cache
+    def _validator(self, group: str, kind: str, version: str) -> jsonschema.Draft202012Validator:
+        return jsonschema.Draft202012Validator(strict_schema(self._schema(group, kind, version)))
+
+    def errors(self, obj: dict[str, Any]) -> list[str]:
+        group, version = group_version(obj["apiVersion"])
+        crd, source = self._crds[(group, obj["kind"])]
+        schema = self._schema(group, obj["kind"], version)
+        if schema is None:
+            served = [v.get("name") for v in crd["spec"].get("versions") or [] if v.get("served", True)]
+            return [f"apiVersion: {obj['apiVersion']} is not served by the CRD ({source}); served: {', '.join(served)}"]
+        validator = self._validator(group, obj["kind"], version)
+        problems = _messages(validator.iter_errors(with_defaults(schema, obj)))
+        if crd["spec"].get("scope") == "Cluster" and (obj.get("metadata") or {}).get("namespace"):
+            problems.append(f"metadata.namespace: {obj['kind']} is cluster-scoped; it takes no namespace")
+        return problems
+
+
+def check_manifests(
+    manifests: Iterable[tuple[str, dict[str, Any]]],
+    kubernetes_version: str,
+    crds: CustomResourceSchemas,
+    reference_note: str,
+) -> Iterator[tuple[str, str]]:
+    """``("fail" | "skip", line)`` for each problem or unchecked object among ``(file, object)`` pairs."""
+    try:
+        schemas = KubernetesSchemas(kubernetes_version)
+    except ValueError as error:
+        yield "fail", f"Kubernetes {kubernetes_version}: {error}"
+        return
+    for filename, obj in manifests:
+        if not isinstance(obj, dict) or "apiVersion" not in obj or "kind" not in obj:
+            yield "fail", f"{filename}: not a Kubernetes object (no apiVersion/kind)"
+            continue
+        what = f"{filename}: {describe(obj)}"
+        group, _ = group_version(obj["apiVersion"])
+        if crds.knows(group, obj["kind"]):
+            problems = crds.errors(obj) + schemas.metadata_errors(obj.get("metadata") or {})
+        elif schemas.knows(obj["apiVersion"], obj["kind"]):
+            problems = schemas.errors(obj)
+        elif is_builtin_group(group):
+            problems = [f"{obj['apiVersion']} {obj['kind']} is not a kind of Kubernetes {schemas.version}"]
+        else:
+            yield "skip", f"{what}: no CRD schema for {obj['apiVersion']} {obj['kind']} ({reference_note})"
+            continue
+        for problem in problems:
+            yield "fail", f"{what}: {problem}"

@@ -1,0 +1,146 @@
+"""The files of a render: ``resources.json``, ``manifests/``, ``patches/`` and ``values/``.
+
+Which resource goes where is decided by its type alone, so objects other components add later
+(DaemonSets, custom resources, Helm releases) land in the right folder without changes here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from .engine import Resource, StackRender
+from .markers import is_placeholder
+
+RESOURCES_FILE = "resources.json"
+MANIFESTS_DIR = "manifests"
+PATCHES_DIR = "patches"
+VALUES_DIR = "values"
+
+HELM_RELEASE_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
+"""Helm releases: their values go to ``values/``, not to ``manifests/`` (what the chart renders is
+the chart's business, and Helm's own `helm template` shows it)."""
+
+_OBJECT_TYPE = re.compile(r"^kubernetes:(?P<group>[^:]+):(?P<kind>[A-Za-z0-9]+)$")
+
+
+def is_kubernetes_object(resource: Resource) -> bool:
+    """A resource that is one Kubernetes object (or a patch of one): ``kubernetes:<group>/<version>:<Kind>``
+    with ``apiVersion`` and ``kind`` among its inputs. Helm releases, providers and the YAML/Kustomize
+    components are not."""
+    return (
+        resource.custom
+        and resource.type not in HELM_RELEASE_TYPES
+        and _OBJECT_TYPE.match(resource.type) is not None
+        and "apiVersion" in resource.inputs
+        and "kind" in resource.inputs
+    )
+
+
+def is_patch(resource: Resource) -> bool:
+    """A server-side-apply patch (``DaemonSetPatch``...): a partial object, not a whole manifest."""
+    return resource.type.endswith("Patch")
+
+
+def manifest(resource: Resource) -> dict[str, Any]:
+    """The Kubernetes object a resource creates, fields in the usual order."""
+    inputs = dict(resource.inputs)
+    metadata = dict(inputs.pop("metadata", None) or {})
+    if not metadata.get("name"):
+        # pulumi-kubernetes names an unnamed object after the resource, plus a random suffix.
+        metadata["name"] = f"<unknown: auto-name {resource.name}-xxxxxxxx>"
+    head = {"apiVersion": inputs.pop("apiVersion"), "kind": inputs.pop("kind"), "metadata": metadata}
+    return {**head, **inputs}
+
+
+def _safe(part: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", part).strip("-") or "unnamed"
+
+
+def manifest_filename(resource: Resource, obj: dict[str, Any]) -> str:
+    """``<kind>_<namespace>_<name>.yaml`` (``_`` cannot occur in a Kubernetes name); cluster-scoped
+    objects and objects without a namespace have no namespace part."""
+    metadata = obj["metadata"]
+    name = metadata["name"] if not is_placeholder(metadata["name"]) else resource.name
+    parts = [obj["kind"].lower(), metadata.get("namespace"), name]
+    return "_".join(_safe(str(p)) for p in parts if p) + ".yaml"
+
+
+def helm_release(resource: Resource) -> dict[str, Any]:
+    """A Helm release's chart coordinates and values."""
+    inputs = resource.inputs
+    repository_opts = inputs.get("repositoryOpts") or {}
+    return {
+        "release": inputs.get("name") or resource.name,
+        "namespace": inputs.get("namespace"),
+        "chart": inputs.get("chart"),
+        "repository": repository_opts.get("repo"),
+        "version": inputs.get("version"),
+        "values": inputs.get("values") or {},
+        "resource": {"type": resource.type, "name": resource.name},
+    }
+
+
+def _dump(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=120)
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    stem, suffix, n = name[: -len(".yaml")], ".yaml", 2
+    while name in taken:
+        name, n = f"{stem}-{n}{suffix}", n + 1
+    taken.add(name)
+    return name
+
+
+def resources_document(render: StackRender) -> dict[str, Any]:
+    """The content of ``resources.json``."""
+    return {
+        "stack": render.stack,
+        "project": render.project,
+        "region": render.region,
+        "kubernetesVersion": render.kubernetes_version,
+        "legend": {
+            "<unknown: ATTRIBUTE of TYPE NAME>": "a value that exists only once that resource is deployed",
+            "<unknown: output of TYPE NAME>": "a value computed at deployment from that resource's outputs",
+            "<secret>": "a secret value, not written out",
+            "provider null": "the package's default provider, configured from the stack (aws:region, ...)",
+            "remote true": "a multi-language component (pulumi-eks): its own children are created by its "
+            "provider at deployment and are not listed",
+        },
+        "exports": render.exports,
+        "resources": [r.as_json() for r in render.resources],
+    }
+
+
+def write_files(render: StackRender, out: Path) -> dict[str, int]:
+    """Write ``resources.json``, ``manifests/``, ``patches/`` and ``values/`` into ``out`` (folders
+    are emptied first, so a file never outlives its object); return how many files of each."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / RESOURCES_FILE).write_text(json.dumps(resources_document(render), indent=2) + "\n")
+    counts = {MANIFESTS_DIR: 0, PATCHES_DIR: 0, VALUES_DIR: 0}
+    folders = {}
+    for folder in counts:
+        folders[folder] = out / folder
+        folders[folder].mkdir(exist_ok=True)
+        for stale in folders[folder].glob("*.yaml"):
+            stale.unlink()
+    taken: dict[str, set[str]] = {folder: set() for folder in counts}
+    for resource in render.resources:
+        folder: Optional[str] = None
+        if resource.type in HELM_RELEASE_TYPES:
+            folder, content = VALUES_DIR, helm_release(resource)
+            filename = _safe(resource.name) + ".yaml"
+        elif is_kubernetes_object(resource):
+            folder = PATCHES_DIR if is_patch(resource) else MANIFESTS_DIR
+            content = manifest(resource)
+            filename = manifest_filename(resource, content)
+        if folder is None:
+            continue
+        (folders[folder] / _unique(filename, taken[folder])).write_text(_dump(content))
+        counts[folder] += 1
+    return counts

@@ -40,3 +40,29 @@ def dev_graph():
     graph = run_stack("dev")
     assert graph.error is None, repr(graph.error)
     return graph
+
+
+@pytest.fixture(scope="session", params=STACKS)
+def rendered_stack(request, tmp_path_factory):
+    """Each stack file rendered offline (``eks-gpu-training-render``'s work) into its own folder."""
+    from components.render import render
+
+    out = tmp_path_factory.mktemp(f"render-{request.param}")
+    return request.param, out, render(request.param, out)
+
+
+@pytest.fixture
+def render_program(tmp_path):
+    """Render any program offline into a fresh folder; returns the folder."""
+    from components.offline import run_program
+    from components.render import write_render
+    from components.render.engine import PlaceholderMocks, to_render
+
+    def render(program, kubernetes_version: str = "1.34", picture: bool = False) -> Path:
+        graph = run_program(program, {}, preview=True, mocks=PlaceholderMocks("us-west-2"))
+        assert graph.error is None, repr(graph.error)
+        result = to_render(graph, stack="test", project="eks-gpu-training", region="us-west-2", kubernetes_version=kubernetes_version)
+        write_render(result, tmp_path, picture=picture)
+        return tmp_path
+
+    return render

@@ -193,7 +193,11 @@ class CustomResourceSchemas:
 
     @functools.cache
     def _validator(self, group: str, kind: str, version: str) -> jsonschema.Draft202012Validator:
-        return jsonschema.Draft202012Validator(strict_schema(self._schema(group, kind, version)))
+        schema = strict_schema(self._schema(group, kind, version))
+        # Every object has these, whether or not its CRD's schema spells them out.
+        for field, type_ in (("apiVersion", "string"), ("kind", "string"), ("metadata", "object")):
+            schema.setdefault("properties", {}).setdefault(field, {"type": type_})
+        return jsonschema.Draft202012Validator(schema)
 
     def errors(self, obj: dict[str, Any]) -> list[str]:
         group, version = group_version(obj["apiVersion"])

@@ -1,0 +1,357 @@
+"""The check of a render: schemas, CRDs, chart values and AWS enumerations, one line per failure."""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.check import check_render
+from components.check.__main__ import main as check_main
+from components.check.helm import unknown_keys
+from components.check.kubernetes import CustomResourceSchemas, strict_schema, with_defaults
+
+LABELER = {
+    "selector": {"matchLabels": {"app": "labeler"}},
+    "template": {
+        "metadata": {"labels": {"app": "labeler"}},
+        "spec": {"containers": [{"name": "labeler", "image": "labeler:1"}]},
+    },
+}
+
+
+def daemonset(name="labeler", spec=None):
+    return lambda: k8s.apps.v1.DaemonSet(name, metadata={"name": name, "namespace": "kube-system"}, spec=spec or LABELER)
+
+
+def node_pool(spec):
+    return lambda: k8s.apiextensions.CustomResource(
+        "pool", api_version="karpenter.sh/v1", kind="NodePool", metadata={"name": "gpu"}, spec=spec
+    )
+
+
+GOOD_NODE_POOL = {
+    "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"},
+    "template": {
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu"},
+            "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5.48xlarge"]}],
+        }
+    },
+}
+
+
+def test_every_stack_renders_and_passes_the_check(rendered_stack, reference_dir):
+    stack, out, _ = rendered_stack
+    report = check_render(out, reference_dir)
+    assert report.failures == [], stack
+    assert report.skipped == [], stack
+
+
+def test_a_daemonset_with_an_unknown_field_fails_and_is_named(render_program):
+    spec = json.loads(json.dumps(LABELER))
+    spec["template"]["spec"]["containers"][0]["imagePullPolciy"] = "Always"
+    report = check_render(render_program(daemonset(spec=spec)), None)
+    assert report.failures == [
+        "manifests/daemonset_kube-system_labeler.yaml: DaemonSet kube-system/labeler: "
+        "spec.template.spec.containers[0]: Additional properties are not allowed ('imagePullPolciy' was unexpected)"
+    ]
+
+
+def test_a_well_formed_daemonset_passes(render_program):
+    report = check_render(render_program(daemonset()), None)
+    assert report.ok and report.checked["Kubernetes objects"] == 1
+
+
+def test_an_object_is_checked_against_the_stacks_kubernetes_version(render_program):
+    # ResourceClaim reached resource.k8s.io/v1 in Kubernetes 1.34; 1.33 does not serve it.
+    claim = lambda: k8s.apiextensions.CustomResource(  # noqa: E731
+        "claim", api_version="resource.k8s.io/v1", kind="ResourceClaim", metadata={"name": "gpu", "namespace": "ml"},
+        spec={"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+    )
+    assert check_render(render_program(claim, kubernetes_version="1.34"), None).ok
+    failures = check_render(render_program(claim, kubernetes_version="1.33"), None).failures
+    assert failures == ["manifests/resourceclaim_ml_gpu.yaml: ResourceClaim ml/gpu: resource.k8s.io/v1 ResourceClaim is not a kind of Kubernetes 1.33"]
+
+
+def test_an_unknown_built_in_api_version_fails(render_program):
+    program = lambda: k8s.apiextensions.CustomResource(  # noqa: E731
+        "labeler", api_version="apps/v2", kind="DaemonSet", metadata={"name": "labeler", "namespace": "kube-system"},
+        spec=LABELER,
+    )
+    report = check_render(render_program(program), None)
+    assert report.failures == [
+        "manifests/daemonset_kube-system_labeler.yaml: DaemonSet kube-system/labeler: apps/v2 DaemonSet is not a kind of Kubernetes 1.34"
+    ]
+
+
+def test_a_nodepool_with_a_bad_enum_fails_and_is_named(render_program, reference_dir):
+    spec = json.loads(json.dumps(GOOD_NODE_POOL))
+    spec["disruption"]["consolidationPolicy"] = "WhenIdle"
+    report = check_render(render_program(node_pool(spec)), reference_dir)
+    assert report.failures == [
+        "manifests/nodepool_gpu.yaml: NodePool gpu: spec.disruption.consolidationPolicy: "
+        "'WhenIdle' is not one of ['WhenEmpty', 'WhenEmptyOrUnderutilized', 'Balanced']"
+    ]
+
+
+def test_a_well_formed_nodepool_passes_its_crd(render_program, reference_dir):
+    assert check_render(render_program(node_pool(GOOD_NODE_POOL)), reference_dir).ok
+
+
+def test_a_nodepool_field_the_crd_does_not_declare_fails(render_program, reference_dir):
+    spec = {**GOOD_NODE_POOL, "weigth": 10}
+    failures = check_render(render_program(node_pool(spec)), reference_dir).failures
+    assert failures == [
+        "manifests/nodepool_gpu.yaml: NodePool gpu: spec: Additional properties are not allowed ('weigth' was unexpected)"
+    ]
+
+
+def test_a_namespaced_cluster_scoped_custom_resource_fails(render_program, reference_dir):
+    program = lambda: k8s.apiextensions.CustomResource(  # noqa: E731
+        "pool", api_version="karpenter.sh/v1", kind="NodePool", metadata={"name": "gpu", "namespace": "karpenter"},
+        spec=GOOD_NODE_POOL,
+    )
+    assert check_render(render_program(program), reference_dir).failures == [
+        "manifests/nodepool_karpenter_gpu.yaml: NodePool karpenter/gpu: metadata.namespace: NodePool is cluster-scoped; it takes no namespace"
+    ]
+
+
+def test_a_nodepool_selecting_an_instance_type_ec2_lacks_fails(render_program, reference_dir):
+    spec = json.loads(json.dumps(GOOD_NODE_POOL))
+    spec["template"]["spec"]["requirements"][0]["values"] = ["p5.48xl"]
+    assert check_render(render_program(node_pool(spec)), reference_dir).failures == [
+        "manifests/nodepool_gpu.yaml: NodePool gpu: spec.template.spec.requirements[0] (node.kubernetes.io/instance-type): "
+        "'p5.48xl' is not an EC2 instance type (botocore ec2 InstanceType); did you mean 'p5.48xlarge'?"
+    ]
+
+
+def test_custom_resources_without_a_crd_are_skipped_and_said_so(render_program):
+    report = check_render(render_program(node_pool({"weigth": 1})), None)
+    assert report.ok
+    assert report.skipped == [
+        "upstream reference folder absent: custom resources (Karpenter) and Helm values keys are not checked",
+        "manifests/nodepool_gpu.yaml: NodePool gpu: no CRD schema for karpenter.sh/v1 NodePool "
+        "(not in the render, and the upstream reference folder is absent)",
+    ]
+
+
+def test_a_crd_in_the_render_checks_its_own_custom_resources(render_program):
+    def program():
+        k8s.apiextensions.v1.CustomResourceDefinition(
+            "crd",
+            metadata={"name": "widgets.example.com"},
+            spec={
+                "group": "example.com",
+                "scope": "Namespaced",
+                "names": {"kind": "Widget", "plural": "widgets"},
+                "versions": [
+                    {
+                        "name": "v1",
+                        "served": True,
+                        "storage": True,
+                        "schema": {
+                            "openAPIV3Schema": {
+                                "type": "object",
+                                "properties": {
+                                    "spec": {"type": "object", "properties": {"size": {"type": "integer", "maximum": 3}}}
+                                },
+                            }
+                        },
+                    }
+                ],
+            },
+        )
+        k8s.apiextensions.CustomResource(
+            "widget", api_version="example.com/v1", kind="Widget", metadata={"name": "w", "namespace": "a"}, spec={"size": 4}
+        )
+
+    assert check_render(render_program(program), None).failures == [
+        "manifests/widget_a_w.yaml: Widget a/w: spec.size: 4 is greater than the maximum of 3"
+    ]
+
+
+def test_a_placeholder_is_never_a_type_error(render_program):
+    def program():
+        group = aws.ec2.PlacementGroup("pg", strategy="cluster")
+        spec = json.loads(json.dumps(LABELER))
+        container = spec["template"]["spec"]["containers"][0]
+        container["ports"] = [{"containerPort": group.id}]
+        k8s.apps.v1.DaemonSet("labeler", metadata={"name": "labeler", "namespace": "kube-system"}, spec=spec)
+
+    out = render_program(program)
+    assert check_render(out, None).ok
+    assert "<unknown: id of aws:ec2/placementGroup:PlacementGroup pg>" in (
+        out / "manifests" / "daemonset_kube-system_labeler.yaml"
+    ).read_text()
+
+
+def release(values, chart="gpu-operator", version="v26.7.0"):
+    return lambda: k8s.helm.v3.Release(
+        "operator", name="gpu-operator", chart=chart, version=version, namespace="gpu-operator", values=values
+    )
+
+
+def test_a_helm_values_key_the_chart_lacks_fails_and_is_named(render_program, reference_dir):
+    report = check_render(render_program(release({"driver": {"enabeld": False}})), reference_dir)
+    assert report.failures == [
+        "values/operator.yaml: Helm release gpu-operator (chart gpu-operator v26.7.0): driver.enabeld: not declared in "
+        "the chart's values.yaml; did you mean 'enabled'? "
+        "(gpu-operator/values-v26.7.0.yaml, gpu-operator/node-feature-discovery-0.19.0/values.yaml)"
+    ]
+
+
+def test_subchart_values_are_checked_against_the_subchart(render_program, reference_dir):
+    values = {"node-feature-discovery": {"worker": {"tolerations": []}, "wurker": {}}}
+    failures = check_render(render_program(release(values)), reference_dir).failures
+    assert len(failures) == 1 and "node-feature-discovery.wurker: not declared" in failures[0]
+
+
+def test_helm_values_are_skipped_without_a_pinned_values_file(render_program, reference_dir):
+    report = check_render(render_program(release({"x": 1}, chart="cert-manager", version="v1.18.0")), reference_dir)
+    assert report.ok
+    assert report.skipped == [
+        f"values/operator.yaml: Helm release gpu-operator (chart cert-manager v1.18.0): values keys not checked: "
+        f"no values.yaml of cert-manager v1.18.0 in {reference_dir}"
+    ]
+
+
+def test_an_unpinned_chart_fails(render_program):
+    report = check_render(render_program(release({}, version=None)), None)
+    assert report.failures == ["values/operator.yaml: Helm release gpu-operator (chart gpu-operator): the chart version is not pinned"]
+
+
+def test_the_values_walk_allows_pass_through_keys_and_catches_kind_changes():
+    chart = {
+        "driver": {"enabled": True},
+        "operator": {"affinity": {"nodeAffinity": {"preferred": []}}},
+        "podAnnotations": {},
+        "daemonsets": {"tolerations": []},
+        "mig": {"strategy": "single"},
+    }
+    fine = {
+        "global": {"anything": 1},
+        "operator": {"affinity": {"nodeAffinity": {"required": {}}}},
+        "podAnnotations": {"a": "b"},
+        "daemonsets": {"tolerations": [{"key": "a"}]},
+    }
+    assert list(unknown_keys(fine, chart)) == []
+    assert list(unknown_keys({"driver": {"enabled": "false"}}, chart)) == [
+        "driver.enabled: 'false' is a str; the chart's default True is a bool"
+    ]
+    assert len(list(unknown_keys({"mig": "none"}, chart))) == 1
+    assert len(list(unknown_keys({"daemonsets": {"tolerations": {"key": "a"}}}, chart))) == 1
+
+
+def test_an_aws_enumeration_input_botocore_lacks_fails_and_is_named(render_program):
+    def program():
+        aws.ec2.PlacementGroup("pg", strategy="clustr")
+        aws.ec2.LaunchTemplate("lt", instance_type="p5.48xl", metadata_options={"http_tokens": "requried"})
+
+    failures = check_render(render_program(program), None).failures
+    assert failures == [
+        "resources.json: aws:ec2/launchTemplate:LaunchTemplate lt: instanceType: 'p5.48xl' is not a value of botocore "
+        "ec2 InstanceType; did you mean 'p5.48xlarge'?",
+        "resources.json: aws:ec2/launchTemplate:LaunchTemplate lt: metadataOptions.httpTokens: 'requried' is not a "
+        "value of botocore ec2 LaunchTemplateHttpTokensState; did you mean 'required'?",
+        "resources.json: aws:ec2/placementGroup:PlacementGroup pg: strategy: 'clustr' is not a value of botocore "
+        "ec2 PlacementStrategy; did you mean 'cluster'?",
+    ]
+
+
+def test_aws_enumerations_are_found_at_any_depth(render_program):
+    def program():
+        aws.eks.NodeGroup(
+            "ng", cluster_name="c", node_role_arn="arn", subnet_ids=["s"], scaling_config={"min_size": 0, "max_size": 1, "desired_size": 0},
+            capacity_type="SPOTT", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}],
+        )
+
+    failures = check_render(render_program(program), None).failures
+    assert [f.split(": ", 2)[2].split(":")[0] for f in failures] == ["capacityType", "taints[0].effect"]
+
+
+def test_check_command_prints_one_line_per_failure_and_exits_1(render_program, capsys):
+    spec = json.loads(json.dumps(LABELER))
+    spec["template"]["spec"]["containers"][0]["imagePullPolciy"] = "Always"
+    spec["template"]["spec"]["hostNetwrok"] = True
+
+    def program():
+        daemonset(spec=spec)()
+        aws.ec2.PlacementGroup("pg", strategy="clustr")
+
+    out = render_program(program)
+    assert check_main([str(out), "--reference", str(out)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    failures = [line for line in lines if line.startswith("FAIL: ")]
+    assert [f.split(": ")[1] for f in failures] == [
+        "manifests/daemonset_kube-system_labeler.yaml",
+        "manifests/daemonset_kube-system_labeler.yaml",
+        "resources.json",
+    ]
+    assert any("'hostNetwrok' was unexpected" in f for f in failures)
+    assert any("'imagePullPolciy' was unexpected" in f for f in failures)
+    assert lines[-1] == f"{out}: check: 1 Kubernetes objects, 0 Helm releases, 1 AWS resources; 3 failure(s), 0 skipped"
+
+
+def test_check_command_passes_a_good_render(render_program, capsys):
+    out = render_program(daemonset())
+    assert check_main([str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("0 failure(s), 0 skipped")
+
+
+def test_a_folder_that_is_no_render_fails(tmp_path):
+    assert check_render(tmp_path, None).failures == [f"{tmp_path}: not a render (resources.json missing)"]
+
+
+def test_strict_crd_schema_refuses_undeclared_fields_unless_it_preserves_them():
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {"type": "object", "properties": {"a": {"type": "string"}}},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {"b": {}}},
+            "map": {"type": "object", "additionalProperties": {"type": "string"}},
+            "size": {"x-kubernetes-int-or-string": True},
+            "maybe": {"type": "string", "nullable": True},
+        },
+    }
+    strict = strict_schema(schema)
+    assert strict["additionalProperties"] is False
+    assert strict["properties"]["spec"]["additionalProperties"] is False
+    assert "additionalProperties" not in strict["properties"]["free"]
+    assert strict["properties"]["map"]["additionalProperties"] == {"type": "string"}
+    assert strict["properties"]["size"]["anyOf"] == [{"type": "integer"}, {"type": "string"}]
+    assert strict["properties"]["maybe"]["type"] == ["string", "null"]
+
+
+def test_crd_defaults_are_applied_before_validation_like_the_api_server():
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "default": {},
+                "properties": {"policy": {"type": "string", "default": "WhenEmpty"}, "items": {
+                    "type": "array", "items": {"type": "object", "properties": {"n": {"default": 1}}}}},
+            }
+        },
+    }
+    assert with_defaults(schema, {}) == {"spec": {"policy": "WhenEmpty"}}
+    assert with_defaults(schema, {"spec": {"items": [{}]}}) == {"spec": {"items": [{"n": 1}], "policy": "WhenEmpty"}}
+
+
+def test_reference_crds_are_found_by_group_and_kind(reference_dir):
+    crds = CustomResourceSchemas()
+    crds.add_files(sorted(reference_dir.glob("*/*.yaml")))
+    assert crds.knows("karpenter.sh", "NodePool") and crds.knows("karpenter.k8s.aws", "EC2NodeClass")
+    assert not crds.knows("karpenter.sh", "NodeClass")
+
+
+def test_secret_values_are_not_type_checked_either(render_program):
+    def program():
+        spec = json.loads(json.dumps(LABELER))
+        spec["template"]["spec"]["containers"][0]["env"] = [{"name": "TOKEN", "value": pulumi.Output.secret("x")}]
+        k8s.apps.v1.DaemonSet("labeler", metadata={"name": "labeler", "namespace": "kube-system"}, spec=spec)
+
+    assert check_render(render_program(program), None).ok

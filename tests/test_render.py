@@ -1,0 +1,307 @@
+"""The offline render: the real program under the mock engine, written out as files and a picture."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+import pytest
+import yaml
+
+from components.render import GRAPH_DOT, GRAPH_MERMAID, GRAPH_PNG, GRAPH_SVG, readme
+from components.render.__main__ import main as render_main
+from components.render.engine import render_stack
+from components.render.picture import build_tree, node_id, source_hash, to_dot, to_mermaid
+from harness import PROJECT_ROOT, run_stack
+
+RESOURCE_KEYS = {"type", "name", "urn", "parent", "provider", "dependencies", "custom", "remote", "id", "inputs"}
+
+
+def resources(out):
+    return json.loads((out / "resources.json").read_text())
+
+
+def one(document, type_, name=None):
+    found = [r for r in document["resources"] if r["type"] == type_ and (name is None or r["name"] == name)]
+    assert len(found) == 1, [r["name"] for r in found]
+    return found[0]
+
+
+def test_render_lists_every_resource_the_program_registers_with_its_wiring(rendered_stack):
+    stack, out, _ = rendered_stack
+    document = resources(out)
+    graph = run_stack(stack)
+    assert sorted((r["type"], r["name"]) for r in document["resources"]) == sorted(
+        (r.type, r.name) for r in graph.resources
+    )
+    urns = {r["urn"] for r in document["resources"]}
+    for resource in document["resources"]:
+        assert set(resource) == RESOURCE_KEYS
+        assert resource["parent"] is None or resource["parent"] in urns
+        assert set(resource["dependencies"]) <= urns
+    assert document["stack"] == stack and document["kubernetesVersion"] == "1.34"
+
+
+def test_render_lists_parents_before_children(rendered_stack):
+    _, out, _ = rendered_stack
+    seen = set()
+    for resource in resources(out)["resources"]:
+        assert resource["parent"] is None or resource["parent"] in seen
+        seen.add(resource["urn"])
+
+
+def test_values_known_only_after_deployment_are_marked_with_their_source(rendered_stack):
+    stack, out, _ = rendered_stack
+    document = resources(out)
+    pool = {"prod": "p5-training", "dev": "dev-gpu"}[stack]
+    node_group = one(document, "eks:index:ManagedNodeGroup", f"gpu-training-{pool}-node-group")
+    assert node_group["inputs"]["nodeRoleArn"] == (
+        f"<unknown: arn of aws:iam/role:Role gpu-training-{pool}-node-role>"
+    )
+    assert node_group["inputs"]["launchTemplate"] == {
+        "id": f"<unknown: id of aws:ec2/launchTemplate:LaunchTemplate gpu-training-{pool}-launch-template>",
+        "version": f"<unknown: output of aws:ec2/launchTemplate:LaunchTemplate gpu-training-{pool}-launch-template>",
+    }
+    provider = one(document, "pulumi:providers:kubernetes")
+    assert provider["inputs"]["kubeconfig"] == "<unknown: output of eks:index:Cluster gpu-training-cluster-eks>"
+    assert document["exports"]["kubeconfig"] == "<secret>"
+    # No invented value that could pass for a real one (the test harness's fake account ID).
+    assert "123456789012" not in (out / "resources.json").read_text()
+
+
+def test_render_writes_whole_numbers_as_integers(rendered_stack):
+    _, out, _ = rendered_stack
+    system = one(resources(out), "eks:index:ManagedNodeGroup", "gpu-training-cluster-system")
+    assert all(type(v) is int for v in system["inputs"]["scalingConfig"].values())
+
+
+def test_every_kubernetes_object_becomes_one_manifest_and_every_release_one_values_file(render_program):
+    def program():
+        provider = k8s.Provider("k8s", kubeconfig="{}")
+        opts = pulumi.ResourceOptions(provider=provider)
+        namespace = k8s.core.v1.Namespace("ns", metadata={"name": "training"}, opts=opts)
+        k8s.apps.v1.DaemonSet(
+            "labeler",
+            metadata={"name": "labeler", "namespace": namespace.metadata["name"]},
+            spec={
+                "selector": {"matchLabels": {"app": "labeler"}},
+                "template": {
+                    "metadata": {"labels": {"app": "labeler"}},
+                    "spec": {"containers": [{"name": "labeler", "image": "labeler:1"}]},
+                },
+            },
+            opts=opts,
+        )
+        k8s.core.v1.ConfigMap("unnamed", data={"a": "b"}, opts=opts)
+        k8s.apps.v1.DaemonSetPatch("patch", metadata={"name": "aws-node", "namespace": "kube-system"}, opts=opts)
+        k8s.apiextensions.CustomResource(
+            "pool", api_version="karpenter.sh/v1", kind="NodePool", metadata={"name": "gpu"}, spec={"weight": 10}, opts=opts
+        )
+        k8s.helm.v3.Release(
+            "operator",
+            name="gpu-operator",
+            chart="gpu-operator",
+            version="v26.7.0",
+            namespace="gpu-operator",
+            repository_opts={"repo": "https://helm.ngc.nvidia.com/nvidia"},
+            values={"driver": {"enabled": False}},
+            opts=opts,
+        )
+
+    out = render_program(program)
+    assert sorted(p.name for p in (out / "manifests").iterdir()) == [
+        "configmap_unnamed.yaml",
+        "daemonset_training_labeler.yaml",
+        "namespace_training.yaml",
+        "nodepool_gpu.yaml",
+    ]
+    daemonset = yaml.safe_load((out / "manifests" / "daemonset_training_labeler.yaml").read_text())
+    assert list(daemonset)[:3] == ["apiVersion", "kind", "metadata"]
+    assert daemonset["metadata"] == {"name": "labeler", "namespace": "training"}
+    assert daemonset["spec"]["template"]["spec"]["containers"] == [{"name": "labeler", "image": "labeler:1"}]
+    unnamed = yaml.safe_load((out / "manifests" / "configmap_unnamed.yaml").read_text())
+    assert unnamed["metadata"]["name"] == "<unknown: auto-name unnamed-xxxxxxxx>"
+    assert yaml.safe_load((out / "manifests" / "nodepool_gpu.yaml").read_text()) == {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "gpu"},
+        "spec": {"weight": 10},
+    }
+    assert [p.name for p in (out / "patches").iterdir()] == ["daemonset_kube-system_aws-node.yaml"]
+    assert yaml.safe_load((out / "values" / "operator.yaml").read_text()) == {
+        "release": "gpu-operator",
+        "namespace": "gpu-operator",
+        "chart": "gpu-operator",
+        "repository": "https://helm.ngc.nvidia.com/nvidia",
+        "version": "v26.7.0",
+        "values": {"driver": {"enabled": False}},
+        "resource": {"type": "kubernetes:helm.sh/v3:Release", "name": "operator"},
+    }
+
+
+def test_render_replaces_files_of_objects_that_no_longer_exist(render_program):
+    out = render_program(lambda: k8s.core.v1.Namespace("ns", metadata={"name": "a"}))
+    (out / "manifests" / "namespace_gone.yaml").write_text("stale")
+    render_program(lambda: k8s.core.v1.Namespace("ns", metadata={"name": "a"}))
+    assert [p.name for p in (out / "manifests").iterdir()] == ["namespace_a.yaml"]
+
+
+def test_secrets_are_not_written_out(render_program):
+    out = render_program(
+        lambda: k8s.core.v1.Secret("token", metadata={"name": "token"}, string_data={"token": pulumi.Output.secret("s3cr3t")})
+    )
+    assert "s3cr3t" not in "".join(p.read_text() for p in out.rglob("*") if p.is_file() and p.suffix != ".png")
+    secret = yaml.safe_load((out / "manifests" / "secret_token.yaml").read_text())
+    assert secret["stringData"] == "<secret>"
+
+
+def test_render_is_the_same_on_every_run():
+    first, second = render_stack("prod"), render_stack("prod")
+    assert to_dot(first) == to_dot(second) and to_mermaid(first) == to_mermaid(second)
+    assert [r.as_json() for r in first.resources] == [r.as_json() for r in second.resources]
+
+
+def _require_picture(summary):
+    if summary.picture_error:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must lay out the picture: {summary.picture_error}")
+        pytest.skip(summary.picture_error)
+
+
+def _dot_clusters(dot_source):
+    """(cluster title, enclosing cluster title) and (node ID, enclosing cluster title) from DOT text."""
+    stack, clusters, nodes = [None], {}, {}
+    for line in dot_source.splitlines():
+        line = line.strip()
+        opened = re.match(r'^subgraph "(cluster_[^"]+)" \{$', line)
+        if opened:
+            clusters[opened.group(1)] = stack[-1]
+            stack.append(opened.group(1))
+        elif line == "}":
+            stack.pop()
+        else:
+            node = re.match(r'^"([^"]+)" \[label=', line)
+            if node:
+                nodes[node.group(1)] = stack[-1]
+    return clusters, nodes
+
+
+def test_picture_shows_every_component_as_a_box_around_its_children(rendered_stack):
+    stack, out, summary = rendered_stack
+    _require_picture(summary)
+    result = summary.render
+    assert (out / GRAPH_PNG).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = ElementTree.parse(out / GRAPH_SVG)
+    titles: dict[str, set[str]] = {"node": set(), "cluster": set()}
+    for group in svg.iter("{http://www.w3.org/2000/svg}g"):
+        title = group.find("{http://www.w3.org/2000/svg}title")
+        if title is not None:
+            titles.setdefault(group.get("class"), set()).add(title.text)
+
+    clusters, nodes = _dot_clusters((out / GRAPH_DOT).read_text())
+    by_urn = {r.urn: r for r in result.resources}
+    components = [r for r in result.resources if any(c.parent == r.urn for c in result.resources)]
+    assert {r.type for r in components} >= {
+        "eks-gpu-training:index:GpuTrainingPlatform",
+        "eks-gpu-training:index:EksCluster",
+        "eks-gpu-training:index:GpuNodeGroup",
+    }
+    for component in components:
+        assert f"cluster_{node_id(component)}" in titles["cluster"], component.name
+    for resource in result.resources:
+        if resource not in components or resource.custom:
+            assert node_id(resource) in titles["node"], resource.name
+            box = nodes[node_id(resource)]
+        else:
+            box = clusters[f"cluster_{node_id(resource)}"]
+        # Each resource is drawn inside its parent's box (a custom parent's box holds the parent too).
+        parent = by_urn.get(resource.parent)
+        if resource in components and resource.custom:
+            assert box == f"cluster_{node_id(resource)}"
+        elif parent is None:
+            assert box is None
+        else:
+            assert box == f"cluster_{node_id(parent)}", resource.name
+
+
+def test_picture_draws_each_dependency_as_an_arrow():
+    result = render_stack("prod")
+    mermaid = to_mermaid(result)
+    tree_ids = {}
+    for box in _boxes(build_tree(result)):
+        tree_ids[box.resource.urn] = f"g{box.index}" if box.is_group and not box.resource.custom else f"n{box.index}"
+    arrows = set(re.findall(r"^  (\w+) --> (\w+)$", mermaid, re.M))
+    for resource in result.resources:
+        for dependency in resource.dependencies:
+            assert (tree_ids[dependency], tree_ids[resource.urn]) in arrows, (dependency, resource.name)
+
+
+def _boxes(boxes):
+    for box in boxes:
+        yield box
+        yield from _boxes(box.children)
+
+
+def test_mermaid_names_every_resource(rendered_stack):
+    _, out, summary = rendered_stack
+    mermaid = (out / GRAPH_MERMAID).read_text()
+    assert mermaid.startswith("flowchart LR\n")
+    for resource in summary.render.resources:
+        assert resource.name.split("-")[-1] in mermaid
+
+
+def test_readme_shows_the_current_prod_picture():
+    result = render_stack(readme.STACK)
+    assert readme.stale(result) == [], "run `python -m components.render.readme --write`"
+    text = (PROJECT_ROOT / "README.md").read_text()
+    assert "](tests/golden/prod-stack.svg)" in text and "```mermaid" in text
+
+
+def test_a_golden_picture_is_stale_when_the_graph_changes():
+    result = render_stack(readme.STACK)
+    result.resources.pop()
+    assert source_hash(to_dot(result)) != source_hash(to_dot(render_stack(readme.STACK)))
+    assert len(readme.stale(result)) == 2
+
+
+def test_render_command_writes_the_render_and_says_what(tmp_path, capsys):
+    assert render_main(["dev", str(tmp_path), "--no-picture"]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"rendered stack dev into {tmp_path}: ")
+    assert (tmp_path / "resources.json").is_file() and (tmp_path / GRAPH_MERMAID).is_file()
+    assert not (tmp_path / GRAPH_SVG).exists()
+
+
+def test_render_command_fails_with_the_configuration_problem(tmp_path, capsys):
+    stack_file = tmp_path / "Pulumi.broken.yaml"
+    config = yaml.safe_load((PROJECT_ROOT / "stacks" / "Pulumi.dev.yaml").read_text())
+    config["config"]["eks-gpu-training:gpuNodeGroups"][0]["instanceTypes"] = ["p5.48xl"]
+    stack_file.write_text(yaml.safe_dump(config))
+    assert render_main([str(stack_file), str(tmp_path / "out"), "--no-picture"]) == 1
+    assert "did you mean 'p5.48xlarge'?" in capsys.readouterr().err
+
+
+def test_render_runs_as_a_module_in_a_fresh_process(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "components.render", "prod", str(tmp_path), "--no-picture"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "rendered stack prod" in done.stdout
+
+
+def test_placement_group_inputs_reach_the_render_unchanged(render_program):
+    out = render_program(lambda: aws.ec2.PlacementGroup("pg", strategy="cluster"))
+    placement = one(resources(out), "aws:ec2/placementGroup:PlacementGroup")
+    assert placement["inputs"] == {"strategy": "cluster"}
+    assert placement["id"] == "<unknown: id of aws:ec2/placementGroup:PlacementGroup pg>"

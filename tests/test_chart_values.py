@@ -18,6 +18,7 @@ import pytest
 from components.karpenter import KARPENTER_CHART, KARPENTER_CRD_CHART
 import yaml
 
+from components.check import helm as check_helm
 from components.config import GPU_OPERATOR_CHART_VERSIONS, GpuOperatorConfig
 from components.efa_device_plugin import CHART as EFA_CHART
 from components.efa_device_plugin import CHART_VERSION as EFA_CHART_VERSION
@@ -30,52 +31,22 @@ from k8s_semantics import gpu_node_taint, tolerates
 NFD = "node-feature-discovery"
 NFD_VERSION = "0.19.0"
 
-FREE_FORM = frozenset(
-    {
-        "labels",
-        "annotations",
-        "additionalLabels",
-        "additionalPodAnnotations",
-        "additionalPodLabels",
-        "tolerations",
-        "nodeSelector",
-        "affinity",
-        "env",
-        "resources",
-    }
-)
-"""Keys whose value is a Kubernetes object or a user map: their content is not chart-defined, so
-any keys may appear inside (the key itself must still exist in the chart)."""
 
-
-def unknown_keys(values: Any, chart: Any, path: str = "") -> list[str]:
-    """Key paths of ``values`` the chart's values do not declare, or whose type disagrees."""
-    problems: list[str] = []
-    for key, value in values.items():
-        where = f"{path}.{key}" if path else key
-        if not isinstance(chart, dict) or key not in chart:
-            problems.append(f"{where}: not declared in the chart's values.yaml")
-            continue
-        default = chart[key]
-        if key in FREE_FORM:
-            if default is not None and isinstance(default, dict) != isinstance(value, dict):
-                problems.append(f"{where}: the chart's default is a {type(default).__name__}, not {type(value).__name__}")
-            continue
-        if isinstance(value, dict):
-            if not isinstance(default, dict):
-                problems.append(f"{where}: the chart's value is a {type(default).__name__}, not a map")
-            else:
-                problems.extend(unknown_keys(value, default, where))
-        elif default is not None and type(default) is not type(value):
-            problems.append(f"{where}: {value!r} is a {type(value).__name__}; the chart's default {default!r} is a {type(default).__name__}")
-    return problems
+def unknown_keys(values: Any, chart: Any) -> list[str]:
+    """Key paths of ``values`` the chart's values do not declare, or whose kind disagrees (the
+    render check's walk, ``components.check.helm``)."""
+    return list(check_helm.unknown_keys(values, chart))
 
 
 def test_the_walk_catches_misspelt_and_mistyped_keys():
     chart = {"driver": {"enabled": True}, "daemonsets": {"tolerations": []}, "mig": {"strategy": "single"}}
     assert unknown_keys({"driver": {"enabled": False}, "daemonsets": {"tolerations": [{"key": "a"}]}}, chart) == []
-    assert unknown_keys({"driver": {"enable": False}}, chart) == ["driver.enable: not declared in the chart's values.yaml"]
-    assert unknown_keys({"drivers": {"enabled": False}}, chart) == ["drivers: not declared in the chart's values.yaml"]
+    assert unknown_keys({"driver": {"enable": False}}, chart) == [
+        "driver.enable: not declared in the chart's values.yaml; did you mean 'enabled'?"
+    ]
+    assert unknown_keys({"drivers": {"enabled": False}}, chart) == [
+        "drivers: not declared in the chart's values.yaml; did you mean 'driver'?"
+    ]
     assert len(unknown_keys({"driver": {"enabled": "false"}}, chart)) == 1
     assert len(unknown_keys({"mig": "none"}, chart)) == 1
     assert len(unknown_keys({"daemonsets": {"tolerations": {"key": "a"}}}, chart)) == 1

@@ -305,3 +305,18 @@ def test_placement_group_inputs_reach_the_render_unchanged(render_program):
     placement = one(resources(out), "aws:ec2/placementGroup:PlacementGroup")
     assert placement["inputs"] == {"strategy": "cluster"}
     assert placement["id"] == "<unknown: id of aws:ec2/placementGroup:PlacementGroup pg>"
+
+
+def test_an_image_pushed_by_the_stack_reads_as_its_repository_at_its_digest(render_program):
+    import pulumi_docker_build as docker_build
+
+    def program():
+        repository = aws.ecr.Repository("repo")
+        image = docker_build.Image("image", push=True, tags=["app:1"], context={"location": "."})
+        reference = pulumi.Output.all(repository.repository_url, image.digest).apply(lambda p: f"{p[0]}@{p[1]}")
+        k8s.core.v1.Pod("app", metadata={"name": "app"}, spec={"containers": [{"name": "app", "image": reference}]})
+
+    pod = yaml.safe_load((render_program(program) / "manifests" / "pod_app.yaml").read_text())
+    assert pod["spec"]["containers"][0]["image"] == (
+        "<unknown: repositoryUrl of aws:ecr/repository:Repository repo>@<unknown: digest of docker-build:index:Image image>"
+    )

@@ -31,6 +31,14 @@ from .markers import SECRET, UNKNOWN_PREFIX, placeholder
 
 COMPUTED = f"{UNKNOWN_PREFIX}computed at deployment>"
 
+PASSED_ALONG_OUTPUTS = {
+    "aws:ecr/repository:Repository": ("repositoryUrl", "registryId"),
+    "docker-build:index:Image": ("digest", "ref"),
+}
+"""Outputs, beyond ID, ARN and name, that programs pass along verbatim and that get a named
+placeholder, e.g. an image reference ``<unknown: repositoryUrl of ...>@<unknown: digest of ...>``
+shows that a workload runs a pushed image by digest."""
+
 
 class PlaceholderMocks(pulumi.runtime.Mocks):
     """Engine answers for an offline render: inputs come back as outputs (as a provider that
@@ -48,6 +56,8 @@ class PlaceholderMocks(pulumi.runtime.Mocks):
             outputs.setdefault("arn", placeholder("arn", typ, name))
             # AWS names a resource that was given none (auto-naming) when it is created.
             outputs.setdefault("name", placeholder("name", typ, name))
+        for attribute in PASSED_ALONG_OUTPUTS.get(typ, ()):
+            outputs.setdefault(attribute, placeholder(attribute, typ, name))
         if typ.startswith("kubernetes:"):
             metadata = outputs.get("metadata") or {}
             resource_id = "/".join(str(p) for p in (metadata.get("namespace"), metadata.get("name") or name) if p)
@@ -67,6 +77,15 @@ class PlaceholderMocks(pulumi.runtime.Mocks):
             return {
                 attribute: placeholder(attribute, "aws:index/getCallerIdentity", "(the deploying account)")
                 for attribute in ("accountId", "arn", "userId", "id")
+            }
+        if token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
+            # ECR's registry user name is always AWS; the password is a 12-hour token.
+            return {
+                "userName": "AWS",
+                **{
+                    attribute: placeholder(attribute, "aws:ecr/getAuthorizationToken", "(the deploying account)")
+                    for attribute in ("password", "authorizationToken", "proxyEndpoint", "expiresAt", "id")
+                },
             }
         if token == "aws:eks/getCluster:getCluster":
             cluster = args.args["name"]

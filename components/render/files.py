@@ -86,7 +86,8 @@ def helm_release(resource: Resource) -> dict[str, Any]:
 
 
 def _dump(data: Any) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=120)
+    # Wide lines: a long value (a placeholder, a policy) stays on one line instead of being folded.
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1_000_000)
 
 
 def _unique(name: str, taken: set[str]) -> str:

@@ -31,8 +31,23 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+__all__ = [
+    "ACCOUNT_ID",
+    "PROJECT_ROOT",
+    "Graph",
+    "PlausibleMocks",
+    "RecordingMonitor",
+    "Registration",
+    "run_main",
+    "run_program",
+    "run_stack",
+    "stack_config",
+    "stack_file",
+]
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ACCOUNT_ID = "123456789012"
+"""The account ID ``PlausibleMocks`` puts in ARNs (tests only; a render never invents one)."""
 
 
 @dataclass

@@ -2,9 +2,9 @@
 
 The API server applies the schema's defaults, then validates the object against the
 ``openAPIV3Schema`` (types, enums, patterns, bounds, required fields) and evaluates every
-``x-kubernetes-validations`` CEL rule on the value it sits on. ``jsonschema`` covers the first part
-and ignores the CEL rules, so this module evaluates them too, with cel-python plus the two
-Kubernetes CEL library functions the Karpenter CRDs call (``split``, ``find``).
+``x-kubernetes-validations`` CEL rule on the value it sits on. The defaults and the CEL rules come
+from ``components.check.crd``, which the render check (``eks-gpu-training-check``) uses too; this
+module keeps the JSON-schema part lenient (undeclared fields are the check's business).
 
 Transition rules (those that read ``oldSelf``) are only evaluated on update; on create, which is
 what Pulumi does first, the API server skips them, and so does this check: they are returned as
@@ -13,16 +13,14 @@ skipped so a test can name them.
 
 from __future__ import annotations
 
-import copy
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import celpy
 import jsonschema
 import yaml
-from celpy import celtypes
+
+from components.check.crd import CelRules, apply_defaults
 
 
 def crd_schema(path: Path) -> dict[str, Any]:
@@ -30,19 +28,6 @@ def crd_schema(path: Path) -> dict[str, Any]:
     crd = yaml.safe_load(path.read_text())
     (version,) = [v for v in crd["spec"]["versions"] if v.get("served") and v.get("storage")]
     return version["schema"]["openAPIV3Schema"]
-
-
-def _split(value: celtypes.StringType, separator: celtypes.StringType) -> celtypes.ListType:
-    return celtypes.ListType([celtypes.StringType(part) for part in str(value).split(str(separator))])
-
-
-def _find(value: celtypes.StringType, pattern: celtypes.StringType) -> celtypes.StringType:
-    match = re.search(str(pattern), str(value))
-    return celtypes.StringType(match.group(0) if match else "")
-
-
-KUBERNETES_CEL_FUNCTIONS = {"split": _split, "find": _find}
-"""Kubernetes CEL library functions (strings and regex extensions) used by the Karpenter CRDs."""
 
 
 def plain_numbers(value: Any) -> Any:
@@ -53,26 +38,6 @@ def plain_numbers(value: Any) -> Any:
         return {k: plain_numbers(v) for k, v in value.items()}
     if isinstance(value, list):
         return [plain_numbers(v) for v in value]
-    return value
-
-
-def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
-    """The value with the schema's defaults filled in, as the API server stores it."""
-    if isinstance(value, dict):
-        result = dict(value)
-        for key, sub in schema.get("properties", {}).items():
-            if key not in result and "default" in sub:
-                result[key] = copy.deepcopy(sub["default"])
-            if key in result:
-                result[key] = apply_defaults(sub, result[key])
-        extra = schema.get("additionalProperties")
-        if isinstance(extra, dict):
-            for key in result:
-                if key not in schema.get("properties", {}):
-                    result[key] = apply_defaults(extra, result[key])
-        return result
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [apply_defaults(schema["items"], item) for item in value]
     return value
 
 
@@ -91,18 +56,12 @@ class CrdReport:
 
 
 class CrdChecker:
-    """Validates objects of one CRD."""
+    """Validates objects of one CRD (the render check's CRD logic, ``components.check.crd``)."""
 
     def __init__(self, schema: dict[str, Any]):
         self.schema = schema
         self.validator = jsonschema.Draft7Validator(schema)
-        self.environment = celpy.Environment()
-        self._programs: dict[str, Any] = {}
-
-    def _program(self, rule: str):
-        if rule not in self._programs:
-            self._programs[rule] = self.environment.program(self.environment.compile(rule), functions=KUBERNETES_CEL_FUNCTIONS)
-        return self._programs[rule]
+        self.rules = CelRules()
 
     def check(self, obj: dict[str, Any]) -> CrdReport:
         report = CrdReport()
@@ -110,30 +69,9 @@ class CrdChecker:
         for error in self.validator.iter_errors(stored):
             location = "/".join(str(p) for p in error.absolute_path)
             report.schema_errors.append(f"{location}: {error.message}")
-        self._cel(self.schema, stored, "", report)
+        outcome = self.rules.evaluate(self.schema, stored)
+        report.cel_failures, report.cel_evaluated, report.cel_skipped = outcome.failures, outcome.evaluated, outcome.skipped
         return report
-
-    def _cel(self, schema: dict[str, Any], value: Any, path: str, report: CrdReport) -> None:
-        for validation in schema.get("x-kubernetes-validations", []):
-            rule = validation["rule"]
-            where = f"{path or '/'}: {rule}"
-            if "oldSelf" in rule:
-                report.cel_skipped.append(where)
-                continue
-            result = self._program(rule).evaluate({"self": celpy.json_to_cel(value)})
-            report.cel_evaluated.append(where)
-            if result is not True and result != celtypes.BoolType(True):
-                report.cel_failures.append(f"{path or '/'}: {validation.get('message', rule)} ({result!r})")
-        if isinstance(value, dict):
-            properties = schema.get("properties", {})
-            for key, item in value.items():
-                if key in properties:
-                    self._cel(properties[key], item, f"{path}/{key}", report)
-                elif isinstance(schema.get("additionalProperties"), dict):
-                    self._cel(schema["additionalProperties"], item, f"{path}/{key}", report)
-        elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-            for index, item in enumerate(value):
-                self._cel(schema["items"], item, f"{path}/{index}", report)
 
 
 def unknown_values_keys(values: Any, chart_defaults: Any, free_form: set[str], path: str = "") -> list[str]:

@@ -11,7 +11,8 @@ import pulumi_kubernetes as k8s
 from components.check import check_render
 from components.check.__main__ import main as check_main
 from components.check.helm import unknown_keys
-from components.check.kubernetes import CustomResourceSchemas, strict_schema, with_defaults
+from components.check.crd import apply_defaults, strict_schema
+from components.check.kubernetes import CustomResourceSchemas
 
 LABELER = {
     "selector": {"matchLabels": {"app": "labeler"}},
@@ -126,6 +127,41 @@ def test_a_nodepool_selecting_an_instance_type_ec2_lacks_fails(render_program, r
         "manifests/nodepool_gpu.yaml: NodePool gpu: spec.template.spec.requirements[0] (node.kubernetes.io/instance-type): "
         "'p5.48xl' is not an EC2 instance type (botocore ec2 InstanceType); did you mean 'p5.48xlarge'?"
     ]
+
+
+def node_class(spec):
+    return lambda: k8s.apiextensions.CustomResource(
+        "class", api_version="karpenter.k8s.aws/v1", kind="EC2NodeClass", metadata={"name": "gpu"}, spec=spec
+    )
+
+
+GOOD_NODE_CLASS = {
+    "role": "KarpenterNodeRole",
+    "amiSelectorTerms": [{"alias": "al2023@latest"}],
+    "subnetSelectorTerms": [{"id": "subnet-0123456789abcdef0"}],
+    "securityGroupSelectorTerms": [{"id": "sg-0123456789abcdef0"}],
+}
+
+
+def test_a_well_formed_ec2nodeclass_passes_its_crd_and_cel_rules(render_program, reference_dir):
+    assert check_render(render_program(node_class(GOOD_NODE_CLASS)), reference_dir).ok
+
+
+def test_an_ec2nodeclass_breaking_a_cel_rule_fails_and_is_named(render_program, reference_dir):
+    spec = {**GOOD_NODE_CLASS, "placementGroupSelector": {"name": "pg", "id": "pg-0123456789abcdef0"}}
+    assert check_render(render_program(node_class(spec)), reference_dir).failures == [
+        "manifests/ec2nodeclass_gpu.yaml: EC2NodeClass gpu: CEL rule at /spec/placementGroupSelector: "
+        "'name' and 'id' are mutually exclusive (BoolType(False))"
+    ]
+
+
+def test_a_cel_rule_cannot_fail_on_a_placeholder(render_program, reference_dir):
+    def program():
+        group = aws.ec2.SecurityGroup("sg")
+        spec = {**GOOD_NODE_CLASS, "securityGroupSelectorTerms": [{"id": group.id}], "amiSelectorTerms": [{"alias": group.id}]}
+        node_class(spec)()
+
+    assert check_render(render_program(program), reference_dir).ok
 
 
 def test_custom_resources_without_a_crd_are_skipped_and_said_so(render_program):
@@ -337,8 +373,8 @@ def test_crd_defaults_are_applied_before_validation_like_the_api_server():
             }
         },
     }
-    assert with_defaults(schema, {}) == {"spec": {"policy": "WhenEmpty"}}
-    assert with_defaults(schema, {"spec": {"items": [{}]}}) == {"spec": {"items": [{"n": 1}], "policy": "WhenEmpty"}}
+    assert apply_defaults(schema, {}) == {"spec": {"policy": "WhenEmpty"}}
+    assert apply_defaults(schema, {"spec": {"items": [{}]}}) == {"spec": {"items": [{"n": 1}], "policy": "WhenEmpty"}}
 
 
 def test_reference_crds_are_found_by_group_and_kind(reference_dir):

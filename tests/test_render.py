@@ -70,7 +70,7 @@ def test_values_known_only_after_deployment_are_marked_with_their_source(rendere
         "version": f"<unknown: output of aws:ec2/launchTemplate:LaunchTemplate gpu-training-{pool}-launch-template>",
     }
     provider = one(document, "pulumi:providers:kubernetes")
-    assert provider["inputs"]["kubeconfig"] == "<unknown: output of eks:index:Cluster gpu-training-cluster-eks>"
+    assert provider["inputs"]["kubeconfig"] == "<unknown: kubeconfigJson of eks:index:Cluster gpu-training-cluster-eks>"
     assert document["exports"]["kubeconfig"] == "<secret>"
     # No invented value that could pass for a real one (the test harness's fake account ID).
     assert "123456789012" not in (out / "resources.json").read_text()

@@ -134,6 +134,8 @@ def check_release(filename: str, release: dict[str, Any], reference: Optional[Pa
     if not version:
         yield "fail", f"{what}: the chart version is not pinned"
         return
+    if not release.get("values"):
+        return  # the chart's own defaults: no key to check
     if reference is None:
         yield "skip", f"{what}: values keys not checked: the upstream reference folder is absent"
         return

@@ -1,16 +1,15 @@
 """Kubernetes objects against their schemas: built-in kinds against the Kubernetes OpenAPI schema at
 the stack's version (kubernetes-validate's strict schemas: an unknown field is an error), custom
-resources against the ``openAPIV3Schema`` of their CustomResourceDefinition, made strict the same
-way (a field the CRD does not declare is an error unless it preserves unknown fields).
+resources against their CustomResourceDefinition (``crd``): defaults applied, the
+``openAPIV3Schema`` made strict the same way (a field the CRD does not declare is an error unless
+it preserves unknown fields), and the CRD's CEL rules.
 
 CRDs come from the render itself (a ``CustomResourceDefinition`` manifest) and from the upstream
-reference folder (Karpenter's, ``../shared/reference/karpenter-*/``). CEL rules
-(``x-kubernetes-validations``) are not evaluated: the API server does that.
+reference folder (Karpenter's, ``../shared/reference/karpenter-*/``).
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import re
 from pathlib import Path
@@ -22,6 +21,7 @@ from kubernetes_validate import utils as kubernetes_validate
 from referencing import Registry, Resource
 
 from ..render.markers import is_placeholder
+from .crd import CelRules, apply_defaults, strict_schema
 
 OBJECT_META = "https://kubernetes.io/api/_definitions.json#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 MAX_ERRORS_PER_OBJECT = 10
@@ -122,42 +122,12 @@ def _key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split("."))
 
 
-def strict_schema(schema: Any) -> Any:
-    """A CRD ``openAPIV3Schema`` as a JSON schema that, like ``kubectl``'s strict field validation,
-    refuses fields the CRD does not declare; ``nullable`` and ``x-kubernetes-int-or-string`` spelled
-    out in JSON-schema terms."""
-    if isinstance(schema, list):
-        return [strict_schema(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    result = {key: strict_schema(value) for key, value in schema.items() if key != "properties"}
-    if "properties" in schema:
-        result["properties"] = {name: strict_schema(sub) for name, sub in schema["properties"].items()}
-        if "additionalProperties" not in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
-            result["additionalProperties"] = False
-    if schema.get("x-kubernetes-int-or-string") and "anyOf" not in schema:
-        result["anyOf"] = [{"type": "integer"}, {"type": "string"}]
-    if schema.get("nullable") and "type" in schema:
-        result["type"] = [schema["type"], "null"]
-    return result
-
-
-def with_defaults(schema: Any, value: Any) -> Any:
-    """``value`` with the CRD's defaults filled in, as the API server does before it validates
-    (so a field that is required but defaulted, like NodePool's ``consolidateAfter``, may be left out)."""
-    if not isinstance(schema, dict):
-        return value
-    if isinstance(value, dict) and "properties" in schema:
-        filled = dict(value)
-        for name, sub in schema["properties"].items():
-            if name not in filled and isinstance(sub, dict) and "default" in sub:
-                filled[name] = copy.deepcopy(sub["default"])
-            if name in filled:
-                filled[name] = with_defaults(sub, filled[name])
-        return filled
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [with_defaults(schema["items"], item) for item in value]
-    return value
+def _holds_placeholder(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_holds_placeholder(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_placeholder(v) for v in value)
+    return is_placeholder(value)
 
 
 class CustomResourceSchemas:
@@ -165,6 +135,7 @@ class CustomResourceSchemas:
 
     def __init__(self) -> None:
         self._crds: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
+        self._rules = CelRules(undecidable=_holds_placeholder)
 
     def add(self, crd: dict[str, Any], source: str) -> None:
         spec = crd.get("spec") or {}
@@ -207,7 +178,10 @@ class CustomResourceSchemas:
             served = [v.get("name") for v in crd["spec"].get("versions") or [] if v.get("served", True)]
             return [f"apiVersion: {obj['apiVersion']} is not served by the CRD ({source}); served: {', '.join(served)}"]
         validator = self._validator(group, obj["kind"], version)
-        problems = _messages(validator.iter_errors(with_defaults(schema, obj)))
+        stored = apply_defaults(schema, obj)
+        problems = _messages(validator.iter_errors(stored))
+        # A rule that fails on a value holding a placeholder cannot be judged before deployment.
+        problems += [f"CEL rule at {failure}" for failure in self._rules.evaluate(schema, stored).failures]
         if crd["spec"].get("scope") == "Cluster" and (obj.get("metadata") or {}).get("namespace"):
             problems.append(f"metadata.namespace: {obj['kind']} is cluster-scoped; it takes no namespace")
         return problems

@@ -32,6 +32,7 @@ from .markers import SECRET, UNKNOWN_PREFIX, placeholder
 COMPUTED = f"{UNKNOWN_PREFIX}computed at deployment>"
 
 PASSED_ALONG_OUTPUTS = {
+    "eks:index:Cluster": ("clusterSecurityGroupId", "nodeSecurityGroupId", "kubeconfigJson", "kubeconfig"),
     "aws:ecr/repository:Repository": ("repositoryUrl", "registryId"),
     "docker-build:index:Image": ("digest", "ref"),
 }
@@ -91,7 +92,7 @@ class PlaceholderMocks(pulumi.runtime.Mocks):
             cluster = args.args["name"]
 
             def unknown(attribute: str) -> str:
-                return placeholder(attribute, "existing EKS cluster", cluster)
+                return placeholder(attribute, "EKS cluster", cluster)
 
             return {
                 "name": cluster,

@@ -183,12 +183,6 @@ class StackRender:
     exports: dict[str, Any] = field(default_factory=dict)
     unanswered_calls: list[str] = field(default_factory=list)
 
-    def by_urn(self) -> dict[str, Resource]:
-        return {r.urn: r for r in self.resources}
-
-    def children(self, parent: Optional[str]) -> list[Resource]:
-        return [r for r in self.resources if r.parent == parent]
-
 
 def _ordered(resources: list[Resource]) -> list[Resource]:
     """Parents before children, siblings by type and name: the same order on every run, whatever

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
@@ -124,15 +124,12 @@ def write_files(render: StackRender, out: Path) -> dict[str, int]:
     out.mkdir(parents=True, exist_ok=True)
     (out / RESOURCES_FILE).write_text(json.dumps(resources_document(render), indent=2) + "\n")
     counts = {MANIFESTS_DIR: 0, PATCHES_DIR: 0, VALUES_DIR: 0}
-    folders = {}
     for folder in counts:
-        folders[folder] = out / folder
-        folders[folder].mkdir(exist_ok=True)
-        for stale in folders[folder].glob("*.yaml"):
+        (out / folder).mkdir(exist_ok=True)
+        for stale in (out / folder).glob("*.yaml"):
             stale.unlink()
     taken: dict[str, set[str]] = {folder: set() for folder in counts}
     for resource in render.resources:
-        folder: Optional[str] = None
         if resource.type in HELM_RELEASE_TYPES:
             folder, content = VALUES_DIR, helm_release(resource)
             filename = _safe(resource.name) + ".yaml"
@@ -140,8 +137,8 @@ def write_files(render: StackRender, out: Path) -> dict[str, int]:
             folder = PATCHES_DIR if is_patch(resource) else MANIFESTS_DIR
             content = manifest(resource)
             filename = manifest_filename(resource, content)
-        if folder is None:
+        else:
             continue
-        (folders[folder] / _unique(filename, taken[folder])).write_text(_dump(content))
+        (out / folder / _unique(filename, taken[folder])).write_text(_dump(content))
         counts[folder] += 1
     return counts

@@ -105,12 +105,6 @@ def build_tree(render: StackRender) -> list[Box]:
     return roots
 
 
-def _walk(boxes: list[Box], ancestors: tuple[Resource, ...] = ()):
-    for box in boxes:
-        yield box, ancestors
-        yield from _walk(box.children, (box.resource, *ancestors))
-
-
 def _edges(render: StackRender) -> list[tuple[str, str]]:
     """(dependency URN, dependent URN) pairs between listed resources."""
     urns = {r.urn for r in render.resources}

@@ -301,6 +301,8 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
         "affinity": training_affinity(spec),
         "topologySpreadConstraints": training_topology_spread(spec),
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        # Training talks to its peers, never to the API server: no service-account token in the pod.
+        "automountServiceAccountToken": False,
         "containers": [container],
         "volumes": [{"name": SHM_VOLUME, "emptyDir": shm}],
     }

@@ -339,3 +339,8 @@ def test_strict_validation_catches_an_unknown_field():
     job["spec"]["template"]["spec"]["gpuCount"] = 8
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(job, "1.34", strict=True)
+
+
+def test_training_pods_get_no_service_account_token():
+    # Ranks talk to each other over the headless Service, never to the API server.
+    assert pod_spec(p5_job())["automountServiceAccountToken"] is False

@@ -29,13 +29,18 @@ POOL_SCALING_TARGET = 1.5
 
 
 def pools_stack(pools: int) -> dict:
-    """prod's stack file with ``pools`` copies of its first GPU pool, one per availability zone in turn."""
+    """prod's stack file with ``pools`` copies of its first GPU pool, one per availability zone in
+    turn; the first keeps its name, which other settings (training apps) refer to."""
     stack = yaml.safe_load((PROJECT_ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
     config = stack["config"]
     zones = sorted({s["availabilityZone"] for s in config["eks-gpu-training:network"]["subnets"]})
     template = config["eks-gpu-training:gpuNodeGroups"][0]
     config["eks-gpu-training:gpuNodeGroups"] = [
-        {**copy.deepcopy(template), "name": f"{template['name']}-{i:02d}", "availabilityZone": zones[i % len(zones)]}
+        {
+            **copy.deepcopy(template),
+            "name": template["name"] if i == 0 else f"{template['name']}-{i:02d}",
+            "availabilityZone": template["availabilityZone"] if i == 0 else zones[i % len(zones)],
+        }
         for i in range(pools)
     ]
     return stack

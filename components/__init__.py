@@ -25,7 +25,8 @@ from .gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operato
 from .gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
 from .karpenter import Karpenter, KarpenterArgs, karpenter_values
 from .platform import GpuTrainingPlatform
-from .scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs, fleet_gpu_capacity
+from .fleet_capacity import fleet_gpu_capacity
+from .scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs
 from .smoke_test import GpuSmokeTest, GpuSmokeTestArgs
 from .topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from .workloads import (

@@ -9,14 +9,12 @@ import kubernetes_validate
 import pytest
 
 from components.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError, PriorityClassConfig, parse_platform_args
+from components.fleet_capacity import ResolvedQuota, fleet_gpu_capacity, resolve_quota
 from components.scheduling_policies import (
     NamespacePolicy,
-    ResolvedQuota,
     SchedulingPolicies,
     SchedulingPoliciesArgs,
-    fleet_gpu_capacity,
     priority_class,
-    resolve_quota,
     resource_quota,
     training_job_spec,
     training_namespace,

@@ -29,3 +29,21 @@ def test_every_stack_file_sets_every_declared_key():
     for stack in ("dev", "prod"):
         keys = {k.split(":", 1)[1] for k in stack_config(stack) if k.startswith(f"{PROJECT}:")}
         assert keys == STACK_KEYS, stack
+
+
+def test_no_tracked_file_holds_a_merge_conflict_marker():
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    if tracked.returncode != 0:
+        import pytest
+
+        pytest.skip("not a git checkout: no list of tracked files")
+    markers = ("<<<<<<< ", ">>>>>>> ")
+    offenders = [
+        name
+        for name in tracked.stdout.split()
+        if (PROJECT_ROOT / name).suffix in (".py", ".md", ".yaml", ".toml", ".txt")
+        and any(line.startswith(markers) for line in (PROJECT_ROOT / name).read_text().splitlines())
+    ]
+    assert offenders == []

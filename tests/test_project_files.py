@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+
+import pytest
 import yaml
 
 from components import docs
@@ -32,12 +35,8 @@ def test_every_stack_file_sets_every_declared_key():
 
 
 def test_no_tracked_file_holds_a_merge_conflict_marker():
-    import subprocess
-
     tracked = subprocess.run(["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True)
     if tracked.returncode != 0:
-        import pytest
-
         pytest.skip("not a git checkout: no list of tracked files")
     markers = ("<<<<<<< ", ">>>>>>> ")
     offenders = [

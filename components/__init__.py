@@ -29,9 +29,8 @@ from .fleet_capacity import fleet_gpu_capacity
 from .scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs
 from .smoke_test import GpuSmokeTest, GpuSmokeTestArgs
 from .topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from .training_job import TrainingJob, TrainingJobArgs
 from .workloads import (
-    TrainingJob,
-    TrainingJobArgs,
     TrainingJobSpec,
     rendezvous_service,
     training_job,

@@ -17,7 +17,7 @@ from .karpenter import Karpenter, KarpenterArgs
 from .topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from .scheduling_policies import SchedulingPolicies, scheduling_policies_args, smoke_test_pools, training_job_spec
 from .smoke_test import GpuSmokeTest, GpuSmokeTestArgs
-from .workloads import TrainingJob, TrainingJobArgs
+from .training_job import TrainingJob, TrainingJobArgs
 
 
 class GpuTrainingPlatform(pulumi.ComponentResource):

@@ -7,10 +7,9 @@ import pytest
 
 from components.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError
 from components.gpu_node_group import gpu_toleration
+from components.training_job import TrainingJob, TrainingJobArgs
 from components.workloads import (
     EFA_HUGEPAGES,
-    TrainingJob,
-    TrainingJobArgs,
     TrainingJobSpec,
     rendezvous_service,
     training_job,

@@ -3,3 +3,21 @@ runs the same engine) and is re-exported here under the names the tests import."
 
 from components.offline import *  # noqa: F403
 from components.offline import __all__  # noqa: F401
+
+
+def research_cluster(network, *, system_node_group: bool = True):
+    """A created cluster ``research`` in us-west-2, for tests whose program composes the components
+    itself (as another Pulumi program would) instead of using the platform."""
+    from components import EksCluster, EksClusterArgs
+    from components.config import ClusterConfig, SystemNodeGroupConfig
+
+    return EksCluster(
+        "c",
+        EksClusterArgs(
+            cluster=ClusterConfig(name="research"),
+            network=network,
+            system_node_group=SystemNodeGroupConfig(enabled=system_node_group),
+            region="us-west-2",
+            partition="aws",
+        ),
+    )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from components import ConfigError, EksCluster, EksClusterArgs, GpuNodeGroup, GpuNodeGroupArgs
-from components.config import GpuNodeGroupConfig, NetworkConfig, SystemNodeGroupConfig, ClusterConfig
+from components import ConfigError, GpuNodeGroup, GpuNodeGroupArgs
+from components.config import GpuNodeGroupConfig, NetworkConfig
 from components.gpu_node_group import (
     capacity_options,
     efa_network_interfaces,
@@ -16,7 +16,7 @@ from components.gpu_node_group import (
     image_volume_device,
 )
 from components.iam import NODE_MANAGED_POLICIES, node_group_update_transform
-from harness import run_program
+from harness import research_cluster, run_program
 
 NETWORK = NetworkConfig.model_validate(
     {
@@ -38,16 +38,7 @@ def build(pool: GpuNodeGroupConfig):
     """A program that builds its own composition: a cluster and one GPU pool, no platform."""
 
     def program():
-        cluster = EksCluster(
-            "c",
-            EksClusterArgs(
-                cluster=ClusterConfig(name="research"),
-                network=NETWORK,
-                system_node_group=SystemNodeGroupConfig(enabled=False),
-                region="us-west-2",
-                partition="aws",
-            ),
-        )
+        cluster = research_cluster(NETWORK, system_node_group=False)
         GpuNodeGroup("train", GpuNodeGroupArgs(cluster=cluster.ref, pool=pool, network=NETWORK, tags={"team": "ml"}))
 
     graph = run_program(program)

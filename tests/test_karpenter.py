@@ -15,7 +15,7 @@ from components.gpu_node_pool import (
     node_pool_spec,
 )
 from components.karpenter import KARPENTER_CHART, KARPENTER_CRD_CHART, karpenter_values
-from harness import ACCOUNT_ID, run_main, run_program, stack_config
+from harness import ACCOUNT_ID, research_cluster, run_main, run_program, stack_config
 from test_gpu_node_group import NETWORK
 
 PROJECT = "eks-gpu-training"
@@ -38,16 +38,7 @@ def build(*pools: KarpenterGpuNodePoolConfig, system: bool = True):
     """A program of its own composition: cluster, Karpenter and its pools, no platform."""
 
     def program():
-        cluster = EksCluster(
-            "c",
-            EksClusterArgs(
-                cluster=ClusterConfig(name="research"),
-                network=NETWORK,
-                system_node_group=SystemNodeGroupConfig(enabled=system),
-                region="us-west-2",
-                partition="aws",
-            ),
-        )
+        cluster = research_cluster(NETWORK, system_node_group=system)
         karpenter = Karpenter("k", KarpenterArgs(cluster=cluster.ref, config=KarpenterConfig(enabled=True), tags={"team": "ml"}))
         for pool in pools:
             GpuNodePool(

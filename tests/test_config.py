@@ -119,6 +119,10 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("GPU AMI on system nodes", lambda c: c.update(systemNodeGroup={"amiType": "AL2023_x86_64_NVIDIA"}), "systemNodeGroup.amiType: 'AL2023_x86_64_NVIDIA' is an accelerator AMI"),
     ("system desired size out of range", lambda c: c.update(systemNodeGroup={"desiredSize": 9}), "systemNodeGroup.desiredSize: must lie between minSize (2) and maxSize (4)"),
     ("system instance type misspelt", lambda c: c.update(systemNodeGroup={"instanceTypes": ["m7i.xl"]}), "systemNodeGroup.instanceTypes[0]: 'm7i.xl' is not an EC2 instance type"),
+    ("created cluster with subnets in one AZ", lambda c: c["network"].update(subnets=c["network"]["subnets"][:1]), "network.subnets: are all in us-west-2a; EKS places a new cluster's control-plane ENIs in subnets of at least two availability zones"),
+    ("both API endpoints off", lambda c: c["cluster"].update(endpointPublicAccess=False, endpointPrivateAccess=False), "cluster.endpointPrivateAccess: must be true when endpointPublicAccess is false"),
+    ("EFA pool over several AZs without a placement group", lambda c: (pool(c).pop("availabilityZone"), pool(c).update(placementGroup={"mode": "none"})), "gpuNodeGroups[0].availabilityZone: is required with EFA: the pool's subnets span us-west-2a, us-west-2b, and EFA traffic does not cross availability zones"),
+    ("system min size above max size", lambda c: c.update(systemNodeGroup={"minSize": 5, "desiredSize": 5}), "systemNodeGroup.minSize: must not exceed maxSize (4)"),
     ("reserved aws: tag", lambda c: c.update(tags={"aws:owner": "x"}), "tags.aws:owner: tag keys have 1-128 characters and must not start with 'aws:'"),
     ("tag value too long", lambda c: c.update(tags={"owner": "x" * 300}), "tags.owner: tag values have at most 256 characters"),
 ]
@@ -154,6 +158,33 @@ def test_reports_cross_key_problems_of_every_pool_together():
 
     paths = {p.split(":")[0] for p in problems_of(many)}
     assert {"gpuNodeGroups[0].capacityReservationId", "gpuNodeGroups[0].instanceTypes", "gpuNodeGroups[1].labels.role"} <= paths
+
+
+def test_min_above_max_names_min_size_only_when_desired_size_is_unset():
+    def inverted(config):
+        pool(config).update(minSize=3, maxSize=2)
+
+    assert [p.split(":")[0] for p in problems_of(inverted)] == ["gpuNodeGroups[0].minSize"]
+
+
+def test_an_adopted_cluster_may_sit_in_one_az():
+    # The two-AZ rule is CreateCluster's; an existing cluster already has its control plane.
+    config = valid_config()
+    config["cluster"]["create"] = False
+    config["network"]["subnets"] = config["network"]["subnets"][:1]
+    assert parse_platform_args(config).network.subnets[0].availability_zone == "us-west-2a"
+
+
+def test_a_private_only_endpoint_is_accepted():
+    config = valid_config()
+    config["cluster"].update(endpointPublicAccess=False)
+    assert parse_platform_args(config).cluster.endpoint_private_access is True
+
+
+def test_an_efa_pool_without_placement_group_in_one_az_is_accepted():
+    config = valid_config()
+    pool(config).update(placementGroup={"mode": "none"})
+    assert parse_platform_args(config).gpu_node_groups[0].efa_interfaces == 32
 
 
 def test_capacity_block_with_its_reservation_and_no_placement_group_is_accepted():

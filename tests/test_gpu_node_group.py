@@ -136,7 +136,7 @@ def test_existing_placement_group_is_referenced_not_created():
 
 
 def test_no_placement_group_leaves_placement_out():
-    graph = build(gpu_pool(placementGroup={"mode": "none"}, availabilityZone=None))
+    graph = build(gpu_pool(placementGroup={"mode": "none"}, availabilityZone=None, efa="disabled"))
     assert "placement" not in graph.one("aws:ec2/launchTemplate:LaunchTemplate").inputs
     node_group = graph.one("eks:index:ManagedNodeGroup")
     assert node_group.inputs["subnetIds"] == [s.id for s in NETWORK.subnets]

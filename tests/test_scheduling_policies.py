@@ -62,7 +62,7 @@ def test_fleet_gpu_capacity_adds_the_karpenter_pools_gpu_limits():
 def test_fleet_gpu_capacity_counts_a_mixed_pool_with_its_largest_type():
     values = raw()
     values["gpuNodeGroups"].append(
-        {"name": "l40s", "instanceTypes": ["g6e.12xlarge", "g6e.48xlarge"], "maxSize": 3, "placementGroup": {"mode": "none"}}
+        {"name": "l40s", "instanceTypes": ["g6e.12xlarge", "g6e.48xlarge"], "maxSize": 3, "placementGroup": {"mode": "none"}, "efa": "disabled"}
     )
     values["scheduling"]["trainingApps"][0]["pool"] = "p5-training"
     # 2 × 8 (p5.48xlarge) + 3 × 8 (g6e.48xlarge, the larger of the pool's types) + Karpenter's 16
@@ -272,7 +272,7 @@ def test_an_app_may_take_its_defaults_from_a_karpenter_pool(dev_graph):
 
 def test_requires_a_pool_when_there_are_several():
     values = raw()
-    values["gpuNodeGroups"].append({"name": "l40s", "instanceTypes": ["g6e.48xlarge"], "placementGroup": {"mode": "none"}})
+    values["gpuNodeGroups"].append({"name": "l40s", "instanceTypes": ["g6e.48xlarge"], "placementGroup": {"mode": "none"}, "efa": "disabled"})
     app(values).pop("pool")
     assert problems(values) == ["scheduling.trainingApps[0].pool: is required: the stack has 3 GPU pools (p5-training, l40s, gpu-training)"]
 

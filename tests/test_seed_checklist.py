@@ -538,7 +538,7 @@ def wide_g6_pool(**labeler) -> Graph:
     """Dev with a three-node pool of a type EKS does not label with its topology."""
     config = stack_config("dev")
     config["eks-gpu-training:gpuNodeGroups"] = [
-        {"name": "g6-wide", "instanceTypes": ["g6.12xlarge"], "maxSize": 3, "placementGroup": {"mode": "none"}}
+        {"name": "g6-wide", "instanceTypes": ["g6.12xlarge"], "maxSize": 3, "placementGroup": {"mode": "none"}, "efa": "disabled"}
     ]
     config["eks-gpu-training:scheduling"] = {}
     config["eks-gpu-training:topologyLabeler"] = labeler
@@ -566,7 +566,7 @@ def test_the_topology_labeler_supplies_labels_eks_does_not():
 def test_topology_labels_are_not_needed_below_three_nodes():
     config = stack_config("dev")
     config["eks-gpu-training:gpuNodeGroups"] = [
-        {"name": "g6-pair", "instanceTypes": ["g6.12xlarge"], "maxSize": 2, "placementGroup": {"mode": "none"}}
+        {"name": "g6-pair", "instanceTypes": ["g6.12xlarge"], "maxSize": 2, "placementGroup": {"mode": "none"}, "efa": "disabled"}
     ]
     config["eks-gpu-training:scheduling"] = {}
     graph = run_main(config)

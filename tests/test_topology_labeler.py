@@ -247,7 +247,13 @@ def labeler_problems(**labeler) -> list[str]:
     raw = {
         "region": "us-west-2",
         "cluster": {"name": "c"},
-        "network": {"vpcId": "vpc-0123456789abcdef0", "subnets": [{"id": "subnet-0123456789abcdef0", "availabilityZone": "us-west-2a"}]},
+        "network": {
+            "vpcId": "vpc-0123456789abcdef0",
+            "subnets": [
+                {"id": "subnet-0123456789abcdef0", "availabilityZone": "us-west-2a"},
+                {"id": "subnet-0123456789abcdef1", "availabilityZone": "us-west-2b"},
+            ],
+        },
         "topologyLabeler": labeler,
     }
     try:

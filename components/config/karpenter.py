@@ -140,7 +140,7 @@ def validate_karpenter_gpu_node_pool(pool: KarpenterGpuNodePoolConfig, network: 
         )
 
     _check_placement(pool, network, problem)
-    _check_efa(pool, known_types, problem)
+    _check_efa(pool, network, known_types, problem)
     _check_node_labels(pool.labels, problem)
     for key in pool.labels:
         if _KARPENTER_RESTRICTED_LABEL.match(key):

@@ -174,6 +174,14 @@ def _check_reservation_placement(has_reservation: bool, placement: PlacementGrou
         )
 
 
+def _check_sizes(min_size: int, desired_size: Optional[int], max_size: int, problem: ProblemSink) -> None:
+    """minSize <= desiredSize <= maxSize, each problem under the key the user set."""
+    if min_size > max_size:
+        problem("minSize", f"must not exceed maxSize ({max_size})")
+    elif desired_size is not None and not min_size <= desired_size <= max_size:
+        problem("desiredSize", f"must lie between minSize ({min_size}) and maxSize ({max_size})")
+
+
 def _check_placement(pool: GpuPoolConfig, network: NetworkConfig, problem: ProblemSink) -> None:
     """Placement group, availability zone and subnets: a cluster placement group lives in one AZ."""
     placement = pool.placement_group
@@ -214,10 +222,19 @@ def _check_placement(pool: GpuPoolConfig, network: NetworkConfig, problem: Probl
             )
 
 
-def _check_efa(pool: GpuPoolConfig, known_types: bool, problem: ProblemSink) -> None:
+def _check_efa(pool: GpuPoolConfig, network: NetworkConfig, known_types: bool, problem: ProblemSink) -> None:
     if pool.efa == "enabled" and known_types and not has_efa(pool.instance_types):
         lacking = [t for t in pool.instance_types if GPU_INSTANCE_TYPES[t].efa_interfaces == 0]
         problem("efa", f"is 'enabled' but {', '.join(lacking)} has no EFA; use 'auto' or 'disabled', or EFA instance types")
+    # With a placement group, _check_placement already holds the pool to one AZ.
+    if known_types and pool.efa_enabled and pool.placement_group.mode == "none":
+        zones = sorted({s.availability_zone for s in pool_subnets(pool, network)})
+        if len(zones) > 1:
+            problem(
+                "availabilityZone",
+                f"is required with EFA: the pool's subnets span {', '.join(zones)}, and EFA traffic does not "
+                "cross availability zones; choose one AZ, or set efa to 'disabled'",
+            )
 
 
 def _check_node_labels(labels: dict[str, str], problem: ProblemSink) -> None:
@@ -247,12 +264,9 @@ def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, pa
             problem("instanceTypes", "a Capacity Block is for exactly one instance type; list only that type")
     _check_reservation_placement(pool.capacity_reservation_id is not None, pool.placement_group, problem)
 
-    if not pool.min_size <= pool.initial_size <= pool.max_size:
-        problem("desiredSize", f"must lie between minSize ({pool.min_size}) and maxSize ({pool.max_size})")
-    if pool.min_size > pool.max_size:
-        problem("minSize", f"must not exceed maxSize ({pool.max_size})")
+    _check_sizes(pool.min_size, pool.desired_size, pool.max_size, problem)
 
     _check_placement(pool, network, problem)
-    _check_efa(pool, known_types, problem)
+    _check_efa(pool, network, known_types, problem)
     _check_node_labels(pool.labels, problem)
     return problems

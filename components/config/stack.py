@@ -13,10 +13,10 @@ from .addons import (
     validate_gpu_operator,
     validate_topology_labeler,
 )
-from .base import NVIDIA_AMI_TYPES, Problem, _enum_error, _Model
+from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model
 from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
-from .pools import GpuNodeGroupConfig, validate_gpu_node_group
+from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
 from .scheduling import SchedulingConfig, SmokeTestConfig
 
 
@@ -66,10 +66,25 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
                 Problem(f"network.subnets[{i}].availabilityZone", f"'{subnet.availability_zone}' is not in region {args.region}")
             )
 
+    zones = sorted({s.availability_zone for s in args.network.subnets})
+    if args.cluster.create and len(zones) < 2:
+        problems.append(
+            Problem(
+                "network.subnets",
+                f"are all in {', '.join(zones)}; EKS places a new cluster's control-plane ENIs in subnets of at "
+                "least two availability zones (CreateCluster refuses fewer); add a subnet in another AZ",
+            )
+        )
+    if args.cluster.create and not (args.cluster.endpoint_public_access or args.cluster.endpoint_private_access):
+        problems.append(
+            Problem("cluster.endpointPrivateAccess", "must be true when endpointPublicAccess is false: EKS needs one API endpoint on")
+        )
+
     system = args.system_node_group
     if system.enabled:
-        if not system.min_size <= system.desired_size <= system.max_size:
-            problems.append(Problem("systemNodeGroup.desiredSize", f"must lie between minSize ({system.min_size}) and maxSize ({system.max_size})"))
+        system_problems, size_problem = _collector("systemNodeGroup")
+        _check_sizes(system.min_size, system.desired_size, system.max_size, size_problem)
+        problems.extend(system_problems)
         if system.ami_type in NVIDIA_AMI_TYPES or "NVIDIA" in system.ami_type or "NEURON" in system.ami_type:
             problems.append(Problem("systemNodeGroup.amiType", f"'{system.ami_type}' is an accelerator AMI; system nodes use a STANDARD or Bottlerocket AMI"))
 

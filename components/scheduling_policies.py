@@ -19,6 +19,7 @@ from .config import (
     RESERVED_NAMESPACES,
     ConfigError,
     GpuTrainingPlatformArgs,
+    KarpenterGpuNodePoolConfig,
     PriorityClassConfig,
     Problem,
     TrainingAppConfig,
@@ -33,6 +34,13 @@ QUOTA_NAME = "gpu-quota"
 """Name of each training namespace's ResourceQuota (the seed's)."""
 
 POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
+
+EFA_ON_KARPENTER_REFUSED = (
+    "EFA training pods request hugepages-2Mi, and Karpenter launches nodes only for resources it knows an "
+    "instance type has, which hugepages are not (aws/karpenter-provider-aws#3315): the pods would stay "
+    "Pending; run EFA apps on a managed node group, or set efa to false"
+)
+"""Why an EFA training app may not rely on Karpenter nodes."""
 
 
 # --- Kubernetes objects -------------------------------------------------------------------------
@@ -233,9 +241,17 @@ def _validate_app(app: TrainingAppConfig, path: str, args: GpuTrainingPlatformAr
                 )
         if app.efa and not pool.efa_enabled:
             problems.append(Problem(f"{path}.efa", f"is true but {capacity.path}.efa leaves the pool's nodes without EFA interfaces"))
-        # One pod per node on any GPU node of the app's types: the pools that have those types together.
+        efa = app.efa if app.efa is not None else pool.efa_enabled
+        if efa and isinstance(pool, KarpenterGpuNodePoolConfig):
+            problems.append(Problem(f"{path}.pool", f"'{pool.name}' is a Karpenter pool; {EFA_ON_KARPENTER_REFUSED}"))
+        # One pod per node on any GPU node of the app's types: the pools that have those types together
+        # (for EFA pods, the managed ones only).
         types = set(app.instance_types or pool.instance_types) & set(pool.instance_types)
-        hosts = [c for c in fleet if types & set(c.pool.instance_types)]
+        hosts = [
+            c
+            for c in fleet
+            if types & set(c.pool.instance_types) and not (efa and isinstance(c.pool, KarpenterGpuNodePoolConfig))
+        ]
         if types and app.nodes > sum(c.nodes for c in hosts):
             bounds = "; ".join(f"{c.bound}: {c.nodes} nodes" for c in hosts)
             problems.append(Problem(f"{path}.nodes", f"{app.nodes} pods, one per node, need more nodes of {', '.join(sorted(types))} than the fleet can have ({bounds})"))

@@ -59,7 +59,7 @@ def test_host_network_apps_the_smoke_test_and_pdb_only_apps_are_valid_too(versio
     scheduling = config[f"{NAMESPACE}scheduling"]
     scheduling["namespaces"][0]["podSecurity"] = "privileged"
     scheduling["trainingApps"][0].update(hostNetwork=True, shmSizeLimit="128Gi")
-    scheduling["trainingApps"].append({"name": "eval-sweep", "nodes": 1, "pool": "gpu-training", "priorityClass": "evaluation-normal"})
+    scheduling["trainingApps"].append({"name": "eval-sweep", "nodes": 1, "pool": "gpu-training", "priorityClass": "evaluation-normal", "efa": False})
     config[f"{NAMESPACE}smokeTest"] = {"enabled": True}
     graph = run_main(config)
     assert graph.error is None, graph.error

@@ -239,11 +239,27 @@ def test_rejects_host_networking_in_a_baseline_namespace_naming_both_keys():
 
 def test_rejects_more_nodes_than_the_fleet_can_have_naming_the_pool_keys():
     values = raw()
-    app(values)["nodes"] = 5
+    app(values).update(nodes=5, efa=False)
     assert problems(values)[0] == (
         "scheduling.trainingApps[0].nodes: 5 pods, one per node, need more nodes of p5.48xlarge than the fleet can have "
         "(gpuNodeGroups[0].maxSize 2 × 8 GPUs (p5.48xlarge): 2 nodes; karpenter.gpuNodePools[0].gpuLimit: 2 nodes)"
     )
+
+
+def test_efa_apps_count_only_managed_nodes_since_karpenter_cannot_provision_hugepages():
+    values = raw()
+    app(values)["nodes"] = 3  # 2 managed + 2 Karpenter p5 nodes would do, but EFA pods need hugepages
+    assert problems(values)[0] == (
+        "scheduling.trainingApps[0].nodes: 3 pods, one per node, need more nodes of p5.48xlarge than the fleet can have "
+        "(gpuNodeGroups[0].maxSize 2 × 8 GPUs (p5.48xlarge): 2 nodes)"
+    )
+
+
+def test_refuses_an_efa_app_on_a_karpenter_pool():
+    values = raw()
+    app(values)["pool"] = "gpu-training"
+    (problem,) = [p for p in problems(values) if p.startswith("scheduling.trainingApps[0].pool")]
+    assert problem.startswith("scheduling.trainingApps[0].pool: 'gpu-training' is a Karpenter pool; EFA training pods request hugepages-2Mi")
 
 
 def test_rejects_references_to_unknown_pools_classes_and_namespaces():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -39,21 +39,29 @@ POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 """The service principal EKS Pod Identity assumes roles as."""
 
 
-def pod_identity_trust_policy() -> str:
+def cluster_arn(partition: str, region: str, account_id: str, cluster_name: str) -> str:
+    """ARN of an EKS cluster."""
+    return f"arn:{partition}:eks:{region}:{account_id}:cluster/{cluster_name}"
+
+
+def pod_identity_trust_policy(partition: str, region: str, account_id: str, cluster_name: str) -> dict[str, Any]:
     """Trust policy that lets EKS Pod Identity hand a role to the ServiceAccount an association
-    names (docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html)."""
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
-                    "Action": ["sts:AssumeRole", "sts:TagSession"],
-                }
-            ],
-        }
-    )
+    names, for this cluster only: ``aws:SourceAccount`` and ``aws:SourceArn`` guard against a confused
+    deputy in another cluster or account (docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
+                "Action": ["sts:AssumeRole", "sts:TagSession"],
+                "Condition": {
+                    "StringEquals": {"aws:SourceAccount": account_id},
+                    "ArnEquals": {"aws:SourceArn": cluster_arn(partition, region, account_id, cluster_name)},
+                },
+            }
+        ],
+    }
 
 
 def create_node_role(

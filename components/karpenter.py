@@ -25,7 +25,7 @@ import pulumi_kubernetes as k8s
 from . import karpenter_iam
 from .cluster import ClusterRef
 from .config import KarpenterConfig
-from .iam import create_node_role
+from .iam import create_node_role, pod_identity_trust_policy
 
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
 """The controller chart (upstream's OCI repository)."""
@@ -145,7 +145,7 @@ class Karpenter(pulumi.ComponentResource):
             description=f"Karpenter controller of EKS cluster {ref.name} (EKS Pod Identity)",
             assume_role_policy=account_id.apply(
                 lambda account: json.dumps(
-                    karpenter_iam.controller_trust_policy(ref.partition, ref.region, account, ref.name)
+                    pod_identity_trust_policy(ref.partition, ref.region, account, ref.name)
                 )
             ),
             tags=tags,

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .iam import cluster_arn
+
 PolicyDocument = dict[str, Any]
 
 EC2_SERVICE_PRINCIPALS = ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]
 """Services the node role may be passed to (upstream lists both the global and the China principal)."""
-
-POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
-"""The service that assumes roles for EKS Pod Identity associations."""
-
 
 def _document(*statements: dict[str, Any]) -> PolicyDocument:
     return {"Version": "2012-10-17", "Statement": list(statements)}
@@ -26,27 +24,6 @@ def _document(*statements: dict[str, Any]) -> PolicyDocument:
 
 def _cluster_tag(cluster_name: str) -> str:
     return f"kubernetes.io/cluster/{cluster_name}"
-
-
-def cluster_arn(partition: str, region: str, account_id: str, cluster_name: str) -> str:
-    """ARN of an EKS cluster."""
-    return f"arn:{partition}:eks:{region}:{account_id}:cluster/{cluster_name}"
-
-
-def controller_trust_policy(partition: str, region: str, account_id: str, cluster_name: str) -> PolicyDocument:
-    """Trust policy of the controller role: EKS Pod Identity may assume it, for this cluster only
-    (``aws:SourceAccount`` / ``aws:SourceArn`` guard against a confused deputy in another cluster)."""
-    return _document(
-        {
-            "Effect": "Allow",
-            "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
-            "Action": ["sts:AssumeRole", "sts:TagSession"],
-            "Condition": {
-                "StringEquals": {"aws:SourceAccount": account_id},
-                "ArnEquals": {"aws:SourceArn": cluster_arn(partition, region, account_id, cluster_name)},
-            },
-        }
-    )
 
 
 def node_lifecycle_policy(partition: str, region: str, cluster_name: str) -> PolicyDocument:

@@ -268,9 +268,12 @@ class TopologyLabeler(pulumi.ComponentResource):
             opts=in_cluster(cluster_role, service_account),
         )
 
+        account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
         role = aws.iam.Role(
             f"{name}-role",
-            assume_role_policy=pod_identity_trust_policy(),
+            assume_role_policy=account_id.apply(
+                lambda account: json.dumps(pod_identity_trust_policy(ref.partition, ref.region, account, ref.name))
+            ),
             description=f"Topology labeler of EKS cluster {ref.name} (EKS Pod Identity)",
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self),

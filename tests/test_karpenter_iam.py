@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from components import karpenter_iam
-from components.iam import NODE_MANAGED_POLICIES
+from components.iam import NODE_MANAGED_POLICIES, pod_identity_trust_policy
 from components.karpenter import INTERRUPTION_QUEUE_RETENTION_SECONDS
 
 PARTITION, REGION, ACCOUNT, CLUSTER = "aws", "us-west-2", "123456789012", "research"
@@ -77,8 +77,8 @@ def test_instance_launches_and_deletions_are_limited_to_this_clusters_resources(
     assert passing["Action"] == "iam:PassRole" and passing["Resource"] == NODE_ROLE_ARN
 
 
-def test_controller_role_trusts_pod_identity_of_this_cluster_only():
-    (statement,) = karpenter_iam.controller_trust_policy(PARTITION, REGION, ACCOUNT, CLUSTER)["Statement"]
+def test_pod_identity_roles_trust_pod_identity_of_this_cluster_only():
+    (statement,) = pod_identity_trust_policy(PARTITION, REGION, ACCOUNT, CLUSTER)["Statement"]
     assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert statement["Action"] == ["sts:AssumeRole", "sts:TagSession"]
     assert statement["Condition"] == {

@@ -15,7 +15,7 @@ from components import labeler_image
 from components import topology_labeler as tl
 from components.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError, TopologyLabelerConfig, parse_platform_args
 from components.gpu_node_group import gpu_toleration
-from harness import run_main, run_program, stack_config
+from harness import ACCOUNT_ID, run_main, run_program, stack_config
 
 NS = "kubernetes:core/v1:Namespace"
 SA = "kubernetes:core/v1:ServiceAccount"
@@ -71,7 +71,16 @@ def test_prod_iam_role_is_for_pod_identity_and_allows_exactly_describe_instance_
     assert json.loads(role.inputs["assumeRolePolicy"]) == {
         "Version": "2012-10-17",
         "Statement": [
-            {"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": ["sts:AssumeRole", "sts:TagSession"]}
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": "pods.eks.amazonaws.com"},
+                "Action": ["sts:AssumeRole", "sts:TagSession"],
+                # this cluster's Pod Identity only, not any cluster's in any account
+                "Condition": {
+                    "StringEquals": {"aws:SourceAccount": ACCOUNT_ID},
+                    "ArnEquals": {"aws:SourceArn": f"arn:aws:eks:us-west-2:{ACCOUNT_ID}:cluster/gpu-training-prod"},
+                },
+            }
         ],
     }
     (policy,) = prod_graph.of_type(ROLE_POLICY)

@@ -75,14 +75,15 @@ def image_volume_device(ami_type: str) -> str:
 def efa_network_interfaces(count: int, security_group_ids: list[Any]) -> list[dict[str, Any]]:
     """Launch-template network interfaces for ``count`` EFA devices, one per network card.
 
-    The primary interface (card 0, device 0) is ``efa`` (EFA with IP networking); the others are
-    ``efa-only`` at device index 1, which carry RDMA traffic without taking a VPC IP address each
-    (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html).
+    The primary interface (card 0, device 0) is ``efa`` (EFA with IP networking); every other card
+    gets an ``efa-only`` interface at device index 0, as AWS recommends for each additional network
+    card (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html). EFA-only interfaces
+    carry RDMA traffic without taking a VPC IP address each.
     """
     return [
         {
             "network_card_index": card,
-            "device_index": 0 if card == 0 else 1,
+            "device_index": 0,
             "interface_type": "efa" if card == 0 else "efa-only",
             "delete_on_termination": "true",
             "security_groups": security_group_ids,

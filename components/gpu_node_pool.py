@@ -54,15 +54,17 @@ def karpenter_efa_network_interfaces(count: int) -> list[dict[str, Any]]:
     """``EC2NodeClass.spec.networkInterfaces`` for ``count`` EFA devices, one per network card.
 
     Karpenter's schema allows only ``interface`` and ``efa-only``, and requires an ``interface``
-    at card 0 / device 0. So the primary interface carries IP traffic and every card, card 0
-    included, gets one ``efa-only`` device at device index 1 (AWS's recommended index for the
-    interfaces after the primary one, docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html);
-    efa-only devices take no VPC IP address.
+    at card 0 / device 0. The layout is AWS's recommendation for instances with several network
+    cards (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html): the primary ENA
+    interface at card 0 / device 0, an ``efa-only`` interface at card 0 / device 1, and on each
+    further card an ``efa-only`` interface at device 0. EFA-only interfaces take no VPC IP address.
     """
     if count == 0:
         return []
     primary = {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}
-    return [primary] + [{"networkCardIndex": card, "deviceIndex": 1, "interfaceType": "efa-only"} for card in range(count)]
+    return [primary] + [
+        {"networkCardIndex": card, "deviceIndex": 1 if card == 0 else 0, "interfaceType": "efa-only"} for card in range(count)
+    ]
 
 
 def ec2_node_class_spec(

@@ -55,13 +55,13 @@ def test_node_labels_add_the_role_to_the_pool_labels():
     assert gpu_node_labels(gpu_pool(labels={"team": "llm"})) == {"team": "llm", "role": "gpu-training"}
 
 
-def test_efa_layout_puts_an_efa_interface_on_card_zero_and_efa_only_on_the_rest():
+def test_efa_layout_puts_an_efa_interface_on_card_zero_and_efa_only_at_device_zero_of_the_rest():
     interfaces = efa_network_interfaces(4, ["sg-a"])
     assert [(i["network_card_index"], i["device_index"], i["interface_type"]) for i in interfaces] == [
         (0, 0, "efa"),
-        (1, 1, "efa-only"),
-        (2, 1, "efa-only"),
-        (3, 1, "efa-only"),
+        (1, 0, "efa-only"),
+        (2, 0, "efa-only"),
+        (3, 0, "efa-only"),
     ]
     assert all(i["security_groups"] == ["sg-a"] for i in interfaces)
 

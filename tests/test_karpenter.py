@@ -348,7 +348,8 @@ def test_efa_layout_has_an_ip_primary_and_one_efa_only_device_per_card(count):
     assert interfaces[0] == {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}
     efa = interfaces[1:]
     assert [i["networkCardIndex"] for i in efa] == list(range(count))
-    assert {(i["deviceIndex"], i["interfaceType"]) for i in efa} == {(1, "efa-only")}
+    # AWS's layout: efa-only at device 1 of card 0 (beside the primary), at device 0 of every other card
+    assert [(i["deviceIndex"], i["interfaceType"]) for i in efa] == [(1, "efa-only")] + [(0, "efa-only")] * (count - 1)
 
 
 def test_efa_layout_is_empty_without_efa():

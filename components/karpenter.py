@@ -63,7 +63,9 @@ def karpenter_values(
     if cluster_endpoint is not None:
         settings["clusterEndpoint"] = cluster_endpoint
     settings["interruptionQueue"] = interruption_queue
-    # Capacity reservations (ODCRs, Capacity Blocks) as karpenter.sh/capacity-type "reserved".
+    # Capacity reservations (ODCRs, Capacity Blocks) as karpenter.sh/capacity-type "reserved". The gate
+    # is BETA and already on by default in 1.14 (chart values.yaml); set here so a chart whose default
+    # changes does not silently turn off the reserved pools this stack may declare.
     settings["featureGates"] = {"reservedCapacity": True}
     return {
         "serviceAccount": {"name": KARPENTER_SERVICE_ACCOUNT},

@@ -357,3 +357,12 @@ def test_build_context_tag_follows_the_sources(tmp_path):
     assert labeler_image.build_context_tag(context) == before
     (context / "loop.py").write_text((context / "loop.py").read_text() + "\n# changed\n")
     assert labeler_image.build_context_tag(context) != before
+
+
+def test_resources_take_any_kubernetes_quantity_and_compare_exactly():
+    # The same quantity grammar as the scheduling quotas: decimal and binary suffixes, fractions.
+    assert labeler_problems(resources={"cpuLimit": "0.5", "memoryRequest": "100M", "memoryLimit": "0.25Gi"}) == []
+    assert labeler_problems(resources={"memoryRequest": "1G", "memoryLimit": "1Gi"}) == []
+    assert labeler_problems(resources={"memoryRequest": "1Gi", "memoryLimit": "1G"}) == [
+        "topologyLabeler.resources.memoryRequest: '1Gi' exceeds memoryLimit '1G'"
+    ]

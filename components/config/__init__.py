@@ -17,6 +17,7 @@ topology labeler), ``scheduling``, ``stack`` (the whole stack's arguments) and `
 """
 
 from .base import (
+    Quantity,
     PROJECT,
     GPU_NODE_ROLE_LABEL,
     SYSTEM_NODE_ROLE_LABEL,
@@ -61,8 +62,6 @@ from .addons import (
     GPU_SHARING_NODE_LABELS,
     MIG_DISABLED_CONFIG,
     GpuOperatorConfig,
-    cpu_millicores,
-    memory_bytes,
     LabelerResourcesConfig,
     TopologyLabelerConfig,
     gpu_pool_ami_types,
@@ -74,7 +73,6 @@ from .scheduling import (
     PRIORITY_VALUE_MAX,
     TRAINING_APP_NAME_MAX,
     RESERVED_NAMESPACES,
-    Quantity,
     PriorityClassConfig,
     DEFAULT_PRIORITY_CLASSES,
     ResourceQuotaConfig,
@@ -134,8 +132,6 @@ __all__ = [
     "GPU_SHARING_NODE_LABELS",
     "MIG_DISABLED_CONFIG",
     "GpuOperatorConfig",
-    "cpu_millicores",
-    "memory_bytes",
     "LabelerResourcesConfig",
     "TopologyLabelerConfig",
     "gpu_pool_ami_types",

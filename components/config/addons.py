@@ -10,7 +10,8 @@ from pydantic_core import PydanticCustomError
 
 from ..labeler.settings import DEFAULT_INTERVAL_SECONDS
 from ..node_os import node_os_of
-from .base import _LABEL_KEY, _LABEL_VALUE, NVIDIA_AMI_TYPES, Problem, _Model
+from ..quantity import parse_quantity
+from .base import _LABEL_KEY, _LABEL_VALUE, NVIDIA_AMI_TYPES, Problem, Quantity, _Model
 
 if TYPE_CHECKING:
     from .stack import GpuTrainingPlatformArgs
@@ -102,31 +103,17 @@ def _check_image_reference(value: str) -> str:
     return value
 
 
-_CPU_QUANTITY = r"^([1-9][0-9]*m|[0-9]+(\.[0-9]{1,3})?)$"
-_MEMORY_QUANTITY = r"^[1-9][0-9]*(Ki|Mi|Gi)$"
-
-
-def cpu_millicores(quantity: str) -> int:
-    """A CPU quantity (``250m``, ``0.5``, ``2``) in millicores."""
-    return int(quantity[:-1]) if quantity.endswith("m") else round(float(quantity) * 1000)
-
-
-def memory_bytes(quantity: str) -> int:
-    """A memory quantity (``128Mi``, ``1Gi``) in bytes."""
-    return int(quantity[:-2]) * {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}[quantity[-2:]]
-
-
 class LabelerResourcesConfig(_Model):
     """CPU and memory of the labeler container. The process idles almost all the time; memory is
     mostly the EC2 service model that botocore loads (about 85 MiB resident, measured)."""
 
-    cpu_request: str = Field(default="10m", pattern=_CPU_QUANTITY)
+    cpu_request: Quantity = "10m"
     """CPU request. Default: 10m."""
-    memory_request: str = Field(default="128Mi", pattern=_MEMORY_QUANTITY)
+    memory_request: Quantity = "128Mi"
     """Memory request. Default: 128Mi."""
-    cpu_limit: str = Field(default="250m", pattern=_CPU_QUANTITY)
+    cpu_limit: Quantity = "250m"
     """CPU limit. Default: 250m (start-up imports take about half a CPU-second)."""
-    memory_limit: str = Field(default="256Mi", pattern=_MEMORY_QUANTITY)
+    memory_limit: Quantity = "256Mi"
     """Memory limit. Default: 256Mi (headroom for the liveness probe's own interpreter)."""
 
 
@@ -201,9 +188,9 @@ def validate_topology_labeler(config: TopologyLabelerConfig, path: str) -> list[
     """Rules of the labeler's settings that involve more than one key."""
     problems: list[Problem] = []
     resources = config.resources
-    if cpu_millicores(resources.cpu_request) > cpu_millicores(resources.cpu_limit):
+    if parse_quantity(resources.cpu_request) > parse_quantity(resources.cpu_limit):
         problems.append(Problem(f"{path}.resources.cpuRequest", f"'{resources.cpu_request}' exceeds cpuLimit '{resources.cpu_limit}'"))
-    if memory_bytes(resources.memory_request) > memory_bytes(resources.memory_limit):
+    if parse_quantity(resources.memory_request) > parse_quantity(resources.memory_limit):
         problems.append(
             Problem(f"{path}.resources.memoryRequest", f"'{resources.memory_request}' exceeds memoryLimit '{resources.memory_limit}'")
         )

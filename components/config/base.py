@@ -6,11 +6,12 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Callable
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from .. import aws_enums
+from ..quantity import QUANTITY_PATTERN
 
 PROJECT = "eks-gpu-training"
 """The Pulumi project name; stack configuration keys live in this namespace."""
@@ -94,6 +95,9 @@ AmiType = Annotated[str, AfterValidator(_check_ami_type)]
 
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 _AZ = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d[a-z]$"
+
+Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN)]
+"""A Kubernetes resource quantity such as ``400``, ``500m``, ``4Ti``, ``1.5Gi``."""
 
 _DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 

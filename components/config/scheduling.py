@@ -3,13 +3,12 @@ their quotas, training apps, the GPU smoke test."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from ..quantity import QUANTITY_PATTERN
-from .base import _DNS_LABEL, _DNS_SUBDOMAIN, InstanceType, _Model
+from .base import _DNS_LABEL, _DNS_SUBDOMAIN, InstanceType, Quantity, _Model
 
 PRIORITY_VALUE_MAX = 1_000_000_000
 """Highest value a user-defined PriorityClass may have; larger values are reserved for the system
@@ -22,8 +21,6 @@ hostnames ``<name>-<index>`` must stay within the 63-character DNS label limit."
 RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 """Namespaces Kubernetes owns; a training quota there would throttle the control plane's own pods."""
 
-Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN)]
-"""A Kubernetes resource quantity such as ``400``, ``500m``, ``4Ti``."""
 
 
 class PriorityClassConfig(_Model):

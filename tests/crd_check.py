@@ -72,25 +72,3 @@ class CrdChecker:
         outcome = self.rules.evaluate(self.schema, stored)
         report.cel_failures, report.cel_evaluated, report.cel_skipped = outcome.failures, outcome.evaluated, outcome.skipped
         return report
-
-
-def unknown_values_keys(values: Any, chart_defaults: Any, free_form: set[str], path: str = "") -> list[str]:
-    """Keys of Helm ``values`` that the chart's values.yaml does not have.
-
-    Below a key whose chart default is a non-empty map, every key must exist in it; below an empty
-    map, a list or a scalar default (``resources: {}``), the chart takes whatever is given. Paths in
-    ``free_form`` are maps of the user's own keys although the chart ships a default entry
-    (``nodeSelector``).
-    """
-    if not isinstance(values, dict) or path in free_form:
-        return []
-    if not isinstance(chart_defaults, dict) or not chart_defaults:
-        return []
-    unknown = []
-    for key, value in values.items():
-        key_path = f"{path}.{key}" if path else key
-        if key not in chart_defaults:
-            unknown.append(key_path)
-        else:
-            unknown.extend(unknown_values_keys(value, chart_defaults[key], free_form, key_path))
-    return unknown

@@ -165,6 +165,12 @@ class EksCluster(pulumi.ComponentResource):
             kubeconfig = cluster.kubeconfig_json
         else:
             lookup = aws.eks.get_cluster_output(name=config.name, opts=pulumi.InvokeOutputOptions(parent=self))
+            # Karpenter and the labeler get AWS credentials through Pod Identity, which an adopted
+            # cluster must already run: reading the add-on fails the preview, before anything is
+            # created, when it is missing (a created cluster gets the add-on above).
+            aws.eks.get_addon_output(
+                cluster_name=config.name, addon_name=POD_IDENTITY_ADDON, opts=pulumi.InvokeOutputOptions(parent=self)
+            )
             existing = aws.eks.Cluster.get(f"{name}-eks", id=config.name, opts=pulumi.ResourceOptions(parent=self))
             cluster_security_group_id = lookup.apply(lambda c: c.vpc_config.cluster_security_group_id if c.vpc_config else None)
             endpoint = lookup.endpoint

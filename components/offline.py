@@ -80,6 +80,8 @@ class Graph:
     unknown_exports: set[str] = field(default_factory=set)
     """Exports whose value is only known after deployment (a preview run)."""
     error: Optional[BaseException] = None
+    invokes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Every provider function the program called: token and arguments, in order."""
 
     def of_type(self, type_: str) -> list[Registration]:
         return [r for r in self.resources if r.type == type_]
@@ -214,6 +216,12 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
     def __init__(self, mocks: pulumi.runtime.Mocks):
         super().__init__(mocks)
         self.registrations: list[Registration] = []
+        self.invokes: list[tuple[str, dict[str, Any]]] = []
+
+    def Invoke(self, request):
+        response = super().Invoke(request)
+        self.invokes.append((request.tok, rpc.deserialize_properties(request.args, keep_internal=False)))
+        return response
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
@@ -298,7 +306,7 @@ def run_program(
             _sync_await(run_pulumi_func(program))
         except Exception as exc:  # noqa: BLE001 - the graph carries the error for the test to assert on
             error = exc
-        graph = Graph(monitor.registrations, error=error)
+        graph = Graph(monitor.registrations, error=error, invokes=monitor.invokes)
         root = settings.get_root_resource()
         for key, value in (getattr(root, "outputs", None) or {}).items():
             output = pulumi.Output.from_input(value)

@@ -40,6 +40,15 @@ def test_adopted_cluster_creates_no_cluster_and_reads_the_existing_one():
     assert existing.read and existing.id == "gpu-training-prod"
 
 
+def test_adopted_cluster_must_already_run_the_pod_identity_agent():
+    graph = run_main(adopted())
+    assert ("aws:eks/getAddon:getAddon", {"clusterName": "gpu-training-prod", "addonName": "eks-pod-identity-agent"}) in [
+        (token, {k: v for k, v in args.items() if k in ("clusterName", "addonName")}) for token, args in graph.invokes
+    ]
+    created = run_main(stack_config("prod"))
+    assert not [token for token, _ in created.invokes if token == "aws:eks/getAddon:getAddon"]
+
+
 def test_adopted_cluster_gets_an_aws_cli_kubeconfig_from_its_endpoint():
     graph = run_main(adopted())
     provider = graph.one("pulumi:providers:kubernetes")

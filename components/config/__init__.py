@@ -17,6 +17,7 @@ topology labeler), ``scheduling``, ``stack`` (the whole stack's arguments) and `
 """
 
 from .base import (
+    supported_version,
     Quantity,
     PROJECT,
     GPU_NODE_ROLE_LABEL,
@@ -96,6 +97,7 @@ from .loading import (
 )
 
 __all__ = [
+    "supported_version",
     "GpuPoolConfig",
     "PROJECT",
     "GPU_NODE_ROLE_LABEL",

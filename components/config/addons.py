@@ -11,7 +11,7 @@ from pydantic_core import PydanticCustomError
 from ..labeler.settings import DEFAULT_INTERVAL_SECONDS
 from ..node_os import node_os_of
 from ..quantity import parse_quantity
-from .base import _LABEL_KEY, _LABEL_VALUE, NVIDIA_AMI_TYPES, Problem, Quantity, _Model
+from .base import _LABEL_KEY, _LABEL_VALUE, NVIDIA_AMI_TYPES, Problem, Quantity, _Model, supported_version
 
 if TYPE_CHECKING:
     from .stack import GpuTrainingPlatformArgs
@@ -42,7 +42,7 @@ MIG_DISABLED_CONFIG = "all-disabled"
 class GpuOperatorConfig(_Model):
     """The NVIDIA GPU Operator (a Helm release); its values are derived from the GPU pools' node OS."""
 
-    chart_version: str = GPU_OPERATOR_CHART_VERSIONS[0]
+    chart_version: Annotated[str, supported_version(GPU_OPERATOR_CHART_VERSIONS)] = GPU_OPERATOR_CHART_VERSIONS[0]
     """Chart version of `gpu-operator` from helm.ngc.nvidia.com/nvidia. Default: v26.7.0 (v24.9.2 also accepted)."""
     prometheus_operator: bool = False
     """Whether the cluster runs the Prometheus operator: only then is a ServiceMonitor made for the DCGM exporter. Default: false."""
@@ -52,15 +52,6 @@ class GpuOperatorConfig(_Model):
     """MIG strategy of the device plugin. Only `none`: MIG slices a training GPU (latency, less VRAM per process). Default: none."""
     time_slicing_replicas: int = Field(default=1, ge=1)
     """Pods that share each GPU by time-slicing. Only 1: sharing adds latency and splits VRAM. Default: 1."""
-
-    @field_validator("chart_version")
-    @classmethod
-    def _chart_version(cls, value: str) -> str:
-        if value not in GPU_OPERATOR_CHART_VERSIONS:
-            raise PydanticCustomError(
-                "version", f"'{value}' is not supported; allowed: {', '.join(GPU_OPERATOR_CHART_VERSIONS)}"
-            )
-        return value
 
     @field_validator("mig_strategy")
     @classmethod

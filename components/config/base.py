@@ -74,6 +74,17 @@ def _enum_error(value: str, allowed: frozenset[str], what: str, source: str) -> 
     return PydanticCustomError("aws_enum", f"'{value}' is not {what} ({source}){hint}")
 
 
+def supported_version(allowed: tuple[str, ...]) -> AfterValidator:
+    """A validator that accepts only the versions this library is tested with."""
+
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise PydanticCustomError("version", f"'{value}' is not supported; allowed: {', '.join(allowed)}")
+        return value
+
+    return AfterValidator(check)
+
+
 def _check_instance_type(value: str) -> str:
     if value not in aws_enums.ec2_instance_types():
         raise _enum_error(value, aws_enums.ec2_instance_types(), "an EC2 instance type", "botocore ec2 InstanceType")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from .. import aws_enums
-from .base import _AZ, SUPPORTED_KUBERNETES_VERSIONS, AmiType, InstanceType, _enum_error, _Model
+from .base import _AZ, SUPPORTED_KUBERNETES_VERSIONS, AmiType, InstanceType, _enum_error, _Model, supported_version
 
 
 class SubnetConfig(_Model):
@@ -36,7 +37,7 @@ class ClusterConfig(_Model):
     """EKS cluster name (required): the cluster to create, or the existing one to adopt."""
     create: bool = True
     """Create the cluster (true) or adopt an existing cluster of that name (false). Default: true."""
-    kubernetes_version: str = "1.34"
+    kubernetes_version: Annotated[str, supported_version(SUPPORTED_KUBERNETES_VERSIONS)] = "1.34"
     """Kubernetes version of a created cluster. Default: 1.34."""
     endpoint_public_access: bool = True
     """Expose the API server endpoint publicly (a created cluster). Default: true."""
@@ -46,15 +47,6 @@ class ClusterConfig(_Model):
     """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster). Default: none."""
     enabled_log_types: list[str] = ["api", "audit", "authenticator"]
     """Control-plane log types sent to CloudWatch (a created cluster). Default: api, audit, authenticator."""
-
-    @field_validator("kubernetes_version")
-    @classmethod
-    def _known_version(cls, value: str) -> str:
-        if value not in SUPPORTED_KUBERNETES_VERSIONS:
-            raise PydanticCustomError(
-                "version", f"'{value}' is not supported; allowed: {', '.join(SUPPORTED_KUBERNETES_VERSIONS)}"
-            )
-        return value
 
     @field_validator("admin_principal_arns")
     @classmethod

@@ -102,8 +102,17 @@ def capacity_options(pool: GpuNodeGroupConfig) -> dict[str, Any]:
         }
     }
     if pool.capacity_type == "CAPACITY_BLOCK":
+        # EKS takes a Capacity Block node group only from a launch template that names the block's
+        # market, the reservation and the instance type (docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html).
         options["instance_market_options"] = {"market_type": "capacity-block"}
+        options["instance_type"] = pool.instance_types[0]
     return options
+
+
+def node_group_instance_types(pool: GpuNodeGroupConfig) -> Optional[list[str]]:
+    """Instance types the node group itself names: none when the launch template names the type
+    (a Capacity Block), since EKS refuses a type in both."""
+    return None if pool.capacity_type == "CAPACITY_BLOCK" else list(pool.instance_types)
 
 
 @dataclass
@@ -193,7 +202,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 node_group_name=pool.name,
                 node_role_arn=role.arn,
                 subnet_ids=[s.id for s in pool_subnets(pool, args.network)],
-                instance_types=pool.instance_types,
+                instance_types=node_group_instance_types(pool),
                 ami_type=pool.ami_type,
                 capacity_type=pool.capacity_type,
                 labels=gpu_node_labels(pool),

@@ -73,13 +73,17 @@ def test_bottlerocket_images_live_on_the_data_volume():
 
 def test_capacity_block_targets_its_reservation_with_the_capacity_block_market():
     pool = gpu_pool(
-        capacityType="CAPACITY_BLOCK", capacityReservationId="cr-0123456789abcdef0", placementGroup={"mode": "none"}
+        instanceTypes=["p5.48xlarge"],
+        capacityType="CAPACITY_BLOCK",
+        capacityReservationId="cr-0123456789abcdef0",
+        placementGroup={"mode": "none"},
     )
     assert capacity_options(pool) == {
         "capacity_reservation_specification": {
             "capacity_reservation_target": {"capacity_reservation_id": "cr-0123456789abcdef0"}
         },
         "instance_market_options": {"market_type": "capacity-block"},
+        "instance_type": "p5.48xlarge",
     }
     on_demand_reservation = gpu_pool(capacityReservationId="cr-0123456789abcdef0", placementGroup={"mode": "none"})
     assert "instance_market_options" not in capacity_options(on_demand_reservation)
@@ -179,7 +183,10 @@ def test_capacity_block_pool_launches_into_its_reservation():
     assert template.inputs["capacityReservationSpecification"] == {
         "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}
     }
-    assert graph.one("eks:index:ManagedNodeGroup").inputs["capacityType"] == "CAPACITY_BLOCK"
+    assert template.inputs["instanceType"] == "p5.48xlarge"
+    node_group = graph.one("eks:index:ManagedNodeGroup")
+    assert node_group.inputs["capacityType"] == "CAPACITY_BLOCK"
+    assert "instanceTypes" not in node_group.inputs  # the launch template names it; EKS refuses both
 
 
 def test_node_group_is_tainted_labelled_and_leaves_desired_size_to_autoscalers():

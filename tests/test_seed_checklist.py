@@ -24,7 +24,7 @@ instance type), or, for topology labels, that EKS labels the pool's instance typ
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
@@ -126,11 +126,17 @@ def node_class(graph: Graph, pool: Registration) -> dict[str, Any]:
     return classes[0] if classes else {}
 
 
-def pool_instance_types(pool: Registration) -> list[str]:
+def pool_instance_types(pool: Registration, graph: Optional[Graph] = None) -> list[str]:
+    """The types a pool launches: a NodePool's requirement, a node group's list, or (a Capacity
+    Block's node group, which names none) the type its launch template names."""
     if pool.type == KARPENTER_NODE_POOL:
         requirements = node_pool_template(pool)["spec"].get("requirements") or []
         return [v for r in requirements if r["key"] == INSTANCE_TYPE_KEY and r["operator"] == "In" for v in r["values"]]
-    return pool.inputs.get("instanceTypes") or []
+    if pool.inputs.get("instanceTypes") or graph is None:
+        return pool.inputs.get("instanceTypes") or []
+    template_id = (pool.inputs.get("launchTemplate") or {}).get("id")
+    templates = [r for r in graph.of_type(LAUNCH_TEMPLATE) if r.id == template_id and r.inputs.get("instanceType")]
+    return [templates[0].inputs["instanceType"]] if templates else []
 
 
 def pool_node_labels(pool: Registration) -> dict[str, str]:
@@ -214,7 +220,7 @@ def efa_device_plugin(graph: Graph) -> list[str]:
         missing = untolerated(values.get("tolerations") or [], pool)
         if missing:
             failures.append(f"GPU pool {pool.name}: the EFA device plugin does not tolerate {', '.join(missing)}")
-        unsupported = [t for t in pool_instance_types(pool) if t not in supported]
+        unsupported = [t for t in pool_instance_types(pool, graph) if t not in supported]
         if unsupported:
             failures.append(f"GPU pool {pool.name}: the EFA device plugin does not run on {', '.join(unsupported)}")
         labels = pool_node_labels(pool)
@@ -317,7 +323,7 @@ def topology_labels(graph: Graph) -> list[str]:
     for pool in gpu_pools(graph):
         if pool_max_nodes(pool) < 3:
             continue
-        types = pool_instance_types(pool)
+        types = pool_instance_types(pool, graph)
         if not eks_labels_topology(types) and not labeler_runs_on(graph, pool):
             failures.append(f"GPU pool {pool.name}: EKS does not label {', '.join(types)} with network topology and no labeler runs there")
     return failures
@@ -550,6 +556,31 @@ def wide_g6_pool(**labeler) -> Graph:
 def test_checklist_fails_for_a_large_pool_that_nothing_labels_with_topology():
     assert topology_labels(wide_g6_pool(enabled=False)) == [
         "GPU pool gpu-training-g6-wide-node-group: EKS does not label g6.12xlarge with network topology and no labeler runs there"
+    ]
+
+
+def test_a_capacity_block_pool_is_judged_by_the_type_its_launch_template_names():
+    def block_pool(instance_type: str) -> Graph:
+        config = stack_config("dev")
+        config["eks-gpu-training:gpuNodeGroups"] = [
+            {
+                "name": "block",
+                "instanceTypes": [instance_type],
+                "capacityType": "CAPACITY_BLOCK",
+                "capacityReservationId": "cr-0123456789abcdef0",
+                "maxSize": 4,
+                "availabilityZone": "us-west-2a",
+                "placementGroup": {"mode": "none"},
+            }
+        ]
+        config["eks-gpu-training:scheduling"] = {}
+        graph = run_main(config)
+        assert graph.error is None, graph.error
+        return graph
+
+    assert topology_labels(block_pool("p5.48xlarge")) == []  # EKS labels p5 nodes itself
+    assert topology_labels(block_pool("g6.12xlarge")) == [
+        "GPU pool gpu-training-block-node-group: EKS does not label g6.12xlarge with network topology and no labeler runs there"
     ]
 
 

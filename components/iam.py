@@ -64,6 +64,30 @@ def pod_identity_trust_policy(partition: str, region: str, account_id: str, clus
     }
 
 
+def create_pod_identity_role(
+    resource_name: str,
+    *,
+    account_id: pulumi.Input[str],
+    partition: str,
+    region: str,
+    cluster_name: str,
+    description: str,
+    tags: Mapping[str, str],
+    parent: pulumi.Resource,
+) -> aws.iam.Role:
+    """An IAM role that EKS Pod Identity of this cluster (and only this cluster) may hand to a
+    ServiceAccount; the caller attaches its permissions and makes the association."""
+    return aws.iam.Role(
+        resource_name,
+        description=description,
+        assume_role_policy=pulumi.Output.from_input(account_id).apply(
+            lambda account: json.dumps(pod_identity_trust_policy(partition, region, account, cluster_name))
+        ),
+        tags=dict(tags),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
 def create_node_role(
     name: str,
     partition: str,

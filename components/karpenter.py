@@ -25,7 +25,7 @@ import pulumi_kubernetes as k8s
 from . import karpenter_iam
 from .cluster import ClusterRef
 from .config import KarpenterConfig
-from .iam import create_node_role, pod_identity_trust_policy
+from .iam import create_node_role, create_pod_identity_role
 
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
 """The controller chart (upstream's OCI repository)."""
@@ -142,16 +142,15 @@ class Karpenter(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=rule),
             )
 
-        controller_role = aws.iam.Role(
+        controller_role = create_pod_identity_role(
             f"{name}-controller-role",
+            account_id=account_id,
+            partition=ref.partition,
+            region=ref.region,
+            cluster_name=ref.name,
             description=f"Karpenter controller of EKS cluster {ref.name} (EKS Pod Identity)",
-            assume_role_policy=account_id.apply(
-                lambda account: json.dumps(
-                    pod_identity_trust_policy(ref.partition, ref.region, account, ref.name)
-                )
-            ),
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self),
+            parent=self,
         )
         documents = pulumi.Output.all(account_id, self.node_role.arn, queue.arn).apply(
             lambda values: karpenter_iam.controller_policies(ref.partition, ref.region, values[0], ref.name, values[1], values[2])

@@ -24,7 +24,7 @@ import pulumi_kubernetes as k8s
 from .cluster import ClusterRef
 from .config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
 from .gpu_node_group import gpu_node_selector, gpu_toleration
-from .iam import pod_identity_trust_policy
+from .iam import create_pod_identity_role
 from .labeler_image import build_and_push
 from .labeler.settings import (
     ENV_HEARTBEAT_FILE,
@@ -268,15 +268,15 @@ class TopologyLabeler(pulumi.ComponentResource):
             opts=in_cluster(cluster_role, service_account),
         )
 
-        account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
-        role = aws.iam.Role(
+        role = create_pod_identity_role(
             f"{name}-role",
-            assume_role_policy=account_id.apply(
-                lambda account: json.dumps(pod_identity_trust_policy(ref.partition, ref.region, account, ref.name))
-            ),
+            account_id=aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id,
+            partition=ref.partition,
+            region=ref.region,
+            cluster_name=ref.name,
             description=f"Topology labeler of EKS cluster {ref.name} (EKS Pod Identity)",
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self),
+            parent=self,
         )
         policy = aws.iam.RolePolicy(
             f"{name}-describe-topology",

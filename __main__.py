@@ -2,7 +2,7 @@
 
 import pulumi
 
-from components import GpuTrainingPlatform, load_stack_config
+from eks_gpu_training import GpuTrainingPlatform, load_stack_config
 
 platform = GpuTrainingPlatform("gpu-training", load_stack_config())
 

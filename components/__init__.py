@@ -1,12 +1,18 @@
 """Pulumi components that stand up GPU-training infrastructure on AWS EKS.
 
+The package is installed as ``eks_gpu_training`` (its source folder in the repository is
+``components/``). Its subpackages are layers, each importing only those below it: ``facts``,
+``config``, ``aws`` (AWS resources), ``addons`` (what runs in the cluster), ``workloads``
+(scheduling policy and training jobs), ``platform`` (one stack composed), and ``offline`` (mock
+engine, render, check). ``labeler`` is the topology labeler's own program, built into its image.
+
 Import what you need into your own Pulumi program::
 
-    from components import GpuTrainingPlatform, load_stack_config
+    from eks_gpu_training import GpuTrainingPlatform, load_stack_config
     platform = GpuTrainingPlatform("gpu-training", load_stack_config())
 """
 
-from .cluster import ClusterRef, EksCluster, EksClusterArgs
+from .aws.cluster import ClusterRef, EksCluster, EksClusterArgs
 from .config import (
     ConfigError,
     GpuNodeGroupConfig,
@@ -16,21 +22,19 @@ from .config import (
     KarpenterGpuNodePoolConfig,
     Problem,
     TopologyLabelerConfig,
-    load_stack_config,
-    parse_platform_args,
 )
-from .efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
-from .gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
-from .gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
-from .gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
-from .karpenter import Karpenter, KarpenterArgs, karpenter_values
-from .platform import GpuTrainingPlatform
-from .fleet_capacity import fleet_gpu_capacity
-from .scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs
-from .smoke_test import GpuSmokeTest, GpuSmokeTestArgs
-from .topology_labeler import TopologyLabeler, TopologyLabelerArgs
-from .training_job import TrainingJob, TrainingJobArgs
-from .workloads import (
+from .addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
+from .aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
+from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
+from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
+from .platform import GpuTrainingPlatform, load_stack_config, parse_platform_args
+from .workloads.fleet_capacity import fleet_gpu_capacity
+from .workloads.scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs
+from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
+from .addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from .workloads.training_job import TrainingJob, TrainingJobArgs
+from .workloads.templates import (
     TrainingJobSpec,
     rendezvous_service,
     training_job,

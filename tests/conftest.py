@@ -45,7 +45,7 @@ def dev_graph():
 @pytest.fixture(scope="session", params=STACKS)
 def rendered_stack(request, tmp_path_factory):
     """Each stack file rendered offline (``eks-gpu-training-render``'s work) into its own folder."""
-    from components.render import render
+    from eks_gpu_training.offline.render import render
 
     out = tmp_path_factory.mktemp(f"render-{request.param}")
     return request.param, out, render(request.param, out)
@@ -54,9 +54,9 @@ def rendered_stack(request, tmp_path_factory):
 @pytest.fixture
 def render_program(tmp_path):
     """Render any program offline into a fresh folder; returns the folder."""
-    from components.offline import run_program
-    from components.render import write_render
-    from components.render.engine import PlaceholderMocks, to_render
+    from eks_gpu_training.offline.engine import run_program
+    from eks_gpu_training.offline.render import write_render
+    from eks_gpu_training.offline.render.engine import PlaceholderMocks, to_render
 
     def render(program, kubernetes_version: str = "1.34", picture: bool = False) -> Path:
         graph = run_program(program, {}, preview=True, mocks=PlaceholderMocks("us-west-2"))

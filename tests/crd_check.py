@@ -3,7 +3,7 @@
 The API server applies the schema's defaults, then validates the object against the
 ``openAPIV3Schema`` (types, enums, patterns, bounds, required fields) and evaluates every
 ``x-kubernetes-validations`` CEL rule on the value it sits on. The defaults and the CEL rules come
-from ``components.check.crd``, which the render check (``eks-gpu-training-check``) uses too; this
+from ``eks_gpu_training.offline.check.crd``, which the render check (``eks-gpu-training-check``) uses too; this
 module keeps the JSON-schema part lenient (undeclared fields are the check's business).
 
 Transition rules (those that read ``oldSelf``) are only evaluated on update; on create, which is
@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from components.check.crd import CelRules, apply_defaults
+from eks_gpu_training.offline.check.crd import CelRules, apply_defaults
 
 
 def crd_schema(path: Path) -> dict[str, Any]:
@@ -56,7 +56,7 @@ class CrdReport:
 
 
 class CrdChecker:
-    """Validates objects of one CRD (the render check's CRD logic, ``components.check.crd``)."""
+    """Validates objects of one CRD (the render check's CRD logic, ``eks_gpu_training.offline.check.crd``)."""
 
     def __init__(self, schema: dict[str, Any]):
         self.schema = schema

@@ -1,15 +1,15 @@
-"""The mock-engine harness the tests use. It lives in ``components.offline`` (the render command
+"""The mock-engine harness the tests use. It lives in ``eks_gpu_training.offline.engine`` (the render command
 runs the same engine) and is re-exported here under the names the tests import."""
 
-from components.offline import *  # noqa: F403
-from components.offline import __all__  # noqa: F401
+from eks_gpu_training.offline.engine import *  # noqa: F403
+from eks_gpu_training.offline.engine import __all__  # noqa: F401
 
 
 def research_cluster(network, *, system_node_group: bool = True):
     """A created cluster ``research`` in us-west-2, for tests whose program composes the components
     itself (as another Pulumi program would) instead of using the platform."""
-    from components import EksCluster, EksClusterArgs
-    from components.config import ClusterConfig, SystemNodeGroupConfig
+    from eks_gpu_training import EksCluster, EksClusterArgs
+    from eks_gpu_training.config import ClusterConfig, SystemNodeGroupConfig
 
     return EksCluster(
         "c",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from components.gpu_node_group import gpu_taint
+from eks_gpu_training.aws.gpu_node_group import gpu_taint
 
 EKS_TAINT_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
 """EKS node group API spelling of taint effects -> Kubernetes spelling."""

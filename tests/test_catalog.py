@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from components import aws_enums
-from components.catalog import EC2_TOPOLOGY_INSTANCE_TYPES, GPU_INSTANCE_TYPES, eks_labels_topology
-from components.config import END_OF_LIFE_AMI_TYPES, NVIDIA_AMI_TYPES
-from components.gpu_node_group import GPU_TAINT_EFFECT
+from eks_gpu_training.facts import aws_enums
+from eks_gpu_training.facts.catalog import EC2_TOPOLOGY_INSTANCE_TYPES, GPU_INSTANCE_TYPES, eks_labels_topology
+from eks_gpu_training.config import END_OF_LIFE_AMI_TYPES, NVIDIA_AMI_TYPES
+from eks_gpu_training.aws.gpu_node_group import GPU_TAINT_EFFECT
 
 
 def instance_type_docs(reference_dir) -> dict[str, dict[str, str]]:

@@ -15,17 +15,17 @@ from typing import Any
 
 import pytest
 
-from components.karpenter import KARPENTER_CHART, KARPENTER_CRD_CHART
+from eks_gpu_training.addons.karpenter import KARPENTER_CHART, KARPENTER_CRD_CHART
 import yaml
 
-from components.check import helm as check_helm
-from components.config import GPU_OPERATOR_CHART_VERSIONS, GpuOperatorConfig
-from components.efa_device_plugin import CHART as EFA_CHART
-from components.efa_device_plugin import CHART_VERSION as EFA_CHART_VERSION
-from components.efa_device_plugin import efa_device_plugin_values, efa_instance_types
-from components.gpu_operator import CHART as GPU_OPERATOR_CHART
-from components.gpu_operator import gpu_operator_values
-from components.node_os import NODE_OS_BY_AMI_TYPE
+from eks_gpu_training.offline.check import helm as check_helm
+from eks_gpu_training.config import GPU_OPERATOR_CHART_VERSIONS, GpuOperatorConfig
+from eks_gpu_training.addons.efa_device_plugin import CHART as EFA_CHART
+from eks_gpu_training.addons.efa_device_plugin import CHART_VERSION as EFA_CHART_VERSION
+from eks_gpu_training.addons.efa_device_plugin import efa_device_plugin_values, efa_instance_types
+from eks_gpu_training.addons.gpu_operator import CHART as GPU_OPERATOR_CHART
+from eks_gpu_training.addons.gpu_operator import gpu_operator_values
+from eks_gpu_training.facts.node_os import NODE_OS_BY_AMI_TYPE
 from k8s_semantics import gpu_node_taint, tolerates
 
 NFD = "node-feature-discovery"
@@ -34,7 +34,7 @@ NFD_VERSION = "0.19.0"
 
 def unknown_keys(values: Any, chart: Any) -> list[str]:
     """Key paths of ``values`` the chart's values do not declare, or whose kind disagrees (the
-    render check's walk, ``components.check.helm``)."""
+    render check's walk, ``eks_gpu_training.offline.check.helm``)."""
     return list(check_helm.unknown_keys(values, chart))
 
 

@@ -8,11 +8,11 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.check import check_render
-from components.check.__main__ import main as check_main
-from components.check.helm import unknown_keys
-from components.check.crd import apply_defaults, strict_schema
-from components.check.kubernetes import CustomResourceSchemas
+from eks_gpu_training.offline.check import check_render
+from eks_gpu_training.offline.check.__main__ import main as check_main
+from eks_gpu_training.offline.check.helm import unknown_keys
+from eks_gpu_training.offline.check.crd import apply_defaults, strict_schema
+from eks_gpu_training.offline.check.kubernetes import CustomResourceSchemas
 from conftest import REFERENCE
 
 LABELER = {

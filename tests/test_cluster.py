@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from components.cluster import kubeconfig_for
+from eks_gpu_training.aws.cluster import kubeconfig_for
 from harness import run_main, stack_config
 
 PROJECT = "eks-gpu-training"

@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 import pytest
 
-from components.config import ConfigError, GpuTrainingPlatformArgs, parse_platform_args
+from eks_gpu_training.config import ConfigError, GpuTrainingPlatformArgs
+from eks_gpu_training.platform import parse_platform_args
 
 
 def valid_config() -> dict[str, Any]:

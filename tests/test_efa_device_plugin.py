@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 
-from components.catalog import GPU_INSTANCE_TYPES
-from components.config import parse_platform_args
-from components.efa_device_plugin import (
+from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
+from eks_gpu_training.platform import parse_platform_args
+from eks_gpu_training.addons.efa_device_plugin import (
     CHART,
     CHART_REPOSITORY,
     CHART_VERSION,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from components import ConfigError, GpuNodeGroup, GpuNodeGroupArgs
-from components.config import GpuNodeGroupConfig, NetworkConfig
-from components.gpu_node_group import (
+from eks_gpu_training import ConfigError, GpuNodeGroup, GpuNodeGroupArgs
+from eks_gpu_training.config import GpuNodeGroupConfig, NetworkConfig
+from eks_gpu_training.aws.gpu_node_group import (
     capacity_options,
     efa_network_interfaces,
     gpu_node_labels,
@@ -15,7 +15,7 @@ from components.gpu_node_group import (
     gpu_toleration,
     image_volume_device,
 )
-from components.iam import NODE_MANAGED_POLICIES, node_group_update_transform
+from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES, node_group_update_transform
 from harness import research_cluster, run_program
 
 NETWORK = NetworkConfig.model_validate(

@@ -6,15 +6,15 @@ import copy
 
 import pytest
 
-from components.config import (
+from eks_gpu_training.config import (
     GPU_OPERATOR_CHART_VERSIONS,
     NVIDIA_AMI_TYPES,
     ConfigError,
     GpuOperatorConfig,
-    parse_platform_args,
 )
-from components.gpu_operator import CHART, CHART_REPOSITORY, NAMESPACE, gpu_node_os, gpu_operator_values
-from components.node_os import AL2023_NVIDIA, BOTTLEROCKET_NVIDIA, NODE_OS_BY_AMI_TYPE
+from eks_gpu_training.platform import parse_platform_args
+from eks_gpu_training.addons.gpu_operator import CHART, CHART_REPOSITORY, NAMESPACE, gpu_node_os, gpu_operator_values
+from eks_gpu_training.facts.node_os import AL2023_NVIDIA, BOTTLEROCKET_NVIDIA, NODE_OS_BY_AMI_TYPE
 from harness import Graph, Registration, run_main, stack_config
 from k8s_semantics import gpu_node_taint, tolerates
 
@@ -59,7 +59,7 @@ def test_bottlerocket_nodes_also_keep_their_own_device_plugin():
 
 
 def test_toolkit_is_installed_only_where_the_node_os_lacks_it():
-    from components.node_os import GpuNodeOs
+    from eks_gpu_training.facts.node_os import GpuNodeOs
 
     bare = GpuNodeOs("driver only", ships_driver=True, ships_container_toolkit=False, ships_device_plugin=False)
     assert gpu_operator_values(GpuOperatorConfig(), bare, SYSTEM)["toolkit"] == {"enabled": True}

@@ -6,15 +6,15 @@ import json
 
 import pytest
 
-from components import ConfigError, EksCluster, EksClusterArgs, GpuNodePool, GpuNodePoolArgs, Karpenter, KarpenterArgs
-from components.config import ClusterConfig, KarpenterConfig, KarpenterGpuNodePoolConfig, SystemNodeGroupConfig
-from components.gpu_node_pool import (
+from eks_gpu_training import ConfigError, EksCluster, EksClusterArgs, GpuNodePool, GpuNodePoolArgs, Karpenter, KarpenterArgs
+from eks_gpu_training.config import ClusterConfig, KarpenterConfig, KarpenterGpuNodePoolConfig, SystemNodeGroupConfig
+from eks_gpu_training.addons.gpu_node_pool import (
     AL2023_AMI_ALIAS,
     karpenter_efa_network_interfaces,
     karpenter_gpu_taint,
     node_pool_spec,
 )
-from components.karpenter import KARPENTER_CHART, KARPENTER_CRD_CHART, karpenter_values
+from eks_gpu_training.addons.karpenter import KARPENTER_CHART, KARPENTER_CRD_CHART, karpenter_values
 from harness import ACCOUNT_ID, research_cluster, run_main, run_program, stack_config
 from test_gpu_node_group import NETWORK
 

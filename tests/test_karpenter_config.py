@@ -6,7 +6,8 @@ from typing import Any, Callable
 
 import pytest
 
-from components.config import ConfigError, parse_platform_args
+from eks_gpu_training.config import ConfigError
+from eks_gpu_training.platform import parse_platform_args
 from test_config import valid_config
 
 

@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import KarpenterGpuNodePoolConfig
-from components.gpu_node_pool import (
+from eks_gpu_training.config import KarpenterGpuNodePoolConfig
+from eks_gpu_training.addons.gpu_node_pool import (
     EC2_NODE_CLASS_API_VERSION,
     NODE_POOL_API_VERSION,
     ec2_node_class_spec,
     node_pool_spec,
 )
-from components.karpenter import karpenter_values
-from components.check.helm import unknown_keys
+from eks_gpu_training.addons.karpenter import karpenter_values
+from eks_gpu_training.offline.check.helm import unknown_keys
 from crd_check import CrdChecker, crd_schema, plain_numbers
 
 KARPENTER = "karpenter-1.14.1"
@@ -217,6 +217,6 @@ def test_values_check_reports_a_misspelt_key(chart_defaults):
 
 
 def test_pinned_chart_matches_the_reference_chart(chart_defaults):
-    from components.config import KARPENTER_CHART_VERSION
+    from eks_gpu_training.config import KARPENTER_CHART_VERSION
 
     assert chart_defaults["controller"]["image"]["tag"] == KARPENTER_CHART_VERSION

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components import karpenter_iam
-from components.iam import NODE_MANAGED_POLICIES, pod_identity_trust_policy
-from components.karpenter import INTERRUPTION_QUEUE_RETENTION_SECONDS
+from eks_gpu_training.aws import karpenter_iam
+from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES, pod_identity_trust_policy
+from eks_gpu_training.addons.karpenter import INTERRUPTION_QUEUE_RETENTION_SECONDS
 
 PARTITION, REGION, ACCOUNT, CLUSTER = "aws", "us-west-2", "123456789012", "research"
 NODE_ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/research-karpenter-node-role-1a2b3c"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import botocore.exceptions
 import pytest
 
-from components.labeler import aws, kube
+from eks_gpu_training.labeler import aws, kube
 from labeler_fakes import (
     INSTANCE_ID,
     NETWORK_NODES_3,

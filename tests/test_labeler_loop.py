@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
-from components.labeler.logs import JsonFormatter
-from components.labeler.loop import Backoff, Labeler, Outcome
-from components.labeler.topology import layer_label, topology_labels
+from eks_gpu_training.labeler.logs import JsonFormatter
+from eks_gpu_training.labeler.loop import Backoff, Labeler, Outcome
+from eks_gpu_training.labeler.topology import layer_label, topology_labels
 from labeler_fakes import (
     INSTANCE_ID,
     NETWORK_NODES_3,

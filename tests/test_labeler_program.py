@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from components import labeler_image
-from components import topology_labeler as tl
-from components.labeler import app, healthcheck
-from components.labeler.logs import JsonFormatter, configure_logging
-from components.labeler.loop import Heartbeat, Idler, heartbeat_at
-from components.labeler.settings import MAX_HEARTBEAT_AGE_SECONDS, Settings, SettingsError
+from eks_gpu_training.aws import labeler_image
+from eks_gpu_training.addons import topology_labeler as tl
+from eks_gpu_training.labeler import app, healthcheck
+from eks_gpu_training.labeler.logs import JsonFormatter, configure_logging
+from eks_gpu_training.labeler.loop import Heartbeat, Idler, heartbeat_at
+from eks_gpu_training.labeler.settings import MAX_HEARTBEAT_AGE_SECONDS, Settings, SettingsError
 from harness import PROJECT_ROOT
 from labeler_fakes import INSTANCE_ID, NODE_NAME, FakeApiServer, node_object
 

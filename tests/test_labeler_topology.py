@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.labeler.topology import (
+from eks_gpu_training.labeler.topology import (
     InstanceLocation,
     differing_labels,
     label_patch,

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 import yaml
 
-from components import docs
-from components.config import PROJECT, GpuTrainingPlatformArgs
+from eks_gpu_training.offline import docs
+from eks_gpu_training.config import PROJECT, GpuTrainingPlatformArgs
 from harness import PROJECT_ROOT, run_program, stack_config
 
 STACK_KEYS = {f.alias for n, f in GpuTrainingPlatformArgs.model_fields.items() if n != "region"}
@@ -16,7 +16,7 @@ STACK_KEYS = {f.alias for n, f in GpuTrainingPlatformArgs.model_fields.items() i
 
 def test_readme_configuration_reference_is_generated_from_the_model():
     readme = (PROJECT_ROOT / "README.md").read_text()
-    assert readme == docs.updated_readme(readme), "run `python -m components.docs --write`"
+    assert readme == docs.updated_readme(readme), "run `python -m eks_gpu_training.offline.docs --write`"
 
 
 def test_pulumi_yaml_declares_every_top_level_key_of_the_model():

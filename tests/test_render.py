@@ -15,10 +15,10 @@ import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
-from components.render import GRAPH_DOT, GRAPH_MERMAID, GRAPH_PNG, GRAPH_SVG, readme
-from components.render.__main__ import main as render_main
-from components.render.engine import render_stack
-from components.render.picture import build_tree, node_id, source_hash, to_dot, to_mermaid
+from eks_gpu_training.offline.render import GRAPH_DOT, GRAPH_MERMAID, GRAPH_PNG, GRAPH_SVG, readme
+from eks_gpu_training.offline.render.__main__ import main as render_main
+from eks_gpu_training.offline.render.engine import render_stack
+from eks_gpu_training.offline.render.picture import build_tree, node_id, source_hash, to_dot, to_mermaid
 from harness import PROJECT_ROOT, run_stack
 
 RESOURCE_KEYS = {"type", "name", "urn", "parent", "provider", "dependencies", "custom", "remote", "id", "inputs"}
@@ -259,7 +259,7 @@ def test_mermaid_names_every_resource(rendered_stack):
 
 def test_readme_shows_the_current_prod_picture():
     result = render_stack(readme.STACK)
-    assert readme.stale(result) == [], "run `python -m components.render.readme --write`"
+    assert readme.stale(result) == [], "run `python -m eks_gpu_training.offline.render.readme --write`"
     text = (PROJECT_ROOT / "README.md").read_text()
     assert "](tests/golden/prod-stack.svg)" in text and "```mermaid" in text
 
@@ -290,7 +290,7 @@ def test_render_command_fails_with_the_configuration_problem(tmp_path, capsys):
 
 def test_render_runs_as_a_module_in_a_fresh_process(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "components.render", "prod", str(tmp_path), "--no-picture"],
+        [sys.executable, "-m", "eks_gpu_training.offline.render", "prod", str(tmp_path), "--no-picture"],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,

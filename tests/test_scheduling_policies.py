@@ -8,9 +8,10 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from components.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError, PriorityClassConfig, parse_platform_args
-from components.fleet_capacity import ResolvedQuota, fleet_gpu_capacity, resolve_quota
-from components.scheduling_policies import (
+from eks_gpu_training.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError, PriorityClassConfig
+from eks_gpu_training.platform import parse_platform_args
+from eks_gpu_training.workloads.fleet_capacity import ResolvedQuota, fleet_gpu_capacity, resolve_quota
+from eks_gpu_training.workloads.scheduling_policies import (
     NamespacePolicy,
     SchedulingPolicies,
     SchedulingPoliciesArgs,

@@ -28,14 +28,14 @@ from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
-from components.catalog import GPU_INSTANCE_TYPES, eks_labels_topology
-from components.config import GPU_NODE_ROLE_LABEL
-from components.efa_device_plugin import CHART as EFA_CHART
-from components.gpu_node_group import GPU_TAINT_KEY
-from components.gpu_operator import CHART as GPU_OPERATOR_CHART
-from components.node_os import NODE_OS_BY_AMI_TYPE
-from components.smoke_test import SMOKE_TEST_COMPONENT
-from components.topology_labeler import NAME as TOPOLOGY_LABELER
+from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES, eks_labels_topology
+from eks_gpu_training.config import GPU_NODE_ROLE_LABEL
+from eks_gpu_training.addons.efa_device_plugin import CHART as EFA_CHART
+from eks_gpu_training.aws.gpu_node_group import GPU_TAINT_KEY
+from eks_gpu_training.addons.gpu_operator import CHART as GPU_OPERATOR_CHART
+from eks_gpu_training.facts.node_os import NODE_OS_BY_AMI_TYPE
+from eks_gpu_training.workloads.smoke_test import SMOKE_TEST_COMPONENT
+from eks_gpu_training.addons.topology_labeler import NAME as TOPOLOGY_LABELER
 from harness import Graph, Registration, run_main, stack_config
 from k8s_semantics import EKS_TAINT_EFFECTS, tolerates
 

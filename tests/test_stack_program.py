@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components import ConfigError
+from eks_gpu_training import ConfigError
 from harness import run_main, stack_config
 
 PROJECT = "eks-gpu-training"

@@ -11,10 +11,11 @@ import shutil
 import kubernetes_validate
 import pytest
 
-from components import labeler_image
-from components import topology_labeler as tl
-from components.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError, TopologyLabelerConfig, parse_platform_args
-from components.gpu_node_group import gpu_toleration
+from eks_gpu_training.aws import labeler_image
+from eks_gpu_training.addons import topology_labeler as tl
+from eks_gpu_training.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError, TopologyLabelerConfig
+from eks_gpu_training.platform import parse_platform_args
+from eks_gpu_training.aws.gpu_node_group import gpu_toleration
 from harness import ACCOUNT_ID, run_main, run_program, stack_config
 
 NS = "kubernetes:core/v1:Namespace"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from components.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError
-from components.gpu_node_group import gpu_toleration
-from components.training_job import TrainingJob, TrainingJobArgs
-from components.workloads import (
+from eks_gpu_training.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError
+from eks_gpu_training.aws.gpu_node_group import gpu_toleration
+from eks_gpu_training.workloads.training_job import TrainingJob, TrainingJobArgs
+from eks_gpu_training.workloads.templates import (
     EFA_HUGEPAGES,
     TrainingJobSpec,
     rendezvous_service,
@@ -17,7 +17,7 @@ from components.workloads import (
     training_pod_template,
     validate_training_job,
 )
-from components.smoke_test import smoke_test_job, smoke_test_name
+from eks_gpu_training.workloads.smoke_test import smoke_test_job, smoke_test_name
 from harness import run_program
 
 IMAGE = "public.ecr.aws/deep-learning-containers/pytorch-training:2.7.1-gpu-py312-cu128-ubuntu22.04-ec2"

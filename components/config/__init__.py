@@ -2,7 +2,7 @@
 
 Every key a stack file may set is a field below, with its type, its default (here and nowhere
 else) and a one-line description (the attribute docstring, which also feeds the README's
-configuration reference). ``load_stack_config`` reads the stack's configuration and either returns
+configuration reference). ``platform.load_stack_config`` reads the stack's configuration and either returns
 a fully-typed ``GpuTrainingPlatformArgs`` or raises one ``ConfigError`` listing every problem with
 its key path and what is allowed. It runs before any resource is registered, so a bad stack file
 creates nothing.
@@ -13,7 +13,8 @@ Pulumi program builds the arguments.
 
 The model is one package, a module per part of the stack: ``base`` (problems, the base model, AWS
 enum checks), ``cluster``, ``pools`` (managed GPU pools and the rules all GPU pools share), ``karpenter``, ``addons`` (GPU Operator,
-topology labeler), ``scheduling``, ``stack`` (the whole stack's arguments) and ``loading``.
+topology labeler), ``scheduling``, and ``stack`` (the whole stack's arguments). Reading a stack and the rules that span layers live in
+``platform``.
 """
 
 from .base import (
@@ -89,12 +90,6 @@ from .stack import (
     GpuTrainingPlatformArgs,
     validate_platform,
 )
-from .loading import (
-    problems_from_validation_error,
-    parse_platform_args,
-    load_stack_config,
-    platform_args_from_settings,
-)
 
 __all__ = [
     "supported_version",
@@ -156,8 +151,4 @@ __all__ = [
     "SmokeTestConfig",
     "GpuTrainingPlatformArgs",
     "validate_platform",
-    "problems_from_validation_error",
-    "parse_platform_args",
-    "load_stack_config",
-    "platform_args_from_settings",
 ]

@@ -9,8 +9,8 @@ from pydantic import AfterValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..labeler.settings import DEFAULT_INTERVAL_SECONDS
-from ..node_os import node_os_of
-from ..quantity import parse_quantity
+from ..facts.node_os import node_os_of
+from ..facts.quantity import parse_quantity
 from .base import _LABEL_KEY, _LABEL_VALUE, NVIDIA_AMI_TYPES, Problem, Quantity, _Model, supported_version
 
 if TYPE_CHECKING:

@@ -10,17 +10,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from .. import aws_enums
-from ..quantity import QUANTITY_PATTERN
+from ..facts import aws_enums
+from ..facts.gpu_nodes import GPU_NODE_ROLE_LABEL, SYSTEM_NODE_ROLE_LABEL
+from ..facts.quantity import QUANTITY_PATTERN
 
 PROJECT = "eks-gpu-training"
 """The Pulumi project name; stack configuration keys live in this namespace."""
-
-GPU_NODE_ROLE_LABEL = ("role", "gpu-training")
-"""The label every GPU node carries; training pods select on it (seed: ``role=gpu-training``)."""
-
-SYSTEM_NODE_ROLE_LABEL = ("role", "system")
-"""The label every system node carries; controllers select on it."""
 
 NVIDIA_AMI_TYPES = ("AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA_FIPS")
 """x86_64 EKS AMI types that ship the NVIDIA driver (the GPU catalog lists x86_64 types only)."""

@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from .. import aws_enums
+from ..facts import aws_enums
 from .base import _AZ, SUPPORTED_KUBERNETES_VERSIONS, AmiType, InstanceType, _enum_error, _Model, supported_version
 
 

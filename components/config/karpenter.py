@@ -8,8 +8,8 @@ from typing import Literal, Optional
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from .. import aws_enums
-from ..catalog import GPU_INSTANCE_TYPES
+from ..facts import aws_enums
+from ..facts.catalog import GPU_INSTANCE_TYPES
 from .base import Problem, _collector, _Model
 from .cluster import NetworkConfig
 from .pools import (

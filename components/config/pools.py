@@ -7,8 +7,8 @@ from typing import Literal, Optional
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from .. import aws_enums
-from ..catalog import GPU_INSTANCE_TYPES, efa_interface_count, has_efa
+from ..facts import aws_enums
+from ..facts.catalog import GPU_INSTANCE_TYPES, efa_interface_count, has_efa
 from .addons import GPU_SHARING_NODE_LABELS, GPU_SHARING_REFUSED, MIG_DISABLED_CONFIG
 from .base import (
     _AZ,

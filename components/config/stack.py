@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import field_validator
 
-from .. import aws_enums
+from ..facts import aws_enums
 from .addons import (
     GpuOperatorConfig,
     TopologyLabelerConfig,
@@ -55,7 +55,8 @@ class GpuTrainingPlatformArgs(_Model):
 
 
 def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
-    """Rules of the whole stack that involve more than one key."""
+    """Rules of the whole stack that involve more than one key, below the scheduling layer (the
+    scheduling rules build on the workload templates; ``platform.validate_stack`` adds them)."""
     problems: list[Problem] = []
     subnet_ids = [s.id for s in args.network.subnets]
     for i, subnet in enumerate(args.network.subnets):
@@ -109,9 +110,4 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
                 Problem(f"tags.{key}", "is a tag Karpenter sets itself and its EC2NodeClass refuses (kubernetes.io/cluster/, eks:eks-cluster-name, karpenter.*)")
             )
 
-    # Imported here because the scheduling rules build on this module's models; their quota
-    # arithmetic lives with the scheduling policies.
-    from ..scheduling_policies import validate_scheduling
-
-    problems.extend(validate_scheduling(args))
     return problems

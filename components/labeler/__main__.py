@@ -1,4 +1,4 @@
-"""``python -m labeler`` (in the image) or ``python -m components.labeler``: run the labeler."""
+"""``python -m labeler`` (in the image) or ``python -m eks_gpu_training.labeler``: run the labeler."""
 
 from .app import main
 

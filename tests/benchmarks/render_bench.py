@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text(yaml.safe_dump(pools_stack(pools), sort_keys=False))
             stacks[f"{pools} GPU pool{'s' if pools > 1 else ''}"] = str(path)
         cases = {
-            (label, variant): [sys.executable, "-m", "components.render", stack, str(scratch_dir / "out"), *extra]
+            (label, variant): [sys.executable, "-m", "eks_gpu_training.offline.render", stack, str(scratch_dir / "out"), *extra]
             for label, stack in stacks.items()
             for variant, extra in (("picture", ()), ("no-picture", ("--no-picture",)))
         }

@@ -1,0 +1,92 @@
+"""The AWS EFA Kubernetes device plugin as a Helm release, on EFA-capable GPU nodes only.
+
+The plugin advertises ``vpc.amazonaws.com/efa`` so training pods can request EFA devices. The
+chart's default tolerates nothing, so on tainted GPU nodes it would never run; here it tolerates the
+GPU taint and is confined to GPU training nodes of instance types that have EFA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from ..facts.catalog import GPU_INSTANCE_TYPES
+from ..aws.cluster import ClusterRef
+from ..config import GpuTrainingPlatformArgs
+from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
+
+CHART = "aws-efa-k8s-device-plugin"
+"""Chart name in the EKS charts repository."""
+CHART_REPOSITORY = "https://aws.github.io/eks-charts"
+"""The EKS charts Helm repository."""
+CHART_VERSION = "v0.5.30"
+"""Pinned chart version (app v0.5.20); ``tests/test_chart_values.py`` checks the values against it."""
+NAMESPACE = "kube-system"
+"""Namespace of the plugin, like the other node-level EKS add-ons."""
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+"""Well-known node label with the EC2 instance type."""
+
+
+def efa_needed(args: GpuTrainingPlatformArgs) -> bool:
+    """Whether any GPU pool of the platform has EFA on. Every kind of GPU pool that can lay out EFA
+    interfaces belongs here."""
+    karpenter_pools = args.karpenter.gpu_node_pools if args.karpenter.enabled else []
+    return any(pool.efa_enabled for pool in [*args.gpu_node_groups, *karpenter_pools])
+
+
+def efa_instance_types() -> list[str]:
+    """GPU instance types with at least one EFA device (``components/catalog.py``), sorted."""
+    return sorted(name for name, facts in GPU_INSTANCE_TYPES.items() if facts.efa_interfaces > 0)
+
+
+def efa_device_plugin_values() -> dict[str, Any]:
+    """Values of the ``aws-efa-k8s-device-plugin`` chart.
+
+    The chart turns ``supportedInstanceLabels`` into a required node affinity (one term per key,
+    ``In`` the listed values); the list is narrowed to the GPU types that have EFA, and the
+    ``role=gpu-training`` node selector keeps it off any other node of those types.
+    """
+    return {
+        "tolerations": [gpu_toleration()],
+        "nodeSelector": gpu_node_selector(),
+        "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": efa_instance_types()},
+    }
+
+
+@dataclass
+class EfaDevicePluginArgs:
+    """Arguments of ``EfaDevicePlugin``."""
+
+    cluster: ClusterRef
+    """The cluster to install into."""
+
+
+class EfaDevicePlugin(pulumi.ComponentResource):
+    """The EFA device plugin Helm release in ``kube-system``."""
+
+    values: dict[str, Any]
+    """The release's values (plain data)."""
+    release: k8s.helm.v3.Release
+    """The Helm release."""
+
+    def __init__(self, name: str, args: EfaDevicePluginArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("eks-gpu-training:index:EfaDevicePlugin", name, None, opts)
+        ref = args.cluster
+        self.values = efa_device_plugin_values()
+        self.release = k8s.helm.v3.Release(
+            f"{name}-release",
+            name=CHART,
+            chart=CHART,
+            version=CHART_VERSION,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CHART_REPOSITORY),
+            namespace=NAMESPACE,
+            create_namespace=False,
+            values=self.values,
+            # Like the GPU Operator: the cluster and system nodes, not the GPU nodes it will run on.
+            opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=list(ref.ready)),
+        )
+        self.release_status = self.release.status.apply(lambda s: s.status if s else None)
+        self.register_outputs({"releaseStatus": self.release_status})

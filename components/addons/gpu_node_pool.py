@@ -1,0 +1,212 @@
+"""One Karpenter GPU pool: an EC2NodeClass and a NodePool, plus the AWS objects they select.
+
+Karpenter selects a placement group but never creates one, so the pool creates its cluster
+placement group here (or uses an existing one by name) and the EC2NodeClass selects it; the same
+goes for the EFA security group. The specs are built by plain functions (``ec2_node_class_spec``,
+``node_pool_spec``) that the tests check against the Karpenter 1.14.1 CRD schemas; the component
+only wires them to Kubernetes custom resources that wait for the Karpenter release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from ..aws.cluster import ClusterRef
+from ..config import (
+    ConfigError,
+    KarpenterGpuNodePoolConfig,
+    NetworkConfig,
+    pool_subnets,
+    validate_karpenter_gpu_node_pool,
+)
+from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name
+from ..aws.gpu_node_group import GP3_THROUGHPUT_MIBPS, GPU_TAINT_KEY, GPU_TAINT_VALUE, IMDS_HOP_LIMIT, gpu_node_selector
+
+EC2_NODE_CLASS_API_VERSION = "karpenter.k8s.aws/v1"
+"""EC2NodeClass API version served by Karpenter 1.14 (karpenter.k8s.aws_ec2nodeclasses.yaml)."""
+
+NODE_POOL_API_VERSION = "karpenter.sh/v1"
+"""NodePool API version served by Karpenter 1.14 (karpenter.sh_nodepools.yaml)."""
+
+AL2023_AMI_ALIAS = "al2023@v20260903"
+"""The EKS-optimized AL2023 release Karpenter's nodes run (awslabs/amazon-eks-ami release
+v20260903); Karpenter picks the NVIDIA variant of it for GPU instance types. Pinned, not
+``al2023@latest``: every AMI release would otherwise drift, and so replace, every node of the pool.
+Bump it deliberately (a tested release); nodes move to it as they are replaced."""
+
+ROOT_DEVICE = "/dev/xvda"
+"""The AL2023 root device, which also holds the container images."""
+
+CONSOLIDATION_POLICY = "WhenEmpty"
+"""Training nodes are consolidated only once empty: never drained to repack a running job."""
+
+
+def karpenter_gpu_taint() -> dict[str, str]:
+    """The GPU taint in the Kubernetes spelling a NodePool uses (``NoSchedule``)."""
+    return {"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE, "effect": "NoSchedule"}
+
+
+def karpenter_efa_network_interfaces(count: int) -> list[dict[str, Any]]:
+    """``EC2NodeClass.spec.networkInterfaces`` for ``count`` EFA devices, one per network card.
+
+    Karpenter's schema allows only ``interface`` and ``efa-only``, and requires an ``interface``
+    at card 0 / device 0. The layout is AWS's recommendation for instances with several network
+    cards (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html): the primary ENA
+    interface at card 0 / device 0, an ``efa-only`` interface at card 0 / device 1, and on each
+    further card an ``efa-only`` interface at device 0. EFA-only interfaces take no VPC IP address.
+    """
+    if count == 0:
+        return []
+    primary = {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}
+    return [primary] + [
+        {"networkCardIndex": card, "deviceIndex": 1 if card == 0 else 0, "interfaceType": "efa-only"} for card in range(count)
+    ]
+
+
+def ec2_node_class_spec(
+    pool: KarpenterGpuNodePoolConfig,
+    *,
+    node_role_name: pulumi.Input[str],
+    subnet_ids: Sequence[pulumi.Input[str]],
+    security_group_ids: Sequence[pulumi.Input[str]],
+    placement_group_name: Optional[pulumi.Input[str]] = None,
+    tags: Optional[Mapping[str, str]] = None,
+) -> dict[str, Any]:
+    """The EC2NodeClass spec of a pool: pinned AL2023 AMI, the node role (Karpenter makes its
+    instance profile), the pool's subnets and security groups by ID, an encrypted gp3 root volume,
+    IMDSv2 only, and the placement group, EFA layout and capacity reservations when the pool has them."""
+    spec: dict[str, Any] = {
+        "amiSelectorTerms": [{"alias": AL2023_AMI_ALIAS}],
+        "role": node_role_name,
+        "subnetSelectorTerms": [{"id": subnet_id} for subnet_id in subnet_ids],
+        "securityGroupSelectorTerms": [{"id": group_id} for group_id in security_group_ids],
+        "blockDeviceMappings": [
+            {
+                "deviceName": ROOT_DEVICE,
+                "ebs": {
+                    "volumeSize": f"{pool.root_volume_size_gib}Gi",
+                    "volumeType": "gp3",
+                    "throughput": GP3_THROUGHPUT_MIBPS,
+                    "encrypted": True,
+                    "deleteOnTermination": True,
+                },
+            }
+        ],
+        "metadataOptions": {
+            "httpEndpoint": "enabled",
+            "httpProtocolIPv6": "disabled",
+            "httpPutResponseHopLimit": IMDS_HOP_LIMIT,
+            "httpTokens": "required",
+        },
+    }
+    if placement_group_name is not None:
+        spec["placementGroupSelector"] = {"name": placement_group_name}
+    if pool.efa_interfaces:
+        spec["networkInterfaces"] = karpenter_efa_network_interfaces(pool.efa_interfaces)
+    if pool.capacity_reservation_ids:
+        spec["capacityReservationSelectorTerms"] = [{"id": cr} for cr in pool.capacity_reservation_ids]
+    if tags:
+        spec["tags"] = dict(tags)
+    return spec
+
+
+def node_pool_spec(pool: KarpenterGpuNodePoolConfig, *, node_class_name: str, zones: Sequence[str]) -> dict[str, Any]:
+    """The NodePool spec of a pool: the seed's GPU NodePool (instance types, on-demand or reserved
+    capacity, GPU taint, ``role=gpu-training``, a GPU limit) with disruption tuned for training."""
+    disruption = pool.disruption
+    requirements = [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": list(pool.instance_types)},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": list(pool.capacity_types)},
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": sorted(zones)},
+    ]
+    return {
+        "template": {
+            "metadata": {"labels": {**pool.labels, **gpu_node_selector()}},
+            "spec": {
+                "nodeClassRef": {"group": EC2_NODE_CLASS_API_VERSION.split("/")[0], "kind": "EC2NodeClass", "name": node_class_name},
+                "requirements": requirements,
+                "taints": [karpenter_gpu_taint()],
+                "expireAfter": disruption.expire_after,
+            },
+        },
+        "limits": {"nvidia.com/gpu": pool.gpu_limit},
+        "disruption": {
+            "consolidationPolicy": CONSOLIDATION_POLICY,
+            "consolidateAfter": disruption.consolidate_after,
+            "budgets": [budget.model_dump(exclude_none=True) for budget in disruption.budgets],
+        },
+    }
+
+
+@dataclass
+class GpuNodePoolArgs:
+    """Arguments of ``GpuNodePool``."""
+
+    cluster: ClusterRef
+    """The cluster the nodes join."""
+    pool: KarpenterGpuNodePoolConfig
+    """The pool's settings (instance types, capacity, GPU limit, placement, EFA, disruption)."""
+    network: NetworkConfig
+    """The network, whose subnets the pool chooses from."""
+    node_role_name: pulumi.Input[str]
+    """The Karpenter node role (``Karpenter.node_role_name``)."""
+    karpenter_release: pulumi.Resource
+    """The Karpenter Helm release; the custom resources wait for it (and so for its CRDs)."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags for every AWS resource, the nodes Karpenter launches included. Default: none."""
+
+
+class GpuNodePool(pulumi.ComponentResource):
+    """One Karpenter GPU pool: placement group, EFA security group, EC2NodeClass and NodePool."""
+
+    def __init__(self, name: str, args: GpuNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        pool, ref = args.pool, args.cluster
+        problems = validate_karpenter_gpu_node_pool(pool, args.network, path=f"GpuNodePool({name})")
+        if problems:
+            raise ConfigError(problems)
+        super().__init__("eks-gpu-training:index:GpuNodePool", name, None, opts)
+        tags = dict(args.tags)
+
+        # "karpenter" keeps its name apart from a managed node group's group of the same pool name.
+        placement_group_name = pool_placement_group_name(
+            name, pool.placement_group, f"{ref.name}-karpenter-{pool.name}", tags, parent=self
+        )
+
+        security_group_ids: list[pulumi.Input[str]] = [ref.cluster_security_group_id]
+        if pool.efa_enabled:
+            security_group_ids.append(efa_security_group(name, ref, tags, parent=self).id)
+
+        subnets = pool_subnets(pool, args.network)
+        # Custom resources are cluster-scoped and named after the pool, so `kubectl get nodepool` shows its name.
+        custom = dict(parent=self, provider=ref.provider)
+        node_class = k8s.apiextensions.CustomResource(
+            f"{name}-node-class",
+            api_version=EC2_NODE_CLASS_API_VERSION,
+            kind="EC2NodeClass",
+            metadata={"name": pool.name},
+            spec=ec2_node_class_spec(
+                pool,
+                node_role_name=args.node_role_name,
+                subnet_ids=[s.id for s in subnets],
+                security_group_ids=security_group_ids,
+                placement_group_name=placement_group_name,
+                tags=tags,
+            ),
+            opts=pulumi.ResourceOptions(**custom, depends_on=[args.karpenter_release]),
+        )
+        k8s.apiextensions.CustomResource(
+            f"{name}-node-pool",
+            api_version=NODE_POOL_API_VERSION,
+            kind="NodePool",
+            metadata={"name": pool.name},
+            spec=node_pool_spec(pool, node_class_name=pool.name, zones=sorted({s.availability_zone for s in subnets})),
+            opts=pulumi.ResourceOptions(**custom, depends_on=[args.karpenter_release, node_class]),
+        )
+
+        self.node_pool_name = pulumi.Output.from_input(pool.name)
+        self.placement_group_name = pulumi.Output.from_input(placement_group_name)
+        self.register_outputs({"nodePoolName": self.node_pool_name, "placementGroupName": self.placement_group_name})

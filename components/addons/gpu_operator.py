@@ -1,0 +1,179 @@
+"""The NVIDIA GPU Operator as a Helm release, with values derived from the GPU nodes' OS.
+
+``gpu_operator_values`` is pure: it turns the stack's ``GpuOperatorConfig``, the GPU pools' node OS
+and the system node selector into the chart's values, so tests can check them against the chart's
+own ``values.yaml`` without a cluster. ``GpuOperator`` creates the namespace and the release.
+
+The release waits for the cluster and its system node group (``ClusterRef.ready``) and for nothing
+else: the operator deploys its operands as nodes appear, so GPU node groups and the operator
+install proceed in parallel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from ..aws.cluster import ClusterRef
+from ..config import (
+    ConfigError,
+    GpuNodeGroupConfig,
+    GpuOperatorConfig,
+    GpuTrainingPlatformArgs,
+    gpu_pool_ami_types,
+    validate_gpu_operator,
+)
+from ..aws.gpu_node_group import gpu_toleration
+from ..facts.node_os import GpuNodeOs, node_os_of
+
+CHART = "gpu-operator"
+"""Chart name in NVIDIA's Helm repository."""
+CHART_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
+"""NVIDIA's Helm repository (NGC)."""
+NAMESPACE = "gpu-operator"
+"""Namespace of the operator and its operands; created by ``GpuOperator``."""
+RELEASE_TIMEOUT_SECONDS = 900
+"""How long Helm waits for the operator and NFD to become ready (image pulls on fresh nodes)."""
+
+
+def gpu_node_os(args: GpuTrainingPlatformArgs) -> GpuNodeOs:
+    """The one node OS of the platform's GPU pools (``validate_gpu_node_os`` refuses a mix).
+
+    Without GPU pools yet, the OS of the default pool AMI (Amazon Linux 2023 NVIDIA), so GPU
+    nodes added later (an autoscaler's, or another program's) get the operator they need.
+    """
+    ami_types = list(gpu_pool_ami_types(args).values())
+    default = GpuNodeGroupConfig.model_fields["ami_type"].default
+    return node_os_of(ami_types[0] if ami_types else default)
+
+
+def _required_node_affinity(selector: Mapping[str, str]) -> dict[str, Any]:
+    """A node affinity that requires every label of ``selector`` (what a nodeSelector does)."""
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": key, "operator": "In", "values": [value]} for key, value in sorted(selector.items())
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+
+
+def gpu_operator_values(
+    config: GpuOperatorConfig,
+    node_os: GpuNodeOs,
+    system_node_selector: Mapping[str, str],
+) -> dict[str, Any]:
+    """Values of the ``gpu-operator`` chart (any supported ``config.chart_version``).
+
+    Every key set here exists in the values.yaml of each version in
+    ``config.GPU_OPERATOR_CHART_VERSIONS`` (and ``node-feature-discovery.*`` in the NFD subchart's);
+    ``tests/test_chart_values.py`` checks that against the upstream files.
+    """
+    toleration = gpu_toleration()
+    values: dict[str, Any] = {
+        # The operator installs only what the node OS lacks (see ``node_os.GpuNodeOs``):
+        # - the driver: every accepted GPU AMI has it (the seed's intent: the AMI has it);
+        # - the container toolkit: AL2023 NVIDIA and Bottlerocket NVIDIA both ship it and configure
+        #   containerd's nvidia runtime; the operator's toolkit daemonset would rewrite that config
+        #   and restart containerd on a node whose runtime already works;
+        # - the device plugin: Bottlerocket runs its own, AL2023 does not.
+        "driver": {"enabled": not node_os.ships_driver},
+        "toolkit": {"enabled": not node_os.ships_container_toolkit},
+        "devicePlugin": {"enabled": not node_os.ships_device_plugin},
+        # GPU metrics and GPU labels (model, memory, compute capability) for training pods' selectors.
+        "dcgmExporter": {
+            "enabled": True,
+            # The chart makes a Service for the exporter (port 9400, ``/metrics``); a ServiceMonitor
+            # only where its CRD exists (v26's chart would otherwise make one by default and fail).
+            "serviceMonitor": {
+                "enabled": config.prometheus_operator,
+                **({"additionalLabels": dict(config.service_monitor_labels)} if config.service_monitor_labels else {}),
+            },
+        },
+        "gfd": {"enabled": True},
+        # No GPU sharing for training: no MIG strategy (whole GPUs are advertised) and no MIG manager
+        # to partition them; no time-slicing (the device plugin keeps its default, unshared config).
+        "mig": {"strategy": "none"},
+        "migManager": {"enabled": False},
+        # Every operand daemonset runs on tainted GPU nodes.
+        "daemonsets": {"tolerations": [toleration]},
+        "node-feature-discovery": {
+            # The NFD worker labels GPU nodes (PCI vendor 10de) so the operator finds them; it must run on
+            # them too. A list value replaces the chart's, so the GPU toleration is spelled out here.
+            "worker": {"tolerations": [toleration]},
+        },
+    }
+    if system_node_selector:
+        # The operator and NFD's master and garbage collector are controllers: system nodes. The
+        # operator gets a required node affinity because ``operator.nodeSelector`` is not declared in
+        # v24.9.2's values.yaml (its template reads it, but only ``operator.affinity`` is declared in
+        # every supported version).
+        values["operator"] = {"affinity": _required_node_affinity(system_node_selector)}
+        values["node-feature-discovery"]["master"] = {"nodeSelector": dict(system_node_selector)}
+        values["node-feature-discovery"]["gc"] = {"nodeSelector": dict(system_node_selector)}
+    return values
+
+
+@dataclass
+class GpuOperatorArgs:
+    """Arguments of ``GpuOperator``."""
+
+    cluster: ClusterRef
+    """The cluster to install into (its provider, readiness and system node selector)."""
+    config: GpuOperatorConfig
+    """Chart version, Prometheus operator presence, sharing (refused)."""
+    node_os: GpuNodeOs
+    """The OS of the GPU nodes (``gpu_node_os``): decides driver, toolkit and device plugin."""
+
+
+class GpuOperator(pulumi.ComponentResource):
+    """The ``gpu-operator`` namespace and the NVIDIA GPU Operator Helm release in it."""
+
+    values: dict[str, Any]
+    """The release's values (plain data)."""
+    release: k8s.helm.v3.Release
+    """The Helm release."""
+
+    def __init__(self, name: str, args: GpuOperatorArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        problems = validate_gpu_operator(args.config, path=f"GpuOperator({name}).config")
+        if problems:
+            raise ConfigError(problems)
+        super().__init__("eks-gpu-training:index:GpuOperator", name, None, opts)
+        ref = args.cluster
+        # Only the cluster and the system node group: never the GPU node groups.
+        ready = list(ref.ready)
+
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={
+                "name": NAMESPACE,
+                # Operands are privileged host daemons (device plugin, DCGM, validators).
+                "labels": {"pod-security.kubernetes.io/enforce": "privileged"},
+            },
+            opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=ready),
+        )
+        self.values = gpu_operator_values(args.config, args.node_os, ref.system_node_selector)
+        self.release = k8s.helm.v3.Release(
+            f"{name}-release",
+            name=CHART,
+            chart=CHART,
+            version=args.config.chart_version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CHART_REPOSITORY),
+            namespace=namespace.metadata.name,
+            create_namespace=False,
+            values=self.values,
+            timeout=RELEASE_TIMEOUT_SECONDS,
+            opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=[*ready, namespace]),
+        )
+        self.namespace = namespace.metadata.name
+        self.release_status = self.release.status.apply(lambda s: s.status if s else None)
+        self.register_outputs({"namespace": self.namespace, "releaseStatus": self.release_status})

@@ -1,0 +1,214 @@
+"""The Karpenter controller: everything `pulumi up` needs for a working Karpenter on EKS.
+
+Modelled on upstream's getting-started template (Karpenter 1.14): a controller role with upstream's
+six policies, scoped to this cluster, bound to the controller's service account through an EKS Pod
+Identity association (not IRSA); a node role that Karpenter makes instance profiles for, with an
+``EC2_LINUX`` access entry so its nodes can join; an SQS interruption queue fed by EventBridge; and
+the Helm releases, the CRDs through the ``karpenter-crd`` chart so that a chart bump also upgrades
+them (Helm installs a chart's ``crds/`` folder once and never upgrades it).
+
+The controller runs on the system node group: its node selector is the cluster's system selector,
+and it tolerates only ``CriticalAddonsOnly`` (the chart's own default), never the GPU taint. The
+chart's own affinity keeps it off nodes Karpenter launched.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from ..aws import karpenter_iam
+from ..aws.cluster import ClusterRef
+from ..config import KarpenterConfig
+from ..aws.iam import create_node_role, create_pod_identity_role
+
+KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
+"""The controller chart (upstream's OCI repository)."""
+
+KARPENTER_CRD_CHART = "oci://public.ecr.aws/karpenter/karpenter-crd"
+"""Karpenter's CRDs as templates, so that `helm upgrade` (a chart version bump) upgrades them too."""
+
+KARPENTER_NAMESPACE = "kube-system"
+"""Upstream's getting-started namespace: the chart's ``system-cluster-critical`` priority class
+belongs with the other cluster-critical controllers, and no namespace has to be created."""
+
+KARPENTER_SERVICE_ACCOUNT = "karpenter"
+"""The controller's service account, named explicitly so the Pod Identity association matches it."""
+
+INTERRUPTION_QUEUE_RETENTION_SECONDS = 300
+"""Upstream's retention: an interruption notice older than five minutes is no longer actionable."""
+
+CONTROLLER_RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+"""Controller requests and limits from upstream's getting-started install command."""
+
+CONTROLLER_TOLERATIONS = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
+"""The chart's default tolerations, stated here so no GPU toleration can creep in: the controller
+must keep running when every GPU node is gone."""
+
+
+def karpenter_values(
+    cluster_name: pulumi.Input[str],
+    cluster_endpoint: Optional[pulumi.Input[str]],
+    interruption_queue: pulumi.Input[str],
+    system_node_selector: Mapping[str, str],
+) -> dict[str, Any]:
+    """Helm values of the ``karpenter`` chart (keys checked against the chart's values.yaml in tests).
+    Without an endpoint the controller looks it up itself (DescribeCluster)."""
+    settings: dict[str, Any] = {"clusterName": cluster_name}
+    if cluster_endpoint is not None:
+        settings["clusterEndpoint"] = cluster_endpoint
+    settings["interruptionQueue"] = interruption_queue
+    # Capacity reservations (ODCRs, Capacity Blocks) as karpenter.sh/capacity-type "reserved". The gate
+    # is BETA and already on by default in 1.14 (chart values.yaml); set here so a chart whose default
+    # changes does not silently turn off the reserved pools this stack may declare.
+    settings["featureGates"] = {"reservedCapacity": True}
+    return {
+        "serviceAccount": {"name": KARPENTER_SERVICE_ACCOUNT},
+        "settings": settings,
+        "nodeSelector": {"kubernetes.io/os": "linux", **system_node_selector},
+        "tolerations": CONTROLLER_TOLERATIONS,
+        "controller": {"resources": CONTROLLER_RESOURCES},
+    }
+
+
+@dataclass
+class KarpenterArgs:
+    """Arguments of ``Karpenter``."""
+
+    cluster: ClusterRef
+    """The cluster Karpenter provisions nodes for."""
+    config: KarpenterConfig
+    """Chart version (the GPU pools are ``GpuNodePool`` components of their own)."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags for every AWS resource. Default: none."""
+
+
+class Karpenter(pulumi.ComponentResource):
+    """The Karpenter controller with its IAM, interruption queue and Helm releases."""
+
+    node_role: aws.iam.Role
+    """The role of every node Karpenter launches (``EC2NodeClass.spec.role``)."""
+    release: k8s.helm.v3.Release
+    """The controller release; Karpenter custom resources depend on it."""
+
+    def __init__(self, name: str, args: KarpenterArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("eks-gpu-training:index:Karpenter", name, None, opts)
+        ref, tags = args.cluster, dict(args.tags)
+        # Cluster-side AWS objects (access entry, association) need the cluster; in-cluster ones its nodes too.
+        after_cluster = pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready))
+        account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
+
+        self.node_role = create_node_role(name, ref.partition, tags, parent=self)
+        node_access = aws.eks.AccessEntry(
+            f"{name}-node-access-entry",
+            cluster_name=ref.name,
+            principal_arn=self.node_role.arn,
+            type="EC2_LINUX",
+            tags=tags,
+            opts=after_cluster,
+        )
+
+        queue = aws.sqs.Queue(
+            f"{name}-interruption-queue",
+            message_retention_seconds=INTERRUPTION_QUEUE_RETENTION_SECONDS,
+            sqs_managed_sse_enabled=True,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        aws.sqs.QueuePolicy(
+            f"{name}-interruption-queue-policy",
+            queue_url=queue.url,
+            policy=queue.arn.apply(lambda arn: json.dumps(karpenter_iam.interruption_queue_policy(arn))),
+            opts=pulumi.ResourceOptions(parent=queue),
+        )
+        for role, (source, detail_type) in karpenter_iam.INTERRUPTION_EVENTS.items():
+            rule = aws.cloudwatch.EventRule(
+                f"{name}-{role}",
+                description=f"Karpenter interruption handling for {ref.name}: {detail_type}",
+                event_pattern=json.dumps(karpenter_iam.interruption_event_pattern(source, detail_type)),
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=queue),
+            )
+            aws.cloudwatch.EventTarget(
+                f"{name}-{role}-target",
+                rule=rule.name,
+                target_id="KarpenterInterruptionQueueTarget",
+                arn=queue.arn,
+                opts=pulumi.ResourceOptions(parent=rule),
+            )
+
+        controller_role = create_pod_identity_role(
+            f"{name}-controller-role",
+            account_id=account_id,
+            partition=ref.partition,
+            region=ref.region,
+            cluster_name=ref.name,
+            description=f"Karpenter controller of EKS cluster {ref.name} (EKS Pod Identity)",
+            tags=tags,
+            parent=self,
+        )
+        documents = pulumi.Output.all(account_id, self.node_role.arn, queue.arn).apply(
+            lambda values: karpenter_iam.controller_policies(ref.partition, ref.region, values[0], ref.name, values[1], values[2])
+        )
+        attachments = []
+        for policy_role in ("node-lifecycle", "iam-integration", "eks-integration", "interruption", "zonal-shift", "resource-discovery"):
+            policy = aws.iam.Policy(
+                f"{name}-{policy_role}-policy",
+                description=f"Karpenter controller of EKS cluster {ref.name}: {policy_role}",
+                policy=documents.apply(lambda docs, key=policy_role: json.dumps(docs[key])),
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=controller_role),
+            )
+            attachments.append(
+                aws.iam.RolePolicyAttachment(
+                    f"{name}-{policy_role}",
+                    role=controller_role.name,
+                    policy_arn=policy.arn,
+                    opts=pulumi.ResourceOptions(parent=controller_role),
+                )
+            )
+        pod_identity = aws.eks.PodIdentityAssociation(
+            f"{name}-pod-identity",
+            cluster_name=ref.name,
+            namespace=KARPENTER_NAMESPACE,
+            service_account=KARPENTER_SERVICE_ACCOUNT,
+            role_arn=controller_role.arn,
+            tags=tags,
+            opts=after_cluster,
+        )
+
+        in_cluster = dict(parent=self, provider=ref.provider)
+        crds = k8s.helm.v3.Release(
+            f"{name}-crd",
+            k8s.helm.v3.ReleaseArgs(
+                name="karpenter-crd",
+                chart=KARPENTER_CRD_CHART,
+                version=args.config.chart_version,
+                namespace=KARPENTER_NAMESPACE,
+            ),
+            opts=pulumi.ResourceOptions(**in_cluster, depends_on=list(ref.ready)),
+        )
+        # Pods get Pod Identity credentials only if the association exists when they start.
+        self.release = k8s.helm.v3.Release(
+            f"{name}-release",
+            k8s.helm.v3.ReleaseArgs(
+                name="karpenter",
+                chart=KARPENTER_CHART,
+                version=args.config.chart_version,
+                namespace=KARPENTER_NAMESPACE,
+                skip_crds=True,
+                values=karpenter_values(ref.name, ref.endpoint, queue.name, ref.system_node_selector),
+            ),
+            opts=pulumi.ResourceOptions(
+                **in_cluster, depends_on=[*ref.ready, crds, pod_identity, node_access, *attachments]
+            ),
+        )
+
+        self.node_role_name = self.node_role.name
+        self.interruption_queue_name = queue.name
+        self.register_outputs({"nodeRoleName": self.node_role_name, "interruptionQueueName": self.interruption_queue_name})

@@ -1,0 +1,312 @@
+"""The topology labeler: the program in ``components/labeler`` and a least-privilege DaemonSet that
+runs it on every GPU node (``labeler_image`` builds and pushes its image).
+
+EKS's cloud-controller-manager sets the ``topology.k8s.aws/network-node-layer-N`` labels itself when
+a node of a supported type initialises; the labeler fills in what a node still lacks (API down at
+join time, older control planes, self-managed nodes, a fourth layer) and reports nodes whose type has
+no topology. It never overwrites a label.
+
+Every Kubernetes object is a plain dict from a pure function below; the component hands those very
+dicts to pulumi-kubernetes, and the tests validate them against the Kubernetes schema.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from ..aws.cluster import ClusterRef
+from ..config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
+from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
+from ..aws.iam import create_pod_identity_role
+from ..aws.labeler_image import build_and_push
+from ..labeler.settings import (
+    ENV_HEARTBEAT_FILE,
+    ENV_INTERVAL,
+    ENV_NODE_NAME,
+    HEARTBEAT_DIR,
+    HEARTBEAT_FILE,
+    MAX_HEARTBEAT_AGE_SECONDS,
+)
+
+NAME = "topology-labeler"
+"""Name of the namespace, ServiceAccount, ClusterRole(Binding) and DaemonSet."""
+NAMESPACE = NAME
+SERVICE_ACCOUNT = NAME
+CONTAINER = "labeler"
+
+RUN_AS_USER = 65532
+"""The image's numeric non-root user (``USER 65532:65532`` in the Dockerfile)."""
+
+PRIORITY_CLASS = "system-node-critical"
+"""Built-in PriorityClass that keeps a per-node daemon scheduled and spares it from eviction."""
+
+LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "eks-gpu-training"}
+SELECTOR = {"app.kubernetes.io/name": NAME}
+
+
+# --- Kubernetes objects (pure) -----------------------------------------------------------------
+
+def namespace_manifest() -> dict[str, Any]:
+    """The labeler's namespace; Pod Security Admission enforces the ``restricted`` profile, which
+    the DaemonSet meets."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": NAMESPACE,
+            "labels": {
+                **LABELS,
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/enforce-version": "latest",
+            },
+        },
+    }
+
+
+def service_account_manifest() -> dict[str, Any]:
+    """The identity the RBAC binding and the Pod Identity association name."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE, "labels": dict(LABELS)},
+    }
+
+
+def cluster_role_manifest() -> dict[str, Any]:
+    """Nodes only, and only what reading a node and patching its labels takes."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": NAME, "labels": dict(LABELS)},
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]}],
+    }
+
+
+def cluster_role_binding_manifest() -> dict[str, Any]:
+    """Grants the ClusterRole to the labeler's ServiceAccount."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": NAME, "labels": dict(LABELS)},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}],
+    }
+
+
+def container_resources(config: TopologyLabelerConfig) -> dict[str, dict[str, str]]:
+    """Requests and limits of the labeler container."""
+    resources = config.resources
+    return {
+        "requests": {"cpu": resources.cpu_request, "memory": resources.memory_request},
+        "limits": {"cpu": resources.cpu_limit, "memory": resources.memory_limit},
+    }
+
+
+def daemonset_manifest(image: Any, config: TopologyLabelerConfig) -> dict[str, Any]:
+    """One labeler pod per GPU node. ``image`` is the reference to run (a string, or the Output of
+    the pushed image's digest reference)."""
+    restricted = {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    container = {
+        "name": CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": [
+            {"name": ENV_NODE_NAME, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            {"name": ENV_INTERVAL, "value": str(config.interval_seconds)},
+            {"name": ENV_HEARTBEAT_FILE, "value": HEARTBEAT_FILE},
+        ],
+        "resources": container_resources(config),
+        "livenessProbe": {
+            "exec": {
+                "command": [
+                    "python", "-m", "labeler.healthcheck",
+                    "--file", HEARTBEAT_FILE, "--max-age", str(MAX_HEARTBEAT_AGE_SECONDS),
+                ]
+            },
+            "initialDelaySeconds": 30,
+            "periodSeconds": 30,
+            "timeoutSeconds": 10,
+            "failureThreshold": 3,
+        },
+        "securityContext": restricted,
+        "volumeMounts": [{"name": "run", "mountPath": HEARTBEAT_DIR}],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": dict(LABELS)},
+        "spec": {
+            "selector": {"matchLabels": dict(SELECTOR)},
+            # The labeler is a helper, not on any data path: a quarter of the pool may restart at once,
+            # so a rollout over hundreds of nodes does not hold `pulumi up` for an hour.
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%"}},
+            "template": {
+                "metadata": {"labels": dict(LABELS)},
+                "spec": {
+                    "serviceAccountName": SERVICE_ACCOUNT,
+                    "automountServiceAccountToken": True,
+                    "enableServiceLinks": False,
+                    "priorityClassName": PRIORITY_CLASS,
+                    "nodeSelector": {**gpu_node_selector(), "kubernetes.io/os": "linux"},
+                    "tolerations": [gpu_toleration()],
+                    "terminationGracePeriodSeconds": 10,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": RUN_AS_USER,
+                        "runAsGroup": RUN_AS_USER,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [container],
+                    "volumes": [{"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}],
+                },
+            },
+        },
+    }
+
+
+def manifests(image: Any, config: TopologyLabelerConfig) -> list[dict[str, Any]]:
+    """Every Kubernetes object of the labeler, in creation order."""
+    return [
+        namespace_manifest(),
+        service_account_manifest(),
+        cluster_role_manifest(),
+        cluster_role_binding_manifest(),
+        daemonset_manifest(image, config),
+    ]
+
+
+def _resource_kwargs(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """A manifest as keyword arguments of its pulumi-kubernetes class: top-level keys in snake_case
+    (``roleRef`` -> ``role_ref``); nested dicts are passed through with their Kubernetes names."""
+    return {
+        re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower(): value
+        for key, value in manifest.items()
+        if key not in ("apiVersion", "kind")
+    }
+
+
+# --- AWS side (pure) ---------------------------------------------------------------------------
+
+def describe_topology_policy(region: str) -> str:
+    """``ec2:DescribeInstanceTopology`` and nothing more. The action has no resource-level
+    permissions, so ``Resource`` is ``*``; the condition keeps it to the cluster's region."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Action": "ec2:DescribeInstanceTopology",
+                    "Resource": "*",
+                    "Condition": {"StringEquals": {"aws:RequestedRegion": region}},
+                }
+            ],
+        }
+    )
+
+
+# --- the component -----------------------------------------------------------------------------
+
+@dataclass
+class TopologyLabelerArgs:
+    """Arguments of ``TopologyLabeler``."""
+
+    cluster: ClusterRef
+    """The cluster whose GPU nodes get labelled."""
+    config: TopologyLabelerConfig
+    """Image, interval and resources (``enabled`` is read by ``GpuTrainingPlatform``, which creates
+    this component only when it is true)."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags for every AWS resource. Default: none."""
+
+
+class TopologyLabeler(pulumi.ComponentResource):
+    """Namespace, RBAC, Pod Identity role and DaemonSet of the topology labeler, plus (without a
+    prebuilt image) its ECR repository and image build."""
+
+    image: pulumi.Output[str]
+    """The image reference the DaemonSet runs (``<repository>@sha256:...`` when built here)."""
+    role_arn: pulumi.Output[str]
+    """The IAM role the labeler's pods get through EKS Pod Identity."""
+
+    def __init__(self, name: str, args: TopologyLabelerArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        problems = validate_topology_labeler(args.config, path=f"TopologyLabeler({name})")
+        if problems:
+            raise ConfigError(problems)
+        super().__init__("eks-gpu-training:index:TopologyLabeler", name, None, opts)
+        ref, config, tags = args.cluster, args.config, dict(args.tags)
+
+        def in_cluster(*depends_on: pulumi.Resource) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=list(depends_on))
+
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", **_resource_kwargs(namespace_manifest()), opts=in_cluster(*ref.ready)
+        )
+        service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-service-account", **_resource_kwargs(service_account_manifest()), opts=in_cluster(namespace)
+        )
+        cluster_role = k8s.rbac.v1.ClusterRole(
+            f"{name}-cluster-role", **_resource_kwargs(cluster_role_manifest()), opts=in_cluster(*ref.ready)
+        )
+        binding = k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-cluster-role-binding",
+            **_resource_kwargs(cluster_role_binding_manifest()),
+            opts=in_cluster(cluster_role, service_account),
+        )
+
+        role = create_pod_identity_role(
+            f"{name}-role",
+            account_id=aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id,
+            partition=ref.partition,
+            region=ref.region,
+            cluster_name=ref.name,
+            description=f"Topology labeler of EKS cluster {ref.name} (EKS Pod Identity)",
+            tags=tags,
+            parent=self,
+        )
+        policy = aws.iam.RolePolicy(
+            f"{name}-describe-topology",
+            role=role.id,
+            policy=describe_topology_policy(ref.region),
+            opts=pulumi.ResourceOptions(parent=role),
+        )
+        # The cluster name is a plain string, so the association waits for the cluster (and its Pod
+        # Identity agent add-on) explicitly.
+        association = aws.eks.PodIdentityAssociation(
+            f"{name}-pod-identity",
+            cluster_name=ref.name,
+            namespace=NAMESPACE,
+            service_account=SERVICE_ACCOUNT,
+            role_arn=role.arn,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
+        )
+
+        self.image = (
+            pulumi.Output.from_input(config.image) if config.image else build_and_push(name, ref.name, tags, parent=self)
+        )
+
+        # Pod Identity injects credentials when a pod is created, so the pods must not start before
+        # the association exists; RBAC first too, or the first checks fail with 403.
+        k8s.apps.v1.DaemonSet(
+            f"{name}-daemonset",
+            **_resource_kwargs(daemonset_manifest(self.image, config)),
+            opts=in_cluster(namespace, service_account, binding, association, policy),
+        )
+
+        self.role_arn = role.arn
+        self.register_outputs({"image": self.image, "roleArn": self.role_arn})

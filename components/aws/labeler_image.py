@@ -1,0 +1,130 @@
+"""The labeler's image: built from ``components/labeler`` with docker-build and pushed to a
+private ECR repository that the stack creates, within the same Pulumi graph."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Mapping
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_docker_build as docker_build
+
+LABELER_DIR = Path(__file__).resolve().parent.parent / "labeler"
+"""The program and its Dockerfile; the image's build context is this folder alone."""
+
+IMAGE_PLATFORM = docker_build.Platform.LINUX_AMD64
+"""GPU training nodes are x86_64 (the GPU catalog lists x86_64 NVIDIA types only)."""
+
+REPOSITORY_SUFFIX = "topology-labeler"
+"""The ECR repository is ``<cluster>/topology-labeler``."""
+
+
+def ecr_repository_name(cluster_name: str) -> str:
+    """``<cluster>/topology-labeler``, lowercased with runs of other characters as one ``-`` (ECR
+    repository names allow lowercase letters, digits and single separators only)."""
+    prefix = re.sub(r"[^a-z0-9]+", "-", cluster_name.lower()).strip("-")
+    return f"{prefix}/{REPOSITORY_SUFFIX}"
+
+
+ECR_LIFECYCLE_POLICY = json.dumps(
+    {
+        "rules": [
+            {
+                "rulePriority": 1,
+                "description": "Drop untagged images a week after push",
+                "selection": {"tagStatus": "untagged", "countType": "sinceImagePushed", "countUnit": "days", "countNumber": 7},
+                "action": {"type": "expire"},
+            },
+            {
+                "rulePriority": 2,
+                "description": "Keep the 10 most recent images",
+                "selection": {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": 10},
+                "action": {"type": "expire"},
+            },
+        ]
+    }
+)
+"""Build artefacts of this stack only: the DaemonSet always runs the newest push, so old ones go."""
+
+
+def _ignore_pattern(pattern: str) -> re.Pattern[str]:
+    # .dockerignore wildcards: '*' and '?' stay within one path segment.
+    return re.compile("".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in pattern))
+
+
+def build_context_files(directory: Path = LABELER_DIR) -> list[str]:
+    """The files of ``directory`` that its ``.dockerignore`` lets into the build context (the rules
+    in order, the last matching one wins, ``!`` re-includes; a file is excluded with its folder)."""
+    rules = []
+    ignore_file = directory / ".dockerignore"
+    if ignore_file.exists():
+        for line in ignore_file.read_text().splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                rules.append((line.startswith("!"), _ignore_pattern(line.lstrip("!").strip("/"))))
+
+    def excluded(path: str) -> bool:
+        parts = path.split("/")
+        result = False
+        for include, pattern in rules:
+            if any(pattern.fullmatch("/".join(parts[:n])) for n in range(1, len(parts) + 1)):
+                result = not include
+        return result
+
+    files = (p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())
+    return sorted(f for f in files if not excluded(f))
+
+
+def build_context_tag(directory: Path = LABELER_DIR) -> str:
+    """A tag that names the image's source: a hash of the Dockerfile and every file the build sees."""
+    digest = hashlib.sha256()
+    for relative in ["Dockerfile", *build_context_files(directory)]:
+        digest.update(relative.encode() + b"\0" + (directory / relative).read_bytes() + b"\0")
+    return f"src-{digest.hexdigest()[:16]}"
+
+
+def build_and_push(name: str, cluster_name: str, tags: Mapping[str, str], parent: pulumi.Resource) -> pulumi.Output[str]:
+    """Build ``components/labeler``, push it to a private ECR repository (children ``{name}-repository``
+    and ``{name}-image`` of ``parent``) and return the digest reference of the push."""
+    tags = dict(tags)
+    repository = aws.ecr.Repository(
+        f"{name}-repository",
+        name=ecr_repository_name(cluster_name),
+        image_scanning_configuration={"scan_on_push": True},
+        # The DaemonSet runs the pushed digest, which no tag move can change. Immutable tags would
+        # instead fail `pulumi up` whenever docker-build rebuilds without the source changing (its
+        # context hash also covers file modes, which differ between checkouts).
+        image_tag_mutability="MUTABLE",
+        # The repository holds nothing but this stack's build output.
+        force_delete=True,
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    aws.ecr.LifecyclePolicy(
+        f"{name}-repository-lifecycle",
+        repository=repository.name,
+        policy=ECR_LIFECYCLE_POLICY,
+        opts=pulumi.ResourceOptions(parent=repository),
+    )
+    token = aws.ecr.get_authorization_token_output(
+        registry_id=repository.registry_id, opts=pulumi.InvokeOutputOptions(parent=parent)
+    )
+    tag = build_context_tag()
+    image = docker_build.Image(
+        f"{name}-image",
+        # Relative to the program's working directory, so the path (part of docker-build's diff)
+        # is the same on every machine that runs `pulumi up`.
+        context={"location": os.path.relpath(LABELER_DIR)},
+        dockerfile={"location": os.path.relpath(LABELER_DIR / "Dockerfile")},
+        platforms=[IMAGE_PLATFORM],
+        push=True,
+        tags=[repository.repository_url.apply(lambda url: f"{url}:{tag}")],
+        registries=[{"address": repository.repository_url, "username": token.user_name, "password": token.password}],
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    return pulumi.Output.all(repository.repository_url, image.digest).apply(lambda parts: f"{parts[0]}@{parts[1]}")

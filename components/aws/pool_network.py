@@ -1,0 +1,65 @@
+"""What a GPU pool's nodes need on the network, managed node group or Karpenter pool alike: their
+cluster placement group and, with EFA, a security group that passes EFA traffic."""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+import pulumi
+import pulumi_aws as aws
+
+from .cluster import ClusterRef
+from ..config import PlacementGroupConfig
+
+
+def placement_group_name(
+    name: str,
+    placement: PlacementGroupConfig,
+    group_name: str,
+    tags: Mapping[str, str],
+    parent: pulumi.Resource,
+) -> Optional[pulumi.Input[str]]:
+    """The name of the placement group a pool's nodes launch in: a cluster placement group
+    ``{name}-placement-group`` called ``group_name`` that this creates (mode ``create``), the
+    existing group named in the configuration (mode ``existing``), or None (mode ``none``)."""
+    if placement.mode == "create":
+        group = aws.ec2.PlacementGroup(
+            f"{name}-placement-group",
+            name=group_name,
+            strategy=placement.strategy,
+            tags=dict(tags),
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+        return group.name
+    if placement.mode == "existing":
+        return placement.name
+    return None
+
+
+def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], parent: pulumi.Resource) -> aws.ec2.SecurityGroup:
+    """A security group named ``{name}-efa`` that lets EFA traffic flow between a pool's nodes: EFA
+    needs all traffic allowed to and from the group itself (OS-bypass traffic is not IP-filtered)."""
+    group = aws.ec2.SecurityGroup(
+        f"{name}-efa",
+        vpc_id=ref.vpc_id,
+        description=f"EFA traffic between GPU nodes of {ref.name}",
+        tags=dict(tags),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    aws.vpc.SecurityGroupIngressRule(
+        f"{name}-efa-ingress-self",
+        security_group_id=group.id,
+        referenced_security_group_id=group.id,
+        ip_protocol="-1",
+        description="EFA: all traffic from the group itself",
+        opts=pulumi.ResourceOptions(parent=group),
+    )
+    aws.vpc.SecurityGroupEgressRule(
+        f"{name}-efa-egress-self",
+        security_group_id=group.id,
+        referenced_security_group_id=group.id,
+        ip_protocol="-1",
+        description="EFA: all traffic to the group itself",
+        opts=pulumi.ResourceOptions(parent=group),
+    )
+    return group

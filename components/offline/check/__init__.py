@@ -1,0 +1,95 @@
+"""Check a render (see ``eks_gpu_training.offline.render``) without a cloud: every Kubernetes object against the
+schemas of the stack's Kubernetes version or its CRD, every Helm release's values against the
+pinned chart, every AWS enumeration input against botocore's models.
+
+``python -m eks_gpu_training.offline.check RENDER_DIR`` (or ``eks-gpu-training-check``) prints one line per
+failure and exits non-zero when there is any; what it could not check is printed as ``skipped:``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from ..engine import PROJECT_ROOT
+from ..render.files import MANIFESTS_DIR, PATCHES_DIR, RESOURCES_FILE, VALUES_DIR
+from .aws import check_manifest_instance_types, check_resource_inputs
+from .helm import check_release
+from .kubernetes import CustomResourceSchemas, check_manifests, describe
+
+DEFAULT_REFERENCE = PROJECT_ROOT.parent / "shared" / "reference"
+"""Unmodified upstream files (CRDs, chart values) beside the project; absent in a plain clone."""
+
+
+@dataclass
+class Report:
+    """What a check found."""
+
+    failures: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    checked: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def add(self, outcome: str, line: str) -> None:
+        (self.failures if outcome == "fail" else self.skipped).append(line)
+
+    def summary(self) -> str:
+        counts = ", ".join(f"{n} {what}" for what, n in self.checked.items())
+        return f"check: {counts}; {len(self.failures)} failure(s), {len(self.skipped)} skipped"
+
+
+def _yaml_files(folder: Path) -> list[tuple[str, Any]]:
+    return [(f"{folder.name}/{p.name}", yaml.safe_load(p.read_text())) for p in sorted(folder.glob("*.yaml"))]
+
+
+def check_render(render_dir: Path, reference: Optional[Path] = None) -> Report:
+    """Check the render in ``render_dir``; ``reference`` is the upstream reference folder (None:
+    absent, and the checks that need it are reported as skipped)."""
+    report = Report()
+    resources_file = render_dir / RESOURCES_FILE
+    if not resources_file.is_file():
+        report.failures.append(f"{render_dir}: not a render ({RESOURCES_FILE} missing)")
+        return report
+    document = json.loads(resources_file.read_text())
+    manifests = _yaml_files(render_dir / MANIFESTS_DIR)
+    releases = _yaml_files(render_dir / VALUES_DIR)
+    report.checked = {
+        "Kubernetes objects": len(manifests),
+        "Helm releases": len(releases),
+        "AWS resources": sum(r["type"].startswith(("aws:", "eks:")) for r in document["resources"]),
+    }
+    if reference is None:
+        report.skipped.append(
+            "upstream reference folder absent: custom resources (Karpenter) and Helm values keys are not checked"
+        )
+
+    crds = CustomResourceSchemas()
+    if reference is not None:
+        crds.add_files(sorted(reference.glob("*/*.yaml")))
+    for filename, obj in manifests:
+        if isinstance(obj, dict) and obj.get("kind") == "CustomResourceDefinition":
+            crds.add(obj, filename)
+    where = "not in the render, and the upstream reference folder is absent" if reference is None else f"not in the render nor in {reference}"
+    for outcome, line in check_manifests(manifests, document["kubernetesVersion"], crds, where):
+        report.add(outcome, line)
+    for filename, obj in manifests:
+        if isinstance(obj, dict):
+            report.failures.extend(f"{filename}: {describe(obj)}: {p}" for p in check_manifest_instance_types(obj))
+    for filename, _ in _yaml_files(render_dir / PATCHES_DIR):
+        report.skipped.append(f"{filename}: a patch is a partial object; not validated against a schema")
+
+    for filename, release in releases:
+        for outcome, line in check_release(filename, release, reference):
+            report.add(outcome, line)
+
+    for resource in document["resources"]:
+        report.failures.extend(f"{RESOURCES_FILE}: {p}" for p in check_resource_inputs(resource))
+    report.failures.sort()
+    return report

@@ -1,0 +1,40 @@
+"""``python -m eks_gpu_training.offline.check RENDER_DIR``: check a render (see ``eks_gpu_training.offline.check``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import DEFAULT_REFERENCE, check_render
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="eks-gpu-training-check",
+        description="Check a render: Kubernetes objects against the OpenAPI schema of the stack's Kubernetes "
+        "version (strict) or their CRD, Helm values against the pinned chart, AWS enumerations against botocore. "
+        "Prints one line per failure; exits 1 if there is any.",
+    )
+    parser.add_argument("render_dir", type=Path, help="a folder written by eks-gpu-training-render")
+    parser.add_argument(
+        "--reference", type=Path, default=None,
+        help=f"upstream reference folder (CRDs, chart values); default: {DEFAULT_REFERENCE} when present",
+    )
+    options = parser.parse_args(argv)
+    reference = options.reference
+    if reference is None and DEFAULT_REFERENCE.is_dir():
+        reference = DEFAULT_REFERENCE
+    elif reference is not None and not reference.is_dir():
+        parser.error(f"--reference {reference}: no such folder")
+
+    report = check_render(options.render_dir, reference)
+    for line in report.skipped:
+        print(f"skipped: {line}")
+    for line in report.failures:
+        print(f"FAIL: {line}")
+    print(f"{options.render_dir}: {report.summary()}")
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,355 @@
+"""Run a Pulumi program offline, under the SDK's mock engine, and record every registration.
+
+``run_program`` runs any callable (a component, or the whole ``__main__.py``) with
+``pulumi.runtime.set_mocks`` and returns a ``Graph``: for each resource its type, name, inputs,
+parent, provider, dependencies and options, plus the stack exports and the error, if the program
+raised one. Nothing is stubbed in the program: its real code runs, only the engine is the SDK's
+mock monitor.
+
+pulumi-eks components are remote: under mocks each is one registration with no children, and its
+outputs come from ``PlausibleMocks`` below. Resource references are kept as plain URNs/IDs (the
+monitor reports no support for them), because rehydrating a reference on the mock monitor's worker
+thread would bind it to a different event loop.
+
+The tests (through ``tests/harness.py``) and the ``render`` command both run programs with it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks as runtime_mocks
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+__all__ = [
+    "ACCOUNT_ID",
+    "PROJECT_ROOT",
+    "Graph",
+    "PlausibleMocks",
+    "RecordingMonitor",
+    "Registration",
+    "run_main",
+    "run_program",
+    "run_stack",
+    "stack_config",
+    "stack_file",
+]
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
+ACCOUNT_ID = "123456789012"
+"""The account ID ``PlausibleMocks`` puts in ARNs (tests only; a render never invents one)."""
+
+
+@dataclass
+class Registration:
+    """One resource the program registered."""
+
+    type: str
+    name: str
+    urn: str
+    custom: bool
+    inputs: dict[str, Any]
+    parent: str
+    provider: str
+    dependencies: list[str]
+    property_dependencies: dict[str, list[str]]
+    ignore_changes: list[str]
+    remote: bool
+    transforms: int
+    read: bool = False
+    id: Optional[str] = None
+
+
+@dataclass
+class Graph:
+    """Everything a program run registered, in order."""
+
+    resources: list[Registration]
+    exports: dict[str, Any] = field(default_factory=dict)
+    secret_exports: set[str] = field(default_factory=set)
+    unknown_exports: set[str] = field(default_factory=set)
+    """Exports whose value is only known after deployment (a preview run)."""
+    error: Optional[BaseException] = None
+    invokes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Every provider function the program called: token and arguments, in order."""
+
+    def of_type(self, type_: str) -> list[Registration]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str, name: Optional[str] = None) -> Registration:
+        found = [r for r in self.of_type(type_) if name is None or r.name == name]
+        assert len(found) == 1, f"expected one {type_} {name or ''}, found {[r.name for r in found]}"
+        return found[0]
+
+    def subtree(self, root: Registration) -> "Graph":
+        """The resources under ``root`` (a component), as a graph of their own."""
+        return Graph([r for r in self.resources if root in self.ancestors(r)], error=self.error)
+
+    def by_urn(self, urn: str) -> Registration:
+        return next(r for r in self.resources if r.urn == urn)
+
+    def children(self, parent: Registration) -> list[Registration]:
+        return [r for r in self.resources if r.parent == parent.urn]
+
+    def ancestors(self, resource: Registration) -> list[Registration]:
+        chain = []
+        while resource.parent and any(r.urn == resource.parent for r in self.resources):
+            resource = self.by_urn(resource.parent)
+            chain.append(resource)
+        return chain
+
+    def depends_on(self, resource: Registration, other: Registration) -> bool:
+        """Whether ``resource`` waits for ``other``, directly or through its inputs."""
+        direct = set(resource.dependencies)
+        for urns in resource.property_dependencies.values():
+            direct.update(urns)
+        return other.urn in direct
+
+    def types(self) -> set[str]:
+        return {r.type for r in self.resources}
+
+
+def _arn(service: str, kind: str, name: str) -> str:
+    return f"arn:aws:{service}:us-west-2:{ACCOUNT_ID}:{kind}/{name}"
+
+
+class PlausibleMocks(pulumi.runtime.Mocks):
+    """Outputs a real deployment would give back, derived from the inputs."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        outputs = dict(args.inputs)
+        name = args.name
+        typ = args.typ
+        if typ == "eks:index:Cluster":
+            kubeconfig = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": outputs.get("name", name)}]}
+            outputs.update(
+                kubeconfig=kubeconfig,
+                kubeconfigJson=json.dumps(kubeconfig),
+                clusterSecurityGroupId="sg-0c1a55e7c1a55e7c1",
+                nodeSecurityGroupId="sg-0d0d0d0d0d0d0d0d0",
+                eksCluster=f"urn:pulumi:test::mock::aws:eks/cluster:Cluster::{name}",
+            )
+        elif typ == "eks:index:ManagedNodeGroup":
+            outputs.update(nodeGroup=f"urn:pulumi:test::mock::aws:eks/nodeGroup:NodeGroup::{name}", placementGroupName="")
+        elif typ == "aws:iam/role:Role":
+            outputs.setdefault("name", f"{name}-1a2b3c")
+            outputs["arn"] = f"arn:aws:iam::{ACCOUNT_ID}:role/{outputs['name']}"
+        elif typ == "aws:sqs/queue:Queue":
+            outputs.setdefault("name", f"{name}-4d5e6f")
+            outputs["arn"] = f"arn:aws:sqs:us-west-2:{ACCOUNT_ID}:{outputs['name']}"
+            outputs["url"] = f"https://sqs.us-west-2.amazonaws.com/{ACCOUNT_ID}/{outputs['name']}"
+        elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
+            outputs.update(latestVersion=1, defaultVersion=1)
+        elif typ == "aws:ecr/repository:Repository":
+            repository = outputs.get("name", name)
+            outputs.update(
+                registryId=ACCOUNT_ID,
+                repositoryUrl=f"{ACCOUNT_ID}.dkr.ecr.us-west-2.amazonaws.com/{repository}",
+                arn=_arn("ecr", "repository", repository),
+            )
+        elif typ == "docker-build:index:Image":
+            digest = "sha256:" + hashlib.sha256(json.dumps(outputs, sort_keys=True, default=str).encode()).hexdigest()
+            tag = (outputs.get("tags") or [""])[0]
+            outputs.update(digest=digest, ref=f"{tag}@{digest}", contextHash="0" * 64)
+        elif typ.startswith("aws:"):
+            service = typ.split(":")[1].split("/")[0]
+            outputs.setdefault("arn", _arn(service, typ.rsplit(":", 1)[-1].lower(), name))
+        if typ.startswith("kubernetes:"):
+            metadata = outputs.get("metadata") or {}
+            resource_id = "/".join(p for p in (metadata.get("namespace"), metadata.get("name") or name) if p)
+        elif typ == "aws:ec2/securityGroup:SecurityGroup":
+            # EC2-shaped, since CRD patterns (EC2NodeClass selector ids) check it.
+            resource_id = "sg-" + hashlib.sha1(name.encode()).hexdigest()[:17]
+        else:
+            resource_id = args.resource_id or f"{name}-id"
+        return resource_id, outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        if args.token == "aws:eks/getCluster:getCluster":
+            cluster_name = args.args["name"]
+            return {
+                "name": cluster_name,
+                "id": cluster_name,
+                "arn": _arn("eks", "cluster", cluster_name),
+                "endpoint": "https://0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com",
+                "certificateAuthorities": [{"data": "LS0tLS1CRUdJTi1DRVJUSUZJQ0FURS0tLS0t"}],
+                "vpcConfig": {
+                    "clusterSecurityGroupId": "sg-0e0e0e0e0e0e0e0e0",
+                    "vpcId": "vpc-0123456789abcdef0",
+                    "subnetIds": [],
+                },
+                "version": "1.34",
+                "accessConfigs": [{"authenticationMode": "API_AND_CONFIG_MAP"}],
+                "roleArn": f"arn:aws:iam::{ACCOUNT_ID}:role/{cluster_name}-cluster",
+            }
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {"accountId": ACCOUNT_ID, "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/test", "userId": "AIDATEST"}
+        if args.token in ("aws:index/getRegion:getRegion",):
+            return {"name": "us-west-2", "region": "us-west-2", "id": "us-west-2"}
+        if args.token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
+            return {
+                "id": "us-west-2",
+                "userName": "AWS",
+                "password": "mock-ecr-password",
+                "authorizationToken": "QVdTOm1vY2stZWNyLXBhc3N3b3Jk",
+                "proxyEndpoint": f"https://{ACCOUNT_ID}.dkr.ecr.us-west-2.amazonaws.com",
+                "expiresAt": "2030-01-01T00:00:00Z",
+            }
+        if args.token == "aws:index/getPartition:getPartition":
+            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
+        return {}
+
+
+class RecordingMonitor(runtime_mocks.MockMonitor):
+    """The SDK's mock monitor, also keeping what the program asked for of each registration."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks):
+        super().__init__(mocks)
+        self.registrations: list[Registration] = []
+        self.invokes: list[tuple[str, dict[str, Any]]] = []
+
+    def Invoke(self, request):
+        response = super().Invoke(request)
+        self.invokes.append((request.tok, rpc.deserialize_properties(request.args, keep_internal=False)))
+        return response
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            self.registrations.append(
+                Registration(
+                    type=request.type,
+                    name=request.name,
+                    urn=response.urn,
+                    custom=request.custom,
+                    inputs=rpc.deserialize_properties(request.object, keep_internal=False),
+                    parent=request.parent,
+                    provider=request.provider,
+                    dependencies=list(request.dependencies),
+                    property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                    ignore_changes=list(request.ignoreChanges),
+                    remote=request.remote,
+                    transforms=len(request.transforms),
+                    id=response.id or None,
+                )
+            )
+        return response
+
+    def ReadResource(self, request):
+        response = super().ReadResource(request)
+        self.registrations.append(
+            Registration(
+                type=request.type,
+                name=request.name,
+                urn=response.urn,
+                custom=True,
+                inputs=rpc.deserialize_properties(request.properties, keep_internal=False),
+                parent=request.parent,
+                provider=request.provider,
+                dependencies=list(request.dependencies),
+                property_dependencies={},
+                ignore_changes=[],
+                remote=False,
+                transforms=0,
+                read=True,
+                id=request.id,
+            )
+        )
+        return response
+
+    def SupportsFeature(self, request):
+        supported = request.id not in ("outputValues", "resourceReferences")
+        return type("SupportsFeatureResponse", (object,), {"hasSupport": supported})
+
+    def GetDeploymentInfo(self, request):
+        info = super().GetDeploymentInfo(request)
+        features = [f for f in info.supportedFeatures if f != resource_pb2.RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES]
+        return resource_pb2.DeploymentInfo(supportedFeatures=features)
+
+
+def _config_strings(config: Mapping[str, Any]) -> dict[str, str]:
+    """Stack configuration as the CLI hands it to a program: strings, structured values as JSON."""
+    return {key: value if isinstance(value, str) else json.dumps(value) for key, value in config.items()}
+
+
+def run_program(
+    program: Callable[[], Any],
+    config: Optional[Mapping[str, Any]] = None,
+    *,
+    project: str = "eks-gpu-training",
+    stack: str = "test",
+    preview: bool = False,
+    mocks: Optional[pulumi.runtime.Mocks] = None,
+) -> Graph:
+    """Run ``program`` under mocks with ``config`` and return what it registered.
+
+    Each run gets a fresh context, so runs do not share a root stack, configuration or outputs.
+    """
+
+    def body() -> Graph:
+        pulumi.runtime.set_all_config(_config_strings(config or {}))
+        monitor = RecordingMonitor(mocks or PlausibleMocks())
+        pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
+        settings.SETTINGS.outputs = set()
+        error: Optional[BaseException] = None
+        try:
+            _sync_await(run_pulumi_func(program))
+        except Exception as exc:  # noqa: BLE001 - the graph carries the error for the test to assert on
+            error = exc
+        graph = Graph(monitor.registrations, error=error, invokes=monitor.invokes)
+        root = settings.get_root_resource()
+        for key, value in (getattr(root, "outputs", None) or {}).items():
+            output = pulumi.Output.from_input(value)
+            graph.exports[key] = _sync_await(output.future())
+            if _sync_await(output.is_secret()):
+                graph.secret_exports.add(key)
+            if not _sync_await(output.is_known()):
+                graph.unknown_exports.add(key)
+        return graph
+
+    return contextvars.Context().run(body)
+
+
+def stack_file(stack: str, project_root: Path = PROJECT_ROOT) -> Path:
+    """``stacks/Pulumi.<stack>.yaml`` of a project."""
+    return project_root / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+def stack_config(stack: str, project_root: Path = PROJECT_ROOT) -> dict[str, Any]:
+    """The ``config`` of ``stacks/Pulumi.<stack>.yaml``."""
+    return yaml.safe_load(stack_file(stack, project_root).read_text())["config"]
+
+
+def run_main(
+    config: Mapping[str, Any],
+    *,
+    stack: str = "test",
+    preview: bool = False,
+    mocks: Optional[pulumi.runtime.Mocks] = None,
+    project_root: Path = PROJECT_ROOT,
+) -> Graph:
+    """Run a project's ``__main__.py`` under mocks with the given stack configuration."""
+    import runpy
+
+    return run_program(
+        lambda: runpy.run_path(str(project_root / "__main__.py"), run_name="__main__"),
+        config,
+        stack=stack,
+        preview=preview,
+        mocks=mocks,
+    )
+
+
+def run_stack(stack: str, *, preview: bool = False) -> Graph:
+    """Run ``__main__.py`` with the configuration of ``stacks/Pulumi.<stack>.yaml``."""
+    return run_main(stack_config(stack), stack=stack, preview=preview)

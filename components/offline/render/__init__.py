@@ -1,0 +1,66 @@
+"""Offline render of a stack: run the real program under the mock engine, write what it would
+create (``resources.json``, Kubernetes manifests, Helm values, a picture of the graph).
+
+``python -m eks_gpu_training.offline.render STACK OUT`` (or ``eks-gpu-training-render``); see ``render``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ..engine import PROJECT_ROOT
+from .engine import RenderError, StackRender, render_stack
+from .files import write_files
+from .picture import PictureError, lay_out, to_dot, to_mermaid
+
+GRAPH_DOT = "graph.dot"
+GRAPH_SVG = "graph.svg"
+GRAPH_PNG = "graph.png"
+GRAPH_MERMAID = "graph.mmd"
+
+
+@dataclass
+class RenderSummary:
+    """What a render wrote."""
+
+    render: StackRender
+    counts: dict[str, int]
+    picture_error: Optional[str] = None
+    notes: list[str] = field(default_factory=list)
+
+
+def render(
+    stack: str,
+    out: Path,
+    *,
+    project_root: Path = PROJECT_ROOT,
+    stack_path: Optional[Path] = None,
+    picture: bool = True,
+) -> RenderSummary:
+    """Render a stack into ``out``: files, DOT and Mermaid always, SVG and PNG when ``picture``
+    (which needs Graphviz; its absence is reported, not raised)."""
+    return write_render(render_stack(stack, project_root=project_root, stack_path=stack_path), out, picture=picture)
+
+
+def write_render(result: StackRender, out: Path, *, picture: bool = True) -> RenderSummary:
+    """Write a program run's render into ``out`` (see ``render``)."""
+    counts = write_files(result, out)
+    dot_source = to_dot(result)
+    (out / GRAPH_DOT).write_text(dot_source)
+    (out / GRAPH_MERMAID).write_text(to_mermaid(result))
+    summary = RenderSummary(result, counts)
+    for stale in (GRAPH_SVG, GRAPH_PNG):
+        (out / stale).unlink(missing_ok=True)
+    if picture:
+        try:
+            lay_out(dot_source, out / GRAPH_SVG, out / GRAPH_PNG)
+        except PictureError as error:
+            summary.picture_error = str(error)
+    for token in result.unanswered_calls:
+        summary.notes.append(f"invoke {token} has no offline answer: its results are empty in this render")
+    return summary
+
+
+__all__ = ["RenderError", "RenderSummary", "StackRender", "render", "write_render"]

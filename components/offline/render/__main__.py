@@ -1,0 +1,57 @@
+"""``python -m eks_gpu_training.offline.render STACK OUT``: render a stack offline (see ``eks_gpu_training.offline.render``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ...config import ConfigError
+from ..engine import PROJECT_ROOT
+from . import GRAPH_PNG, GRAPH_SVG, RenderError, render
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="eks-gpu-training-render",
+        description="Run a stack's Pulumi program offline (mock engine: no cloud credentials, no Pulumi CLI) "
+        "and write what it would create: resources.json, manifests/, values/, graph.{svg,png,dot,mmd}.",
+    )
+    parser.add_argument("stack", help="stack name (reads stacks/Pulumi.<stack>.yaml) or the path of a stack file")
+    parser.add_argument("out", type=Path, help="output folder (created; its generated files are replaced)")
+    parser.add_argument(
+        "--project-dir", type=Path, default=None, help="the Pulumi project (default: the current folder if it "
+        "holds Pulumi.yaml, else this package's source tree)",
+    )
+    parser.add_argument("--no-picture", action="store_true", help="skip the SVG/PNG layout (no Graphviz needed)")
+    options = parser.parse_args(argv)
+
+    project_root = options.project_dir or (Path.cwd() if (Path.cwd() / "Pulumi.yaml").is_file() else PROJECT_ROOT)
+    stack, stack_path = options.stack, None
+    if options.stack.endswith((".yaml", ".yml")) or "/" in options.stack:
+        stack_path = Path(options.stack)
+        stack = stack_path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+    try:
+        summary = render(
+            stack, options.out, project_root=project_root, stack_path=stack_path, picture=not options.no_picture
+        )
+    except (RenderError, ConfigError, FileNotFoundError) as error:
+        print(f"render failed: {error}", file=sys.stderr)
+        return 1
+    for note in summary.notes:
+        print(f"note: {note}", file=sys.stderr)
+    counts = summary.counts
+    picture = (
+        "picture skipped (--no-picture)" if options.no_picture
+        else f"picture not laid out: {summary.picture_error}" if summary.picture_error
+        else f"{GRAPH_SVG}, {GRAPH_PNG}"
+    )
+    print(
+        f"rendered stack {stack} into {options.out}: {len(summary.render.resources)} resources, "
+        f"{counts['manifests']} manifests, {counts['patches']} patches, {counts['values']} Helm values; {picture}"
+    )
+    return 2 if summary.picture_error else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

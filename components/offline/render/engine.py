@@ -1,0 +1,268 @@
+"""Run a stack's real program offline and turn what it registered into plain, marked data.
+
+The program runs in preview mode (``preview=True``), as ``pulumi preview`` would run it: an output
+that only exists after deployment is genuinely unknown, so ``apply`` callbacks on it do not run and
+nothing downstream computes with an invented value. ``PlaceholderMocks`` answer the engine's
+questions with marked strings instead of plausible-looking fakes: each resource's ID, and for AWS
+resources the ARN and the provider-generated name, read ``<unknown: arn of aws:iam/role:Role
+gpu-training-...>``; these are the values programs most often pass along verbatim, so the marker
+says exactly which attribute of which resource ends up there. Every other output stays unknown and
+is marked where it lands, by the resources the input depends on: ``<unknown: output of
+eks:index:Cluster gpu-training-cluster-eks>``. Secrets read ``<secret>``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import pulumi
+import yaml
+from pulumi.asset import Archive, Asset
+from pulumi.output import Unknown
+from pulumi.runtime import rpc
+
+from ...facts.aws_enums import partition_of
+from ...config import PROJECT
+from ...platform import platform_args_from_settings
+from ..engine import PROJECT_ROOT, Graph, Registration, run_main, stack_config
+from .markers import SECRET, UNKNOWN_PREFIX, placeholder
+
+COMPUTED = f"{UNKNOWN_PREFIX}computed at deployment>"
+
+PASSED_ALONG_OUTPUTS = {
+    "eks:index:Cluster": ("clusterSecurityGroupId", "nodeSecurityGroupId", "kubeconfigJson", "kubeconfig"),
+    "aws:ecr/repository:Repository": ("repositoryUrl", "registryId"),
+    "docker-build:index:Image": ("digest", "ref"),
+}
+"""Outputs, beyond ID, ARN and name, that programs pass along verbatim and that get a named
+placeholder, e.g. an image reference ``<unknown: repositoryUrl of ...>@<unknown: digest of ...>``
+shows that a workload runs a pushed image by digest."""
+
+
+class PlaceholderMocks(pulumi.runtime.Mocks):
+    """Engine answers for an offline render: inputs come back as outputs (as a provider that
+    changes nothing would give them), identifiers come back as marked placeholders."""
+
+    def __init__(self, region: str):
+        self.region = region
+        self.unanswered_calls: set[str] = set()
+        """Invokes this class has no offline answer for (their results are empty)."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        outputs = dict(args.inputs)
+        typ, name = args.typ, args.name
+        if typ.startswith("aws:"):
+            outputs.setdefault("arn", placeholder("arn", typ, name))
+            # AWS names a resource that was given none (auto-naming) when it is created.
+            outputs.setdefault("name", placeholder("name", typ, name))
+        for attribute in PASSED_ALONG_OUTPUTS.get(typ, ()):
+            outputs.setdefault(attribute, placeholder(attribute, typ, name))
+        if typ.startswith("kubernetes:"):
+            metadata = outputs.get("metadata") or {}
+            resource_id = "/".join(str(p) for p in (metadata.get("namespace"), metadata.get("name") or name) if p)
+        else:
+            resource_id = args.resource_id or placeholder("id", typ, name)
+        return resource_id, outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        token = args.token
+        if token == "aws:index/getRegion:getRegion":
+            return {"name": self.region, "region": self.region, "id": self.region}
+        if token == "aws:index/getPartition:getPartition":
+            partition = partition_of(self.region)
+            suffix = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
+            return {"partition": partition, "dnsSuffix": suffix, "id": partition}
+        if token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {
+                attribute: placeholder(attribute, "aws:index/getCallerIdentity", "(the deploying account)")
+                for attribute in ("accountId", "arn", "userId", "id")
+            }
+        if token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
+            # ECR's registry user name is always AWS; the password is a 12-hour token.
+            return {
+                "userName": "AWS",
+                **{
+                    attribute: placeholder(attribute, "aws:ecr/getAuthorizationToken", "(the deploying account)")
+                    for attribute in ("password", "authorizationToken", "proxyEndpoint", "expiresAt", "id")
+                },
+            }
+        if token == "aws:eks/getCluster:getCluster":
+            cluster = args.args["name"]
+
+            def unknown(attribute: str) -> str:
+                return placeholder(attribute, "EKS cluster", cluster)
+
+            return {
+                "name": cluster,
+                "id": cluster,
+                "arn": unknown("arn"),
+                "endpoint": unknown("endpoint"),
+                "certificateAuthorities": [{"data": unknown("certificateAuthority")}],
+                "vpcConfig": {
+                    "clusterSecurityGroupId": unknown("clusterSecurityGroupId"),
+                    "vpcId": unknown("vpcId"),
+                    "subnetIds": [],
+                },
+                "version": unknown("version"),
+                "roleArn": unknown("roleArn"),
+            }
+        self.unanswered_calls.add(token)
+        return {}
+
+
+def _provider_urn(reference: str) -> Optional[str]:
+    """The URN of a provider reference (``URN::ID``); None for the package's default provider."""
+    return reference.rsplit("::", 1)[0] if reference else None
+
+
+def _describe(urns: list[str], by_urn: dict[str, Registration]) -> str:
+    names = [f"{by_urn[u].type} {by_urn[u].name}" if u in by_urn else u for u in urns]
+    return f"{UNKNOWN_PREFIX}output of {' | '.join(names)}>" if names else COMPUTED
+
+
+def plain(value: Any, unknown_marker: str) -> Any:
+    """A recorded value as plain data: unknowns marked, secrets hidden, whole floats as ints."""
+    if isinstance(value, Unknown):
+        return unknown_marker
+    if rpc.is_rpc_secret(value):
+        return SECRET
+    if isinstance(value, dict):
+        return {key: plain(item, unknown_marker) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item, unknown_marker) for item in value]
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        # The engine's wire format has one number type; integer fields come back as floats.
+        return int(value)
+    if isinstance(value, (Asset, Archive)):
+        source = getattr(value, "path", None) or getattr(value, "uri", None) or getattr(value, "text", None)
+        return f"<{type(value).__name__}: {source}>"
+    return value
+
+
+@dataclass
+class Resource:
+    """One registered resource as a render shows it."""
+
+    urn: str
+    type: str
+    name: str
+    parent: Optional[str]
+    provider: Optional[str]
+    dependencies: list[str]
+    inputs: dict[str, Any]
+    custom: bool
+    remote: bool
+    id: Optional[str] = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "name": self.name,
+            "urn": self.urn,
+            "parent": self.parent,
+            "provider": self.provider,
+            "dependencies": self.dependencies,
+            "custom": self.custom,
+            "remote": self.remote,
+            "id": self.id,
+            "inputs": self.inputs,
+        }
+
+
+@dataclass
+class StackRender:
+    """A stack's program run offline, as plain data."""
+
+    stack: str
+    project: str
+    region: str
+    kubernetes_version: str
+    resources: list[Resource]
+    exports: dict[str, Any] = field(default_factory=dict)
+    unanswered_calls: list[str] = field(default_factory=list)
+
+
+def _ordered(resources: list[Resource]) -> list[Resource]:
+    """Parents before children, siblings by type and name: the same order on every run, whatever
+    order the program's asynchronous registrations happened to arrive in."""
+    urns = {r.urn for r in resources}
+    kids: dict[Optional[str], list[Resource]] = {}
+    for resource in resources:
+        kids.setdefault(resource.parent if resource.parent in urns else None, []).append(resource)
+    ordered: list[Resource] = []
+
+    def visit(parent: Optional[str]) -> None:
+        for child in sorted(kids.get(parent, []), key=lambda r: (r.type, r.name)):
+            ordered.append(child)
+            visit(child.urn)
+
+    visit(None)
+    return ordered
+
+
+def to_render(graph: Graph, *, stack: str, project: str, region: str, kubernetes_version: str) -> StackRender:
+    """Plain, marked data of everything a program run registered."""
+    by_urn = {r.urn: r for r in graph.resources}
+    resources = []
+    for reg in graph.resources:
+        inputs = {}
+        for key, value in reg.inputs.items():
+            marker = _describe(reg.property_dependencies.get(key) or reg.dependencies, by_urn)
+            inputs[key] = plain(value, marker)
+        dependencies = set(reg.dependencies)
+        for urns in reg.property_dependencies.values():
+            dependencies.update(urns)
+        resources.append(
+            Resource(
+                urn=reg.urn,
+                type=reg.type,
+                name=reg.name,
+                parent=reg.parent if reg.parent in by_urn else None,
+                provider=_provider_urn(reg.provider),
+                dependencies=sorted(dependencies),
+                inputs=inputs,
+                custom=reg.custom,
+                remote=reg.remote,
+                id=reg.id,
+            )
+        )
+    exports = {}
+    for key, value in graph.exports.items():
+        if key in graph.secret_exports:
+            exports[key] = SECRET
+        elif key in graph.unknown_exports:
+            exports[key] = COMPUTED
+        else:
+            exports[key] = plain(value, COMPUTED)
+    return StackRender(
+        stack=stack,
+        project=project,
+        region=region,
+        kubernetes_version=kubernetes_version,
+        resources=_ordered(resources),
+        exports=exports,
+    )
+
+
+class RenderError(RuntimeError):
+    """The program failed under the mock engine (invalid configuration, a bug)."""
+
+
+def render_stack(stack: str, *, project_root: Path = PROJECT_ROOT, stack_path: Optional[Path] = None) -> StackRender:
+    """Run ``__main__.py`` of ``project_root`` with a stack's configuration (from ``stack_path``, or
+    ``stacks/Pulumi.<stack>.yaml``), offline."""
+    config = yaml.safe_load(stack_path.read_text())["config"] if stack_path else stack_config(stack, project_root)
+    region = config.get("aws:region", "")
+    mocks = PlaceholderMocks(region)
+    graph = run_main(config, stack=stack, preview=True, mocks=mocks, project_root=project_root)
+    if graph.error is not None:
+        raise RenderError(f"stack {stack}: the program failed: {graph.error}") from graph.error
+    args = platform_args_from_settings(config)
+    result = to_render(
+        graph, stack=stack, project=PROJECT, region=region, kubernetes_version=args.cluster.kubernetes_version
+    )
+    result.unanswered_calls = sorted(mocks.unanswered_calls)
+    return result

@@ -1,0 +1,15 @@
+"""The whole platform of one stack: reading and checking a stack's configuration, the rules that span
+layers, and ``GpuTrainingPlatform``, which composes every layer below."""
+
+from .component import GpuTrainingPlatform
+from .loading import load_stack_config, parse_platform_args, platform_args_from_settings, problems_from_validation_error
+from .validation import validate_stack
+
+__all__ = [
+    "GpuTrainingPlatform",
+    "load_stack_config",
+    "parse_platform_args",
+    "platform_args_from_settings",
+    "problems_from_validation_error",
+    "validate_stack",
+]

@@ -1,0 +1,183 @@
+"""The whole GPU-training platform of one stack, composed from one typed ``GpuTrainingPlatformArgs``."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pulumi
+
+from ..facts import aws_enums
+from ..aws.cluster import EksCluster, EksClusterArgs
+from ..config import ConfigError, GpuTrainingPlatformArgs
+from ..addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
+from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from ..addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
+from ..addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
+from ..addons.karpenter import Karpenter, KarpenterArgs
+from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from ..workloads.scheduling_policies import SchedulingPolicies, scheduling_policies_args, smoke_test_pools, training_job_spec
+from ..workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
+from ..workloads.training_job import TrainingJob, TrainingJobArgs
+from .validation import validate_stack
+
+
+class GpuTrainingPlatform(pulumi.ComponentResource):
+    """EKS cluster, system node group, GPU training pools, GPU Operator, EFA device plugin, topology
+    labeler, Karpenter, scheduling policy and training jobs, in one stack graph."""
+
+    cluster: EksCluster
+    """The created or adopted cluster."""
+    gpu_node_groups: dict[str, GpuNodeGroup]
+    """GPU pools by pool name."""
+    gpu_operator: GpuOperator
+    """The NVIDIA GPU Operator release."""
+    efa_device_plugin: Optional[EfaDevicePlugin]
+    """The EFA device plugin release; None when no GPU pool has EFA."""
+    topology_labeler: Optional[TopologyLabeler]
+    """The topology labeler; None when ``topologyLabeler.enabled`` is false."""
+    karpenter: Optional[Karpenter]
+    """The Karpenter controller, when ``karpenter.enabled``."""
+    gpu_node_pools: dict[str, GpuNodePool]
+    """Karpenter GPU pools by pool name."""
+    scheduling: SchedulingPolicies
+    """Priority classes, training namespaces with quotas, PDBs of apps deployed elsewhere."""
+    training_jobs: dict[str, TrainingJob]
+    """Training apps the stack runs, by app name."""
+    smoke_test: Optional[GpuSmokeTest]
+    """The nvidia-smi smoke test; None unless enabled."""
+
+    def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        # Checked before the component registers, so invalid arguments create nothing at all.
+        problems = validate_stack(args)
+        if problems:
+            raise ConfigError(problems)
+        super().__init__("eks-gpu-training:index:GpuTrainingPlatform", name, None, opts)
+        partition = aws_enums.partition_of(args.region)
+        tags = dict(args.tags)
+
+        self.cluster = EksCluster(
+            f"{name}-cluster",
+            EksClusterArgs(
+                cluster=args.cluster,
+                network=args.network,
+                system_node_group=args.system_node_group,
+                region=args.region,
+                partition=partition,
+                tags=tags,
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.gpu_node_groups = {
+            pool.name: GpuNodeGroup(
+                f"{name}-{pool.name}",
+                GpuNodeGroupArgs(cluster=self.cluster.ref, pool=pool, network=args.network, tags=tags),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for pool in args.gpu_node_groups
+        }
+        # The in-cluster add-ons take the cluster reference only, never the GPU node groups, so they
+        # install while the GPU nodes are still launching.
+        self.gpu_operator = GpuOperator(
+            f"{name}-gpu-operator",
+            GpuOperatorArgs(cluster=self.cluster.ref, config=args.gpu_operator, node_os=gpu_node_os(args)),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.efa_device_plugin = (
+            EfaDevicePlugin(
+                f"{name}-efa-device-plugin",
+                EfaDevicePluginArgs(cluster=self.cluster.ref),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            if efa_needed(args)
+            else None
+        )
+        # The labeler waits for the cluster only: its DaemonSet has nothing to wait for on GPU nodes,
+        # whose pods start as the nodes join.
+        self.topology_labeler = (
+            TopologyLabeler(
+                f"{name}-topology-labeler",
+                TopologyLabelerArgs(cluster=self.cluster.ref, config=args.topology_labeler, tags=tags),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            if args.topology_labeler.enabled
+            else None
+        )
+        self.karpenter = None
+        self.gpu_node_pools = {}
+        if args.karpenter.enabled:
+            self.karpenter = Karpenter(
+                f"{name}-karpenter",
+                KarpenterArgs(cluster=self.cluster.ref, config=args.karpenter, tags=tags),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            self.gpu_node_pools = {
+                pool.name: GpuNodePool(
+                    f"{name}-karpenter-{pool.name}",
+                    GpuNodePoolArgs(
+                        cluster=self.cluster.ref,
+                        pool=pool,
+                        network=args.network,
+                        node_role_name=self.karpenter.node_role_name,
+                        karpenter_release=self.karpenter.release,
+                        tags=tags,
+                    ),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+                for pool in args.karpenter.gpu_node_pools
+            }
+
+        kubernetes = {"kubernetes": self.cluster.ref.provider}
+        self.scheduling = SchedulingPolicies(
+            f"{name}-scheduling",
+            scheduling_policies_args(args),
+            opts=pulumi.ResourceOptions(parent=self, providers=kubernetes),
+        )
+        # Pods naming a PriorityClass or namespace that does not exist yet are refused, so jobs wait for the policy.
+        self.training_jobs = {
+            app.name: TrainingJob(
+                f"{name}-training-{app.name}",
+                TrainingJobArgs(job=training_job_spec(app, args)),
+                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=[self.scheduling]),
+            )
+            for app in args.scheduling.training_apps
+            if app.job is not None
+        }
+        self.smoke_test = None
+        if args.smoke_test.enabled:
+            smoke = args.smoke_test
+            self.smoke_test = GpuSmokeTest(
+                f"{name}-smoke-test",
+                GpuSmokeTestArgs(
+                    pools=smoke_test_pools(args),
+                    namespace=smoke.namespace if smoke.namespace is not None else args.scheduling.namespaces[0].name,
+                    image=smoke.image,
+                    timeout_minutes=smoke.timeout_minutes,
+                ),
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    providers=kubernetes,
+                    # GPUs are advertised once the nodes exist and the device plugin runs on them.
+                    depends_on=[self.scheduling, self.gpu_operator, *self.gpu_node_groups.values()],
+                ),
+            )
+
+        self.cluster_name = self.cluster.cluster_name
+        self.kubeconfig = self.cluster.kubeconfig
+        self.gpu_node_group_names = pulumi.Output.all(*(g.node_group_name for g in self.gpu_node_groups.values()))
+        self.placement_group_names = pulumi.Output.all(
+            **{pool: group.placement_group_name for pool, group in self.gpu_node_groups.items()}
+        )
+        self.karpenter_node_pool_names = pulumi.Output.all(*(p.node_pool_name for p in self.gpu_node_pools.values()))
+        self.karpenter_placement_group_names = pulumi.Output.all(
+            **{pool: p.placement_group_name for pool, p in self.gpu_node_pools.items()}
+        )
+        self.register_outputs(
+            {
+                "clusterName": self.cluster_name,
+                "kubeconfig": self.kubeconfig,
+                "gpuNodeGroupNames": self.gpu_node_group_names,
+                "placementGroupNames": self.placement_group_names,
+                "karpenterNodePoolNames": self.karpenter_node_pool_names,
+                "karpenterPlacementGroupNames": self.karpenter_placement_group_names,
+            }
+        )

@@ -1,0 +1,410 @@
+"""Scheduling policy: PriorityClasses, training namespaces with their ResourceQuotas, and PDBs for
+the training apps the stack does not run itself.
+
+The GPU quota of a namespace defaults to the fleet's GPU capacity (``fleet_capacity.py``). An
+explicit quota above that capacity, or below one node's GPUs, is refused, naming the quota and the
+pool limits it disagrees with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from ..config import (
+    DEFAULT_PRIORITY_CLASSES,
+    RESERVED_NAMESPACES,
+    ConfigError,
+    GpuTrainingPlatformArgs,
+    KarpenterGpuNodePoolConfig,
+    PriorityClassConfig,
+    Problem,
+    TrainingAppConfig,
+    TrainingNamespaceConfig,
+)
+from ..facts.quantity import parse_quantity
+from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity, resolve_quota
+from .smoke_test import SmokeTestPool
+from .templates import PART_OF, TrainingJobSpec, training_pdb, validate_training_job
+
+QUOTA_NAME = "gpu-quota"
+"""Name of each training namespace's ResourceQuota (the seed's)."""
+
+POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
+
+EFA_ON_KARPENTER_REFUSED = (
+    "EFA training pods request hugepages-2Mi, and Karpenter launches nodes only for resources it knows an "
+    "instance type has, which hugepages are not (aws/karpenter-provider-aws#3315): the pods would stay "
+    "Pending; run EFA apps on a managed node group, or set efa to false"
+)
+"""Why an EFA training app may not rely on Karpenter nodes."""
+
+
+# --- Kubernetes objects -------------------------------------------------------------------------
+
+
+def priority_class(config: PriorityClassConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": config.name, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+        "value": config.value,
+        "globalDefault": config.global_default,
+        "description": config.description,
+        "preemptionPolicy": config.preemption_policy,
+    }
+
+
+def training_namespace(name: str, pod_security: str) -> dict[str, Any]:
+    """A training namespace that enforces a Pod Security Standard (``baseline`` refuses host networking)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {POD_SECURITY_LABEL: pod_security, "app.kubernetes.io/part-of": PART_OF}},
+    }
+
+
+def resource_quota(namespace: str, quota: ResolvedQuota) -> dict[str, Any]:
+    """The namespace's ResourceQuota. Because it limits ``requests.cpu`` and ``requests.memory``,
+    every pod in the namespace must request both (the training templates do)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": QUOTA_NAME, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+        "spec": {"hard": quota.hard()},
+    }
+
+
+# --- configuration: defaults and rules ------------------------------------------------------------
+
+
+def default_priority_class(classes: Sequence[PriorityClassConfig]) -> Optional[str]:
+    """The class training apps get unless they name one: the highest value."""
+    return max(classes, key=lambda c: c.value).name if classes else None
+
+
+def app_pool(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> Optional[PoolCapacity]:
+    """The app's pool: the one it names, else the only pool; None when that does not exist or the
+    name is ambiguous."""
+    fleet = fleet_capacity(args)
+    if app.pool is None:
+        return fleet[0] if len(fleet) == 1 else None
+    named = [c for c in fleet if c.pool.name == app.pool]
+    return named[0] if len(named) == 1 else None
+
+
+def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> TrainingJobSpec:
+    """The app with every default filled in from its pool, the namespaces and the priority classes.
+    Call it on arguments that passed ``validate_scheduling``."""
+    scheduling = args.scheduling
+    capacity = app_pool(app, args)
+    assert capacity is not None, "validate_scheduling reports an app without a pool"
+    pool = capacity.pool
+    job = app.job
+    runs = (
+        dict(
+            image=job.image,
+            command=tuple(job.command),
+            args=tuple(job.args),
+            env=dict(job.env),
+            suspend=job.suspend,
+            backoff_limit=job.backoff_limit,
+            rendezvous_port=job.rendezvous_port,
+        )
+        if job is not None
+        else {}
+    )
+    return TrainingJobSpec(
+        name=app.name,
+        nodes=app.nodes,
+        namespace=app.namespace if app.namespace is not None else scheduling.namespaces[0].name,
+        instance_types=tuple(app.instance_types if app.instance_types is not None else pool.instance_types),
+        priority_class=app.priority_class if app.priority_class is not None else default_priority_class(scheduling.priority_classes),
+        gpus_per_node=app.gpus_per_node,
+        efa=app.efa if app.efa is not None else pool.efa_enabled,
+        # The nodes have the interfaces the pool's launch template lays out, which may be fewer than the
+        # app's own instance types have when it narrows a pool of several types.
+        efa_devices_per_node=pool.efa_interfaces or None,
+        host_network=app.host_network,
+        cpu=app.cpu,
+        memory=app.memory,
+        shm_size_limit=app.shm_size_limit,
+        **runs,
+    )
+
+
+def _duplicates(values: Sequence[Any]) -> dict[int, int]:
+    """For each index whose value appeared earlier, the index of its first occurrence."""
+    return {i: values.index(v) for i, v in enumerate(values) if values.index(v) != i}
+
+
+def validate_priority_classes(classes: Sequence[PriorityClassConfig], path: str) -> list[Problem]:
+    """Unique names, unique values (two classes of one value would not order pods), at most one global default."""
+    problems = []
+    for i, first in _duplicates([c.name for c in classes]).items():
+        problems.append(Problem(f"{path}[{i}].name", f"'{classes[i].name}' is used by {path}[{first}] too"))
+    for i, first in _duplicates([c.value for c in classes]).items():
+        problems.append(Problem(f"{path}[{i}].value", f"{classes[i].value} is the value of {path}[{first}] too; values must be unique"))
+    defaults = [i for i, c in enumerate(classes) if c.global_default]
+    for i in defaults[1:]:
+        problems.append(Problem(f"{path}[{i}].globalDefault", f"only one class may be the global default ({path}[{defaults[0]}] is)"))
+    return problems
+
+
+@dataclass(frozen=True)
+class _Namespace:
+    """A configured namespace as the app rules see it."""
+
+    path: str
+    config: TrainingNamespaceConfig
+    quota: ResolvedQuota
+
+
+def validate_scheduling(args: GpuTrainingPlatformArgs) -> list[Problem]:
+    """Rules of ``scheduling`` and ``smokeTest`` that involve other keys."""
+    scheduling = args.scheduling
+    problems = validate_priority_classes(scheduling.priority_classes, "scheduling.priorityClasses")
+    problems += _validate_namespaces(args)
+    namespaces: dict[str, _Namespace] = {}
+    for i, namespace in enumerate(scheduling.namespaces):
+        namespaces.setdefault(namespace.name, _Namespace(f"scheduling.namespaces[{i}]", namespace, resolve_quota(namespace.quota, args)))
+    app_names = [a.name for a in scheduling.training_apps]
+    for i, first in _duplicates(app_names).items():
+        problems.append(Problem(f"scheduling.trainingApps[{i}].name", f"'{app_names[i]}' is used by scheduling.trainingApps[{first}] too"))
+    for i, app in enumerate(scheduling.training_apps):
+        problems += _validate_app(app, f"scheduling.trainingApps[{i}]", args, namespaces)
+    problems += _validate_smoke_test(args, namespaces)
+    return problems
+
+
+def _validate_namespaces(args: GpuTrainingPlatformArgs) -> list[Problem]:
+    """Unique, not Kubernetes' own, and an explicit GPU quota between one node and the whole fleet."""
+    problems = []
+    fleet = fleet_capacity(args)
+    capacity = sum(c.gpus for c in fleet)
+    smallest_node = min((c.smallest_node_gpus for c in fleet), default=0)
+    names = [ns.name for ns in args.scheduling.namespaces]
+    for i, namespace in enumerate(args.scheduling.namespaces):
+        path = f"scheduling.namespaces[{i}]"
+        if i in _duplicates(names):
+            problems.append(Problem(f"{path}.name", f"'{namespace.name}' is listed twice"))
+        if namespace.name in RESERVED_NAMESPACES:
+            problems.append(Problem(f"{path}.name", f"'{namespace.name}' belongs to Kubernetes; choose another namespace"))
+        gpus = namespace.quota.gpus
+        if gpus is not None and gpus > capacity:
+            bounds = "; ".join(map(str, fleet)) or "no GPU pool"
+            problems.append(
+                Problem(f"{path}.quota.gpus", f"{gpus} exceeds the {capacity} GPUs the fleet can provide ({bounds}); raise the pool limits or lower the quota")
+            )
+        elif gpus is not None and gpus < smallest_node:
+            problems.append(
+                Problem(f"{path}.quota.gpus", f"{gpus} is below one node's GPUs ({smallest_node}): no whole-node training pod could ever be admitted")
+            )
+    return problems
+
+
+def _validate_app(app: TrainingAppConfig, path: str, args: GpuTrainingPlatformArgs, namespaces: dict[str, _Namespace]) -> list[Problem]:
+    """The app's references (namespace, pool, priority class) and what they allow; then the job's own
+    rules and whether the namespace's quota can hold all of its pods at once."""
+    problems = []
+    namespace_name = app.namespace if app.namespace is not None else next(iter(namespaces), None)
+    namespace = namespaces.get(namespace_name) if namespace_name is not None else None
+    if namespace is None:
+        problems.append(Problem(f"{path}.namespace", f"'{namespace_name}' is not in scheduling.namespaces; allowed: {', '.join(namespaces) or 'none'}"))
+    elif app.host_network and namespace.config.pod_security != "privileged":
+        problems.append(
+            Problem(
+                f"{path}.hostNetwork",
+                f"needs {namespace.path}.podSecurity 'privileged' (it is '{namespace.config.pod_security}', which refuses host networking)",
+            )
+        )
+
+    fleet = fleet_capacity(args)
+    pools = [c.pool.name for c in fleet]
+    capacity = app_pool(app, args)
+    if capacity is None and app.pool is None:
+        problems.append(Problem(f"{path}.pool", f"is required: the stack has {len(pools)} GPU pools ({', '.join(pools) or 'none'})"))
+    elif capacity is None and pools.count(app.pool) > 1:
+        paths = " and ".join(c.path for c in fleet if c.pool.name == app.pool)
+        problems.append(Problem(f"{path}.pool", f"'{app.pool}' names {paths}; rename one of them"))
+    elif capacity is None:
+        problems.append(Problem(f"{path}.pool", f"'{app.pool}' is not the name of a GPU pool; allowed: {', '.join(pools) or 'none'}"))
+    else:
+        pool = capacity.pool
+        for j, instance_type in enumerate(app.instance_types or []):
+            if instance_type not in pool.instance_types:
+                problems.append(
+                    Problem(f"{path}.instanceTypes[{j}]", f"'{instance_type}' is not among {capacity.path}.instanceTypes ({', '.join(pool.instance_types)})")
+                )
+        if app.efa and not pool.efa_enabled:
+            problems.append(Problem(f"{path}.efa", f"is true but {capacity.path}.efa leaves the pool's nodes without EFA interfaces"))
+        efa = app.efa if app.efa is not None else pool.efa_enabled
+        if efa and isinstance(pool, KarpenterGpuNodePoolConfig):
+            problems.append(Problem(f"{path}.pool", f"'{pool.name}' is a Karpenter pool; {EFA_ON_KARPENTER_REFUSED}"))
+        # One pod per node on any GPU node of the app's types: the pools that have those types together
+        # (for EFA pods, the managed ones only).
+        types = set(app.instance_types or pool.instance_types) & set(pool.instance_types)
+        hosts = [
+            c
+            for c in fleet
+            if types & set(c.pool.instance_types) and not (efa and isinstance(c.pool, KarpenterGpuNodePoolConfig))
+        ]
+        if types and app.nodes > sum(c.nodes for c in hosts):
+            bounds = "; ".join(f"{c.bound}: {c.nodes} nodes" for c in hosts)
+            problems.append(Problem(f"{path}.nodes", f"{app.nodes} pods, one per node, need more nodes of {', '.join(sorted(types))} than the fleet can have ({bounds})"))
+
+    classes = [c.name for c in args.scheduling.priority_classes]
+    if app.priority_class is not None and app.priority_class not in classes:
+        problems.append(Problem(f"{path}.priorityClass", f"'{app.priority_class}' is not in scheduling.priorityClasses; allowed: {', '.join(classes)}"))
+    elif not classes:
+        problems.append(Problem(f"{path}.priorityClass", "has no default: scheduling.priorityClasses is empty"))
+
+    if problems or namespace is None:
+        return problems
+    spec = training_job_spec(app, args)
+    return validate_training_job(spec, path) or _quota_fits(spec, path, namespace)
+
+
+def _quota_fits(spec: TrainingJobSpec, path: str, namespace: _Namespace) -> list[Problem]:
+    """An app whose pods together exceed the quota could never run all its ranks at once."""
+    quota = namespace.quota
+    demands = (
+        ("gpus", spec.nodes * spec.node_gpus, quota.gpus, str(quota.gpus), f"{spec.nodes} × {spec.node_gpus} GPUs"),
+        ("cpu", spec.nodes * parse_quantity(spec.pod_cpu), parse_quantity(quota.cpu), quota.cpu, f"{spec.nodes} × {spec.pod_cpu} CPU"),
+        ("memory", spec.nodes * parse_quantity(spec.pod_memory), parse_quantity(quota.memory), quota.memory, f"{spec.nodes} × {spec.pod_memory} memory"),
+    )
+    return [
+        Problem(f"{path}.nodes", f"the app needs {what} but {namespace.path}.quota.{key} is {shown}: its pods could never all be admitted")
+        for key, needed, allowed, shown, what in demands
+        if needed > allowed
+    ]
+
+
+def smoke_test_pools(args: GpuTrainingPlatformArgs) -> list[SmokeTestPool]:
+    """Every managed pool that starts with nodes, with the GPUs each node must show. Pools at zero and
+    Karpenter pools (which launch nodes only for pending pods) have no node to check at `pulumi up`."""
+    pools = []
+    for i, pool in enumerate(args.gpu_node_groups):
+        capacity = pool_capacity(pool, f"gpuNodeGroups[{i}]")
+        if capacity is not None and pool.initial_size > 0:
+            pools.append(SmokeTestPool(pool.name, pool.initial_size, capacity.smallest_node_gpus))
+    return pools
+
+
+def _validate_smoke_test(args: GpuTrainingPlatformArgs, namespaces: dict[str, _Namespace]) -> list[Problem]:
+    smoke = args.smoke_test
+    if not smoke.enabled:
+        return []
+    namespace_name = smoke.namespace if smoke.namespace is not None else next(iter(namespaces), None)
+    namespace = namespaces.get(namespace_name) if namespace_name is not None else None
+    if namespace is None:
+        return [Problem("smokeTest.namespace", f"'{namespace_name}' is not in scheduling.namespaces; allowed: {', '.join(namespaces) or 'none'}")]
+    pools = smoke_test_pools(args)
+    if not pools:
+        return [Problem("smokeTest.enabled", "no GPU pool starts with nodes (every initial size is 0), so there is nothing to check")]
+    needed = sum(pool.nodes * pool.gpus for pool in pools)
+    if needed > namespace.quota.gpus:
+        return [Problem("smokeTest.namespace", f"the smoke test needs {needed} GPUs at once but {namespace.path}.quota.gpus is {namespace.quota.gpus}")]
+    return []
+
+
+# --- component ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NamespacePolicy:
+    """A training namespace to create, with its quota."""
+
+    name: str
+    quota: ResolvedQuota
+    pod_security: str = "baseline"
+    """Pod Security Standard enforced. Default: baseline."""
+
+
+@dataclass
+class SchedulingPoliciesArgs:
+    """Arguments of ``SchedulingPolicies``."""
+
+    priority_classes: Sequence[PriorityClassConfig] = DEFAULT_PRIORITY_CLASSES
+    """PriorityClasses. Default: the seed's three."""
+    namespaces: Sequence[NamespacePolicy] = ()
+    """Training namespaces with their quotas. Default: none."""
+    protected_apps: Sequence[TrainingJobSpec] = ()
+    """Training apps deployed by other means that get a PodDisruptionBudget here. Default: none."""
+
+
+def scheduling_policies_args(args: GpuTrainingPlatformArgs) -> SchedulingPoliciesArgs:
+    """The stack's policy; apps the stack runs itself (with ``job``) get their PDB from ``TrainingJob`` instead,
+    since two PDBs over one pod make the eviction API refuse to evict it at all."""
+    scheduling = args.scheduling
+    return SchedulingPoliciesArgs(
+        priority_classes=list(scheduling.priority_classes),
+        namespaces=[NamespacePolicy(ns.name, resolve_quota(ns.quota, args), ns.pod_security) for ns in scheduling.namespaces],
+        protected_apps=[training_job_spec(app, args) for app in scheduling.training_apps if app.job is None],
+    )
+
+
+class SchedulingPolicies(pulumi.ComponentResource):
+    """PriorityClasses, training namespaces with ResourceQuotas, and PodDisruptionBudgets for training
+    apps. Pass the cluster's Kubernetes provider in ``opts``."""
+
+    priority_class_names: pulumi.Output[list[str]]
+    namespace_names: pulumi.Output[list[str]]
+
+    def __init__(self, name: str, args: SchedulingPoliciesArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        path = f"SchedulingPolicies({name})"
+        problems = validate_priority_classes(args.priority_classes, f"{path}.priorityClasses")
+        names = [ns.name for ns in args.namespaces]
+        for i, first in _duplicates(names).items():
+            problems.append(Problem(f"{path}.namespaces[{i}].name", f"'{names[i]}' is also namespaces[{first}]"))
+        for i, app in enumerate(args.protected_apps):
+            if app.namespace not in names:
+                problems.append(Problem(f"{path}.protectedApps[{i}].namespace", f"'{app.namespace}' is not among the namespaces created here"))
+        if problems:
+            raise ConfigError(problems)
+        super().__init__("eks-gpu-training:index:SchedulingPolicies", name, None, opts)
+
+        for config in args.priority_classes:
+            body = priority_class(config)
+            k8s.scheduling.v1.PriorityClass(
+                f"{name}-{config.name}",
+                metadata=body["metadata"],
+                value=body["value"],
+                global_default=body["globalDefault"],
+                description=body["description"],
+                preemption_policy=body["preemptionPolicy"],
+                # The value is immutable: a new value replaces the class, whose name must be free first.
+                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            )
+
+        created: dict[str, k8s.core.v1.Namespace] = {}
+        for policy in args.namespaces:
+            namespace = k8s.core.v1.Namespace(
+                f"{name}-{policy.name}",
+                metadata=training_namespace(policy.name, policy.pod_security)["metadata"],
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            created[policy.name] = namespace
+            quota = resource_quota(policy.name, policy.quota)
+            k8s.core.v1.ResourceQuota(
+                f"{name}-{policy.name}-quota",
+                metadata=quota["metadata"],
+                spec=quota["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            )
+
+        for app in args.protected_apps:
+            pdb = training_pdb(app)
+            k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-{app.name}-pdb",
+                metadata=pdb["metadata"],
+                spec=pdb["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[created[app.namespace]]),
+            )
+
+        self.priority_class_names = pulumi.Output.from_input([c.name for c in args.priority_classes])
+        self.namespace_names = pulumi.Output.from_input(names)
+        self.register_outputs({"priorityClassNames": self.priority_class_names, "namespaceNames": self.namespace_names})

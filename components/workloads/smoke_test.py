@@ -1,0 +1,126 @@
+"""The nvidia-smi smoke test: one Job per GPU pool that checks each of the pool's nodes shows all its GPUs.
+
+``smoke_test_job`` is a plain function returning the Job; ``GpuSmokeTest`` creates one per pool,
+and `pulumi up` waits for them, so a node whose GPUs the device plugin does not advertise fails
+the update.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from ..facts.gpu_nodes import gpu_toleration
+from .templates import COMPONENT_LABEL, EKS_NODEGROUP_KEY, GPU_RESOURCE, PART_OF, gpu_node_affinity, label_in, one_pod_per_node
+
+SMOKE_TEST_COMPONENT = "gpu-smoke-test"
+"""``app.kubernetes.io/component`` of the smoke test's pods (they request GPUs but are not training)."""
+
+
+def smoke_test_name(pool: str) -> str:
+    """``gpu-smoke-test-<pool>``, shortened with a hash of the pool name where that passes 63 characters."""
+    name = f"gpu-smoke-test-{pool}"
+    if len(name) <= 63:
+        return name
+    return f"{name[:54]}-{hashlib.sha256(pool.encode()).hexdigest()[:8]}"
+
+
+def smoke_test_job(pool: str, nodes: int, gpus: int, image: str, namespace: str) -> dict[str, Any]:
+    """A Job that runs nvidia-smi once on each of a pool's ``nodes`` nodes and fails unless it sees ``gpus`` GPUs.
+
+    Each pod requests every GPU of its node (nvidia-smi shows only the GPUs allocated to the
+    container), so a pass also proves the device plugin advertises them all.
+    """
+    name = smoke_test_name(pool)
+    labels = {
+        "app": name,
+        "app.kubernetes.io/name": "gpu-smoke-test",
+        "app.kubernetes.io/instance": name,
+        COMPONENT_LABEL: SMOKE_TEST_COMPONENT,
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/managed-by": "pulumi",
+    }
+    selector = {"matchExpressions": [label_in("app", [name])]}
+    container = {
+        "name": "nvidia-smi",
+        "image": image,
+        "command": ["/bin/sh", "-c", f'nvidia-smi && test "$(nvidia-smi -L | wc -l)" -eq {gpus}'],
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "128Mi", GPU_RESOURCE: str(gpus)},
+            "limits": {GPU_RESOURCE: str(gpus)},
+        },
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+    pod = {
+        "restartPolicy": "Never",
+        "tolerations": [gpu_toleration()],
+        "affinity": {
+            "nodeAffinity": gpu_node_affinity(label_in(EKS_NODEGROUP_KEY, [pool])),
+            "podAntiAffinity": one_pod_per_node(selector),
+        },
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "completions": nodes,
+            "parallelism": nodes,
+            "backoffLimit": nodes,
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
+    }
+
+
+@dataclass(frozen=True)
+class SmokeTestPool:
+    """A GPU pool the smoke test checks."""
+
+    name: str
+    """Pool (EKS node group) name."""
+    nodes: int
+    """Nodes to check: the pool's size at creation."""
+    gpus: int
+    """GPUs each node must show."""
+
+
+@dataclass
+class GpuSmokeTestArgs:
+    """Arguments of ``GpuSmokeTest``."""
+
+    pools: Sequence[SmokeTestPool]
+    """Pools to check."""
+    namespace: str
+    """Namespace of the Jobs."""
+    image: str
+    """Image with nvidia-smi."""
+    timeout_minutes: int
+    """How long `pulumi up` waits for each Job to complete."""
+
+
+class GpuSmokeTest(pulumi.ComponentResource):
+    """One Job per GPU pool that runs nvidia-smi on each of its nodes; `pulumi up` waits for them
+    and fails if a node does not show all its GPUs. Make it depend on the node groups and the GPU
+    device plugin, and pass the Kubernetes provider in ``opts``."""
+
+    def __init__(self, name: str, args: GpuSmokeTestArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("eks-gpu-training:index:GpuSmokeTest", name, None, opts)
+        for pool in args.pools:
+            job = smoke_test_job(pool.name, pool.nodes, pool.gpus, args.image, args.namespace)
+            k8s.batch.v1.Job(
+                f"{name}-{pool.name}",
+                metadata=job["metadata"],
+                spec=job["spec"],
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    delete_before_replace=True,
+                    custom_timeouts=pulumi.CustomTimeouts(create=f"{args.timeout_minutes}m", update=f"{args.timeout_minutes}m"),
+                ),
+            )
+        self.register_outputs({})

@@ -180,7 +180,7 @@ class GpuNodePool(pulumi.ComponentResource):
         if pool.efa_enabled:
             security_group_ids.append(efa_security_group(name, ref, tags, parent=self).id)
 
-        subnets = pool_subnets(pool, args.network)
+        subnets = pool_subnets(pool, ref.subnets or args.network)
         # Custom resources are cluster-scoped and named after the pool, so `kubectl get nodepool` shows its name.
         custom = dict(parent=self, provider=ref.provider)
         node_class = k8s.apiextensions.CustomResource(

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
-from ..config import SYSTEM_NODE_ROLE_LABEL, ClusterConfig, NetworkConfig, SystemNodeGroupConfig
+from ..config import SYSTEM_NODE_ROLE_LABEL, ClusterConfig, NetworkConfig, SubnetRef, SystemNodeGroupConfig
 from .iam import create_node_role, node_group_update_transform
+from .network import NetworkRef, adopted_network
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 """EKS access policy granted to ``cluster.adminPrincipalArns`` (cluster-wide scope)."""
@@ -37,8 +38,8 @@ class ClusterRef:
     """AWS region of the cluster."""
     partition: str
     """ARN partition of the region."""
-    vpc_id: str
-    """VPC of the cluster."""
+    vpc_id: pulumi.Input[str]
+    """VPC of the cluster (an Output when this stack creates the network)."""
     node_group_cluster: pulumi.Input[Any]
     """What ``eks.ManagedNodeGroup(cluster=...)`` takes: the ``eks.Cluster`` or its core data."""
     cluster_security_group_id: pulumi.Output[str]
@@ -53,6 +54,9 @@ class ClusterRef:
     ready: Sequence[pulumi.Resource] = field(default_factory=tuple)
     """Resources that must exist before in-cluster controllers are installed (cluster, add-ons,
     system nodes); GPU nodes are deliberately not among them."""
+    subnets: tuple[SubnetRef, ...] = ()
+    """The cluster's private subnets with their AZs, which pools choose from; empty in a hand-built ref
+    (pools then take the subnets of their network configuration)."""
     endpoint: Optional[pulumi.Output[str]] = None
     """The API server endpoint (https URL), for controllers that are told it (Karpenter); ``EksCluster``
     always sets it, a hand-built ref may leave it out (Karpenter then discovers it itself)."""
@@ -91,8 +95,9 @@ class EksClusterArgs:
 
     cluster: ClusterConfig
     """Create or adopt, name, version, endpoint access, admins, logs."""
-    network: NetworkConfig
-    """VPC and private subnets of the cluster."""
+    network: Union[NetworkRef, NetworkConfig]
+    """VPC and private subnets of the cluster: ``Network(...).ref`` for a created network, or the
+    configuration of an adopted one (``create: false``)."""
     system_node_group: SystemNodeGroupConfig
     """The untainted node group for controllers."""
     region: str
@@ -112,7 +117,12 @@ class EksCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: EksClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("eks-gpu-training:index:EksCluster", name, None, opts)
         config = args.cluster
-        subnet_ids = [s.id for s in args.network.subnets]
+        network = args.network
+        if isinstance(network, NetworkConfig):
+            if network.create:
+                raise ValueError("EksClusterArgs.network: a network to create is built by Network; pass Network(...).ref")
+            network = adopted_network(network)
+        subnet_ids = network.subnet_ids
         ready: list[pulumi.Resource] = []
 
         if config.create:
@@ -121,7 +131,7 @@ class EksCluster(pulumi.ComponentResource):
                 eks.ClusterArgs(
                     name=config.name,
                     version=config.kubernetes_version,
-                    vpc_id=args.network.vpc_id,
+                    vpc_id=network.vpc_id,
                     subnet_ids=subnet_ids,
                     authentication_mode=eks.AuthenticationMode.API,
                     access_entries={
@@ -144,7 +154,8 @@ class EksCluster(pulumi.ComponentResource):
                     create_oidc_provider=False,
                     tags=dict(args.tags),
                 ),
-                opts=pulumi.ResourceOptions(parent=self),
+                # Nodes launch only once a created network routes to NAT and its endpoints exist.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(network.ready)),
             )
             # The cluster name is a plain string here, so the add-on must wait for the cluster explicitly.
             pod_identity = aws.eks.Addon(
@@ -198,7 +209,7 @@ class EksCluster(pulumi.ComponentResource):
                 node_group_options=eks.ClusterNodeGroupOptionsArgs(),
                 provider=self.provider,
                 subnet_ids=subnet_ids,
-                vpc_id=args.network.vpc_id,
+                vpc_id=network.vpc_id,
             )
 
         if args.system_node_group.enabled:
@@ -208,7 +219,8 @@ class EksCluster(pulumi.ComponentResource):
             name=config.name,
             region=args.region,
             partition=args.partition,
-            vpc_id=args.network.vpc_id,
+            vpc_id=network.vpc_id,
+            subnets=tuple(network.subnets),
             node_group_cluster=node_group_cluster,
             cluster_security_group_id=cluster_security_group_id,
             kubeconfig=kubeconfig,
@@ -226,7 +238,7 @@ class EksCluster(pulumi.ComponentResource):
         name: str,
         args: EksClusterArgs,
         node_group_cluster: Any,
-        subnet_ids: list[str],
+        subnet_ids: list[pulumi.Input[str]],
         ready: list[pulumi.Resource],
     ) -> eks.ManagedNodeGroup:
         system = args.system_node_group

@@ -178,7 +178,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 cluster_name=ref.name,
                 node_group_name=pool.name,
                 node_role_arn=role.arn,
-                subnet_ids=[s.id for s in pool_subnets(pool, args.network)],
+                subnet_ids=[s.id for s in pool_subnets(pool, ref.subnets or args.network)],
                 instance_types=node_group_instance_types(pool),
                 ami_type=pool.ami_type,
                 capacity_type=pool.capacity_type,

@@ -12,7 +12,7 @@ it calls; components call the same helpers, so the rules hold whether a stack fi
 Pulumi program builds the arguments.
 
 The model is one package, a module per part of the stack: ``base`` (problems, the base model, AWS
-enum checks), ``cluster``, ``pools`` (managed GPU pools and the rules all GPU pools share), ``karpenter``, ``addons`` (GPU Operator,
+enum checks), ``network``, ``storage``, ``cluster``, ``pools`` (managed GPU pools and the rules all GPU pools share), ``karpenter``, ``addons`` (GPU Operator,
 topology labeler), ``scheduling``, and ``stack`` (the whole stack's arguments). Reading a stack and the rules that span layers live in
 ``platform``.
 """
@@ -32,9 +32,26 @@ from .base import (
     AmiType,
     ProblemSink,
 )
-from .cluster import (
+from .network import (
+    ADDRESSES_PER_EFA_NODE,
     SubnetConfig,
+    SubnetRef,
+    SubnetLayout,
     NetworkConfig,
+    network_zones,
+    planned_subnets,
+    subnet_layout,
+    validate_network,
+)
+from .storage import (
+    FSX_CSI_ADDON_VERSION,
+    DataRepositoryConfig,
+    FsxLustreConfig,
+    StorageConfig,
+    fsx_zone,
+    validate_storage,
+)
+from .cluster import (
     ClusterConfig,
     SystemNodeGroupConfig,
 )
@@ -88,6 +105,7 @@ from .scheduling import (
 )
 from .stack import (
     GpuTrainingPlatformArgs,
+    gpu_pool_zones,
     validate_platform,
 )
 
@@ -107,6 +125,19 @@ __all__ = [
     "ProblemSink",
     "SubnetConfig",
     "NetworkConfig",
+    "FSX_CSI_ADDON_VERSION",
+    "DataRepositoryConfig",
+    "FsxLustreConfig",
+    "StorageConfig",
+    "fsx_zone",
+    "validate_storage",
+    "ADDRESSES_PER_EFA_NODE",
+    "SubnetRef",
+    "SubnetLayout",
+    "network_zones",
+    "planned_subnets",
+    "subnet_layout",
+    "validate_network",
     "ClusterConfig",
     "SystemNodeGroupConfig",
     "KARPENTER_CAPACITY_TYPES",
@@ -150,5 +181,6 @@ __all__ = [
     "SMOKE_TEST_IMAGE",
     "SmokeTestConfig",
     "GpuTrainingPlatformArgs",
+    "gpu_pool_zones",
     "validate_platform",
 ]

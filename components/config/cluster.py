@@ -1,4 +1,4 @@
-"""The cluster's configuration: network, the EKS cluster itself, the system node group."""
+"""The cluster's configuration: the EKS cluster itself and the system node group (the network is in ``network``)."""
 
 from __future__ import annotations
 
@@ -9,25 +9,7 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
-from .base import _AZ, SUPPORTED_KUBERNETES_VERSIONS, AmiType, InstanceType, _enum_error, _Model, supported_version
-
-
-class SubnetConfig(_Model):
-    """A private subnet the cluster and its nodes use."""
-
-    id: str = Field(pattern=r"^subnet-[0-9a-f]{8,17}$")
-    """Subnet ID (required)."""
-    availability_zone: str = Field(pattern=_AZ)
-    """Availability zone of the subnet, e.g. ``us-west-2a`` (required; placement groups are per AZ)."""
-
-
-class NetworkConfig(_Model):
-    """The VPC the cluster lives in."""
-
-    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
-    """VPC ID (required)."""
-    subnets: list[SubnetConfig] = Field(min_length=1)
-    """Private subnets for the control plane ENIs and the nodes, with their AZs (required)."""
+from .base import SUPPORTED_KUBERNETES_VERSIONS, AmiType, InstanceType, _enum_error, _Model, supported_version
 
 
 class ClusterConfig(_Model):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal, Optional, Sequence, Union
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -25,7 +25,7 @@ from .base import (
     _enum_error,
     _Model,
 )
-from .cluster import NetworkConfig, SubnetConfig
+from .network import NetworkConfig, SubnetRef, network_zones, planned_subnets
 
 
 KARPENTER_CAPACITY_TYPES = ("on-demand", "spot", "reserved")
@@ -143,12 +143,15 @@ class GpuNodeGroupConfig(GpuPoolConfig):
         return self.min_size if self.desired_size is None else self.desired_size
 
 
-def pool_subnets(pool: GpuPoolConfig, network: NetworkConfig) -> list[SubnetConfig]:
-    """The subnets a pool's nodes launch in (see ``GpuNodeGroupConfig.subnet_ids``)."""
+def pool_subnets(pool: GpuPoolConfig, network: Union[NetworkConfig, Sequence[SubnetRef]]) -> list[SubnetRef]:
+    """The subnets a pool's nodes launch in (see ``GpuNodeGroupConfig.subnet_ids``), chosen from the
+    network's planned subnets or from subnets already built (whose IDs may be Outputs): only the
+    AZs are read, never an ID that may not exist yet."""
+    subnets = planned_subnets(network) if isinstance(network, NetworkConfig) else list(network)
     if pool.subnet_ids is not None:
-        by_id = {s.id: s for s in network.subnets}
+        by_id = {s.id: s for s in subnets if isinstance(s.id, str)}
         return [by_id[i] for i in pool.subnet_ids if i in by_id]
-    return [s for s in network.subnets if pool.availability_zone in (None, s.availability_zone)]
+    return [s for s in subnets if pool.availability_zone in (None, s.availability_zone)]
 
 
 def _check_gpu_instance_types(instance_types: list[str], problem: ProblemSink) -> bool:
@@ -190,12 +193,19 @@ def _check_placement(pool: GpuPoolConfig, network: NetworkConfig, problem: Probl
     if placement.mode != "existing" and placement.name is not None:
         problem("placementGroup.name", f"is only used with mode 'existing' (mode is '{placement.mode}')")
 
-    known_azs = sorted({s.availability_zone for s in network.subnets})
+    known_azs = sorted(network_zones(network))
+    where = "network.availabilityZones" if network.create else "network.subnets"
     if pool.availability_zone is not None and pool.availability_zone not in known_azs:
-        problem("availabilityZone", f"'{pool.availability_zone}' has no subnet in network.subnets; allowed: {', '.join(known_azs)}")
+        problem("availabilityZone", f"'{pool.availability_zone}' has no subnet in {where}; allowed: {', '.join(known_azs)}")
 
     subnet_azs = {s.id: s.availability_zone for s in network.subnets}
-    if pool.subnet_ids is not None:
+    if pool.subnet_ids is not None and network.create:
+        problem(
+            "subnetIds",
+            "cannot name subnets of a network this stack creates (their IDs exist only after `pulumi up`); "
+            "choose the pool's subnets by availabilityZone",
+        )
+    elif pool.subnet_ids is not None:
         if not pool.subnet_ids:
             problem("subnetIds", "must list at least one subnet")
         for i, subnet_id in enumerate(pool.subnet_ids):

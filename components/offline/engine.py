@@ -123,6 +123,14 @@ def _arn(service: str, kind: str, name: str) -> str:
     return f"arn:aws:{service}:us-west-2:{ACCOUNT_ID}:{kind}/{name}"
 
 
+EC2_ID_PREFIXES = {
+    "aws:ec2/securityGroup:SecurityGroup": "sg-",
+    "aws:ec2/subnet:Subnet": "subnet-",
+    "aws:ec2/vpc:Vpc": "vpc-",
+}
+"""Resource types whose mock IDs take EC2's shape (``<prefix><17 hex digits>``)."""
+
+
 class PlausibleMocks(pulumi.runtime.Mocks):
     """Outputs a real deployment would give back, derived from the inputs."""
 
@@ -167,9 +175,9 @@ class PlausibleMocks(pulumi.runtime.Mocks):
         if typ.startswith("kubernetes:"):
             metadata = outputs.get("metadata") or {}
             resource_id = "/".join(p for p in (metadata.get("namespace"), metadata.get("name") or name) if p)
-        elif typ == "aws:ec2/securityGroup:SecurityGroup":
-            # EC2-shaped, since CRD patterns (EC2NodeClass selector ids) check it.
-            resource_id = "sg-" + hashlib.sha1(name.encode()).hexdigest()[:17]
+        elif typ in EC2_ID_PREFIXES:
+            # EC2-shaped, since CRD patterns (EC2NodeClass selector ids) check them.
+            resource_id = EC2_ID_PREFIXES[typ] + hashlib.sha1(name.encode()).hexdigest()[:17]
         else:
             resource_id = args.resource_id or f"{name}-id"
         return resource_id, outputs

@@ -8,6 +8,7 @@ import pulumi
 
 from ..facts import aws_enums
 from ..aws.cluster import EksCluster, EksClusterArgs
+from ..aws.network import Network, NetworkArgs, adopted_network
 from ..config import ConfigError, GpuTrainingPlatformArgs
 from ..addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
 from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
@@ -22,9 +23,11 @@ from .validation import validate_stack
 
 
 class GpuTrainingPlatform(pulumi.ComponentResource):
-    """EKS cluster, system node group, GPU training pools, GPU Operator, EFA device plugin, topology
+    """VPC (when created), EKS cluster, system node group, GPU training pools, GPU Operator, EFA device plugin, topology
     labeler, Karpenter, scheduling policy and training jobs, in one stack graph."""
 
+    network: Optional[Network]
+    """The VPC this stack created; None when it adopts one (``network.create`` false)."""
     cluster: EksCluster
     """The created or adopted cluster."""
     gpu_node_groups: dict[str, GpuNodeGroup]
@@ -55,11 +58,20 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         partition = aws_enums.partition_of(args.region)
         tags = dict(args.tags)
 
+        self.network = (
+            Network(
+                f"{name}-network",
+                NetworkArgs(config=args.network, region=args.region, name_prefix=args.cluster.name, tags=tags),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            if args.network.create
+            else None
+        )
         self.cluster = EksCluster(
             f"{name}-cluster",
             EksClusterArgs(
                 cluster=args.cluster,
-                network=args.network,
+                network=self.network.ref if self.network is not None else adopted_network(args.network),
                 system_node_group=args.system_node_group,
                 region=args.region,
                 partition=partition,

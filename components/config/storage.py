@@ -1,0 +1,127 @@
+"""Storage for training: an FSx for Lustre file system shared by the training namespaces, and the
+GPU nodes' instance-store NVMe as one RAID0 array for ephemeral storage."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from .base import _AZ, Problem, _Model
+from .network import NetworkConfig, network_zones
+
+FSX_PERSISTENT_2_CAPACITY_STEP_GIB = 2400
+"""PERSISTENT_2 SSD file systems take 1200 GiB, 2400 GiB or a multiple of 2400 GiB
+(docs.aws.amazon.com/fsx/latest/APIReference/API_CreateFileSystem.html, StorageCapacity)."""
+
+FSX_PERSISTENT_2_THROUGHPUTS = (125, 250, 500, 1000)
+"""MB/s per TiB of storage a PERSISTENT_2 file system offers (same page, PerUnitStorageThroughput)."""
+
+FSX_CSI_ADDON_VERSION = "v1.7.0-eksbuild.1"
+"""The EKS add-on version of the FSx CSI driver installed unless configured otherwise: the first
+release EKS lists for every node type it supports (EKS user guide, hybrid nodes add-ons table).
+`aws eks describe-addon-versions --addon-name aws-fsx-csi-driver --kubernetes-version <v>` lists
+newer ones; pin one of them in `storage.fsx.csiDriverVersion`."""
+
+S3_BUCKET_NAME = re.compile(r"^(?!xn--)(?!.*-s3alias$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+"""S3 general purpose bucket names (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html)."""
+
+
+class DataRepositoryConfig(_Model):
+    """An S3 prefix linked to a directory of the file system: files load from S3 on first read, and
+    new or changed files are exported back (checkpoints reach S3 without a copy step)."""
+
+    bucket: str
+    """S3 bucket, one of `storage.s3Buckets` (required)."""
+    prefix: str = ""
+    """Key prefix in the bucket, without a leading slash. Default: the whole bucket."""
+    file_system_path: str = Field(default="/s3", pattern=r"^/[^\s]*$")
+    """Directory of the file system the prefix appears at. Default: /s3."""
+    auto_export: bool = True
+    """Export new, changed and deleted files to S3 automatically. Default: true."""
+
+
+class FsxLustreConfig(_Model):
+    """A persistent FSx for Lustre file system in the GPU pools' AZ, mounted by training pods."""
+
+    enabled: bool = False
+    """Create the file system, its security group, the FSx CSI driver and a volume in each training namespace. Default: false."""
+    storage_capacity_gib: int = Field(default=1200, ge=1200)
+    """Storage in GiB: 1200, 2400 or a multiple of 2400; it can grow in place but never shrink. Default: 1200."""
+    throughput_mbps_per_tib: int = 250
+    """Throughput per TiB of storage (125, 250, 500 or 1000 MB/s/TiB). Default: 250."""
+    availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
+    """AZ of the file system. Default: the AZ all GPU pools with a fixed AZ share."""
+    mount_path: str = Field(default="/fsx", pattern=r"^/[^\s]*$")
+    """Where training containers mount the file system. Default: /fsx."""
+    data_repository: Optional[DataRepositoryConfig] = None
+    """An S3 data repository association. Default: none."""
+    csi_driver_version: str = Field(default=FSX_CSI_ADDON_VERSION, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
+    """Version of the EKS add-on aws-fsx-csi-driver. Default: v1.7.0-eksbuild.1."""
+
+
+class StorageConfig(_Model):
+    """Storage of the training platform: shared Lustre, instance-store NVMe, and the S3 buckets training uses."""
+
+    fsx: FsxLustreConfig = FsxLustreConfig()
+    """FSx for Lustre. Default: off."""
+    instance_store: Literal["raid0", "none"] = "raid0"
+    """GPU nodes' instance-store NVMe: raid0 makes one array for kubelet and containerd (ephemeral storage, image cache); none leaves the disks unused. Default: raid0."""
+    s3_buckets: list[str] = []
+    """S3 buckets training uses, named once: the data repository must be one of them. Default: none."""
+
+
+def fsx_zone(storage: StorageConfig, pool_zones: list[Optional[str]]) -> Optional[str]:
+    """The file system's AZ: the configured one, else the one AZ the GPU pools with a fixed AZ share
+    (None when there is no such single AZ; ``validate_storage`` reports it)."""
+    if storage.fsx.availability_zone is not None:
+        return storage.fsx.availability_zone
+    fixed = {zone for zone in pool_zones if zone is not None}
+    return fixed.pop() if len(fixed) == 1 else None
+
+
+def validate_storage(storage: StorageConfig, network: NetworkConfig, pool_zones: list[Optional[str]]) -> list[Problem]:
+    """Rules of the storage section: FSx sizes, an AZ shared with the GPU pools that has a subnet,
+    and a data repository in a bucket named in `s3Buckets`."""
+    problems: list[Problem] = []
+    for i, bucket in enumerate(storage.s3_buckets):
+        if not S3_BUCKET_NAME.match(bucket) or ".." in bucket:
+            problems.append(Problem(f"storage.s3Buckets[{i}]", f"'{bucket}' is not an S3 bucket name (3-63 lowercase letters, digits, '.', '-')"))
+        elif storage.s3_buckets.index(bucket) != i:
+            problems.append(Problem(f"storage.s3Buckets[{i}]", f"'{bucket}' is listed twice"))
+    fsx = storage.fsx
+    if not fsx.enabled:
+        return problems
+    path = "storage.fsx"
+    capacity = fsx.storage_capacity_gib
+    if capacity not in (1200, 2400) and capacity % FSX_PERSISTENT_2_CAPACITY_STEP_GIB:
+        problems.append(Problem(f"{path}.storageCapacityGib", f"{capacity} is not 1200, 2400 or a multiple of 2400 (FSx PERSISTENT_2 SSD)"))
+    if fsx.throughput_mbps_per_tib not in FSX_PERSISTENT_2_THROUGHPUTS:
+        allowed = ", ".join(map(str, FSX_PERSISTENT_2_THROUGHPUTS))
+        problems.append(Problem(f"{path}.throughputMbpsPerTib", f"{fsx.throughput_mbps_per_tib} is not one of {allowed}"))
+    zones = network_zones(network)
+    fixed = sorted({zone for zone in pool_zones if zone is not None})
+    zone = fsx_zone(storage, pool_zones)
+    if zone is None:
+        reason = f"the GPU pools are in {', '.join(fixed)}" if fixed else "no GPU pool names an availabilityZone"
+        problems.append(Problem(f"{path}.availabilityZone", f"is required: {reason}; choose one of {', '.join(zones)}"))
+    elif zone not in zones:
+        problems.append(Problem(f"{path}.availabilityZone", f"'{zone}' has no private subnet in the network; allowed: {', '.join(zones)}"))
+    elif fixed and fixed != [zone]:
+        problems.append(
+            Problem(
+                f"{path}.availabilityZone",
+                f"'{zone}' is not the GPU pools' AZ ({', '.join(fixed)}): Lustre traffic would cross AZs (latency, transfer charges)",
+            )
+        )
+    repository = fsx.data_repository
+    if repository is not None:
+        if repository.bucket not in storage.s3_buckets:
+            listed = ", ".join(storage.s3_buckets) or "none"
+            problems.append(
+                Problem(f"{path}.dataRepository.bucket", f"'{repository.bucket}' is not in storage.s3Buckets (listed: {listed}); name it there once")
+            )
+        if repository.prefix.startswith("/"):
+            problems.append(Problem(f"{path}.dataRepository.prefix", "is a key prefix: no leading '/'"))
+    return problems

@@ -52,7 +52,7 @@ class FsxLustreConfig(_Model):
     throughput_mbps_per_tib: int = 250
     """Throughput per TiB of storage (125, 250, 500 or 1000 MB/s/TiB). Default: 250."""
     availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
-    """AZ of the file system. Default: the AZ all GPU pools with a fixed AZ share."""
+    """AZ of the file system. Default: the AZ the GPU pools with a fixed AZ share (the network's first AZ when none fixes one)."""
     mount_path: str = Field(default="/fsx", pattern=r"^/[^\s]*$")
     """Where training containers mount the file system. Default: /fsx."""
     data_repository: Optional[DataRepositoryConfig] = None
@@ -72,12 +72,15 @@ class StorageConfig(_Model):
     """S3 buckets training uses, named once: the data repository must be one of them. Default: none."""
 
 
-def fsx_zone(storage: StorageConfig, pool_zones: list[Optional[str]]) -> Optional[str]:
-    """The file system's AZ: the configured one, else the one AZ the GPU pools with a fixed AZ share
-    (None when there is no such single AZ; ``validate_storage`` reports it)."""
+def fsx_zone(storage: StorageConfig, network: NetworkConfig, pool_zones: list[Optional[str]]) -> Optional[str]:
+    """The file system's AZ: the configured one, else the one AZ the GPU pools with a fixed AZ share,
+    else (no pool fixes one) the network's first AZ. None when the pools are in several AZs
+    (``validate_storage`` reports it)."""
     if storage.fsx.availability_zone is not None:
         return storage.fsx.availability_zone
     fixed = {zone for zone in pool_zones if zone is not None}
+    if not fixed:
+        return next(iter(network_zones(network)), None)
     return fixed.pop() if len(fixed) == 1 else None
 
 
@@ -102,10 +105,11 @@ def validate_storage(storage: StorageConfig, network: NetworkConfig, pool_zones:
         problems.append(Problem(f"{path}.throughputMbpsPerTib", f"{fsx.throughput_mbps_per_tib} is not one of {allowed}"))
     zones = network_zones(network)
     fixed = sorted({zone for zone in pool_zones if zone is not None})
-    zone = fsx_zone(storage, pool_zones)
+    zone = fsx_zone(storage, network, pool_zones)
     if zone is None:
-        reason = f"the GPU pools are in {', '.join(fixed)}" if fixed else "no GPU pool names an availabilityZone"
-        problems.append(Problem(f"{path}.availabilityZone", f"is required: {reason}; choose one of {', '.join(zones)}"))
+        problems.append(
+            Problem(f"{path}.availabilityZone", f"is required: the GPU pools are in {', '.join(fixed)}; choose one of {', '.join(zones)}")
+        )
     elif zone not in zones:
         problems.append(Problem(f"{path}.availabilityZone", f"'{zone}' has no private subnet in the network; allowed: {', '.join(zones)}"))
     elif fixed and fixed != [zone]:

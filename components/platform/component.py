@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Optional
 
 import pulumi
+import pulumi_aws as aws
 
 from ..facts import aws_enums
 from ..aws.cluster import EksCluster, EksClusterArgs
 from ..aws.network import Network, NetworkArgs, adopted_network
+from ..aws.storage import LustreStorage, LustreStorageArgs, subnet_in_zone
+from ..config import fsx_zone, gpu_pool_zones
 from ..config import ConfigError, GpuTrainingPlatformArgs
 from ..addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
 from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
@@ -18,6 +21,7 @@ from ..addons.karpenter import Karpenter, KarpenterArgs
 from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from ..workloads.scheduling_policies import SchedulingPolicies, scheduling_policies_args, smoke_test_pools, training_job_spec
 from ..workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
+from ..workloads.storage import TrainingStorage, TrainingStorageArgs
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
 from .validation import validate_stack
 
@@ -48,6 +52,10 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """Training apps the stack runs, by app name."""
     smoke_test: Optional[GpuSmokeTest]
     """The nvidia-smi smoke test; None unless enabled."""
+    lustre: Optional[LustreStorage]
+    """The FSx for Lustre file system and its CSI driver; None unless ``storage.fsx.enabled``."""
+    training_storage: Optional[TrainingStorage]
+    """The file system's volume and claim in each training namespace; None without FSx."""
 
     def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # Checked before the component registers, so invalid arguments create nothing at all.
@@ -79,6 +87,21 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.lustre = None
+        if args.storage.fsx.enabled:
+            zone = fsx_zone(args.storage, args.network, gpu_pool_zones(args))
+            assert zone is not None, "validate_storage reports a file system without an AZ"
+            self.lustre = LustreStorage(
+                f"{name}-lustre",
+                LustreStorageArgs(
+                    config=args.storage.fsx,
+                    cluster=self.cluster.ref,
+                    subnet_id=subnet_in_zone(self.cluster.ref.subnets, zone),
+                    account_id=aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id,
+                    tags=tags,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         self.gpu_node_groups = {
             pool.name: GpuNodeGroup(
                 f"{name}-{pool.name}",
@@ -144,12 +167,25 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             scheduling_policies_args(args),
             opts=pulumi.ResourceOptions(parent=self, providers=kubernetes),
         )
+        self.training_storage = None
+        job_prerequisites: list[pulumi.Resource] = [self.scheduling]
+        if self.lustre is not None:
+            self.training_storage = TrainingStorage(
+                f"{name}-training-storage",
+                TrainingStorageArgs(
+                    volume=self.lustre.volume,
+                    namespaces=[ns.name for ns in args.scheduling.namespaces],
+                    depends_on=[self.scheduling, self.lustre.csi_driver],
+                ),
+                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes),
+            )
+            job_prerequisites.append(self.training_storage)
         # Pods naming a PriorityClass or namespace that does not exist yet are refused, so jobs wait for the policy.
         self.training_jobs = {
             app.name: TrainingJob(
                 f"{name}-training-{app.name}",
                 TrainingJobArgs(job=training_job_spec(app, args)),
-                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=[self.scheduling]),
+                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=job_prerequisites),
             )
             for app in args.scheduling.training_apps
             if app.job is not None

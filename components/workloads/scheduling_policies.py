@@ -28,6 +28,7 @@ from ..config import (
 from ..facts.quantity import parse_quantity
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity, resolve_quota
 from .smoke_test import SmokeTestPool
+from .storage import training_storage_fields
 from .templates import PART_OF, TrainingJobSpec, training_pdb, validate_training_job
 
 QUOTA_NAME = "gpu-quota"
@@ -132,6 +133,7 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
         cpu=app.cpu,
         memory=app.memory,
         shm_size_limit=app.shm_size_limit,
+        **training_storage_fields(args, app.instance_types if app.instance_types is not None else pool.instance_types),
         **runs,
     )
 

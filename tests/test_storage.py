@@ -262,3 +262,15 @@ def test_instance_store_sizes_match_karpenters_instance_type_reference(reference
         assert section, instance_type
         found = re.search(r"instance-local-nvme\|(\d+)\|", section.group(1))
         assert found and int(found.group(1)) == size, instance_type
+
+
+def test_karpenter_pools_ask_for_the_raid0_instance_store_policy(prod_graph):
+    node_class = prod_graph.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+    assert node_class.inputs["spec"]["instanceStorePolicy"] == "RAID0"
+
+
+def test_instance_store_none_leaves_karpenter_nodes_disks_alone():
+    from eks_gpu_training.addons.gpu_node_pool import ec2_node_class_spec
+
+    pool = parse_platform_args(prod_raw()).karpenter.gpu_node_pools[0]
+    assert "instanceStorePolicy" not in ec2_node_class_spec(pool, node_role_name="r", subnet_ids=["subnet-1"], security_group_ids=["sg-1"])

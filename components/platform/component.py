@@ -155,6 +155,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                         node_role_name=self.karpenter.node_role_name,
                         karpenter_release=self.karpenter.release,
                         tags=tags,
+                        instance_store_raid0=args.storage.instance_store == "raid0",
                     ),
                     opts=pulumi.ResourceOptions(parent=self),
                 )

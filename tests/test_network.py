@@ -63,7 +63,7 @@ def created_graph():
 def test_default_layout_gives_each_az_a_slash_18_private_and_a_slash_24_public_subnet():
     layout = subnet_layout(NetworkConfig.model_validate(CREATED))
     assert layout.private == {"us-west-2a": "10.0.0.0/18", "us-west-2b": "10.0.64.0/18", "us-west-2c": "10.0.128.0/18"}
-    assert layout.public == {"us-west-2a": "10.0.192.0/24", "us-west-2b": "10.0.193.0/24", "us-west-2c": "10.0.194.0/24"}
+    assert layout.public == {"us-west-2a": "10.0.255.0/24", "us-west-2b": "10.0.254.0/24", "us-west-2c": "10.0.253.0/24"}
     blocks = [ipaddress.ip_network(c) for c in [*layout.private.values(), *layout.public.values()]]
     assert not any(a.overlaps(b) for i, a in enumerate(blocks) for b in blocks[i + 1 :])
 
@@ -74,12 +74,19 @@ def test_a_private_subnet_holds_64_p5_nodes_at_their_address_budget():
     assert ipaddress.ip_network("10.0.0.0/18").num_addresses // ADDRESSES_PER_EFA_NODE == 64
 
 
-def test_a_smaller_vpc_places_public_subnets_after_the_private_ones():
+def test_a_smaller_vpc_places_public_subnets_at_its_top():
     layout = subnet_layout(
         NetworkConfig.model_validate({**CREATED, "cidr": "172.16.0.0/20", "privateSubnetPrefixLength": 22, "publicSubnetPrefixLength": 26})
     )
     assert layout.private["us-west-2c"] == "172.16.8.0/22"
-    assert layout.public == {"us-west-2a": "172.16.12.0/26", "us-west-2b": "172.16.12.64/26", "us-west-2c": "172.16.12.128/26"}
+    assert layout.public == {"us-west-2a": "172.16.15.192/26", "us-west-2b": "172.16.15.128/26", "us-west-2c": "172.16.15.64/26"}
+
+
+def test_appending_an_az_moves_no_existing_subnet():
+    two = subnet_layout(NetworkConfig.model_validate({**CREATED, "availabilityZones": ["us-west-2a", "us-west-2b"]}))
+    three = subnet_layout(NetworkConfig.model_validate(CREATED))
+    for zone in ("us-west-2a", "us-west-2b"):
+        assert (two.private[zone], two.public[zone]) == (three.private[zone], three.public[zone])
 
 
 # --- rules ---------------------------------------------------------------------------------------
@@ -104,7 +111,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "subnets that do not fit",
         lambda c: c["network"]["availabilityZones"].append("us-west-2d"),
-        "network.cidr: 4 public /24 subnets do not fit in 10.0.0.0/16 after the private subnets",
+        "network.cidr: 4 private /18 and 4 public /24 subnets do not fit in 10.0.0.0/16",
     ),
     ("pool naming subnets of a created network", lambda c: c["gpuNodeGroups"][0].update(subnetIds=["subnet-0000000000000000a"]), "gpuNodeGroups[0].subnetIds: cannot name subnets of a network this stack creates"),
     ("pool in an AZ the network lacks", lambda c: c["gpuNodeGroups"][0].update(availabilityZone="us-west-2d"), "gpuNodeGroups[0].availabilityZone: 'us-west-2d' has no subnet in network.availabilityZones"),

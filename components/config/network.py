@@ -108,21 +108,18 @@ def planned_subnets(network: NetworkConfig) -> list[SubnetRef]:
 
 
 def subnet_layout(network: NetworkConfig) -> SubnetLayout:
-    """Private subnets first, one block each, in AZ order from the start of the VPC CIDR; public
-    subnets after them, in the next free blocks of their size. Raises ValueError when they do not fit
-    (``validate_network`` reports it as a problem first)."""
+    """Private subnets from the bottom of the VPC CIDR, public subnets from the top, each in AZ
+    order, so appending an AZ adds subnets without moving any existing one. Raises ValueError when
+    they do not fit or overlap (``validate_network`` reports it as a problem first)."""
     vpc = ipaddress.ip_network(network.cidr)
     zones = network_zones(network)
     private = list(vpc.subnets(new_prefix=network.private_subnet_prefix_length))[: len(zones)]
-    if len(private) < len(zones):
-        raise ValueError(f"{len(zones)} private /{network.private_subnet_prefix_length} subnets do not fit in {vpc}")
-    used_end = int(private[-1].broadcast_address) + 1 if private else int(vpc.network_address)
-    public_size = 2 ** (32 - network.public_subnet_prefix_length)
-    first_public = -(-used_end // public_size) * public_size
-    public = [ipaddress.ip_network((first_public + i * public_size, network.public_subnet_prefix_length)) for i in range(len(zones))]
-    if public and not public[-1].subnet_of(vpc):
+    public_blocks = list(vpc.subnets(new_prefix=network.public_subnet_prefix_length))
+    public = list(reversed(public_blocks))[: len(zones)]
+    if len(private) < len(zones) or len(public) < len(zones) or any(p.overlaps(q) for p in private for q in public):
         raise ValueError(
-            f"{len(zones)} public /{network.public_subnet_prefix_length} subnets do not fit in {vpc} after the private subnets"
+            f"{len(zones)} private /{network.private_subnet_prefix_length} and {len(zones)} public "
+            f"/{network.public_subnet_prefix_length} subnets do not fit in {vpc}"
         )
     return SubnetLayout(
         private={zone: str(block) for zone, block in zip(zones, private)},

@@ -3,6 +3,9 @@
 The plugin advertises ``vpc.amazonaws.com/efa`` so training pods can request EFA devices. The
 chart's default tolerates nothing, so on tainted GPU nodes it would never run; here it tolerates the
 GPU taint and is confined to GPU training nodes of instance types that have EFA.
+
+It calls no AWS API (it finds the EFA devices on the node through ``/dev/infiniband`` and sysfs), so
+unlike Karpenter and the topology labeler it needs neither AWS credentials nor ``AWS_REGION``.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ own ``values.yaml`` without a cluster. ``GpuOperator`` creates the namespace and
 The release waits for the cluster and its system node group (``ClusterRef.ready``) and for nothing
 else: the operator deploys its operands as nodes appear, so GPU node groups and the operator
 install proceed in parallel.
+
+Neither the operator nor its operands call AWS APIs (they talk to the Kubernetes API and the
+node's GPUs), so they need neither AWS credentials nor ``AWS_REGION``.
 """
 
 from __future__ import annotations

@@ -46,6 +46,12 @@ INTERRUPTION_QUEUE_RETENTION_SECONDS = 300
 CONTROLLER_RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 """Controller requests and limits from upstream's getting-started install command."""
 
+AWS_REGION_ENV = "AWS_REGION"
+"""The variable the AWS SDK for Go v2 (the controller's SDK) reads its region from. Set explicitly:
+without it the controller asks instance metadata, which pods cannot reach with the nodes' hop limit
+of 1, and panics with "unable to determine region from IMDS" (aws/karpenter-provider-aws#8219). The
+chart's values.yaml names this very variable as its example of ``controller.env``."""
+
 CONTROLLER_TOLERATIONS = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
 """The chart's default tolerations, stated here so no GPU toleration can creep in: the controller
 must keep running when every GPU node is gone."""
@@ -56,9 +62,12 @@ def karpenter_values(
     cluster_endpoint: Optional[pulumi.Input[str]],
     interruption_queue: pulumi.Input[str],
     system_node_selector: Mapping[str, str],
+    *,
+    region: str,
 ) -> dict[str, Any]:
     """Helm values of the ``karpenter`` chart (keys checked against the chart's values.yaml in tests).
-    Without an endpoint the controller looks it up itself (DescribeCluster)."""
+    Without an endpoint the controller looks it up itself (DescribeCluster). ``region`` goes into the
+    controller's environment, so it never depends on instance metadata."""
     settings: dict[str, Any] = {"clusterName": cluster_name}
     if cluster_endpoint is not None:
         settings["clusterEndpoint"] = cluster_endpoint
@@ -72,7 +81,7 @@ def karpenter_values(
         "settings": settings,
         "nodeSelector": {"kubernetes.io/os": "linux", **system_node_selector},
         "tolerations": CONTROLLER_TOLERATIONS,
-        "controller": {"resources": CONTROLLER_RESOURCES},
+        "controller": {"resources": CONTROLLER_RESOURCES, "env": [{"name": AWS_REGION_ENV, "value": region}]},
     }
 
 
@@ -202,7 +211,7 @@ class Karpenter(pulumi.ComponentResource):
                 version=args.config.chart_version,
                 namespace=KARPENTER_NAMESPACE,
                 skip_crds=True,
-                values=karpenter_values(ref.name, ref.endpoint, queue.name, ref.system_node_selector),
+                values=karpenter_values(ref.name, ref.endpoint, queue.name, ref.system_node_selector, region=ref.region),
             ),
             opts=pulumi.ResourceOptions(
                 **in_cluster, depends_on=[*ref.ready, crds, pod_identity, node_access, *attachments]

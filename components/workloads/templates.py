@@ -341,17 +341,18 @@ def rendezvous_service(spec: TrainingJobSpec) -> dict[str, Any]:
 def training_pdb(spec: TrainingJobSpec) -> dict[str, Any]:
     """PodDisruptionBudget that lets no voluntary disruption (drain, node upgrade, consolidation) take a pod.
 
-    Multi-node apps keep every pod (``minAvailable`` = nodes: losing one rank stops the whole job);
-    single-node apps get ``maxUnavailable: 0``, as in the seed. ``AlwaysAllow`` lets a pod that is
+    ``minAvailable`` = nodes, for single-node apps too: losing one rank stops the whole job, and a
+    Job is not a scalable controller, for whose pods Kubernetes supports only an integer
+    ``minAvailable``, not the seed's ``maxUnavailable: 0`` (kubernetes.io/docs/tasks/run-application/
+    configure-pdb, "Arbitrary workloads and arbitrary selectors"). ``AlwaysAllow`` lets a pod that is
     already failing be evicted, so a crashed job cannot block a node drain forever.
     """
-    budget: dict[str, Any] = {"minAvailable": spec.nodes} if spec.multi_node else {"maxUnavailable": 0}
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _metadata(spec),
         "spec": {
-            **budget,
+            "minAvailable": spec.nodes,
             "selector": {"matchLabels": {"app": spec.app_label}},
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },

@@ -120,6 +120,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                         node_role_name=self.karpenter.node_role_name,
                         karpenter_release=self.karpenter.release,
                         tags=tags,
+                        retain_on_removal=args.karpenter.retain_on_removal,
                     ),
                     opts=pulumi.ResourceOptions(parent=self),
                 )

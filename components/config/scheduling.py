@@ -16,7 +16,11 @@ classes (kubernetes.io/docs/concepts/scheduling-eviction/pod-priority-preemption
 
 TRAINING_APP_NAME_MAX = 50
 """Longest training app name: the seed's ``app: <name>-multi`` label value and the Indexed Job's pod
-hostnames ``<name>-<index>`` must stay within the 63-character DNS label limit."""
+hostnames ``<name>-r<revision>-<index>`` must stay within the 63-character DNS label limit."""
+
+TRAINING_JOB_REVISION_MAX = 9999
+"""Highest job revision: with a 50-character name, ``-r9999`` and an index of up to five digits the
+pod hostname still fits 63 characters."""
 
 RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 """Namespaces Kubernetes owns; a training quota there would throttle the control plane's own pods."""
@@ -98,6 +102,8 @@ class TrainingJobConfig(_Model):
     """Pod failures tolerated before the Job fails (a failed rank breaks the whole group, so retries rarely help). Default: 0."""
     rendezvous_port: int = Field(default=TORCHRUN_PORT, ge=1, le=65535)
     """Port of the torchrun rendezvous on rank 0. Default: 29500."""
+    revision: int = Field(default=1, ge=1, le=TRAINING_JOB_REVISION_MAX)
+    """Run of the job. A Job's pod template cannot change, so while a revision's Job exists `pulumi up` leaves its spec alone and never deletes it. To run changed settings (or the same ones again), raise the revision: `pulumi up` then creates the Job `<name>-r<revision>` beside the previous one, which keeps running and leaves the stack (delete it with kubectl once done). Default: 1 (the Job is named `<name>`)."""
 
 
 class TrainingAppConfig(_Model):

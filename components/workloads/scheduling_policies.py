@@ -113,6 +113,7 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
             suspend=job.suspend,
             backoff_limit=job.backoff_limit,
             rendezvous_port=job.rendezvous_port,
+            revision=job.revision,
         )
         if job is not None
         else {}

@@ -109,6 +109,8 @@ class TrainingJobSpec:
     """Pod failures tolerated before the Job fails. Default: 0."""
     rendezvous_port: int = TORCHRUN_PORT
     """torchrun rendezvous port on rank 0. Default: 29500."""
+    revision: int = 1
+    """Run of the job; each revision is a Job of its own (``job_name``). Default: 1."""
 
     @property
     def multi_node(self) -> bool:
@@ -150,9 +152,14 @@ class TrainingJobSpec:
         return memory_quantity(mebibytes - max(MEMORY_RESERVE_MIN_MIB, mebibytes // MEMORY_RESERVE_FRACTION))
 
     @property
+    def job_name(self) -> str:
+        """Name of the revision's Job: ``<name>`` for revision 1, ``<name>-r<revision>`` after it."""
+        return self.name if self.revision == 1 else f"{self.name}-r{self.revision}"
+
+    @property
     def master_address(self) -> str:
         """DNS name of rank 0: Indexed Job pods are named ``<job>-<index>``, the Service is the subdomain."""
-        return f"{self.name}-0.{self.name}"
+        return f"{self.job_name}-0.{self.name}"
 
 
 def torchrun_env(spec: TrainingJobSpec) -> list[dict[str, Any]]:
@@ -310,7 +317,7 @@ def training_job(spec: TrainingJobSpec) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(spec),
+        "metadata": {**_metadata(spec), "name": spec.job_name},
         "spec": {
             "completionMode": "Indexed",
             "completions": spec.nodes,
@@ -323,7 +330,7 @@ def training_job(spec: TrainingJobSpec) -> dict[str, Any]:
 
 
 def rendezvous_service(spec: TrainingJobSpec) -> dict[str, Any]:
-    """Headless Service that gives each pod the DNS name ``<job>-<index>.<job>``; rank 0's is the rendezvous address."""
+    """Headless Service that gives each pod the DNS name ``<job>-<index>.<name>``; rank 0's is the rendezvous address."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -332,7 +339,8 @@ def rendezvous_service(spec: TrainingJobSpec) -> dict[str, Any]:
             "clusterIP": "None",
             # Ranks look each other up while they start, before any of them is ready.
             "publishNotReadyAddresses": True,
-            "selector": {JOB_NAME_LABEL: spec.name},
+            # Every revision's pods, so a previous revision still running keeps its DNS names.
+            "selector": {"app.kubernetes.io/instance": spec.name, COMPONENT_LABEL: TRAINING_COMPONENT},
             "ports": [{"name": "rendezvous", "port": spec.rendezvous_port, "targetPort": spec.rendezvous_port, "protocol": "TCP"}],
         },
     }

@@ -33,6 +33,7 @@ from .workloads.fleet_capacity import fleet_gpu_capacity
 from .workloads.scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs
 from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
 from .addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from .aws.training_identity import TrainingIdentity, TrainingIdentityArgs, s3_access_policy
 from .workloads.training_job import TrainingJob, TrainingJobArgs
 from .workloads.templates import (
     TrainingJobSpec,
@@ -71,6 +72,9 @@ __all__ = [
     "TopologyLabeler",
     "TopologyLabelerArgs",
     "TopologyLabelerConfig",
+    "TrainingIdentity",
+    "TrainingIdentityArgs",
+    "s3_access_policy",
     "TrainingJob",
     "TrainingJobArgs",
     "TrainingJobSpec",

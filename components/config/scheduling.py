@@ -8,6 +8,7 @@ from typing import Literal, Optional
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from .access import TrainingServiceAccountConfig
 from .base import _DNS_LABEL, _DNS_SUBDOMAIN, InstanceType, Quantity, _Model
 
 PRIORITY_VALUE_MAX = 1_000_000_000
@@ -146,6 +147,8 @@ class SchedulingConfig(_Model):
     """Training namespaces, each with a ResourceQuota. Default: `training`."""
     training_apps: list[TrainingAppConfig] = []
     """Training apps to protect with a PodDisruptionBudget (and to run, with `job`). Default: none."""
+    service_account: TrainingServiceAccountConfig = TrainingServiceAccountConfig()
+    """The ServiceAccount training pods run as, created in every training namespace; with `s3Buckets` or `policyArns` it gets an EKS Pod Identity role. Default: `training`, no policies."""
 
 
 SMOKE_TEST_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"

@@ -40,6 +40,14 @@ def job_resource_name(name: str, revision: int) -> str:
     return f"{name}-job" if revision == 1 else f"{name}-job-r{revision}"
 
 
+def _dependencies(opts: Optional[pulumi.ResourceOptions]) -> list[pulumi.Resource]:
+    """The resources ``opts.depends_on`` names, as a list."""
+    depends_on = opts.depends_on if opts is not None else None
+    if depends_on is None:
+        return []
+    return list(depends_on) if isinstance(depends_on, (list, tuple)) else [depends_on]
+
+
 @dataclass
 class TrainingJobArgs:
     """Arguments of ``TrainingJob``."""
@@ -53,7 +61,8 @@ class TrainingJob(pulumi.ComponentResource):
     headless Service its ranks rendezvous through, and the PodDisruptionBudget that keeps every rank.
 
     Pass the cluster's Kubernetes provider in ``opts`` (``providers={"kubernetes": provider}``), and
-    make the component depend on the PriorityClass and namespace it uses.
+    make the component depend on the PriorityClass, namespace and ServiceAccount it uses and the Pod
+    Identity association of that ServiceAccount (its children wait for them).
     """
 
     job_name: pulumi.Output[str]
@@ -68,9 +77,15 @@ class TrainingJob(pulumi.ComponentResource):
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:TrainingJob", name, None, opts)
 
+        # Children do not inherit the component's dependencies: pass them on, so the pods wait for the
+        # namespace, PriorityClass, ServiceAccount and Pod Identity association they name.
+        after = _dependencies(opts)
         service = rendezvous_service(spec)
         k8s.core.v1.Service(
-            f"{name}-rendezvous", metadata=service["metadata"], spec=service["spec"], opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-rendezvous",
+            metadata=service["metadata"],
+            spec=service["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after),
         )
         job = training_job(spec)
         metadata = {**job["metadata"], "annotations": {SKIP_AWAIT_ANNOTATION: "true"}}
@@ -78,11 +93,11 @@ class TrainingJob(pulumi.ComponentResource):
             job_resource_name(name, spec.revision),
             metadata=metadata,
             spec=job["spec"],
-            opts=pulumi.ResourceOptions(parent=self, **JOB_OPTIONS),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after, **JOB_OPTIONS),
         )
         pdb = training_pdb(spec)
         k8s.policy.v1.PodDisruptionBudget(
-            f"{name}-pdb", metadata=pdb["metadata"], spec=pdb["spec"], opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-pdb", metadata=pdb["metadata"], spec=pdb["spec"], opts=pulumi.ResourceOptions(parent=self, depends_on=after)
         )
         self.job_name = pulumi.Output.from_input(spec.job_name)
         self.register_outputs({"jobName": self.job_name})

@@ -84,7 +84,7 @@ def test_prod_iam_role_is_for_pod_identity_and_allows_exactly_describe_instance_
             }
         ],
     }
-    (policy,) = prod_graph.of_type(ROLE_POLICY)
+    (policy,) = [p for p in prod_graph.of_type(ROLE_POLICY) if p.parent == role.urn]
     document = json.loads(policy.inputs["policy"])
     (statement,) = document["Statement"]
     assert statement["Effect"] == "Allow"

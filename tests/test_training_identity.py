@@ -54,10 +54,11 @@ def test_read_write_buckets_also_write_delete_and_finish_multipart_uploads_but_t
 # --- the stacks -------------------------------------------------------------------------------------
 
 
-def test_every_training_namespace_gets_the_training_service_account(stack_graph):
+def test_every_training_namespace_gets_the_training_service_account_without_api_token(stack_graph):
     _, graph = stack_graph
     accounts = [r for r in graph.of_type(SERVICE_ACCOUNT) if r.inputs["metadata"]["namespace"] == "training"]
     assert [a.inputs["metadata"]["name"] for a in accounts] == ["training"]
+    assert accounts[0].inputs["automountServiceAccountToken"] is False
 
 
 def test_prod_training_pods_get_a_pod_identity_role_for_exactly_its_buckets(prod_graph):
@@ -72,14 +73,12 @@ def test_prod_training_pods_get_a_pod_identity_role_for_exactly_its_buckets(prod
         "arn:aws:s3:::gpu-training-prod-checkpoints",
         "arn:aws:s3:::gpu-training-prod-checkpoints/*",
     }
-    (account,) = [r for r in prod_graph.of_type(SERVICE_ACCOUNT) if r.inputs["metadata"]["namespace"] == "training"]
-    assert account.inputs["automountServiceAccountToken"] is True
 
 
 def test_the_training_job_runs_as_the_account_and_waits_for_its_association_and_permissions(prod_graph):
     job = training_job_of(prod_graph)
     pod = job.inputs["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == "training" and "automountServiceAccountToken" not in pod
+    assert pod["serviceAccountName"] == "training" and pod["automountServiceAccountToken"] is False
     # Pod Identity injects credentials when a pod is created: the association must exist first.
     for name, kind in (("gpu-training-training-identity-training", ASSOCIATION), ("gpu-training-training-identity-s3-access", ROLE_POLICY)):
         assert prod_graph.depends_on(job, prod_graph.one(kind, name)), name
@@ -87,11 +86,9 @@ def test_the_training_job_runs_as_the_account_and_waits_for_its_association_and_
     assert prod_graph.depends_on(job, account)
 
 
-def test_without_buckets_or_policies_there_is_no_role_and_no_token(dev_graph):
+def test_without_buckets_or_policies_there_is_no_role(dev_graph):
     assert dev_graph.of_type(IDENTITY) == []
     assert [r.name for r in dev_graph.of_type(ASSOCIATION) if "training-identity" in r.name] == []
-    (account,) = [r for r in dev_graph.of_type(SERVICE_ACCOUNT) if r.inputs["metadata"]["namespace"] == "training"]
-    assert account.inputs["automountServiceAccountToken"] is False
     assert training_job_of(dev_graph).inputs["spec"]["template"]["spec"]["serviceAccountName"] == "training"
 
 
@@ -108,10 +105,11 @@ def test_policy_arns_alone_make_a_role_with_those_policies_and_no_s3_access():
     assert training_job_of(graph).inputs["spec"]["template"]["spec"]["serviceAccountName"] == "trainer"
 
 
-def test_a_pod_template_without_service_account_mounts_no_token():
+def test_pod_template_names_its_service_account_and_never_mounts_an_api_token():
     pod = training_pod_template(p5_job())["spec"]
     assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
-    assert training_pod_template(p5_job(service_account="training"))["spec"]["serviceAccountName"] == "training"
+    pod = training_pod_template(p5_job(service_account="training"))["spec"]
+    assert pod["serviceAccountName"] == "training" and pod["automountServiceAccountToken"] is False
 
 
 # --- configuration rules -------------------------------------------------------------------------------

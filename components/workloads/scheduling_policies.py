@@ -26,7 +26,6 @@ from ..config import (
     TrainingNamespaceConfig,
 )
 from ..facts.quantity import parse_quantity
-from ..aws.training_identity import training_role_needed
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity, resolve_quota
 from .smoke_test import SmokeTestPool
 from .templates import PART_OF, TrainingJobSpec, training_pdb, validate_training_job
@@ -79,15 +78,15 @@ def resource_quota(namespace: str, quota: ResolvedQuota) -> dict[str, Any]:
     }
 
 
-def training_service_account(namespace: str, name: str, aws_role: bool) -> dict[str, Any]:
-    """The ServiceAccount training pods run as. Its token is mounted only when an EKS Pod Identity
-    role is associated with it (training pods never talk to the API server, and without a role the
-    token would serve nothing); the pods leave the choice to it."""
+def training_service_account(namespace: str, name: str) -> dict[str, Any]:
+    """The ServiceAccount training pods run as. No API token is mounted: training pods never talk to
+    the API server, and EKS Pod Identity does not need it (its webhook mounts a projected token of its
+    own, audience ``pods.eks.amazonaws.com``, beside ``AWS_CONTAINER_CREDENTIALS_FULL_URI``)."""
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": PART_OF}},
-        "automountServiceAccountToken": aws_role,
+        "automountServiceAccountToken": False,
     }
 
 
@@ -351,8 +350,6 @@ class SchedulingPoliciesArgs:
     """Training apps deployed by other means that get a PodDisruptionBudget here. Default: none."""
     service_account: Optional[str] = None
     """ServiceAccount created in every namespace for training pods. Default: none."""
-    service_account_aws_role: bool = False
-    """Whether an EKS Pod Identity role is associated with that ServiceAccount (its token is then mounted). Default: false."""
 
 
 def scheduling_policies_args(args: GpuTrainingPlatformArgs) -> SchedulingPoliciesArgs:
@@ -364,7 +361,6 @@ def scheduling_policies_args(args: GpuTrainingPlatformArgs) -> SchedulingPolicie
         namespaces=[NamespacePolicy(ns.name, resolve_quota(ns.quota, args), ns.pod_security) for ns in scheduling.namespaces],
         protected_apps=[training_job_spec(app, args) for app in scheduling.training_apps if app.job is None],
         service_account=scheduling.service_account.name,
-        service_account_aws_role=training_role_needed(args.s3_buckets, scheduling.service_account.policy_arns),
     )
 
 
@@ -417,7 +413,7 @@ class SchedulingPolicies(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
             )
             if args.service_account is not None:
-                account = training_service_account(policy.name, args.service_account, args.service_account_aws_role)
+                account = training_service_account(policy.name, args.service_account)
                 k8s.core.v1.ServiceAccount(
                     f"{name}-{policy.name}-service-account",
                     metadata=account["metadata"],

@@ -112,8 +112,8 @@ class TrainingJobSpec:
     revision: int = 1
     """Run of the job; each revision is a Job of its own (``job_name``). Default: 1."""
     service_account: Optional[str] = None
-    """ServiceAccount the pods run as (its EKS Pod Identity role gives them AWS credentials; it decides
-    whether a token is mounted). Default: none (the namespace's default account, no token)."""
+    """ServiceAccount the pods run as (its EKS Pod Identity role gives them AWS credentials). Default:
+    none (the namespace's default account)."""
 
     @property
     def multi_node(self) -> bool:
@@ -299,14 +299,14 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
         "affinity": training_affinity(spec),
         "topologySpreadConstraints": training_topology_spread(spec),
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        # Training talks to its peers, never to the API server: no API token in the pod. EKS Pod
+        # Identity credentials come through a token volume of their own, so they do not need it.
+        "automountServiceAccountToken": False,
         "containers": [container],
         "volumes": [{"name": SHM_VOLUME, "emptyDir": shm}],
     }
     if spec.service_account is not None:
         pod["serviceAccountName"] = spec.service_account
-    else:
-        # Training talks to its peers, never to the API server: no service-account token in the pod.
-        pod["automountServiceAccountToken"] = False
     if spec.host_network:
         # Without ClusterFirstWithHostNet a host-network pod resolves through the node's resolver and
         # cannot find the rendezvous Service.

@@ -21,6 +21,7 @@ from .config import (
     KarpenterConfig,
     KarpenterGpuNodePoolConfig,
     Problem,
+    S3BucketConfig,
     TopologyLabelerConfig,
 )
 from .addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
@@ -72,6 +73,7 @@ __all__ = [
     "TopologyLabeler",
     "TopologyLabelerArgs",
     "TopologyLabelerConfig",
+    "S3BucketConfig",
     "TrainingIdentity",
     "TrainingIdentityArgs",
     "s3_access_policy",

@@ -135,3 +135,32 @@ def test_rejects_a_policy_arn_that_is_not_an_iam_policy():
     bad = "arn:aws:iam::123456789012:role/admin"
     (problem,) = problems_of(lambda config: config.update(scheduling={"serviceAccount": {"policyArns": [bad]}}))
     assert problem.startswith(f"scheduling.serviceAccount.policyArns: '{bad}' is not an IAM policy ARN")
+
+
+def test_a_program_of_its_own_composes_identity_and_job_through_the_public_api():
+    import pulumi
+
+    from eks_gpu_training import S3BucketConfig, TrainingIdentity, TrainingIdentityArgs, TrainingJob, TrainingJobArgs
+    from harness import research_cluster, run_program
+    from test_gpu_node_group import NETWORK
+
+    def program():
+        cluster = research_cluster(NETWORK)
+        identity = TrainingIdentity(
+            "ti",
+            TrainingIdentityArgs(
+                cluster=cluster.ref, namespaces=["training"], service_account="training",
+                s3_buckets=[S3BucketConfig(name="checkpoints", access="readWrite")],
+            ),
+        )
+        TrainingJob(
+            "j",
+            TrainingJobArgs(job=p5_job(service_account="training")),
+            opts=pulumi.ResourceOptions(depends_on=[identity], providers={"kubernetes": cluster.ref.provider}),
+        )
+
+    graph = run_program(program)
+    assert graph.error is None, graph.error
+    job = graph.one(JOB)
+    assert graph.depends_on(job, graph.one(ASSOCIATION, "ti-training"))
+    assert graph.depends_on(job, graph.one(ROLE_POLICY, "ti-s3-access"))

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 
+import pulumi
 import pytest
 
+from eks_gpu_training import S3BucketConfig, TrainingIdentity, TrainingIdentityArgs, TrainingJob, TrainingJobArgs
 from eks_gpu_training.aws.training_identity import s3_access_policy
-from eks_gpu_training.config import S3BucketConfig
 from eks_gpu_training.workloads.templates import training_pod_template
-from harness import ACCOUNT_ID, run_main, stack_config
+from harness import ACCOUNT_ID, research_cluster, run_main, run_program, stack_config
 from test_config import problems_of
+from test_gpu_node_group import NETWORK
 from test_workloads import p5_job
 
 JOB = "kubernetes:batch/v1:Job"
@@ -138,12 +140,6 @@ def test_rejects_a_policy_arn_that_is_not_an_iam_policy():
 
 
 def test_a_program_of_its_own_composes_identity_and_job_through_the_public_api():
-    import pulumi
-
-    from eks_gpu_training import S3BucketConfig, TrainingIdentity, TrainingIdentityArgs, TrainingJob, TrainingJobArgs
-    from harness import research_cluster, run_program
-    from test_gpu_node_group import NETWORK
-
     def program():
         cluster = research_cluster(NETWORK)
         identity = TrainingIdentity(

@@ -98,7 +98,7 @@ class TrainingJobConfig(_Model):
     env: dict[str, str] = {}
     """Extra environment variables (the PET_* torchrun variables and FI_PROVIDER are set for you). Default: none."""
     suspend: bool = False
-    """Create the Job suspended; `kubectl patch job <name> -p '{"spec":{"suspend":false}}'` starts it. Applies at creation only: `pulumi up` never changes a Job's suspension later. Default: false."""
+    """Create the Job suspended; `kubectl patch job <job> -p '{"spec":{"suspend":false}}'` starts it (`<name>`, or `<name>-r<revision>` after revision 1). Applies at creation only: `pulumi up` never changes a Job's suspension later. Default: false."""
     backoff_limit: int = Field(default=0, ge=0)
     """Pod failures tolerated before the Job fails (a failed rank breaks the whole group, so retries rarely help). Default: 0."""
     rendezvous_port: int = Field(default=TORCHRUN_PORT, ge=1, le=65535)

@@ -90,10 +90,10 @@ def test_file_system_is_persistent_in_the_pools_az_and_waits_for_its_rules(prod_
 def test_data_repository_links_the_bucket_named_once_with_import_and_export(prod_graph):
     association = prod_graph.one("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
     assert association.inputs["dataRepositoryPath"] == "s3://gpu-training-prod-datasets/"
-    assert association.inputs["fileSystemPath"] == "/s3"
+    assert association.inputs["fileSystemPath"] == "/datasets"
     assert association.inputs["fileSystemId"] == prod_graph.one(FILE_SYSTEM).id
-    events = ["NEW", "CHANGED", "DELETED"]
-    assert association.inputs["s3"] == {"autoImportPolicy": {"events": events}, "autoExportPolicy": {"events": events}}
+    # prod's datasets bucket is read-only to training, so the file system only imports from it
+    assert association.inputs["s3"] == {"autoImportPolicy": {"events": ["NEW", "CHANGED", "DELETED"]}}
     assert data_repository_path("b", "/datasets/") == "s3://b/datasets/"
 
 
@@ -139,6 +139,12 @@ def test_training_job_mounts_the_claim_and_requests_half_the_instance_store(prod
     storage = prod_graph.one("eks-gpu-training:index:TrainingStorage")
     training_job = prod_graph.one("eks-gpu-training:index:TrainingJob")
     assert all(prod_graph.depends_on(training_job, child) for child in prod_graph.children(storage))
+
+
+def test_export_to_a_read_write_bucket_is_accepted():
+    raw = prod_raw()
+    fsx(raw)["dataRepository"].update(bucket="gpu-training-prod-checkpoints", autoExport=True, fileSystemPath="/checkpoints")
+    assert parse_platform_args(raw).storage.fsx.data_repository.auto_export
 
 
 def test_mount_path_is_configurable():
@@ -206,9 +212,8 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         lambda r: r["karpenter"]["gpuNodePools"][0].update(availabilityZone="us-west-2c"),
         "storage.fsx.availabilityZone: is required: the GPU pools are in us-west-2b, us-west-2c",
     ),
-    ("data repository outside s3Buckets", lambda r: r["storage"].update(s3Buckets=["other-bucket"]), "storage.fsx.dataRepository.bucket: 'gpu-training-prod-datasets' is not in storage.s3Buckets"),
-    ("bucket name S3 refuses", lambda r: r["storage"]["s3Buckets"].append("Bad_Bucket"), "storage.s3Buckets[1]: 'Bad_Bucket' is not an S3 bucket name"),
-    ("bucket listed twice", lambda r: r["storage"]["s3Buckets"].append("gpu-training-prod-datasets"), "storage.s3Buckets[1]: 'gpu-training-prod-datasets' is listed twice"),
+    ("data repository outside s3Buckets", lambda r: fsx(r)["dataRepository"].update(bucket="other-bucket"), "storage.fsx.dataRepository.bucket: 'other-bucket' is not in s3Buckets (listed: gpu-training-prod-datasets, gpu-training-prod-checkpoints)"),
+    ("export to a read-only bucket", lambda r: fsx(r)["dataRepository"].update(autoExport=True), "storage.fsx.dataRepository.autoExport: writes to 'gpu-training-prod-datasets', which s3Buckets declares read-only"),
     ("prefix with a leading slash", lambda r: fsx(r)["dataRepository"].update(prefix="/datasets"), "storage.fsx.dataRepository.prefix: is a key prefix: no leading '/'"),
     ("mount path that is not absolute", lambda r: fsx(r).update(mountPath="fsx"), "storage.fsx.mountPath: 'fsx' does not match"),
     ("add-on version that is not an EKS build", lambda r: fsx(r).update(csiDriverVersion="1.7.0"), "storage.fsx.csiDriverVersion: '1.7.0' does not match"),

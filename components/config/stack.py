@@ -7,6 +7,7 @@ from typing import Optional
 from pydantic import field_validator
 
 from ..facts import aws_enums
+from .access import S3BucketConfig, unique_bucket_names
 from .addons import (
     GpuOperatorConfig,
     TopologyLabelerConfig,
@@ -46,11 +47,18 @@ class GpuTrainingPlatformArgs(_Model):
     scheduling: SchedulingConfig = SchedulingConfig()
     """Priority classes, training namespaces with GPU quotas, training apps. Default: the seed's classes and a `training` namespace."""
     storage: StorageConfig = StorageConfig()
-    """FSx for Lustre, the GPU nodes' instance-store RAID0 and the S3 buckets training uses. Default: no FSx, RAID0 on."""
+    """FSx for Lustre and the GPU nodes' instance-store RAID0. Default: no FSx, RAID0 on."""
     smoke_test: SmokeTestConfig = SmokeTestConfig()
     """The nvidia-smi smoke test. Default: off."""
+    s3_buckets: list[S3BucketConfig] = []
+    """S3 buckets of the stack's training data and checkpoints, named once: training pods get least-privilege access to exactly these through the training ServiceAccount's EKS Pod Identity role. Default: none."""
     tags: dict[str, str] = {}
     """Tags added to every AWS resource. Default: none."""
+
+    @field_validator("s3_buckets")
+    @classmethod
+    def _unique_buckets(cls, value: list[S3BucketConfig]) -> list[S3BucketConfig]:
+        return unique_bucket_names(value)
 
     @field_validator("region")
     @classmethod
@@ -94,7 +102,7 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     problems.extend(validate_gpu_operator(args.gpu_operator))
     problems.extend(validate_topology_labeler(args.topology_labeler, "topologyLabeler"))
     problems.extend(validate_karpenter(args.karpenter, args.network, frozenset(names)))
-    problems.extend(validate_storage(args.storage, args.network, gpu_pool_zones(args)))
+    problems.extend(validate_storage(args.storage, args.network, gpu_pool_zones(args), args.s3_buckets))
 
     for key, value in args.tags.items():
         if not 1 <= len(key) <= 128 or key.lower().startswith("aws:"):

@@ -3,11 +3,11 @@ GPU nodes' instance-store NVMe as one RAID0 array for ephemeral storage."""
 
 from __future__ import annotations
 
-import re
-from typing import Literal, Optional
+from typing import Literal, Optional, Sequence
 
 from pydantic import Field
 
+from .access import S3BucketConfig
 from .base import _AZ, Problem, _Model
 from .network import NetworkConfig, network_zones
 
@@ -24,16 +24,13 @@ release EKS lists for every node type it supports (EKS user guide, hybrid nodes 
 `aws eks describe-addon-versions --addon-name aws-fsx-csi-driver --kubernetes-version <v>` lists
 newer ones; pin one of them in `storage.fsx.csiDriverVersion`."""
 
-S3_BUCKET_NAME = re.compile(r"^(?!xn--)(?!.*-s3alias$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-"""S3 general purpose bucket names (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html)."""
-
 
 class DataRepositoryConfig(_Model):
     """An S3 prefix linked to a directory of the file system: files load from S3 on first read, and
     new or changed files are exported back (checkpoints reach S3 without a copy step)."""
 
     bucket: str
-    """S3 bucket, one of `storage.s3Buckets` (required)."""
+    """S3 bucket, one of the stack's `s3Buckets` (required; `readWrite` access when autoExport is on)."""
     prefix: str = ""
     """Key prefix in the bucket, without a leading slash. Default: the whole bucket."""
     file_system_path: str = Field(default="/s3", pattern=r"^/[^\s]*$")
@@ -62,14 +59,12 @@ class FsxLustreConfig(_Model):
 
 
 class StorageConfig(_Model):
-    """Storage of the training platform: shared Lustre, instance-store NVMe, and the S3 buckets training uses."""
+    """Storage of the training platform: shared Lustre and the GPU nodes' instance-store NVMe."""
 
     fsx: FsxLustreConfig = FsxLustreConfig()
     """FSx for Lustre. Default: off."""
     instance_store: Literal["raid0", "none"] = "raid0"
     """GPU nodes' instance-store NVMe: raid0 makes one array for kubelet and containerd (ephemeral storage, image cache); none leaves the disks unused. Default: raid0."""
-    s3_buckets: list[str] = []
-    """S3 buckets training uses, named once: the data repository must be one of them. Default: none."""
 
 
 def fsx_zone(storage: StorageConfig, network: NetworkConfig, pool_zones: list[Optional[str]]) -> Optional[str]:
@@ -84,15 +79,13 @@ def fsx_zone(storage: StorageConfig, network: NetworkConfig, pool_zones: list[Op
     return fixed.pop() if len(fixed) == 1 else None
 
 
-def validate_storage(storage: StorageConfig, network: NetworkConfig, pool_zones: list[Optional[str]]) -> list[Problem]:
+def validate_storage(
+    storage: StorageConfig, network: NetworkConfig, pool_zones: list[Optional[str]], s3_buckets: Sequence[S3BucketConfig] = ()
+) -> list[Problem]:
     """Rules of the storage section: FSx sizes, an AZ shared with the GPU pools that has a subnet,
-    and a data repository in a bucket named in `s3Buckets`."""
+    and a data repository in a bucket of the stack's `s3Buckets` (the one place buckets are named),
+    declared `readWrite` when the file system exports to it."""
     problems: list[Problem] = []
-    for i, bucket in enumerate(storage.s3_buckets):
-        if not S3_BUCKET_NAME.match(bucket) or ".." in bucket:
-            problems.append(Problem(f"storage.s3Buckets[{i}]", f"'{bucket}' is not an S3 bucket name (3-63 lowercase letters, digits, '.', '-')"))
-        elif storage.s3_buckets.index(bucket) != i:
-            problems.append(Problem(f"storage.s3Buckets[{i}]", f"'{bucket}' is listed twice"))
     fsx = storage.fsx
     if not fsx.enabled:
         return problems
@@ -121,10 +114,18 @@ def validate_storage(storage: StorageConfig, network: NetworkConfig, pool_zones:
         )
     repository = fsx.data_repository
     if repository is not None:
-        if repository.bucket not in storage.s3_buckets:
-            listed = ", ".join(storage.s3_buckets) or "none"
+        access = {bucket.name: bucket.access for bucket in s3_buckets}
+        if repository.bucket not in access:
+            listed = ", ".join(access) or "none"
             problems.append(
-                Problem(f"{path}.dataRepository.bucket", f"'{repository.bucket}' is not in storage.s3Buckets (listed: {listed}); name it there once")
+                Problem(f"{path}.dataRepository.bucket", f"'{repository.bucket}' is not in s3Buckets (listed: {listed}); name it there once")
+            )
+        elif repository.auto_export and access[repository.bucket] != "readWrite":
+            problems.append(
+                Problem(
+                    f"{path}.dataRepository.autoExport",
+                    f"writes to '{repository.bucket}', which s3Buckets declares read-only; set autoExport: false or access: readWrite",
+                )
             )
         if repository.prefix.startswith("/"):
             problems.append(Problem(f"{path}.dataRepository.prefix", "is a key prefix: no leading '/'"))

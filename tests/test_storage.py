@@ -279,3 +279,20 @@ def test_instance_store_none_leaves_karpenter_nodes_disks_alone():
 
     pool = parse_platform_args(prod_raw()).karpenter.gpu_node_pools[0]
     assert "instanceStorePolicy" not in ec2_node_class_spec(pool, node_role_name="r", subnet_ids=["subnet-1"], security_group_ids=["sg-1"])
+
+
+def test_managed_gpu_pools_carry_the_raid0_nodeconfig_in_their_launch_template(prod_graph):
+    template = prod_graph.one("aws:ec2/launchTemplate:LaunchTemplate", "gpu-training-p5-training-launch-template")
+    user_data = base64.b64decode(template.inputs["userData"]).decode()
+    assert user_data == node_config_user_data()
+    message = email.message_from_string(user_data, policy=email.policy.default)
+    (part,) = list(message.iter_parts())
+    assert yaml.safe_load(part.get_payload())["spec"]["instance"]["localStorage"]["strategy"] == "RAID0"
+
+
+def test_bottlerocket_pools_and_instance_store_none_get_no_user_data():
+    from eks_gpu_training.aws.storage import instance_store_launch_settings
+
+    assert instance_store_launch_settings("BOTTLEROCKET_x86_64_NVIDIA", True) == {}
+    assert instance_store_launch_settings("AL2023_x86_64_NVIDIA", False) == {}
+    assert set(instance_store_launch_settings("AL2023_x86_64_NVIDIA", True)) == {"user_data"}

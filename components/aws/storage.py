@@ -14,6 +14,7 @@ already in the file system).
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 from email import encoders, policy
@@ -89,6 +90,15 @@ def node_config_user_data(local_storage_strategy: str = "RAID0") -> str:
     document = MIMEMultipart("mixed", boundary=MIME_BOUNDARY)
     document.attach(part)
     return document.as_string(policy=policy.SMTP.clone(linesep="\n"))
+
+
+def instance_store_launch_settings(ami_type: str, raid0: bool) -> dict[str, str]:
+    """Launch-template settings of a managed GPU pool for its instance store: the RAID0 NodeConfig as
+    (base64) user data on Amazon Linux 2023 AMIs; nothing on Bottlerocket, whose user data is TOML
+    settings that nodeadm never reads, or with the instance store left alone."""
+    if not raid0 or not ami_type.startswith("AL2023"):
+        return {}
+    return {"user_data": base64.b64encode(node_config_user_data().encode()).decode()}
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,13 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         self.gpu_node_groups = {
             pool.name: GpuNodeGroup(
                 f"{name}-{pool.name}",
-                GpuNodeGroupArgs(cluster=self.cluster.ref, pool=pool, network=args.network, tags=tags),
+                GpuNodeGroupArgs(
+                    cluster=self.cluster.ref,
+                    pool=pool,
+                    network=args.network,
+                    tags=tags,
+                    instance_store_raid0=args.storage.instance_store == "raid0",
+                ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             for pool in args.gpu_node_groups

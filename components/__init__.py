@@ -13,8 +13,13 @@ Import what you need into your own Pulumi program::
 """
 
 from .aws.cluster import ClusterRef, EksCluster, EksClusterArgs
+from .aws.network import Network, NetworkArgs, NetworkRef, adopted_network
+from .aws.storage import LustreStorage, LustreStorageArgs, node_config_user_data
 from .config import (
     ConfigError,
+    FsxLustreConfig,
+    NetworkConfig,
+    StorageConfig,
     GpuNodeGroupConfig,
     GpuOperatorConfig,
     GpuTrainingPlatformArgs,
@@ -35,6 +40,7 @@ from .workloads.scheduling_policies import SchedulingPolicies, SchedulingPolicie
 from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
 from .addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from .aws.training_identity import TrainingIdentity, TrainingIdentityArgs, s3_access_policy
+from .workloads.storage import TrainingStorage, TrainingStorageArgs
 from .workloads.training_job import TrainingJob, TrainingJobArgs
 from .workloads.templates import (
     TrainingJobSpec,
@@ -45,12 +51,20 @@ from .workloads.templates import (
 )
 
 __all__ = [
+    "adopted_network",
     "ClusterRef",
     "ConfigError",
+    "ec2_node_class_spec",
+    "efa_device_plugin_values",
+    "efa_needed",
     "EfaDevicePlugin",
     "EfaDevicePluginArgs",
     "EksCluster",
     "EksClusterArgs",
+    "fleet_gpu_capacity",
+    "FsxLustreConfig",
+    "gpu_node_os",
+    "gpu_operator_values",
     "GpuNodeGroup",
     "GpuNodeGroupArgs",
     "GpuNodeGroupConfig",
@@ -64,34 +78,38 @@ __all__ = [
     "GpuTrainingPlatform",
     "GpuTrainingPlatformArgs",
     "Karpenter",
+    "karpenter_values",
     "KarpenterArgs",
     "KarpenterConfig",
     "KarpenterGpuNodePoolConfig",
+    "load_stack_config",
+    "LustreStorage",
+    "LustreStorageArgs",
+    "Network",
+    "NetworkArgs",
+    "NetworkConfig",
+    "NetworkRef",
+    "node_config_user_data",
+    "node_pool_spec",
+    "parse_platform_args",
     "Problem",
+    "rendezvous_service",
+    "s3_access_policy",
+    "S3BucketConfig",
     "SchedulingPolicies",
     "SchedulingPoliciesArgs",
+    "StorageConfig",
     "TopologyLabeler",
     "TopologyLabelerArgs",
     "TopologyLabelerConfig",
-    "S3BucketConfig",
-    "TrainingIdentity",
-    "TrainingIdentityArgs",
-    "s3_access_policy",
-    "TrainingJob",
-    "TrainingJobArgs",
-    "TrainingJobSpec",
-    "ec2_node_class_spec",
-    "efa_device_plugin_values",
-    "efa_needed",
-    "fleet_gpu_capacity",
-    "gpu_node_os",
-    "gpu_operator_values",
-    "karpenter_values",
-    "load_stack_config",
-    "node_pool_spec",
-    "parse_platform_args",
-    "rendezvous_service",
     "training_job",
     "training_pdb",
     "training_pod_template",
+    "TrainingIdentity",
+    "TrainingIdentityArgs",
+    "TrainingJob",
+    "TrainingJobArgs",
+    "TrainingJobSpec",
+    "TrainingStorage",
+    "TrainingStorageArgs",
 ]

@@ -225,3 +225,31 @@ def test_changing_the_vpc_cidr_changes_every_subnet_block():
     cidrs = lambda g: {s.name: s.inputs["cidrBlock"] for s in g.of_type("aws:ec2/subnet:Subnet")}  # noqa: E731
     assert cidrs(before).keys() == cidrs(after).keys()
     assert all(cidrs(before)[name] != cidrs(after)[name] for name in cidrs(before))
+
+
+def test_a_program_composes_its_own_network_cluster_and_pool():
+    """What a user's program does without the platform: Network, then EksCluster on its ref, then a pool."""
+    from eks_gpu_training import EksCluster, EksClusterArgs, GpuNodeGroup, GpuNodeGroupArgs
+    from eks_gpu_training.config import ClusterConfig, GpuNodeGroupConfig, SystemNodeGroupConfig
+
+    config = NetworkConfig.model_validate(CREATED)
+    pool = GpuNodeGroupConfig.model_validate({"name": "train", "instanceTypes": ["p5.48xlarge"], "availabilityZone": "us-west-2c"})
+
+    def program():
+        network = Network("net", NetworkArgs(config=config, region="us-west-2", name_prefix="research"))
+        cluster = EksCluster(
+            "c",
+            EksClusterArgs(
+                cluster=ClusterConfig(name="research"),
+                network=network.ref,
+                system_node_group=SystemNodeGroupConfig(enabled=False),
+                region="us-west-2",
+                partition="aws",
+            ),
+        )
+        GpuNodeGroup("train", GpuNodeGroupArgs(cluster=cluster.ref, pool=pool, network=config))
+
+    graph = run_program(program)
+    assert graph.error is None, repr(graph.error)
+    subnet_c = graph.one("aws:ec2/subnet:Subnet", "net-private-us-west-2c")
+    assert graph.one("eks:index:ManagedNodeGroup").inputs["subnetIds"] == [subnet_c.id]

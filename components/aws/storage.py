@@ -15,7 +15,6 @@ already in the file system).
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass, field
 from email import encoders, policy
 from email.mime.multipart import MIMEMultipart
@@ -155,8 +154,6 @@ class LustreStorageArgs:
     """The private subnet of the file system's AZ."""
     account_id: pulumi.Input[str]
     """The AWS account (Pod Identity trust of the CSI driver's role)."""
-    addon_configuration: Mapping[str, object] = field(default_factory=dict)
-    """Configuration values of the CSI driver add-on. Default: the controller's region only."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
@@ -248,14 +245,14 @@ class LustreStorage(pulumi.ComponentResource):
             policy_arn=managed_policy_arn(ref.partition, FSX_CSI_POLICY),
             opts=pulumi.ResourceOptions(parent=driver_role),
         )
-        configuration = dict(args.addon_configuration) or {"controller": {"region": ref.region}}
         self.csi_driver = aws.eks.Addon(
             f"{name}-csi-driver",
             cluster_name=ref.name,
             addon_name=FSX_CSI_ADDON,
             addon_version=config.csi_driver_version,
-            # Pods get hop limit 1 and cannot ask IMDS for their region.
-            configuration_values=json.dumps(configuration),
+            # No configuration values: pods get IMDS hop limit 1, and the controller then reads its
+            # region from the Kubernetes API (its node's labels) instead (aws-fsx-csi-driver
+            # pkg/driver/controller.go, newControllerService; pkg/cloud metadata fallback).
             pod_identity_associations=[
                 {"service_account": FSX_CSI_CONTROLLER_SERVICE_ACCOUNT, "role_arn": driver_role.arn}
             ],

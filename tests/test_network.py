@@ -253,3 +253,9 @@ def test_a_program_composes_its_own_network_cluster_and_pool():
     assert graph.error is None, repr(graph.error)
     subnet_c = graph.one("aws:ec2/subnet:Subnet", "net-private-us-west-2c")
     assert graph.one("eks:index:ManagedNodeGroup").inputs["subnetIds"] == [subnet_c.id]
+
+
+def test_without_endpoints_the_network_has_none_and_egress_still_goes_through_nat():
+    graph = network_graph(vpcEndpoints=False, natGateways="single")
+    assert graph.of_type("aws:ec2/vpcEndpoint:VpcEndpoint") == [] and graph.of_type("aws:ec2/securityGroup:SecurityGroup") == []
+    assert len([r for r in graph.of_type("aws:ec2/route:Route") if r.inputs.get("natGatewayId")]) == 3

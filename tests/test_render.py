@@ -21,7 +21,7 @@ from eks_gpu_training.offline.render.engine import render_stack
 from eks_gpu_training.offline.render.picture import build_tree, node_id, source_hash, to_dot, to_mermaid
 from harness import PROJECT_ROOT, run_stack
 
-RESOURCE_KEYS = {"type", "name", "urn", "parent", "provider", "dependencies", "custom", "remote", "id", "inputs"}
+RESOURCE_KEYS = {"type", "name", "urn", "parent", "provider", "dependencies", "custom", "remote", "id", "protect", "ignoreChanges", "inputs"}
 
 
 def resources(out):
@@ -61,7 +61,7 @@ def test_values_known_only_after_deployment_are_marked_with_their_source(rendere
     stack, out, _ = rendered_stack
     document = resources(out)
     pool = {"prod": "p5-training", "dev": "dev-gpu"}[stack]
-    node_group = one(document, "eks:index:ManagedNodeGroup", f"gpu-training-{pool}-node-group")
+    node_group = one(document, "aws:eks/nodeGroup:NodeGroup", f"gpu-training-{pool}-node-group")
     assert node_group["inputs"]["nodeRoleArn"] == (
         f"<unknown: arn of aws:iam/role:Role gpu-training-{pool}-node-role>"
     )
@@ -78,7 +78,7 @@ def test_values_known_only_after_deployment_are_marked_with_their_source(rendere
 
 def test_render_writes_whole_numbers_as_integers(rendered_stack):
     _, out, _ = rendered_stack
-    system = one(resources(out), "eks:index:ManagedNodeGroup", "gpu-training-cluster-system")
+    system = one(resources(out), "aws:eks/nodeGroup:NodeGroup", "gpu-training-cluster-system")
     assert all(type(v) is int for v in system["inputs"]["scalingConfig"].values())
 
 

@@ -14,7 +14,7 @@ from .addons import (
     validate_topology_labeler,
 )
 from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model
-from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig
+from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig, validate_cluster_endpoint
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
 from .scheduling import SchedulingConfig, SmokeTestConfig
@@ -76,10 +76,7 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
                 "least two availability zones (CreateCluster refuses fewer); add a subnet in another AZ",
             )
         )
-    if args.cluster.create and not (args.cluster.endpoint_public_access or args.cluster.endpoint_private_access):
-        problems.append(
-            Problem("cluster.endpointPrivateAccess", "must be true when endpointPublicAccess is false: EKS needs one API endpoint on")
-        )
+    problems.extend(validate_cluster_endpoint(args.cluster))
 
     system = args.system_node_group
     if system.enabled:

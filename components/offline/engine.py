@@ -68,6 +68,7 @@ class Registration:
     transforms: int
     read: bool = False
     id: Optional[str] = None
+    protect: bool = False
 
 
 @dataclass
@@ -139,8 +140,9 @@ class PlausibleMocks(pulumi.runtime.Mocks):
                 nodeSecurityGroupId="sg-0d0d0d0d0d0d0d0d0",
                 eksCluster=f"urn:pulumi:test::mock::aws:eks/cluster:Cluster::{name}",
             )
-        elif typ == "eks:index:ManagedNodeGroup":
-            outputs.update(nodeGroup=f"urn:pulumi:test::mock::aws:eks/nodeGroup:NodeGroup::{name}", placementGroupName="")
+        elif typ == "aws:eks/nodeGroup:NodeGroup":
+            # EKS completes a name prefix with a unique suffix (a timestamp, as the provider does).
+            outputs.setdefault("nodeGroupName", f"{outputs.get('nodeGroupNamePrefix', '')}20261130000000000000000001")
         elif typ == "aws:iam/role:Role":
             outputs.setdefault("name", f"{name}-1a2b3c")
             outputs["arn"] = f"arn:aws:iam::{ACCOUNT_ID}:role/{outputs['name']}"
@@ -241,6 +243,7 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
                     remote=request.remote,
                     transforms=len(request.transforms),
                     id=response.id or None,
+                    protect=bool(request.protect),
                 )
             )
         return response

@@ -70,7 +70,9 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         self.gpu_node_groups = {
             pool.name: GpuNodeGroup(
                 f"{name}-{pool.name}",
-                GpuNodeGroupArgs(cluster=self.cluster.ref, pool=pool, network=args.network, tags=tags),
+                GpuNodeGroupArgs(
+                    cluster=self.cluster.ref, pool=pool, network=args.network, tags=tags, protect=args.cluster.protect
+                ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             for pool in args.gpu_node_groups

@@ -197,6 +197,7 @@ def test_prod_protects_the_cluster_gpu_node_groups_and_placement_groups_from_del
     protected = sorted(r.name for r in prod.resources if r.protect)
     assert protected == [
         "gpu-training-cluster-eks",
+        "gpu-training-karpenter-gpu-training-placement-group",
         "gpu-training-p5-training-node-group",
         "gpu-training-p5-training-placement-group",
     ]

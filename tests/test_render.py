@@ -320,3 +320,23 @@ def test_an_image_pushed_by_the_stack_reads_as_its_repository_at_its_digest(rend
     assert pod["spec"]["containers"][0]["image"] == (
         "<unknown: repositoryUrl of aws:ecr/repository:Repository repo>@<unknown: digest of docker-build:index:Image image>"
     )
+
+
+def test_render_shows_every_node_group_setting_sent_to_aws(rendered_stack):
+    # Built from aws.eks.NodeGroup directly: no transform applies a setting render cannot see.
+    stack, out, _ = rendered_stack
+    document = resources(out)
+    pool = {"prod": "p5-training", "dev": "dev-gpu"}[stack]
+    node_group = one(document, "aws:eks/nodeGroup:NodeGroup", f"gpu-training-{pool}-node-group")
+    inputs = node_group["inputs"]
+    assert inputs["version"] == "1.34"
+    assert inputs["nodeGroupNamePrefix"] == f"{pool}-"
+    assert inputs["updateConfig"] == {"maxUnavailable": 1, "updateStrategy": "MINIMAL"}
+    assert inputs["nodeRepairConfig"] == {
+        "enabled": True,
+        "maxUnhealthyNodeThresholdPercentage": 50,
+        "maxParallelNodesRepairedCount": 1,
+    }
+    assert node_group["ignoreChanges"] == ["scalingConfig.desiredSize"]
+    assert node_group["protect"] is (stack == "prod")
+    assert [r["name"] for r in document["resources"] if r["type"].startswith("eks:index:Managed")] == []

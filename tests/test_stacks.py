@@ -79,3 +79,20 @@ def test_stack_exports_cluster_name_secret_kubeconfig_and_group_names(stack, req
     (name,) = graph.exports["gpuNodeGroupNames"]
     (pool,) = stack_config(stack)["eks-gpu-training:gpuNodeGroups"]
     assert name.startswith(f"{pool['name']}-") and name != f"{pool['name']}-"
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_shipped_pool_can_get_nodes(stack):
+    # Nothing in these stacks scales a managed node group (Karpenter launches nodes of its own
+    # NodePools only), so a managed pool gets nodes only from its minSize; a Karpenter pool needs a
+    # GPU limit of at least one node's GPUs.
+    from eks_gpu_training.platform import parse_platform_args
+
+    config = stack_config(stack)
+    values = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("eks-gpu-training:")}
+    args = parse_platform_args({**values, "region": config["aws:region"]})
+    assert args.gpu_node_groups
+    for pool in args.gpu_node_groups:
+        assert pool.min_size >= 1, f"{stack}: {pool.name} has minSize {pool.min_size} and nothing scales it"
+    for pool in args.karpenter.gpu_node_pools:
+        assert pool.gpu_limit >= pool.gpus_per_node, f"{stack}: {pool.name} cannot launch one node"

@@ -71,7 +71,7 @@ class ClusterConfig(_Model):
     endpoint_private_access_security_group_ids: list[str] = []
     """Security groups (e.g. a CI runner's) let in on port 443 of the cluster security group to reach the private endpoint (a created cluster). Default: none."""
     protect: bool = False
-    """Protect the cluster, GPU node groups and their placement groups from deletion (Pulumi `protect`): `pulumi destroy` or a change that would replace them fails until it is turned off. Default: false."""
+    """Protect the cluster, GPU node groups and the placement groups of every GPU pool from deletion (Pulumi `protect`): `pulumi destroy` or a change that would replace them fails until it is turned off. Default: false."""
     admin_principal_arns: list[str] = []
     """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster). Default: none."""
     enabled_log_types: list[str] = ["api", "audit", "authenticator"]

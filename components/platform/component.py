@@ -122,6 +122,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                         node_role_name=self.karpenter.node_role_name,
                         karpenter_release=self.karpenter.release,
                         tags=tags,
+                        protect=args.cluster.protect,
                     ),
                     opts=pulumi.ResourceOptions(parent=self),
                 )

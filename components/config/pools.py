@@ -33,6 +33,16 @@ KARPENTER_CAPACITY_TYPES = ("on-demand", "spot", "reserved")
 """Values of Karpenter's ``karpenter.sh/capacity-type`` label (Karpenter 1.14 docs-nodepools.md,
 "karpenter.sh/capacity-type"); a NodePool's requirement must spell them exactly so."""
 
+NODE_GROUP_NAME_MAX = 63
+"""Longest EKS node group name (CreateNodegroup: 1-63 characters)."""
+
+UNIQUE_SUFFIX_LENGTH = 26
+"""Characters the AWS provider appends to a name prefix (terraform-plugin-sdk ``id.PrefixedUniqueId``:
+an 18-digit timestamp and an 8-digit counter); node groups are named ``<pool>-<suffix>``."""
+
+POOL_NAME_MAX = NODE_GROUP_NAME_MAX - 1 - UNIQUE_SUFFIX_LENGTH
+"""Longest managed pool name: the pool name, a dash and the suffix make the node group name."""
+
 SPOT_REFUSAL = "a reclaimed node stops the whole distributed job"
 """Why training pools never use spot (seed: "Never use spot for training")."""
 
@@ -270,6 +280,12 @@ def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, pa
     """Rules of one GPU pool that involve more than one key. ``path`` prefixes every key path."""
     problems, problem = _collector(path)
     known_types = _check_gpu_instance_types(pool.instance_types, problem)
+    if len(pool.name) > POOL_NAME_MAX:
+        problem(
+            "name",
+            f"has {len(pool.name)} characters; a managed pool's node group is named '<name>-' plus a "
+            f"{UNIQUE_SUFFIX_LENGTH}-character unique suffix, and EKS allows {NODE_GROUP_NAME_MAX}, so at most {POOL_NAME_MAX}",
+        )
 
     if pool.ami_type not in NVIDIA_AMI_TYPES:
         problem("amiType", f"'{pool.ami_type}' has no NVIDIA driver; allowed: {', '.join(NVIDIA_AMI_TYPES)}")

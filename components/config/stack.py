@@ -86,6 +86,22 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
         if system.ami_type in NVIDIA_AMI_TYPES or "NVIDIA" in system.ami_type or "NEURON" in system.ami_type:
             problems.append(Problem("systemNodeGroup.amiType", f"'{system.ami_type}' is an accelerator AMI; system nodes use a STANDARD or Bottlerocket AMI"))
 
+    if args.cluster.create:
+        releases = [("systemNodeGroup", system.ami_type, system.release_version)] + [
+            (f"gpuNodeGroups[{i}]", pool.ami_type, pool.release_version) for i, pool in enumerate(args.gpu_node_groups)
+        ]
+        for path, ami_type, release in releases:
+            # Amazon Linux release versions start with the Kubernetes version they are built for
+            # (1.34.2-20251120); EKS refuses one of another minor version.
+            if release and ami_type.startswith("AL2023") and not release.startswith(f"{args.cluster.kubernetes_version}."):
+                problems.append(
+                    Problem(
+                        f"{path}.releaseVersion",
+                        f"'{release}' is an AMI for another Kubernetes version than cluster.kubernetesVersion "
+                        f"{args.cluster.kubernetes_version}; use a {args.cluster.kubernetes_version}.x release",
+                    )
+                )
+
     names = [pool.name for pool in args.gpu_node_groups]
     for i, pool in enumerate(args.gpu_node_groups):
         path = f"gpuNodeGroups[{i}]"

@@ -129,7 +129,11 @@ def test_only_what_uses_pod_identity_waits_for_its_add_on(prod_graph):
     graph = prod_graph
     addon = graph.one("aws:eks/addon:Addon")
     waiters = sorted(r.name for r in graph.resources if graph.depends_on(r, addon))
-    assert waiters == ["gpu-training-karpenter-pod-identity", "gpu-training-topology-labeler-pod-identity"]
+    assert waiters == [
+        "gpu-training-karpenter-pod-identity",
+        "gpu-training-topology-labeler-pod-identity",
+        "gpu-training-training-identity-training",
+    ]
     assert all(graph.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", name) for name in waiters)
 
 

@@ -69,6 +69,10 @@ class Registration:
     read: bool = False
     id: Optional[str] = None
     protect: bool = False
+    retain_on_delete: bool = False
+    """``retain_on_delete``: deleting it in Pulumi leaves the object in the cloud or cluster."""
+    delete_before_replace: bool = False
+    """``delete_before_replace``: a replacement deletes the old object before creating the new one."""
 
 
 @dataclass
@@ -244,6 +248,8 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
                     transforms=len(request.transforms),
                     id=response.id or None,
                     protect=bool(request.protect),
+                    retain_on_delete=bool(request.retainOnDelete),
+                    delete_before_replace=request.deleteBeforeReplace,
                 )
             )
         return response

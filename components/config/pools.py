@@ -85,7 +85,7 @@ class GpuPoolConfig(_Model):
     name: str = Field(pattern=_DNS_LABEL)
     """Pool name, a DNS label; also the name of its node group, or of its EC2NodeClass and NodePool (required)."""
     instance_types: list[InstanceType] = Field(default=["p5.48xlarge"], min_length=1)
-    """EC2 instance types of the pool (NVIDIA GPU types). Default: p5.48xlarge only: one launch template serves every type, so mixing p5 with p4de would cut a p5 node to p4de's 4 EFA devices (of 32) and mix GPU generations in one job."""
+    """EC2 instance types of the pool (NVIDIA GPU types). Default: p5.48xlarge only: one EFA layout (launch template or EC2NodeClass) serves every type, so adding p4de would cut a p5 node to p4de's 4 EFA devices (of 32), and one job would mix GPU generations."""
     availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
     """The pool's single AZ; required with a placement group. Default: none (all subnets' AZs)."""
     subnet_ids: Optional[list[str]] = None

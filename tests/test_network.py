@@ -28,7 +28,7 @@ def created_config(**network: Any) -> dict[str, Any]:
     Karpenter pool in the same AZ."""
     return {
         "region": "us-west-2",
-        "cluster": {"name": "research"},
+        "cluster": {"name": "research", "endpointPublicAccessCidrs": ["203.0.113.0/24"]},
         "network": {**CREATED, **network},
         "gpuNodeGroups": [{"name": "h100", "instanceTypes": ["p5.48xlarge"], "availabilityZone": "us-west-2b"}],
         "topologyLabeler": {"enabled": False},
@@ -171,7 +171,7 @@ def test_the_cluster_gets_the_created_private_subnets_and_vpc(created_graph):
 
 def test_pools_with_a_placement_group_land_in_the_one_private_subnet_of_their_az(created_graph):
     subnet_b = subnets_by_zone(created_graph, INTERNAL_ELB_TAG)["us-west-2b"].id
-    node_group = created_graph.one("eks:index:ManagedNodeGroup", "gpu-h100-node-group")
+    node_group = created_graph.one("aws:eks/nodeGroup:NodeGroup", "gpu-h100-node-group")
     assert node_group.inputs["subnetIds"] == [subnet_b]
     node_class = next(r for r in created_graph.of_type("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"))
     assert node_class.inputs["spec"]["subnetSelectorTerms"] == [{"id": subnet_b}]
@@ -240,7 +240,7 @@ def test_a_program_composes_its_own_network_cluster_and_pool():
         cluster = EksCluster(
             "c",
             EksClusterArgs(
-                cluster=ClusterConfig(name="research"),
+                cluster=ClusterConfig(name="research", endpoint_public_access_cidrs=["203.0.113.0/24"]),
                 network=network.ref,
                 system_node_group=SystemNodeGroupConfig(enabled=False),
                 region="us-west-2",
@@ -252,7 +252,7 @@ def test_a_program_composes_its_own_network_cluster_and_pool():
     graph = run_program(program)
     assert graph.error is None, repr(graph.error)
     subnet_c = graph.one("aws:ec2/subnet:Subnet", "net-private-us-west-2c")
-    assert graph.one("eks:index:ManagedNodeGroup").inputs["subnetIds"] == [subnet_c.id]
+    assert graph.one("aws:eks/nodeGroup:NodeGroup").inputs["subnetIds"] == [subnet_c.id]
 
 
 def test_without_endpoints_the_network_has_none_and_egress_still_goes_through_nat():

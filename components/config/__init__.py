@@ -54,6 +54,18 @@ from .storage import (
 from .cluster import (
     ClusterConfig,
     SystemNodeGroupConfig,
+    WORLD_CIDR,
+    ENDPOINT_DOC,
+    RELEASE_VERSION_PATTERN,
+    validate_cluster_endpoint,
+)
+from .node_repair import (
+    NODE_MONITORING_CONDITIONS,
+    DEFAULT_MAX_PARALLEL_NODES_REPAIRED,
+    DEFAULT_MAX_UNHEALTHY_PERCENTAGE,
+    NodeRepairOverrideConfig,
+    NodeRepairConfig,
+    node_repair_settings,
 )
 from .pools import (
     GpuPoolConfig,
@@ -141,6 +153,16 @@ __all__ = [
     "validate_network",
     "ClusterConfig",
     "SystemNodeGroupConfig",
+    "WORLD_CIDR",
+    "ENDPOINT_DOC",
+    "RELEASE_VERSION_PATTERN",
+    "validate_cluster_endpoint",
+    "NODE_MONITORING_CONDITIONS",
+    "DEFAULT_MAX_PARALLEL_NODES_REPAIRED",
+    "DEFAULT_MAX_UNHEALTHY_PERCENTAGE",
+    "NodeRepairOverrideConfig",
+    "NodeRepairConfig",
+    "node_repair_settings",
     "KARPENTER_CAPACITY_TYPES",
     "SPOT_REFUSAL",
     "PlacementGroupConfig",

@@ -45,6 +45,8 @@ ENUM_INPUTS: tuple[tuple[tuple[str, ...], str, str, Optional[str]], ...] = (
     (("storageType",), "fsx", "StorageType", "aws:fsx/"),
     (("dataCompressionType",), "fsx", "DataCompressionType", None),
     (("events", LIST_ITEM), "fsx", "EventType", "aws:fsx/dataRepositoryAssociation:"),
+    (("updateConfig", "updateStrategy"), "eks", "NodegroupUpdateStrategies", None),
+    (("nodeRepairConfigOverrides", LIST_ITEM, "repairAction"), "eks", "RepairAction", None),
 )
 """Inputs whose values are an AWS API enumeration, by the end of their key path."""
 

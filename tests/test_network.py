@@ -113,6 +113,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         lambda c: c["network"]["availabilityZones"].append("us-west-2d"),
         "network.cidr: 4 private /18 and 4 public /24 subnets do not fit in 10.0.0.0/16",
     ),
+    ("subnet larger than the VPC", lambda c: c["network"].update(cidr="10.0.0.0/20"), "network.privateSubnetPrefixLength: /18 is larger than the VPC's 10.0.0.0/20"),
     ("pool naming subnets of a created network", lambda c: c["gpuNodeGroups"][0].update(subnetIds=["subnet-0000000000000000a"]), "gpuNodeGroups[0].subnetIds: cannot name subnets of a network this stack creates"),
     ("pool in an AZ the network lacks", lambda c: c["gpuNodeGroups"][0].update(availabilityZone="us-west-2d"), "gpuNodeGroups[0].availabilityZone: 'us-west-2d' has no subnet in network.availabilityZones"),
     ("created network for an adopted cluster", lambda c: c["cluster"].update(create=False), "network.create: must be false with cluster.create false"),

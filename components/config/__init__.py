@@ -50,6 +50,7 @@ from .pools import (
 )
 from .karpenter import (
     KARPENTER_CHART_VERSION,
+    KARPENTER_CHART_VERSIONS,
     DisruptionBudgetConfig,
     DEFAULT_DISRUPTION_BUDGETS,
     KarpenterDisruptionConfig,
@@ -60,6 +61,7 @@ from .karpenter import (
 )
 from .addons import (
     GPU_OPERATOR_CHART_VERSIONS,
+    ImageReference,
     GPU_SHARING_REFUSED,
     GPU_SHARING_NODE_LABELS,
     MIG_DISABLED_CONFIG,
@@ -88,6 +90,7 @@ from .scheduling import (
 )
 from .stack import (
     GpuTrainingPlatformArgs,
+    validate_tags,
     validate_platform,
 )
 
@@ -117,6 +120,7 @@ __all__ = [
     "pool_subnets",
     "validate_gpu_node_group",
     "KARPENTER_CHART_VERSION",
+    "KARPENTER_CHART_VERSIONS",
     "DisruptionBudgetConfig",
     "DEFAULT_DISRUPTION_BUDGETS",
     "KarpenterDisruptionConfig",
@@ -125,6 +129,7 @@ __all__ = [
     "validate_karpenter_gpu_node_pool",
     "validate_karpenter",
     "GPU_OPERATOR_CHART_VERSIONS",
+    "ImageReference",
     "GPU_SHARING_REFUSED",
     "GPU_SHARING_NODE_LABELS",
     "MIG_DISABLED_CONFIG",
@@ -151,4 +156,5 @@ __all__ = [
     "SmokeTestConfig",
     "GpuTrainingPlatformArgs",
     "validate_platform",
+    "validate_tags",
 ]

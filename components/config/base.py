@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Callable
 
+import pulumi
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
@@ -33,8 +34,13 @@ SUPPORTED_KUBERNETES_VERSIONS = ("1.32", "1.33", "1.34", "1.35", "1.36")
 (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html) that this library is tested for."""
 
 
-class ConfigError(ValueError):
-    """Invalid stack configuration: every problem, each with its key path."""
+class ConfigError(pulumi.RunError, ValueError):
+    """Invalid stack configuration: every problem, each with its key path.
+
+    A ``pulumi.RunError``, because Pulumi's Python language host (``pulumi-language-python-exec``)
+    logs only the message of a ``RunError`` a program raises, and a full traceback for any other
+    exception, which would bury the problems under the library's stack frames. Still a
+    ``ValueError`` for programs that catch it as one."""
 
     def __init__(self, problems: list[Problem]):
         self.problems = problems

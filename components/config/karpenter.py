@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
 from ..facts.catalog import GPU_INSTANCE_TYPES
-from .base import Problem, _collector, _Model
+from .base import Problem, _collector, _Model, supported_version
 from .cluster import NetworkConfig
 from .pools import (
     KARPENTER_CAPACITY_TYPES,
@@ -24,8 +24,13 @@ from .pools import (
 )
 
 
-KARPENTER_CHART_VERSION = "1.14.1"
-"""Karpenter chart (and controller) version: the release the CRD schemas in the tests come from."""
+KARPENTER_CHART_VERSIONS = ("1.14.1",)
+"""Karpenter chart (and controller) versions this library is tested with: the release the CRD
+schemas, values and docs in the tests come from. The stack creates ``karpenter.sh/v1`` NodePools and
+``karpenter.k8s.aws/v1`` EC2NodeClasses, which charts before 1.0 do not serve."""
+
+KARPENTER_CHART_VERSION = KARPENTER_CHART_VERSIONS[0]
+"""The default Karpenter chart version."""
 
 _KARPENTER_DURATION = r"^(([0-9]+(s|m|h))+|Never)$"
 """Pattern of NodePool ``consolidateAfter`` and ``expireAfter`` (karpenter.sh_nodepools.yaml)."""
@@ -90,7 +95,7 @@ class KarpenterConfig(_Model):
 
     enabled: bool = False
     """Install Karpenter (controller IAM, interruption queue, Helm release) and its GPU pools. Default: false."""
-    chart_version: str = Field(default=KARPENTER_CHART_VERSION, pattern=r"^\d+\.\d+\.\d+$")
+    chart_version: Annotated[str, supported_version(KARPENTER_CHART_VERSIONS)] = KARPENTER_CHART_VERSION
     """Version of the `karpenter` and `karpenter-crd` charts (oci://public.ecr.aws/karpenter). Default: 1.14.1."""
     gpu_node_pools: list[KarpenterGpuNodePoolConfig] = []
     """GPU pools Karpenter provisions (one EC2NodeClass and one NodePool each). Default: none."""

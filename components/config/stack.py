@@ -54,6 +54,42 @@ class GpuTrainingPlatformArgs(_Model):
         return value
 
 
+TAG_KEY_LIMITS = aws_enums.string_limits("iam", "tagKeyType")
+"""Length limits of a tag key, from IAM's model (1-128; EC2's and EKS's are the same)."""
+TAG_VALUE_LIMITS = aws_enums.string_limits("iam", "tagValueType")
+"""Length limits of a tag value, from IAM's model (0-256; EC2's and EKS's are the same)."""
+
+
+def validate_tags(tags: dict[str, str], path: str = "tags") -> list[Problem]:
+    """Tags every AWS resource of the stack carries, IAM roles included: lengths, IAM's alphabet
+    (no comma, no ``#``, ...), no reserved ``aws:`` prefix, and no two keys IAM would take as one
+    (IAM tag keys are case-insensitive: docs.aws.amazon.com/IAM/latest/UserGuide/id_tags.html)."""
+    problems: list[Problem] = []
+    alphabet = aws_enums.iam_tag_alphabet()
+    seen: dict[str, str] = {}
+    for key, value in tags.items():
+        if not TAG_KEY_LIMITS[0] <= len(key) <= TAG_KEY_LIMITS[1]:
+            problems.append(Problem(f"{path}.{key}", f"tag keys have {TAG_KEY_LIMITS[0]}-{TAG_KEY_LIMITS[1]} characters ({len(key)} here)"))
+        if key.lower().startswith("aws:"):
+            problems.append(Problem(f"{path}.{key}", "tag keys starting with 'aws:' are reserved for AWS"))
+        if not aws_enums.iam_tag_text_ok(key):
+            problems.append(Problem(f"{path}.{key}", f"the key has characters IAM refuses in tags; allowed: {alphabet}"))
+        if len(value) > TAG_VALUE_LIMITS[1]:
+            problems.append(Problem(f"{path}.{key}", f"tag values have at most {TAG_VALUE_LIMITS[1]} characters ({len(value)} here)"))
+        if not aws_enums.iam_tag_text_ok(value):
+            problems.append(
+                Problem(
+                    f"{path}.{key}",
+                    f"'{value}' has characters IAM refuses in tag values (CreateRole fails on it); allowed: {alphabet}; "
+                    "e.g. join list items with ':' or '+' instead of ','",
+                )
+            )
+        if key.lower() in seen:
+            problems.append(Problem(f"{path}.{key}", f"and '{seen[key.lower()]}' differ only in case; IAM takes them as one key and refuses both"))
+        seen.setdefault(key.lower(), key)
+    return problems
+
+
 def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     """Rules of the whole stack that involve more than one key, below the scheduling layer (the
     scheduling rules build on the workload templates; ``platform.validate_stack`` adds them)."""
@@ -100,14 +136,30 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     problems.extend(validate_topology_labeler(args.topology_labeler, "topologyLabeler"))
     problems.extend(validate_karpenter(args.karpenter, args.network, frozenset(names)))
 
-    for key, value in args.tags.items():
-        if not 1 <= len(key) <= 128 or key.lower().startswith("aws:"):
-            problems.append(Problem(f"tags.{key}", "tag keys have 1-128 characters and must not start with 'aws:'"))
-        if len(value) > 256:
-            problems.append(Problem(f"tags.{key}", "tag values have at most 256 characters"))
+    problems.extend(validate_tags(args.tags))
+    for key in args.tags:
         if args.karpenter.enabled and _KARPENTER_RESTRICTED_TAG.match(key):
             problems.append(
                 Problem(f"tags.{key}", "is a tag Karpenter sets itself and its EC2NodeClass refuses (kubernetes.io/cluster/, eks:eks-cluster-name, karpenter.*)")
+            )
+    if args.cluster.create and not system.enabled:
+        problems.append(
+            Problem(
+                "systemNodeGroup.enabled",
+                "is false on a cluster this stack creates: every other node is a tainted GPU node, so Karpenter, "
+                "the GPU Operator's operator and CoreDNS would have nowhere to run; keep the system node group "
+                "(turning it off is for adopted clusters that run their controllers elsewhere)",
+            )
+        )
+    admins = [arn for arn in args.cluster.admin_principal_arns]
+    for i, arn in enumerate(admins):
+        if admins.index(arn) != i:
+            problems.append(
+                Problem(
+                    f"cluster.adminPrincipalArns[{i}]",
+                    f"'{arn}' is listed twice (as [{admins.index(arn)}]); EKS keeps one access entry per principal "
+                    "and refuses to create the second",
+                )
             )
 
     return problems

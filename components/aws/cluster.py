@@ -17,7 +17,8 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from ..config import SYSTEM_NODE_ROLE_LABEL, ClusterConfig, NetworkConfig, SystemNodeGroupConfig
-from .iam import create_node_role, node_group_update_transform
+from .iam import create_node_role, node_group_update_transform, node_role_resource_name
+from ..facts.aws_names import PhysicalName
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 """EKS access policy granted to ``cluster.adminPrincipalArns`` (cluster-wide scope)."""
@@ -83,6 +84,25 @@ def system_node_labels() -> dict[str, str]:
     """Labels of system nodes; controllers' node selectors match them."""
     key, value = SYSTEM_NODE_ROLE_LABEL
     return {key: value}
+
+
+SYSTEM_NODE_GROUP_NAME = "system"
+"""EKS name of the system node group."""
+
+
+def system_node_group_resource_name(name: str) -> str:
+    """Logical name of the system node group of ``EksCluster(name, ...)`` (its node role's prefix too)."""
+    return f"{name}-system"
+
+
+def eks_cluster_physical_names(name: str, system_node_group: SystemNodeGroupConfig) -> list[PhysicalName]:
+    """The AWS names ``EksCluster(name, ...)`` generates itself (pulumi-eks names the cluster's own roles)."""
+    if not system_node_group.enabled:
+        return []
+    return [
+        PhysicalName("aws:iam/role:Role", node_role_resource_name(system_node_group_resource_name(name)), autonamed=True),
+        PhysicalName("eks:index:ManagedNodeGroup", SYSTEM_NODE_GROUP_NAME, autonamed=False),
+    ]
 
 
 @dataclass
@@ -230,13 +250,13 @@ class EksCluster(pulumi.ComponentResource):
         ready: list[pulumi.Resource],
     ) -> eks.ManagedNodeGroup:
         system = args.system_node_group
-        role = create_node_role(f"{name}-system", args.partition, args.tags, parent=self)
+        role = create_node_role(system_node_group_resource_name(name), args.partition, args.tags, parent=self)
         return eks.ManagedNodeGroup(
-            f"{name}-system",
+            system_node_group_resource_name(name),
             eks.ManagedNodeGroupArgs(
                 cluster=node_group_cluster,
                 cluster_name=args.cluster.name,
-                node_group_name="system",
+                node_group_name=SYSTEM_NODE_GROUP_NAME,
                 node_role_arn=role.arn,
                 subnet_ids=subnet_ids,
                 instance_types=system.instance_types,

@@ -25,8 +25,9 @@ from ..config import (
     validate_gpu_node_group,
 )
 from ..facts.gpu_nodes import GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE, gpu_node_selector, gpu_taint, gpu_toleration
-from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name
-from .iam import create_node_role, node_group_update_transform
+from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_names
+from .iam import create_node_role, node_group_update_transform, node_role_resource_name
+from ..facts.aws_names import PhysicalName
 
 IMDS_HOP_LIMIT = 1
 """IMDSv2 response hop limit 1 keeps instance credentials away from pods (they get AWS access
@@ -92,6 +93,26 @@ def node_group_instance_types(pool: GpuNodeGroupConfig) -> Optional[list[str]]:
     return None if pool.capacity_type == "CAPACITY_BLOCK" else list(pool.instance_types)
 
 
+def placement_group_physical_name(cluster_name: str, pool: GpuNodeGroupConfig) -> str:
+    """Name of the placement group a pool with ``placementGroup.mode: create`` gets."""
+    return f"{cluster_name}-{pool.name}"
+
+
+def launch_template_resource_name(name: str) -> str:
+    """Logical name of a pool's launch template (auto-named by Pulumi)."""
+    return f"{name}-launch-template"
+
+
+def gpu_node_group_physical_names(name: str, pool: GpuNodeGroupConfig, cluster_name: str) -> list[PhysicalName]:
+    """Every AWS name ``GpuNodeGroup(name, ...)`` generates for the pool, from the functions it names them with."""
+    return [
+        PhysicalName("aws:iam/role:Role", node_role_resource_name(name), autonamed=True),
+        PhysicalName("aws:ec2/launchTemplate:LaunchTemplate", launch_template_resource_name(name), autonamed=True),
+        PhysicalName("eks:index:ManagedNodeGroup", pool.name, autonamed=False),
+        *pool_network_names(name, pool.placement_group, placement_group_physical_name(cluster_name, pool), pool.efa_interfaces > 0),
+    ]
+
+
 @dataclass
 class GpuNodeGroupArgs:
     """Arguments of ``GpuNodeGroup``."""
@@ -128,7 +149,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         role = create_node_role(name, ref.partition, tags, parent=self)
 
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, f"{ref.name}-{pool.name}", tags, parent=self
+            name, pool.placement_group, placement_group_physical_name(ref.name, pool), tags, parent=self
         )
 
         self.efa_interfaces = pool.efa_interfaces
@@ -140,7 +161,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             )
 
         launch_template = aws.ec2.LaunchTemplate(
-            f"{name}-launch-template",
+            launch_template_resource_name(name),
             description=f"GPU training pool {pool.name} of EKS cluster {ref.name}",
             block_device_mappings=[
                 {

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from ..config import GpuTrainingPlatformArgs, Problem, validate_platform
 from ..workloads.scheduling_policies import validate_scheduling
+from .names import PLATFORM_NAME, validate_names
 
 
-def validate_stack(args: GpuTrainingPlatformArgs) -> list[Problem]:
-    """Every rule of the stack that involves more than one key, each problem with its key path."""
-    return [*validate_platform(args), *validate_scheduling(args)]
+def validate_stack(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> list[Problem]:
+    """Every rule of the stack that involves more than one key, each problem with its key path, and
+    the AWS names ``GpuTrainingPlatform(name, args)`` would generate."""
+    return [*validate_platform(args), *validate_scheduling(args), *validate_names(args, name)]

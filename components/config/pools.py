@@ -96,8 +96,10 @@ class GpuPoolConfig(_Model):
 
     @property
     def efa_interfaces(self) -> int:
-        """EFA interfaces per node (0 when EFA is off)."""
-        return efa_interface_count(self.instance_types) if self.efa_enabled else 0
+        """EFA interfaces per node (0 when EFA is off, or an instance type is not in the catalog, which validation refuses)."""
+        if not self.efa_enabled or not all(t in GPU_INSTANCE_TYPES for t in self.instance_types):
+            return 0
+        return efa_interface_count(self.instance_types)
 
     @property
     def gpus_per_node(self) -> int:

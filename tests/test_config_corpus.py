@@ -367,3 +367,40 @@ def test_valid_variant_is_accepted(mutate):
     config = prod()
     mutate(config)
     platform_args_from_settings(to_settings(config))
+
+
+def problem_text(case: str) -> str:
+    mutate, path = next((m, p) for c, m, p in INVALID if c == case)
+    return next(p.message for p in refusal(mutate).problems if p.path == path)
+
+
+def test_an_unquoted_kubernetes_version_says_to_quote_it():
+    assert problem_text("unquoted kubernetes version 1.30").startswith(
+        "1.3 was read as a number (YAML reads an unquoted 1.30 as 1.3); quote the version, e.g. kubernetesVersion: \"1.36\""
+    )
+
+
+def test_an_arm_ami_on_x86_types_says_so():
+    assert problem_text("ARM NVIDIA AMI on x86 types").startswith(
+        "'AL2023_ARM_64_NVIDIA' is an ARM (arm64) AMI but the GPU catalog's instance types are x86_64"
+    )
+
+
+def test_training_apps_without_namespaces_say_what_is_missing():
+    message = problem_text("training app without namespaces")
+    assert message.startswith("has nowhere to run: scheduling.namespaces is empty") and "None" not in message
+
+
+def test_a_comma_in_a_tag_value_names_iams_alphabet():
+    message = problem_text("comma in a tag value")
+    assert "'ml,platform' has characters IAM refuses in tag values (CreateRole fails on it)" in message
+    assert "letters, numbers, separators (spaces) and + - . / : = @ _" in message
+
+
+def test_a_fractional_gpu_says_why_it_is_refused():
+    assert problem_text("fractional GPU type").startswith("'g6f.4xlarge' has a fraction of one L4 GPU")
+
+
+def test_a_kubelet_refused_label_names_the_allowed_namespaces():
+    message = problem_text("node-role label the kubelet refuses")
+    assert "kubelet.kubernetes.io, node.kubernetes.io" in message and "never join" in message

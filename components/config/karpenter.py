@@ -96,7 +96,7 @@ class KarpenterConfig(_Model):
     enabled: bool = False
     """Install Karpenter (controller IAM, interruption queue, Helm release) and its GPU pools. Default: false."""
     chart_version: Annotated[str, supported_version(KARPENTER_CHART_VERSIONS)] = KARPENTER_CHART_VERSION
-    """Version of the `karpenter` and `karpenter-crd` charts (oci://public.ecr.aws/karpenter). Default: 1.14.1."""
+    """Version of the `karpenter` and `karpenter-crd` charts (oci://public.ecr.aws/karpenter), one this library is tested with. Default: 1.14.1 (the only one accepted)."""
     gpu_node_pools: list[KarpenterGpuNodePoolConfig] = []
     """GPU pools Karpenter provisions (one EC2NodeClass and one NodePool each). Default: none."""
 

@@ -191,6 +191,8 @@ INVALID: list[tuple[str, Mutation, str]] = [
     ("label value with a space", L(f"{G}.labels", "team", "ml platform"), f"{G}.labels.team"),
     ("label key starting with a dash", L(f"{G}.labels", "-team", "ml"), f"{G}.labels.-team"),
     ("label value over 63 characters", L(f"{G}.labels", "team", "t" * 64), f"{G}.labels.team"),
+    ("empty label value EKS refuses", L(f"{G}.labels", "example.com/spare", ""), f"{G}.labels.example.com/spare"),
+    ("label key over EKS's 63 characters", L(f"{G}.labels", "research.example.com/" + "k" * 43, "v"), f"{G}.labels.research.example.com/" + "k" * 43),
     ("update maxUnavailable zero", S(f"{G}.updateMaxUnavailable", 0), f"{G}.updateMaxUnavailable"),
     ("pool name used twice", A("gpuNodeGroups", {**POOL, "minSize": 0}), "gpuNodeGroups[1].name"),
     ("unknown pool key", S(f"{G}.spot", False), f"{G}.spot"),
@@ -246,6 +248,8 @@ INVALID: list[tuple[str, Mutation, str]] = [
     # scheduling
     ("training app without namespaces", S("scheduling.namespaces", []), f"{APP}.namespace"),
     ("kube-system as a training namespace", S("scheduling.namespaces[0].name", "kube-system"), "scheduling.namespaces[0].name"),
+    ("the GPU Operator's namespace as a training namespace", S("scheduling.namespaces[0].name", "gpu-operator"), "scheduling.namespaces[0].name"),
+    ("the labeler's namespace as a training namespace", S("scheduling.namespaces[0].name", "topology-labeler"), "scheduling.namespaces[0].name"),
     ("namespace twice", A("scheduling.namespaces", {"name": "training"}), "scheduling.namespaces[1].name"),
     ("namespace name with upper case", S("scheduling.namespaces[0].name", "Training"), "scheduling.namespaces[0].name"),
     ("quota beyond the fleet", S("scheduling.namespaces[0].quota.gpus", 1000), "scheduling.namespaces[0].quota.gpus"),
@@ -346,6 +350,7 @@ VALID: list[tuple[str, Mutation]] = [
     ("adopted cluster without a system node group", all_of(S("cluster.create", False), S("systemNodeGroup.enabled", False))),
     ("adopted cluster with a system node group", S("cluster.create", False)),
     ("Bottlerocket NVIDIA pool", all_of(S(f"{G}.amiType", "BOTTLEROCKET_x86_64_NVIDIA"), S("karpenter", {"enabled": False}))),
+    ("empty label value on a Karpenter pool", L(f"{K}.labels", "example.com/spare", "")),
     ("labels the kubelet may set", all_of(L(f"{G}.labels", "node.kubernetes.io/pool", "p5"), L(f"{G}.labels", "example.com/team", "ml"), L(f"{K}.labels", "kubelet.kubernetes.io/zone-group", "b"))),
     ("tags with spaces, unicode and IAM's punctuation", all_of(L("tags", "Cost Center", "ML Research: Zürich"), L("tags", "contact", "ml-platform@example.com"), L("tags", "path", "a/b=c+d_e.f"))),
     ("quoted Kubernetes version 1.35", S("cluster.kubernetesVersion", "1.35")),
@@ -354,6 +359,7 @@ VALID: list[tuple[str, Mutation]] = [
     ("training image pinned by digest", S(f"{APP}.job.image", f"public.ecr.aws/acme/train@{DIGEST}")),
     ("training image by tag and digest", S(f"{APP}.job.image", f"localhost:5000/acme/train:2.7-cu128@{DIGEST}")),
     ("two training namespaces", A("scheduling.namespaces", {"name": "evaluation"})),
+    ("the labeler's namespace name once the labeler is off", all_of(S("topologyLabeler", {"enabled": False}), A("scheduling.namespaces", {"name": "topology-labeler"}))),
     ("no scheduling apps and no namespaces", all_of(S("scheduling.namespaces", []), S("scheduling.trainingApps", []))),
 ]
 

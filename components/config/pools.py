@@ -265,6 +265,18 @@ def _check_node_labels(labels: dict[str, str], problem: ProblemSink) -> None:
             problem(f"labels.{key}", f"'{value}' is not a valid Kubernetes label value (63 characters, alphanumerics, '-', '_', '.')")
 
 
+def _check_eks_labels(labels: dict[str, str], problem: ProblemSink) -> None:
+    """EKS takes narrower node group labels than Kubernetes (botocore eks ``labelKey``/``labelValue``:
+    1-63 characters each, so no prefixed key over 63 and no empty value)."""
+    key_min, key_max, _ = aws_enums.string_limits("eks", "labelKey")
+    value_min, value_max, _ = aws_enums.string_limits("eks", "labelValue")
+    for key, value in labels.items():
+        if not key_min <= len(key) <= key_max:
+            problem(f"labels.{key}", f"EKS node group label keys have {key_min}-{key_max} characters, prefix included ({len(key)} here)")
+        if not value_min <= len(value) <= value_max:
+            problem(f"labels.{key}", f"EKS node group label values have {value_min}-{value_max} characters ({len(value)} here)")
+
+
 def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, path: str) -> list[Problem]:
     """Rules of one GPU pool that involve more than one key. ``path`` prefixes every key path."""
     problems, problem = _collector(path)
@@ -291,4 +303,5 @@ def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, pa
     _check_placement(pool, network, problem)
     _check_efa(pool, network, known_types, problem)
     _check_node_labels(pool.labels, problem)
+    _check_eks_labels(pool.labels, problem)
     return problems

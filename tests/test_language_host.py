@@ -54,3 +54,27 @@ def test_a_component_refusal_in_another_program_shows_only_its_problems():
     shown = language_host_log(graph.error)
     assert "  - GpuNodeGroup(h100).labels.node-role.kubernetes.io/gpu: is in the kubernetes.io/k8s.io namespaces" in shown
     assert "Traceback" not in shown
+
+
+def test_a_training_job_with_an_upper_case_image_is_refused_from_another_program():
+    from eks_gpu_training import TrainingJob, TrainingJobArgs
+    from eks_gpu_training.workloads.templates import TrainingJobSpec
+
+    spec = TrainingJobSpec(
+        name="rl", nodes=1, instance_types=("g6e.xlarge",), priority_class="high", namespace="training",
+        image="ghcr.io/Acme/train:1.0",
+    )
+    graph = run_program(lambda: TrainingJob("rl", TrainingJobArgs(job=spec)))
+    assert graph.resources == []
+    shown = language_host_log(graph.error)
+    assert "  - TrainingJob(rl).job.image: 'ghcr.io/Acme/train:1.0' is not an image reference" in shown
+    assert "Traceback" not in shown
+
+
+def test_a_smoke_test_with_a_truncated_digest_is_refused_from_another_program():
+    from eks_gpu_training.workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
+
+    args = GpuSmokeTestArgs(pools=[SmokeTestPool("p5", 1, 8)], namespace="training", image="nvcr.io/nvidia/cuda@sha256:12ab", timeout_minutes=5)
+    graph = run_program(lambda: GpuSmokeTest("smoke", args))
+    assert graph.resources == []
+    assert "  - GpuSmokeTest(smoke).image: 'nvcr.io/nvidia/cuda@sha256:12ab' is not an image reference" in language_host_log(graph.error)

@@ -62,6 +62,7 @@ from .karpenter import (
 from .addons import (
     GPU_OPERATOR_CHART_VERSIONS,
     ImageReference,
+    image_reference_problem,
     GPU_SHARING_REFUSED,
     GPU_SHARING_NODE_LABELS,
     MIG_DISABLED_CONFIG,
@@ -130,6 +131,7 @@ __all__ = [
     "validate_karpenter",
     "GPU_OPERATOR_CHART_VERSIONS",
     "ImageReference",
+    "image_reference_problem",
     "GPU_SHARING_REFUSED",
     "GPU_SHARING_NODE_LABELS",
     "MIG_DISABLED_CONFIG",

@@ -77,15 +77,22 @@ _IMAGE_REFERENCE = re.compile(
 port, lowercase repository path, tag, sha256 digest)."""
 
 
-def _image_reference(value: str) -> re.Match[str]:
+def image_reference_problem(value: str) -> Optional[str]:
+    """Why ``value`` is not an image reference the kubelet can pull, or None."""
     match = _IMAGE_REFERENCE.match(value)
     if match is None or len(match.group("name")) > 255:
-        raise PydanticCustomError(
-            "image",
+        return (
             f"'{value}' is not an image reference; use <registry>/<repository>:<tag> or "
-            "<registry>/<repository>@sha256:<64 hex digits> (repository paths are lower case)",
+            "<registry>/<repository>@sha256:<64 hex digits> (repository paths are lower case)"
         )
-    return match
+    return None
+
+
+def _image_reference(value: str) -> re.Match[str]:
+    reason = image_reference_problem(value)
+    if reason is not None:
+        raise PydanticCustomError("image", reason)
+    return _IMAGE_REFERENCE.match(value)  # type: ignore[return-value]
 
 
 def check_image_grammar(value: str) -> str:

@@ -161,8 +161,8 @@ _KARPENTER_RESTRICTED_TAG = re.compile(r"^(kubernetes\.io/cluster|eks:eks-cluste
 """AWS tag keys an EC2NodeClass may not carry (the CEL rules on ``spec.tags`` of its CRD)."""
 
 
-def validate_karpenter(karpenter: KarpenterConfig, network: NetworkConfig, managed_names: frozenset[str] = frozenset()) -> list[Problem]:
-    """Rules of the ``karpenter`` section; ``managed_names`` are the managed node groups' pool names."""
+def validate_karpenter(karpenter: KarpenterConfig, network: NetworkConfig) -> list[Problem]:
+    """Rules of the ``karpenter`` section (names shared with managed pools: ``platform.validate_names``)."""
     problems: list[Problem] = []
     if karpenter.gpu_node_pools and not karpenter.enabled:
         problems.append(
@@ -177,9 +177,5 @@ def validate_karpenter(karpenter: KarpenterConfig, network: NetworkConfig, manag
         path = f"karpenter.gpuNodePools[{i}]"
         if names.index(pool.name) != i:
             problems.append(Problem(f"{path}.name", f"'{pool.name}' is used by karpenter.gpuNodePools[{names.index(pool.name)}] too"))
-        if f"karpenter-{pool.name}" in managed_names:
-            problems.append(
-                Problem(f"{path}.name", f"'{pool.name}' would give its placement group the name of gpuNodeGroups' 'karpenter-{pool.name}'")
-            )
         problems.extend(validate_karpenter_gpu_node_pool(pool, network, path))
     return problems

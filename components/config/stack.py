@@ -134,7 +134,7 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     problems.extend(validate_gpu_node_os(gpu_pool_ami_types(args)))
     problems.extend(validate_gpu_operator(args.gpu_operator))
     problems.extend(validate_topology_labeler(args.topology_labeler, "topologyLabeler"))
-    problems.extend(validate_karpenter(args.karpenter, args.network, frozenset(names)))
+    problems.extend(validate_karpenter(args.karpenter, args.network))
 
     problems.extend(validate_tags(args.tags))
     for key in args.tags:

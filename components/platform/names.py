@@ -78,4 +78,25 @@ def validate_names(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> 
         excess = physical.length - NAME_LIMITS[physical.resource_type][0]
         problems.append(Problem(path, f"{reason}; shorten it by {excess} characters"))
     # One key can make several names too long; report it once, with the longest.
-    return list({p.path: p for p in sorted(problems, key=lambda p: len(p.message))}.values())
+    problems = list({p.path: p for p in sorted(problems, key=lambda p: len(p.message))}.values())
+    return problems + _name_collisions(generated_names(args, name))
+
+
+def _name_collisions(names: list[tuple[str, PhysicalName]]) -> list[Problem]:
+    """Two resources of one kind with the same explicit name: AWS refuses to create the second
+    (e.g. a GPU pool named ``system`` beside the system node group, or a managed pool
+    ``karpenter-<x>`` whose placement group is Karpenter pool ``<x>``'s)."""
+    first: dict[tuple[str, str], str] = {}
+    problems = []
+    for path, physical in names:
+        if physical.autonamed:
+            continue
+        key = (NAME_LIMITS[physical.resource_type][1], physical.name)
+        if key in first:
+            what = key[0].split(" (")[0]
+            problems.append(
+                Problem(path, f"gives the {what} '{physical.name}' that {first[key]} gives too; AWS refuses to create the second; rename one")
+            )
+        else:
+            first[key] = path
+    return problems

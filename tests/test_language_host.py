@@ -78,3 +78,14 @@ def test_a_smoke_test_with_a_truncated_digest_is_refused_from_another_program():
     graph = run_program(lambda: GpuSmokeTest("smoke", args))
     assert graph.resources == []
     assert "  - GpuSmokeTest(smoke).image: 'nvcr.io/nvidia/cuda@sha256:12ab' is not an image reference" in language_host_log(graph.error)
+
+
+def test_a_gpu_node_group_with_a_comma_in_a_tag_is_refused_from_another_program():
+    def program():
+        cluster = research_cluster(NETWORK)
+        pool = GpuNodeGroupConfig(name="h100", instance_types=["p5.48xlarge"], availability_zone="us-west-2a")
+        GpuNodeGroup("h100", GpuNodeGroupArgs(cluster=cluster.ref, pool=pool, network=NETWORK, tags={"team": "a,b"}))
+
+    graph = run_program(program)
+    assert not [r for r in graph.resources if r.name.startswith("h100")]
+    assert "  - GpuNodeGroup(h100).tags.team: 'a,b' has characters IAM refuses" in language_host_log(graph.error)

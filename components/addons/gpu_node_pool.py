@@ -22,6 +22,7 @@ from ..config import (
     NetworkConfig,
     pool_subnets,
     validate_karpenter_gpu_node_pool,
+    validate_tags,
 )
 from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_names
 from ..facts.aws_names import PhysicalName
@@ -178,6 +179,7 @@ class GpuNodePool(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
         pool, ref = args.pool, args.cluster
         problems = validate_karpenter_gpu_node_pool(pool, args.network, path=f"GpuNodePool({name})")
+        problems += validate_tags(dict(args.tags), path=f"GpuNodePool({name}).tags")
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodePool", name, None, opts)

@@ -23,6 +23,7 @@ from ..config import (
     NetworkConfig,
     pool_subnets,
     validate_gpu_node_group,
+    validate_tags,
 )
 from ..facts.gpu_nodes import GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE, gpu_node_selector, gpu_taint, gpu_toleration
 from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_names
@@ -140,6 +141,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: Optional[pulumi.ResourceOptions] = None):
         pool, ref = args.pool, args.cluster
         problems = validate_gpu_node_group(pool, args.network, path=f"GpuNodeGroup({name})")
+        problems += validate_tags(dict(args.tags), path=f"GpuNodeGroup({name}).tags")
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodeGroup", name, None, opts)

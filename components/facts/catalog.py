@@ -47,7 +47,10 @@ def _family(gpu_model: str, gpu_memory_mib: int, sizes: dict[str, tuple[int, int
 
 # name: (gpus, efa interfaces, vcpus, memory MiB)
 GPU_INSTANCE_TYPES: dict[str, GpuInstanceType] = {
-    # Turing T4. g4dn.metal is the only multi-GPU size with eight GPUs; the smaller sizes have no EFA.
+    # Turing T4. g4dn.metal is the only size with eight GPUs; the sizes below 8xlarge have no EFA.
+    # T4 and V100 (p3dn) need NVIDIA's proprietary kernel module; the EKS and Bottlerocket NVIDIA AMIs
+    # ship both modules and pick one per GPU at boot, so they run on the same AMI types as the rest
+    # (aws/amazon-ecs-ami#370 review, EKS maintainers).
     **_family("t4", 16384, {
         "g4dn.xlarge": (1, 0, 4, 16384),
         "g4dn.2xlarge": (1, 0, 8, 32768),
@@ -92,6 +95,9 @@ GPU_INSTANCE_TYPES: dict[str, GpuInstanceType] = {
         "gr6.4xlarge": (1, 0, 16, 131072),
         "gr6.8xlarge": (1, 1, 32, 262144),
     }),
+    # g7 (RTX PRO 4500 Blackwell) needs NVIDIA driver 595 or newer: EKS AL2023 NVIDIA AMIs from
+    # release v20260917 carry it and select it at first boot (awslabs/amazon-eks-ami#2768); on older
+    # AMIs the GPU is unusable.
     **_family("rtx-pro-4500", 32768, {
         "g7.2xlarge": (1, 0, 8, 32768),
         "g7.4xlarge": (1, 0, 16, 65536),

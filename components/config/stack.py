@@ -151,7 +151,7 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
                 "(turning it off is for adopted clusters that run their controllers elsewhere)",
             )
         )
-    admins = [arn for arn in args.cluster.admin_principal_arns]
+    admins = args.cluster.admin_principal_arns
     for i, arn in enumerate(admins):
         if admins.index(arn) != i:
             problems.append(

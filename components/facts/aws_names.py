@@ -16,6 +16,10 @@ from . import aws_enums
 AUTONAME_SUFFIX_LENGTH = 8
 """What Pulumi auto-naming appends to a logical name: ``-`` and 7 random hex characters."""
 
+UNIQUE_PREFIX_SUFFIX_LENGTH = 26
+"""What the AWS provider appends to a ``*_name_prefix`` (terraform-plugin-sdk ``UniqueIDSuffixLength``:
+a timestamp and a counter), e.g. to an EKS node group's ``nodeGroupNamePrefix``."""
+
 NAME_LIMITS: dict[str, tuple[int, str]] = {
     "aws:iam/role:Role": (aws_enums.string_limits("iam", "roleNameType")[1], "IAM role name (botocore iam roleNameType)"),
     "aws:iam/policy:Policy": (aws_enums.string_limits("iam", "policyNameType")[1], "IAM policy name (botocore iam policyNameType)"),
@@ -46,17 +50,32 @@ class PhysicalName:
     """The explicit name, or the logical name Pulumi auto-names from."""
     autonamed: bool
     """Whether Pulumi appends its random suffix."""
+    prefix: bool = False
+    """Whether ``name`` is a name prefix the AWS provider completes with a unique suffix."""
+
+    @property
+    def suffix_length(self) -> int:
+        """Characters appended to ``name`` before it reaches AWS."""
+        if self.prefix:
+            return UNIQUE_PREFIX_SUFFIX_LENGTH
+        return AUTONAME_SUFFIX_LENGTH if self.autonamed else 0
 
     @property
     def length(self) -> int:
         """Characters of the name AWS receives."""
-        return len(self.name) + (AUTONAME_SUFFIX_LENGTH if self.autonamed else 0)
+        return len(self.name) + self.suffix_length
 
     def problem(self) -> str | None:
         """Why AWS would refuse the name, or None."""
         limit, what = NAME_LIMITS[self.resource_type]
         if self.length <= limit:
             return None
-        shown = f"'{self.name}-xxxxxxx'" if self.autonamed else f"'{self.name}'"
-        suffix = f", {AUTONAME_SUFFIX_LENGTH} of them Pulumi's random suffix" if self.autonamed else ""
+        if self.prefix:
+            shown = f"'{self.name}' plus a {UNIQUE_PREFIX_SUFFIX_LENGTH}-character unique suffix"
+            suffix = ""
+        elif self.autonamed:
+            shown = f"'{self.name}-xxxxxxx'"
+            suffix = f", {AUTONAME_SUFFIX_LENGTH} of them Pulumi's random suffix"
+        else:
+            shown, suffix = f"'{self.name}'", ""
         return f"makes the {what} {shown}: {self.length} characters{suffix}, over AWS's limit of {limit}"

@@ -89,7 +89,7 @@ def _name_collisions(names: list[tuple[str, PhysicalName]]) -> list[Problem]:
     first: dict[tuple[str, str], str] = {}
     problems = []
     for path, physical in names:
-        if physical.autonamed:
+        if physical.autonamed or physical.prefix:
             continue
         key = (NAME_LIMITS[physical.resource_type][1], physical.name)
         if key in first:

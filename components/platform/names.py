@@ -14,6 +14,7 @@ from ..addons.karpenter import karpenter_physical_names
 from ..addons.topology_labeler import topology_labeler_physical_names
 from ..aws.cluster import eks_cluster_physical_names
 from ..aws.gpu_node_group import gpu_node_group_physical_names
+from ..aws.training_identity import training_identity_physical_names, training_role_needed
 from ..config import GpuTrainingPlatformArgs, Problem
 from ..facts.aws_names import NAME_LIMITS, PhysicalName
 
@@ -46,6 +47,11 @@ def topology_labeler_child_name(name: str) -> str:
     return f"{name}-topology-labeler"
 
 
+def training_identity_child_name(name: str) -> str:
+    """Name of the platform's ``TrainingIdentity``."""
+    return f"{name}-training-identity"
+
+
 def generated_names(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> list[tuple[str, PhysicalName]]:
     """Every length-limited AWS name ``GpuTrainingPlatform(name, args)`` generates, with the key path
     of the setting that shapes it (the platform's own name where no setting does)."""
@@ -60,6 +66,9 @@ def generated_names(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) ->
             ("cluster.name" if n.resource_type == "aws:ecr/repository:Repository" else own, n)
             for n in topology_labeler_physical_names(child, args.topology_labeler, args.cluster.name)
         ]
+    if training_role_needed(args.s3_buckets, args.scheduling.service_account.policy_arns):
+        child = training_identity_child_name(name)
+        names += [(own, n) for n in training_identity_physical_names(child, args.s3_buckets)]
     if args.karpenter.enabled:
         names += [(own, n) for n in karpenter_physical_names(karpenter_child_name(name))]
         for i, pool in enumerate(args.karpenter.gpu_node_pools):

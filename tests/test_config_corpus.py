@@ -273,6 +273,11 @@ INVALID: list[tuple[str, Mutation, str]] = [
     ("rendezvous port zero", S(f"{APP}.job.rendezvousPort", 0), f"{APP}.job.rendezvousPort"),
     ("app instance type outside its pool", S(f"{APP}.instanceTypes", ["p4d.24xlarge"]), f"{APP}.instanceTypes[0]"),
     ("pool name shared by a managed and a Karpenter pool", S(f"{K}.name", "p5-training"), f"{APP}.pool"),
+    # training pods' AWS access
+    ("S3 bucket name in upper case", S("s3Buckets[0].name", "Datasets"), "s3Buckets[0].name"),
+    ("S3 bucket access misspelt", S("s3Buckets[1].access", "write"), "s3Buckets[1].access"),
+    ("S3 bucket twice", A("s3Buckets", {"name": "gpu-training-prod-datasets"}), "s3Buckets"),
+    ("training policy that is not a policy ARN", S("scheduling.serviceAccount", {"policyArns": ["arn:aws:iam::444455556666:role/x"]}), "scheduling.serviceAccount.policyArns"),
     # smoke test
     ("smoke test image with upper case", S("smokeTest", {"enabled": True, "image": "nvcr.io/NVIDIA/cuda:12.8.1-base-ubuntu24.04"}), "smokeTest.image"),
     ("smoke test in an unknown namespace", S("smokeTest", {"enabled": True, "namespace": "smoke"}), "smokeTest.namespace"),
@@ -359,6 +364,7 @@ VALID: list[tuple[str, Mutation]] = [
     ("smoke test on the prod pool", S("smokeTest", {"enabled": True})),
     ("training image pinned by digest", S(f"{APP}.job.image", f"public.ecr.aws/acme/train@{DIGEST}")),
     ("training image by tag and digest", S(f"{APP}.job.image", f"localhost:5000/acme/train:2.7-cu128@{DIGEST}")),
+    ("no S3 buckets", S("s3Buckets", [])),
     ("two training namespaces", A("scheduling.namespaces", {"name": "evaluation"})),
     ("GPU pool named system on an adopted cluster without a system group", all_of(S("cluster.create", False), S("systemNodeGroup.enabled", False), S(f"{G}.name", "system"), S(f"{APP}.pool", "system"))),
     ("the labeler's namespace name once the labeler is off", all_of(S("topologyLabeler", {"enabled": False}), A("scheduling.namespaces", {"name": "topology-labeler"}))),

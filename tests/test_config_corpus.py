@@ -194,7 +194,6 @@ INVALID: list[tuple[str, Mutation, str]] = [
     ("empty label value EKS refuses", L(f"{G}.labels", "example.com/spare", ""), f"{G}.labels.example.com/spare"),
     ("label key over EKS's 63 characters", L(f"{G}.labels", "research.example.com/" + "k" * 43, "v"), f"{G}.labels.research.example.com/" + "k" * 43),
     ("update maxUnavailable zero", S(f"{G}.updateMaxUnavailable", 0), f"{G}.updateMaxUnavailable"),
-    ("GPU pool named like the system node group", S(f"{G}.name", "system"), f"{G}.name"),
     ("pool name used twice", A("gpuNodeGroups", {**POOL, "minSize": 0}), "gpuNodeGroups[1].name"),
     ("unknown pool key", S(f"{G}.spot", False), f"{G}.spot"),
     # GPU Operator
@@ -366,6 +365,7 @@ VALID: list[tuple[str, Mutation]] = [
     ("training image by tag and digest", S(f"{APP}.job.image", f"localhost:5000/acme/train:2.7-cu128@{DIGEST}")),
     ("no S3 buckets", S("s3Buckets", [])),
     ("two training namespaces", A("scheduling.namespaces", {"name": "evaluation"})),
+    ("GPU pool named like the system node group (EKS names are prefixes with a unique suffix)", all_of(S(f"{G}.name", "system"), S(f"{APP}.pool", "system"))),
     ("GPU pool named system on an adopted cluster without a system group", all_of(S("cluster.create", False), S("systemNodeGroup.enabled", False), S(f"{G}.name", "system"), S(f"{APP}.pool", "system"))),
     ("the labeler's namespace name once the labeler is off", all_of(S("topologyLabeler", {"enabled": False}), A("scheduling.namespaces", {"name": "topology-labeler"}))),
     ("no scheduling apps and no namespaces", all_of(S("scheduling.namespaces", []), S("scheduling.trainingApps", []))),

@@ -13,20 +13,24 @@ from harness import run_program, stack_config
 from test_config import valid_config
 
 
-def registered_names(graph) -> set[tuple[str, str, bool]]:
-    """(type, name, auto-named) of every registered resource whose AWS name has a limit."""
+def registered_names(graph) -> set[tuple[str, str, bool, bool]]:
+    """(type, name, auto-named, name prefix) of every registered resource whose AWS name has a limit."""
     names = set()
     for resource in graph.resources:
         if resource.type not in NAME_LIMITS or resource.read:
             continue
+        prefix = resource.inputs.get("nodeGroupNamePrefix")
         explicit = resource.inputs.get("nodeGroupName") or resource.inputs.get("name")
-        names.add((resource.type, explicit or resource.name, explicit is None))
+        if prefix is not None:
+            names.add((resource.type, prefix, False, True))
+        else:
+            names.add((resource.type, explicit or resource.name, explicit is None, False))
     return names
 
 
-def predicted_names(stack: str) -> set[tuple[str, str, bool]]:
+def predicted_names(stack: str) -> set[tuple[str, str, bool, bool]]:
     args = platform_args_from_settings(stack_config(stack))
-    return {(n.resource_type, n.name, n.autonamed) for _, n in generated_names(args, PLATFORM_NAME)}
+    return {(n.resource_type, n.name, n.autonamed, n.prefix) for _, n in generated_names(args, PLATFORM_NAME)}
 
 
 def test_validation_names_exactly_what_the_prod_stack_registers(prod_graph):
@@ -53,6 +57,13 @@ def test_a_38_character_pool_name_is_refused_for_its_node_role():
     message = str(error.value)
     assert f"gpuNodeGroups[0].name: makes the IAM role name (botocore iam roleNameType) 'gpu-training-{'a' * 38}-node-role-xxxxxxx': 69 characters" in message
     assert "shorten it by 5 characters" in message
+
+
+def test_a_pool_name_beyond_the_node_group_prefix_limit_is_refused():
+    # EKS node group names are the pool's prefix plus a 26-character unique suffix: 63 at most.
+    name = PhysicalName("aws:eks/nodeGroup:NodeGroup", "p" * 37 + "-", autonamed=False, prefix=True)
+    assert name.length == 64
+    assert "plus a 26-character unique suffix: 64 characters, over AWS's limit of 63" in name.problem()
 
 
 def test_the_longest_pool_name_the_node_role_allows_is_accepted():

@@ -18,6 +18,7 @@ topology labeler), ``scheduling``, and ``stack`` (the whole stack's arguments). 
 """
 
 from .base import (
+    validate_tags,
     supported_version,
     Quantity,
     PROJECT,
@@ -37,6 +38,18 @@ from .cluster import (
     NetworkConfig,
     ClusterConfig,
     SystemNodeGroupConfig,
+    WORLD_CIDR,
+    ENDPOINT_DOC,
+    RELEASE_VERSION_PATTERN,
+    validate_cluster_endpoint,
+)
+from .node_repair import (
+    NODE_MONITORING_CONDITIONS,
+    DEFAULT_MAX_PARALLEL_NODES_REPAIRED,
+    DEFAULT_MAX_UNHEALTHY_PERCENTAGE,
+    NodeRepairOverrideConfig,
+    NodeRepairConfig,
+    node_repair_settings,
 )
 from .pools import (
     GpuPoolConfig,
@@ -92,7 +105,6 @@ from .scheduling import (
 )
 from .stack import (
     GpuTrainingPlatformArgs,
-    validate_tags,
     validate_platform,
 )
 
@@ -114,6 +126,16 @@ __all__ = [
     "NetworkConfig",
     "ClusterConfig",
     "SystemNodeGroupConfig",
+    "WORLD_CIDR",
+    "ENDPOINT_DOC",
+    "RELEASE_VERSION_PATTERN",
+    "validate_cluster_endpoint",
+    "NODE_MONITORING_CONDITIONS",
+    "DEFAULT_MAX_PARALLEL_NODES_REPAIRED",
+    "DEFAULT_MAX_UNHEALTHY_PERCENTAGE",
+    "NodeRepairOverrideConfig",
+    "NodeRepairConfig",
+    "node_repair_settings",
     "KARPENTER_CAPACITY_TYPES",
     "SPOT_REFUSAL",
     "PlacementGroupConfig",

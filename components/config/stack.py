@@ -14,8 +14,8 @@ from .addons import (
     validate_gpu_operator,
     validate_topology_labeler,
 )
-from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model
-from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig
+from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model, validate_tags
+from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig, validate_cluster_endpoint
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
 from .scheduling import SchedulingConfig, SmokeTestConfig
@@ -62,42 +62,6 @@ class GpuTrainingPlatformArgs(_Model):
         return value
 
 
-TAG_KEY_LIMITS = aws_enums.string_limits("iam", "tagKeyType")
-"""Length limits of a tag key, from IAM's model (1-128; EC2's and EKS's are the same)."""
-TAG_VALUE_LIMITS = aws_enums.string_limits("iam", "tagValueType")
-"""Length limits of a tag value, from IAM's model (0-256; EC2's and EKS's are the same)."""
-
-
-def validate_tags(tags: dict[str, str], path: str = "tags") -> list[Problem]:
-    """Tags every AWS resource of the stack carries, IAM roles included: lengths, IAM's alphabet
-    (no comma, no ``#``, ...), no reserved ``aws:`` prefix, and no two keys IAM would take as one
-    (IAM tag keys are case-insensitive: docs.aws.amazon.com/IAM/latest/UserGuide/id_tags.html)."""
-    problems: list[Problem] = []
-    alphabet = aws_enums.iam_tag_alphabet()
-    seen: dict[str, str] = {}
-    for key, value in tags.items():
-        if not TAG_KEY_LIMITS[0] <= len(key) <= TAG_KEY_LIMITS[1]:
-            problems.append(Problem(f"{path}.{key}", f"tag keys have {TAG_KEY_LIMITS[0]}-{TAG_KEY_LIMITS[1]} characters ({len(key)} here)"))
-        if key.lower().startswith("aws:"):
-            problems.append(Problem(f"{path}.{key}", "tag keys starting with 'aws:' are reserved for AWS"))
-        if not aws_enums.iam_tag_text_ok(key):
-            problems.append(Problem(f"{path}.{key}", f"the key has characters IAM refuses in tags; allowed: {alphabet}"))
-        if len(value) > TAG_VALUE_LIMITS[1]:
-            problems.append(Problem(f"{path}.{key}", f"tag values have at most {TAG_VALUE_LIMITS[1]} characters ({len(value)} here)"))
-        if not aws_enums.iam_tag_text_ok(value):
-            problems.append(
-                Problem(
-                    f"{path}.{key}",
-                    f"'{value}' has characters IAM refuses in tag values (CreateRole fails on it); allowed: {alphabet}; "
-                    "e.g. join list items with ':' or '+' instead of ','",
-                )
-            )
-        if key.lower() in seen:
-            problems.append(Problem(f"{path}.{key}", f"and '{seen[key.lower()]}' differ only in case; IAM takes them as one key and refuses both"))
-        seen.setdefault(key.lower(), key)
-    return problems
-
-
 def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     """Rules of the whole stack that involve more than one key, below the scheduling layer (the
     scheduling rules build on the workload templates; ``platform.validate_stack`` adds them)."""
@@ -120,10 +84,7 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
                 "least two availability zones (CreateCluster refuses fewer); add a subnet in another AZ",
             )
         )
-    if args.cluster.create and not (args.cluster.endpoint_public_access or args.cluster.endpoint_private_access):
-        problems.append(
-            Problem("cluster.endpointPrivateAccess", "must be true when endpointPublicAccess is false: EKS needs one API endpoint on")
-        )
+    problems.extend(validate_cluster_endpoint(args.cluster))
 
     system = args.system_node_group
     if system.enabled:
@@ -132,6 +93,22 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
         problems.extend(system_problems)
         if system.ami_type in NVIDIA_AMI_TYPES or "NVIDIA" in system.ami_type or "NEURON" in system.ami_type:
             problems.append(Problem("systemNodeGroup.amiType", f"'{system.ami_type}' is an accelerator AMI; system nodes use a STANDARD or Bottlerocket AMI"))
+
+    if args.cluster.create:
+        releases = [("systemNodeGroup", system.ami_type, system.release_version)] + [
+            (f"gpuNodeGroups[{i}]", pool.ami_type, pool.release_version) for i, pool in enumerate(args.gpu_node_groups)
+        ]
+        for path, ami_type, release in releases:
+            # Amazon Linux release versions start with the Kubernetes version they are built for
+            # (1.34.2-20251120); EKS refuses one of another minor version.
+            if release and ami_type.startswith("AL2023") and not release.startswith(f"{args.cluster.kubernetes_version}."):
+                problems.append(
+                    Problem(
+                        f"{path}.releaseVersion",
+                        f"'{release}' is an AMI for another Kubernetes version than cluster.kubernetesVersion "
+                        f"{args.cluster.kubernetes_version}; use a {args.cluster.kubernetes_version}.x release",
+                    )
+                )
 
     names = [pool.name for pool in args.gpu_node_groups]
     for i, pool in enumerate(args.gpu_node_groups):

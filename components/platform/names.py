@@ -93,8 +93,8 @@ def validate_names(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> 
 
 def _name_collisions(names: list[tuple[str, PhysicalName]]) -> list[Problem]:
     """Two resources of one kind with the same explicit name: AWS refuses to create the second
-    (e.g. a GPU pool named ``system`` beside the system node group, or a managed pool
-    ``karpenter-<x>`` whose placement group is Karpenter pool ``<x>``'s)."""
+    (e.g. a managed pool ``karpenter-<x>`` whose placement group is Karpenter pool ``<x>``'s).
+    Names made from a prefix get a unique suffix and never collide."""
     first: dict[tuple[str, str], str] = {}
     problems = []
     for path, physical in names:

@@ -21,6 +21,7 @@ import pulumi
 import pulumi_aws as aws
 
 from ..config import NetworkConfig, SubnetRef, network_zones, subnet_layout
+from ..facts.aws_names import PhysicalName
 
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 """Private subnets carry it so the AWS Load Balancer Controller puts internal load balancers there
@@ -55,6 +56,18 @@ def nat_gateway_zones(network: NetworkConfig) -> list[str]:
 def nat_zone_for(network: NetworkConfig, zone: str) -> str:
     """The AZ whose NAT gateway a private subnet in ``zone`` sends its egress to."""
     return zone if network.nat_gateways == "perAz" else nat_gateway_zones(network)[0]
+
+
+def endpoints_security_group_resource_name(name: str) -> str:
+    """Resource name of the interface endpoints' security group (auto-named by Pulumi)."""
+    return f"{name}-endpoints"
+
+
+def network_physical_names(name: str, config: NetworkConfig) -> list[PhysicalName]:
+    """Every length-limited AWS name ``Network(name, ...)`` generates."""
+    if not config.vpc_endpoints:
+        return []
+    return [PhysicalName("aws:ec2/securityGroup:SecurityGroup", endpoints_security_group_resource_name(name), autonamed=True)]
 
 
 @dataclass(frozen=True)
@@ -221,7 +234,7 @@ class Network(pulumi.ComponentResource):
     def _endpoints(self, name, args: NetworkArgs, vpc, private_subnets, private_tables, named) -> list[pulumi.Resource]:
         in_vpc = pulumi.ResourceOptions(parent=vpc)
         group = aws.ec2.SecurityGroup(
-            f"{name}-endpoints",
+            endpoints_security_group_resource_name(name),
             vpc_id=vpc.id,
             description="HTTPS from the VPC to its interface endpoints",
             tags=named("endpoints"),

@@ -28,6 +28,7 @@ import yaml
 from .cluster import ClusterRef
 from .iam import create_pod_identity_role, managed_policy_arn
 from ..config import FsxLustreConfig
+from ..facts.aws_names import PhysicalName
 
 LUSTRE_PORT_RANGES = ((988, 988), (1018, 1023))
 """TCP ports Lustre uses between clients and the file system's servers: 988 (LNet) and 1018-1023
@@ -132,6 +133,24 @@ def data_repository_path(bucket: str, prefix: str) -> str:
     return f"s3://{bucket}/{prefix.strip('/')}/" if prefix.strip("/") else f"s3://{bucket}/"
 
 
+def lustre_security_group_resource_name(name: str) -> str:
+    """Resource name of the file system's security group (auto-named by Pulumi)."""
+    return f"{name}-lustre"
+
+
+def csi_driver_role_resource_name(name: str) -> str:
+    """Resource name of the FSx CSI driver's IAM role (auto-named by Pulumi)."""
+    return f"{name}-csi-driver-role"
+
+
+def lustre_storage_physical_names(name: str) -> list[PhysicalName]:
+    """Every length-limited AWS name ``LustreStorage(name, ...)`` generates."""
+    return [
+        PhysicalName("aws:ec2/securityGroup:SecurityGroup", lustre_security_group_resource_name(name), autonamed=True),
+        PhysicalName("aws:iam/role:Role", csi_driver_role_resource_name(name), autonamed=True),
+    ]
+
+
 @dataclass(frozen=True)
 class LustreVolume:
     """What a persistent volume needs of the file system."""
@@ -173,7 +192,7 @@ class LustreStorage(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         group = aws.ec2.SecurityGroup(
-            f"{name}-lustre",
+            lustre_security_group_resource_name(name),
             vpc_id=ref.vpc_id,
             description=f"FSx for Lustre of EKS cluster {ref.name}: Lustre ports to and from the cluster's nodes",
             tags=tags,
@@ -230,7 +249,7 @@ class LustreStorage(pulumi.ComponentResource):
             )
 
         driver_role = create_pod_identity_role(
-            f"{name}-csi-driver-role",
+            csi_driver_role_resource_name(name),
             account_id=args.account_id,
             partition=ref.partition,
             region=ref.region,

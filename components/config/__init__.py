@@ -18,6 +18,7 @@ topology labeler), ``scheduling``, and ``stack`` (the whole stack's arguments). 
 """
 
 from .base import (
+    validate_tags,
     supported_version,
     Quantity,
     PROJECT,
@@ -79,6 +80,7 @@ from .pools import (
 )
 from .karpenter import (
     KARPENTER_CHART_VERSION,
+    KARPENTER_CHART_VERSIONS,
     DisruptionBudgetConfig,
     DEFAULT_DISRUPTION_BUDGETS,
     KarpenterDisruptionConfig,
@@ -89,6 +91,8 @@ from .karpenter import (
 )
 from .addons import (
     GPU_OPERATOR_CHART_VERSIONS,
+    ImageReference,
+    image_reference_problem,
     GPU_SHARING_REFUSED,
     GPU_SHARING_NODE_LABELS,
     MIG_DISABLED_CONFIG,
@@ -171,6 +175,7 @@ __all__ = [
     "pool_subnets",
     "validate_gpu_node_group",
     "KARPENTER_CHART_VERSION",
+    "KARPENTER_CHART_VERSIONS",
     "DisruptionBudgetConfig",
     "DEFAULT_DISRUPTION_BUDGETS",
     "KarpenterDisruptionConfig",
@@ -179,6 +184,8 @@ __all__ = [
     "validate_karpenter_gpu_node_pool",
     "validate_karpenter",
     "GPU_OPERATOR_CHART_VERSIONS",
+    "ImageReference",
+    "image_reference_problem",
     "GPU_SHARING_REFUSED",
     "GPU_SHARING_NODE_LABELS",
     "MIG_DISABLED_CONFIG",
@@ -209,4 +216,5 @@ __all__ = [
     "GpuTrainingPlatformArgs",
     "gpu_pool_zones",
     "validate_platform",
+    "validate_tags",
 ]

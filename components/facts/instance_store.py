@@ -10,6 +10,14 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 LOCAL_NVME_GB: dict[str, int] = {
+    "g4dn.xlarge": 125, "g4dn.2xlarge": 225, "g4dn.4xlarge": 225, "g4dn.8xlarge": 900,
+    "g4dn.12xlarge": 900, "g4dn.16xlarge": 900, "g4dn.metal": 1800,
+    "gr6.4xlarge": 600, "gr6.8xlarge": 900,
+    "g7.2xlarge": 440, "g7.4xlarge": 875, "g7.8xlarge": 930, "g7.12xlarge": 1900,
+    "g7.24xlarge": 3800, "g7.48xlarge": 7600,
+    "g7e.2xlarge": 1900, "g7e.4xlarge": 1900, "g7e.8xlarge": 1900, "g7e.12xlarge": 3800,
+    "g7e.24xlarge": 7600, "g7e.48xlarge": 15200,
+    "p3dn.24xlarge": 1800,
     "g5.xlarge": 250, "g5.2xlarge": 450, "g5.4xlarge": 600, "g5.8xlarge": 900,
     "g5.12xlarge": 3800, "g5.16xlarge": 1900, "g5.24xlarge": 3800, "g5.48xlarge": 7600,
     "g6.xlarge": 250, "g6.2xlarge": 450, "g6.4xlarge": 600, "g6.8xlarge": 900,

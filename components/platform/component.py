@@ -24,6 +24,16 @@ from ..workloads.scheduling_policies import SchedulingPolicies, scheduling_polic
 from ..workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
 from ..workloads.storage import TrainingStorage, TrainingStorageArgs
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
+from .names import (
+    cluster_child_name,
+    lustre_child_name,
+    network_child_name,
+    gpu_node_group_child_name,
+    gpu_node_pool_child_name,
+    karpenter_child_name,
+    topology_labeler_child_name,
+    training_identity_child_name,
+)
 from .validation import validate_stack
 
 
@@ -62,7 +72,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # Checked before the component registers, so invalid arguments create nothing at all.
-        problems = validate_stack(args)
+        problems = validate_stack(args, name)
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuTrainingPlatform", name, None, opts)
@@ -71,7 +81,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
 
         self.network = (
             Network(
-                f"{name}-network",
+                network_child_name(name),
                 NetworkArgs(config=args.network, region=args.region, name_prefix=args.cluster.name, tags=tags),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -79,7 +89,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             else None
         )
         self.cluster = EksCluster(
-            f"{name}-cluster",
+            cluster_child_name(name),
             EksClusterArgs(
                 cluster=args.cluster,
                 network=self.network.ref if self.network is not None else adopted_network(args.network),
@@ -95,7 +105,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             zone = fsx_zone(args.storage, args.network, gpu_pool_zones(args))
             assert zone is not None, "validate_storage reports a file system without an AZ"
             self.lustre = LustreStorage(
-                f"{name}-lustre",
+                lustre_child_name(name),
                 LustreStorageArgs(
                     config=args.storage.fsx,
                     cluster=self.cluster.ref,
@@ -107,7 +117,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             )
         self.gpu_node_groups = {
             pool.name: GpuNodeGroup(
-                f"{name}-{pool.name}",
+                gpu_node_group_child_name(name, pool.name),
                 GpuNodeGroupArgs(
                     cluster=self.cluster.ref,
                     pool=pool,
@@ -140,7 +150,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         # whose pods start as the nodes join.
         self.topology_labeler = (
             TopologyLabeler(
-                f"{name}-topology-labeler",
+                topology_labeler_child_name(name),
                 TopologyLabelerArgs(cluster=self.cluster.ref, config=args.topology_labeler, tags=tags),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -151,13 +161,13 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         self.gpu_node_pools = {}
         if args.karpenter.enabled:
             self.karpenter = Karpenter(
-                f"{name}-karpenter",
+                karpenter_child_name(name),
                 KarpenterArgs(cluster=self.cluster.ref, config=args.karpenter, tags=tags),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self.gpu_node_pools = {
                 pool.name: GpuNodePool(
-                    f"{name}-karpenter-{pool.name}",
+                    gpu_node_pool_child_name(name, pool.name),
                     GpuNodePoolArgs(
                         cluster=self.cluster.ref,
                         pool=pool,
@@ -184,7 +194,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         self.training_identity = None
         if training_role_needed(args.s3_buckets, account.policy_arns):
             self.training_identity = TrainingIdentity(
-                f"{name}-training-identity",
+                training_identity_child_name(name),
                 TrainingIdentityArgs(
                     cluster=self.cluster.ref,
                     namespaces=[ns.name for ns in args.scheduling.namespaces],

@@ -260,3 +260,25 @@ def test_without_endpoints_the_network_has_none_and_egress_still_goes_through_na
     graph = network_graph(vpcEndpoints=False, natGateways="single")
     assert graph.of_type("aws:ec2/vpcEndpoint:VpcEndpoint") == [] and graph.of_type("aws:ec2/securityGroup:SecurityGroup") == []
     assert len([r for r in graph.of_type("aws:ec2/route:Route") if r.inputs.get("natGatewayId")]) == 3
+
+
+def test_components_refuse_a_misused_network_before_registering_anything():
+    from eks_gpu_training import EksCluster, EksClusterArgs
+    from eks_gpu_training.config import ClusterConfig, SystemNodeGroupConfig
+
+    adopted = NetworkConfig.model_validate(ADOPTED)
+    graph = run_program(lambda: Network("net", NetworkArgs(config=adopted, region="us-west-2", name_prefix="research")))
+    assert isinstance(graph.error, ConfigError) and "Network(net).config.create: must be true" in str(graph.error)
+    one_az = NetworkConfig.model_validate({**CREATED, "availabilityZones": ["us-west-2a"]})
+    graph = run_program(lambda: Network("net", NetworkArgs(config=one_az, region="us-west-2", name_prefix="research")))
+    assert isinstance(graph.error, ConfigError) and "network.availabilityZones: must list at least two AZs" in str(graph.error)
+    created = NetworkConfig.model_validate(CREATED)
+    cluster = ClusterConfig(name="research", endpoint_public_access_cidrs=["203.0.113.0/24"])
+    graph = run_program(
+        lambda: EksCluster(
+            "c",
+            EksClusterArgs(cluster=cluster, network=created, system_node_group=SystemNodeGroupConfig(enabled=False), region="us-west-2", partition="aws"),
+        )
+    )
+    assert isinstance(graph.error, ConfigError) and "EksCluster(c).network.create" in str(graph.error)
+    assert graph.resources == []

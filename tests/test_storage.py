@@ -296,3 +296,14 @@ def test_bottlerocket_pools_and_instance_store_none_get_no_user_data():
     assert instance_store_launch_settings("BOTTLEROCKET_x86_64_NVIDIA", True) == {}
     assert instance_store_launch_settings("AL2023_x86_64_NVIDIA", False) == {}
     assert set(instance_store_launch_settings("AL2023_x86_64_NVIDIA", True)) == {"user_data"}
+
+
+def test_lustre_storage_refuses_a_size_fsx_does_not_offer_before_registering_anything():
+    from eks_gpu_training import LustreStorage, LustreStorageArgs
+    from eks_gpu_training.config import FsxLustreConfig
+
+    config = FsxLustreConfig(enabled=True, storage_capacity_gib=3000)
+    graph = run_program(lambda: LustreStorage("fs", LustreStorageArgs(config=config, cluster=None, subnet_id="subnet-1", account_id="1")))
+    assert isinstance(graph.error, ConfigError)
+    assert "LustreStorage(fs).config.storageCapacityGib: 3000 is not 1200, 2400 or a multiple of 2400" in str(graph.error)
+    assert graph.resources == []

@@ -22,6 +22,7 @@ from ..config import (
     ClusterConfig,
     ConfigError,
     NetworkConfig,
+    Problem,
     SubnetRef,
     SystemNodeGroupConfig,
     validate_cluster_endpoint,
@@ -164,15 +165,18 @@ class EksCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EksClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         problems = validate_cluster_endpoint(args.cluster)
+        network = args.network
+        if isinstance(network, NetworkConfig):
+            if network.create:
+                problems.append(
+                    Problem(f"EksCluster({name}).network.create", "a network to create is built by Network; pass Network(...).ref")
+                )
+            else:
+                network = adopted_network(network)
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:EksCluster", name, None, opts)
         config = args.cluster
-        network = args.network
-        if isinstance(network, NetworkConfig):
-            if network.create:
-                raise ValueError("EksClusterArgs.network: a network to create is built by Network; pass Network(...).ref")
-            network = adopted_network(network)
         subnet_ids = network.subnet_ids
         ready: list[pulumi.Resource] = []
         control_plane: list[pulumi.Resource] = []

@@ -20,7 +20,7 @@ from typing import Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
-from ..config import NetworkConfig, SubnetRef, network_zones, subnet_layout
+from ..config import ConfigError, NetworkConfig, Problem, SubnetRef, network_zones, subnet_layout, validate_network
 from ..facts.aws_names import PhysicalName
 
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
@@ -119,8 +119,11 @@ class Network(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NetworkArgs, opts: Optional[pulumi.ResourceOptions] = None):
         config = args.config
+        problems = validate_network(config, args.region, cluster_created=True)
         if not config.create:
-            raise ValueError("Network creates a VPC; an adopted network needs no component (use adopted_network)")
+            problems.insert(0, Problem(f"Network({name}).config.create", "must be true: Network creates a VPC; an adopted one needs no component (adopted_network)"))
+        if problems:
+            raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:Network", name, None, opts)
         tags = dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)

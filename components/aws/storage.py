@@ -27,7 +27,7 @@ import yaml
 
 from .cluster import ClusterRef
 from .iam import create_pod_identity_role, managed_policy_arn
-from ..config import FsxLustreConfig
+from ..config import ConfigError, FsxLustreConfig, validate_fsx_sizes
 from ..facts.aws_names import PhysicalName
 
 LUSTRE_PORT_RANGES = ((988, 988), (1018, 1023))
@@ -186,6 +186,9 @@ class LustreStorage(pulumi.ComponentResource):
     """The file system's security group."""
 
     def __init__(self, name: str, args: LustreStorageArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        problems = validate_fsx_sizes(args.config, f"LustreStorage({name}).config")
+        if problems:
+            raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:LustreStorage", name, None, opts)
         config, ref = args.config, args.cluster
         tags = dict(args.tags)

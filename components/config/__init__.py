@@ -50,6 +50,7 @@ from .storage import (
     FsxLustreConfig,
     StorageConfig,
     fsx_zone,
+    validate_fsx_sizes,
     validate_storage,
 )
 from .cluster import (
@@ -148,6 +149,7 @@ __all__ = [
     "StorageConfig",
     "fsx_zone",
     "validate_storage",
+    "validate_fsx_sizes",
     "ADDRESSES_PER_EFA_NODE",
     "SubnetRef",
     "SubnetLayout",

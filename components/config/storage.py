@@ -79,6 +79,18 @@ def fsx_zone(storage: StorageConfig, network: NetworkConfig, pool_zones: list[Op
     return fixed.pop() if len(fixed) == 1 else None
 
 
+def validate_fsx_sizes(fsx: FsxLustreConfig, path: str) -> list[Problem]:
+    """Storage capacity and throughput a PERSISTENT_2 SSD file system accepts."""
+    problems = []
+    capacity = fsx.storage_capacity_gib
+    if capacity not in (1200, 2400) and capacity % FSX_PERSISTENT_2_CAPACITY_STEP_GIB:
+        problems.append(Problem(f"{path}.storageCapacityGib", f"{capacity} is not 1200, 2400 or a multiple of 2400 (FSx PERSISTENT_2 SSD)"))
+    if fsx.throughput_mbps_per_tib not in FSX_PERSISTENT_2_THROUGHPUTS:
+        allowed = ", ".join(map(str, FSX_PERSISTENT_2_THROUGHPUTS))
+        problems.append(Problem(f"{path}.throughputMbpsPerTib", f"{fsx.throughput_mbps_per_tib} is not one of {allowed}"))
+    return problems
+
+
 def validate_storage(
     storage: StorageConfig, network: NetworkConfig, pool_zones: list[Optional[str]], s3_buckets: Sequence[S3BucketConfig] = ()
 ) -> list[Problem]:
@@ -90,12 +102,7 @@ def validate_storage(
     if not fsx.enabled:
         return problems
     path = "storage.fsx"
-    capacity = fsx.storage_capacity_gib
-    if capacity not in (1200, 2400) and capacity % FSX_PERSISTENT_2_CAPACITY_STEP_GIB:
-        problems.append(Problem(f"{path}.storageCapacityGib", f"{capacity} is not 1200, 2400 or a multiple of 2400 (FSx PERSISTENT_2 SSD)"))
-    if fsx.throughput_mbps_per_tib not in FSX_PERSISTENT_2_THROUGHPUTS:
-        allowed = ", ".join(map(str, FSX_PERSISTENT_2_THROUGHPUTS))
-        problems.append(Problem(f"{path}.throughputMbpsPerTib", f"{fsx.throughput_mbps_per_tib} is not one of {allowed}"))
+    problems.extend(validate_fsx_sizes(fsx, path))
     zones = network_zones(network)
     fixed = sorted({zone for zone in pool_zones if zone is not None})
     zone = fsx_zone(storage, network, pool_zones)

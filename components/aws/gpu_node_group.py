@@ -24,7 +24,7 @@ from ..config import (
     pool_subnets,
     validate_gpu_node_group,
 )
-from ..facts.gpu_nodes import GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE, gpu_node_selector, gpu_taint, gpu_toleration
+from ..facts.gpu_nodes import GPU_POOL_LABEL, GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE, gpu_node_selector, gpu_taint, gpu_toleration
 from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name
 from .iam import create_node_role, node_group_update_transform
 
@@ -38,9 +38,11 @@ multi-GB CUDA images does not stall node start-up."""
 
 
 def gpu_node_labels(pool: GpuNodeGroupConfig) -> dict[str, str]:
-    """Labels of a pool's nodes: ``role=gpu-training`` plus the pool's own."""
+    """Labels of a pool's nodes: ``role=gpu-training``, the pool's name (``GPU_POOL_LABEL``, which
+    Kueue's ResourceFlavor selects the pool by) plus the pool's own. EKS applies a label change to the
+    running nodes in place (UpdateNodegroupConfig), without replacing them."""
     key, value = GPU_NODE_ROLE_LABEL
-    return {**pool.labels, key: value}
+    return {**pool.labels, key: value, GPU_POOL_LABEL: pool.name}
 
 
 def image_volume_device(ami_type: str) -> str:

@@ -71,6 +71,13 @@ from .addons import (
     validate_gpu_operator,
     validate_topology_labeler,
 )
+from .kueue import (
+    KUEUE_CHART_VERSIONS,
+    PODS_READY_TIMEOUT_MINUTES,
+    RECOVERY_TIMEOUT_MINUTES,
+    TOPOLOGY_MODES,
+    KueueConfig,
+)
 from .scheduling import (
     PRIORITY_VALUE_MAX,
     TRAINING_APP_NAME_MAX,
@@ -135,6 +142,11 @@ __all__ = [
     "validate_gpu_node_os",
     "validate_gpu_operator",
     "validate_topology_labeler",
+    "KUEUE_CHART_VERSIONS",
+    "PODS_READY_TIMEOUT_MINUTES",
+    "RECOVERY_TIMEOUT_MINUTES",
+    "TOPOLOGY_MODES",
+    "KueueConfig",
     "PRIORITY_VALUE_MAX",
     "TRAINING_APP_NAME_MAX",
     "RESERVED_NAMESPACES",

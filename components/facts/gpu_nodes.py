@@ -56,3 +56,14 @@ EKS_NODEGROUP_KEY = "eks.amazonaws.com/nodegroup"
 def network_layer_key(layer: int) -> str:
     """Node label with the ID of the network node at ``layer`` (1 = top, 3 = closest to the instance)."""
     return f"topology.k8s.aws/network-node-layer-{layer}"
+
+
+GPU_POOL_LABEL = "eks-gpu-training/pool"
+"""Label the stack puts on every node of a managed GPU pool, with the pool's name. EKS's own
+``eks.amazonaws.com/nodegroup`` carries the node group's name, which is generated (the pool name
+plus a random suffix) and so unknown before `pulumi up`; this label is known at preview, so Kueue's
+ResourceFlavor and a pod's node affinity can select exactly one pool's nodes."""
+
+KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
+"""Label Karpenter puts on every node it launches, with the NodePool's name (Karpenter 1.14
+docs-disruption.md selects a NodePool's nodes by it: ``kubectl delete nodes -l karpenter.sh/nodepool``)."""

@@ -14,7 +14,9 @@ from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from ..addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from ..addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
 from ..addons.karpenter import Karpenter, KarpenterArgs
+from ..addons.kueue import Kueue, KueueArgs
 from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from ..workloads.queues import KueueQueues, kueue_queues_args
 from ..workloads.scheduling_policies import SchedulingPolicies, scheduling_policies_args, smoke_test_pools, training_job_spec
 from ..workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
@@ -23,7 +25,7 @@ from .validation import validate_stack
 
 class GpuTrainingPlatform(pulumi.ComponentResource):
     """EKS cluster, system node group, GPU training pools, GPU Operator, EFA device plugin, topology
-    labeler, Karpenter, scheduling policy and training jobs, in one stack graph."""
+    labeler, Karpenter, Kueue, scheduling policy and training jobs, in one stack graph."""
 
     cluster: EksCluster
     """The created or adopted cluster."""
@@ -39,6 +41,10 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """The Karpenter controller, when ``karpenter.enabled``."""
     gpu_node_pools: dict[str, GpuNodePool]
     """Karpenter GPU pools by pool name."""
+    kueue: Optional[Kueue]
+    """The Kueue release, when ``kueue.enabled``."""
+    kueue_queues: Optional[KueueQueues]
+    """Kueue's Topology, flavors and queues, when ``kueue.enabled``."""
     scheduling: SchedulingPolicies
     """Priority classes, training namespaces with quotas, PDBs of apps deployed elsewhere."""
     training_jobs: dict[str, TrainingJob]
@@ -132,12 +138,31 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             scheduling_policies_args(args),
             opts=pulumi.ResourceOptions(parent=self, providers=kubernetes),
         )
-        # Pods naming a PriorityClass or namespace that does not exist yet are refused, so jobs wait for the policy.
+        self.kueue = None
+        self.kueue_queues = None
+        job_dependencies: list[pulumi.Resource] = [self.scheduling]
+        if args.kueue.enabled:
+            self.kueue = Kueue(
+                f"{name}-kueue",
+                KueueArgs(cluster=self.cluster.ref, config=args.kueue),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            # Kueue's CRDs and webhooks come with the release; LocalQueues live in the training namespaces.
+            self.kueue_queues = KueueQueues(
+                f"{name}-kueue-queues",
+                kueue_queues_args(args),
+                opts=pulumi.ResourceOptions(
+                    parent=self, providers=kubernetes, depends_on=[self.kueue.release, self.scheduling]
+                ),
+            )
+            job_dependencies.append(self.kueue_queues)
+        # Pods naming a PriorityClass or namespace that does not exist yet are refused, so jobs wait for
+        # the policy; queued jobs wait for their queues, so Kueue's webhook sees them created.
         self.training_jobs = {
             app.name: TrainingJob(
                 f"{name}-training-{app.name}",
                 TrainingJobArgs(job=training_job_spec(app, args)),
-                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=[self.scheduling]),
+                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=job_dependencies),
             )
             for app in args.scheduling.training_apps
             if app.job is not None

@@ -26,7 +26,9 @@ from ..config import (
     TrainingNamespaceConfig,
 )
 from ..facts.quantity import parse_quantity
+from ..facts.gpu_nodes import network_layer_key
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity, resolve_quota
+from .queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, app_topology, pool_flavor
 from .smoke_test import SmokeTestPool
 from .templates import PART_OF, TrainingJobSpec, training_pdb, validate_training_job
 
@@ -117,6 +119,17 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
         if job is not None
         else {}
     )
+    queued: dict[str, Any] = {}
+    if args.kueue.enabled:
+        # Pinned to its own pool, so Kueue gives the job that pool's flavor (EFA jobs stay on managed pools).
+        flavor = pool_flavor(capacity)
+        mode = app_topology(app, flavor, args.kueue)
+        queued = dict(
+            queue_name=HELD_LOCAL_QUEUE if job is not None and job.suspend else LOCAL_QUEUE,
+            topology_mode=mode,
+            topology_level=network_layer_key(args.kueue.topology_layer) if mode is not None else None,
+            pool_selector=flavor.node_label,
+        )
     return TrainingJobSpec(
         name=app.name,
         nodes=app.nodes,
@@ -133,6 +146,7 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
         memory=app.memory,
         shm_size_limit=app.shm_size_limit,
         **runs,
+        **queued,
     )
 
 

@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 
 from ..config import ConfigError, Problem
 from .templates import (
+    QUEUE_NAME_LABEL,
     SKIP_AWAIT_ANNOTATION,
     TrainingJobSpec,
     rendezvous_service,
@@ -33,7 +34,11 @@ class TrainingJob(pulumi.ComponentResource):
     headless Service its ranks rendezvous through, and the PodDisruptionBudget that keeps every rank.
 
     Pass the cluster's Kubernetes provider in ``opts`` (``providers={"kubernetes": provider}``), and
-    make the component depend on the PriorityClass and namespace it uses.
+    make the component depend on the PriorityClass and namespace it uses (and, with a ``queue_name``,
+    on Kueue's queues).
+
+    A queued Job (``queue_name``) is created suspended and Kueue resumes it once it admits the whole
+    job; a held one waits in the held LocalQueue until its queue label is changed to the open queue.
     """
 
     job_name: pulumi.Output[str]
@@ -62,8 +67,9 @@ class TrainingJob(pulumi.ComponentResource):
                 parent=self,
                 # The pod template is immutable, so a change replaces the Job, and its fixed name must be free first.
                 delete_before_replace=True,
-                # Someone who resumed a suspended Job with kubectl keeps it running across `pulumi up`.
-                ignore_changes=["spec.suspend"],
+                # Someone (or Kueue) who resumed a suspended Job, or moved it out of the held queue,
+                # keeps it running across `pulumi up`.
+                ignore_changes=["spec.suspend", f'metadata.labels["{QUEUE_NAME_LABEL}"]'],
             ),
         )
         pdb = training_pdb(spec)

@@ -52,7 +52,7 @@ def test_taint_and_toleration_match_the_seed():
 
 
 def test_node_labels_add_the_role_to_the_pool_labels():
-    assert gpu_node_labels(gpu_pool(labels={"team": "llm"})) == {"team": "llm", "role": "gpu-training"}
+    assert gpu_node_labels(gpu_pool(labels={"team": "llm"})) == {"team": "llm", "role": "gpu-training", "eks-gpu-training/pool": "train"}
 
 
 def test_efa_layout_puts_an_efa_interface_on_card_zero_and_efa_only_at_device_zero_of_the_rest():
@@ -195,7 +195,7 @@ def test_node_group_is_tainted_labelled_and_leaves_desired_size_to_autoscalers()
     assert node_group.inputs["nodeGroupName"] == "train"
     assert node_group.inputs["clusterName"] == "research"
     assert node_group.inputs["taints"] == [gpu_taint()]
-    assert node_group.inputs["labels"] == {"team": "llm", "role": "gpu-training"}
+    assert node_group.inputs["labels"] == {"team": "llm", "role": "gpu-training", "eks-gpu-training/pool": "train"}
     assert node_group.inputs["scalingConfig"] == {"minSize": 1, "desiredSize": 2, "maxSize": 4}
     assert node_group.inputs["ignoreScalingChanges"] is True
     assert node_group.transforms == 1  # node_group_update_transform: maxUnavailable

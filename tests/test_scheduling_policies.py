@@ -116,6 +116,8 @@ def test_rejects_a_gpu_quota_below_one_node():
 
 def test_rejects_a_quota_too_small_for_a_declared_app_naming_both_keys():
     values = raw()
+    # Without Kueue: with it, a quota below the fleet's is refused on its own (tests/test_kueue.py).
+    values["kueue"]["enabled"] = False
     values["scheduling"]["namespaces"][0]["quota"].update(gpus=8, cpu="100")
     assert problems(values) == [
         "scheduling.trainingApps[0].nodes: the app needs 2 × 8 GPUs but scheduling.namespaces[0].quota.gpus is 8: its pods could never all be admitted",
@@ -125,6 +127,7 @@ def test_rejects_a_quota_too_small_for_a_declared_app_naming_both_keys():
 
 def test_a_quota_of_one_node_is_accepted_without_multi_node_apps():
     values = raw()
+    values["kueue"]["enabled"] = False
     values["scheduling"]["namespaces"][0]["quota"]["gpus"] = 8
     values["scheduling"]["trainingApps"] = []
     assert parse_platform_args(values).scheduling.namespaces[0].quota.gpus == 8

@@ -27,7 +27,7 @@ def test_prod_creates_cluster_system_group_and_one_tainted_gpu_group(prod_graph)
 
     (gpu,) = gpu_node_groups(prod_graph)
     assert gpu.inputs["taints"] == [{"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE, "effect": GPU_TAINT_EFFECT}]
-    assert gpu.inputs["labels"] == {"role": "gpu-training", "environment": "prod"}
+    assert gpu.inputs["labels"] == {"role": "gpu-training", "environment": "prod", "eks-gpu-training/pool": "p5-training"}
     assert gpu.inputs["amiType"] == "AL2023_x86_64_NVIDIA"
     assert gpu.inputs["capacityType"] == "ON_DEMAND"
     assert gpu.inputs["instanceTypes"] == ["p5.48xlarge"]

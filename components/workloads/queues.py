@@ -189,6 +189,7 @@ def cluster_queue(namespace: str, quotas: dict[str, dict[str, str]]) -> dict[str
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
             "queueingStrategy": "BestEffortFIFO",
             "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"},
+            # Without a GPU pool there is no flavor, and the queue admits nothing until one is added.
             "resourceGroups": [
                 {
                     "coveredResources": list(QUOTA_RESOURCES),
@@ -197,7 +198,9 @@ def cluster_queue(namespace: str, quotas: dict[str, dict[str, str]]) -> dict[str
                         for name, q in quotas.items()
                     ],
                 }
-            ],
+            ]
+            if quotas
+            else [],
         },
     }
 
@@ -223,8 +226,6 @@ def validate_kueue(args: GpuTrainingPlatformArgs) -> list[Problem]:
             if app.topology is not None
         ]
     flavors = pool_flavors(args)
-    if not flavors:
-        return [Problem("kueue.enabled", "needs at least one GPU pool (gpuNodeGroups or karpenter.gpuNodePools) to make a ResourceFlavor for")]
     problems = []
     for i, namespace in enumerate(args.scheduling.namespaces):
         quota = resolve_quota(namespace.quota, args)

@@ -266,14 +266,6 @@ def validate_kueue(args: GpuTrainingPlatformArgs) -> list[Problem]:
                     "raise minSize, or set topology: none",
                 )
             )
-        elif app.nodes > flavor.capacity.nodes:
-            problems.append(
-                Problem(
-                    f"{path}.nodes",
-                    f"{app.nodes} pods, one per node, exceed the {flavor.capacity.nodes} nodes of {flavor.capacity.path} "
-                    "({flavor.capacity.bound}); with Kueue a job runs on its own pool's flavor only",
-                )
-            )
     return problems
 
 

@@ -266,6 +266,9 @@ def _validate_app(app: TrainingAppConfig, path: str, args: GpuTrainingPlatformAr
             for c in fleet
             if types & set(c.pool.instance_types) and not (efa and isinstance(c.pool, KarpenterGpuNodePoolConfig))
         ]
+        if args.kueue.enabled:
+            # Pinned to its own pool, so that Kueue gives the job that pool's flavor.
+            hosts = [capacity]
         if types and app.nodes > sum(c.nodes for c in hosts):
             bounds = "; ".join(f"{c.bound}: {c.nodes} nodes" for c in hosts)
             problems.append(Problem(f"{path}.nodes", f"{app.nodes} pods, one per node, need more nodes of {', '.join(sorted(types))} than the fleet can have ({bounds})"))

@@ -243,6 +243,7 @@ def test_rejects_host_networking_in_a_baseline_namespace_naming_both_keys():
 
 def test_rejects_more_nodes_than_the_fleet_can_have_naming_the_pool_keys():
     values = raw()
+    values["kueue"]["enabled"] = False  # with Kueue, an app counts only its own pool (tests/test_kueue.py)
     app(values).update(nodes=5, efa=False)
     assert problems(values)[0] == (
         "scheduling.trainingApps[0].nodes: 5 pods, one per node, need more nodes of p5.48xlarge than the fleet can have "

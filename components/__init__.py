@@ -20,6 +20,7 @@ from .config import (
     GpuTrainingPlatformArgs,
     KarpenterConfig,
     KarpenterGpuNodePoolConfig,
+    KueueConfig,
     Problem,
     TopologyLabelerConfig,
 )
@@ -28,6 +29,8 @@ from .aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
 from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
 from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
+from .addons.kueue import Kueue, KueueArgs, kueue_values
+from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, kueue_queues_args, pool_flavors
 from .platform import GpuTrainingPlatform, load_stack_config, parse_platform_args
 from .workloads.fleet_capacity import fleet_gpu_capacity
 from .workloads.scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs
@@ -65,6 +68,12 @@ __all__ = [
     "KarpenterArgs",
     "KarpenterConfig",
     "KarpenterGpuNodePoolConfig",
+    "Kueue",
+    "KueueArgs",
+    "KueueConfig",
+    "KueueQueues",
+    "KueueQueuesArgs",
+    "NamespaceQueues",
     "Problem",
     "SchedulingPolicies",
     "SchedulingPoliciesArgs",
@@ -81,9 +90,12 @@ __all__ = [
     "gpu_node_os",
     "gpu_operator_values",
     "karpenter_values",
+    "kueue_queues_args",
+    "kueue_values",
     "load_stack_config",
     "node_pool_spec",
     "parse_platform_args",
+    "pool_flavors",
     "rendezvous_service",
     "training_job",
     "training_pdb",

@@ -227,12 +227,16 @@ def test_flavors_follow_whether_the_pools_nodes_exist():
     at_zero = managed.model_copy(update={"min_size": 0})
     block = at_zero.model_copy(update={"capacity_type": "CAPACITY_BLOCK", "capacity_reservation_id": "cr-0123456789abcdef0"})
     karpenter = KarpenterGpuNodePoolConfig(name="p5", instance_types=["p5.48xlarge"])
-    flavors = {key: pool_flavor(pool_capacity(pool, key)) for key, pool in (("min", managed), ("zero", at_zero), ("block", block), ("karpenter", karpenter))}
+    # g6.xlarge has no EC2 network topology, so its nodes lack the Topology's levels.
+    no_topology = managed.model_copy(update={"name": "g6", "instance_types": ["g6.xlarge"]})
+    pools = (("min", managed), ("zero", at_zero), ("block", block), ("karpenter", karpenter), ("untopological", no_topology))
+    flavors = {key: pool_flavor(pool_capacity(pool, key)) for key, pool in pools}
     assert {k: (f.name, f.node_label, f.topology_nodes) for k, f in flavors.items()} == {
         "min": ("p5-tas", ("eks-gpu-training/pool", "p5"), 2),
         "zero": ("p5", ("eks-gpu-training/pool", "p5"), 0),
         "block": ("p5-tas", ("eks-gpu-training/pool", "p5"), 4),
         "karpenter": ("karpenter-p5", ("karpenter.sh/nodepool", "p5"), 0),
+        "untopological": ("g6", ("eks-gpu-training/pool", "g6"), 0),
     }
 
 

@@ -18,8 +18,9 @@ Topology-aware scheduling counts the allocatable capacity of nodes that are Read
 docs, "Capacity calculation"); its only autoscaler integration is the cluster autoscaler's
 ProvisioningRequest admission check, which Karpenter does not implement. A topology flavor on a
 pool that starts from zero would never admit a job, so only pools whose nodes exist (a managed node
-group's ``minSize`` nodes, a Capacity Block) get ``topologyName``; Karpenter pools and pools at zero
-get quota-only flavors, and jobs on them carry no topology request.
+group's ``minSize`` nodes, a Capacity Block) and carry EC2's network-layer labels get
+``topologyName``; Karpenter pools, pools at zero and instance types without EC2 topology get
+quota-only flavors, and jobs on them carry no topology request.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ..config import ConfigError, GpuNodeGroupConfig, GpuTrainingPlatformArgs, KueueConfig, Problem, TrainingAppConfig
+from ..facts.catalog import eks_labels_topology
 from ..facts.gpu_nodes import (
     GPU_POOL_LABEL,
     GPU_RESOURCE,
@@ -85,10 +87,12 @@ class PoolFlavor:
 
 
 def topology_nodes(capacity: PoolCapacity) -> int:
-    """Nodes of a pool that exist without pending pods: a managed pool's ``minSize`` (a Capacity
-    Block's nodes run for the whole block, its ``maxSize``); none for Karpenter pools."""
+    """Nodes of a pool that exist without pending pods and carry the network-layer labels: a managed
+    pool's ``minSize`` (a Capacity Block's nodes run for the whole block, its ``maxSize``); none for
+    Karpenter pools, nor for instance types EC2 reports no network topology for (their nodes lack
+    the Topology's levels, so topology-aware scheduling has no place for them)."""
     pool = capacity.pool
-    if not isinstance(pool, GpuNodeGroupConfig):
+    if not isinstance(pool, GpuNodeGroupConfig) or not eks_labels_topology(pool.instance_types):
         return 0
     return pool.max_size if pool.capacity_type == "CAPACITY_BLOCK" else pool.min_size
 

@@ -20,7 +20,7 @@ from eks_gpu_training.offline.check.kubernetes import CustomResourceSchemas
 from eks_gpu_training.platform.loading import parse_platform_args
 from eks_gpu_training.workloads.fleet_capacity import pool_capacity
 from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, TOPOLOGY_LEVELS, cluster_queue, pool_flavor
-from eks_gpu_training.workloads.templates import TrainingJobSpec, training_job
+from eks_gpu_training.workloads.templates import TrainingJobSpec, training_job, validate_training_job
 from harness import Graph, Registration, stack_config
 from k8s_semantics import gpu_node_taint, tolerates
 from test_seed_checklist import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects
@@ -323,3 +323,12 @@ def test_kueue_settings_are_bounded():
     values = raw()
     values["kueue"].update(topologyLayer=4, podsReadyTimeoutMinutes=0, chartVersion="0.14.0")
     assert sorted(p.split(":")[0] for p in problems(values)) == ["kueue.chartVersion", "kueue.podsReadyTimeoutMinutes", "kueue.topologyLayer"]
+
+
+def test_rejects_a_topology_request_kueue_would_never_read():
+    spec = TrainingJobSpec(name="t", nodes=2, instance_types=("p5.48xlarge",), priority_class="p", namespace="n", topology_mode="required")
+    assert [str(p) for p in validate_training_job(spec, "job")] == [
+        "job.topology: a topology request needs a queue (queue_name) and a level (topology_level): only Kueue reads it"
+    ]
+    odd = TrainingJobSpec(**{**spec.__dict__, "queue_name": LOCAL_QUEUE, "topology_level": LAYER_3, "topology_mode": "strict"})
+    assert [str(p) for p in validate_training_job(odd, "job")] == ["job.topology: 'strict' is not a Kueue topology mode; allowed: preferred, required"]

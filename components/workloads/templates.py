@@ -463,6 +463,11 @@ def validate_training_job(spec: TrainingJobSpec, path: str) -> list[Problem]:
     if spec.memory is not None and parse_quantity(spec.memory) > smallest_memory * MIB:
         problem("memory", f"{spec.memory} exceeds the {memory_quantity(smallest_memory)} of the smallest allowed node")
 
+    if spec.topology_mode is not None and spec.topology_mode not in TOPOLOGY_ANNOTATIONS:
+        problem("topology", f"'{spec.topology_mode}' is not a Kueue topology mode; allowed: {', '.join(TOPOLOGY_ANNOTATIONS)}")
+    elif spec.topology_mode is not None and (spec.queue_name is None or spec.topology_level is None):
+        problem("topology", "a topology request needs a queue (queue_name) and a level (topology_level): only Kueue reads it")
+
     for name in spec.env:
         if name in GENERATED_ENV:
             problem(f"job.env.{name}", "is set by the template (torchrun rendezvous and EFA); remove it")

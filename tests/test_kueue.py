@@ -21,7 +21,7 @@ from eks_gpu_training.platform.loading import parse_platform_args
 from eks_gpu_training.workloads.fleet_capacity import pool_capacity
 from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, TOPOLOGY_LEVELS, cluster_queue, pool_flavor
 from eks_gpu_training.workloads.templates import TrainingJobSpec, training_job, validate_training_job
-from harness import Graph, Registration, stack_config
+from harness import Graph, stack_config
 from k8s_semantics import gpu_node_taint, tolerates
 from test_seed_checklist import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects
 
@@ -54,13 +54,6 @@ def node_sources(graph: Graph) -> dict[str, dict[str, str]]:
         # Karpenter labels each node with its NodePool's name.
         sources[pool.name] = {**template_labels, "karpenter.sh/nodepool": pool.inputs["metadata"]["name"]}
     return sources
-
-
-def waits_for(graph: Graph, resource: Registration, other: Registration) -> bool:
-    """Whether ``resource`` or a component above it depends on ``other`` (or a component above ``other``):
-    a child registers only once its parent's dependencies exist."""
-    targets = {other.urn, *(a.urn for a in graph.ancestors(other)[:-1])}  # not the stack's root component
-    return any(set(r.dependencies) & targets for r in [resource, *graph.ancestors(resource)])
 
 
 def jobs(graph: Graph) -> dict[str, dict[str, Any]]:
@@ -173,9 +166,9 @@ def test_kueue_objects_wait_for_the_release_that_brings_their_crds(prod_graph):
     kinds = ("Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue")
     objects = [o for kind in kinds for o in kubernetes_objects(prod_graph, kind)]
     assert len(objects) == 6
-    assert all(waits_for(prod_graph, o, release) for o in objects)
+    assert all(prod_graph.depends_on(o, release) for o in objects)
     job = next(r for r in prod_graph.of_type("kubernetes:batch/v1:Job"))
-    assert all(waits_for(prod_graph, job, q) for q in kubernetes_objects(prod_graph, "LocalQueue"))
+    assert all(prod_graph.depends_on(job, q) for q in kubernetes_objects(prod_graph, "LocalQueue"))
 
 
 def test_kueue_configuration_keys_are_the_charts(reference_dir):

@@ -43,10 +43,11 @@ KUEUE_IMAGE = "registry.k8s.io/kueue/kueue"
 KUEUE_NAMESPACE = "kueue-system"
 """Kueue's namespace, as upstream installs it; Kueue's default configuration leaves Jobs here unmanaged."""
 
-KUEUE_RELEASE_TIMEOUT_SECONDS = 600
-"""How long Helm waits for the controller to be Ready. The release is atomic (it waits, and a failed
-install or upgrade is rolled back): Kueue's webhooks validate its own custom resources, so they must
-answer before the Topology, flavors and queues are created."""
+KUEUE_RELEASE_TIMEOUT_SECONDS = 300
+"""How long Helm waits for the controllers to be Ready: like Karpenter's controller, they wait for
+system nodes only. The release is atomic like every release of the stack (Helm waits, and a failed
+install or upgrade is rolled back and cleaned up): Kueue's webhooks validate its own custom
+resources, so they must answer before the Topology, flavors and queues are created."""
 
 CONTROLLER_REPLICAS = 2
 """Two controllers (one leader, both serving the webhooks): a Job cannot be created in a managed

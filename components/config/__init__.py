@@ -71,6 +71,7 @@ from .addons import (
     validate_gpu_operator,
     validate_topology_labeler,
 )
+from .access import S3_BUCKET_NAME, S3BucketConfig, TrainingServiceAccountConfig
 from .kueue import (
     KUEUE_CHART_VERSIONS,
     PODS_READY_TIMEOUT_MINUTES,
@@ -149,6 +150,9 @@ __all__ = [
     "KueueConfig",
     "PRIORITY_VALUE_MAX",
     "TRAINING_APP_NAME_MAX",
+    "S3_BUCKET_NAME",
+    "S3BucketConfig",
+    "TrainingServiceAccountConfig",
     "RESERVED_NAMESPACES",
     "Quantity",
     "PriorityClassConfig",

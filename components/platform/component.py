@@ -15,6 +15,7 @@ from ..addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from ..addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
 from ..addons.karpenter import Karpenter, KarpenterArgs
 from ..addons.kueue import Kueue, KueueArgs
+from ..aws.training_identity import TrainingIdentity, TrainingIdentityArgs, training_role_needed
 from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from ..workloads.queues import KueueQueues, kueue_queues_args
 from ..workloads.scheduling_policies import SchedulingPolicies, scheduling_policies_args, smoke_test_pools, training_job_spec
@@ -47,6 +48,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """Kueue's Topology, flavors and queues, when ``kueue.enabled``."""
     scheduling: SchedulingPolicies
     """Priority classes, training namespaces with quotas, PDBs of apps deployed elsewhere."""
+    training_identity: Optional[TrainingIdentity]
+    """The training pods' Pod Identity role; None unless ``s3Buckets`` or the ServiceAccount's ``policyArns`` are set."""
     training_jobs: dict[str, TrainingJob]
     """Training apps the stack runs, by app name."""
     smoke_test: Optional[GpuSmokeTest]
@@ -126,6 +129,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                         node_role_name=self.karpenter.node_role_name,
                         karpenter_release=self.karpenter.release,
                         tags=tags,
+                        retain_on_removal=args.karpenter.retain_on_removal,
                     ),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
@@ -138,9 +142,28 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             scheduling_policies_args(args),
             opts=pulumi.ResourceOptions(parent=self, providers=kubernetes),
         )
+        account = args.scheduling.service_account
+        self.training_identity = None
+        if training_role_needed(args.s3_buckets, account.policy_arns):
+            self.training_identity = TrainingIdentity(
+                f"{name}-training-identity",
+                TrainingIdentityArgs(
+                    cluster=self.cluster.ref,
+                    namespaces=[ns.name for ns in args.scheduling.namespaces],
+                    service_account=account.name,
+                    s3_buckets=list(args.s3_buckets),
+                    policy_arns=list(account.policy_arns),
+                    tags=tags,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        # Pods naming a PriorityClass, namespace or ServiceAccount that does not exist yet are refused,
+        # so jobs wait for the policy; and they get AWS credentials only if the association exists first.
+        job_dependencies: list[pulumi.Resource] = [self.scheduling]
+        if self.training_identity is not None:
+            job_dependencies.append(self.training_identity)
         self.kueue = None
         self.kueue_queues = None
-        job_dependencies: list[pulumi.Resource] = [self.scheduling]
         if args.kueue.enabled:
             self.kueue = Kueue(
                 f"{name}-kueue",
@@ -155,9 +178,9 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                     parent=self, providers=kubernetes, depends_on=[self.kueue.release, self.scheduling]
                 ),
             )
+        if self.kueue_queues is not None:
+            # Queued jobs wait for their queues, so that Kueue's webhook sees them created.
             job_dependencies.append(self.kueue_queues)
-        # Pods naming a PriorityClass or namespace that does not exist yet are refused, so jobs wait for
-        # the policy; queued jobs wait for their queues, so Kueue's webhook sees them created.
         self.training_jobs = {
             app.name: TrainingJob(
                 f"{name}-training-{app.name}",

@@ -45,6 +45,7 @@ from ..facts.gpu_nodes import (
 from ..facts.quantity import cpu_quantity, memory_quantity, parse_quantity
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, resolve_quota
 from .templates import PART_OF
+from .training_job import _dependencies
 
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
 """The storage version of Kueue 0.19's CRDs (kueue-0.19.2/crds)."""
@@ -324,7 +325,9 @@ class KueueQueues(pulumi.ComponentResource):
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:KueueQueues", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        # Children do not inherit the component's dependencies: each waits for the Kueue release (its
+        # CRDs and webhooks) and the namespaces itself.
+        after = _dependencies(opts)
 
         def create(role: str, body: dict[str, Any], depends_on: Sequence[pulumi.Resource] = ()) -> k8s.apiextensions.CustomResource:
             return k8s.apiextensions.CustomResource(
@@ -333,7 +336,7 @@ class KueueQueues(pulumi.ComponentResource):
                 kind=body["kind"],
                 metadata=body["metadata"],
                 spec=body["spec"],
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(depends_on))),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*after, *depends_on]),
             )
 
         created = [create("topology", topology())]

@@ -39,8 +39,10 @@ multi-GB CUDA images does not stall node start-up."""
 
 def gpu_node_labels(pool: GpuNodeGroupConfig) -> dict[str, str]:
     """Labels of a pool's nodes: ``role=gpu-training``, the pool's name (``GPU_POOL_LABEL``, which
-    Kueue's ResourceFlavor selects the pool by) plus the pool's own. EKS applies a label change to the
-    running nodes in place (UpdateNodegroupConfig), without replacing them."""
+    Kueue's ResourceFlavor selects the pool by) plus the pool's own. A label change is a node group
+    configuration update (EKS UpdateNodegroupConfig: "the Kubernetes labels to apply to the nodes in
+    the node group after the update"; "your node group continues to function during the update"),
+    not a replacement of the group."""
     key, value = GPU_NODE_ROLE_LABEL
     return {**pool.labels, key: value, GPU_POOL_LABEL: pool.name}
 

@@ -182,8 +182,29 @@ def test_kueue_configuration_keys_are_the_charts(reference_dir):
             return []
         return [k for key, sub in value.items() for k in [key, *keys(sub)]]
 
-    assert [k for k in keys(kueue_manager_config(KueueConfig())) if f"{k}:" not in default] == []
-    assert yaml.safe_load(default)["apiVersion"] == kueue_manager_config(KueueConfig())["apiVersion"]
+    generated = kueue_manager_config(KueueConfig(), ["training"])
+    assert [k for k in keys(generated) if f"{k}:" not in default] == []
+    assert yaml.safe_load(default)["apiVersion"] == generated["apiVersion"]
+
+
+def test_kueues_webhooks_see_only_the_training_namespaces_and_fail_closed_only_for_jobs(reference_dir):
+    """The chart gives every Kueue webhook the configuration's managedJobsNamespaceSelector, and
+    fails closed only for the frameworks that are on."""
+    template = (reference_dir / "charts" / "kueue-0.19.2" / "templates" / "webhook" / "manifests.yaml").read_text()
+    assert template.count("toYaml $managerConfig.managedJobsNamespaceSelector") >= 2
+    assert '{{- if has "pod" $integrationsConfig.frameworks }}\n    failurePolicy: Fail\n    {{- else }}\n    failurePolicy: Ignore' in template
+    config = kueue_manager_config(KueueConfig(), ["training", "research"])
+    assert config["managedJobsNamespaceSelector"] == {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["training", "research"]}]
+    }
+    assert config["integrations"]["frameworks"] == ["batch/job"]
+
+
+def test_kueue_needs_a_training_namespace():
+    values = raw()
+    values["scheduling"]["namespaces"] = []
+    values["scheduling"]["trainingApps"] = []
+    assert problems(values) == ["kueue.enabled: needs a training namespace (scheduling.namespaces) for Kueue to manage Jobs in"]
 
 
 def test_every_kueue_kind_the_stacks_make_has_its_crd_in_the_check(reference_dir):

@@ -5,15 +5,18 @@
 tests can check it without a cluster. Kueue's CRDs are templates of its chart, so its custom
 resources (Topology, ResourceFlavors, queues: ``workloads/queues.py``) wait for this release.
 
-Kueue's configuration differs from the chart's default in four ways, each for training jobs:
+Kueue's configuration differs from the chart's default in five ways, each for training jobs:
 
 - ``waitForPodsReady`` is on: a job must have every pod Ready within ``podsReadyTimeoutMinutes``
   of admission, else Kueue evicts and requeues it, with backoff, and gives its quota back. With
   ``blockAdmission`` Kueue admits the next job only once the last admitted one's pods are all
   Ready, so two jobs can never each hold part of the fleet while waiting for the rest;
-- only the ``batch/job`` integration: the stack's jobs are Indexed Jobs, and every other
-  integration adds a webhook (``pod``: on every pod) between the API server and workloads that
-  never use Kueue;
+- only the training namespaces are Kueue's (``managedJobsNamespaceSelector``): the chart gives
+  Kueue's webhooks that selector, so a Job anywhere else (the GPU Operator's, a smoke test in
+  another namespace) never waits on Kueue, and cannot fail while Kueue is down;
+- only the ``batch/job`` integration: the stack's jobs are Indexed Jobs, and the chart makes a
+  framework's webhooks fail closed (``failurePolicy: Fail``) only when the framework is on, so no
+  pod creation depends on Kueue;
 - EFA devices and hugepages are left out of admission (``excludeResourcePrefixes``): the
   ClusterQueues count what the namespace ResourceQuota counts (GPUs, CPU, memory), and Kueue
   refuses a workload requesting a resource its ClusterQueue does not cover;
@@ -24,14 +27,14 @@ Kueue's configuration differs from the chart's default in four ways, each for tr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
 from ..aws.cluster import ClusterRef
-from ..config import KueueConfig
+from ..config import ConfigError, KueueConfig, Problem
 from ..facts.gpu_nodes import EFA_RESOURCE
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
@@ -65,9 +68,14 @@ REQUEUE_BACKOFF_MAX_SECONDS = 3600
 chart's commented example), so a job that cannot start does not block the queue in a tight loop."""
 
 
-def kueue_manager_config(config: KueueConfig) -> dict[str, Any]:
-    """Kueue's ``Configuration`` (config.kueue.x-k8s.io/v1beta2): the chart's default with the
-    changes of the module docstring."""
+def managed_namespaces_selector(namespaces: Sequence[str]) -> dict[str, Any]:
+    """Label selector of the namespaces whose Jobs Kueue manages: the training namespaces, by name."""
+    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}]}
+
+
+def kueue_manager_config(config: KueueConfig, namespaces: Sequence[str]) -> dict[str, Any]:
+    """Kueue's ``Configuration`` (config.kueue.x-k8s.io/v1beta2) for the training ``namespaces``:
+    the chart's default with the changes of the module docstring."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -96,12 +104,13 @@ def kueue_manager_config(config: KueueConfig) -> dict[str, Any]:
                 "backoffMaxSeconds": REQUEUE_BACKOFF_MAX_SECONDS,
             },
         },
+        "managedJobsNamespaceSelector": managed_namespaces_selector(namespaces),
         "integrations": {"frameworks": ["batch/job"]},
         "resources": {"excludeResourcePrefixes": list(EXCLUDED_RESOURCE_PREFIXES)},
     }
 
 
-def kueue_values(config: KueueConfig, system_node_selector: Mapping[str, str]) -> dict[str, Any]:
+def kueue_values(config: KueueConfig, namespaces: Sequence[str], system_node_selector: Mapping[str, str]) -> dict[str, Any]:
     """Helm values of the ``kueue`` chart (keys checked against the chart's values.yaml by ``check``)."""
     return {
         "controllerManager": {
@@ -111,7 +120,7 @@ def kueue_values(config: KueueConfig, system_node_selector: Mapping[str, str]) -
             "nodeSelector": {"kubernetes.io/os": "linux", **system_node_selector},
             "tolerations": CONTROLLER_TOLERATIONS,
         },
-        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(config), sort_keys=False)},
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(config, namespaces), sort_keys=False)},
     }
 
 
@@ -123,6 +132,8 @@ class KueueArgs:
     """The cluster to install into (its provider, readiness and system node selector)."""
     config: KueueConfig
     """Chart version and admission timeouts."""
+    namespaces: Sequence[str]
+    """The training namespaces: Kueue manages Jobs there and nowhere else (at least one)."""
 
 
 class Kueue(pulumi.ComponentResource):
@@ -134,6 +145,8 @@ class Kueue(pulumi.ComponentResource):
     """The Helm release; Kueue's custom resources depend on it (its CRDs are chart templates)."""
 
     def __init__(self, name: str, args: KueueArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        if not args.namespaces:
+            raise ConfigError([Problem(f"Kueue({name}).namespaces", "must name at least one namespace for Kueue to manage Jobs in")])
         super().__init__("eks-gpu-training:index:Kueue", name, None, opts)
         ref = args.cluster
         ready = list(ref.ready)
@@ -142,7 +155,7 @@ class Kueue(pulumi.ComponentResource):
             metadata={"name": KUEUE_NAMESPACE},
             opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=ready),
         )
-        self.values = kueue_values(args.config, ref.system_node_selector)
+        self.values = kueue_values(args.config, args.namespaces, ref.system_node_selector)
         self.release = k8s.helm.v3.Release(
             f"{name}-release",
             name="kueue",

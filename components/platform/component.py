@@ -167,7 +167,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         if args.kueue.enabled:
             self.kueue = Kueue(
                 f"{name}-kueue",
-                KueueArgs(cluster=self.cluster.ref, config=args.kueue),
+                KueueArgs(cluster=self.cluster.ref, config=args.kueue, namespaces=[ns.name for ns in args.scheduling.namespaces]),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             # Kueue's CRDs and webhooks come with the release; LocalQueues live in the training namespaces.
@@ -204,8 +204,14 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     providers=kubernetes,
-                    # GPUs are advertised once the nodes exist and the device plugin runs on them.
-                    depends_on=[self.scheduling, self.gpu_operator, *self.gpu_node_groups.values()],
+                    # GPUs are advertised once the nodes exist and the device plugin runs on them. Its Jobs
+                    # go through Kueue's webhook in a training namespace, which must answer first.
+                    depends_on=[
+                        self.scheduling,
+                        self.gpu_operator,
+                        *self.gpu_node_groups.values(),
+                        *([self.kueue.release] if self.kueue is not None else []),
+                    ],
                 ),
             )
 

@@ -230,6 +230,8 @@ def validate_kueue(args: GpuTrainingPlatformArgs) -> list[Problem]:
             for i, app in enumerate(apps)
             if app.topology is not None
         ]
+    if not args.scheduling.namespaces:
+        return [Problem("kueue.enabled", "needs a training namespace (scheduling.namespaces) for Kueue to manage Jobs in")]
     flavors = pool_flavors(args)
     problems = []
     for i, namespace in enumerate(args.scheduling.namespaces):

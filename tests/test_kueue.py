@@ -125,6 +125,12 @@ def test_no_job_on_a_karpenter_pool_carries_a_topology_request(stack_graph):
     assert karpenter_flavors and all("topologyName" not in f["spec"] for f in karpenter_flavors)
 
 
+def test_dev_pools_start_from_zero_so_its_flavors_are_quota_only(dev_graph):
+    flavors = {f.inputs["metadata"]["name"]: f.inputs["spec"] for f in kubernetes_objects(dev_graph, "ResourceFlavor")}
+    assert sorted(flavors) == ["dev-gpu", "karpenter-gpu-training"]
+    assert not any("topologyName" in spec for spec in flavors.values())
+
+
 def test_topology_names_ec2s_network_layers_down_to_the_node(prod_graph):
     [topology] = kubernetes_objects(prod_graph, "Topology")
     assert [level["nodeLabel"] for level in topology.inputs["spec"]["levels"]] == [

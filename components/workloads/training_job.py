@@ -27,7 +27,8 @@ JOB_OPTIONS = dict(
     # the Job and kill the run. While a revision exists, its spec is left alone, suspension included
     # (a Job resumed with kubectl keeps running across `pulumi up`).
     # The queue label too: moving a held Job to the open queue (kubectl label) submits it to Kueue,
-    # which refuses a queue change once the Job runs.
+    # whose webhook refuses a queue change once the Job is no longer suspended (kubernetes-sigs/kueue
+    # pkg/controller/jobframework/validation.go, validateUpdateForQueueName).
     ignore_changes=["spec", f'metadata.labels["{QUEUE_NAME_LABEL}"]'],
     # A new revision is a new resource (``job_resource_name``): the old one leaves the program, and
     # its Job is left to finish instead of being deleted; so is the Job of an app removed from the stack.

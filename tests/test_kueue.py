@@ -313,6 +313,14 @@ def test_without_kueue_an_app_may_count_every_pool_of_its_types():
     assert parse_platform_args(values).scheduling.training_apps[0].nodes == 3
 
 
+def test_rejects_a_topology_request_on_part_of_a_pools_instance_types():
+    values = raw()
+    values["gpuNodeGroups"][0]["instanceTypes"] = ["p5.48xlarge", "p5e.48xlarge"]
+    values["scheduling"]["trainingApps"][0]["instanceTypes"] = ["p5.48xlarge"]
+    [problem] = problems(values)
+    assert problem.startswith("scheduling.trainingApps[0].instanceTypes: narrows gpuNodeGroups[0]'s types, but with a topology request")
+
+
 def test_rejects_a_topology_request_without_kueue():
     values = raw()
     values["kueue"]["enabled"] = False

@@ -264,6 +264,15 @@ def validate_kueue(args: GpuTrainingPlatformArgs) -> list[Problem]:
                     "so the job would never be admitted; set topology: none, or run the app on a managed pool with minSize > 0",
                 )
             )
+        elif mode is not None and app.instance_types is not None and set(app.instance_types) != set(flavor.capacity.pool.instance_types):
+            problems.append(
+                Problem(
+                    f"{path}.instanceTypes",
+                    f"narrows {flavor.capacity.path}'s types, but with a topology request Kueue picks the nodes among all of "
+                    "the pool's by their labels, node selector and tolerations, and may pick a node the pods' instance-type "
+                    "affinity refuses; leave instanceTypes unset, or set topology: none",
+                )
+            )
         elif mode is not None and app.nodes > flavor.topology_nodes:
             problems.append(
                 Problem(

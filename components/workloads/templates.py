@@ -30,9 +30,10 @@ has room for every pod, and then resumes it. A job with a topology request
 (``kueue.x-k8s.io/podset-{preferred,required}-topology`` on the pod template) is placed by Kueue:
 it picks a node for every pod and adds a ``kubernetes.io/hostname`` node selector to each, so the
 two soft rules above (the preferred switch affinity and the layer-2 spread) would only be scored
-among one node and are left out. The required rules stay: the GPU node affinity narrows what
-Kueue may choose (Kueue's topology search honours a pod's node selector and tolerations), and the
-one-pod-per-node rules agree with an assignment of whole-node pods. ``pool_selector`` pins the pods
+among one node and are left out. The required rules stay and agree with Kueue's choice: Kueue picks
+among the flavor's nodes (one pool, by its label) honouring the pods' node selector and tolerations,
+the GPU node affinity names all of that pool's types (the configuration refuses a topology request
+from an app that narrows them), and whole-node pods go one per node anyway. ``pool_selector`` pins the pods
 to their pool's nodes, so that Kueue gives them that pool's ResourceFlavor and no other.
 """
 

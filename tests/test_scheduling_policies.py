@@ -312,6 +312,7 @@ def test_an_app_narrowing_a_mixed_pool_requests_the_efa_interfaces_its_nodes_hav
     values = raw()
     values["gpuNodeGroups"][0]["instanceTypes"] = ["p5.48xlarge", "p4de.24xlarge"]
     app(values)["instanceTypes"] = ["p5.48xlarge"]
+    app(values)["topology"] = "none"  # Kueue's topology search would pick among both types' nodes
     args = parse_platform_args(values)
     # The pool's launch template lays out 4 interfaces (p4de's), so a p5 node of this pool has 4, not 32.
     assert training_job_spec(args.scheduling.training_apps[0], args).efa_devices == 4

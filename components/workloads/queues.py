@@ -264,7 +264,7 @@ def validate_kueue(args: GpuTrainingPlatformArgs) -> list[Problem]:
                     "so the job would never be admitted; set topology: none, or run the app on a managed pool with minSize > 0",
                 )
             )
-        elif mode is not None and app.instance_types is not None and set(app.instance_types) != set(flavor.capacity.pool.instance_types):
+        elif mode is not None and app.instance_types is not None and set(app.instance_types) < set(flavor.capacity.pool.instance_types):
             problems.append(
                 Problem(
                     f"{path}.instanceTypes",

@@ -288,7 +288,7 @@ def test_rejects_a_topology_request_on_a_karpenter_pool():
     values = raw("dev")
     values["scheduling"]["trainingApps"][0]["topology"] = "preferred"
     [problem] = problems(values)
-    assert problem.startswith("scheduling.trainingApps[0].topology: 'preferred' needs Ready nodes, but karpenter.gpuNodePools[0] has none")
+    assert problem.startswith("scheduling.trainingApps[0].topology: 'preferred' needs Ready nodes with network-layer labels, but karpenter.gpuNodePools[0] has none")
 
 
 def test_rejects_a_topology_request_for_more_nodes_than_the_pools_minimum():
@@ -319,6 +319,13 @@ def test_rejects_a_topology_request_on_part_of_a_pools_instance_types():
     values["scheduling"]["trainingApps"][0]["instanceTypes"] = ["p5.48xlarge"]
     [problem] = problems(values)
     assert problem.startswith("scheduling.trainingApps[0].instanceTypes: narrows gpuNodeGroups[0]'s types, but with a topology request")
+
+
+def test_rejects_pools_whose_flavors_would_share_a_name():
+    values = raw()
+    twin = {**values["gpuNodeGroups"][0], "name": "p5-training-tas", "minSize": 0, "desiredSize": 0}
+    values["gpuNodeGroups"].append(twin)
+    assert "gpuNodeGroups[1].name: gives the ResourceFlavor name 'p5-training-tas' that gpuNodeGroups[0] has too; rename the pool" in problems(values)
 
 
 def test_rejects_a_topology_request_without_kueue():

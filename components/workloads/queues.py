@@ -248,6 +248,15 @@ def validate_kueue(args: GpuTrainingPlatformArgs) -> list[Problem]:
                         f"(kubernetes-sigs/kueue#1403); leave it unset (the fleet's capacity), or run a single GPU pool",
                     )
                 )
+    names = [f.name for f in flavors]
+    for i, flavor in enumerate(flavors):
+        if names.index(flavor.name) != i:
+            problems.append(
+                Problem(
+                    f"{flavor.capacity.path}.name",
+                    f"gives the ResourceFlavor name '{flavor.name}' that {flavors[names.index(flavor.name)].capacity.path} has too; rename the pool",
+                )
+            )
     by_pool = {f.capacity.pool.name: f for f in flavors}
     for i, app in enumerate(apps):
         flavor = by_pool.get(app.pool) if app.pool is not None else (flavors[0] if len(flavors) == 1 else None)
@@ -259,9 +268,10 @@ def validate_kueue(args: GpuTrainingPlatformArgs) -> list[Problem]:
             problems.append(
                 Problem(
                     f"{path}.topology",
-                    f"'{mode}' needs Ready nodes, but {flavor.capacity.path} has none that always exist (a Karpenter pool, or "
-                    "minSize 0): Kueue's topology-aware scheduling counts only Ready nodes and cannot make Karpenter launch any, "
-                    "so the job would never be admitted; set topology: none, or run the app on a managed pool with minSize > 0",
+                    f"'{mode}' needs Ready nodes with network-layer labels, but {flavor.capacity.path} has none that always "
+                    "exist (a Karpenter pool, minSize 0, or instance types EC2 reports no topology for): Kueue's topology-aware "
+                    "scheduling counts only Ready nodes and cannot make Karpenter launch any, so the job would never be admitted; "
+                    "set topology: none, or run the app on a managed pool with minSize > 0",
                 )
             )
         elif mode is not None and app.instance_types is not None and set(app.instance_types) < set(flavor.capacity.pool.instance_types):

@@ -32,7 +32,7 @@ from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_s
 from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
 from .addons.kueue import Kueue, KueueArgs, kueue_values
 from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, kueue_queues_args, pool_flavors
-from .platform import GpuTrainingPlatform, load_stack_config, parse_platform_args
+from .platform import PLATFORM_NAME, GpuTrainingPlatform, load_stack_config, parse_platform_args
 from .workloads.fleet_capacity import fleet_gpu_capacity
 from .workloads.scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs
 from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
@@ -99,6 +99,7 @@ __all__ = [
     "kueue_queues_args",
     "kueue_values",
     "load_stack_config",
+    "PLATFORM_NAME",
     "node_pool_spec",
     "parse_platform_args",
     "pool_flavors",

@@ -125,10 +125,9 @@ def test_no_job_on_a_karpenter_pool_carries_a_topology_request(stack_graph):
     assert karpenter_flavors and all("topologyName" not in f["spec"] for f in karpenter_flavors)
 
 
-def test_dev_pools_start_from_zero_so_its_flavors_are_quota_only(dev_graph):
+def test_dev_flavors_follow_its_pools_a_fixed_node_with_topology_and_karpenter_on_quota(dev_graph):
     flavors = {f.inputs["metadata"]["name"]: f.inputs["spec"] for f in kubernetes_objects(dev_graph, "ResourceFlavor")}
-    assert sorted(flavors) == ["dev-gpu", "karpenter-gpu-training"]
-    assert not any("topologyName" in spec for spec in flavors.values())
+    assert {name: spec.get("topologyName") for name, spec in flavors.items()} == {"dev-gpu-tas": "aws-network", "karpenter-gpu-training": None}
 
 
 def test_topology_names_ec2s_network_layers_down_to_the_node(prod_graph):
@@ -206,11 +205,14 @@ def test_kueues_webhooks_see_only_the_training_namespaces_and_fail_closed_only_f
     assert config["integrations"]["frameworks"] == ["batch/job"]
 
 
-def test_kueue_needs_a_training_namespace():
+def test_without_training_namespaces_kueue_manages_no_jobs():
     values = raw()
     values["scheduling"]["namespaces"] = []
     values["scheduling"]["trainingApps"] = []
-    assert problems(values) == ["kueue.enabled: needs a training namespace (scheduling.namespaces) for Kueue to manage Jobs in"]
+    parse_platform_args(values)
+    assert kueue_manager_config(KueueConfig(), [])["managedJobsNamespaceSelector"] == {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "DoesNotExist"}]
+    }
 
 
 def test_every_kueue_kind_the_stacks_make_has_its_crd_in_the_check(reference_dir):
@@ -367,3 +369,9 @@ def test_rejects_a_topology_request_kueue_would_never_read():
     ]
     odd = TrainingJobSpec(**{**spec.__dict__, "queue_name": LOCAL_QUEUE, "topology_level": LAYER_3, "topology_mode": "strict"})
     assert [str(p) for p in validate_training_job(odd, "job")] == ["job.topology: 'strict' is not a Kueue topology mode; allowed: preferred, required"]
+
+
+def test_rejects_a_training_namespace_named_like_kueues():
+    values = raw()
+    values["scheduling"]["namespaces"].append({"name": "kueue-system"})
+    assert "scheduling.namespaces[1].name: 'kueue-system' is the namespace Kueue creates; choose another name" in problems(values)

@@ -34,7 +34,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from ..aws.cluster import ClusterRef
-from ..config import ConfigError, KueueConfig, Problem
+from ..config import KueueConfig
 from ..facts.gpu_nodes import EFA_RESOURCE
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
@@ -69,7 +69,11 @@ chart's commented example), so a job that cannot start does not block the queue 
 
 
 def managed_namespaces_selector(namespaces: Sequence[str]) -> dict[str, Any]:
-    """Label selector of the namespaces whose Jobs Kueue manages: the training namespaces, by name."""
+    """Label selector of the namespaces whose Jobs Kueue manages: the training namespaces, by name
+    (every namespace carries ``kubernetes.io/metadata.name``). Without any, a selector that matches
+    none: ``In`` takes no empty list."""
+    if not namespaces:
+        return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "DoesNotExist"}]}
     return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}]}
 
 
@@ -133,7 +137,7 @@ class KueueArgs:
     config: KueueConfig
     """Chart version and admission timeouts."""
     namespaces: Sequence[str]
-    """The training namespaces: Kueue manages Jobs there and nowhere else (at least one)."""
+    """The training namespaces: Kueue manages Jobs there and nowhere else."""
 
 
 class Kueue(pulumi.ComponentResource):
@@ -145,8 +149,6 @@ class Kueue(pulumi.ComponentResource):
     """The Helm release; Kueue's custom resources depend on it (its CRDs are chart templates)."""
 
     def __init__(self, name: str, args: KueueArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        if not args.namespaces:
-            raise ConfigError([Problem(f"Kueue({name}).namespaces", "must name at least one namespace for Kueue to manage Jobs in")])
         super().__init__("eks-gpu-training:index:Kueue", name, None, opts)
         ref = args.cluster
         ready = list(ref.ready)

@@ -50,19 +50,17 @@ buffers from them."""
 HOSTNAME_KEY = "kubernetes.io/hostname"
 INSTANCE_TYPE_KEY = "node.kubernetes.io/instance-type"
 EKS_NODEGROUP_KEY = "eks.amazonaws.com/nodegroup"
-"""Label EKS puts on every node of a managed node group, with the group's name."""
+"""Label EKS puts on every node of a managed node group, with the group's name (which carries a
+generated suffix here, so selectors use ``GPU_POOL_KEY``)."""
+GPU_POOL_KEY = "eks-gpu-training/pool"
+"""Label on every node of a managed GPU pool with the pool's name: stable across node group
+replacements, whose EKS names differ (``nodeGroupNamePrefix``)."""
 
 
 def network_layer_key(layer: int) -> str:
     """Node label with the ID of the network node at ``layer`` (1 = top, 3 = closest to the instance)."""
     return f"topology.k8s.aws/network-node-layer-{layer}"
 
-
-GPU_POOL_LABEL = "eks-gpu-training/pool"
-"""Label the stack puts on every node of a managed GPU pool, with the pool's name. EKS's own
-``eks.amazonaws.com/nodegroup`` carries the node group's name, which is generated (the pool name
-plus a random suffix) and so unknown before `pulumi up`; this label is known at preview, so Kueue's
-ResourceFlavor and a pod's node affinity can select exactly one pool's nodes."""
 
 KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
 """Label Karpenter puts on every node it launches, with the NodePool's name (Karpenter 1.14

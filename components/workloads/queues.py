@@ -35,7 +35,7 @@ import pulumi_kubernetes as k8s
 from ..config import ConfigError, GpuNodeGroupConfig, GpuTrainingPlatformArgs, KueueConfig, Problem, TrainingAppConfig
 from ..facts.catalog import eks_labels_topology
 from ..facts.gpu_nodes import (
-    GPU_POOL_LABEL,
+    GPU_POOL_KEY,
     GPU_RESOURCE,
     HOSTNAME_KEY,
     KARPENTER_NODEPOOL_LABEL,
@@ -109,7 +109,7 @@ def pool_flavor(capacity: PoolCapacity) -> PoolFlavor:
     return PoolFlavor(
         name=f"{base}-tas" if nodes else base,
         capacity=capacity,
-        node_label=(GPU_POOL_LABEL, capacity.pool.name) if managed else (KARPENTER_NODEPOOL_LABEL, capacity.pool.name),
+        node_label=(GPU_POOL_KEY, capacity.pool.name) if managed else (KARPENTER_NODEPOOL_LABEL, capacity.pool.name),
         topology_nodes=nodes,
     )
 
@@ -230,8 +230,6 @@ def validate_kueue(args: GpuTrainingPlatformArgs) -> list[Problem]:
             for i, app in enumerate(apps)
             if app.topology is not None
         ]
-    if not args.scheduling.namespaces:
-        return [Problem("kueue.enabled", "needs a training namespace (scheduling.namespaces) for Kueue to manage Jobs in")]
     flavors = pool_flavors(args)
     problems = []
     for i, namespace in enumerate(args.scheduling.namespaces):

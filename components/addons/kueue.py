@@ -50,7 +50,8 @@ KUEUE_RELEASE_TIMEOUT_SECONDS = 300
 """How long Helm waits for the controllers to be Ready: like Karpenter's controller, they wait for
 system nodes only. The release is atomic like every release of the stack (Helm waits, and a failed
 install or upgrade is rolled back and cleaned up): Kueue's webhooks validate its own custom
-resources, so they must answer before the Topology, flavors and queues are created."""
+resources, so they must answer before the Topology, flavors and queues are created, and a Kueue pod
+is Ready only once its webhooks answer (Kueue v0.5.3 release notes, kubernetes-sigs/kueue#1682)."""
 
 CONTROLLER_REPLICAS = 2
 """Two controllers (one leader, both serving the webhooks): a Job cannot be created in a managed

@@ -172,6 +172,8 @@ def test_kueue_objects_wait_for_the_release_that_brings_their_crds(prod_graph):
     objects = [o for kind in kinds for o in kubernetes_objects(prod_graph, kind)]
     assert len(objects) == 6
     assert all(prod_graph.depends_on(o, release) for o in objects)
+    [namespace] = [n for n in kubernetes_objects(prod_graph, "Namespace") if n.inputs["metadata"]["name"] == "training"]
+    assert all(prod_graph.depends_on(q, namespace) for q in kubernetes_objects(prod_graph, "LocalQueue"))
     job = next(r for r in prod_graph.of_type("kubernetes:batch/v1:Job"))
     assert all(prod_graph.depends_on(job, q) for q in kubernetes_objects(prod_graph, "LocalQueue"))
 

@@ -184,10 +184,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             # Kueue's CRDs and webhooks come with the release; LocalQueues live in the training namespaces.
             self.kueue_queues = KueueQueues(
                 f"{name}-kueue-queues",
-                kueue_queues_args(args),
-                opts=pulumi.ResourceOptions(
-                    parent=self, providers=kubernetes, depends_on=[self.kueue.release, self.scheduling]
-                ),
+                kueue_queues_args(args, self.scheduling.namespaces),
+                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=[self.kueue.release]),
             )
         if self.kueue_queues is not None:
             # Queued jobs wait for their queues, so that Kueue's webhook sees them created.

@@ -25,9 +25,9 @@ quota-only flavors, and jobs on them carry no topology request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -313,22 +313,25 @@ class KueueQueuesArgs:
     flavors: Sequence[PoolFlavor]
     """One flavor per GPU pool (``pool_flavors``)."""
     namespaces: Sequence[NamespaceQueues]
-    """The training namespaces (which must exist) with their quotas."""
+    """The training namespaces with their quotas."""
+    namespace_resources: Mapping[str, pulumi.Resource] = field(default_factory=dict)
+    """The Namespace resources by name, which the LocalQueues in them wait for. Default: none (the namespaces exist)."""
 
 
-def kueue_queues_args(args: GpuTrainingPlatformArgs) -> KueueQueuesArgs:
+def kueue_queues_args(args: GpuTrainingPlatformArgs, namespace_resources: Optional[Mapping[str, pulumi.Resource]] = None) -> KueueQueuesArgs:
     """The stack's flavors and queues; call it on arguments that passed ``validate_kueue``."""
     flavors = pool_flavors(args)
     return KueueQueuesArgs(
         flavors=flavors,
         namespaces=[NamespaceQueues(ns.name, flavor_quotas(flavors, resolve_quota(ns.quota, args))) for ns in args.scheduling.namespaces],
+        namespace_resources=dict(namespace_resources or {}),
     )
 
 
 class KueueQueues(pulumi.ComponentResource):
     """Kueue's Topology, a ResourceFlavor per GPU pool, and per training namespace a ClusterQueue with
     its LocalQueues. Pass the cluster's Kubernetes provider in ``opts`` and make it depend on the
-    Kueue release (its CRDs and webhooks) and the namespaces."""
+    Kueue release (its CRDs and webhooks); the LocalQueues also wait for ``namespace_resources``."""
 
     cluster_queue_names: pulumi.Output[list[str]]
     """The ClusterQueues, one per namespace."""
@@ -362,8 +365,9 @@ class KueueQueues(pulumi.ComponentResource):
         created += [create(f"flavor-{f.capacity.pool.name}-{'managed' if isinstance(f.capacity.pool, GpuNodeGroupConfig) else 'karpenter'}", resource_flavor(f), created[:1]) for f in args.flavors]
         for ns in args.namespaces:
             queue = create(f"{ns.namespace}-cluster-queue", cluster_queue(ns.namespace, ns.quotas), created)
-            create(f"{ns.namespace}-local-queue", local_queue(ns.namespace, LOCAL_QUEUE), [queue])
-            create(f"{ns.namespace}-held-local-queue", local_queue(ns.namespace, HELD_LOCAL_QUEUE, held=True), [queue])
+            home = [queue, *([args.namespace_resources[ns.namespace]] if ns.namespace in args.namespace_resources else [])]
+            create(f"{ns.namespace}-local-queue", local_queue(ns.namespace, LOCAL_QUEUE), home)
+            create(f"{ns.namespace}-held-local-queue", local_queue(ns.namespace, HELD_LOCAL_QUEUE, held=True), home)
 
         self.cluster_queue_names = pulumi.Output.from_input([ns.namespace for ns in args.namespaces])
         self.register_outputs({"clusterQueueNames": self.cluster_queue_names})

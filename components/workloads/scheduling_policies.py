@@ -397,6 +397,8 @@ class SchedulingPolicies(pulumi.ComponentResource):
 
     priority_class_names: pulumi.Output[list[str]]
     namespace_names: pulumi.Output[list[str]]
+    namespaces: dict[str, k8s.core.v1.Namespace]
+    """The training namespaces by name, for objects that live in them (Kueue's LocalQueues)."""
 
     def __init__(self, name: str, args: SchedulingPoliciesArgs, opts: Optional[pulumi.ResourceOptions] = None):
         path = f"SchedulingPolicies({name})"
@@ -457,6 +459,7 @@ class SchedulingPolicies(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[created[app.namespace]]),
             )
 
+        self.namespaces = created
         self.priority_class_names = pulumi.Output.from_input([c.name for c in args.priority_classes])
         self.namespace_names = pulumi.Output.from_input(names)
         self.register_outputs({"priorityClassNames": self.priority_class_names, "namespaceNames": self.namespace_names})

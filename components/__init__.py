@@ -25,6 +25,7 @@ from .config import (
     GpuTrainingPlatformArgs,
     KarpenterConfig,
     KarpenterGpuNodePoolConfig,
+    KueueConfig,
     Problem,
     S3BucketConfig,
     TopologyLabelerConfig,
@@ -34,6 +35,8 @@ from .aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
 from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
 from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
+from .addons.kueue import Kueue, KueueArgs, kueue_values
+from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, kueue_queues_args, pool_flavors
 from .platform import PLATFORM_NAME, GpuTrainingPlatform, load_stack_config, parse_platform_args
 from .workloads.fleet_capacity import fleet_gpu_capacity
 from .workloads.scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs
@@ -92,6 +95,12 @@ __all__ = [
     "node_config_user_data",
     "node_pool_spec",
     "parse_platform_args",
+    "Kueue",
+    "KueueArgs",
+    "KueueConfig",
+    "KueueQueues",
+    "KueueQueuesArgs",
+    "NamespaceQueues",
     "Problem",
     "rendezvous_service",
     "s3_access_policy",
@@ -108,6 +117,9 @@ __all__ = [
     "TrainingJobArgs",
     "TrainingJobSpec",
     "PLATFORM_NAME",
+    "kueue_queues_args",
+    "kueue_values",
+    "pool_flavors",
     "training_job",
     "training_pdb",
     "training_pod_template",

@@ -21,6 +21,7 @@ from .cluster import ClusterConfig, SystemNodeGroupConfig, validate_cluster_endp
 from .network import NetworkConfig, validate_network
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
+from .kueue import KueueConfig
 from .scheduling import SchedulingConfig, SmokeTestConfig
 from .storage import StorageConfig, validate_storage
 
@@ -44,6 +45,8 @@ class GpuTrainingPlatformArgs(_Model):
     """The topology labeler DaemonSet on GPU nodes. Default: enabled, image built and pushed to ECR."""
     karpenter: KarpenterConfig = KarpenterConfig()
     """Karpenter and its GPU pools. Default: off."""
+    kueue: KueueConfig = KueueConfig()
+    """Kueue: all-or-nothing, topology-aware admission of training jobs. Default: off."""
     scheduling: SchedulingConfig = SchedulingConfig()
     """Priority classes, training namespaces with GPU quotas, training apps. Default: the seed's classes and a `training` namespace."""
     storage: StorageConfig = StorageConfig()

@@ -307,3 +307,13 @@ def test_lustre_storage_refuses_a_size_fsx_does_not_offer_before_registering_any
     assert isinstance(graph.error, ConfigError)
     assert "LustreStorage(fs).config.storageCapacityGib: 3000 is not 1200, 2400 or a multiple of 2400" in str(graph.error)
     assert graph.resources == []
+
+
+def test_kueue_admits_jobs_without_counting_their_ephemeral_storage():
+    # Kueue refuses a workload requesting a resource its ClusterQueue does not cover; the queues count
+    # what the quota counts, and neither counts the instance-store ephemeral storage.
+    from eks_gpu_training.addons.kueue import kueue_manager_config
+
+    args = parse_platform_args(prod_raw())
+    excluded = kueue_manager_config(args.kueue, ["training"])["resources"]["excludeResourcePrefixes"]
+    assert "ephemeral-storage" in excluded

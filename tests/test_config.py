@@ -81,7 +81,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("missing network", lambda c: c.pop("network"), "network: is required"),
     ("unsupported region", lambda c: c.update(region="us-west-9"), "region: 'us-west-9' is not an AWS region"),
     ("unsupported kubernetes version", lambda c: c["cluster"].update(kubernetesVersion="1.24"), "cluster.kubernetesVersion: '1.24' is not supported"),
-    ("admin that is not an IAM ARN", lambda c: c["cluster"].update(adminPrincipalArns=["admin"]), "cluster.adminPrincipalArns: 'admin' is not an IAM role or user ARN"),
+    ("admin that is not an IAM ARN", lambda c: c["cluster"].update(adminPrincipalArns=["admin"]), "cluster.adminPrincipalArns[0]: 'admin' is not an IAM role or user ARN"),
     ("unknown log type", lambda c: c["cluster"].update(enabledLogTypes=["api", "kubelet"]), "cluster.enabledLogTypes: 'kubelet' is not an EKS log type"),
     ("malformed subnet id", lambda c: c["network"]["subnets"][0].update(id="sub-1"), "network.subnets[0].id: 'sub-1' does not match"),
     ("subnet listed twice", lambda c: c["network"]["subnets"].append(dict(c["network"]["subnets"][0])), "network.subnets[2].id: 'subnet-0000000000000000a' is listed twice"),

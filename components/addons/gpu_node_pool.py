@@ -25,6 +25,7 @@ from ..config import (
 )
 from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name
 from ..aws.gpu_node_group import GP3_THROUGHPUT_MIBPS, GPU_TAINT_KEY, GPU_TAINT_VALUE, IMDS_HOP_LIMIT, gpu_node_selector
+from ..config.base import check_model_fields
 
 EC2_NODE_CLASS_API_VERSION = "karpenter.k8s.aws/v1"
 """EC2NodeClass API version served by Karpenter 1.14 (karpenter.k8s.aws_ec2nodeclasses.yaml)."""
@@ -158,6 +159,9 @@ class GpuNodePoolArgs:
     """The Karpenter Helm release; the custom resources wait for it (and so for its CRDs)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource, the nodes Karpenter launches included. Default: none."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
 
 class GpuNodePool(pulumi.ComponentResource):

@@ -28,6 +28,7 @@ from ..config import (
 )
 from ..aws.gpu_node_group import gpu_toleration
 from ..facts.node_os import GpuNodeOs, node_os_of
+from ..config.base import check_model_fields
 
 CHART = "gpu-operator"
 """Chart name in NVIDIA's Helm repository."""
@@ -133,6 +134,9 @@ class GpuOperatorArgs:
     """Chart version, Prometheus operator presence, sharing (refused)."""
     node_os: GpuNodeOs
     """The OS of the GPU nodes (``gpu_node_os``): decides driver, toolkit and device plugin."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
 
 class GpuOperator(pulumi.ComponentResource):

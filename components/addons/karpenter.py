@@ -26,6 +26,7 @@ from ..aws import karpenter_iam
 from ..aws.cluster import ClusterRef
 from ..config import KarpenterConfig
 from ..aws.iam import create_node_role, create_pod_identity_role
+from ..config.base import check_model_fields
 
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
 """The controller chart (upstream's OCI repository)."""
@@ -86,6 +87,9 @@ class KarpenterArgs:
     """Chart version (the GPU pools are ``GpuNodePool`` components of their own)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
 
 class Karpenter(pulumi.ComponentResource):

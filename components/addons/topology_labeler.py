@@ -34,6 +34,7 @@ from ..labeler.settings import (
     HEARTBEAT_FILE,
     MAX_HEARTBEAT_AGE_SECONDS,
 )
+from ..config.base import check_model_fields
 
 NAME = "topology-labeler"
 """Name of the namespace, ServiceAccount, ClusterRole(Binding) and DaemonSet."""
@@ -232,6 +233,9 @@ class TopologyLabelerArgs:
     this component only when it is true)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
 
 class TopologyLabeler(pulumi.ComponentResource):

@@ -16,8 +16,10 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from ..facts import aws_enums
 from ..config import SYSTEM_NODE_ROLE_LABEL, ClusterConfig, NetworkConfig, SystemNodeGroupConfig
 from .iam import create_node_role, node_group_update_transform
+from ..config.base import check_model_fields
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 """EKS access policy granted to ``cluster.adminPrincipalArns`` (cluster-wide scope)."""
@@ -29,33 +31,151 @@ Pod Identity associations instead of IRSA."""
 
 @dataclass(frozen=True)
 class ClusterRef:
-    """What components need of a cluster; the same shape for a created and an adopted cluster."""
+    """What components need of a cluster; the same shape for a created and an adopted cluster.
 
-    name: str
-    """EKS cluster name."""
+    Build one with ``ClusterRef.from_eks_cluster`` (your own ``pulumi_eks.Cluster``),
+    ``ClusterRef.from_existing`` (a cluster made elsewhere, by name), or take ``EksCluster.ref``.
+    Every value another resource may supply is a ``pulumi.Input``: components never format one into
+    text, they pass it on or combine it with ``pulumi.Output.concat``/``apply``.
+
+    Kubernetes provider: a component that takes a ``ClusterRef`` puts every Kubernetes object on
+    ``provider`` (its ``opts`` cannot redirect them); components without one (``SchedulingPolicies``,
+    ``TrainingJob``, ``GpuSmokeTest``) take the provider from their ``opts`` like any Pulumi resource.
+    """
+
+    name: pulumi.Input[str]
+    """EKS cluster name (an Output when it comes from a cluster resource)."""
     region: str
     """AWS region of the cluster."""
     partition: str
-    """ARN partition of the region."""
-    vpc_id: str
+    """ARN partition of the region (``aws``, ``aws-cn``, ``aws-us-gov``)."""
+    vpc_id: pulumi.Input[str]
     """VPC of the cluster."""
     node_group_cluster: pulumi.Input[Any]
     """What ``eks.ManagedNodeGroup(cluster=...)`` takes: the ``eks.Cluster`` or its core data."""
-    cluster_security_group_id: pulumi.Output[str]
+    cluster_security_group_id: pulumi.Input[str]
     """The security group EKS made for the cluster; nodes need it to reach the control plane."""
-    kubeconfig: pulumi.Output[str]
+    kubeconfig: pulumi.Input[str]
     """Kubeconfig (JSON) that authenticates with ``aws eks get-token``."""
     provider: k8s.Provider
-    """The one Kubernetes provider every in-cluster object uses."""
+    """The one Kubernetes provider every in-cluster object of components taking this ref uses."""
     system_node_selector: Mapping[str, str] = field(default_factory=dict)
     """Node selector that puts controllers on the system node group; empty when this stack runs no
     system node group (an adopted cluster's controllers then go wherever its scheduler puts them)."""
     ready: Sequence[pulumi.Resource] = field(default_factory=tuple)
     """Resources that must exist before in-cluster controllers are installed (cluster, add-ons,
     system nodes); GPU nodes are deliberately not among them."""
-    endpoint: Optional[pulumi.Output[str]] = None
-    """The API server endpoint (https URL), for controllers that are told it (Karpenter); ``EksCluster``
-    always sets it, a hand-built ref may leave it out (Karpenter then discovers it itself)."""
+    endpoint: Optional[pulumi.Input[str]] = None
+    """The API server endpoint (https URL), for controllers that are told it (Karpenter); when None,
+    Karpenter discovers it itself."""
+
+    @classmethod
+    def from_eks_cluster(
+        cls,
+        cluster: eks.Cluster,
+        *,
+        region: str,
+        name: Optional[pulumi.Input[str]] = None,
+        partition: Optional[str] = None,
+        vpc_id: Optional[pulumi.Input[str]] = None,
+        provider: Optional[k8s.Provider] = None,
+        system_node_selector: Optional[Mapping[str, str]] = None,
+        ready: Sequence[pulumi.Resource] = (),
+    ) -> "ClusterRef":
+        """The ref of a ``pulumi_eks.Cluster`` made by your program.
+
+        ``name`` defaults to the cluster's ``eks_cluster.name`` (pass the name you gave the cluster to
+        have it known at preview), ``partition`` to the region's, ``vpc_id`` to the cluster's
+        ``core.vpc_id``. ``provider`` defaults to a new Kubernetes provider ``<cluster>-k8s`` (a child
+        of the cluster) on its ``kubeconfig_json``. ``system_node_selector`` places controllers (default:
+        none); ``ready`` lists what must exist before they install, besides the cluster (e.g. your
+        system node group).
+        """
+        kubeconfig = cluster.kubeconfig_json
+        if provider is None:
+            provider = k8s.Provider(
+                f"{cluster._name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=cluster)
+            )
+        return cls(
+            name=name if name is not None else cluster.eks_cluster.name,
+            region=region,
+            partition=partition if partition is not None else aws_enums.partition_of(region),
+            vpc_id=vpc_id if vpc_id is not None else cluster.core.vpc_id,
+            node_group_cluster=cluster,
+            cluster_security_group_id=cluster.cluster_security_group_id,
+            kubeconfig=kubeconfig,
+            provider=provider,
+            system_node_selector=dict(system_node_selector or {}),
+            ready=(cluster, *ready),
+            endpoint=cluster.core.endpoint,
+        )
+
+    @classmethod
+    def from_existing(
+        cls,
+        name: pulumi.Input[str],
+        region: str,
+        *,
+        resource_name: Optional[str] = None,
+        partition: Optional[str] = None,
+        vpc_id: Optional[pulumi.Input[str]] = None,
+        subnet_ids: Optional[pulumi.Input[Sequence[pulumi.Input[str]]]] = None,
+        system_node_selector: Optional[Mapping[str, str]] = None,
+        ready: Sequence[pulumi.Resource] = (),
+        opts: Optional[pulumi.ResourceOptions] = None,
+    ) -> "ClusterRef":
+        """The ref of an existing EKS cluster, looked up by ``name`` in ``region``.
+
+        Registers two resources: ``<resource_name>-eks``, a read of the cluster (``aws.eks.Cluster.get``:
+        nothing is created or changed), and ``<resource_name>-k8s``, a Kubernetes provider whose
+        kubeconfig gets tokens from ``aws eks get-token``. ``resource_name`` defaults to ``name`` (required
+        when ``name`` is an Output); ``opts`` applies to both (e.g. ``parent``). ``vpc_id`` and
+        ``subnet_ids`` default to the cluster's own; ``partition`` to the region's.
+        """
+        if resource_name is None:
+            if not isinstance(name, str):
+                raise TypeError("ClusterRef.from_existing: pass resource_name when the cluster name is an Output")
+            resource_name = name
+        opts = opts or pulumi.ResourceOptions()
+        lookup = aws.eks.get_cluster_output(name=name, opts=pulumi.InvokeOutputOptions(parent=opts.parent))
+        existing = aws.eks.Cluster.get(f"{resource_name}-eks", id=name, opts=opts)
+        kubeconfig = pulumi.Output.all(name, lookup).apply(
+            lambda values: kubeconfig_for(
+                values[0],
+                region,
+                values[1].endpoint,
+                values[1].certificate_authorities[0].data if values[1].certificate_authorities else None,
+            )
+        )
+        provider = k8s.Provider(f"{resource_name}-k8s", kubeconfig=kubeconfig, opts=opts)
+        vpc_config = lookup.vpc_config
+        vpc_id = vpc_id if vpc_id is not None else vpc_config.vpc_id
+        # The core data eks.ManagedNodeGroup reads of a cluster it did not create: the cluster itself
+        # (version, authentication mode), its subnets and VPC. EKS makes the access entries of managed
+        # node groups' roles itself when the cluster's authentication mode includes API.
+        core = eks.CoreDataArgs(
+            cluster=existing,
+            cluster_iam_role=None,
+            endpoint=lookup.endpoint,
+            instance_roles=[],
+            node_group_options=eks.ClusterNodeGroupOptionsArgs(),
+            provider=provider,
+            subnet_ids=subnet_ids if subnet_ids is not None else vpc_config.subnet_ids,
+            vpc_id=vpc_id,
+        )
+        return cls(
+            name=name,
+            region=region,
+            partition=partition if partition is not None else aws_enums.partition_of(region),
+            vpc_id=vpc_id,
+            node_group_cluster=core,
+            cluster_security_group_id=vpc_config.cluster_security_group_id,
+            kubeconfig=kubeconfig,
+            provider=provider,
+            system_node_selector=dict(system_node_selector or {}),
+            ready=tuple(ready),
+            endpoint=lookup.endpoint,
+        )
 
 
 def kubeconfig_for(cluster_name: str, region: str, endpoint: Optional[str], ca_data: Optional[str]) -> str:
@@ -102,18 +222,32 @@ class EksClusterArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
+    def __post_init__(self) -> None:
+        check_model_fields(self)
+
 
 class EksCluster(pulumi.ComponentResource):
     """An EKS cluster (new via pulumi-eks, or an existing one) plus its system node group."""
 
     ref: ClusterRef
     """The cluster as downstream components see it."""
+    eks_cluster: Optional[eks.Cluster]
+    """The ``pulumi_eks.Cluster`` this component created; None for an adopted cluster."""
+    system_node_group: Optional[eks.ManagedNodeGroup]
+    """The system node group; None when ``systemNodeGroup.enabled`` is false."""
+    provider: k8s.Provider
+    """The Kubernetes provider of the cluster (also ``ref.provider``)."""
+    cluster_name: pulumi.Output[str]
+    """EKS cluster name."""
+    kubeconfig: pulumi.Output[str]
+    """Kubeconfig (JSON, secret) that authenticates with ``aws eks get-token``."""
 
     def __init__(self, name: str, args: EksClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("eks-gpu-training:index:EksCluster", name, None, opts)
         config = args.cluster
         subnet_ids = [s.id for s in args.network.subnets]
         ready: list[pulumi.Resource] = []
+        self.eks_cluster = None
 
         if config.create:
             cluster = eks.Cluster(
@@ -160,49 +294,40 @@ class EksCluster(pulumi.ComponentResource):
             endpoint = aws.eks.get_cluster_output(
                 name=config.name, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[cluster])
             ).endpoint
+            self.eks_cluster = cluster
             node_group_cluster: Any = cluster
             cluster_security_group_id = cluster.cluster_security_group_id
             kubeconfig = cluster.kubeconfig_json
+            self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=self))
         else:
-            lookup = aws.eks.get_cluster_output(name=config.name, opts=pulumi.InvokeOutputOptions(parent=self))
             # Karpenter and the labeler get AWS credentials through Pod Identity, which an adopted
             # cluster must already run: reading the add-on fails the preview, before anything is
             # created, when it is missing (a created cluster gets the add-on above).
             aws.eks.get_addon_output(
                 cluster_name=config.name, addon_name=POD_IDENTITY_ADDON, opts=pulumi.InvokeOutputOptions(parent=self)
             )
-            existing = aws.eks.Cluster.get(f"{name}-eks", id=config.name, opts=pulumi.ResourceOptions(parent=self))
-            cluster_security_group_id = lookup.apply(lambda c: c.vpc_config.cluster_security_group_id if c.vpc_config else None)
-            endpoint = lookup.endpoint
-            kubeconfig = lookup.apply(
-                lambda c: kubeconfig_for(
-                    config.name,
-                    args.region,
-                    c.endpoint,
-                    c.certificate_authorities[0].data if c.certificate_authorities else None,
-                )
-            )
-            node_group_cluster = None  # set below, once the provider exists
-
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=self))
-
-        if not config.create:
-            # The core data eks.ManagedNodeGroup reads of a cluster it did not create: the cluster itself
-            # (version, authentication mode), its subnets and VPC. Access entries for node roles are made by
-            # EKS itself for managed node groups when the cluster's authentication mode includes API.
-            node_group_cluster = eks.CoreDataArgs(
-                cluster=existing,
-                cluster_iam_role=None,
-                endpoint=lookup.endpoint,
-                instance_roles=[],
-                node_group_options=eks.ClusterNodeGroupOptionsArgs(),
-                provider=self.provider,
-                subnet_ids=subnet_ids,
+            adopted = ClusterRef.from_existing(
+                config.name,
+                args.region,
+                resource_name=name,
+                partition=args.partition,
                 vpc_id=args.network.vpc_id,
+                subnet_ids=subnet_ids,
+                opts=pulumi.ResourceOptions(parent=self),
             )
+            self.provider = adopted.provider
+            node_group_cluster = adopted.node_group_cluster
+            cluster_security_group_id = adopted.cluster_security_group_id
+            kubeconfig = adopted.kubeconfig
+            endpoint = adopted.endpoint
 
-        if args.system_node_group.enabled:
-            ready.append(self._system_node_group(name, args, node_group_cluster, subnet_ids, ready))
+        self.system_node_group = (
+            self._system_node_group(name, args, node_group_cluster, subnet_ids, ready)
+            if args.system_node_group.enabled
+            else None
+        )
+        if self.system_node_group is not None:
+            ready.append(self.system_node_group)
 
         self.ref = ClusterRef(
             name=config.name,
@@ -219,7 +344,14 @@ class EksCluster(pulumi.ComponentResource):
         )
         self.cluster_name = pulumi.Output.from_input(config.name)
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
-        self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
+        self.register_outputs(
+            {
+                "clusterName": self.cluster_name,
+                "kubeconfig": self.kubeconfig,
+                "eksCluster": self.eks_cluster,
+                "systemNodeGroup": self.system_node_group,
+            }
+        )
 
     def _system_node_group(
         self,

@@ -27,6 +27,7 @@ from ..config import (
 from ..facts.gpu_nodes import GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE, gpu_node_selector, gpu_taint, gpu_toleration
 from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name
 from .iam import create_node_role, node_group_update_transform
+from ..config.base import check_model_fields
 
 IMDS_HOP_LIMIT = 1
 """IMDSv2 response hop limit 1 keeps instance credentials away from pods (they get AWS access
@@ -104,6 +105,9 @@ class GpuNodeGroupArgs:
     """The cluster's network; the pool takes its subnets from it."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
 
 class GpuNodeGroup(pulumi.ComponentResource):

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, Union
 
-from pydantic import AfterValidator, Field, field_validator
+import pulumi
+from pydantic import Field, PlainValidator, WithJsonSchema, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..labeler.settings import DEFAULT_INTERVAL_SECONDS
 from ..facts.node_os import node_os_of
 from ..facts.quantity import parse_quantity
-from .base import _LABEL_KEY, _LABEL_VALUE, NVIDIA_AMI_TYPES, Problem, Quantity, _Model, supported_version
+from .base import _LABEL_KEY, _LABEL_VALUE, NVIDIA_AMI_TYPES, Problem, Quantity, _Model, is_unknown, supported_version
 
 if TYPE_CHECKING:
     from .stack import GpuTrainingPlatformArgs
@@ -94,6 +95,18 @@ def _check_image_reference(value: str) -> str:
     return value
 
 
+def _check_image_input(value: Any) -> Any:
+    if is_unknown(value):
+        return value
+    if not isinstance(value, str):
+        raise PydanticCustomError("input_type", f"an image must be a string or a pulumi.Output, not {type(value).__name__}")
+    return _check_image_reference(value)
+
+
+LabelerImage = Annotated[Union[str, pulumi.Output[str]], PlainValidator(_check_image_input), WithJsonSchema({"type": "string"})]
+"""An image reference, checked; or the Output of an image built in the same program (e.g. a docker-build ``Image``'s ``ref``)."""
+
+
 class LabelerResourcesConfig(_Model):
     """CPU and memory of the labeler container. The process idles almost all the time; memory is
     mostly the EC2 service model that botocore loads (about 85 MiB resident, measured)."""
@@ -114,7 +127,7 @@ class TopologyLabelerConfig(_Model):
 
     enabled: bool = True
     """Run the labeler on GPU nodes. Default: true."""
-    image: Optional[Annotated[str, AfterValidator(_check_image_reference)]] = None
+    image: Optional[LabelerImage] = None
     """Prebuilt labeler image, pinned by digest (`<registry>/<repository>@sha256:...`) or a release tag; skips the ECR repository and the image build. Default: none (the stack builds `components/labeler` and pushes it to a private ECR repository it creates; needs Docker where `pulumi up` runs)."""
     interval_seconds: int = Field(default=DEFAULT_INTERVAL_SECONDS, ge=60, le=86400)
     """Seconds between re-checks of a node. Default: 600."""

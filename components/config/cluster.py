@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
-from .base import _AZ, SUPPORTED_KUBERNETES_VERSIONS, AmiType, InstanceType, _enum_error, _Model, supported_version
+from .base import (
+    _AZ,
+    SUPPORTED_KUBERNETES_VERSIONS,
+    AmiType,
+    InstanceType,
+    _enum_error,
+    _Model,
+    resource_input,
+    supported_version,
+)
+
+SubnetId = resource_input(r"^subnet-[0-9a-f]{8,17}$", "a subnet ID")
+"""A subnet ID (``subnet-`` and 8 or 17 hex digits), or the ``id`` Output of a subnet made in the same program."""
+VpcId = resource_input(r"^vpc-[0-9a-f]{8,17}$", "a VPC ID")
+"""A VPC ID, or the ``id`` Output of a VPC made in the same program."""
+ClusterName = resource_input(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$", "an EKS cluster name")
+"""An EKS cluster name, or an Output that names one (e.g. a stack reference's)."""
+PRINCIPAL_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$"
+PrincipalArn = resource_input(PRINCIPAL_ARN_PATTERN, "an IAM role or user ARN", "arn:<partition>:iam::<account>:role/<name>")
+"""An IAM role or user ARN, or the ``arn`` Output of a role made in the same program."""
 
 
 class SubnetConfig(_Model):
     """A private subnet the cluster and its nodes use."""
 
-    id: str = Field(pattern=r"^subnet-[0-9a-f]{8,17}$")
+    id: SubnetId
     """Subnet ID (required)."""
     availability_zone: str = Field(pattern=_AZ)
     """Availability zone of the subnet, e.g. ``us-west-2a`` (required; placement groups are per AZ)."""
@@ -24,7 +42,7 @@ class SubnetConfig(_Model):
 class NetworkConfig(_Model):
     """The VPC the cluster lives in."""
 
-    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
+    vpc_id: VpcId
     """VPC ID (required)."""
     subnets: list[SubnetConfig] = Field(min_length=1)
     """Private subnets for the control plane ENIs and the nodes, with their AZs (required)."""
@@ -33,7 +51,7 @@ class NetworkConfig(_Model):
 class ClusterConfig(_Model):
     """The EKS cluster: created here with pulumi-eks, or an existing one adopted by name."""
 
-    name: str = Field(pattern=r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
+    name: ClusterName
     """EKS cluster name (required): the cluster to create, or the existing one to adopt."""
     create: bool = True
     """Create the cluster (true) or adopt an existing cluster of that name (false). Default: true."""
@@ -43,21 +61,10 @@ class ClusterConfig(_Model):
     """Expose the API server endpoint publicly (a created cluster). Default: true."""
     endpoint_private_access: bool = True
     """Expose the API server endpoint inside the VPC (a created cluster). Default: true."""
-    admin_principal_arns: list[str] = []
+    admin_principal_arns: list[PrincipalArn] = []
     """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster). Default: none."""
     enabled_log_types: list[str] = ["api", "audit", "authenticator"]
     """Control-plane log types sent to CloudWatch (a created cluster). Default: api, audit, authenticator."""
-
-    @field_validator("admin_principal_arns")
-    @classmethod
-    def _principal_arns(cls, values: list[str]) -> list[str]:
-        pattern = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
-        for value in values:
-            if not pattern.match(value):
-                raise PydanticCustomError(
-                    "arn", f"'{value}' is not an IAM role or user ARN (arn:<partition>:iam::<account>:role/<name>)"
-                )
-        return values
 
     @field_validator("enabled_log_types")
     @classmethod

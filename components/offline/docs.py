@@ -14,6 +14,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import pulumi
 from pydantic import BaseModel
 
 from ..config import PROJECT, GpuTrainingPlatformArgs
@@ -35,13 +36,18 @@ def _nested_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _is_output(annotation: Any) -> bool:
+    return (typing.get_origin(annotation) or annotation) is pulumi.Output
+
+
 def _type_name(annotation: Any) -> str:
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin is typing.Annotated:
         return _type_name(args[0])
     if origin in (typing.Union, types.UnionType):
-        names = [_type_name(a) for a in args if a is not type(None)]
+        # A program may pass an Output where a value comes from another resource; a stack file holds text.
+        names = [_type_name(a) for a in args if a is not type(None) and not _is_output(a)]
         return " | ".join(names) + (" (optional)" if type(None) in args else "")
     if origin is typing.Literal:
         return " \\| ".join(f"`{a}`" for a in args)

@@ -29,6 +29,7 @@ from ..facts.quantity import parse_quantity
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity, resolve_quota
 from .smoke_test import SmokeTestPool
 from .templates import PART_OF, TrainingJobSpec, training_pdb, validate_training_job
+from ..config.base import check_model_fields
 
 QUOTA_NAME = "gpu-quota"
 """Name of each training namespace's ResourceQuota (the seed's)."""
@@ -334,6 +335,9 @@ class SchedulingPoliciesArgs:
     """Training namespaces with their quotas. Default: none."""
     protected_apps: Sequence[TrainingJobSpec] = ()
     """Training apps deployed by other means that get a PodDisruptionBudget here. Default: none."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
 
 def scheduling_policies_args(args: GpuTrainingPlatformArgs) -> SchedulingPoliciesArgs:

@@ -118,26 +118,76 @@ class Graph:
     def types(self) -> set[str]:
         return {r.type for r in self.resources}
 
+    def output_text(self) -> list[str]:
+        """Every input (and provider-function argument) that holds an Output turned into text:
+        the SDK's "Calling __str__ on an Output" message or an Output's repr. Each entry names the
+        resource (or function) and the key path; a correct program has none."""
+        found = []
+        for resource in self.resources:
+            found += [f"{resource.type} {resource.name}: {path}" for path in _output_text(resource.inputs, "")]
+        for token, arguments in self.invokes:
+            found += [f"{token}(): {path}" for path in _output_text(arguments, "")]
+        return found
+
+
+OUTPUT_TEXT_MARKERS = ("Calling __str__ on an Output", "<pulumi.output.Output object", "Output[T]")
+"""What an Output formatted into a string leaves behind: the SDK's ``__str__`` message, or its repr."""
+
+
+def _output_text(value: Any, path: str) -> list[str]:
+    if isinstance(value, str):
+        return [path or "(value)"] if any(marker in value for marker in OUTPUT_TEXT_MARKERS) else []
+    if isinstance(value, Mapping):
+        return [p for key, item in value.items() for p in _output_text(item, f"{path}.{key}" if path else str(key))]
+    if isinstance(value, (list, tuple)):
+        return [p for i, item in enumerate(value) for p in _output_text(item, f"{path}[{i}]")]
+    return []
+
 
 def _arn(service: str, kind: str, name: str) -> str:
     return f"arn:aws:{service}:us-west-2:{ACCOUNT_ID}:{kind}/{name}"
 
 
+_RESOURCE_REFERENCE = {"4dabf18193072939515e22adb298388d": "5cf8f73096256a8f31e491e813e4eb8e"}
+"""The SDK's marker of a serialized resource reference (``rpc._special_sig_key``: ``_special_resource_sig``)."""
+
+
 class PlausibleMocks(pulumi.runtime.Mocks):
     """Outputs a real deployment would give back, derived from the inputs."""
+
+    def __init__(self) -> None:
+        self.references: dict[str, tuple[str, dict[str, Any]]] = {}
+        """Resources that outputs refer to (urn: id and state), for the SDK to read back by URN."""
+
+    def _reference(self, urn: str, resource_id: str, state: dict[str, Any]) -> dict[str, Any]:
+        """An output that is a resource reference, as pulumi-eks gives ``eksCluster``: the SDK turns it
+        into a resource object whose outputs it reads with ``getResource`` (answered from ``state``)."""
+        self.references[urn] = (resource_id, state)
+        return {**_RESOURCE_REFERENCE, "urn": urn, "id": resource_id}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         outputs = dict(args.inputs)
         name = args.name
         typ = args.typ
         if typ == "eks:index:Cluster":
-            kubeconfig = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": outputs.get("name", name)}]}
+            # pulumi-eks names an unnamed cluster after the resource, with a random suffix.
+            cluster_name = outputs.get("name") or f"{name}-eksCluster-{hashlib.sha1(name.encode()).hexdigest()[:7]}"
+            kubeconfig = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": cluster_name}]}
             outputs.update(
                 kubeconfig=kubeconfig,
                 kubeconfigJson=json.dumps(kubeconfig),
                 clusterSecurityGroupId="sg-0c1a55e7c1a55e7c1",
                 nodeSecurityGroupId="sg-0d0d0d0d0d0d0d0d0",
-                eksCluster=f"urn:pulumi:test::mock::aws:eks/cluster:Cluster::{name}",
+                eksCluster=self._reference(
+                    f"urn:pulumi:mock::mock::eks:index:Cluster$aws:eks/cluster:Cluster::{name}-eksCluster",
+                    cluster_name,
+                    {"name": cluster_name, "arn": _arn("eks", "cluster", cluster_name), "vpcConfig": {"vpcId": outputs.get("vpcId")}},
+                ),
+                core={
+                    "endpoint": "https://0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com",
+                    "vpcId": outputs.get("vpcId"),
+                    "subnetIds": outputs.get("subnetIds") or [],
+                },
             )
         elif typ == "eks:index:ManagedNodeGroup":
             outputs.update(nodeGroup=f"urn:pulumi:test::mock::aws:eks/nodeGroup:NodeGroup::{name}", placementGroupName="")
@@ -225,6 +275,8 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
+        for urn, (resource_id, state) in getattr(self.mocks, "references", {}).items():
+            self.resources.setdefault(urn, runtime_mocks.MockMonitor.ResourceRegistration(urn, resource_id, state))
         if request.type != "pulumi:pulumi:Stack":
             self.registrations.append(
                 Registration(

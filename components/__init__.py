@@ -14,15 +14,31 @@ Import what you need into your own Pulumi program::
 
 from .aws.cluster import ClusterRef, EksCluster, EksClusterArgs
 from .config import (
+    ClusterConfig,
     ConfigError,
+    DisruptionBudgetConfig,
     GpuNodeGroupConfig,
     GpuOperatorConfig,
     GpuTrainingPlatformArgs,
     KarpenterConfig,
+    KarpenterDisruptionConfig,
     KarpenterGpuNodePoolConfig,
+    LabelerResourcesConfig,
+    NetworkConfig,
+    PlacementGroupConfig,
+    PriorityClassConfig,
     Problem,
+    ResourceQuotaConfig,
+    SchedulingConfig,
+    SmokeTestConfig,
+    SubnetConfig,
+    SystemNodeGroupConfig,
     TopologyLabelerConfig,
+    TrainingAppConfig,
+    TrainingJobConfig,
+    TrainingNamespaceConfig,
 )
+from .facts.node_os import GpuNodeOs
 from .addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
 from .aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
@@ -30,8 +46,8 @@ from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_s
 from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
 from .platform import GpuTrainingPlatform, load_stack_config, parse_platform_args
 from .workloads.fleet_capacity import fleet_gpu_capacity
-from .workloads.scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs
-from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
+from .workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, SchedulingPoliciesArgs
+from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
 from .addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from .workloads.training_job import TrainingJob, TrainingJobArgs
 from .workloads.templates import (
@@ -43,8 +59,10 @@ from .workloads.templates import (
 )
 
 __all__ = [
+    "ClusterConfig",
     "ClusterRef",
     "ConfigError",
+    "DisruptionBudgetConfig",
     "EfaDevicePlugin",
     "EfaDevicePluginArgs",
     "EksCluster",
@@ -52,6 +70,7 @@ __all__ = [
     "GpuNodeGroup",
     "GpuNodeGroupArgs",
     "GpuNodeGroupConfig",
+    "GpuNodeOs",
     "GpuNodePool",
     "GpuNodePoolArgs",
     "GpuOperator",
@@ -64,16 +83,31 @@ __all__ = [
     "Karpenter",
     "KarpenterArgs",
     "KarpenterConfig",
+    "KarpenterDisruptionConfig",
     "KarpenterGpuNodePoolConfig",
+    "LabelerResourcesConfig",
+    "NamespacePolicy",
+    "NetworkConfig",
+    "PlacementGroupConfig",
+    "PriorityClassConfig",
     "Problem",
+    "ResourceQuotaConfig",
+    "SchedulingConfig",
     "SchedulingPolicies",
     "SchedulingPoliciesArgs",
+    "SmokeTestConfig",
+    "SmokeTestPool",
+    "SubnetConfig",
+    "SystemNodeGroupConfig",
     "TopologyLabeler",
     "TopologyLabelerArgs",
     "TopologyLabelerConfig",
+    "TrainingAppConfig",
     "TrainingJob",
     "TrainingJobArgs",
+    "TrainingJobConfig",
     "TrainingJobSpec",
+    "TrainingNamespaceConfig",
     "ec2_node_class_spec",
     "efa_device_plugin_values",
     "efa_needed",

@@ -17,6 +17,7 @@ from ..facts.catalog import GPU_INSTANCE_TYPES
 from ..aws.cluster import ClusterRef
 from ..config import GpuTrainingPlatformArgs
 from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
+from ..config.documented import documented_args, documented_component
 
 CHART = "aws-efa-k8s-device-plugin"
 """Chart name in the EKS charts repository."""
@@ -56,6 +57,7 @@ def efa_device_plugin_values() -> dict[str, Any]:
     }
 
 
+@documented_args
 @dataclass
 class EfaDevicePluginArgs:
     """Arguments of ``EfaDevicePlugin``."""
@@ -64,6 +66,7 @@ class EfaDevicePluginArgs:
     """The cluster to install into."""
 
 
+@documented_component(EfaDevicePluginArgs)
 class EfaDevicePlugin(pulumi.ComponentResource):
     """The EFA device plugin Helm release in ``kube-system``."""
 

@@ -26,6 +26,7 @@ from ..config import (
 from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name
 from ..aws.gpu_node_group import GP3_THROUGHPUT_MIBPS, GPU_TAINT_KEY, GPU_TAINT_VALUE, IMDS_HOP_LIMIT, gpu_node_selector
 from ..config.base import check_model_fields
+from ..config.documented import documented_args, documented_component
 
 EC2_NODE_CLASS_API_VERSION = "karpenter.k8s.aws/v1"
 """EC2NodeClass API version served by Karpenter 1.14 (karpenter.k8s.aws_ec2nodeclasses.yaml)."""
@@ -143,6 +144,7 @@ def node_pool_spec(pool: KarpenterGpuNodePoolConfig, *, node_class_name: str, zo
     }
 
 
+@documented_args
 @dataclass
 class GpuNodePoolArgs:
     """Arguments of ``GpuNodePool``."""
@@ -164,6 +166,7 @@ class GpuNodePoolArgs:
         check_model_fields(self)
 
 
+@documented_component(GpuNodePoolArgs)
 class GpuNodePool(pulumi.ComponentResource):
     """One Karpenter GPU pool: placement group, EFA security group, EC2NodeClass and NodePool."""
 

@@ -29,6 +29,7 @@ from ..config import (
 from ..aws.gpu_node_group import gpu_toleration
 from ..facts.node_os import GpuNodeOs, node_os_of
 from ..config.base import check_model_fields
+from ..config.documented import documented_args, documented_component
 
 CHART = "gpu-operator"
 """Chart name in NVIDIA's Helm repository."""
@@ -124,6 +125,7 @@ def gpu_operator_values(
     return values
 
 
+@documented_args
 @dataclass
 class GpuOperatorArgs:
     """Arguments of ``GpuOperator``."""
@@ -139,6 +141,7 @@ class GpuOperatorArgs:
         check_model_fields(self)
 
 
+@documented_component(GpuOperatorArgs)
 class GpuOperator(pulumi.ComponentResource):
     """The ``gpu-operator`` namespace and the NVIDIA GPU Operator Helm release in it."""
 

@@ -27,6 +27,7 @@ from ..aws.cluster import ClusterRef
 from ..config import KarpenterConfig
 from ..aws.iam import create_node_role, create_pod_identity_role
 from ..config.base import check_model_fields
+from ..config.documented import documented_args, documented_component
 
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
 """The controller chart (upstream's OCI repository)."""
@@ -77,6 +78,7 @@ def karpenter_values(
     }
 
 
+@documented_args
 @dataclass
 class KarpenterArgs:
     """Arguments of ``Karpenter``."""
@@ -92,6 +94,7 @@ class KarpenterArgs:
         check_model_fields(self)
 
 
+@documented_component(KarpenterArgs)
 class Karpenter(pulumi.ComponentResource):
     """The Karpenter controller with its IAM, interruption queue and Helm releases."""
 

@@ -35,6 +35,7 @@ from ..labeler.settings import (
     MAX_HEARTBEAT_AGE_SECONDS,
 )
 from ..config.base import check_model_fields
+from ..config.documented import documented_args, documented_component
 
 NAME = "topology-labeler"
 """Name of the namespace, ServiceAccount, ClusterRole(Binding) and DaemonSet."""
@@ -222,6 +223,7 @@ def describe_topology_policy(region: str) -> str:
 
 # --- the component -----------------------------------------------------------------------------
 
+@documented_args
 @dataclass
 class TopologyLabelerArgs:
     """Arguments of ``TopologyLabeler``."""
@@ -238,6 +240,7 @@ class TopologyLabelerArgs:
         check_model_fields(self)
 
 
+@documented_component(TopologyLabelerArgs)
 class TopologyLabeler(pulumi.ComponentResource):
     """Namespace, RBAC, Pod Identity role and DaemonSet of the topology labeler, plus (without a
     prebuilt image) its ECR repository and image build."""

@@ -20,6 +20,7 @@ from ..facts import aws_enums
 from ..config import SYSTEM_NODE_ROLE_LABEL, ClusterConfig, NetworkConfig, SystemNodeGroupConfig
 from .iam import create_node_role, node_group_update_transform
 from ..config.base import check_model_fields
+from ..config.documented import documented_args, documented_component
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 """EKS access policy granted to ``cluster.adminPrincipalArns`` (cluster-wide scope)."""
@@ -205,6 +206,7 @@ def system_node_labels() -> dict[str, str]:
     return {key: value}
 
 
+@documented_args
 @dataclass
 class EksClusterArgs:
     """Arguments of ``EksCluster``."""
@@ -226,6 +228,7 @@ class EksClusterArgs:
         check_model_fields(self)
 
 
+@documented_component(EksClusterArgs)
 class EksCluster(pulumi.ComponentResource):
     """An EKS cluster (new via pulumi-eks, or an existing one) plus its system node group."""
 

@@ -28,6 +28,7 @@ from ..facts.gpu_nodes import GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE, 
 from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name
 from .iam import create_node_role, node_group_update_transform
 from ..config.base import check_model_fields
+from ..config.documented import documented_args, documented_component
 
 IMDS_HOP_LIMIT = 1
 """IMDSv2 response hop limit 1 keeps instance credentials away from pods (they get AWS access
@@ -93,6 +94,7 @@ def node_group_instance_types(pool: GpuNodeGroupConfig) -> Optional[list[str]]:
     return None if pool.capacity_type == "CAPACITY_BLOCK" else list(pool.instance_types)
 
 
+@documented_args
 @dataclass
 class GpuNodeGroupArgs:
     """Arguments of ``GpuNodeGroup``."""
@@ -110,6 +112,7 @@ class GpuNodeGroupArgs:
         check_model_fields(self)
 
 
+@documented_component(GpuNodeGroupArgs)
 class GpuNodeGroup(pulumi.ComponentResource):
     """A tainted GPU managed node group in a cluster placement group, with EFA where it applies."""
 

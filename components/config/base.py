@@ -226,10 +226,19 @@ def as_model(value: Any, model: type[BaseModel], path: str) -> BaseModel:
 
 def check_model_fields(args: Any) -> None:
     """Turn every field of the dataclass ``args`` that is declared as a configuration model (or a list
-    of them) into that model, so a component given a dict gets its keys checked and, when they are
-    wrong, one ``ConfigError`` naming ``<ArgsClass>.<field>.<key>``; a component's Args call this in
-    ``__post_init__``."""
+    of them) into that model, so a component given a dict gets its keys checked; every problem of
+    every field is raised together in one ``ConfigError`` naming ``<ArgsClass>.<field>.<key>``. A
+    component's Args call this in ``__post_init__``."""
     namespace = vars(sys.modules[type(args).__module__])
+    problems: list[Problem] = []
+
+    def checked(value: Any, model: type[BaseModel], path: str) -> Any:
+        try:
+            return as_model(value, model, path)
+        except ConfigError as error:
+            problems.extend(error.problems)
+            return value
+
     for field in dataclasses.fields(args):
         annotation = field.type
         if isinstance(annotation, str):
@@ -240,9 +249,11 @@ def check_model_fields(args: Any) -> None:
         value = getattr(args, field.name)
         path = f"{type(args).__name__}.{field.name}"
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            object.__setattr__(args, field.name, as_model(value, annotation, path))
+            object.__setattr__(args, field.name, checked(value, annotation, path))
         elif typing.get_origin(annotation) in (list, collections.abc.Sequence):
             (item,) = typing.get_args(annotation)
             if isinstance(item, type) and issubclass(item, BaseModel) and isinstance(value, (list, tuple)):
-                models = [as_model(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
+                models = [checked(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
                 object.__setattr__(args, field.name, models if isinstance(value, list) else tuple(models))
+    if problems:
+        raise ConfigError(problems)

@@ -9,6 +9,7 @@ import pulumi
 from ..facts import aws_enums
 from ..aws.cluster import EksCluster, EksClusterArgs
 from ..config import ConfigError, GpuTrainingPlatformArgs
+from ..config.base import as_model
 from ..addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
 from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from ..addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
@@ -19,8 +20,10 @@ from ..workloads.scheduling_policies import SchedulingPolicies, scheduling_polic
 from ..workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
 from .validation import validate_stack
+from ..config.documented import documented_component
 
 
+@documented_component(GpuTrainingPlatformArgs)
 class GpuTrainingPlatform(pulumi.ComponentResource):
     """EKS cluster, system node group, GPU training pools, GPU Operator, EFA device plugin, topology
     labeler, Karpenter, scheduling policy and training jobs, in one stack graph."""
@@ -48,6 +51,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # Checked before the component registers, so invalid arguments create nothing at all.
+        args = as_model(args, GpuTrainingPlatformArgs, "GpuTrainingPlatformArgs")
         problems = validate_stack(args)
         if problems:
             raise ConfigError(problems)

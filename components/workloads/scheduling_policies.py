@@ -30,6 +30,7 @@ from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_ca
 from .smoke_test import SmokeTestPool
 from .templates import PART_OF, TrainingJobSpec, training_pdb, validate_training_job
 from ..config.base import check_model_fields
+from ..config.documented import documented_args, documented_component
 
 QUOTA_NAME = "gpu-quota"
 """Name of each training namespace's ResourceQuota (the seed's)."""
@@ -325,6 +326,7 @@ class NamespacePolicy:
     """Pod Security Standard enforced. Default: baseline."""
 
 
+@documented_args
 @dataclass
 class SchedulingPoliciesArgs:
     """Arguments of ``SchedulingPolicies``."""
@@ -351,6 +353,7 @@ def scheduling_policies_args(args: GpuTrainingPlatformArgs) -> SchedulingPolicie
     )
 
 
+@documented_component(SchedulingPoliciesArgs)
 class SchedulingPolicies(pulumi.ComponentResource):
     """PriorityClasses, training namespaces with ResourceQuotas, and PodDisruptionBudgets for training
     apps. Pass the cluster's Kubernetes provider in ``opts``."""

@@ -18,8 +18,10 @@ from .templates import (
     training_pdb,
     validate_training_job,
 )
+from ..config.documented import documented_args, documented_component
 
 
+@documented_args
 @dataclass
 class TrainingJobArgs:
     """Arguments of ``TrainingJob``."""
@@ -28,6 +30,7 @@ class TrainingJobArgs:
     """The job; its ``image`` is required."""
 
 
+@documented_component(TrainingJobArgs)
 class TrainingJob(pulumi.ComponentResource):
     """A distributed training job as multi-node PyTorch runs on Kubernetes: an Indexed Job, the
     headless Service its ranks rendezvous through, and the PodDisruptionBudget that keeps every rank.

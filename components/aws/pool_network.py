@@ -52,6 +52,7 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
         referenced_security_group_id=group.id,
         ip_protocol="-1",
         description="EFA: all traffic from the group itself",
+        tags=dict(tags),
         opts=pulumi.ResourceOptions(parent=group),
     )
     aws.vpc.SecurityGroupEgressRule(
@@ -60,6 +61,7 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
         referenced_security_group_id=group.id,
         ip_protocol="-1",
         description="EFA: all traffic to the group itself",
+        tags=dict(tags),
         opts=pulumi.ResourceOptions(parent=group),
     )
     return group

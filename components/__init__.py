@@ -38,14 +38,14 @@ from .config import (
     TrainingJobConfig,
     TrainingNamespaceConfig,
 )
-from .facts.node_os import GpuNodeOs
+from .facts.node_os import GpuNodeOs, node_os_of
 from .addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
 from .aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
 from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
 from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
 from .platform import GpuTrainingPlatform, load_stack_config, parse_platform_args
-from .workloads.fleet_capacity import fleet_gpu_capacity
+from .workloads.fleet_capacity import ResolvedQuota, fleet_gpu_capacity
 from .workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, SchedulingPoliciesArgs
 from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
 from .addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
@@ -91,6 +91,7 @@ __all__ = [
     "PlacementGroupConfig",
     "PriorityClassConfig",
     "Problem",
+    "ResolvedQuota",
     "ResourceQuotaConfig",
     "SchedulingConfig",
     "SchedulingPolicies",
@@ -116,6 +117,7 @@ __all__ = [
     "gpu_operator_values",
     "karpenter_values",
     "load_stack_config",
+    "node_os_of",
     "node_pool_spec",
     "parse_platform_args",
     "rendezvous_service",

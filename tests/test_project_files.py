@@ -9,7 +9,7 @@ import yaml
 
 from eks_gpu_training.offline import docs
 from eks_gpu_training.config import PROJECT, GpuTrainingPlatformArgs
-from harness import PROJECT_ROOT, run_program, stack_config
+from harness import PROJECT_ROOT, stack_config
 
 STACK_KEYS = {f.alias for n, f in GpuTrainingPlatformArgs.model_fields.items() if n != "region"}
 
@@ -46,13 +46,3 @@ def test_no_tracked_file_holds_a_merge_conflict_marker():
         and any(line.startswith(markers) for line in (PROJECT_ROOT / name).read_text().splitlines())
     ]
     assert offenders == []
-
-
-def test_readme_composition_example_builds_under_the_mock_engine():
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    usage = readme[readme.index("## Using the components in your own program") :]
-    example = usage[usage.index("```python\n") + len("```python\n") : usage.index("```", usage.index("```python\n") + 3)]
-    graph = run_program(lambda: exec(compile(example, "README example", "exec"), {}))
-    assert graph.error is None, repr(graph.error)
-    assert graph.one("eks:index:Cluster").inputs["name"] == "research"
-    assert [r.inputs["nodeGroupName"] for r in graph.of_type("eks:index:ManagedNodeGroup") if r.inputs.get("taints")] == ["h100"]

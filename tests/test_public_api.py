@@ -42,19 +42,32 @@ def _library_classes(annotation) -> set[type]:
     return found
 
 
+def _hints(cls: type) -> dict[str, typing.Any]:
+    # pulumi.Input names Output[T] as a forward reference.
+    return typing.get_type_hints(cls, localns={"Output": pulumi.Output, "T": typing.Any})
+
+
 def test_every_type_needed_to_build_a_components_arguments_is_exported_from_the_root():
     exported = {getattr(eks_gpu_training, name) for name in eks_gpu_training.__all__}
     needed = set()
     for args in ARGS:
-        hints = typing.get_type_hints(args, localns={"Output": pulumi.Output, "T": typing.Any})  # pulumi.Input names Output lazily
+        hints = _hints(args)
         for name, annotation in hints.items():
             needed |= _library_classes(annotation)
         if hasattr(args, "model_fields"):  # the platform's arguments are a configuration model
             for field in args.model_fields.values():
                 needed |= _library_classes(field.annotation)
-    for model in [m for m in needed if hasattr(m, "model_fields")]:
-        for field in model.model_fields.values():
-            needed |= _library_classes(field.annotation)
+    unvisited = list(needed)
+    while unvisited:  # the types inside those types, configuration models and dataclasses alike
+        cls = unvisited.pop()
+        if hasattr(cls, "model_fields"):
+            inner = set().union(*(_library_classes(f.annotation) for f in cls.model_fields.values()))
+        elif dataclasses.is_dataclass(cls):
+            inner = set().union(*map(_library_classes, _hints(cls).values()))
+        else:
+            inner = set()
+        unvisited += inner - needed
+        needed |= inner
     assert {c.__name__ for c in needed - exported} == set()
     assert {"NetworkConfig", "SubnetConfig", "ClusterConfig", "SystemNodeGroupConfig", "PriorityClassConfig"} <= {
         c.__name__ for c in needed

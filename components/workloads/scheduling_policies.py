@@ -321,7 +321,9 @@ class NamespacePolicy:
     """A training namespace to create, with its quota."""
 
     name: str
+    """Namespace name."""
     quota: ResolvedQuota
+    """Its ResourceQuota: GPUs, CPU, memory and PVCs the namespace may request."""
     pod_security: str = "baseline"
     """Pod Security Standard enforced. Default: baseline."""
 

@@ -1,0 +1,120 @@
+"""Values that come from other resources stay Outputs all the way to AWS: a cluster whose name is
+an Output (pulumi-eks names it, or another stack hands it over) gets every component of the
+library without any name, description, policy or kubeconfig holding Output text."""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_eks as eks
+
+from eks_gpu_training import (
+    ClusterRef,
+    EfaDevicePlugin,
+    EfaDevicePluginArgs,
+    GpuNodeGroup,
+    GpuNodeGroupArgs,
+    GpuNodeGroupConfig,
+    GpuNodePool,
+    GpuNodePoolArgs,
+    GpuOperator,
+    GpuOperatorArgs,
+    GpuOperatorConfig,
+    Karpenter,
+    KarpenterArgs,
+    KarpenterConfig,
+    KarpenterGpuNodePoolConfig,
+    NetworkConfig,
+    SubnetConfig,
+    TopologyLabeler,
+    TopologyLabelerArgs,
+    TopologyLabelerConfig,
+    node_os_of,
+)
+from harness import run_program
+
+NETWORK = NetworkConfig(
+    vpc_id="vpc-0123456789abcdef0",
+    subnets=[
+        SubnetConfig(id="subnet-0123456789abcdef0", availability_zone="us-west-2a"),
+        SubnetConfig(id="subnet-0123456789abcdef1", availability_zone="us-west-2b"),
+    ],
+)
+TAGS = {"team": "ml-platform"}
+
+
+def every_component(ref: ClusterRef) -> None:
+    GpuNodeGroup(
+        "h100",
+        GpuNodeGroupArgs(
+            cluster=ref,
+            network=NETWORK,
+            pool=GpuNodeGroupConfig(name="h100", instance_types=["p5.48xlarge"], availability_zone="us-west-2a"),
+            tags=TAGS,
+        ),
+    )
+    karpenter = Karpenter("karpenter", KarpenterArgs(cluster=ref, config=KarpenterConfig(enabled=True), tags=TAGS))
+    GpuNodePool(
+        "karpenter-h200",
+        GpuNodePoolArgs(
+            cluster=ref,
+            pool=KarpenterGpuNodePoolConfig(name="h200", instance_types=["p5en.48xlarge"], availability_zone="us-west-2a"),
+            network=NETWORK,
+            node_role_name=karpenter.node_role_name,
+            karpenter_release=karpenter.release,
+            tags=TAGS,
+        ),
+    )
+    GpuOperator("gpu-operator", GpuOperatorArgs(cluster=ref, config=GpuOperatorConfig(), node_os=node_os_of("AL2023_x86_64_NVIDIA")))
+    EfaDevicePlugin("efa", EfaDevicePluginArgs(cluster=ref))
+    TopologyLabeler("labeler", TopologyLabelerArgs(cluster=ref, config=TopologyLabelerConfig(), tags=TAGS))
+
+
+def created_cluster_program():
+    cluster = eks.Cluster(
+        "research", vpc_id=NETWORK.vpc_id, subnet_ids=[s.id for s in NETWORK.subnets], skip_default_node_group=True
+    )
+    every_component(ClusterRef.from_eks_cluster(cluster, region="us-west-2"))
+
+
+def adopted_cluster_program():
+    name = pulumi.Output.secret("research")  # e.g. a StackReference's output
+    every_component(ClusterRef.from_existing(name, "us-west-2", resource_name="research"))
+
+
+def _run(program, preview: bool):
+    graph = run_program(program, preview=preview)
+    assert graph.error is None, repr(graph.error)
+    return graph
+
+
+def test_a_cluster_named_by_pulumi_eks_gets_every_component_without_output_text():
+    for preview in (False, True):
+        assert _run(created_cluster_program, preview).output_text() == []
+
+
+def test_an_adopted_cluster_whose_name_is_an_output_gets_every_component_without_output_text():
+    for preview in (False, True):
+        assert _run(adopted_cluster_program, preview).output_text() == []
+
+
+def test_the_clusters_output_name_reaches_names_policies_and_the_kubeconfig():
+    graph = _run(created_cluster_program, False)
+    name = graph.one("eks:index:ManagedNodeGroup").inputs["clusterName"]
+    assert name.startswith("research-eksCluster-")
+    association = graph.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    assert {a.inputs["clusterName"] for a in association} == {name}
+    trust = [json.loads(r.inputs["assumeRolePolicy"]) for r in graph.of_type("aws:iam/role:Role") if "pods.eks" in r.inputs["assumeRolePolicy"]]
+    assert trust and all(
+        s["Condition"]["ArnEquals"]["aws:SourceArn"].endswith(f":cluster/{name}") for policy in trust for s in policy["Statement"]
+    )
+    repository = graph.one("aws:ecr/repository:Repository")
+    assert repository.inputs["name"] == f"{name.lower()}/topology-labeler"
+
+
+def test_the_adopted_clusters_kubeconfig_names_the_cluster_from_the_output():
+    graph = _run(adopted_cluster_program, False)
+    provider = next(r for r in graph.of_type("pulumi:providers:kubernetes") if r.name == "research-k8s")
+    kubeconfig = json.loads(provider.inputs["kubeconfig"])
+    assert kubeconfig["users"][0]["user"]["exec"]["args"][3] == "research"

@@ -74,6 +74,8 @@ class EfaDevicePlugin(pulumi.ComponentResource):
     """The release's values (plain data)."""
     release: k8s.helm.v3.Release
     """The Helm release."""
+    release_status: pulumi.Output[Optional[str]]
+    """Helm's status of the release (``deployed`` once installed)."""
 
     def __init__(self, name: str, args: EfaDevicePluginArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("eks-gpu-training:index:EfaDevicePlugin", name, None, opts)

@@ -170,6 +170,11 @@ class GpuNodePoolArgs:
 class GpuNodePool(pulumi.ComponentResource):
     """One Karpenter GPU pool: placement group, EFA security group, EC2NodeClass and NodePool."""
 
+    node_pool_name: pulumi.Output[str]
+    """Name of the NodePool and its EC2NodeClass (the pool name)."""
+    placement_group_name: pulumi.Output[Optional[str]]
+    """Name of the pool's placement group; None without one."""
+
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
         pool, ref = args.pool, args.cluster
         problems = validate_karpenter_gpu_node_pool(pool, args.network, path=f"GpuNodePool({name})")

@@ -149,6 +149,10 @@ class GpuOperator(pulumi.ComponentResource):
     """The release's values (plain data)."""
     release: k8s.helm.v3.Release
     """The Helm release."""
+    namespace: pulumi.Output[str]
+    """The operator's namespace (``gpu-operator``)."""
+    release_status: pulumi.Output[Optional[str]]
+    """Helm's status of the release (``deployed`` once installed)."""
 
     def __init__(self, name: str, args: GpuOperatorArgs, opts: Optional[pulumi.ResourceOptions] = None):
         problems = validate_gpu_operator(args.config, path=f"GpuOperator({name}).config")

@@ -102,6 +102,10 @@ class Karpenter(pulumi.ComponentResource):
     """The role of every node Karpenter launches (``EC2NodeClass.spec.role``)."""
     release: k8s.helm.v3.Release
     """The controller release; Karpenter custom resources depend on it."""
+    node_role_name: pulumi.Output[str]
+    """Name of ``node_role``, as ``GpuNodePoolArgs.node_role_name`` takes it."""
+    interruption_queue_name: pulumi.Output[str]
+    """The SQS queue Karpenter reads spot interruptions, rebalance and health events from."""
 
     def __init__(self, name: str, args: KarpenterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("eks-gpu-training:index:Karpenter", name, None, opts)

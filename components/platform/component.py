@@ -48,6 +48,18 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """Training apps the stack runs, by app name."""
     smoke_test: Optional[GpuSmokeTest]
     """The nvidia-smi smoke test; None unless enabled."""
+    cluster_name: pulumi.Output[str]
+    """EKS cluster name."""
+    kubeconfig: pulumi.Output[str]
+    """Kubeconfig (JSON, secret) that authenticates with ``aws eks get-token``."""
+    gpu_node_group_names: pulumi.Output[list[str]]
+    """EKS node group names of the GPU pools."""
+    placement_group_names: pulumi.Output[dict[str, Optional[str]]]
+    """Placement group of each managed GPU pool, by pool name (None without one)."""
+    karpenter_node_pool_names: pulumi.Output[list[str]]
+    """NodePool names of the Karpenter GPU pools."""
+    karpenter_placement_group_names: pulumi.Output[dict[str, Optional[str]]]
+    """Placement group of each Karpenter GPU pool, by pool name (None without one)."""
 
     def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # Checked before the component registers, so invalid arguments create nothing at all.

@@ -361,7 +361,9 @@ class SchedulingPolicies(pulumi.ComponentResource):
     apps. Pass the cluster's Kubernetes provider in ``opts``."""
 
     priority_class_names: pulumi.Output[list[str]]
+    """Names of the PriorityClasses created."""
     namespace_names: pulumi.Output[list[str]]
+    """Names of the training namespaces created."""
 
     def __init__(self, name: str, args: SchedulingPoliciesArgs, opts: Optional[pulumi.ResourceOptions] = None):
         path = f"SchedulingPolicies({name})"

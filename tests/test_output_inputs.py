@@ -116,5 +116,8 @@ def test_the_clusters_output_name_reaches_names_policies_and_the_kubeconfig():
 def test_the_adopted_clusters_kubeconfig_names_the_cluster_from_the_output():
     graph = _run(adopted_cluster_program, False)
     provider = next(r for r in graph.of_type("pulumi:providers:kubernetes") if r.name == "research-k8s")
-    kubeconfig = json.loads(provider.inputs["kubeconfig"])
+    kubeconfig = provider.inputs["kubeconfig"]
+    # The name came in as a secret, so the kubeconfig made from it is one too.
+    assert isinstance(kubeconfig, dict) and set(kubeconfig) == {"4dabf18193072939515e22adb298388d", "value"}
+    kubeconfig = json.loads(kubeconfig["value"])
     assert kubeconfig["users"][0]["user"]["exec"]["args"][3] == "research"

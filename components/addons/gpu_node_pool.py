@@ -185,7 +185,7 @@ class GpuNodePool(pulumi.ComponentResource):
 
         # "karpenter" keeps its name apart from a managed node group's group of the same pool name.
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, f"{ref.name}-karpenter-{pool.name}", tags, parent=self
+            name, pool.placement_group, pulumi.Output.concat(ref.name, f"-karpenter-{pool.name}"), tags, parent=self
         )
 
         security_group_ids: list[pulumi.Input[str]] = [ref.cluster_security_group_id]

@@ -140,7 +140,7 @@ class Karpenter(pulumi.ComponentResource):
         for role, (source, detail_type) in karpenter_iam.INTERRUPTION_EVENTS.items():
             rule = aws.cloudwatch.EventRule(
                 f"{name}-{role}",
-                description=f"Karpenter interruption handling for {ref.name}: {detail_type}",
+                description=pulumi.Output.concat("Karpenter interruption handling for ", ref.name, f": {detail_type}"),
                 event_pattern=json.dumps(karpenter_iam.interruption_event_pattern(source, detail_type)),
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=queue),
@@ -159,18 +159,18 @@ class Karpenter(pulumi.ComponentResource):
             partition=ref.partition,
             region=ref.region,
             cluster_name=ref.name,
-            description=f"Karpenter controller of EKS cluster {ref.name} (EKS Pod Identity)",
+            description=pulumi.Output.concat("Karpenter controller of EKS cluster ", ref.name, " (EKS Pod Identity)"),
             tags=tags,
             parent=self,
         )
-        documents = pulumi.Output.all(account_id, self.node_role.arn, queue.arn).apply(
-            lambda values: karpenter_iam.controller_policies(ref.partition, ref.region, values[0], ref.name, values[1], values[2])
+        documents = pulumi.Output.all(account_id, ref.name, self.node_role.arn, queue.arn).apply(
+            lambda values: karpenter_iam.controller_policies(ref.partition, ref.region, *values)
         )
         attachments = []
         for policy_role in ("node-lifecycle", "iam-integration", "eks-integration", "interruption", "zonal-shift", "resource-discovery"):
             policy = aws.iam.Policy(
                 f"{name}-{policy_role}-policy",
-                description=f"Karpenter controller of EKS cluster {ref.name}: {policy_role}",
+                description=pulumi.Output.concat("Karpenter controller of EKS cluster ", ref.name, f": {policy_role}"),
                 policy=documents.apply(lambda docs, key=policy_role: json.dumps(docs[key])),
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=controller_role),

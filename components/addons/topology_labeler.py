@@ -281,7 +281,7 @@ class TopologyLabeler(pulumi.ComponentResource):
             partition=ref.partition,
             region=ref.region,
             cluster_name=ref.name,
-            description=f"Topology labeler of EKS cluster {ref.name} (EKS Pod Identity)",
+            description=pulumi.Output.concat("Topology labeler of EKS cluster ", ref.name, " (EKS Pod Identity)"),
             tags=tags,
             parent=self,
         )
@@ -291,7 +291,7 @@ class TopologyLabeler(pulumi.ComponentResource):
             policy=describe_topology_policy(ref.region),
             opts=pulumi.ResourceOptions(parent=role),
         )
-        # The cluster name is a plain string, so the association waits for the cluster (and its Pod
+        # The cluster name may be a plain string, so the association waits for the cluster (and its Pod
         # Identity agent add-on) explicitly.
         association = aws.eks.PodIdentityAssociation(
             f"{name}-pod-identity",
@@ -304,7 +304,9 @@ class TopologyLabeler(pulumi.ComponentResource):
         )
 
         self.image = (
-            pulumi.Output.from_input(config.image) if config.image else build_and_push(name, ref.name, tags, parent=self)
+            pulumi.Output.from_input(config.image)
+            if config.image is not None
+            else build_and_push(name, ref.name, tags, parent=self)
         )
 
         # Pod Identity injects credentials when a pod is created, so the pods must not start before

@@ -139,7 +139,9 @@ class ClusterRef:
             resource_name = name
         opts = opts or pulumi.ResourceOptions()
         lookup = aws.eks.get_cluster_output(name=name, opts=pulumi.InvokeOutputOptions(parent=opts.parent))
-        existing = aws.eks.Cluster.get(f"{resource_name}-eks", id=name, opts=opts)
+        # A read takes a plain ID: a name handed over as a secret (a stack reference's) is not one.
+        read_id = pulumi.Output.unsecret(pulumi.Output.from_input(name))
+        existing = aws.eks.Cluster.get(f"{resource_name}-eks", id=read_id, opts=opts)
         kubeconfig = pulumi.Output.all(name, lookup).apply(
             lambda values: kubeconfig_for(
                 values[0],

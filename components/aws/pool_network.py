@@ -15,7 +15,7 @@ from ..config import PlacementGroupConfig
 def placement_group_name(
     name: str,
     placement: PlacementGroupConfig,
-    group_name: str,
+    group_name: pulumi.Input[str],
     tags: Mapping[str, str],
     parent: pulumi.Resource,
 ) -> Optional[pulumi.Input[str]]:
@@ -42,7 +42,7 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
     group = aws.ec2.SecurityGroup(
         f"{name}-efa",
         vpc_id=ref.vpc_id,
-        description=f"EFA traffic between GPU nodes of {ref.name}",
+        description=pulumi.Output.concat("EFA traffic between GPU nodes of ", ref.name),
         tags=dict(tags),
         opts=pulumi.ResourceOptions(parent=parent),
     )

@@ -100,8 +100,8 @@ class GpuSmokeTestArgs:
     """Pools to check."""
     namespace: str
     """Namespace of the Jobs."""
-    image: str
-    """Image with nvidia-smi."""
+    image: pulumi.Input[str]
+    """Image with nvidia-smi (an Output of an image built in the same program will do)."""
     timeout_minutes: int
     """How long `pulumi up` waits for each Job to complete."""
 

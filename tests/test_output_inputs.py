@@ -32,7 +32,7 @@ from eks_gpu_training import (
     TopologyLabelerConfig,
     node_os_of,
 )
-from harness import run_program
+from harness import ACCOUNT_ID, run_program
 
 NETWORK = NetworkConfig(
     vpc_id="vpc-0123456789abcdef0",
@@ -121,3 +121,38 @@ def test_the_adopted_clusters_kubeconfig_names_the_cluster_from_the_output():
     assert isinstance(kubeconfig, dict) and set(kubeconfig) == {"4dabf18193072939515e22adb298388d", "value"}
     kubeconfig = json.loads(kubeconfig["value"])
     assert kubeconfig["users"][0]["user"]["exec"]["args"][3] == "research"
+
+
+def platform_program():
+    from eks_gpu_training import ClusterConfig, GpuTrainingPlatform, GpuTrainingPlatformArgs
+    import pulumi_aws as aws
+
+    admin = aws.iam.Role("admin", assume_role_policy="{}")
+    vpc = aws.ec2.Vpc("vpc", cidr_block="10.0.0.0/16")
+    subnets = [aws.ec2.Subnet(f"subnet-{z}", vpc_id=vpc.id, cidr_block=f"10.0.{i * 16}.0/20") for i, z in enumerate("ab")]
+    GpuTrainingPlatform(
+        "platform",
+        GpuTrainingPlatformArgs(
+            region="us-west-2",
+            cluster=ClusterConfig(name=pulumi.Output.secret("research"), admin_principal_arns=[admin.arn]),
+            network=NetworkConfig(
+                vpc_id=vpc.id,
+                subnets=[SubnetConfig(id=s.id, availability_zone=f"us-west-2{z}") for s, z in zip(subnets, "ab")],
+            ),
+            gpu_node_groups=[GpuNodeGroupConfig(name="h100", instance_types=["p5.48xlarge"], availability_zone="us-west-2a")],
+            karpenter=KarpenterConfig(
+                enabled=True,
+                gpu_node_pools=[KarpenterGpuNodePoolConfig(name="h200", instance_types=["p5en.48xlarge"], availability_zone="us-west-2b")],
+            ),
+            tags=TAGS,
+        ),
+    )
+
+
+def test_the_platform_built_from_outputs_has_no_output_text_in_any_input():
+    for preview in (False, True):
+        graph = _run(platform_program, preview)
+        assert graph.output_text() == []
+    cluster = graph.one("eks:index:Cluster")
+    assert cluster.inputs["accessEntries"]["admin-0"]["principalArn"] == f"arn:aws:iam::{ACCOUNT_ID}:role/admin-1a2b3c"
+    assert cluster.inputs["subnetIds"] == ["subnet-a-id", "subnet-b-id"]

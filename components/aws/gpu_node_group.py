@@ -122,6 +122,14 @@ class GpuNodeGroup(pulumi.ComponentResource):
     """Name of the pool's placement group; None without one."""
     efa_interfaces: int
     """EFA interfaces per node; 0 when EFA is off."""
+    node_role: aws.iam.Role
+    """The nodes' IAM role: attach policies to it for the access training needs (S3, FSx)."""
+    launch_template: aws.ec2.LaunchTemplate
+    """The launch template of the nodes (volumes, IMDS, placement, EFA interfaces)."""
+    efa_security_group: Optional[aws.ec2.SecurityGroup]
+    """The security group that passes EFA traffic between the pool's nodes; None without EFA."""
+    node_group: eks.ManagedNodeGroup
+    """The EKS managed node group."""
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: Optional[pulumi.ResourceOptions] = None):
         pool, ref = args.pool, args.cluster
@@ -132,23 +140,24 @@ class GpuNodeGroup(pulumi.ComponentResource):
         tags = dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
 
-        role = create_node_role(name, ref.partition, tags, parent=self)
+        self.node_role = role = create_node_role(name, ref.partition, tags, parent=self)
 
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, f"{ref.name}-{pool.name}", tags, parent=self
+            name, pool.placement_group, pulumi.Output.concat(ref.name, f"-{pool.name}"), tags, parent=self
         )
 
         self.efa_interfaces = pool.efa_interfaces
         network_settings: dict[str, Any] = {}
+        self.efa_security_group = None
         if self.efa_interfaces:
-            efa_group = efa_security_group(name, ref, tags, parent=self)
+            self.efa_security_group = efa_group = efa_security_group(name, ref, tags, parent=self)
             network_settings["network_interfaces"] = efa_network_interfaces(
                 self.efa_interfaces, [ref.cluster_security_group_id, efa_group.id]
             )
 
-        launch_template = aws.ec2.LaunchTemplate(
+        self.launch_template = launch_template = aws.ec2.LaunchTemplate(
             f"{name}-launch-template",
-            description=f"GPU training pool {pool.name} of EKS cluster {ref.name}",
+            description=pulumi.Output.concat(f"GPU training pool {pool.name} of EKS cluster ", ref.name),
             block_device_mappings=[
                 {
                     "device_name": image_volume_device(pool.ami_type),
@@ -168,7 +177,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             },
             placement={"group_name": placement_group_name} if placement_group_name is not None else None,
             tag_specifications=[
-                {"resource_type": "instance", "tags": {**tags, "Name": f"{ref.name}-{pool.name}"}},
+                {"resource_type": "instance", "tags": {**tags, "Name": pulumi.Output.concat(ref.name, f"-{pool.name}")}},
                 {"resource_type": "volume", "tags": tags},
             ],
             update_default_version=True,
@@ -209,5 +218,13 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.node_group_name = pulumi.Output.from_input(pool.name)
         self.placement_group_name = pulumi.Output.from_input(placement_group_name)
         self.register_outputs(
-            {"nodeGroupName": self.node_group_name, "placementGroupName": self.placement_group_name}
+            {
+                "nodeGroupName": self.node_group_name,
+                "placementGroupName": self.placement_group_name,
+                "efaInterfaces": self.efa_interfaces,
+                "nodeRole": self.node_role,
+                "launchTemplate": self.launch_template,
+                "efaSecurityGroup": self.efa_security_group,
+                "nodeGroup": self.node_group,
+            }
         )

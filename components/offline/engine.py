@@ -7,9 +7,15 @@ raised one. Nothing is stubbed in the program: its real code runs, only the engi
 mock monitor.
 
 pulumi-eks components are remote: under mocks each is one registration with no children, and its
-outputs come from ``PlausibleMocks`` below. Resource references are kept as plain URNs/IDs (the
-monitor reports no support for them), because rehydrating a reference on the mock monitor's worker
-thread would bind it to a different event loop.
+outputs come from ``PlausibleMocks`` below. Resource references in inputs are kept as plain
+URNs/IDs (the monitor reports no support for them), because rehydrating a reference on the mock
+monitor's worker thread would bind it to a different event loop. One output is a reference, as in
+a deployment: an ``eks.Cluster``'s ``eksCluster``, whose ``name`` programs read
+(``ClusterRef.from_eks_cluster``); the SDK reads that resource back through the monitor's
+``getResource``, answered from ``PlausibleMocks.references``.
+
+``Graph.output_text`` lists every input that holds an Output turned into text (the SDK's
+"Calling __str__ on an Output" message, or an Output's repr): a test of a program asserts it is empty.
 
 The tests (through ``tests/harness.py``) and the ``render`` command both run programs with it.
 """

@@ -125,13 +125,14 @@ def test_something_other_than_a_model_or_dict_is_refused_naming_the_expected_mod
         GpuNodeGroupArgs(cluster=None, pool="h100", network=NETWORK)
 
 
-def test_the_platform_takes_its_arguments_as_a_dict_too():
+def test_the_platform_checks_a_dict_given_as_its_arguments_before_registering_anything():
     def program():
-        GpuTrainingPlatform("p", {"region": "us-west-2", "cluster": {"name": "research"}, "network": NETWORK, "topologyLabeler": {"enabled": False}})
+        GpuTrainingPlatform("p", {"region": "us-west-2", "cluster": {"name": "research"}, "network": {**NETWORK, "vpc": "x"}})
 
     graph = run_program(program)
-    assert graph.error is None, repr(graph.error)
-    assert graph.one("eks:index:Cluster").inputs["name"] == "research"
+    assert isinstance(graph.error, ConfigError)
+    assert [str(p) for p in graph.error.problems] == ["GpuTrainingPlatformArgs.network.vpc: unknown key; allowed: vpcId, subnets"]
+    assert graph.resources == []
 
 
 def test_configuration_models_take_outputs_where_another_resource_supplies_the_value():

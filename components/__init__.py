@@ -33,10 +33,12 @@ from .config import (
     SmokeTestConfig,
     SubnetConfig,
     SystemNodeGroupConfig,
+    S3BucketConfig,
     TopologyLabelerConfig,
     TrainingAppConfig,
     TrainingJobConfig,
     TrainingNamespaceConfig,
+    TrainingServiceAccountConfig,
 )
 from .facts.node_os import GpuNodeOs, node_os_of
 from .addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
@@ -49,6 +51,7 @@ from .workloads.fleet_capacity import ResolvedQuota, fleet_gpu_capacity
 from .workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, SchedulingPoliciesArgs
 from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
 from .addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from .aws.training_identity import TrainingIdentity, TrainingIdentityArgs, s3_access_policy
 from .workloads.training_job import TrainingJob, TrainingJobArgs
 from .workloads.templates import (
     TrainingJobSpec,
@@ -93,6 +96,7 @@ __all__ = [
     "Problem",
     "ResolvedQuota",
     "ResourceQuotaConfig",
+    "S3BucketConfig",
     "SchedulingConfig",
     "SchedulingPolicies",
     "SchedulingPoliciesArgs",
@@ -104,11 +108,14 @@ __all__ = [
     "TopologyLabelerArgs",
     "TopologyLabelerConfig",
     "TrainingAppConfig",
+    "TrainingIdentity",
+    "TrainingIdentityArgs",
     "TrainingJob",
     "TrainingJobArgs",
     "TrainingJobConfig",
     "TrainingJobSpec",
     "TrainingNamespaceConfig",
+    "TrainingServiceAccountConfig",
     "ec2_node_class_spec",
     "efa_device_plugin_values",
     "efa_needed",
@@ -121,6 +128,7 @@ __all__ = [
     "node_pool_spec",
     "parse_platform_args",
     "rendezvous_service",
+    "s3_access_policy",
     "training_job",
     "training_pdb",
     "training_pod_template",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pulumi
+import pulumi_aws as aws
 import pulumi_eks as eks
 import pytest
 
@@ -27,10 +28,13 @@ from eks_gpu_training import (
     KarpenterConfig,
     KarpenterGpuNodePoolConfig,
     NetworkConfig,
+    S3BucketConfig,
     SubnetConfig,
     TopologyLabeler,
     TopologyLabelerArgs,
     TopologyLabelerConfig,
+    TrainingIdentity,
+    TrainingIdentityArgs,
     node_os_of,
 )
 from harness import ACCOUNT_ID, run_program
@@ -70,6 +74,17 @@ def every_component(ref: ClusterRef) -> None:
     GpuOperator("gpu-operator", GpuOperatorArgs(cluster=ref, config=GpuOperatorConfig(), node_os=node_os_of("AL2023_x86_64_NVIDIA")))
     EfaDevicePlugin("efa", EfaDevicePluginArgs(cluster=ref))
     TopologyLabeler("labeler", TopologyLabelerArgs(cluster=ref, config=TopologyLabelerConfig(), tags=TAGS))
+    checkpoints = aws.s3.Bucket("checkpoints")
+    TrainingIdentity(
+        "training",
+        TrainingIdentityArgs(
+            cluster=ref,
+            namespaces=["training"],
+            service_account="training",
+            s3_buckets=[S3BucketConfig(name=checkpoints.bucket, access="readWrite")],
+            tags=TAGS,
+        ),
+    )
 
 
 def created_cluster_program():
@@ -118,6 +133,8 @@ def test_the_clusters_output_name_reaches_names_policies_and_the_kubeconfig(crea
     assert trust and all(
         s["Condition"]["ArnEquals"]["aws:SourceArn"].endswith(f":cluster/{name}") for policy in trust for s in policy["Statement"]
     )
+    s3_policy = json.loads(graph.one("aws:iam/rolePolicy:RolePolicy", "training-s3-access").inputs["policy"])
+    assert s3_policy["Statement"][1]["Resource"] == ["arn:aws:s3:::checkpoints-7g8h9i/*"]
     repository = graph.one("aws:ecr/repository:Repository")
     assert repository.inputs["name"] == f"{name.lower()}/topology-labeler"
     placement_groups = sorted(g.inputs["name"] for g in graph.of_type("aws:ec2/placementGroup:PlacementGroup"))

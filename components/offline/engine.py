@@ -74,6 +74,10 @@ class Registration:
     transforms: int
     read: bool = False
     id: Optional[str] = None
+    retain_on_delete: bool = False
+    """``retain_on_delete``: deleting it in Pulumi leaves the object in the cloud or cluster."""
+    delete_before_replace: bool = False
+    """``delete_before_replace``: a replacement deletes the old object before creating the new one."""
 
 
 @dataclass
@@ -204,6 +208,9 @@ class PlausibleMocks(pulumi.runtime.Mocks):
             outputs.setdefault("name", f"{name}-4d5e6f")
             outputs["arn"] = f"arn:aws:sqs:us-west-2:{ACCOUNT_ID}:{outputs['name']}"
             outputs["url"] = f"https://sqs.us-west-2.amazonaws.com/{ACCOUNT_ID}/{outputs['name']}"
+        elif typ in ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2"):
+            # An unnamed bucket gets a generated name, like an IAM role.
+            outputs.setdefault("bucket", f"{name}-7g8h9i")
         elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
             outputs.update(latestVersion=1, defaultVersion=1)
         elif typ == "aws:ecr/repository:Repository":
@@ -299,6 +306,8 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
                     remote=request.remote,
                     transforms=len(request.transforms),
                     id=response.id or None,
+                    retain_on_delete=bool(request.retainOnDelete),
+                    delete_before_replace=request.deleteBeforeReplace,
                 )
             )
         return response

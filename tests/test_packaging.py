@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import shutil
 import subprocess
 import sys
 
@@ -42,9 +43,15 @@ def installed_package(tmp_path_factory):
     """This repository `pip install`ed (not editable) into a folder of its own."""
     if not _can_build_wheels_offline():
         pytest.skip("setuptools < 70.1 cannot build the wheel offline; reinstall the test extras (pip install -e '.[test]')")
+    # Built from a copy of what the package is made of, so the build leaves nothing in the checkout
+    # (setuptools writes build/ beside the sources) and no earlier build leaks into this one.
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(PROJECT_ROOT / name, source / name)
+    shutil.copytree(PROJECT_ROOT / "components", source / "components", ignore=shutil.ignore_patterns("__pycache__"))
     target = tmp_path_factory.mktemp("site-packages")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target), str(PROJECT_ROOT)],
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target), str(source)],
         check=True,
         capture_output=True,
         cwd=target,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pulumi
+import pulumi_aws as aws
 import pulumi_eks as eks
 import pytest
 
@@ -27,21 +28,25 @@ def _refs(program):
 
 def test_from_eks_cluster_takes_what_it_needs_from_the_cluster():
     def program():
-        cluster = eks.Cluster("research", name="research", vpc_id=NETWORK.vpc_id, subnet_ids=[s.id for s in NETWORK.subnets])
+        cluster = eks.Cluster(
+            "research", name="research", version="1.33", vpc_id=NETWORK.vpc_id, subnet_ids=[s.id for s in NETWORK.subnets]
+        )
         ref = ClusterRef.from_eks_cluster(cluster, region="eu-central-1", name="research")
         pulumi.export("vpc", ref.vpc_id)
         pulumi.export("endpoint", ref.endpoint)
         pulumi.export("sg", ref.cluster_security_group_id)
+        pulumi.export("version", ref.kubernetes_version)
         return {"ref": ref, "cluster": cluster}
 
     graph, refs = _refs(program)
     ref, cluster = refs["ref"], refs["cluster"]
     assert (ref.name, ref.region, ref.partition) == ("research", "eu-central-1", "aws")
-    assert ref.node_group_cluster is cluster and ref.ready == (cluster,)
+    assert ref.ready == (cluster,) and ref.control_plane == (cluster,) and ref.pod_identity == ()
     assert graph.exports == {
         "vpc": "vpc-0123456789abcdef0",
         "endpoint": "https://0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com",
         "sg": "sg-0c1a55e7c1a55e7c1",
+        "version": "1.33",
     }
     provider = graph.one("pulumi:providers:kubernetes")
     assert provider.name == "research-k8s"
@@ -62,12 +67,18 @@ def test_from_eks_cluster_uses_a_provider_it_is_given():
     assert [p.name for p in graph.of_type("pulumi:providers:kubernetes")] == ["mine"]
 
 
-def test_from_existing_reads_the_cluster_without_creating_it():
-    graph, refs = _refs(lambda: {"ref": ClusterRef.from_existing("research", "us-west-2")})
-    read = graph.one("aws:eks/cluster:Cluster")
-    assert (read.read, read.id, read.name) == (True, "research", "research-eks")
-    assert [r.name for r in graph.resources if not r.read] == ["research-k8s"]
-    assert refs["ref"].ready == () and refs["ref"].system_node_selector == {}
+def test_from_existing_looks_the_cluster_up_and_creates_only_a_provider():
+    def program():
+        ref = ClusterRef.from_existing("research", "us-west-2")
+        pulumi.export("version", ref.kubernetes_version)
+        pulumi.export("sg", ref.cluster_security_group_id)
+        return {"ref": ref}
+
+    graph, refs = _refs(program)
+    assert [(r.type, r.name) for r in graph.resources] == [("pulumi:providers:kubernetes", "research-k8s")]
+    assert [args["name"] for token, args in graph.invokes if token == "aws:eks/getCluster:getCluster"] == ["research"]
+    assert graph.exports == {"version": "1.34", "sg": "sg-0e0e0e0e0e0e0e0e0"}
+    assert refs["ref"].ready == () and refs["ref"].control_plane == () and refs["ref"].system_node_selector == {}
 
 
 def test_from_existing_needs_a_resource_name_when_the_cluster_name_is_an_output():
@@ -104,10 +115,10 @@ def test_eks_cluster_exposes_its_cluster_system_node_group_and_provider(create):
     graph = run_program(program)
     assert graph.error is None, repr(graph.error)
     component = components["cluster"]
-    assert isinstance(component.system_node_group, eks.ManagedNodeGroup)
+    assert isinstance(component.system_node_group, aws.eks.NodeGroup)
     assert component.provider is component.ref.provider
     if create:
         assert isinstance(component.eks_cluster, eks.Cluster)
-        assert component.ref.node_group_cluster is component.eks_cluster
+        assert component.ref.control_plane == (component.eks_cluster,)
     else:
         assert component.eks_cluster is None

@@ -125,7 +125,7 @@ def test_an_adopted_cluster_whose_name_is_an_output_gets_every_component_without
 
 def test_the_clusters_output_name_reaches_names_policies_and_the_kubeconfig(created_graph):
     graph = created_graph
-    name = graph.one("eks:index:ManagedNodeGroup").inputs["clusterName"]
+    name = graph.one("aws:eks/nodeGroup:NodeGroup").inputs["clusterName"]
     assert name.startswith("research-eksCluster-")
     association = graph.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
     assert {a.inputs["clusterName"] for a in association} == {name}
@@ -162,7 +162,11 @@ def platform_program():
         "platform",
         GpuTrainingPlatformArgs(
             region="us-west-2",
-            cluster=ClusterConfig(name=pulumi.Output.secret("research"), admin_principal_arns=[admin.arn]),
+            cluster=ClusterConfig(
+                name=pulumi.Output.secret("research"),
+                admin_principal_arns=[admin.arn],
+                endpoint_public_access_cidrs=["203.0.113.0/24"],
+            ),
             network=NetworkConfig(
                 vpc_id=vpc.id,
                 subnets=[SubnetConfig(id=s.id, availability_zone=f"us-west-2{z}") for s, z in zip(subnets, "ab")],

@@ -111,10 +111,9 @@ def test_a_dict_given_for_a_configuration_model_is_checked_into_the_model():
 def test_a_dict_with_bad_keys_is_refused_with_key_paths_not_a_pydantic_trace():
     with pytest.raises(ConfigError) as raised:
         GpuNodeGroupArgs(cluster=None, pool={"name": "h100", "instanceType": "p5.48xlarge"}, network={"vpcId": "vpc-1"})
+    allowed = ", ".join(field.alias for field in GpuNodeGroupConfig.model_fields.values())
     assert [str(p) for p in raised.value.problems] == [
-        "GpuNodeGroupArgs.pool.instanceType: unknown key; allowed: name, instanceTypes, availabilityZone, subnetIds, "
-        "placementGroup, efa, rootVolumeSizeGib, labels, amiType, capacityType, capacityReservationId, minSize, "
-        "desiredSize, maxSize, updateMaxUnavailable",
+        f"GpuNodeGroupArgs.pool.instanceType: unknown key; allowed: {allowed}",
         "GpuNodeGroupArgs.network.vpcId: 'vpc-1' does not match ^vpc-[0-9a-f]{8,17}$",
         "GpuNodeGroupArgs.network.subnets: is required",
     ]
@@ -157,7 +156,7 @@ def test_known_values_are_still_checked_where_outputs_are_allowed():
 def _platform(network: NetworkConfig, **pool) -> GpuTrainingPlatformArgs:
     return GpuTrainingPlatformArgs(
         region="us-west-2",
-        cluster=ClusterConfig(name="research"),
+        cluster=ClusterConfig(name="research", endpoint_public_access_cidrs=["203.0.113.0/24"]),
         network=network,
         gpu_node_groups=[GpuNodeGroupConfig(name="h100", instance_types=["p5.48xlarge"], **pool)],
     )
@@ -191,9 +190,11 @@ def test_a_known_subnet_listed_twice_is_still_refused_beside_outputs():
     assert problems == ["network.subnets[1].id: 'subnet-0123456789abcdef0' is listed twice"]
 
 
+CLUSTER = {"endpointPublicAccessCidrs": ["203.0.113.0/24"]}
+
 ACME_SETTINGS = {
     "aws:region": "us-west-2",
-    "acme:cluster": {"name": "acme"},
+    "acme:cluster": {"name": "acme", "endpointPublicAccessCidrs": ["203.0.113.0/24"]},
     "acme:network": NETWORK,
 }
 
@@ -215,12 +216,12 @@ def test_load_stack_config_reads_the_running_programs_own_namespace():
 
 
 def test_load_stack_config_reads_a_namespace_it_is_given():
-    settings = {"aws:region": "us-west-2", "platform:cluster": {"name": "other"}, "platform:network": NETWORK}
+    settings = {"aws:region": "us-west-2", "platform:cluster": {**CLUSTER, "name": "other"}, "platform:network": NETWORK}
     assert _loaded("acme", settings, project="platform").cluster.name == "other"
 
 
 def test_load_stack_config_falls_back_to_the_librarys_namespace():
-    settings = {"aws:region": "us-west-2", "eks-gpu-training:cluster": {"name": "ours"}, "eks-gpu-training:network": NETWORK}
+    settings = {"aws:region": "us-west-2", "eks-gpu-training:cluster": {**CLUSTER, "name": "ours"}, "eks-gpu-training:network": NETWORK}
     assert _loaded("acme", settings).cluster.name == "ours"
 
 

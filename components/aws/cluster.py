@@ -9,18 +9,36 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from ..config import (
+    ENDPOINT_DOC,
+    SYSTEM_NODE_ROLE_LABEL,
+    ClusterConfig,
+    ConfigError,
+    NetworkConfig,
+    SystemNodeGroupConfig,
+    validate_cluster_endpoint,
+)
 from ..facts import aws_enums
-from ..config import SYSTEM_NODE_ROLE_LABEL, ClusterConfig, NetworkConfig, SystemNodeGroupConfig
-from .iam import create_node_role, node_group_update_transform
 from ..config.base import check_model_fields
 from ..config.documented import documented_args, documented_component
+from .iam import create_node_role
+from .node_launch import launch_template_ref, node_launch_template
+
+API_PORT = 443
+"""The port of the EKS API endpoint."""
+
+SYSTEM_NODE_GROUP_PREFIX = "system-"
+"""Prefix of the system node group's EKS name; the suffix EKS adds keeps a replacement from clashing."""
+
+SYSTEM_MAX_UNAVAILABLE = 1
+"""System nodes replaced at a time during a roll: controllers keep running on the others."""
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 """EKS access policy granted to ``cluster.adminPrincipalArns`` (cluster-wide scope)."""
@@ -52,8 +70,8 @@ class ClusterRef:
     """ARN partition of the region (``aws``, ``aws-cn``, ``aws-us-gov``)."""
     vpc_id: pulumi.Input[str]
     """VPC of the cluster."""
-    node_group_cluster: pulumi.Input[Any]
-    """What ``eks.ManagedNodeGroup(cluster=...)`` takes: the ``eks.Cluster`` or its core data."""
+    kubernetes_version: pulumi.Input[str]
+    """Kubernetes version of the control plane; managed node groups follow it (``version``)."""
     cluster_security_group_id: pulumi.Input[str]
     """The security group EKS made for the cluster; nodes need it to reach the control plane."""
     kubeconfig: pulumi.Input[str]
@@ -64,8 +82,15 @@ class ClusterRef:
     """Node selector that puts controllers on the system node group; empty when this stack runs no
     system node group (an adopted cluster's controllers then go wherever its scheduler puts them)."""
     ready: Sequence[pulumi.Resource] = field(default_factory=tuple)
-    """Resources that must exist before in-cluster controllers are installed (cluster, add-ons,
-    system nodes); GPU nodes are deliberately not among them."""
+    """Resources that must exist before in-cluster controllers are installed (cluster, system
+    nodes); GPU nodes are deliberately not among them, and neither is the Pod Identity add-on."""
+    control_plane: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    """What node groups wait for: a cluster this program creates (when its name is a plain string, the
+    data flow alone does not order them); empty for an adopted cluster."""
+    pod_identity: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    """The Pod Identity agent add-on a created cluster gets; only what gets AWS credentials through
+    Pod Identity (Karpenter, the topology labeler) waits for it. Empty for an adopted cluster, which
+    must already run it."""
     endpoint: Optional[pulumi.Input[str]] = None
     """The API server endpoint (https URL), for controllers that are told it (Karpenter); when None,
     Karpenter discovers it itself."""
@@ -82,18 +107,21 @@ class ClusterRef:
         provider: Optional[k8s.Provider] = None,
         system_node_selector: Optional[Mapping[str, str]] = None,
         ready: Sequence[pulumi.Resource] = (),
+        pod_identity: Sequence[pulumi.Resource] = (),
     ) -> "ClusterRef":
         """The ref of a ``pulumi_eks.Cluster`` made by your program.
 
         ``name`` defaults to the cluster's ``eks_cluster.name`` (pass the name you gave the cluster to
         have it known at preview), ``partition`` to the region's, ``vpc_id`` to the cluster's
-        ``core.vpc_id``. ``provider`` defaults to a new Kubernetes provider ``<cluster>-k8s`` (a child
-        of the cluster) on its ``kubeconfig_json``. ``system_node_selector`` places controllers (default:
-        none); ``ready`` lists what must exist before they install, besides the cluster (e.g. your
-        system node group).
+        ``core.vpc_id``; the Kubernetes version is the cluster's. ``provider`` defaults to a new
+        Kubernetes provider ``<cluster>-k8s`` (a child of the cluster) on its ``kubeconfig_json``.
+        ``system_node_selector`` places controllers (default: none); ``ready`` lists what must exist
+        before they install besides the cluster (e.g. your system node group); ``pod_identity`` your
+        ``eks-pod-identity-agent`` add-on, which Karpenter and the topology labeler need.
         """
         kubeconfig = cluster.kubeconfig_json
         if provider is None:
+            # pulumi.Resource has no public accessor for its name; the provider is named after the cluster.
             provider = k8s.Provider(
                 f"{cluster._name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=cluster)
             )
@@ -102,12 +130,14 @@ class ClusterRef:
             region=region,
             partition=partition if partition is not None else aws_enums.partition_of(region),
             vpc_id=vpc_id if vpc_id is not None else cluster.core.vpc_id,
-            node_group_cluster=cluster,
+            kubernetes_version=cluster.eks_cluster.version,
             cluster_security_group_id=cluster.cluster_security_group_id,
             kubeconfig=kubeconfig,
             provider=provider,
             system_node_selector=dict(system_node_selector or {}),
             ready=(cluster, *ready),
+            control_plane=(cluster,),
+            pod_identity=tuple(pod_identity),
             endpoint=cluster.core.endpoint,
         )
 
@@ -120,18 +150,18 @@ class ClusterRef:
         resource_name: Optional[str] = None,
         partition: Optional[str] = None,
         vpc_id: Optional[pulumi.Input[str]] = None,
-        subnet_ids: Optional[pulumi.Input[Sequence[pulumi.Input[str]]]] = None,
         system_node_selector: Optional[Mapping[str, str]] = None,
         ready: Sequence[pulumi.Resource] = (),
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> "ClusterRef":
-        """The ref of an existing EKS cluster, looked up by ``name`` in ``region``.
+        """The ref of an existing EKS cluster, looked up by ``name`` in ``region`` (nothing is created
+        or changed in it).
 
-        Registers two resources: ``<resource_name>-eks``, a read of the cluster (``aws.eks.Cluster.get``:
-        nothing is created or changed), and ``<resource_name>-k8s``, a Kubernetes provider whose
-        kubeconfig gets tokens from ``aws eks get-token``. ``resource_name`` defaults to ``name`` (required
-        when ``name`` is an Output); ``opts`` applies to both (e.g. ``parent``). ``vpc_id`` and
-        ``subnet_ids`` default to the cluster's own; ``partition`` to the region's.
+        Registers one resource: ``<resource_name>-k8s``, a Kubernetes provider whose kubeconfig gets
+        tokens from ``aws eks get-token``. ``resource_name`` defaults to ``name`` (required when
+        ``name`` is an Output); ``opts`` applies to the provider and the look-up (e.g. ``parent``).
+        ``vpc_id`` defaults to the cluster's own, ``partition`` to the region's. The cluster must run
+        the ``eks-pod-identity-agent`` add-on for Karpenter and the topology labeler.
         """
         if resource_name is None:
             if not isinstance(name, str):
@@ -139,9 +169,6 @@ class ClusterRef:
             resource_name = name
         opts = opts or pulumi.ResourceOptions()
         lookup = aws.eks.get_cluster_output(name=name, opts=pulumi.InvokeOutputOptions(parent=opts.parent))
-        # A read takes a plain ID: a name handed over as a secret (a stack reference's) is not one.
-        read_id = pulumi.Output.unsecret(pulumi.Output.from_input(name))
-        existing = aws.eks.Cluster.get(f"{resource_name}-eks", id=read_id, opts=opts)
         kubeconfig = pulumi.Output.all(name, lookup).apply(
             lambda values: kubeconfig_for(
                 values[0],
@@ -150,31 +177,15 @@ class ClusterRef:
                 values[1].certificate_authorities[0].data if values[1].certificate_authorities else None,
             )
         )
-        provider = k8s.Provider(f"{resource_name}-k8s", kubeconfig=kubeconfig, opts=opts)
-        vpc_config = lookup.vpc_config
-        vpc_id = vpc_id if vpc_id is not None else vpc_config.vpc_id
-        # The core data eks.ManagedNodeGroup reads of a cluster it did not create: the cluster itself
-        # (version, authentication mode), its subnets and VPC. EKS makes the access entries of managed
-        # node groups' roles itself when the cluster's authentication mode includes API.
-        core = eks.CoreDataArgs(
-            cluster=existing,
-            cluster_iam_role=None,
-            endpoint=lookup.endpoint,
-            instance_roles=[],
-            node_group_options=eks.ClusterNodeGroupOptionsArgs(),
-            provider=provider,
-            subnet_ids=subnet_ids if subnet_ids is not None else vpc_config.subnet_ids,
-            vpc_id=vpc_id,
-        )
         return cls(
             name=name,
             region=region,
             partition=partition if partition is not None else aws_enums.partition_of(region),
-            vpc_id=vpc_id,
-            node_group_cluster=core,
-            cluster_security_group_id=vpc_config.cluster_security_group_id,
+            vpc_id=vpc_id if vpc_id is not None else lookup.vpc_config.vpc_id,
+            kubernetes_version=lookup.version,
+            cluster_security_group_id=lookup.apply(lambda c: c.vpc_config.cluster_security_group_id if c.vpc_config else None),
             kubeconfig=kubeconfig,
-            provider=provider,
+            provider=k8s.Provider(f"{resource_name}-k8s", kubeconfig=kubeconfig, opts=opts),
             system_node_selector=dict(system_node_selector or {}),
             ready=tuple(ready),
             endpoint=lookup.endpoint,
@@ -238,7 +249,7 @@ class EksCluster(pulumi.ComponentResource):
     """The cluster as downstream components see it."""
     eks_cluster: Optional[eks.Cluster]
     """The ``pulumi_eks.Cluster`` this component created; None for an adopted cluster."""
-    system_node_group: Optional[eks.ManagedNodeGroup]
+    system_node_group: Optional[aws.eks.NodeGroup]
     """The system node group; None when ``systemNodeGroup.enabled`` is false."""
     provider: k8s.Provider
     """The Kubernetes provider of the cluster (also ``ref.provider``)."""
@@ -248,10 +259,15 @@ class EksCluster(pulumi.ComponentResource):
     """Kubeconfig (JSON, secret) that authenticates with ``aws eks get-token``."""
 
     def __init__(self, name: str, args: EksClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        problems = validate_cluster_endpoint(args.cluster)
+        if problems:
+            raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:EksCluster", name, None, opts)
         config = args.cluster
         subnet_ids = [s.id for s in args.network.subnets]
         ready: list[pulumi.Resource] = []
+        control_plane: list[pulumi.Resource] = []
+        pod_identity: list[pulumi.Resource] = []
         self.eks_cluster = None
 
         if config.create:
@@ -278,31 +294,35 @@ class EksCluster(pulumi.ComponentResource):
                     skip_default_node_group=True,
                     skip_default_security_groups=True,
                     endpoint_public_access=config.endpoint_public_access,
+                    public_access_cidrs=config.endpoint_public_access_cidrs or None,
                     endpoint_private_access=config.endpoint_private_access,
                     enabled_cluster_log_types=config.enabled_log_types,
                     create_oidc_provider=False,
                     tags=dict(args.tags),
                 ),
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, protect=config.protect),
             )
-            # The cluster name is a plain string here, so the add-on must wait for the cluster explicitly.
-            pod_identity = aws.eks.Addon(
+            # The cluster name may be a plain string here, so the add-on must wait for the cluster explicitly.
+            pod_identity_addon = aws.eks.Addon(
                 f"{name}-pod-identity-agent",
                 cluster_name=config.name,
                 addon_name=POD_IDENTITY_ADDON,
                 tags=dict(args.tags),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
             )
-            ready += [cluster, pod_identity]
+            ready.append(cluster)
+            control_plane.append(cluster)
+            pod_identity.append(pod_identity_addon)
+            self.eks_cluster = cluster
+            self._endpoint_ingress(name, config, cluster.cluster_security_group_id, args.tags)
             # pulumi-eks hands the endpoint out only inside its CoreData; reading the cluster back once it
             # exists gives it as a plain output, the same way as for an adopted cluster below.
             endpoint = aws.eks.get_cluster_output(
                 name=config.name, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[cluster])
             ).endpoint
-            self.eks_cluster = cluster
-            node_group_cluster: Any = cluster
             cluster_security_group_id = cluster.cluster_security_group_id
             kubeconfig = cluster.kubeconfig_json
+            kubernetes_version: pulumi.Input[str] = config.kubernetes_version
             self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=self))
         else:
             # Karpenter and the labeler get AWS credentials through Pod Identity, which an adopted
@@ -317,17 +337,16 @@ class EksCluster(pulumi.ComponentResource):
                 resource_name=name,
                 partition=args.partition,
                 vpc_id=args.network.vpc_id,
-                subnet_ids=subnet_ids,
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self.provider = adopted.provider
-            node_group_cluster = adopted.node_group_cluster
             cluster_security_group_id = adopted.cluster_security_group_id
-            kubeconfig = adopted.kubeconfig
             endpoint = adopted.endpoint
+            kubeconfig = adopted.kubeconfig
+            kubernetes_version = adopted.kubernetes_version
 
         self.system_node_group = (
-            self._system_node_group(name, args, node_group_cluster, subnet_ids, ready)
+            self._system_node_group(name, args, kubernetes_version, subnet_ids, control_plane)
             if args.system_node_group.enabled
             else None
         )
@@ -339,13 +358,15 @@ class EksCluster(pulumi.ComponentResource):
             region=args.region,
             partition=args.partition,
             vpc_id=args.network.vpc_id,
-            node_group_cluster=node_group_cluster,
+            kubernetes_version=kubernetes_version,
             cluster_security_group_id=cluster_security_group_id,
             kubeconfig=kubeconfig,
             endpoint=endpoint,
             provider=self.provider,
             system_node_selector=system_node_labels() if args.system_node_group.enabled else {},
             ready=tuple(ready),
+            control_plane=tuple(control_plane),
+            pod_identity=tuple(pod_identity),
         )
         self.cluster_name = pulumi.Output.from_input(config.name)
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
@@ -358,36 +379,74 @@ class EksCluster(pulumi.ComponentResource):
             }
         )
 
+    def _endpoint_ingress(
+        self, name: str, config: ClusterConfig, security_group_id: pulumi.Input[str], tags: Mapping[str, str]
+    ) -> None:
+        """Port 443 of the cluster security group, opened to the networks and security groups that
+        may reach the private endpoint. EKS: "you must ensure that your Amazon EKS control plane
+        security group contains rules to allow ingress traffic on port 443 from your connected
+        network" (``ENDPOINT_DOC``); without them only the cluster's own members reach it."""
+        sources: list[tuple[str, dict[str, str]]] = []
+        for i, cidr in enumerate(config.endpoint_private_access_cidrs):
+            key = "cidr_ipv6" if ":" in cidr else "cidr_ipv4"
+            sources.append((f"{name}-api-ingress-cidr-{i}", {key: cidr}))
+        for i, group_id in enumerate(config.endpoint_private_access_security_group_ids):
+            sources.append((f"{name}-api-ingress-sg-{i}", {"referenced_security_group_id": group_id}))
+        for resource_name, source in sources:
+            aws.vpc.SecurityGroupIngressRule(
+                resource_name,
+                security_group_id=security_group_id,
+                ip_protocol="tcp",
+                from_port=API_PORT,
+                to_port=API_PORT,
+                description=pulumi.Output.concat("EKS private API endpoint of ", config.name),
+                tags=dict(tags),
+                **source,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+
     def _system_node_group(
         self,
         name: str,
         args: EksClusterArgs,
-        node_group_cluster: Any,
+        kubernetes_version: pulumi.Input[str],
         subnet_ids: list[str],
-        ready: list[pulumi.Resource],
-    ) -> eks.ManagedNodeGroup:
+        control_plane: list[pulumi.Resource],
+    ) -> aws.eks.NodeGroup:
+        """The system node group: untainted, on demand, with the same launch template settings as
+        the GPU pools (IMDSv2 with hop limit 1, encrypted gp3). It waits for the cluster only, not
+        for the Pod Identity add-on, so the critical path is cluster, system nodes, slowest release."""
         system = args.system_node_group
         role = create_node_role(f"{name}-system", args.partition, args.tags, parent=self)
-        return eks.ManagedNodeGroup(
+        launch_template = node_launch_template(
+            f"{name}-system-launch-template",
+            description=pulumi.Output.concat("System nodes of EKS cluster ", args.cluster.name),
+            ami_type=system.ami_type,
+            volume_size_gib=system.disk_size_gib,
+            instance_name=pulumi.Output.concat(args.cluster.name, "-system"),
+            instance_tags={},
+            tags=args.tags,
+            parent=self,
+        )
+        return aws.eks.NodeGroup(
             f"{name}-system",
-            eks.ManagedNodeGroupArgs(
-                cluster=node_group_cluster,
-                cluster_name=args.cluster.name,
-                node_group_name="system",
-                node_role_arn=role.arn,
-                subnet_ids=subnet_ids,
-                instance_types=system.instance_types,
-                ami_type=system.ami_type,
-                capacity_type="ON_DEMAND",
-                disk_size=system.disk_size_gib,
-                labels=system_node_labels(),
-                scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                    min_size=system.min_size, desired_size=system.desired_size, max_size=system.max_size
-                ),
-                ignore_scaling_changes=True,
-                tags=dict(args.tags),
+            cluster_name=args.cluster.name,
+            node_group_name_prefix=SYSTEM_NODE_GROUP_PREFIX,
+            version=kubernetes_version,
+            release_version=system.release_version,
+            node_role_arn=role.arn,
+            subnet_ids=subnet_ids,
+            instance_types=list(system.instance_types),
+            ami_type=system.ami_type,
+            capacity_type="ON_DEMAND",
+            labels=system_node_labels(),
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=system.min_size, desired_size=system.desired_size, max_size=system.max_size
             ),
+            launch_template=launch_template_ref(launch_template),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=SYSTEM_MAX_UNAVAILABLE),
+            tags=dict(args.tags),
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=list(ready), transforms=[node_group_update_transform(max_unavailable=1)]
+                parent=self, depends_on=list(control_plane), ignore_changes=["scalingConfig.desiredSize"]
             ),
         )

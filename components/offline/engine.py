@@ -74,6 +74,7 @@ class Registration:
     transforms: int
     read: bool = False
     id: Optional[str] = None
+    protect: bool = False
     retain_on_delete: bool = False
     """``retain_on_delete``: deleting it in Pulumi leaves the object in the cloud or cluster."""
     delete_before_replace: bool = False
@@ -191,7 +192,13 @@ class PlausibleMocks(pulumi.runtime.Mocks):
                 eksCluster=self._reference(
                     f"urn:pulumi:mock::mock::eks:index:Cluster$aws:eks/cluster:Cluster::{name}-eksCluster",
                     cluster_name,
-                    {"name": cluster_name, "arn": _arn("eks", "cluster", cluster_name), "vpcConfig": {"vpcId": outputs.get("vpcId")}},
+                    {
+                        "name": cluster_name,
+                        "arn": _arn("eks", "cluster", cluster_name),
+                        # pulumi-eks leaves the version to EKS, which picks its default.
+                        "version": outputs.get("version") or "1.34",
+                        "vpcConfig": {"vpcId": outputs.get("vpcId")},
+                    },
                 ),
                 core={
                     "endpoint": "https://0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com",
@@ -199,8 +206,9 @@ class PlausibleMocks(pulumi.runtime.Mocks):
                     "subnetIds": outputs.get("subnetIds") or [],
                 },
             )
-        elif typ == "eks:index:ManagedNodeGroup":
-            outputs.update(nodeGroup=f"urn:pulumi:test::mock::aws:eks/nodeGroup:NodeGroup::{name}", placementGroupName="")
+        elif typ == "aws:eks/nodeGroup:NodeGroup":
+            # EKS completes a name prefix with a unique suffix (a timestamp, as the provider does).
+            outputs.setdefault("nodeGroupName", f"{outputs.get('nodeGroupNamePrefix', '')}20261130000000000000000001")
         elif typ == "aws:iam/role:Role":
             outputs.setdefault("name", f"{name}-1a2b3c")
             outputs["arn"] = f"arn:aws:iam::{ACCOUNT_ID}:role/{outputs['name']}"
@@ -306,6 +314,7 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
                     remote=request.remote,
                     transforms=len(request.transforms),
                     id=response.id or None,
+                    protect=bool(request.protect),
                     retain_on_delete=bool(request.retainOnDelete),
                     delete_before_replace=request.deleteBeforeReplace,
                 )

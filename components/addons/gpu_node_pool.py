@@ -26,7 +26,7 @@ from ..config import (
 )
 from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name
 from ..aws.gpu_node_group import GP3_THROUGHPUT_MIBPS, GPU_TAINT_KEY, GPU_TAINT_VALUE, IMDS_HOP_LIMIT, gpu_node_selector
-from ..config.base import check_model_fields
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
 EC2_NODE_CLASS_API_VERSION = "karpenter.k8s.aws/v1"

@@ -31,7 +31,7 @@ from ..config import (
 )
 from ..aws.gpu_node_group import gpu_toleration
 from ..facts.node_os import GpuNodeOs, node_os_of
-from ..config.base import check_model_fields
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
 CHART = "gpu-operator"

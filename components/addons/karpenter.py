@@ -26,7 +26,7 @@ from ..aws import karpenter_iam
 from ..aws.cluster import ClusterRef
 from ..config import KarpenterConfig
 from ..aws.iam import create_node_role, create_pod_identity_role
-from ..config.base import check_model_fields
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"

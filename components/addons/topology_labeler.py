@@ -34,7 +34,7 @@ from ..labeler.settings import (
     HEARTBEAT_FILE,
     MAX_HEARTBEAT_AGE_SECONDS,
 )
-from ..config.base import check_model_fields
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
 NAME = "topology-labeler"

@@ -26,7 +26,7 @@ from ..config import (
     validate_cluster_endpoint,
 )
 from ..facts import aws_enums
-from ..config.base import check_model_fields
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 from .iam import create_node_role
 from .node_launch import launch_template_ref, node_launch_template

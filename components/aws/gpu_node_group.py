@@ -42,7 +42,7 @@ from ..facts.gpu_nodes import (
 from .iam import create_node_role
 from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, image_volume_device, launch_template_ref, node_launch_template
 from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name
-from ..config.base import check_model_fields
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
 

@@ -15,7 +15,7 @@ import pulumi_aws as aws
 from ..config import S3BucketConfig
 from .cluster import ClusterRef
 from .iam import create_pod_identity_role
-from ..config.base import check_model_fields
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
 S3_BUCKET_READ_ACTIONS = ("s3:ListBucket", "s3:GetBucketLocation")

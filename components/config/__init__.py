@@ -14,7 +14,9 @@ Pulumi program builds the arguments.
 The model is one package, a module per part of the stack: ``base`` (problems, the base model, AWS
 enum checks), ``cluster``, ``pools`` (managed GPU pools and the rules all GPU pools share), ``karpenter``, ``addons`` (GPU Operator,
 topology labeler), ``scheduling``, and ``stack`` (the whole stack's arguments). Reading a stack and the rules that span layers live in
-``platform``.
+``platform``. ``inputs`` holds the field types of values another resource can supply (a string, or
+a ``pulumi.Output`` in a program), ``arguments`` the check of a dict given where a component expects
+a model, and ``documented`` the ``help()`` text of components' arguments.
 """
 
 from .base import (

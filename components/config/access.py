@@ -9,7 +9,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from .base import _DNS_SUBDOMAIN, _Model, is_unknown, resource_input
+from .base import _DNS_SUBDOMAIN, _Model
+from .inputs import is_unknown, resource_input
 
 S3_BUCKET_NAME = re.compile(r"^(?!xn--)(?!sthree-)(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 """General purpose bucket names: 3-63 lowercase letters, digits, dots and hyphens, starting and

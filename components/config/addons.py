@@ -12,7 +12,8 @@ from pydantic_core import PydanticCustomError
 from ..labeler.settings import DEFAULT_INTERVAL_SECONDS
 from ..facts.node_os import node_os_of
 from ..facts.quantity import parse_quantity
-from .base import _LABEL_KEY, _LABEL_VALUE, NVIDIA_AMI_TYPES, Problem, Quantity, _Model, is_unknown, supported_version
+from .base import _LABEL_KEY, _LABEL_VALUE, NVIDIA_AMI_TYPES, Problem, Quantity, _Model, supported_version
+from .inputs import is_unknown
 
 if TYPE_CHECKING:
     from .stack import GpuTrainingPlatformArgs

@@ -19,9 +19,9 @@ from .base import (
     _collector,
     _enum_error,
     _Model,
-    resource_input,
     supported_version,
 )
+from .inputs import resource_input
 
 SubnetId = resource_input(r"^subnet-[0-9a-f]{8,17}$", "a subnet ID")
 """A subnet ID (``subnet-`` and 8 or 17 hex digits), or the ``id`` Output of a subnet made in the same program."""

@@ -24,8 +24,8 @@ from .base import (
     _collector,
     _enum_error,
     _Model,
-    shown,
 )
+from .inputs import shown
 from .cluster import RELEASE_VERSION_PATTERN, NetworkConfig, SubnetConfig, SubnetId
 from .node_repair import NodeRepairConfig, check_node_repair
 

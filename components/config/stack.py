@@ -14,7 +14,8 @@ from .addons import (
     validate_gpu_operator,
     validate_topology_labeler,
 )
-from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model, is_unknown
+from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model
+from .inputs import is_unknown
 from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig, validate_cluster_endpoint
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group

@@ -9,7 +9,7 @@ import pulumi
 from ..facts import aws_enums
 from ..aws.cluster import EksCluster, EksClusterArgs
 from ..config import ConfigError, GpuTrainingPlatformArgs
-from ..config.base import as_model
+from ..config.arguments import as_model
 from ..addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
 from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from ..addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs

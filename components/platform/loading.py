@@ -9,7 +9,7 @@ from typing import Any, Mapping
 import pydantic
 
 from ..config import PROJECT, ConfigError, GpuTrainingPlatformArgs, Problem
-from ..config.base import problems_from_validation_error as config_problems
+from ..config.arguments import problems_from_validation_error as config_problems
 from .validation import validate_stack
 
 

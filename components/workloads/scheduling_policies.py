@@ -29,7 +29,7 @@ from ..facts.quantity import parse_quantity
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity, resolve_quota
 from .smoke_test import SmokeTestPool
 from .templates import PART_OF, TrainingJobSpec, training_pdb, validate_training_job
-from ..config.base import check_model_fields
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
 QUOTA_NAME = "gpu-quota"

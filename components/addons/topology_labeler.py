@@ -25,7 +25,8 @@ from ..aws.cluster import ClusterRef
 from ..config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
 from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
 from ..aws.iam import create_pod_identity_role
-from ..aws.labeler_image import build_and_push
+from ..aws.labeler_image import build_and_push, ecr_repository_name
+from ..facts.aws_names import PhysicalName
 from ..labeler.settings import (
     ENV_HEARTBEAT_FILE,
     ENV_INTERVAL,
@@ -245,6 +246,27 @@ class TopologyLabelerArgs:
     def __post_init__(self) -> None:
         check_model_fields(self)
 
+def labeler_role_resource_name(name: str) -> str:
+    """Logical name of the labeler's Pod Identity role (auto-named)."""
+    return f"{name}-role"
+
+
+def labeler_policy_resource_name(name: str) -> str:
+    """Logical name of the labeler role's inline policy (auto-named)."""
+    return f"{name}-describe-topology"
+
+
+def topology_labeler_physical_names(name: str, config: TopologyLabelerConfig, cluster_name: Optional[str]) -> list[PhysicalName]:
+    """Every AWS name ``TopologyLabeler(name, ...)`` generates, from the functions it names them with
+    (a ``cluster_name`` of None, an Output's, leaves out the repository named after it)."""
+    names = [
+        PhysicalName("aws:iam/role:Role", labeler_role_resource_name(name), autonamed=True),
+        PhysicalName("aws:iam/rolePolicy:RolePolicy", labeler_policy_resource_name(name), autonamed=True),
+    ]
+    if config.image is None and cluster_name is not None:
+        names.append(PhysicalName("aws:ecr/repository:Repository", ecr_repository_name(cluster_name), autonamed=False))
+    return names
+
 
 @documented_component(TopologyLabelerArgs)
 class TopologyLabeler(pulumi.ComponentResource):
@@ -282,7 +304,7 @@ class TopologyLabeler(pulumi.ComponentResource):
         )
 
         role = create_pod_identity_role(
-            f"{name}-role",
+            labeler_role_resource_name(name),
             account_id=aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id,
             partition=ref.partition,
             region=ref.region,
@@ -292,7 +314,7 @@ class TopologyLabeler(pulumi.ComponentResource):
             parent=self,
         )
         policy = aws.iam.RolePolicy(
-            f"{name}-describe-topology",
+            labeler_policy_resource_name(name),
             role=role.id,
             policy=describe_topology_policy(ref.region),
             opts=pulumi.ResourceOptions(parent=role),

@@ -28,6 +28,7 @@ from ..config import (
     NetworkConfig,
     pool_subnets,
     validate_gpu_node_group,
+    validate_tags,
 )
 from ..config import node_repair_settings
 from ..facts.gpu_nodes import (
@@ -39,9 +40,10 @@ from ..facts.gpu_nodes import (
     gpu_taint,
     gpu_toleration,
 )
-from .iam import create_node_role
+from .iam import create_node_role, node_role_resource_name
+from ..facts.aws_names import PhysicalName
 from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, image_volume_device, launch_template_ref, node_launch_template
-from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name
+from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_names
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
@@ -110,6 +112,32 @@ def node_group_instance_types(pool: GpuNodeGroupConfig) -> Optional[list[str]]:
     return None if pool.capacity_type == "CAPACITY_BLOCK" else list(pool.instance_types)
 
 
+def placement_group_physical_name(cluster_name: str, pool: GpuNodeGroupConfig) -> str:
+    """Name of the placement group a pool with ``placementGroup.mode: create`` gets."""
+    return f"{cluster_name}-{pool.name}"
+
+
+def launch_template_resource_name(name: str) -> str:
+    """Logical name of a pool's launch template (auto-named by Pulumi)."""
+    return f"{name}-launch-template"
+
+
+def gpu_node_group_physical_names(name: str, pool: GpuNodeGroupConfig, cluster_name: Optional[str]) -> list[PhysicalName]:
+    """Every AWS name ``GpuNodeGroup(name, ...)`` generates for the pool, from the functions it names them with
+    (a ``cluster_name`` of None, an Output's, leaves out the names made from it)."""
+    return [
+        PhysicalName("aws:iam/role:Role", node_role_resource_name(name), autonamed=True),
+        PhysicalName("aws:ec2/launchTemplate:LaunchTemplate", launch_template_resource_name(name), autonamed=True),
+        PhysicalName("aws:eks/nodeGroup:NodeGroup", node_group_name_prefix(pool.name), autonamed=False, prefix=True),
+        *pool_network_names(
+            name,
+            pool.placement_group,
+            placement_group_physical_name(cluster_name, pool) if cluster_name is not None else None,
+            pool.efa_interfaces > 0,
+        ),
+    ]
+
+
 @documented_args
 @dataclass
 class GpuNodeGroupArgs:
@@ -152,6 +180,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: Optional[pulumi.ResourceOptions] = None):
         pool, ref = args.pool, args.cluster
         problems = validate_gpu_node_group(pool, args.network, path=f"GpuNodeGroup({name})")
+        problems += validate_tags(dict(args.tags), path=f"GpuNodeGroup({name}).tags")
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodeGroup", name, None, opts)
@@ -160,7 +189,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.node_role = role = create_node_role(name, ref.partition, tags, parent=self)
 
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, pulumi.Output.concat(ref.name, f"-{pool.name}"), tags, parent=self, protect=args.protect
+            name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: placement_group_physical_name(cluster, pool)), tags, parent=self, protect=args.protect
         )
 
         self.efa_interfaces = pool.efa_interfaces
@@ -173,7 +202,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             )
 
         self.launch_template = launch_template = node_launch_template(
-            f"{name}-launch-template",
+            launch_template_resource_name(name),
             description=pulumi.Output.concat(f"GPU training pool {pool.name} of EKS cluster ", ref.name),
             ami_type=pool.ami_type,
             volume_size_gib=pool.root_volume_size_gib,

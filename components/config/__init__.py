@@ -20,6 +20,7 @@ a model, and ``documented`` the ``help()`` text of components' arguments.
 """
 
 from .base import (
+    validate_tags,
     supported_version,
     Quantity,
     PROJECT,
@@ -64,6 +65,7 @@ from .pools import (
 )
 from .karpenter import (
     KARPENTER_CHART_VERSION,
+    KARPENTER_CHART_VERSIONS,
     DisruptionBudgetConfig,
     DEFAULT_DISRUPTION_BUDGETS,
     KarpenterDisruptionConfig,
@@ -74,6 +76,8 @@ from .karpenter import (
 )
 from .addons import (
     GPU_OPERATOR_CHART_VERSIONS,
+    ImageReference,
+    image_reference_problem,
     GPU_SHARING_REFUSED,
     GPU_SHARING_NODE_LABELS,
     MIG_DISABLED_CONFIG,
@@ -142,6 +146,7 @@ __all__ = [
     "pool_subnets",
     "validate_gpu_node_group",
     "KARPENTER_CHART_VERSION",
+    "KARPENTER_CHART_VERSIONS",
     "DisruptionBudgetConfig",
     "DEFAULT_DISRUPTION_BUDGETS",
     "KarpenterDisruptionConfig",
@@ -150,6 +155,8 @@ __all__ = [
     "validate_karpenter_gpu_node_pool",
     "validate_karpenter",
     "GPU_OPERATOR_CHART_VERSIONS",
+    "ImageReference",
+    "image_reference_problem",
     "GPU_SHARING_REFUSED",
     "GPU_SHARING_NODE_LABELS",
     "MIG_DISABLED_CONFIG",
@@ -179,4 +186,5 @@ __all__ = [
     "SmokeTestConfig",
     "GpuTrainingPlatformArgs",
     "validate_platform",
+    "validate_tags",
 ]

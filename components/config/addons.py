@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Optional, Union
 
 import pulumi
 from pydantic import Field, PlainValidator, WithJsonSchema, field_validator
@@ -79,14 +79,55 @@ _IMAGE_REFERENCE = re.compile(
 port, lowercase repository path, tag, sha256 digest)."""
 
 
-def _check_image_reference(value: str) -> str:
+def image_reference_problem(value: Any) -> Optional[str]:
+    """Why ``value`` is not an image reference the kubelet can pull, or None (also for an Output: an
+    image built in the same program is known only once pushed)."""
+    if is_unknown(value):
+        return None
     match = _IMAGE_REFERENCE.match(value)
     if match is None or len(match.group("name")) > 255:
-        raise PydanticCustomError(
-            "image",
-            f"'{value}' is not an image reference; use <registry>/<repository>@sha256:<64 hex digits> "
-            "(or <registry>/<repository>:<tag>)",
+        return (
+            f"'{value}' is not an image reference; use <registry>/<repository>:<tag> or "
+            "<registry>/<repository>@sha256:<64 hex digits> (repository paths are lower case)"
         )
+    return None
+
+
+def _image_reference(value: str) -> re.Match[str]:
+    reason = image_reference_problem(value)
+    if reason is not None:
+        raise PydanticCustomError("image", reason)
+    return _IMAGE_REFERENCE.match(value)  # type: ignore[return-value]
+
+
+def check_image_grammar(value: str) -> str:
+    """An image reference the kubelet can pull: the distribution grammar above."""
+    _image_reference(value)
+    return value
+
+
+def _image_input(check: Callable[[str], str]) -> Callable[[Any], Any]:
+    """A validator that applies ``check`` to a string and lets an Output through unchecked."""
+
+    def validate(value: Any) -> Any:
+        if is_unknown(value):
+            return value
+        if not isinstance(value, str):
+            raise PydanticCustomError("input_type", f"an image must be a string or a pulumi.Output, not {type(value).__name__}")
+        return check(value)
+
+    return validate
+
+
+ImageReference = Annotated[
+    Union[str, pulumi.Output[str]], PlainValidator(_image_input(check_image_grammar)), WithJsonSchema({"type": "string"})
+]
+"""A container image reference (registry, lower-case repository path, tag and/or sha256 digest), or
+the Output of an image built in the same program."""
+
+
+def _check_image_reference(value: str) -> str:
+    match = _image_reference(value)
     if match.group("digest") is None and match.group("tag") in (None, "latest"):
         raise PydanticCustomError(
             "image",
@@ -96,15 +137,9 @@ def _check_image_reference(value: str) -> str:
     return value
 
 
-def _check_image_input(value: Any) -> Any:
-    if is_unknown(value):
-        return value
-    if not isinstance(value, str):
-        raise PydanticCustomError("input_type", f"an image must be a string or a pulumi.Output, not {type(value).__name__}")
-    return _check_image_reference(value)
-
-
-LabelerImage = Annotated[Union[str, pulumi.Output[str]], PlainValidator(_check_image_input), WithJsonSchema({"type": "string"})]
+LabelerImage = Annotated[
+    Union[str, pulumi.Output[str]], PlainValidator(_image_input(_check_image_reference)), WithJsonSchema({"type": "string"})
+]
 """An image reference, checked; or the Output of an image built in the same program (e.g. a docker-build ``Image``'s ``ref``)."""
 
 

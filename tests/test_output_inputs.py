@@ -188,3 +188,23 @@ def test_the_platform_built_from_outputs_has_no_output_text_in_any_input():
     cluster = graph.one("eks:index:Cluster")
     assert cluster.inputs["accessEntries"]["admin-0"]["principalArn"] == f"arn:aws:iam::{ACCOUNT_ID}:role/admin-1a2b3c"
     assert cluster.inputs["subnetIds"] == ["subnet-a-id", "subnet-b-id"]
+
+
+def test_names_made_from_an_output_cluster_name_are_left_to_deployment_not_measured():
+    from eks_gpu_training.platform import generated_names
+    from eks_gpu_training.config import ClusterConfig, GpuTrainingPlatformArgs
+
+    def placement_groups(cluster_name):
+        args = GpuTrainingPlatformArgs(
+            region="us-west-2",
+            cluster=ClusterConfig(name=cluster_name, endpoint_public_access_cidrs=["203.0.113.0/24"]),
+            network=NETWORK,
+            gpu_node_groups=[GpuNodeGroupConfig(name="h100", instance_types=["p5.48xlarge"], availability_zone="us-west-2a")],
+        )
+        return {n.resource_type: n.name for _, n in generated_names(args) if n.resource_type.startswith(("aws:ec2/placementGroup", "aws:ecr"))}
+
+    assert placement_groups("research") == {
+        "aws:ec2/placementGroup:PlacementGroup": "research-h100",
+        "aws:ecr/repository:Repository": "research/topology-labeler",
+    }
+    assert placement_groups(pulumi.Output.from_input("research")) == {}

@@ -51,7 +51,7 @@ def installed_package(tmp_path_factory):
     shutil.copytree(PROJECT_ROOT / "components", source / "components", ignore=shutil.ignore_patterns("__pycache__"))
     target = tmp_path_factory.mktemp("site-packages")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target), str(source)],
+        [sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target), str(source)],
         check=True,
         capture_output=True,
         cwd=target,

@@ -1,8 +1,8 @@
 """The stack configuration: one typed model, its defaults, and every rule it must satisfy.
 
 Every key a stack file may set is a field below, with its type, its default (here and nowhere
-else) and a one-line description (the attribute docstring, which also feeds the README's
-configuration reference). ``platform.load_stack_config`` reads the stack's configuration and either returns
+else) and a one-line description (the attribute docstring, which also feeds the generated
+configuration reference, ``docs/configuration.md``). ``platform.load_stack_config`` reads the stack's configuration and either returns
 a fully-typed ``GpuTrainingPlatformArgs`` or raises one ``ConfigError`` listing every problem with
 its key path and what is allowed. It runs before any resource is registered, so a bad stack file
 creates nothing.

@@ -19,10 +19,12 @@ from .config import (
     DisruptionBudgetConfig,
     GpuNodeGroupConfig,
     GpuOperatorConfig,
+    GpuPoolConfig,
     GpuTrainingPlatformArgs,
     KarpenterConfig,
     KarpenterDisruptionConfig,
     KarpenterGpuNodePoolConfig,
+    KueueConfig,
     LabelerResourcesConfig,
     NetworkConfig,
     NodeRepairConfig,
@@ -48,8 +50,10 @@ from .aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
 from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
 from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
+from .addons.kueue import Kueue, KueueArgs, kueue_values
+from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, PoolFlavor, kueue_queues_args, pool_flavors
 from .platform import PLATFORM_NAME, GpuTrainingPlatform, load_stack_config, parse_platform_args
-from .workloads.fleet_capacity import ResolvedQuota, fleet_gpu_capacity
+from .workloads.fleet_capacity import PoolCapacity, ResolvedQuota, fleet_gpu_capacity
 from .workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, SchedulingPoliciesArgs
 from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
 from .addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
@@ -81,6 +85,7 @@ __all__ = [
     "GpuOperator",
     "GpuOperatorArgs",
     "GpuOperatorConfig",
+    "GpuPoolConfig",
     "GpuSmokeTest",
     "GpuSmokeTestArgs",
     "GpuTrainingPlatform",
@@ -90,12 +95,21 @@ __all__ = [
     "KarpenterConfig",
     "KarpenterDisruptionConfig",
     "KarpenterGpuNodePoolConfig",
+    "Kueue",
+    "KueueArgs",
+    "KueueConfig",
+    "KueueQueues",
+    "KueueQueuesArgs",
     "LabelerResourcesConfig",
     "NamespacePolicy",
+    "NamespaceQueues",
     "NetworkConfig",
     "NodeRepairConfig",
     "NodeRepairOverrideConfig",
+    "PLATFORM_NAME",
     "PlacementGroupConfig",
+    "PoolCapacity",
+    "PoolFlavor",
     "PriorityClassConfig",
     "Problem",
     "ResolvedQuota",
@@ -127,11 +141,13 @@ __all__ = [
     "gpu_node_os",
     "gpu_operator_values",
     "karpenter_values",
+    "kueue_queues_args",
+    "kueue_values",
     "load_stack_config",
     "node_os_of",
-    "PLATFORM_NAME",
     "node_pool_spec",
     "parse_platform_args",
+    "pool_flavors",
     "rendezvous_service",
     "s3_access_policy",
     "training_job",

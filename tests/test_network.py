@@ -282,3 +282,75 @@ def test_components_refuse_a_misused_network_before_registering_anything():
     )
     assert isinstance(graph.error, ConfigError) and "EksCluster(c).network.create" in str(graph.error)
     assert graph.resources == []
+
+
+def test_a_created_network_feeds_your_own_eks_cluster_through_the_refs_subnets():
+    """``ClusterRef.from_eks_cluster(subnets=network.ref.subnets)``: pools of a cluster you made
+    yourself choose among the created subnets by AZ, before their IDs exist."""
+    import pulumi_eks as eks
+
+    from eks_gpu_training import ClusterRef, GpuNodeGroup, GpuNodeGroupArgs
+    from eks_gpu_training.config import GpuNodeGroupConfig
+
+    config = NetworkConfig.model_validate(CREATED)
+    pool = GpuNodeGroupConfig.model_validate({"name": "train", "instanceTypes": ["p5.48xlarge"], "availabilityZone": "us-west-2b"})
+
+    def program():
+        network = Network("net", NetworkArgs(config=config, region="us-west-2", name_prefix="research"))
+        cluster = eks.Cluster("research", name="research", vpc_id=network.vpc_id, subnet_ids=network.private_subnet_ids)
+        ref = ClusterRef.from_eks_cluster(cluster, region="us-west-2", name="research", subnets=network.ref.subnets)
+        GpuNodeGroup("train", GpuNodeGroupArgs(cluster=ref, pool=pool, network=config))
+
+    graph = run_program(program)
+    assert graph.error is None, repr(graph.error)
+    subnet_b = graph.one("aws:ec2/subnet:Subnet", "net-private-us-west-2b")
+    assert graph.one("aws:eks/nodeGroup:NodeGroup").inputs["subnetIds"] == [subnet_b.id]
+
+
+def test_a_pool_refuses_a_network_whose_subnets_it_cannot_reach():
+    """Before anything registers: an adopted network without subnets, or a network to create given
+    as configuration to a cluster ref that does not hold its subnets."""
+    import pulumi_eks as eks
+
+    from eks_gpu_training import ClusterRef, GpuNodeGroup, GpuNodeGroupArgs
+    from eks_gpu_training.config import GpuNodeGroupConfig
+
+    pool = GpuNodeGroupConfig.model_validate({"name": "train", "instanceTypes": ["p5.48xlarge"], "availabilityZone": "us-west-2b"})
+
+    anywhere = GpuNodeGroupConfig.model_validate(
+        {"name": "train", "instanceTypes": ["p5.48xlarge"], "placementGroup": {"mode": "none"}, "efa": "disabled"}
+    )
+
+    def program(network: NetworkConfig, pool: GpuNodeGroupConfig):
+        def run():
+            cluster = eks.Cluster("research", name="research")
+            ref = ClusterRef.from_eks_cluster(cluster, region="us-west-2", name="research")
+            GpuNodeGroup("train", GpuNodeGroupArgs(cluster=ref, pool=pool, network=network))
+
+        return run
+
+    graph = run_program(program(NetworkConfig(vpc_id="vpc-0123456789abcdef0"), anywhere))
+    assert [str(p) for p in graph.error.problems] == [
+        "GpuNodeGroup(train).network.subnets: leave the pool without a subnet; list the VPC's private subnets with their AZs"
+    ]
+    graph = run_program(program(NetworkConfig.model_validate(CREATED), pool))
+    assert [p.path for p in graph.error.problems] == ["GpuNodeGroup(train).network.create"]
+    assert "ClusterRef.from_eks_cluster(..., subnets=network.ref.subnets)" in str(graph.error)
+    assert [r for r in graph.resources if r.type.startswith("eks-gpu-training")] == []
+
+
+def test_an_adopted_network_given_as_outputs_skips_the_comparisons_it_cannot_make():
+    import pulumi
+
+    from eks_gpu_training.config import SubnetConfig, validate_network
+
+    a, b = pulumi.Output.from_input("subnet-a"), pulumi.Output.from_input("subnet-b")
+    network = NetworkConfig(
+        vpc_id=pulumi.Output.from_input("vpc"),
+        subnets=[SubnetConfig(id=a, availability_zone="us-west-2a"), SubnetConfig(id=b, availability_zone="us-west-2b")],
+    )
+    assert validate_network(network, "us-west-2", cluster_created=True) == []
+    twice = network.model_copy(update={"subnets": [*network.subnets, SubnetConfig(id="subnet-0123456789abcdef0", availability_zone="us-west-2a")] * 2})
+    assert [str(p) for p in validate_network(twice, "us-west-2", cluster_created=True)] == [
+        "network.subnets[5].id: 'subnet-0123456789abcdef0' is listed twice"
+    ]

@@ -97,6 +97,25 @@ def test_data_repository_links_the_bucket_named_once_with_import_and_export(prod
     assert data_repository_path("b", "/datasets/") == "s3://b/datasets/"
 
 
+def test_a_bucket_made_in_the_same_program_links_by_identity_and_its_path_stays_an_output():
+    import pulumi
+
+    from eks_gpu_training.config import NetworkConfig, S3BucketConfig, StorageConfig, validate_storage
+
+    bucket = pulumi.Output.from_input("datasets")
+    network = NetworkConfig.model_validate({"create": True, "availabilityZones": ["us-west-2a", "us-west-2b"]})
+    storage = StorageConfig.model_validate(
+        {"fsx": {"enabled": True, "availabilityZone": "us-west-2a", "dataRepository": {"bucket": bucket, "autoExport": False}}}
+    )
+    assert validate_storage(storage, network, ["us-west-2a"], [S3BucketConfig(name=bucket)]) == []
+    other = [S3BucketConfig(name=pulumi.Output.from_input("datasets"))]
+    assert [str(p) for p in validate_storage(storage, network, ["us-west-2a"], other)] == [
+        "storage.fsx.dataRepository.bucket: an Output (known after deployment) is not in s3Buckets "
+        "(listed: an Output (known after deployment)); name it there once"
+    ]
+    assert isinstance(data_repository_path(bucket, "datasets"), pulumi.Output)
+
+
 def test_csi_driver_is_the_pinned_eks_add_on_with_its_pod_identity_role(prod_graph):
     addon = prod_graph.one("aws:eks/addon:Addon", "gpu-training-lustre-csi-driver")
     assert (addon.inputs["addonName"], addon.inputs["addonVersion"]) == (FSX_CSI_ADDON, FSX_CSI_ADDON_VERSION)
@@ -212,7 +231,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         lambda r: r["karpenter"]["gpuNodePools"][0].update(availabilityZone="us-west-2c"),
         "storage.fsx.availabilityZone: is required: the GPU pools are in us-west-2b, us-west-2c",
     ),
-    ("data repository outside s3Buckets", lambda r: fsx(r)["dataRepository"].update(bucket="other-bucket"), "storage.fsx.dataRepository.bucket: 'other-bucket' is not in s3Buckets (listed: gpu-training-prod-datasets, gpu-training-prod-checkpoints)"),
+    ("data repository outside s3Buckets", lambda r: fsx(r)["dataRepository"].update(bucket="other-bucket"), "storage.fsx.dataRepository.bucket: 'other-bucket' is not in s3Buckets (listed: 'gpu-training-prod-datasets', 'gpu-training-prod-checkpoints')"),
     ("export to a read-only bucket", lambda r: fsx(r)["dataRepository"].update(autoExport=True), "storage.fsx.dataRepository.autoExport: writes to 'gpu-training-prod-datasets', which s3Buckets declares read-only"),
     ("prefix with a leading slash", lambda r: fsx(r)["dataRepository"].update(prefix="/datasets"), "storage.fsx.dataRepository.prefix: is a key prefix: no leading '/'"),
     ("mount path that is not absolute", lambda r: fsx(r).update(mountPath="fsx"), "storage.fsx.mountPath: 'fsx' does not match"),

@@ -20,6 +20,8 @@ from typing import Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
+from ..config.arguments import check_model_fields
+from ..config.documented import documented_args, documented_component
 from ..config import ConfigError, NetworkConfig, Problem, SubnetRef, network_zones, subnet_layout, validate_network
 from ..facts.aws_names import PhysicalName
 
@@ -93,6 +95,7 @@ def adopted_network(network: NetworkConfig) -> NetworkRef:
     )
 
 
+@documented_args
 @dataclass
 class NetworkArgs:
     """Arguments of ``Network``."""
@@ -101,15 +104,21 @@ class NetworkArgs:
     """The network section (``create`` must be true)."""
     region: str
     """AWS region (endpoint service names)."""
-    name_prefix: str
-    """Prefix of the resources' ``Name`` tags (the cluster name)."""
+    name_prefix: pulumi.Input[str]
+    """Prefix of the resources' ``Name`` tags (the cluster name, which may be an Output)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
+
+@documented_component(NetworkArgs)
 class Network(pulumi.ComponentResource):
     """A VPC with private and public subnets in each AZ, NAT egress and the VPC endpoints of a private cluster."""
 
+    ref: NetworkRef
+    """The network as ``EksClusterArgs.network`` and ``ClusterRef.from_eks_cluster(subnets=...)`` take it."""
     vpc_id: pulumi.Output[str]
     """The VPC's ID."""
     private_subnet_ids: pulumi.Output[list[str]]
@@ -130,8 +139,8 @@ class Network(pulumi.ComponentResource):
         layout = subnet_layout(config)
         zones = network_zones(config)
 
-        def named(suffix: str, extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
-            return {**tags, **(extra or {}), "Name": f"{args.name_prefix}-{suffix}"}
+        def named(suffix: str, extra: Optional[Mapping[str, str]] = None) -> dict[str, pulumi.Input[str]]:
+            return {**tags, **(extra or {}), "Name": pulumi.Output.concat(args.name_prefix, "-", suffix)}
 
         # DNS support and hostnames: interface endpoints with private DNS and EKS nodes need both
         # (docs.aws.amazon.com/eks/latest/userguide/network-reqs.html).
@@ -251,6 +260,7 @@ class Network(pulumi.ComponentResource):
             from_port=HTTPS_PORT,
             to_port=HTTPS_PORT,
             description="HTTPS from the VPC",
+            tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=group),
         )
         endpoints: list[pulumi.Resource] = []

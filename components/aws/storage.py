@@ -27,7 +27,10 @@ import yaml
 
 from .cluster import ClusterRef
 from .iam import create_pod_identity_role, managed_policy_arn
+from ..config.arguments import check_model_fields
+from ..config.documented import documented_args, documented_component
 from ..config import ConfigError, FsxLustreConfig, validate_fsx_sizes
+from ..config.inputs import is_unknown
 from ..facts.aws_names import PhysicalName
 
 LUSTRE_PORT_RANGES = ((988, 988), (1018, 1023))
@@ -128,9 +131,13 @@ def lustre_rules() -> list[LustreRule]:
     return rules
 
 
-def data_repository_path(bucket: str, prefix: str) -> str:
-    """The ``s3://`` path of a data repository (a trailing slash marks a prefix)."""
-    return f"s3://{bucket}/{prefix.strip('/')}/" if prefix.strip("/") else f"s3://{bucket}/"
+def data_repository_path(bucket: pulumi.Input[str], prefix: str) -> pulumi.Input[str]:
+    """The ``s3://`` path of a data repository (a trailing slash marks a prefix); an Output bucket
+    (one made in the same program) gives an Output path."""
+    key = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+    if is_unknown(bucket):
+        return pulumi.Output.concat("s3://", bucket, "/", key)
+    return f"s3://{bucket}/{key}"
 
 
 def lustre_security_group_resource_name(name: str) -> str:
@@ -161,6 +168,7 @@ class LustreVolume:
     capacity_gib: int
 
 
+@documented_args
 @dataclass
 class LustreStorageArgs:
     """Arguments of ``LustreStorage``."""
@@ -176,12 +184,20 @@ class LustreStorageArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
+
+@documented_component(LustreStorageArgs)
 class LustreStorage(pulumi.ComponentResource):
     """An FSx for Lustre file system reachable from the cluster's nodes, with the FSx CSI driver."""
 
     file_system_id: pulumi.Output[str]
     """The file system's ID (fs-...)."""
+    volume: LustreVolume
+    """What ``TrainingStorage`` needs to mount it: ID, DNS name, mount name and capacity."""
+    csi_driver: aws.eks.Addon
+    """The FSx CSI driver add-on; volumes and claims wait for it."""
     security_group_id: pulumi.Output[str]
     """The file system's security group."""
 
@@ -197,7 +213,8 @@ class LustreStorage(pulumi.ComponentResource):
         group = aws.ec2.SecurityGroup(
             lustre_security_group_resource_name(name),
             vpc_id=ref.vpc_id,
-            description=f"FSx for Lustre of EKS cluster {ref.name}: Lustre ports to and from the cluster's nodes",
+            # The cluster name may be an Output: never formatted into text.
+            description=pulumi.Output.concat("FSx for Lustre of EKS cluster ", ref.name, ": Lustre ports to and from the cluster's nodes"),
             tags=tags,
             opts=child,
         )
@@ -214,6 +231,7 @@ class LustreStorage(pulumi.ComponentResource):
                     from_port=rule.from_port,
                     to_port=rule.to_port,
                     description=f"Lustre {rule.from_port}-{rule.to_port} {'from' if rule.direction == 'ingress' else 'to'} {rule.peer}",
+                    tags=tags,
                     opts=pulumi.ResourceOptions(parent=group),
                 )
             )
@@ -230,7 +248,7 @@ class LustreStorage(pulumi.ComponentResource):
             # One subnet: a file system lives in one AZ (pulumi-aws 7 takes the ID as a string).
             subnet_ids=args.subnet_id,
             security_group_ids=[group.id],
-            tags={**tags, "Name": f"{ref.name}-training"},
+            tags={**tags, "Name": pulumi.Output.concat(ref.name, "-training")},
             opts=pulumi.ResourceOptions(parent=self, depends_on=rules),
         )
 
@@ -257,7 +275,7 @@ class LustreStorage(pulumi.ComponentResource):
             partition=ref.partition,
             region=ref.region,
             cluster_name=ref.name,
-            description=f"FSx CSI driver of EKS cluster {ref.name} (EKS Pod Identity)",
+            description=pulumi.Output.concat("FSx CSI driver of EKS cluster ", ref.name, " (EKS Pod Identity)"),
             tags=tags,
             parent=self,
         )

@@ -17,6 +17,12 @@ from typing import Any, Literal, Optional
 from pydantic import Field
 
 from .base import _AZ, Problem, _Model
+from .inputs import is_unknown, resource_input, shown
+
+SubnetId = resource_input(r"^subnet-[0-9a-f]{8,17}$", "a subnet ID")
+"""A subnet ID (``subnet-`` and 8 or 17 hex digits), or the ``id`` Output of a subnet made in the same program."""
+VpcId = resource_input(r"^vpc-[0-9a-f]{8,17}$", "a VPC ID")
+"""A VPC ID, or the ``id`` Output of a VPC made in the same program."""
 
 VPC_PREFIX_RANGE = (16, 28)
 """IPv4 VPC CIDR blocks are /16 to /28 (docs.aws.amazon.com/vpc/latest/userguide/vpc-cidr-blocks.html)."""
@@ -41,8 +47,8 @@ balancers (an ALB needs 8 free addresses per subnet), so a /24 is plenty."""
 class SubnetConfig(_Model):
     """A private subnet the cluster and its nodes use."""
 
-    id: str = Field(pattern=r"^subnet-[0-9a-f]{8,17}$")
-    """Subnet ID (required)."""
+    id: SubnetId
+    """Subnet ID, or the ``id`` Output of a subnet made in the same program (required)."""
     availability_zone: str = Field(pattern=_AZ)
     """Availability zone of the subnet, e.g. ``us-west-2a`` (required; placement groups are per AZ)."""
 
@@ -52,8 +58,8 @@ class NetworkConfig(_Model):
 
     create: bool = False
     """Create the VPC, its subnets, NAT and endpoints (true) or adopt `vpcId` and `subnets` (false). Default: false."""
-    vpc_id: Optional[str] = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$")
-    """ID of the VPC to adopt (required when create is false)."""
+    vpc_id: Optional[VpcId] = None
+    """ID of the VPC to adopt, or the ``id`` Output of a VPC made in the same program (required when create is false)."""
     subnets: list[SubnetConfig] = []
     """Private subnets to adopt for the control plane ENIs and the nodes, with their AZs (required when create is false)."""
     cidr: str = "10.0.0.0/16"
@@ -165,8 +171,9 @@ def validate_network(network: NetworkConfig, region: str, cluster_created: bool)
         problem("subnets", "are required when create is false (the private subnets to adopt); or set create: true")
     subnet_ids = [s.id for s in network.subnets]
     for i, subnet in enumerate(network.subnets):
-        if subnet_ids.index(subnet.id) != i:
-            problem(f"subnets[{i}].id", f"'{subnet.id}' is listed twice")
+        # Outputs are unknown until their subnet exists; only known IDs can be compared.
+        if not is_unknown(subnet.id) and subnet_ids.index(subnet.id) != i:
+            problem(f"subnets[{i}].id", f"{shown(subnet.id)} is listed twice")
         if not subnet.availability_zone.startswith(region):
             problem(f"subnets[{i}].availabilityZone", f"'{subnet.availability_zone}' is not in region {region}")
     zones = sorted(set(network_zones(network)))

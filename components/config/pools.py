@@ -27,8 +27,9 @@ from .base import (
     _Model,
 )
 from ..facts.gpu_nodes import GPU_POOL_KEY
+from .inputs import is_unknown, shown
 from .cluster import RELEASE_VERSION_PATTERN
-from .network import NetworkConfig, SubnetRef, network_zones, planned_subnets
+from .network import NetworkConfig, SubnetId, SubnetRef, network_zones, planned_subnets
 from .node_repair import NodeRepairConfig, check_node_repair
 
 
@@ -91,8 +92,8 @@ class GpuPoolConfig(_Model):
     """EC2 instance types of the pool (NVIDIA GPU types). Default: p5.48xlarge only: one EFA layout (launch template or EC2NodeClass) serves every type, so adding p4de would cut a p5 node to p4de's 4 EFA devices (of 32), and one job would mix GPU generations."""
     availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
     """The pool's single AZ; required with a placement group. Default: none (all subnets' AZs)."""
-    subnet_ids: Optional[list[str]] = None
-    """Subnets of the pool, among `network.subnets`. Default: the network's subnets in the pool's AZ (all of them without one)."""
+    subnet_ids: Optional[list[SubnetId]] = None
+    """Subnets of the pool, among `network.subnets` (an Output must be the very one `network.subnets` holds). Default: the network's subnets in the pool's AZ (all of them without one)."""
     placement_group: PlacementGroupConfig = PlacementGroupConfig()
     """Cluster placement group of the pool, made by the stack (Karpenter only selects it). Default: a group created for the pool."""
     efa: Literal["auto", "enabled", "disabled"] = "auto"
@@ -181,9 +182,26 @@ def pool_subnets(pool: GpuPoolConfig, network: Union[NetworkConfig, Sequence[Sub
     AZs are read, never an ID that may not exist yet."""
     subnets = planned_subnets(network) if isinstance(network, NetworkConfig) else list(network)
     if pool.subnet_ids is not None:
-        by_id = {s.id: s for s in subnets if isinstance(s.id, str)}
+        # A subnet ID is a string or an Output (matched by identity); None is a subnet not yet built.
+        by_id = {s.id: s for s in subnets if s.id is not None}
         return [by_id[i] for i in pool.subnet_ids if i in by_id]
     return [s for s in subnets if pool.availability_zone in (None, s.availability_zone)]
+
+
+def subnet_problems(subnets: Sequence[SubnetRef], path: str) -> list[Problem]:
+    """A component's pool must launch somewhere that exists: at least one subnet, and none of a
+    network still to be created (whose subnets only ``Network(...).ref`` holds)."""
+    if not subnets:
+        return [Problem(f"{path}.network.subnets", "leave the pool without a subnet; list the VPC's private subnets with their AZs")]
+    if any(s.id is None for s in subnets):
+        return [
+            Problem(
+                f"{path}.network.create",
+                "the subnets of a network to create exist only once Network builds them; pass a ClusterRef "
+                "that holds them (EksCluster's ref, or ClusterRef.from_eks_cluster(..., subnets=network.ref.subnets))",
+            )
+        ]
+    return []
 
 
 def _check_gpu_instance_types(instance_types: list[str], problem: ProblemSink) -> bool:
@@ -245,14 +263,16 @@ def _check_placement(pool: GpuPoolConfig, network: NetworkConfig, problem: Probl
         if not pool.subnet_ids:
             problem("subnetIds", "must list at least one subnet")
         for i, subnet_id in enumerate(pool.subnet_ids):
-            if pool.subnet_ids.index(subnet_id) != i:
+            if not is_unknown(subnet_id) and pool.subnet_ids.index(subnet_id) != i:
                 problem(f"subnetIds[{i}]", f"'{subnet_id}' is listed twice")
             elif subnet_id not in subnet_azs:
-                problem(f"subnetIds[{i}]", f"'{subnet_id}' is not in network.subnets; allowed: {', '.join(subnet_azs)}")
+                # An Output is compared by identity: its AZ is known only through the network entry holding it.
+                allowed = ", ".join(shown(s) for s in subnet_azs)
+                problem(f"subnetIds[{i}]", f"{shown(subnet_id)} is not in network.subnets; allowed: {allowed}")
             elif pool.availability_zone not in (None, subnet_azs[subnet_id]):
                 problem(
                     f"subnetIds[{i}]",
-                    f"'{subnet_id}' is in {subnet_azs[subnet_id]}, not the pool's availabilityZone {pool.availability_zone}",
+                    f"{shown(subnet_id)} is in {subnet_azs[subnet_id]}, not the pool's availabilityZone {pool.availability_zone}",
                 )
     chosen_azs = sorted({s.availability_zone for s in pool_subnets(pool, network)})
     if placement.mode != "none":

@@ -18,6 +18,7 @@ from .addons import (
 )
 from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model, validate_tags
 from .cluster import ClusterConfig, SystemNodeGroupConfig, validate_cluster_endpoint
+from .inputs import is_unknown
 from .network import NetworkConfig, validate_network
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
@@ -137,7 +138,7 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
         )
     admins = args.cluster.admin_principal_arns
     for i, arn in enumerate(admins):
-        if admins.index(arn) != i:
+        if not is_unknown(arn) and admins.index(arn) != i:
             problems.append(
                 Problem(
                     f"cluster.adminPrincipalArns[{i}]",

@@ -7,8 +7,9 @@ from typing import Literal, Optional, Sequence
 
 from pydantic import Field
 
-from .access import S3BucketConfig
+from .access import BucketName, S3BucketConfig
 from .base import _AZ, Problem, _Model
+from .inputs import shown
 from .network import NetworkConfig, network_zones
 
 FSX_PERSISTENT_2_CAPACITY_STEP_GIB = 2400
@@ -29,8 +30,8 @@ class DataRepositoryConfig(_Model):
     """An S3 prefix linked to a directory of the file system: files load from S3 on first read, and
     new or changed files are exported back (checkpoints reach S3 without a copy step)."""
 
-    bucket: str
-    """S3 bucket, one of the stack's `s3Buckets` (required; `readWrite` access when autoExport is on)."""
+    bucket: BucketName
+    """S3 bucket, one of the stack's `s3Buckets` (an Output must be the very one `s3Buckets` holds) (required; `readWrite` access when autoExport is on)."""
     prefix: str = ""
     """Key prefix in the bucket, without a leading slash. Default: the whole bucket."""
     file_system_path: str = Field(default="/s3", pattern=r"^/[^\s]*$")
@@ -121,17 +122,18 @@ def validate_storage(
         )
     repository = fsx.data_repository
     if repository is not None:
+        # An Output bucket name is found by identity: its access is known only through the s3Buckets entry holding it.
         access = {bucket.name: bucket.access for bucket in s3_buckets}
         if repository.bucket not in access:
-            listed = ", ".join(access) or "none"
+            listed = ", ".join(shown(name) for name in access) or "none"
             problems.append(
-                Problem(f"{path}.dataRepository.bucket", f"'{repository.bucket}' is not in s3Buckets (listed: {listed}); name it there once")
+                Problem(f"{path}.dataRepository.bucket", f"{shown(repository.bucket)} is not in s3Buckets (listed: {listed}); name it there once")
             )
         elif repository.auto_export and access[repository.bucket] != "readWrite":
             problems.append(
                 Problem(
                     f"{path}.dataRepository.autoExport",
-                    f"writes to '{repository.bucket}', which s3Buckets declares read-only; set autoExport: false or access: readWrite",
+                    f"writes to {shown(repository.bucket)}, which s3Buckets declares read-only; set autoExport: false or access: readWrite",
                 )
             )
         if repository.prefix.startswith("/"):

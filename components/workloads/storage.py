@@ -17,6 +17,7 @@ from typing import Any, Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from ..config.documented import documented_args, documented_component
 from ..aws.storage import FSX_CSI_DRIVER, LustreVolume
 from ..config import GpuTrainingPlatformArgs
 from ..facts.instance_store import ephemeral_storage_request
@@ -92,6 +93,7 @@ def training_storage_fields(args: GpuTrainingPlatformArgs, instance_types: Seque
     return fields
 
 
+@documented_args
 @dataclass
 class TrainingStorageArgs:
     """Arguments of ``TrainingStorage``."""
@@ -104,6 +106,7 @@ class TrainingStorageArgs:
     """What must exist first: the namespaces and the CSI driver. Default: nothing."""
 
 
+@documented_component(TrainingStorageArgs)
 class TrainingStorage(pulumi.ComponentResource):
     """A PersistentVolume and its claim in each training namespace. Pass the Kubernetes provider in ``opts``."""
 

@@ -99,6 +99,11 @@ def gpu_operator_values(
                 **({"additionalLabels": dict(config.service_monitor_labels)} if config.service_monitor_labels else {}),
             },
         },
+        # No standalone DCGM host engine from the operator: the EKS node monitoring agent runs its own
+        # on host port 5555 (its dcgm-server DaemonSet), which the operator's would also bind. The
+        # exporter keeps the engine embedded in its own pod (the chart's default, set here so a chart
+        # whose default changes cannot start a second engine on that port).
+        "dcgm": {"enabled": False},
         "gfd": {"enabled": True},
         # No GPU sharing for training: no MIG strategy (whole GPUs are advertised) and no MIG manager
         # to partition them; no time-slicing (the device plugin keeps its default, unshared config).

@@ -94,6 +94,8 @@ class KarpenterConfig(_Model):
     """Version of the `karpenter` and `karpenter-crd` charts (oci://public.ecr.aws/karpenter). Default: 1.14.1."""
     gpu_node_pools: list[KarpenterGpuNodePoolConfig] = []
     """GPU pools Karpenter provisions (one EC2NodeClass and one NodePool each). Default: none."""
+    node_repair: bool = True
+    """Karpenter's NodeRepair feature gate (ALPHA in Karpenter 1.14): replace a node whose AcceleratedHardwareReady condition is False for 10 minutes, or another monitored condition for 30 (chart value `settings.featureGates.nodeRepair`). Default: true."""
 
 
 _KARPENTER_RESTRICTED_LABEL = re.compile(r"^([^/]*\.)?(karpenter\.sh|karpenter\.k8s\.aws)/|^kubernetes\.io/hostname$")

@@ -207,6 +207,18 @@ class PlausibleMocks(pulumi.runtime.Mocks):
             }
         if args.token == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
+        if args.token == "aws:eks/getAddonVersion:getAddonVersion":
+            # A version of the shape EKS returns; for the node monitoring agent, the build its 1.7.0
+            # chart ships (nodeAgent.image.tag). Tests only: a render marks it as unknown instead.
+            addon = args.args["addonName"]
+            version = "v1.7.0-eksbuild.1" if addon == "eks-node-monitoring-agent" else "v1.0.0-eksbuild.1"
+            return {
+                "addonName": addon,
+                "kubernetesVersion": args.args["kubernetesVersion"],
+                "mostRecent": args.args.get("mostRecent", False),
+                "version": version,
+                "id": addon,
+            }
         return {}
 
 

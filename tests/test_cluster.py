@@ -35,7 +35,8 @@ def test_adopted_cluster_creates_no_cluster_and_reads_the_existing_one():
     graph = run_main(adopted())
     assert graph.error is None, repr(graph.error)
     assert graph.of_type("eks:index:Cluster") == []
-    assert graph.of_type("aws:eks/addon:Addon") == []
+    # The only add-on it installs is the node monitoring agent (nodeMonitoring.enabled); never Pod Identity.
+    assert [a.inputs["addonName"] for a in graph.of_type("aws:eks/addon:Addon")] == ["eks-node-monitoring-agent"]
     existing = graph.one("aws:eks/cluster:Cluster")
     assert existing.read and existing.id == "gpu-training-prod"
 
@@ -90,7 +91,7 @@ def test_system_node_group_is_untainted_on_demand_and_waits_for_pod_identity():
     assert system.inputs["capacityType"] == "ON_DEMAND"
     assert system.inputs["scalingConfig"] == {"minSize": 2, "desiredSize": 3, "maxSize": 4}
     assert system.inputs["ignoreScalingChanges"] is True
-    assert graph.depends_on(system, graph.one("aws:eks/addon:Addon"))
+    assert graph.depends_on(system, graph.one("aws:eks/addon:Addon", "gpu-training-cluster-pod-identity-agent"))
 
 
 def test_system_node_group_can_be_turned_off():

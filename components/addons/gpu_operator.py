@@ -27,6 +27,7 @@ from ..config import (
     validate_gpu_operator,
 )
 from ..aws.gpu_node_group import gpu_toleration
+from .dcgm_dashboard import dcgm_dashboard_config_map
 from ..facts.node_os import GpuNodeOs, node_os_of
 
 CHART = "gpu-operator"
@@ -179,6 +180,15 @@ class GpuOperator(pulumi.ComponentResource):
             timeout=RELEASE_TIMEOUT_SECONDS,
             opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=[*ready, namespace]),
         )
+        if args.config.prometheus_operator:
+            # NVIDIA's DCGM dashboard beside the exporter whose ServiceMonitor Prometheus scrapes.
+            dashboard = dcgm_dashboard_config_map(NAMESPACE)
+            k8s.core.v1.ConfigMap(
+                f"{name}-dcgm-dashboard",
+                metadata=dashboard["metadata"],
+                data=dashboard["data"],
+                opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=[namespace]),
+            )
         self.namespace = namespace.metadata.name
         self.release_status = self.release.status.apply(lambda s: s.status if s else None)
         self.register_outputs({"namespace": self.namespace, "releaseStatus": self.release_status})

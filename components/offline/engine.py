@@ -161,6 +161,12 @@ class PlausibleMocks(pulumi.runtime.Mocks):
             digest = "sha256:" + hashlib.sha256(json.dumps(outputs, sort_keys=True, default=str).encode()).hexdigest()
             tag = (outputs.get("tags") or [""])[0]
             outputs.update(digest=digest, ref=f"{tag}@{digest}", contextHash="0" * 64)
+        elif typ == "tls:index/privateKey:PrivateKey":
+            # Key-shaped stand-ins (tests only): the provider generates the real pair at deployment.
+            outputs.update(
+                privateKeyOpenssh="-----BEGIN OPENSSH PRIVATE KEY-----\nmock\n-----END OPENSSH PRIVATE KEY-----\n",
+                publicKeyOpenssh=f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAImock {name}\n",
+            )
         elif typ.startswith("aws:"):
             service = typ.split(":")[1].split("/")[0]
             outputs.setdefault("arn", _arn(service, typ.rsplit(":", 1)[-1].lower(), name))

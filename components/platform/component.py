@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 import pulumi
+import pulumi_aws as aws
 
 from ..facts import aws_enums
 from ..aws.cluster import EksCluster, EksClusterArgs
@@ -15,6 +16,9 @@ from ..addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from ..addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
 from ..addons.karpenter import Karpenter, KarpenterArgs
 from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from ..aws.node_monitoring import NodeMonitoringAgent, NodeMonitoringAgentArgs
+from ..workloads.preflight_checks import PreflightChecks, PreflightChecksArgs, preflight_namespace, preflight_pools
+from ..workloads.scheduling_policies import default_priority_class
 from ..workloads.scheduling_policies import SchedulingPolicies, scheduling_policies_args, smoke_test_pools, training_job_spec
 from ..workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
@@ -45,6 +49,10 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """Training apps the stack runs, by app name."""
     smoke_test: Optional[GpuSmokeTest]
     """The nvidia-smi smoke test; None unless enabled."""
+    node_monitoring_agent: Optional[NodeMonitoringAgent]
+    """The EKS node monitoring agent add-on; None when ``nodeMonitoring.enabled`` is false."""
+    preflight: Optional[PreflightChecks]
+    """DCGM diagnostics and the NCCL test; None unless ``preflight.enabled``."""
 
     def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # Checked before the component registers, so invalid arguments create nothing at all.
@@ -82,6 +90,19 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             GpuOperatorArgs(cluster=self.cluster.ref, config=args.gpu_operator, node_os=gpu_node_os(args)),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.node_monitoring_agent = None
+        if args.node_monitoring.enabled:
+            # A created cluster runs the configured version; an adopted one says which it runs.
+            kubernetes_version = (
+                args.cluster.kubernetes_version
+                if args.cluster.create
+                else aws.eks.get_cluster_output(name=args.cluster.name, opts=pulumi.InvokeOutputOptions(parent=self)).version
+            )
+            self.node_monitoring_agent = NodeMonitoringAgent(
+                f"{name}-node-monitoring",
+                NodeMonitoringAgentArgs(cluster=self.cluster.ref, kubernetes_version=kubernetes_version, tags=tags),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         self.efa_device_plugin = (
             EfaDevicePlugin(
                 f"{name}-efa-device-plugin",
@@ -158,6 +179,29 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                     providers=kubernetes,
                     # GPUs are advertised once the nodes exist and the device plugin runs on them.
                     depends_on=[self.scheduling, self.gpu_operator, *self.gpu_node_groups.values()],
+                ),
+            )
+
+        self.preflight = None
+        if args.preflight.enabled:
+            self.preflight = PreflightChecks(
+                f"{name}-preflight",
+                PreflightChecksArgs(
+                    pools=preflight_pools(args),
+                    namespace=preflight_namespace(args),
+                    priority_class=default_priority_class(args.scheduling.priority_classes),
+                    config=args.preflight,
+                ),
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    providers=kubernetes,
+                    # GPUs and EFA devices are advertised once the nodes exist and the device plugins run on them.
+                    depends_on=[
+                        self.scheduling,
+                        self.gpu_operator,
+                        *([self.efa_device_plugin] if self.efa_device_plugin else []),
+                        *self.gpu_node_groups.values(),
+                    ],
                 ),
             )
 

@@ -290,6 +290,7 @@ def nccl_test_job(spec: NcclTestSpec) -> dict[str, Any]:
         label_in(key, [value])
     )
     container = pod["containers"][0]
+    container["name"] = "nccl-test"
     # torchrun's variables mean nothing to mpirun; the pods keep only what the script reads.
     container["env"] = [e for e in container["env"] if e["name"] == "FI_PROVIDER"]
     container["ports"] = [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}]

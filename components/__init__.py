@@ -20,11 +20,19 @@ from .config import (
     GpuTrainingPlatformArgs,
     KarpenterConfig,
     KarpenterGpuNodePoolConfig,
+    NodeMonitoringConfig,
+    PreflightConfig,
     Problem,
     TopologyLabelerConfig,
 )
 from .addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
 from .aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from .aws.node_monitoring import NodeMonitoringAgent, NodeMonitoringAgentArgs, node_monitoring_agent_configuration
+from .addons.dcgm_dashboard import dcgm_dashboard_config_map
+from .facts.nccl_baselines import NCCL_BASELINES, NcclBaseline, nccl_baseline
+from .workloads.nccl_results import judge_all_reduce, parse_all_reduce
+from .workloads.preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects
+from .workloads.preflight_checks import PreflightChecks, PreflightChecksArgs, PreflightPool, preflight_pools
 from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
 from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
 from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
@@ -65,6 +73,16 @@ __all__ = [
     "KarpenterArgs",
     "KarpenterConfig",
     "KarpenterGpuNodePoolConfig",
+    "NCCL_BASELINES",
+    "NcclBaseline",
+    "NcclTestSpec",
+    "NodeMonitoringAgent",
+    "NodeMonitoringAgentArgs",
+    "NodeMonitoringConfig",
+    "PreflightChecks",
+    "PreflightChecksArgs",
+    "PreflightConfig",
+    "PreflightPool",
     "Problem",
     "SchedulingPolicies",
     "SchedulingPoliciesArgs",
@@ -74,16 +92,24 @@ __all__ = [
     "TrainingJob",
     "TrainingJobArgs",
     "TrainingJobSpec",
+    "dcgm_dashboard_config_map",
+    "dcgm_diag_job",
     "ec2_node_class_spec",
     "efa_device_plugin_values",
     "efa_needed",
     "fleet_gpu_capacity",
     "gpu_node_os",
     "gpu_operator_values",
+    "judge_all_reduce",
     "karpenter_values",
     "load_stack_config",
+    "nccl_baseline",
+    "nccl_test_objects",
+    "node_monitoring_agent_configuration",
     "node_pool_spec",
+    "parse_all_reduce",
     "parse_platform_args",
+    "preflight_pools",
     "rendezvous_service",
     "training_job",
     "training_pdb",

@@ -1,0 +1,50 @@
+"""The README's node-condition table is generated from the agent's reasons.yaml, and NVIDIA's DCGM
+dashboard ships unmodified, only where Prometheus runs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from eks_gpu_training.addons.dcgm_dashboard import DASHBOARD_BLOB, DASHBOARD_FILE, dcgm_dashboard_config_map
+from eks_gpu_training.offline import node_conditions
+from eks_gpu_training.offline.engine import run_main, stack_config
+
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+
+
+def test_readme_node_condition_table_matches_the_agents_reasons(reference_dir):
+    reasons = node_conditions.load_reasons(reference_dir / "eks-node-monitoring-agent-1.7.0" / "reasons.yaml")
+    readme = node_conditions.README.read_text()
+    assert readme == node_conditions.updated_readme(readme, reasons), "run `python -m eks_gpu_training.offline.node_conditions --write`"
+
+
+def test_the_table_lists_every_condition_with_its_repair_wait(reference_dir):
+    reasons = node_conditions.load_reasons(reference_dir / "eks-node-monitoring-agent-1.7.0" / "reasons.yaml")
+    assert set(reasons) == set(node_conditions.REPAIR_AFTER_MINUTES)
+    rows = node_conditions.table(reasons).splitlines()
+    assert "| `AcceleratedHardwareReady` (10 min) | `NvidiaXID%dError` | Fatal: the condition turns False | A critical GPU error occurred. |" in rows
+    assert "| `AcceleratedHardwareReady` (10 min) | `DCGMError` | Fatal: the condition turns False | Connection to the DCGM host process was lost or could not be established. |" in rows
+    assert sum(row.startswith("| `") for row in rows) == sum(len(entries) for entries in reasons.values())
+
+
+def test_the_dashboard_is_nvidias_file_byte_for_byte():
+    content = DASHBOARD_FILE.read_bytes()
+    assert hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest() == DASHBOARD_BLOB
+    assert json.loads(content)["title"] == "NVIDIA DCGM Exporter Dashboard"
+
+
+def test_the_dashboard_config_map_is_labelled_for_grafanas_sidecar():
+    config_map = dcgm_dashboard_config_map("gpu-operator")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config_map["data"]["dcgm-exporter-dashboard.json"] == DASHBOARD_FILE.read_text()
+
+
+def test_the_dashboard_ships_only_with_the_prometheus_operator(prod_graph):
+    assert not [c for c in prod_graph.of_type(CONFIG_MAP) if c.inputs["metadata"]["name"] == "dcgm-exporter-dashboard"]
+    config = stack_config("prod")
+    config["eks-gpu-training:gpuOperator"] = {"chartVersion": "v26.7.0", "prometheusOperator": True}
+    graph = run_main(config)
+    (dashboard,) = [c for c in graph.of_type(CONFIG_MAP) if c.inputs["metadata"]["name"] == "dcgm-exporter-dashboard"]
+    assert dashboard.inputs["metadata"]["namespace"] == "gpu-operator"
+    assert graph.depends_on(dashboard, graph.one("kubernetes:core/v1:Namespace", "gpu-training-gpu-operator-namespace"))

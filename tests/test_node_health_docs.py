@@ -8,7 +8,6 @@ import json
 
 from eks_gpu_training.addons.dcgm_dashboard import DASHBOARD_BLOB, DASHBOARD_FILE, dcgm_dashboard_config_map
 from eks_gpu_training.offline import node_conditions
-from eks_gpu_training.offline.engine import run_main, stack_config
 
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 
@@ -40,11 +39,8 @@ def test_the_dashboard_config_map_is_labelled_for_grafanas_sidecar():
     assert config_map["data"]["dcgm-exporter-dashboard.json"] == DASHBOARD_FILE.read_text()
 
 
-def test_the_dashboard_ships_only_with_the_prometheus_operator(prod_graph):
+def test_the_dashboard_ships_only_with_the_prometheus_operator(prod_graph, health_graph):
     assert not [c for c in prod_graph.of_type(CONFIG_MAP) if c.inputs["metadata"]["name"] == "dcgm-exporter-dashboard"]
-    config = stack_config("prod")
-    config["eks-gpu-training:gpuOperator"] = {"chartVersion": "v26.7.0", "prometheusOperator": True}
-    graph = run_main(config)
-    (dashboard,) = [c for c in graph.of_type(CONFIG_MAP) if c.inputs["metadata"]["name"] == "dcgm-exporter-dashboard"]
+    (dashboard,) = [c for c in health_graph.of_type(CONFIG_MAP) if c.inputs["metadata"]["name"] == "dcgm-exporter-dashboard"]
     assert dashboard.inputs["metadata"]["namespace"] == "gpu-operator"
-    assert graph.depends_on(dashboard, graph.one("kubernetes:core/v1:Namespace", "gpu-training-gpu-operator-namespace"))
+    assert health_graph.depends_on(dashboard, health_graph.one("kubernetes:core/v1:Namespace", "gpu-training-gpu-operator-namespace"))

@@ -15,11 +15,11 @@ from eks_gpu_training.offline.check import check_render
 from eks_gpu_training.offline.engine import run_main, stack_config
 from eks_gpu_training.offline.render import render
 from eks_gpu_training.workloads.preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects, nccl_test_script
+from conftest import HEALTH_NCCL_IMAGE as NCCL_IMAGE, health_config
 from k8s_semantics import gpu_node_taint, tolerates
 
 NS = "eks-gpu-training:"
 JOB = "kubernetes:batch/v1:Job"
-NCCL_IMAGE = "444455556666.dkr.ecr.us-west-2.amazonaws.com/nccl-tests:efa1.47.0-ncclv2.29.3-1-testsv2.17.9"
 
 
 def prod_with(**sections) -> dict:
@@ -117,10 +117,8 @@ def test_the_judge_config_map_carries_the_parser_itself():
 
 
 @pytest.fixture(scope="module")
-def preflight_graph():
-    graph = run_main(prod_with(preflight={"enabled": True, "nccl": {"image": NCCL_IMAGE}}))
-    assert graph.error is None, repr(graph.error)
-    return graph
+def preflight_graph(health_graph):
+    return health_graph
 
 
 def test_prod_with_preflight_checks_its_running_pool_dcgm_first_then_nccl(preflight_graph):
@@ -202,10 +200,7 @@ def test_preflight_values_out_of_range_are_refused(preflight, key):
 
 def test_preflight_and_dashboard_objects_render_and_pass_check(tmp_path, reference_dir):
     """Every new object, as a render writes it, against the Kubernetes schemas and the reference."""
-    config = prod_with(
-        preflight={"enabled": True, "nccl": {"image": NCCL_IMAGE}},
-        gpuOperator={"chartVersion": "v26.7.0", "prometheusOperator": True, "serviceMonitorLabels": {"release": "kube-prometheus-stack"}},
-    )
+    config = health_config()
     stack_path = tmp_path / "Pulumi.preflight.yaml"
     stack_path.write_text(yaml.safe_dump({"config": config}))
     out = tmp_path / "render"

@@ -27,7 +27,8 @@ from .validation import validate_stack
 
 class GpuTrainingPlatform(pulumi.ComponentResource):
     """EKS cluster, system node group, GPU training pools, GPU Operator, EFA device plugin, topology
-    labeler, Karpenter, scheduling policy and training jobs, in one stack graph."""
+    labeler, node monitoring agent, Karpenter, scheduling policy, training jobs and the checks (smoke
+    test, pre-flight), in one stack graph."""
 
     cluster: EksCluster
     """The created or adopted cluster."""

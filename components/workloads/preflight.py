@@ -50,8 +50,10 @@ JUDGE_SOURCE = Path(__file__).with_name(JUDGE_FILE)
 """The judge the NCCL Job runs on its log: this package's own parser, standard library only."""
 ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
 """Where AWS's nccl-tests.Dockerfile builds the test (``NCCL_TESTS_VERSION`` checkout, MPI=1)."""
-MPIRUN = "mpirun"
-"""Open MPI's launcher, on the PATH of AWS's image (``/opt/amazon/openmpi/bin``)."""
+MPIRUN = "/opt/amazon/openmpi/bin/mpirun"
+"""Open MPI's launcher in AWS's image (the EFA installer's Open MPI), by absolute path as AWS's MPIJob
+runs it: Open MPI then takes its install prefix from that path and sets PATH and LD_LIBRARY_PATH for
+the daemons it starts over ssh, whose login shells have none of the image's environment."""
 
 
 def preflight_name(check: str, pool: str, limit: int = 63) -> str:

@@ -97,3 +97,24 @@ def test_the_gpu_operator_starts_no_second_host_engine_on_port_5555(prod_graph):
     release = next(r for r in prod_graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "gpu-operator")
     assert release.inputs["values"]["dcgm"] == {"enabled": False}
     assert release.inputs["values"]["dcgmExporter"]["enabled"] is True
+
+
+def test_check_fails_an_addon_configuration_eks_would_refuse(reference_dir):
+    pytest.importorskip("jsonschema", reason="jsonschema (the [check] extra) validates the add-on configuration")
+    from eks_gpu_training.offline.check.addons import check_addon_configuration
+
+    resource = {
+        "type": ADDON,
+        "name": AGENT,
+        "inputs": {"addonName": "eks-node-monitoring-agent", "configurationValues": json.dumps({"dcgmAgent": {"runtimeClassName": "nvidia"}})},
+    }
+    assert list(check_addon_configuration(resource, reference_dir)) == [
+        (
+            "fail",
+            f"{ADDON} {AGENT}: configurationValues: dcgmAgent: Additional properties are not allowed ('runtimeClassName' was "
+            "unexpected) (eks-node-monitoring-agent 1.7.0 configuration.schema.json)",
+        )
+    ]
+    good = {**resource, "inputs": {**resource["inputs"], "configurationValues": json.dumps(node_monitoring_agent_configuration())}}
+    assert list(check_addon_configuration(good, reference_dir)) == []
+    assert [outcome for outcome, _ in check_addon_configuration(good, None)] == ["skip"]

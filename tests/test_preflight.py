@@ -182,6 +182,17 @@ def test_preflight_needs_the_quota_for_every_pool_at_once():
     assert [str(p) for p in graph.error.problems] == ["preflight.namespace: the pre-flight checks need 16 GPUs at once but 'training' allows 8"]
 
 
+def test_preflight_needs_the_cpu_and_memory_of_its_largest_check():
+    """The NCCL pods request a training pod's CPU and memory (the node less 10%): 2 x 173 CPUs."""
+    scheduling = copy.deepcopy(stack_config("prod")[f"{NS}scheduling"])
+    scheduling["namespaces"][0]["quota"].update(cpu="300", memory="4Ti")
+    scheduling["trainingApps"] = []
+    problems = [str(p) for p in run_main(prod_with(scheduling=scheduling, preflight={"enabled": True, "nccl": {"image": NCCL_IMAGE}})).error.problems]
+    assert problems == ["preflight.namespace: the pre-flight checks need 346 CPU at once but 'training' allows 300"]
+    only_dcgm = run_main(prod_with(scheduling=scheduling, preflight={"enabled": True, "nccl": {"enabled": False}}))
+    assert only_dcgm.error is None, repr(only_dcgm.error)
+
+
 @pytest.mark.parametrize(
     "preflight, key",
     [

@@ -78,6 +78,10 @@ def _labels(name: str, check: str) -> dict[str, str]:
 # --- DCGM diagnostics ------------------------------------------------------------------------------
 
 
+DCGM_POD_CPU, DCGM_POD_MEMORY = "1", "2Gi"
+"""Requests of a diagnostics pod besides its GPUs: the host engine and dcgmi (the GPU plugins do the work)."""
+
+
 def dcgm_diag_script(level: int) -> str:
     """Start a host engine in the pod, run the diagnostics, fail on a failed test.
 
@@ -110,7 +114,7 @@ def dcgm_diag_job(
         "image": image,
         "command": ["/bin/bash", "-c", dcgm_diag_script(level)],
         "resources": {
-            "requests": {"cpu": "1", "memory": "2Gi", GPU_RESOURCE: str(gpus)},
+            "requests": {"cpu": DCGM_POD_CPU, "memory": DCGM_POD_MEMORY, GPU_RESOURCE: str(gpus)},
             "limits": {GPU_RESOURCE: str(gpus)},
         },
         "securityContext": {"allowPrivilegeEscalation": False},
@@ -180,6 +184,12 @@ class NcclTestSpec:
         if baseline is None:
             return None
         return round(baseline.bus_bandwidth_gbps * self.min_bus_bandwidth_fraction, 3)
+
+
+def nccl_pod_requests(spec: NcclTestSpec) -> tuple[str, str]:
+    """CPU and memory each NCCL pod requests: a training pod's (its node less 10%)."""
+    training = _training_spec(spec)
+    return training.pod_cpu, training.pod_memory
 
 
 def _training_spec(spec: NcclTestSpec) -> TrainingJobSpec:

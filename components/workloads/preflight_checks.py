@@ -12,16 +12,18 @@ and runs again; an unchanged one is left alone, as the smoke test is.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_tls as tls
 
-from ..config import GpuTrainingPlatformArgs, PreflightConfig, Problem
+from ..config import GpuTrainingPlatformArgs, PreflightConfig, Problem, ResourceQuotaConfig
 from ..facts.gpu_nodes import EKS_NODEGROUP_KEY
 from .fleet_capacity import pool_capacity, resolve_quota
-from .preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects
+from ..facts.quantity import MIB, cpu_quantity, memory_quantity, parse_quantity
+from .preflight import DCGM_POD_CPU, DCGM_POD_MEMORY, NcclTestSpec, dcgm_diag_job, nccl_pod_requests, nccl_test_objects
 
 
 @dataclass(frozen=True)
@@ -99,12 +101,56 @@ def validate_preflight(args: GpuTrainingPlatformArgs) -> list[Problem]:
                 "with MPI=1 (AWS's nccl-tests.Dockerfile, or public.ecr.aws/hpc-cloud/nccl-tests:<tag>); or set nccl.enabled: false",
             )
         )
-    # Each pool's checks run one after the other, but the pools' checks all at once.
-    needed = sum(pool.nodes * pool.gpus for pool in pools)
-    quota = resolve_quota(namespaces[namespace].quota, args).gpus
-    if needed > quota:
-        problems.append(Problem("preflight.namespace", f"the pre-flight checks need {needed} GPUs at once but '{namespace}' allows {quota}"))
+    problems += _quota_problems(args, pools, namespace, namespaces[namespace].quota)
     return problems
+
+
+def _quota_problems(args: GpuTrainingPlatformArgs, pools: Sequence[PreflightPool], namespace: str, quota_config: ResourceQuotaConfig) -> list[Problem]:
+    """Each pool's checks run one after the other, the pools' checks all at once: the namespace quota
+    must admit the largest check of every pool together, or pods are refused and the update waits
+    for its timeout."""
+    config = args.preflight
+    gpus, cpu, memory = 0, Fraction(0), Fraction(0)
+    for pool in pools:
+        demands = []
+        if config.dcgm_diag.enabled:
+            demands.append((parse_quantity(DCGM_POD_CPU), parse_quantity(DCGM_POD_MEMORY)))
+        if config.nccl.enabled and pool.runs_nccl:
+            pod_cpu, pod_memory = nccl_pod_requests(_nccl_spec(pool, config, namespace, None))
+            demands.append((parse_quantity(pod_cpu), parse_quantity(pod_memory)))
+        gpus += pool.nodes * pool.gpus
+        cpu += pool.nodes * max(d[0] for d in demands)
+        memory += pool.nodes * max(d[1] for d in demands)
+    quota = resolve_quota(quota_config, args)
+    limits = (("GPUs", gpus, quota.gpus, str(quota.gpus)), ("CPU", cpu, parse_quantity(quota.cpu), quota.cpu), ("memory", memory, parse_quantity(quota.memory), quota.memory))
+    return [
+        Problem("preflight.namespace", f"the pre-flight checks need {_amount(needed, what)} {what} at once but '{namespace}' allows {shown}")
+        for what, needed, allowed, shown in limits
+        if needed > allowed
+    ]
+
+
+def _amount(value: Fraction, what: str) -> str:
+    if what == "memory":
+        return memory_quantity(int(value // MIB))
+    if what == "CPU":
+        return cpu_quantity(int(value * 1000))
+    return str(int(value))
+
+
+def _nccl_spec(pool: PreflightPool, config: PreflightConfig, namespace: str, priority_class: Optional[str]) -> NcclTestSpec:
+    return NcclTestSpec(
+        pool=pool.name,
+        pool_label=pool.pool_label,
+        instance_types=pool.instance_types,
+        nodes=pool.nodes,
+        image=config.nccl.image or "",
+        namespace=namespace,
+        priority_class=priority_class,
+        min_bus_bandwidth_fraction=config.nccl.min_bus_bandwidth_fraction,
+        active_deadline_seconds=config.timeout_minutes * 60,
+        efa_devices_per_node=pool.efa_devices,
+    )
 
 
 @dataclass
@@ -148,18 +194,7 @@ class PreflightChecks(pulumi.ComponentResource):
                 )
             if not (config.nccl.enabled and pool.runs_nccl and config.nccl.image is not None):
                 continue
-            spec = NcclTestSpec(
-                pool=pool.name,
-                pool_label=pool.pool_label,
-                instance_types=pool.instance_types,
-                nodes=pool.nodes,
-                image=config.nccl.image,
-                namespace=args.namespace,
-                priority_class=args.priority_class,
-                min_bus_bandwidth_fraction=config.nccl.min_bus_bandwidth_fraction,
-                active_deadline_seconds=deadline,
-                efa_devices_per_node=pool.efa_devices,
-            )
+            spec = _nccl_spec(pool, config, args.namespace, args.priority_class)
             # Generated once and kept (encrypted) in the stack's state, so the Secret is stable across updates.
             key = tls.PrivateKey(f"{name}-{pool.name}-nccl-ssh-key", algorithm="ED25519", opts=pulumi.ResourceOptions(parent=self))
             secret, config_map, service, job = nccl_test_objects(spec, key.private_key_openssh, key.public_key_openssh)

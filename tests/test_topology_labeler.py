@@ -84,7 +84,7 @@ def test_prod_iam_role_is_for_pod_identity_and_allows_exactly_describe_instance_
             }
         ],
     }
-    (policy,) = prod_graph.of_type(ROLE_POLICY)
+    (policy,) = [p for p in prod_graph.of_type(ROLE_POLICY) if p.parent == role.urn]
     document = json.loads(policy.inputs["policy"])
     (statement,) = document["Statement"]
     assert statement["Effect"] == "Allow"
@@ -168,10 +168,15 @@ def test_prod_daemonset_carries_the_security_and_scheduling_settings(prod_graph)
     assert env["LABELER_INTERVAL_SECONDS"]["value"] == "600"
 
 
+def test_labeler_pods_get_the_cluster_region_and_never_ask_instance_metadata_for_it(prod_graph):
+    container = labeler_of(prod_graph).one(DAEMONSET).inputs["spec"]["template"]["spec"]["containers"][0]
+    assert {e["name"]: e.get("value") for e in container["env"]}["AWS_REGION"] == "us-west-2"
+
+
 def test_registered_objects_are_the_pure_manifests(prod_graph):
     config = TopologyLabelerConfig()
     image = labeler_of(prod_graph).one(DAEMONSET).inputs["spec"]["template"]["spec"]["containers"][0]["image"]
-    expected = {m["kind"]: m for m in tl.manifests(image, config)}
+    expected = {m["kind"]: m for m in tl.manifests(image, config, "us-west-2")}
     for kind in (NS, SA, CLUSTER_ROLE, BINDING, DAEMONSET):
         sent = as_sent(labeler_of(prod_graph).one(kind))
         assert _equal_numbers(sent, expected[sent["kind"]]), kind
@@ -191,12 +196,12 @@ def _equal_numbers(sent, expected) -> bool:
 @pytest.mark.parametrize("version", SUPPORTED_KUBERNETES_VERSIONS)
 def test_manifests_pass_strict_schema_validation_for_every_supported_version(version):
     config = TopologyLabelerConfig(resources={"cpuLimit": "1", "memoryLimit": "1Gi"}, intervalSeconds=3600)
-    for manifest in tl.manifests(PREBUILT, config):
+    for manifest in tl.manifests(PREBUILT, config, "us-west-2"):
         assert kubernetes_validate.validate(manifest, version, strict=True) == version
 
 
 def test_strict_validation_would_catch_a_misspelt_field():
-    manifest = tl.daemonset_manifest(PREBUILT, TopologyLabelerConfig())
+    manifest = tl.daemonset_manifest(PREBUILT, TopologyLabelerConfig(), "us-west-2")
     manifest["spec"]["template"]["spec"]["containers"][0]["securityContext"]["readOnlyRootFileSystem"] = True
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(manifest, "1.34", strict=True)

@@ -47,6 +47,11 @@ RUN_AS_USER = 65532
 PRIORITY_CLASS = "system-node-critical"
 """Built-in PriorityClass that keeps a per-node daemon scheduled and spares it from eviction."""
 
+AWS_REGION_ENV = "AWS_REGION"
+"""The region for any AWS SDK call that names none. The labeler names the region of each node's zone
+itself (``labeler.topology.region_of_zone``), but nothing in the pod may fall back to instance
+metadata, which pods cannot reach with the nodes' hop limit of 1 (aws/karpenter-provider-aws#8219)."""
+
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "eks-gpu-training"}
 SELECTOR = {"app.kubernetes.io/name": NAME}
 
@@ -109,9 +114,9 @@ def container_resources(config: TopologyLabelerConfig) -> dict[str, dict[str, st
     }
 
 
-def daemonset_manifest(image: Any, config: TopologyLabelerConfig) -> dict[str, Any]:
+def daemonset_manifest(image: Any, config: TopologyLabelerConfig, region: str) -> dict[str, Any]:
     """One labeler pod per GPU node. ``image`` is the reference to run (a string, or the Output of
-    the pushed image's digest reference)."""
+    the pushed image's digest reference); ``region`` is the cluster's, set as ``AWS_REGION``."""
     restricted = {
         "allowPrivilegeEscalation": False,
         "privileged": False,
@@ -128,6 +133,7 @@ def daemonset_manifest(image: Any, config: TopologyLabelerConfig) -> dict[str, A
             {"name": ENV_NODE_NAME, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
             {"name": ENV_INTERVAL, "value": str(config.interval_seconds)},
             {"name": ENV_HEARTBEAT_FILE, "value": HEARTBEAT_FILE},
+            {"name": AWS_REGION_ENV, "value": region},
         ],
         "resources": container_resources(config),
         "livenessProbe": {
@@ -178,14 +184,14 @@ def daemonset_manifest(image: Any, config: TopologyLabelerConfig) -> dict[str, A
     }
 
 
-def manifests(image: Any, config: TopologyLabelerConfig) -> list[dict[str, Any]]:
+def manifests(image: Any, config: TopologyLabelerConfig, region: str) -> list[dict[str, Any]]:
     """Every Kubernetes object of the labeler, in creation order."""
     return [
         namespace_manifest(),
         service_account_manifest(),
         cluster_role_manifest(),
         cluster_role_binding_manifest(),
-        daemonset_manifest(image, config),
+        daemonset_manifest(image, config, region),
     ]
 
 
@@ -304,7 +310,7 @@ class TopologyLabeler(pulumi.ComponentResource):
         # the association exists; RBAC first too, or the first checks fail with 403.
         k8s.apps.v1.DaemonSet(
             f"{name}-daemonset",
-            **_resource_kwargs(daemonset_manifest(self.image, config)),
+            **_resource_kwargs(daemonset_manifest(self.image, config, ref.region)),
             opts=in_cluster(namespace, service_account, binding, association, policy),
         )
 

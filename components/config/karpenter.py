@@ -96,6 +96,8 @@ class KarpenterConfig(_Model):
     """GPU pools Karpenter provisions (one EC2NodeClass and one NodePool each). Default: none."""
     node_repair: bool = True
     """Karpenter's NodeRepair feature gate (ALPHA in Karpenter 1.14): replace a node whose AcceleratedHardwareReady condition is False for 10 minutes, or another monitored condition for 30 (chart value `settings.featureGates.nodeRepair`). Default: true."""
+    retain_on_removal: bool = True
+    """Leave the NodePools, EC2NodeClasses and Karpenter's CRDs, and so the NodeClaims and GPU nodes behind them, in the cluster when a pool, Karpenter or the stack is removed. To have Karpenter drain and terminate its nodes instead, set false and run `pulumi up` before removing. Default: true."""
 
 
 _KARPENTER_RESTRICTED_LABEL = re.compile(r"^([^/]*\.)?(karpenter\.sh|karpenter\.k8s\.aws)/|^kubernetes\.io/hostname$")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import field_validator
 
 from ..facts import aws_enums
+from .access import S3BucketConfig, unique_bucket_names
 from .addons import (
     GpuOperatorConfig,
     TopologyLabelerConfig,
@@ -48,8 +49,15 @@ class GpuTrainingPlatformArgs(_Model):
     """The EKS node monitoring agent add-on, whose node conditions drive node auto repair. Default: installed."""
     preflight: PreflightConfig = PreflightConfig()
     """DCGM diagnostics and the NCCL all-reduce test on the GPU pools, awaited by `pulumi up`. Default: off."""
+    s3_buckets: list[S3BucketConfig] = []
+    """S3 buckets of the stack's training data and checkpoints, named once: training pods get least-privilege access to exactly these through the training ServiceAccount's EKS Pod Identity role. Default: none."""
     tags: dict[str, str] = {}
     """Tags added to every AWS resource. Default: none."""
+
+    @field_validator("s3_buckets")
+    @classmethod
+    def _unique_buckets(cls, value: list[S3BucketConfig]) -> list[S3BucketConfig]:
+        return unique_bucket_names(value)
 
     @field_validator("region")
     @classmethod

@@ -165,6 +165,15 @@ def test_preflight_rules(preflight, problem):
     assert any(str(p).startswith(problem) for p in graph.error.problems), graph.error.problems
 
 
+def test_nccl_alone_needs_an_efa_pool_of_two_nodes():
+    groups = copy.deepcopy(stack_config("prod")[f"{NS}gpuNodeGroups"])
+    groups[0].update(minSize=1, desiredSize=1)
+    graph = run_main(prod_with(gpuNodeGroups=groups, preflight={"enabled": True, "dcgmDiag": {"enabled": False}, "nccl": {"image": NCCL_IMAGE}}))
+    assert [str(p) for p in graph.error.problems if p.path.startswith("preflight")] == [
+        "preflight.dcgmDiag.enabled: is false and no pool that starts with nodes has EFA and two or more nodes for the NCCL test: nothing would run"
+    ]
+
+
 def test_preflight_needs_a_pool_that_starts_with_nodes():
     config = stack_config("dev")
     config[f"{NS}preflight"] = {"enabled": True}

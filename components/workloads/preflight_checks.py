@@ -91,6 +91,13 @@ def validate_preflight(args: GpuTrainingPlatformArgs) -> list[Problem]:
     pools = preflight_pools(args)
     if not pools:
         return [Problem("preflight.enabled", "no managed GPU pool starts with nodes (every initial size is 0), so there is nothing to check")]
+    if not preflight.dcgm_diag.enabled and not any(p.runs_nccl for p in pools):
+        return [
+            Problem(
+                "preflight.dcgmDiag.enabled",
+                "is false and no pool that starts with nodes has EFA and two or more nodes for the NCCL test: nothing would run",
+            )
+        ]
     problems = []
     if preflight.nccl.enabled and preflight.nccl.image is None and any(p.runs_nccl for p in pools):
         names = ", ".join(p.name for p in pools if p.runs_nccl)
@@ -118,6 +125,8 @@ def _quota_problems(args: GpuTrainingPlatformArgs, pools: Sequence[PreflightPool
         if config.nccl.enabled and pool.runs_nccl:
             pod_cpu, pod_memory = nccl_pod_requests(_nccl_spec(pool, config, namespace, None))
             demands.append((parse_quantity(pod_cpu), parse_quantity(pod_memory)))
+        if not demands:
+            continue
         gpus += pool.nodes * pool.gpus
         cpu += pool.nodes * max(d[0] for d in demands)
         memory += pool.nodes * max(d[1] for d in demands)

@@ -69,7 +69,22 @@ def test_dcgm_diag_runs_the_configured_level_once_per_node_with_every_gpu():
 def test_dcgm_diag_script_is_valid_bash_and_fails_on_a_failed_test():
     script = dcgm_diag_job("a", ("k", "v"), 1, 1, 2, "i:1", "ns", 60)["spec"]["template"]["spec"]["containers"][0]["command"][2]
     assert subprocess.run(["bash", "-n", "-c", script]).returncode == 0
-    assert "grep -q 'Fail' /tmp/diag.txt" in script
+    assert "grep -Eq '[|] *Fail' \"$report\"" in script
+
+
+@pytest.mark.parametrize(
+    "table, exit_code, expected",
+    [("| Memory | Pass |", 0, 0), ("| Memory | Fail |", 0, 1), ("| Memory | Pass |", 226, 226)],
+)
+def test_dcgm_diag_script_fails_on_a_failed_test_even_when_dcgmi_exits_zero(tmp_path, table, exit_code, expected):
+    """The script run by bash against stand-ins for nv-hostengine and dcgmi."""
+    for name, body in (("nv-hostengine", "exit 0"), ("dcgmi", f'[ "$1" = diag ] && echo "{table}" && exit {exit_code}; exit 0')):
+        tool = tmp_path / name
+        tool.write_text(f"#!/bin/bash\n{body}\n")
+        tool.chmod(0o755)
+    script = dcgm_diag_job("a", ("k", "v"), 1, 1, 2, "i:1", "ns", 60)["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    result = subprocess.run(["bash", "-c", script], env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, capture_output=True, text=True)
+    assert result.returncode == expected
 
 
 def test_nccl_test_is_an_indexed_job_with_every_gpu_and_efa_device_of_each_node():

@@ -83,18 +83,20 @@ DCGM_POD_CPU, DCGM_POD_MEMORY = "1", "2Gi"
 
 
 def dcgm_diag_script(level: int) -> str:
-    """Start a host engine in the pod, run the diagnostics, fail on a failed test.
+    """Start a host engine in the pod, wait until it answers, run the diagnostics, fail on a failed test.
 
-    ``dcgmi diag`` exits non-zero when a test fails; its result table is checked for ``Fail`` too,
-    so a version that reports failures only in the table still fails the pod.
+    ``dcgmi diag`` exits non-zero when a test fails; its result table is checked for a ``Fail``
+    cell too, so a version that reports failures only in the table still fails the pod.
     """
     return "\n".join(
         [
             "set -o pipefail",
             "nv-hostengine",
-            f"dcgmi diag -r {level} | tee /tmp/diag.txt",
+            "for attempt in $(seq 30); do dcgmi discovery -l > /dev/null 2>&1 && break; sleep 1; done",
+            "report=$(mktemp)",
+            f'dcgmi diag -r {level} | tee "$report"',
             "status=$?",
-            "if grep -q 'Fail' /tmp/diag.txt; then status=1; fi",
+            """if grep -Eq '[|] *Fail' "$report"; then status=1; fi""",
             "exit $status",
         ]
     )

@@ -3,7 +3,7 @@ NCCL log.
 
     eks-gpu-training-preflight dcgm --pool p5-training --instance-type p5.48xlarge --nodes 2 | kubectl apply -f -
     eks-gpu-training-preflight nccl --pool p5-training --instance-type p5.48xlarge --nodes 2 --image IMAGE | kubectl apply -f -
-    kubectl logs -n training job/nccl-test-p5-training > nccl.log   # pod 0 is the launcher
+    kubectl logs -n training -l batch.kubernetes.io/job-name=nccl-test-p5-training,batch.kubernetes.io/job-completion-index=0 --tail=-1 > nccl.log
     eks-gpu-training-preflight judge nccl.log --instance-type p5.48xlarge --nodes 2
 
 ``dcgm`` and ``nccl`` print the same objects ``pulumi up`` creates with ``preflight.enabled`` (the

@@ -41,11 +41,11 @@ def test_karpenter_is_off_by_default_so_existing_stacks_stay_valid():
 
 def test_pool_defaults_are_the_seeds_nodepool_tuned_for_training():
     pool = parse_platform_args(karpenter_config()).karpenter.gpu_node_pools[0]
-    assert pool.instance_types == ["p5.48xlarge", "p4de.24xlarge"]
+    assert pool.instance_types == ["p5.48xlarge"]
     assert pool.capacity_types == ["on-demand"]
     assert pool.gpu_limit == 16
     assert pool.placement_group.mode == "create"
-    assert pool.efa_enabled and pool.efa_interfaces == 4
+    assert pool.efa_enabled and pool.efa_interfaces == 32
     assert pool.gpus_per_node == 8
     assert pool.disruption.consolidate_after == "30m"
     assert pool.disruption.expire_after == "Never"

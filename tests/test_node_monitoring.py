@@ -67,7 +67,7 @@ def test_prod_installs_the_addon_at_the_version_eks_resolves_for_its_kubernetes_
 def test_the_addon_waits_for_the_cluster_and_system_nodes_not_the_gpu_nodes(prod_graph):
     addon = prod_graph.one(ADDON, AGENT)
     assert prod_graph.depends_on(addon, prod_graph.one("eks:index:Cluster"))
-    assert prod_graph.depends_on(addon, prod_graph.one("eks:index:ManagedNodeGroup", "gpu-training-cluster-system"))
+    assert prod_graph.depends_on(addon, prod_graph.one("aws:eks/nodeGroup:NodeGroup", "gpu-training-cluster-system"))
     gpu_groups = [
         g for kind in ("eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup") for g in prod_graph.of_type(kind) if g.inputs.get("taints")
     ]

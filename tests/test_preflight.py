@@ -180,6 +180,15 @@ def test_preflight_rules(preflight, problem):
     assert any(str(p).startswith(problem) for p in graph.error.problems), graph.error.problems
 
 
+def test_dev_runs_dcgm_on_its_one_node_without_an_nccl_image():
+    config = stack_config("dev")
+    config[f"{NS}preflight"] = {"enabled": True, "nccl": {"enabled": False}}
+    graph = run_main(config)
+    assert graph.error is None, repr(graph.error)
+    (job,) = [j for j in graph.of_type(JOB) if j.inputs["metadata"]["name"].startswith("dcgm-diag")]
+    assert job.inputs["spec"]["completions"] == 1
+
+
 def test_nccl_alone_needs_an_efa_pool_of_two_nodes():
     groups = copy.deepcopy(stack_config("prod")[f"{NS}gpuNodeGroups"])
     groups[0].update(minSize=1, desiredSize=1)
@@ -191,6 +200,7 @@ def test_nccl_alone_needs_an_efa_pool_of_two_nodes():
 
 def test_preflight_needs_a_pool_that_starts_with_nodes():
     config = stack_config("dev")
+    config[f"{NS}gpuNodeGroups"][0].update(minSize=0, desiredSize=0)
     config[f"{NS}preflight"] = {"enabled": True}
     graph = run_main(config)
     assert [str(p) for p in graph.error.problems] == [

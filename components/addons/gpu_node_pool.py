@@ -159,6 +159,8 @@ class GpuNodePoolArgs:
     """The Karpenter Helm release; the custom resources wait for it (and so for its CRDs)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource, the nodes Karpenter launches included. Default: none."""
+    protect: bool = False
+    """Protect the placement group the pool creates from deletion. Default: false."""
     retain_on_removal: bool = KarpenterConfig.model_fields["retain_on_removal"].default
     """Leave the EC2NodeClass and NodePool (and so the pool's nodes) in the cluster when the pool is
     removed from the program (``karpenter.retainOnRemoval``). Default: true."""
@@ -177,7 +179,7 @@ class GpuNodePool(pulumi.ComponentResource):
 
         # "karpenter" keeps its name apart from a managed node group's group of the same pool name.
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, f"{ref.name}-karpenter-{pool.name}", tags, parent=self
+            name, pool.placement_group, f"{ref.name}-karpenter-{pool.name}", tags, parent=self, protect=args.protect
         )
 
         security_group_ids: list[pulumi.Input[str]] = [ref.cluster_security_group_id]

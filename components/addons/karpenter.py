@@ -225,7 +225,8 @@ class Karpenter(pulumi.ComponentResource):
             service_account=KARPENTER_SERVICE_ACCOUNT,
             role_arn=controller_role.arn,
             tags=tags,
-            opts=after_cluster,
+            # Karpenter's pods get credentials only through the Pod Identity agent add-on.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *ref.pod_identity]),
         )
 
         in_cluster = dict(parent=self, provider=ref.provider)

@@ -299,7 +299,7 @@ class TopologyLabeler(pulumi.ComponentResource):
             service_account=SERVICE_ACCOUNT,
             role_arn=role.arn,
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *ref.pod_identity]),
         )
 
         self.image = (

@@ -1,4 +1,4 @@
-"""IAM pieces shared by components: node IAM role, Pod Identity trust, managed node group update policy."""
+"""IAM pieces shared by components: node IAM role, Pod Identity trust."""
 
 from __future__ import annotations
 
@@ -110,16 +110,3 @@ def create_node_role(
             opts=pulumi.ResourceOptions(parent=role),
         )
     return role
-
-
-def node_group_update_transform(max_unavailable: int):
-    """A resource transform that sets ``updateConfig.maxUnavailable`` on the ``aws.eks.NodeGroup``
-    pulumi-eks creates inside its ``ManagedNodeGroup`` (which has no input for it)."""
-
-    def transform(args: pulumi.ResourceTransformArgs) -> Optional[pulumi.ResourceTransformResult]:
-        if args.type_ != "aws:eks/nodeGroup:NodeGroup":
-            return None
-        props = {**args.props, "updateConfig": {"maxUnavailable": max_unavailable}}
-        return pulumi.ResourceTransformResult(props=props, opts=args.opts)
-
-    return transform

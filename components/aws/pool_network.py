@@ -18,17 +18,19 @@ def placement_group_name(
     group_name: str,
     tags: Mapping[str, str],
     parent: pulumi.Resource,
+    protect: bool = False,
 ) -> Optional[pulumi.Input[str]]:
     """The name of the placement group a pool's nodes launch in: a cluster placement group
     ``{name}-placement-group`` called ``group_name`` that this creates (mode ``create``), the
-    existing group named in the configuration (mode ``existing``), or None (mode ``none``)."""
+    existing group named in the configuration (mode ``existing``), or None (mode ``none``). ``protect``
+    keeps a created group from being deleted while its pool runs in it."""
     if placement.mode == "create":
         group = aws.ec2.PlacementGroup(
             f"{name}-placement-group",
             name=group_name,
             strategy=placement.strategy,
             tags=dict(tags),
-            opts=pulumi.ResourceOptions(parent=parent),
+            opts=pulumi.ResourceOptions(parent=parent, protect=protect),
         )
         return group.name
     if placement.mode == "existing":

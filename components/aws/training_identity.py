@@ -120,7 +120,7 @@ class TrainingIdentity(pulumi.ComponentResource):
                 service_account=args.service_account,
                 role_arn=role.arn,
                 tags=tags,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *ref.pod_identity]),
             )
             for namespace in args.namespaces
         ]

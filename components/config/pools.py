@@ -25,12 +25,23 @@ from .base import (
     _enum_error,
     _Model,
 )
-from .cluster import NetworkConfig, SubnetConfig
+from .cluster import RELEASE_VERSION_PATTERN, NetworkConfig, SubnetConfig
+from .node_repair import NodeRepairConfig, check_node_repair
 
 
 KARPENTER_CAPACITY_TYPES = ("on-demand", "spot", "reserved")
 """Values of Karpenter's ``karpenter.sh/capacity-type`` label (Karpenter 1.14 docs-nodepools.md,
 "karpenter.sh/capacity-type"); a NodePool's requirement must spell them exactly so."""
+
+NODE_GROUP_NAME_MAX = 63
+"""Longest EKS node group name (CreateNodegroup: 1-63 characters)."""
+
+UNIQUE_SUFFIX_LENGTH = 26
+"""Characters the AWS provider appends to a name prefix (terraform-plugin-sdk ``id.PrefixedUniqueId``:
+an 18-digit timestamp and an 8-digit counter); node groups are named ``<pool>-<suffix>``."""
+
+POOL_NAME_MAX = NODE_GROUP_NAME_MAX - 1 - UNIQUE_SUFFIX_LENGTH
+"""Longest managed pool name: the pool name, a dash and the suffix make the node group name."""
 
 SPOT_REFUSAL = "a reclaimed node stops the whole distributed job"
 """Why training pools never use spot (seed: "Never use spot for training")."""
@@ -73,8 +84,8 @@ class GpuPoolConfig(_Model):
 
     name: str = Field(pattern=_DNS_LABEL)
     """Pool name, a DNS label; also the name of its node group, or of its EC2NodeClass and NodePool (required)."""
-    instance_types: list[InstanceType] = Field(default=["p5.48xlarge", "p4de.24xlarge"], min_length=1)
-    """EC2 instance types of the pool (NVIDIA GPU types). Default: p5.48xlarge, p4de.24xlarge."""
+    instance_types: list[InstanceType] = Field(default=["p5.48xlarge"], min_length=1)
+    """EC2 instance types of the pool (NVIDIA GPU types). Default: p5.48xlarge only: one EFA layout (launch template or EC2NodeClass) serves every type, so adding p4de would cut a p5 node to p4de's 4 EFA devices (of 32), and one job would mix GPU generations."""
     availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
     """The pool's single AZ; required with a placement group. Default: none (all subnets' AZs)."""
     subnet_ids: Optional[list[str]] = None
@@ -123,6 +134,22 @@ class GpuNodeGroupConfig(GpuPoolConfig):
     """Maximum number of nodes. Default: 2 (the seed's two-node training job)."""
     update_max_unavailable: int = Field(default=1, ge=1, le=100)
     """Nodes replaced at once during a node group update. Default: 1."""
+    update_strategy: str = "MINIMAL"
+    """EKS update strategy of a roll: MINIMAL terminates an old node before launching its replacement (no surge instance), which the EKS API suggests when hardware accelerators such as GPUs constrain capacity; DEFAULT launches first. Default: MINIMAL."""
+    release_version: Optional[str] = Field(default=None, pattern=RELEASE_VERSION_PATTERN)
+    """EKS AMI release version to pin, e.g. 1.34.2-20251120; changing it rolls the nodes. Default: none (the latest AMI for the cluster version at creation)."""
+    instance_tags: dict[str, str] = {}
+    """Tags put on the pool's instances and volumes through its launch template; changing them rolls every node (stack `tags` never reach instances, so a cost tag does not). Default: none."""
+    node_repair: NodeRepairConfig = NodeRepairConfig()
+    """EKS node auto repair of the pool. Default: on, one node at a time, halting above 50% unhealthy."""
+
+    @field_validator("update_strategy")
+    @classmethod
+    def _update_strategy(cls, value: str) -> str:
+        allowed = aws_enums.eks_update_strategies()
+        if value not in allowed:
+            raise _enum_error(value, allowed, "an EKS update strategy", "botocore eks NodegroupUpdateStrategies")
+        return value
 
     @field_validator("capacity_type")
     @classmethod
@@ -253,6 +280,12 @@ def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, pa
     """Rules of one GPU pool that involve more than one key. ``path`` prefixes every key path."""
     problems, problem = _collector(path)
     known_types = _check_gpu_instance_types(pool.instance_types, problem)
+    if len(pool.name) > POOL_NAME_MAX:
+        problem(
+            "name",
+            f"has {len(pool.name)} characters; a managed pool's node group is named '<name>-' plus a "
+            f"{UNIQUE_SUFFIX_LENGTH}-character unique suffix, and EKS allows {NODE_GROUP_NAME_MAX}, so at most {POOL_NAME_MAX}",
+        )
 
     if pool.ami_type not in NVIDIA_AMI_TYPES:
         problem("amiType", f"'{pool.ami_type}' has no NVIDIA driver; allowed: {', '.join(NVIDIA_AMI_TYPES)}")
@@ -269,4 +302,10 @@ def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, pa
     _check_placement(pool, network, problem)
     _check_efa(pool, network, known_types, problem)
     _check_node_labels(pool.labels, problem)
+    check_node_repair(pool.node_repair, problem)
+    for key, value in pool.instance_tags.items():
+        if not 1 <= len(key) <= 128 or key.lower().startswith("aws:") or len(value) > 256:
+            problem(f"instanceTags.{key}", "tag keys have 1-128 characters and must not start with 'aws:'; values at most 256")
+        if key == "Name":
+            problem("instanceTags.Name", "is set by the pool (cluster and pool name)")
     return problems

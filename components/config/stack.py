@@ -15,7 +15,7 @@ from .addons import (
     validate_topology_labeler,
 )
 from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model
-from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig
+from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig, validate_cluster_endpoint
 from .health import NodeMonitoringConfig, PreflightConfig
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
@@ -89,10 +89,7 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
                 "least two availability zones (CreateCluster refuses fewer); add a subnet in another AZ",
             )
         )
-    if args.cluster.create and not (args.cluster.endpoint_public_access or args.cluster.endpoint_private_access):
-        problems.append(
-            Problem("cluster.endpointPrivateAccess", "must be true when endpointPublicAccess is false: EKS needs one API endpoint on")
-        )
+    problems.extend(validate_cluster_endpoint(args.cluster))
 
     system = args.system_node_group
     if system.enabled:
@@ -101,6 +98,22 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
         problems.extend(system_problems)
         if system.ami_type in NVIDIA_AMI_TYPES or "NVIDIA" in system.ami_type or "NEURON" in system.ami_type:
             problems.append(Problem("systemNodeGroup.amiType", f"'{system.ami_type}' is an accelerator AMI; system nodes use a STANDARD or Bottlerocket AMI"))
+
+    if args.cluster.create:
+        releases = [("systemNodeGroup", system.ami_type, system.release_version)] + [
+            (f"gpuNodeGroups[{i}]", pool.ami_type, pool.release_version) for i, pool in enumerate(args.gpu_node_groups)
+        ]
+        for path, ami_type, release in releases:
+            # Amazon Linux release versions start with the Kubernetes version they are built for
+            # (1.34.2-20251120); EKS refuses one of another minor version.
+            if release and ami_type.startswith("AL2023") and not release.startswith(f"{args.cluster.kubernetes_version}."):
+                problems.append(
+                    Problem(
+                        f"{path}.releaseVersion",
+                        f"'{release}' is an AMI for another Kubernetes version than cluster.kubernetesVersion "
+                        f"{args.cluster.kubernetes_version}; use a {args.cluster.kubernetes_version}.x release",
+                    )
+                )
 
     names = [pool.name for pool in args.gpu_node_groups]
     for i, pool in enumerate(args.gpu_node_groups):

@@ -57,6 +57,16 @@ def eks_log_types() -> frozenset[str]:
     return _enum("eks", "LogType")
 
 
+def eks_repair_actions() -> frozenset[str]:
+    """Node auto repair actions (EKS model, shape ``RepairAction``)."""
+    return _enum("eks", "RepairAction")
+
+
+def eks_update_strategies() -> frozenset[str]:
+    """Managed node group update strategies (EKS model, shape ``NodegroupUpdateStrategies``)."""
+    return _enum("eks", "NodegroupUpdateStrategies")
+
+
 @functools.cache
 def aws_regions() -> frozenset[str]:
     """Regions botocore knows for EC2, across the commercial, China and GovCloud partitions."""

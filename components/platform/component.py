@@ -82,7 +82,9 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         self.gpu_node_groups = {
             pool.name: GpuNodeGroup(
                 f"{name}-{pool.name}",
-                GpuNodeGroupArgs(cluster=self.cluster.ref, pool=pool, network=args.network, tags=tags),
+                GpuNodeGroupArgs(
+                    cluster=self.cluster.ref, pool=pool, network=args.network, tags=tags, protect=args.cluster.protect
+                ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             for pool in args.gpu_node_groups
@@ -145,6 +147,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                         node_role_name=self.karpenter.node_role_name,
                         karpenter_release=self.karpenter.release,
                         tags=tags,
+                        protect=args.cluster.protect,
                         retain_on_removal=args.karpenter.retain_on_removal,
                     ),
                     opts=pulumi.ResourceOptions(parent=self),

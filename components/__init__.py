@@ -37,7 +37,7 @@ from .workloads.preflight_checks import PreflightChecks, PreflightChecksArgs, Pr
 from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
 from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
 from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
-from .platform import GpuTrainingPlatform, load_stack_config, parse_platform_args
+from .platform import PLATFORM_NAME, GpuTrainingPlatform, load_stack_config, parse_platform_args
 from .workloads.fleet_capacity import fleet_gpu_capacity
 from .workloads.scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs
 from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
@@ -81,20 +81,20 @@ __all__ = [
     "NodeMonitoringAgent",
     "NodeMonitoringAgentArgs",
     "NodeMonitoringConfig",
+    "PLATFORM_NAME",
     "PreflightChecks",
     "PreflightChecksArgs",
     "PreflightConfig",
     "PreflightPool",
     "Problem",
+    "S3BucketConfig",
     "SchedulingPolicies",
     "SchedulingPoliciesArgs",
     "TopologyLabeler",
     "TopologyLabelerArgs",
     "TopologyLabelerConfig",
-    "S3BucketConfig",
     "TrainingIdentity",
     "TrainingIdentityArgs",
-    "s3_access_policy",
     "TrainingJob",
     "TrainingJobArgs",
     "TrainingJobSpec",
@@ -117,6 +117,7 @@ __all__ = [
     "parse_platform_args",
     "preflight_pools",
     "rendezvous_service",
+    "s3_access_policy",
     "training_job",
     "training_pdb",
     "training_pod_template",

@@ -144,7 +144,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("reserved aws: instance tag", lambda c: pool(c).update(instanceTags={"aws:x": "y"}), "gpuNodeGroups[0].instanceTags.aws:x: tag keys have 1-128 characters"),
     ("EFA pool over several AZs without a placement group", lambda c: (pool(c).pop("availabilityZone"), pool(c).update(placementGroup={"mode": "none"})), "gpuNodeGroups[0].availabilityZone: is required with EFA: the pool's subnets span us-west-2a, us-west-2b, and EFA traffic does not cross availability zones"),
     ("system min size above max size", lambda c: c.update(systemNodeGroup={"minSize": 5, "desiredSize": 5}), "systemNodeGroup.minSize: must not exceed maxSize (4)"),
-    ("reserved aws: tag", lambda c: c.update(tags={"aws:owner": "x"}), "tags.aws:owner: tag keys have 1-128 characters and must not start with 'aws:'"),
+    ("reserved aws: tag", lambda c: c.update(tags={"aws:owner": "x"}), "tags.aws:owner: tag keys starting with 'aws:' are reserved for AWS"),
     ("tag value too long", lambda c: c.update(tags={"owner": "x" * 300}), "tags.owner: tag values have at most 256 characters"),
 ]
 

@@ -107,9 +107,9 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
     ("two pools with one name", lambda c: c["karpenter"]["gpuNodePools"].append(dict(kpool(c))), "karpenter.gpuNodePools[1].name: 'burst' is used by karpenter.gpuNodePools[0] too"),
     ("pools while Karpenter is off", lambda c: c["karpenter"].update(enabled=False), "karpenter.enabled: is false but gpuNodePools lists 1 pool(s)"),
     ("unknown pool key", lambda c: kpool(c).update(capacityType="on-demand"), f"{P}.capacityType: unknown key; allowed: name, instanceTypes, availabilityZone"),
-    ("chart version that is not x.y.z", lambda c: c["karpenter"].update(chartVersion="latest"), "karpenter.chartVersion: 'latest' does not match"),
+    ("chart version that is not x.y.z", lambda c: c["karpenter"].update(chartVersion="latest"), "karpenter.chartVersion: 'latest' is not supported; allowed: 1.14.1"),
     ("EFA pool over several AZs without a placement group", lambda c: (kpool(c).pop("availabilityZone"), kpool(c).update(placementGroup={"mode": "none"}, instanceTypes=["p5.48xlarge"])), f"{P}.availabilityZone: is required with EFA"),
-    ("placement group name of a managed pool", lambda c: c["gpuNodeGroups"][0].update(name="karpenter-burst"), f"{P}.name: 'burst' would give its placement group the name of gpuNodeGroups' 'karpenter-burst'"),
+    ("placement group name of a managed pool", lambda c: c["gpuNodeGroups"][0].update(name="karpenter-burst"), f"{P}.name: gives the placement group name 'research-karpenter-burst' that gpuNodeGroups[0].name gives too"),
     ("stack tag Karpenter reserves", lambda c: c.update(tags={"kubernetes.io/cluster/research": "owned"}), "tags.kubernetes.io/cluster/research: is a tag Karpenter sets itself"),
 ]
 

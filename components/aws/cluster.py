@@ -25,8 +25,9 @@ from ..config import (
     SystemNodeGroupConfig,
     validate_cluster_endpoint,
 )
-from .iam import create_node_role
+from .iam import create_node_role, node_role_resource_name
 from .node_launch import launch_template_ref, node_launch_template
+from ..facts.aws_names import PhysicalName
 
 API_PORT = 443
 """The port of the EKS API endpoint."""
@@ -108,6 +109,27 @@ def system_node_labels() -> dict[str, str]:
     """Labels of system nodes; controllers' node selectors match them."""
     key, value = SYSTEM_NODE_ROLE_LABEL
     return {key: value}
+
+
+def system_node_group_resource_name(name: str) -> str:
+    """Logical name of the system node group of ``EksCluster(name, ...)`` (its node role's prefix too)."""
+    return f"{name}-system"
+
+
+def system_launch_template_resource_name(name: str) -> str:
+    """Logical name of the system node group's launch template (auto-named)."""
+    return f"{name}-system-launch-template"
+
+
+def eks_cluster_physical_names(name: str, system_node_group: SystemNodeGroupConfig) -> list[PhysicalName]:
+    """The AWS names ``EksCluster(name, ...)`` generates itself (pulumi-eks names the cluster's own roles)."""
+    if not system_node_group.enabled:
+        return []
+    return [
+        PhysicalName("aws:iam/role:Role", node_role_resource_name(system_node_group_resource_name(name)), autonamed=True),
+        PhysicalName("aws:ec2/launchTemplate:LaunchTemplate", system_launch_template_resource_name(name), autonamed=True),
+        PhysicalName("aws:eks/nodeGroup:NodeGroup", SYSTEM_NODE_GROUP_PREFIX, autonamed=False, prefix=True),
+    ]
 
 
 @dataclass
@@ -276,9 +298,9 @@ class EksCluster(pulumi.ComponentResource):
         the GPU pools (IMDSv2 with hop limit 1, encrypted gp3). It waits for the cluster only, not
         for the Pod Identity add-on, so the critical path is cluster, system nodes, slowest release."""
         system = args.system_node_group
-        role = create_node_role(f"{name}-system", args.partition, args.tags, parent=self)
+        role = create_node_role(system_node_group_resource_name(name), args.partition, args.tags, parent=self)
         launch_template = node_launch_template(
-            f"{name}-system-launch-template",
+            system_launch_template_resource_name(name),
             description=f"System nodes of EKS cluster {args.cluster.name}",
             ami_type=system.ami_type,
             volume_size_gib=system.disk_size_gib,
@@ -288,7 +310,7 @@ class EksCluster(pulumi.ComponentResource):
             parent=self,
         )
         return aws.eks.NodeGroup(
-            f"{name}-system",
+            system_node_group_resource_name(name),
             cluster_name=args.cluster.name,
             node_group_name_prefix=SYSTEM_NODE_GROUP_PREFIX,
             version=kubernetes_version,

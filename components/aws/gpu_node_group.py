@@ -28,6 +28,7 @@ from ..config import (
     NetworkConfig,
     pool_subnets,
     validate_gpu_node_group,
+    validate_tags,
 )
 from ..config import node_repair_settings
 from ..facts.gpu_nodes import (
@@ -39,9 +40,10 @@ from ..facts.gpu_nodes import (
     gpu_taint,
     gpu_toleration,
 )
-from .iam import create_node_role
+from .iam import create_node_role, node_role_resource_name
+from ..facts.aws_names import PhysicalName
 from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, image_volume_device, launch_template_ref, node_launch_template
-from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name
+from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_names
 
 
 def gpu_node_labels(pool: GpuNodeGroupConfig) -> dict[str, str]:
@@ -108,6 +110,26 @@ def node_group_instance_types(pool: GpuNodeGroupConfig) -> Optional[list[str]]:
     return None if pool.capacity_type == "CAPACITY_BLOCK" else list(pool.instance_types)
 
 
+def placement_group_physical_name(cluster_name: str, pool: GpuNodeGroupConfig) -> str:
+    """Name of the placement group a pool with ``placementGroup.mode: create`` gets."""
+    return f"{cluster_name}-{pool.name}"
+
+
+def launch_template_resource_name(name: str) -> str:
+    """Logical name of a pool's launch template (auto-named by Pulumi)."""
+    return f"{name}-launch-template"
+
+
+def gpu_node_group_physical_names(name: str, pool: GpuNodeGroupConfig, cluster_name: str) -> list[PhysicalName]:
+    """Every AWS name ``GpuNodeGroup(name, ...)`` generates for the pool, from the functions it names them with."""
+    return [
+        PhysicalName("aws:iam/role:Role", node_role_resource_name(name), autonamed=True),
+        PhysicalName("aws:ec2/launchTemplate:LaunchTemplate", launch_template_resource_name(name), autonamed=True),
+        PhysicalName("aws:eks/nodeGroup:NodeGroup", node_group_name_prefix(pool.name), autonamed=False, prefix=True),
+        *pool_network_names(name, pool.placement_group, placement_group_physical_name(cluster_name, pool), pool.efa_interfaces > 0),
+    ]
+
+
 @dataclass
 class GpuNodeGroupArgs:
     """Arguments of ``GpuNodeGroup``."""
@@ -137,6 +159,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: Optional[pulumi.ResourceOptions] = None):
         pool, ref = args.pool, args.cluster
         problems = validate_gpu_node_group(pool, args.network, path=f"GpuNodeGroup({name})")
+        problems += validate_tags(dict(args.tags), path=f"GpuNodeGroup({name}).tags")
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodeGroup", name, None, opts)
@@ -145,7 +168,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         role = create_node_role(name, ref.partition, tags, parent=self)
 
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, f"{ref.name}-{pool.name}", tags, parent=self, protect=args.protect
+            name, pool.placement_group, placement_group_physical_name(ref.name, pool), tags, parent=self, protect=args.protect
         )
 
         self.efa_interfaces = pool.efa_interfaces
@@ -157,7 +180,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             )
 
         launch_template = node_launch_template(
-            f"{name}-launch-template",
+            launch_template_resource_name(name),
             description=f"GPU training pool {pool.name} of EKS cluster {ref.name}",
             ami_type=pool.ami_type,
             volume_size_gib=pool.root_volume_size_gib,

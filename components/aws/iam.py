@@ -88,6 +88,11 @@ def create_pod_identity_role(
     )
 
 
+def node_role_resource_name(name: str) -> str:
+    """Logical name of the node role ``create_node_role(name, ...)`` makes (auto-named by Pulumi)."""
+    return f"{name}-node-role"
+
+
 def create_node_role(
     name: str,
     partition: str,
@@ -97,7 +102,7 @@ def create_node_role(
 ) -> aws.iam.Role:
     """A node IAM role named ``{name}-node-role`` with ``NODE_MANAGED_POLICIES`` attached."""
     role = aws.iam.Role(
-        f"{name}-node-role",
+        node_role_resource_name(name),
         assume_role_policy=ec2_assume_role_policy(partition),
         tags=dict(tags),
         opts=pulumi.ResourceOptions(parent=parent),

@@ -18,6 +18,7 @@ topology labeler), ``scheduling``, ``health`` (node monitoring, pre-flight check
 """
 
 from .base import (
+    validate_tags,
     supported_version,
     Quantity,
     PROJECT,
@@ -62,6 +63,7 @@ from .pools import (
 )
 from .karpenter import (
     KARPENTER_CHART_VERSION,
+    KARPENTER_CHART_VERSIONS,
     DisruptionBudgetConfig,
     DEFAULT_DISRUPTION_BUDGETS,
     KarpenterDisruptionConfig,
@@ -72,6 +74,8 @@ from .karpenter import (
 )
 from .addons import (
     GPU_OPERATOR_CHART_VERSIONS,
+    ImageReference,
+    image_reference_problem,
     GPU_SHARING_REFUSED,
     GPU_SHARING_NODE_LABELS,
     MIG_DISABLED_CONFIG,
@@ -150,6 +154,7 @@ __all__ = [
     "pool_subnets",
     "validate_gpu_node_group",
     "KARPENTER_CHART_VERSION",
+    "KARPENTER_CHART_VERSIONS",
     "DisruptionBudgetConfig",
     "DEFAULT_DISRUPTION_BUDGETS",
     "KarpenterDisruptionConfig",
@@ -158,6 +163,8 @@ __all__ = [
     "validate_karpenter_gpu_node_pool",
     "validate_karpenter",
     "GPU_OPERATOR_CHART_VERSIONS",
+    "ImageReference",
+    "image_reference_problem",
     "GPU_SHARING_REFUSED",
     "GPU_SHARING_NODE_LABELS",
     "MIG_DISABLED_CONFIG",
@@ -195,4 +202,5 @@ __all__ = [
     "PreflightConfig",
     "GpuTrainingPlatformArgs",
     "validate_platform",
+    "validate_tags",
 ]

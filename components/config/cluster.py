@@ -77,6 +77,18 @@ class ClusterConfig(_Model):
     enabled_log_types: list[str] = ["api", "audit", "authenticator"]
     """Control-plane log types sent to CloudWatch (a created cluster). Default: api, audit, authenticator."""
 
+    @field_validator("kubernetes_version", mode="before")
+    @classmethod
+    def _quoted_version(cls, value: object) -> object:
+        # YAML reads an unquoted 1.30 as the number 1.3; the version must reach EKS as text.
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            raise PydanticCustomError(
+                "unquoted_version",
+                f"{value!r} was read as a number (YAML reads an unquoted 1.30 as 1.3); quote the version, "
+                f"e.g. kubernetesVersion: \"{SUPPORTED_KUBERNETES_VERSIONS[-1]}\"",
+            )
+        return value
+
     @field_validator("admin_principal_arns")
     @classmethod
     def _principal_arns(cls, values: list[str]) -> list[str]:

@@ -8,7 +8,8 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
-from ..facts.catalog import GPU_INSTANCE_TYPES, efa_interface_count, has_efa
+from ..facts.node_labels import KUBELET_LABEL_NAMESPACES, kubelet_may_set
+from ..facts.catalog import FRACTIONAL_GPU_INSTANCE_TYPES, GPU_INSTANCE_TYPES, efa_interface_count, has_efa
 from .addons import GPU_SHARING_NODE_LABELS, GPU_SHARING_REFUSED, MIG_DISABLED_CONFIG
 from .base import (
     _AZ,
@@ -106,8 +107,10 @@ class GpuPoolConfig(_Model):
 
     @property
     def efa_interfaces(self) -> int:
-        """EFA interfaces per node (0 when EFA is off)."""
-        return efa_interface_count(self.instance_types) if self.efa_enabled else 0
+        """EFA interfaces per node (0 when EFA is off, or an instance type is not in the catalog, which validation refuses)."""
+        if not self.efa_enabled or not all(t in GPU_INSTANCE_TYPES for t in self.instance_types):
+            return 0
+        return efa_interface_count(self.instance_types)
 
     @property
     def gpus_per_node(self) -> int:
@@ -180,11 +183,15 @@ def pool_subnets(pool: GpuPoolConfig, network: NetworkConfig) -> list[SubnetConf
 
 def _check_gpu_instance_types(instance_types: list[str], problem: ProblemSink) -> bool:
     """GPU types from the catalog, each once; True when every type is known to the catalog."""
+    families = sorted({t.split(".")[0] for t in GPU_INSTANCE_TYPES})
     for i, instance_type in enumerate(instance_types):
-        if instance_type not in GPU_INSTANCE_TYPES:
+        if instance_type in FRACTIONAL_GPU_INSTANCE_TYPES:
+            problem(f"instanceTypes[{i}]", f"'{instance_type}' {FRACTIONAL_GPU_INSTANCE_TYPES[instance_type]}; {GPU_SHARING_REFUSED}")
+        elif instance_type not in GPU_INSTANCE_TYPES:
             problem(
                 f"instanceTypes[{i}]",
-                f"'{instance_type}' is not an x86_64 NVIDIA GPU instance type; allowed: {', '.join(GPU_INSTANCE_TYPES)}",
+                f"'{instance_type}' is not an x86_64 NVIDIA GPU instance type; allowed: the sizes of "
+                f"{', '.join(families)} (components/facts/catalog.py lists each)",
             )
     if len(set(instance_types)) != len(instance_types):
         problem("instanceTypes", "lists an instance type twice")
@@ -226,7 +233,9 @@ def _check_placement(pool: GpuPoolConfig, network: NetworkConfig, problem: Probl
         if not pool.subnet_ids:
             problem("subnetIds", "must list at least one subnet")
         for i, subnet_id in enumerate(pool.subnet_ids):
-            if subnet_id not in subnet_azs:
+            if pool.subnet_ids.index(subnet_id) != i:
+                problem(f"subnetIds[{i}]", f"'{subnet_id}' is listed twice")
+            elif subnet_id not in subnet_azs:
                 problem(f"subnetIds[{i}]", f"'{subnet_id}' is not in network.subnets; allowed: {', '.join(subnet_azs)}")
             elif pool.availability_zone not in (None, subnet_azs[subnet_id]):
                 problem(
@@ -272,8 +281,27 @@ def _check_node_labels(labels: dict[str, str], problem: ProblemSink) -> None:
             problem(f"labels.{key}", f"is reserved: every GPU node carries {GPU_NODE_ROLE_LABEL[0]}={GPU_NODE_ROLE_LABEL[1]}")
         elif not _LABEL_KEY.match(key) or len(key) > 317:
             problem(f"labels.{key}", "is not a valid Kubernetes label key")
+        elif not kubelet_may_set(key):
+            problem(
+                f"labels.{key}",
+                "is in the kubernetes.io/k8s.io namespaces, where a kubelet may set only "
+                f"{', '.join(sorted(KUBELET_LABEL_NAMESPACES))} (and subdomains) and the well-known labels; "
+                "the node would never join (NodeRestriction); use a label under your own domain, e.g. example.com/role",
+            )
         if not _LABEL_VALUE.match(value):
             problem(f"labels.{key}", f"'{value}' is not a valid Kubernetes label value (63 characters, alphanumerics, '-', '_', '.')")
+
+
+def _check_eks_labels(labels: dict[str, str], problem: ProblemSink) -> None:
+    """EKS takes narrower node group labels than Kubernetes (botocore eks ``labelKey``/``labelValue``:
+    1-63 characters each, so no prefixed key over 63 and no empty value)."""
+    key_min, key_max, _ = aws_enums.string_limits("eks", "labelKey")
+    value_min, value_max, _ = aws_enums.string_limits("eks", "labelValue")
+    for key, value in labels.items():
+        if not key_min <= len(key) <= key_max:
+            problem(f"labels.{key}", f"EKS node group label keys have {key_min}-{key_max} characters, prefix included ({len(key)} here)")
+        if not value_min <= len(value) <= value_max:
+            problem(f"labels.{key}", f"EKS node group label values have {value_min}-{value_max} characters ({len(value)} here)")
 
 
 def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, path: str) -> list[Problem]:
@@ -287,7 +315,13 @@ def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, pa
             f"{UNIQUE_SUFFIX_LENGTH}-character unique suffix, and EKS allows {NODE_GROUP_NAME_MAX}, so at most {POOL_NAME_MAX}",
         )
 
-    if pool.ami_type not in NVIDIA_AMI_TYPES:
+    if pool.ami_type not in NVIDIA_AMI_TYPES and ("ARM" in pool.ami_type or "arm64" in pool.ami_type.lower()):
+        problem(
+            "amiType",
+            f"'{pool.ami_type}' is an ARM (arm64) AMI but the GPU catalog's instance types are x86_64; "
+            f"allowed: {', '.join(NVIDIA_AMI_TYPES)}",
+        )
+    elif pool.ami_type not in NVIDIA_AMI_TYPES:
         problem("amiType", f"'{pool.ami_type}' has no NVIDIA driver; allowed: {', '.join(NVIDIA_AMI_TYPES)}")
 
     if pool.capacity_type == "CAPACITY_BLOCK":
@@ -302,7 +336,9 @@ def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, pa
     _check_placement(pool, network, problem)
     _check_efa(pool, network, known_types, problem)
     _check_node_labels(pool.labels, problem)
+    _check_eks_labels(pool.labels, problem)
     check_node_repair(pool.node_repair, problem)
+    # Instance tags reach EC2 only (never IAM), so EC2's rules apply, not the stack tags' IAM alphabet.
     for key, value in pool.instance_tags.items():
         if not 1 <= len(key) <= 128 or key.lower().startswith("aws:") or len(value) > 256:
             problem(f"instanceTags.{key}", "tag keys have 1-128 characters and must not start with 'aws:'; values at most 256")

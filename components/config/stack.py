@@ -14,7 +14,7 @@ from .addons import (
     validate_gpu_operator,
     validate_topology_labeler,
 )
-from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model
+from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model, validate_tags
 from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig, validate_cluster_endpoint
 from .health import NodeMonitoringConfig, PreflightConfig
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
@@ -124,16 +124,32 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     problems.extend(validate_gpu_node_os(gpu_pool_ami_types(args)))
     problems.extend(validate_gpu_operator(args.gpu_operator))
     problems.extend(validate_topology_labeler(args.topology_labeler, "topologyLabeler"))
-    problems.extend(validate_karpenter(args.karpenter, args.network, frozenset(names)))
+    problems.extend(validate_karpenter(args.karpenter, args.network))
 
-    for key, value in args.tags.items():
-        if not 1 <= len(key) <= 128 or key.lower().startswith("aws:"):
-            problems.append(Problem(f"tags.{key}", "tag keys have 1-128 characters and must not start with 'aws:'"))
-        if len(value) > 256:
-            problems.append(Problem(f"tags.{key}", "tag values have at most 256 characters"))
+    problems.extend(validate_tags(args.tags))
+    for key in args.tags:
         if args.karpenter.enabled and _KARPENTER_RESTRICTED_TAG.match(key):
             problems.append(
                 Problem(f"tags.{key}", "is a tag Karpenter sets itself and its EC2NodeClass refuses (kubernetes.io/cluster/, eks:eks-cluster-name, karpenter.*)")
+            )
+    if args.cluster.create and not system.enabled:
+        problems.append(
+            Problem(
+                "systemNodeGroup.enabled",
+                "is false on a cluster this stack creates: every other node is a tainted GPU node, so Karpenter, "
+                "the GPU Operator's operator and CoreDNS would have nowhere to run; keep the system node group "
+                "(turning it off is for adopted clusters that run their controllers elsewhere)",
+            )
+        )
+    admins = args.cluster.admin_principal_arns
+    for i, arn in enumerate(admins):
+        if admins.index(arn) != i:
+            problems.append(
+                Problem(
+                    f"cluster.adminPrincipalArns[{i}]",
+                    f"'{arn}' is listed twice (as [{admins.index(arn)}]); EKS keeps one access entry per principal "
+                    "and refuses to create the second",
+                )
             )
 
     return problems

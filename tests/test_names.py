@@ -72,11 +72,19 @@ def test_the_longest_pool_name_the_node_role_allows_is_accepted():
     parse_platform_args(config)
 
 
-def test_a_long_platform_name_in_another_program_is_refused_before_registering():
+def test_a_platform_name_of_a_usual_length_leaves_room_for_every_karpenter_name():
     from eks_gpu_training import GpuTrainingPlatform
 
     args = parse_platform_args({**valid_config(), "karpenter": {"enabled": True}})
     graph = run_program(lambda: GpuTrainingPlatform("research-gpu-platform", args))
+    assert graph.error is None, repr(graph.error)
+
+
+def test_a_long_platform_name_in_another_program_is_refused_before_registering():
+    from eks_gpu_training import GpuTrainingPlatform
+
+    args = parse_platform_args({**valid_config(), "karpenter": {"enabled": True}})
+    graph = run_program(lambda: GpuTrainingPlatform("research-gpu-training-platform-eu", args))
     assert isinstance(graph.error, ConfigError)
     assert graph.resources == []
-    assert "GpuTrainingPlatform(research-gpu-platform): makes the EventBridge rule name" in str(graph.error)
+    assert "GpuTrainingPlatform(research-gpu-training-platform-eu): makes the IAM role name" in str(graph.error)

@@ -118,3 +118,16 @@ def test_check_fails_an_addon_configuration_eks_would_refuse(reference_dir):
     good = {**resource, "inputs": {**resource["inputs"], "configurationValues": json.dumps(node_monitoring_agent_configuration())}}
     assert list(check_addon_configuration(good, reference_dir)) == []
     assert [outcome for outcome, _ in check_addon_configuration(good, None)] == ["skip"]
+
+
+def test_a_pinned_addon_version_is_used_as_is_and_nothing_is_resolved(health_graph):
+    graph = health_graph
+    assert graph.one(ADDON, AGENT).inputs["addonVersion"] == "v1.6.7-eksbuild.2"
+    assert not [token for token, _ in graph.invokes if token == GET_ADDON_VERSION]
+
+
+def test_an_addon_version_eks_would_not_name_is_refused():
+    config = stack_config("prod")
+    config["eks-gpu-training:nodeMonitoring"] = {"addonVersion": "1.7.0"}
+    graph = run_main(config)
+    assert [p.path for p in graph.error.problems] == ["nodeMonitoring.addonVersion"]

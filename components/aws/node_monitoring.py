@@ -49,6 +49,8 @@ class NodeMonitoringAgentArgs:
     """The cluster to install the add-on into."""
     kubernetes_version: pulumi.Input[str]
     """The cluster's Kubernetes version; the add-on version is resolved for it."""
+    addon_version: Optional[str] = None
+    """A pinned add-on version. Default: the newest EKS offers for ``kubernetes_version``."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags of the add-on. Default: none."""
 
@@ -63,19 +65,24 @@ class NodeMonitoringAgent(pulumi.ComponentResource):
     def __init__(self, name: str, args: NodeMonitoringAgentArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("eks-gpu-training:index:NodeMonitoringAgent", name, None, opts)
         ref = args.cluster
-        # The newest build for this Kubernetes version: a new build AWS publishes is rolled out by the
-        # next `pulumi up` (EKS updates the add-on in place; its DaemonSets roll 10% of nodes at a time).
-        version = aws.eks.get_addon_version_output(
-            addon_name=NODE_MONITORING_AGENT_ADDON,
-            kubernetes_version=args.kubernetes_version,
-            most_recent=True,
-            opts=pulumi.InvokeOutputOptions(parent=self),
+        # Unless pinned, the newest build for this Kubernetes version: a new build AWS publishes is rolled
+        # out by the next `pulumi up` (EKS updates the add-on in place; its DaemonSets roll 10% of nodes
+        # at a time).
+        version: pulumi.Input[str] = (
+            args.addon_version
+            if args.addon_version is not None
+            else aws.eks.get_addon_version_output(
+                addon_name=NODE_MONITORING_AGENT_ADDON,
+                kubernetes_version=args.kubernetes_version,
+                most_recent=True,
+                opts=pulumi.InvokeOutputOptions(parent=self),
+            ).version
         )
         addon = aws.eks.Addon(
             f"{name}-addon",
             cluster_name=ref.name,
             addon_name=NODE_MONITORING_AGENT_ADDON,
-            addon_version=version.version,
+            addon_version=version,
             configuration_values=json.dumps(node_monitoring_agent_configuration()),
             resolve_conflicts_on_create=RESOLVE_CONFLICTS,
             resolve_conflicts_on_update=RESOLVE_CONFLICTS,

@@ -114,7 +114,12 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             )
             self.node_monitoring_agent = NodeMonitoringAgent(
                 f"{name}-node-monitoring",
-                NodeMonitoringAgentArgs(cluster=self.cluster.ref, kubernetes_version=kubernetes_version, tags=tags),
+                NodeMonitoringAgentArgs(
+                    cluster=self.cluster.ref,
+                    kubernetes_version=kubernetes_version,
+                    addon_version=args.node_monitoring.addon_version,
+                    tags=tags,
+                ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
         self.efa_device_plugin = (

@@ -47,10 +47,9 @@ class NodeMonitoringAgentArgs:
 
     cluster: ClusterRef
     """The cluster to install the add-on into."""
-    kubernetes_version: pulumi.Input[str]
-    """The cluster's Kubernetes version; the add-on version is resolved for it."""
     addon_version: Optional[str] = None
-    """A pinned add-on version. Default: the newest EKS offers for ``kubernetes_version``."""
+    """A pinned add-on version. Default: the newest EKS offers for the cluster's Kubernetes version
+    (``ClusterRef.kubernetes_version``: the configured one, or the one an adopted cluster runs)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags of the add-on. Default: none."""
 
@@ -73,7 +72,7 @@ class NodeMonitoringAgent(pulumi.ComponentResource):
             if args.addon_version is not None
             else aws.eks.get_addon_version_output(
                 addon_name=NODE_MONITORING_AGENT_ADDON,
-                kubernetes_version=args.kubernetes_version,
+                kubernetes_version=ref.kubernetes_version,
                 most_recent=True,
                 opts=pulumi.InvokeOutputOptions(parent=self),
             ).version

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Optional
 
 import pulumi
-import pulumi_aws as aws
 
 from ..facts import aws_enums
 from ..aws.cluster import EksCluster, EksClusterArgs
@@ -19,8 +18,13 @@ from ..aws.training_identity import TrainingIdentity, TrainingIdentityArgs, trai
 from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from ..aws.node_monitoring import NodeMonitoringAgent, NodeMonitoringAgentArgs
 from ..workloads.preflight_checks import PreflightChecks, PreflightChecksArgs, preflight_namespace, preflight_pools
-from ..workloads.scheduling_policies import default_priority_class
-from ..workloads.scheduling_policies import SchedulingPolicies, scheduling_policies_args, smoke_test_pools, training_job_spec
+from ..workloads.scheduling_policies import (
+    SchedulingPolicies,
+    default_priority_class,
+    scheduling_policies_args,
+    smoke_test_pools,
+    training_job_spec,
+)
 from ..workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
 from .names import (
@@ -106,20 +110,9 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         )
         self.node_monitoring_agent = None
         if args.node_monitoring.enabled:
-            # A created cluster runs the configured version; an adopted one says which it runs.
-            kubernetes_version = (
-                args.cluster.kubernetes_version
-                if args.cluster.create
-                else aws.eks.get_cluster_output(name=args.cluster.name, opts=pulumi.InvokeOutputOptions(parent=self)).version
-            )
             self.node_monitoring_agent = NodeMonitoringAgent(
                 f"{name}-node-monitoring",
-                NodeMonitoringAgentArgs(
-                    cluster=self.cluster.ref,
-                    kubernetes_version=kubernetes_version,
-                    addon_version=args.node_monitoring.addon_version,
-                    tags=tags,
-                ),
+                NodeMonitoringAgentArgs(cluster=self.cluster.ref, addon_version=args.node_monitoring.addon_version, tags=tags),
                 opts=pulumi.ResourceOptions(parent=self),
             )
         self.efa_device_plugin = (

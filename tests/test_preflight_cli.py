@@ -80,3 +80,8 @@ def test_judge_without_a_baseline_checks_correctness_only(capsys, tmp_path):
     status, out, _ = run(capsys, "judge", str(log), "--instance-type", "p5.48xlarge", "--nodes", "4")
     assert status == 0
     assert out.splitlines()[1] == "4 x p5.48xlarge, no published baseline: judged on correctness only"
+
+
+def test_judge_refuses_a_fraction_above_one(capsys):
+    status, _, err = run(capsys, "judge", "-", "--instance-type", "p5.48xlarge", "--nodes", "2", "--fraction", "1.5")
+    assert status == 2 and err.strip() == "--fraction: Input should be less than or equal to 1"

@@ -103,6 +103,7 @@ def _nccl(options: argparse.Namespace) -> int:
 
 
 def _judge(options: argparse.Namespace) -> int:
+    NcclTestConfig(min_bus_bandwidth_fraction=options.fraction)
     text = sys.stdin.read() if options.log == "-" else Path(options.log).read_text(errors="replace")
     minimum, at_bytes, source = None, NCCL_MAX_BYTES, "no published baseline: judged on correctness only"
     if options.baseline_gbps is not None:

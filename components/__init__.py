@@ -20,6 +20,7 @@ from .config import (
     GpuTrainingPlatformArgs,
     KarpenterConfig,
     KarpenterGpuNodePoolConfig,
+    KueueConfig,
     NodeMonitoringConfig,
     PreflightConfig,
     Problem,
@@ -37,6 +38,8 @@ from .workloads.preflight_checks import PreflightChecks, PreflightChecksArgs, Pr
 from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
 from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
 from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
+from .addons.kueue import Kueue, KueueArgs, kueue_values
+from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, kueue_queues_args, pool_flavors
 from .platform import PLATFORM_NAME, GpuTrainingPlatform, load_stack_config, parse_platform_args
 from .workloads.fleet_capacity import fleet_gpu_capacity
 from .workloads.scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs
@@ -75,7 +78,13 @@ __all__ = [
     "KarpenterArgs",
     "KarpenterConfig",
     "KarpenterGpuNodePoolConfig",
+    "Kueue",
+    "KueueArgs",
+    "KueueConfig",
+    "KueueQueues",
+    "KueueQueuesArgs",
     "NCCL_BASELINES",
+    "NamespaceQueues",
     "NcclBaseline",
     "NcclTestSpec",
     "NodeMonitoringAgent",
@@ -108,6 +117,8 @@ __all__ = [
     "gpu_operator_values",
     "judge_all_reduce",
     "karpenter_values",
+    "kueue_queues_args",
+    "kueue_values",
     "load_stack_config",
     "nccl_baseline",
     "nccl_test_objects",
@@ -115,6 +126,7 @@ __all__ = [
     "node_pool_spec",
     "parse_all_reduce",
     "parse_platform_args",
+    "pool_flavors",
     "preflight_pools",
     "rendezvous_service",
     "s3_access_policy",

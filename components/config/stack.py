@@ -19,6 +19,7 @@ from .addons import (
 from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model, validate_tags
 from .cluster import ClusterConfig, SystemNodeGroupConfig, validate_cluster_endpoint
 from .inputs import is_unknown
+from .health import NodeMonitoringConfig, PreflightConfig
 from .network import NetworkConfig, validate_network
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
@@ -54,6 +55,10 @@ class GpuTrainingPlatformArgs(_Model):
     """FSx for Lustre and the GPU nodes' instance-store RAID0. Default: no FSx, RAID0 on."""
     smoke_test: SmokeTestConfig = SmokeTestConfig()
     """The nvidia-smi smoke test. Default: off."""
+    node_monitoring: NodeMonitoringConfig = NodeMonitoringConfig()
+    """The EKS node monitoring agent add-on, whose node conditions drive node auto repair. Default: installed."""
+    preflight: PreflightConfig = PreflightConfig()
+    """DCGM diagnostics and the NCCL all-reduce test on the GPU pools, awaited by `pulumi up`. Default: off."""
     s3_buckets: list[S3BucketConfig] = []
     """S3 buckets of the stack's training data and checkpoints, named once: training pods get least-privilege access to exactly these through the training ServiceAccount's EKS Pod Identity role. Default: none."""
     tags: dict[str, str] = {}

@@ -229,3 +229,14 @@ def test_load_stack_config_falls_back_to_the_librarys_namespace():
 def test_load_stack_config_names_keys_in_the_namespace_it_read():
     with pytest.raises(ConfigError, match="cluster: is required"):
         _loaded("acme", {"aws:region": "us-west-2", "acme:network": NETWORK})
+
+
+def test_a_dict_for_a_field_taking_a_ref_or_a_model_is_checked_into_the_model():
+    from eks_gpu_training import EksClusterArgs, NetworkRef
+
+    args = EksClusterArgs(cluster={"name": "research"}, network=NETWORK, system_node_group={}, region="us-west-2", partition="aws")
+    assert isinstance(args.network, NetworkConfig) and args.network.subnets[1].id == "subnet-0123456789abcdef1"
+    ref = NetworkRef(vpc_id="vpc-0123456789abcdef0", subnets=())
+    assert EksClusterArgs(cluster={"name": "research"}, network=ref, system_node_group={}, region="us-west-2", partition="aws").network is ref
+    with pytest.raises(ConfigError, match=r"EksClusterArgs.network.vpc: unknown key"):
+        EksClusterArgs(cluster={"name": "research"}, network={"vpc": "x"}, system_node_group={}, region="us-west-2", partition="aws")

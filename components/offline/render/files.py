@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
+from .charts import CHARTS_DIR, SOURCE_KEY, ChartRender, object_filename, render_release, safe_name
 from .engine import Resource, StackRender
 from .markers import is_placeholder
 
@@ -22,8 +24,8 @@ PATCHES_DIR = "patches"
 VALUES_DIR = "values"
 
 HELM_RELEASE_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
-"""Helm releases: their values go to ``values/``, not to ``manifests/`` (what the chart renders is
-the chart's business, and Helm's own `helm template` shows it)."""
+"""Helm releases: their values go to ``values/``; what their charts render goes to
+``manifests/charts/<release>/`` (``charts.py``)."""
 
 _OBJECT_TYPE = re.compile(r"^kubernetes:(?P<group>[^:]+):(?P<kind>[A-Za-z0-9]+)$")
 
@@ -81,6 +83,7 @@ def helm_release(resource: Resource) -> dict[str, Any]:
         "repository": repository_opts.get("repo"),
         "version": inputs.get("version"),
         "values": inputs.get("values") or {},
+        "skipCrds": bool(inputs.get("skipCrds")),
         "resource": {"type": resource.type, "name": resource.name},
     }
 
@@ -118,9 +121,12 @@ def resources_document(render: StackRender) -> dict[str, Any]:
     }
 
 
-def write_files(render: StackRender, out: Path) -> dict[str, int]:
+def write_files(
+    render: StackRender, out: Path, reference: Optional[Path] = None
+) -> tuple[dict[str, int], list[ChartRender]]:
     """Write ``resources.json``, ``manifests/``, ``patches/`` and ``values/`` into ``out`` (folders
-    are emptied first, so a file never outlives its object); return how many files of each."""
+    are emptied first, so a file never outlives its object), and each Helm release's chart objects
+    rendered from its source in ``reference``; return how many files of each, and the chart renders."""
     out.mkdir(parents=True, exist_ok=True)
     (out / RESOURCES_FILE).write_text(json.dumps(resources_document(render), indent=2) + "\n")
     counts = {MANIFESTS_DIR: 0, PATCHES_DIR: 0, VALUES_DIR: 0}
@@ -128,11 +134,15 @@ def write_files(render: StackRender, out: Path) -> dict[str, int]:
         (out / folder).mkdir(exist_ok=True)
         for stale in (out / folder).glob("*.yaml"):
             stale.unlink()
+    shutil.rmtree(out / MANIFESTS_DIR / CHARTS_DIR, ignore_errors=True)
+    charts: list[ChartRender] = []
     taken: dict[str, set[str]] = {folder: set() for folder in counts}
     for resource in render.resources:
         if resource.type in HELM_RELEASE_TYPES:
             folder, content = VALUES_DIR, helm_release(resource)
             filename = _safe(resource.name) + ".yaml"
+            charts.append(_write_chart(content, out, reference))
+            content[SOURCE_KEY] = charts[-1].record(reference)
         elif is_kubernetes_object(resource):
             folder = PATCHES_DIR if is_patch(resource) else MANIFESTS_DIR
             content = manifest(resource)
@@ -141,4 +151,17 @@ def write_files(render: StackRender, out: Path) -> dict[str, int]:
             continue
         (out / folder / _unique(filename, taken[folder])).write_text(_dump(content))
         counts[folder] += 1
-    return counts
+    counts["chart objects"] = sum(len(chart.objects) for chart in charts)
+    return counts, charts
+
+
+def _write_chart(release: dict[str, Any], out: Path, reference: Optional[Path]) -> ChartRender:
+    """Render a release's chart into ``manifests/charts/<release>/``."""
+    chart = render_release(release, reference)
+    folder = out / MANIFESTS_DIR / CHARTS_DIR / safe_name(chart.release)
+    if chart.objects:
+        folder.mkdir(parents=True, exist_ok=True)
+    taken: set[str] = set()
+    for _, obj in chart.objects:
+        (folder / _unique(object_filename(obj), taken)).write_text(_dump(obj))
+    return chart

@@ -61,6 +61,32 @@ def safe_name(part: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "-", part).strip("-") or "unnamed"
 
 
+CLUSTER_SCOPED_KINDS = frozenset(
+    {
+        "APIService", "CSIDriver", "CSINode", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+        "IngressClass", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "MutatingWebhookConfiguration",
+        "Namespace", "Node", "PersistentVolume", "PriorityClass", "RuntimeClass", "StorageClass",
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration",
+        "VolumeAttachment",
+    }
+)
+"""Built-in kinds without a namespace (``kubectl api-resources --namespaced=false``)."""
+
+
+def in_release_namespace(objects: list[tuple[str, dict[str, Any]]], namespace: str) -> None:
+    """Give each namespaced object that names no namespace the release's, as ``helm install`` does
+    (Helm's client sets the release namespace on every namespaced object it creates); a custom
+    resource is cluster-scoped when the chart's own CRD says so."""
+    cluster_scoped = set(CLUSTER_SCOPED_KINDS)
+    for _, obj in objects:
+        if obj.get("kind") == "CustomResourceDefinition" and (obj.get("spec") or {}).get("scope") == "Cluster":
+            cluster_scoped.add(((obj["spec"].get("names") or {}).get("kind")))
+    for _, obj in objects:
+        metadata = obj.setdefault("metadata", {})
+        if obj.get("kind") not in cluster_scoped and not metadata.get("namespace"):
+            metadata["namespace"] = namespace
+
+
 def _documents(text: str) -> Iterator[dict[str, Any]]:
     for document in yaml.safe_load_all(text):
         if not isinstance(document, dict):
@@ -103,6 +129,7 @@ def render_release(release: dict[str, Any], reference: Optional[Path]) -> ChartR
         if path.endswith(".txt"):
             continue  # NOTES.txt is printed to the user, not applied
         result.objects.extend((path, obj) for obj in _documents(templates[path]))
+    in_release_namespace(result.objects, release.get("namespace") or "default")
     return result
 
 

@@ -23,13 +23,15 @@ SA = "kubernetes:core/v1:ServiceAccount"
 CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 BINDING = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
+NODE_POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+NODE_POLICY_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 REPOSITORY = "aws:ecr/repository:Repository"
 IMAGE = "docker-build:index:Image"
 COMPONENT = "eks-gpu-training:index:TopologyLabeler"
-LABELER_TYPES = {COMPONENT, NS, SA, CLUSTER_ROLE, BINDING, DAEMONSET, ROLE_POLICY, ASSOCIATION, REPOSITORY, IMAGE}
+LABELER_TYPES = {COMPONENT, NS, SA, CLUSTER_ROLE, BINDING, NODE_POLICY, NODE_POLICY_BINDING, DAEMONSET, ROLE_POLICY, ASSOCIATION, REPOSITORY, IMAGE}
 PREBUILT = "111122223333.dkr.ecr.us-west-2.amazonaws.com/tools/topology-labeler@sha256:" + "ab" * 32
 
 
@@ -61,7 +63,7 @@ def test_prod_has_the_labeler_namespace_service_account_and_nodes_only_rbac(prod
     account = labeler_of(prod_graph).one(SA)
     assert account.inputs["metadata"] == {"name": "topology-labeler", "namespace": "topology-labeler", "labels": tl.LABELS}
     role = labeler_of(prod_graph).one(CLUSTER_ROLE)
-    assert role.inputs["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]}]
+    assert role.inputs["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
     binding = labeler_of(prod_graph).one(BINDING)
     assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "topology-labeler"}
     assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": "topology-labeler", "namespace": "topology-labeler"}]
@@ -171,8 +173,9 @@ def test_prod_daemonset_carries_the_security_and_scheduling_settings(prod_graph)
 def test_registered_objects_are_the_pure_manifests(prod_graph):
     config = TopologyLabelerConfig()
     image = labeler_of(prod_graph).one(DAEMONSET).inputs["spec"]["template"]["spec"]["containers"][0]["image"]
-    expected = {m["kind"]: m for m in tl.manifests(image, config)}
-    for kind in (NS, SA, CLUSTER_ROLE, BINDING, DAEMONSET):
+    region = stack_config("prod")["aws:region"]
+    expected = {m["kind"]: m for m in tl.manifests(image, config, region)}
+    for kind in (NS, SA, CLUSTER_ROLE, BINDING, NODE_POLICY, NODE_POLICY_BINDING, DAEMONSET):
         sent = as_sent(labeler_of(prod_graph).one(kind))
         assert _equal_numbers(sent, expected[sent["kind"]]), kind
 
@@ -191,7 +194,7 @@ def _equal_numbers(sent, expected) -> bool:
 @pytest.mark.parametrize("version", SUPPORTED_KUBERNETES_VERSIONS)
 def test_manifests_pass_strict_schema_validation_for_every_supported_version(version):
     config = TopologyLabelerConfig(resources={"cpuLimit": "1", "memoryLimit": "1Gi"}, intervalSeconds=3600)
-    for manifest in tl.manifests(PREBUILT, config):
+    for manifest in tl.manifests(PREBUILT, config, "us-west-2"):
         assert kubernetes_validate.validate(manifest, version, strict=True) == version
 
 
@@ -207,7 +210,7 @@ def test_k8s_objects_use_the_cluster_provider_and_wait_for_the_cluster_not_gpu_n
     cluster = prod_graph.one("eks:index:Cluster")
     addon = prod_graph.one("aws:eks/addon:Addon")
     gpu_groups = [g for g in prod_graph.of_type("eks:index:ManagedNodeGroup") if g.inputs.get("taints")]
-    for kind in (NS, SA, CLUSTER_ROLE, BINDING, DAEMONSET):
+    for kind in (NS, SA, CLUSTER_ROLE, BINDING, NODE_POLICY, NODE_POLICY_BINDING, DAEMONSET):
         assert labeler_of(prod_graph).one(kind).provider.startswith(provider.urn)
     for waiter in (labeler_of(prod_graph).one(NS), labeler_of(prod_graph).one(CLUSTER_ROLE), labeler_of(prod_graph).one(ASSOCIATION)):
         assert prod_graph.depends_on(waiter, cluster) and prod_graph.depends_on(waiter, addon)
@@ -367,3 +370,10 @@ def test_resources_take_any_kubernetes_quantity_and_compare_exactly():
     assert labeler_problems(resources={"memoryRequest": "1Gi", "memoryLimit": "1G"}) == [
         "topologyLabeler.resources.memoryRequest: '1Gi' exceeds memoryLimit '1G'"
     ]
+
+
+def test_the_daemonset_waits_for_the_node_policy_and_tells_pods_the_clusters_region(prod_graph):
+    daemonset = labeler_of(prod_graph).one(DAEMONSET)
+    assert prod_graph.depends_on(daemonset, labeler_of(prod_graph).one(NODE_POLICY_BINDING))
+    env = {e["name"]: e.get("value") for e in daemonset.inputs["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["AWS_REGION"] == stack_config("prod")["aws:region"]

@@ -26,10 +26,12 @@ from ..config import ConfigError, TopologyLabelerConfig, validate_topology_label
 from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
 from ..aws.iam import create_pod_identity_role
 from ..aws.labeler_image import build_and_push
+from . import labeler_admission
 from ..labeler.settings import (
     ENV_HEARTBEAT_FILE,
     ENV_INTERVAL,
     ENV_NODE_NAME,
+    ENV_REGION,
     HEARTBEAT_DIR,
     HEARTBEAT_FILE,
     MAX_HEARTBEAT_AGE_SECONDS,
@@ -80,12 +82,14 @@ def service_account_manifest() -> dict[str, Any]:
 
 
 def cluster_role_manifest() -> dict[str, Any]:
-    """Nodes only, and only what reading a node and patching its labels takes."""
+    """Nodes only, and only what the program calls: GET of its node and PATCH of its labels (no
+    list or watch). RBAC cannot narrow this to one node or to some labels; the admission policy
+    (``labeler_admission``) does."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": NAME, "labels": dict(LABELS)},
-        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]}],
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}],
     }
 
 
@@ -109,9 +113,20 @@ def container_resources(config: TopologyLabelerConfig) -> dict[str, dict[str, st
     }
 
 
-def daemonset_manifest(image: Any, config: TopologyLabelerConfig) -> dict[str, Any]:
+def node_policy_manifest() -> dict[str, Any]:
+    """The admission policy that holds the labeler to its own node's topology labels."""
+    return labeler_admission.node_policy_manifest(NAME, NAMESPACE, SERVICE_ACCOUNT, LABELS)
+
+
+def node_policy_binding_manifest() -> dict[str, Any]:
+    """Puts the policy in force."""
+    return labeler_admission.node_policy_binding_manifest(NAME, LABELS)
+
+
+def daemonset_manifest(image: Any, config: TopologyLabelerConfig, region: str = "") -> dict[str, Any]:
     """One labeler pod per GPU node. ``image`` is the reference to run (a string, or the Output of
-    the pushed image's digest reference)."""
+    the pushed image's digest reference); ``region`` the cluster's, for a node whose provider id
+    names no zone."""
     restricted = {
         "allowPrivilegeEscalation": False,
         "privileged": False,
@@ -128,6 +143,7 @@ def daemonset_manifest(image: Any, config: TopologyLabelerConfig) -> dict[str, A
             {"name": ENV_NODE_NAME, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
             {"name": ENV_INTERVAL, "value": str(config.interval_seconds)},
             {"name": ENV_HEARTBEAT_FILE, "value": HEARTBEAT_FILE},
+            *([{"name": ENV_REGION, "value": region}] if region else []),
         ],
         "resources": container_resources(config),
         "livenessProbe": {
@@ -178,14 +194,16 @@ def daemonset_manifest(image: Any, config: TopologyLabelerConfig) -> dict[str, A
     }
 
 
-def manifests(image: Any, config: TopologyLabelerConfig) -> list[dict[str, Any]]:
+def manifests(image: Any, config: TopologyLabelerConfig, region: str = "") -> list[dict[str, Any]]:
     """Every Kubernetes object of the labeler, in creation order."""
     return [
         namespace_manifest(),
         service_account_manifest(),
         cluster_role_manifest(),
         cluster_role_binding_manifest(),
-        daemonset_manifest(image, config),
+        node_policy_manifest(),
+        node_policy_binding_manifest(),
+        daemonset_manifest(image, config, region),
     ]
 
 
@@ -267,6 +285,14 @@ class TopologyLabeler(pulumi.ComponentResource):
             **_resource_kwargs(cluster_role_binding_manifest()),
             opts=in_cluster(cluster_role, service_account),
         )
+        node_policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-node-policy", **_resource_kwargs(node_policy_manifest()), opts=in_cluster(*ref.ready)
+        )
+        node_policy_binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-node-policy-binding",
+            **_resource_kwargs(node_policy_binding_manifest()),
+            opts=in_cluster(node_policy),
+        )
 
         role = create_pod_identity_role(
             f"{name}-role",
@@ -301,11 +327,12 @@ class TopologyLabeler(pulumi.ComponentResource):
         )
 
         # Pod Identity injects credentials when a pod is created, so the pods must not start before
-        # the association exists; RBAC first too, or the first checks fail with 403.
+        # the association exists; RBAC first too, or the first checks fail with 403; and the
+        # admission policy before any pod holds a token that can patch nodes.
         k8s.apps.v1.DaemonSet(
             f"{name}-daemonset",
-            **_resource_kwargs(daemonset_manifest(self.image, config)),
-            opts=in_cluster(namespace, service_account, binding, association, policy),
+            **_resource_kwargs(daemonset_manifest(self.image, config, ref.region)),
+            opts=in_cluster(namespace, service_account, binding, node_policy_binding, association, policy),
         )
 
         self.role_arn = role.arn

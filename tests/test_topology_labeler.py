@@ -80,7 +80,12 @@ def test_prod_iam_role_is_for_pod_identity_and_allows_exactly_describe_instance_
                 "Action": ["sts:AssumeRole", "sts:TagSession"],
                 # this cluster's Pod Identity only, not any cluster's in any account
                 "Condition": {
-                    "StringEquals": {"aws:SourceAccount": ACCOUNT_ID},
+                    # and only to the labeler's ServiceAccount (Pod Identity's session tags)
+                    "StringEquals": {
+                        "aws:SourceAccount": ACCOUNT_ID,
+                        "aws:RequestTag/kubernetes-namespace": "topology-labeler",
+                        "aws:RequestTag/kubernetes-service-account": "topology-labeler",
+                    },
                     "ArnEquals": {"aws:SourceArn": f"arn:aws:eks:us-west-2:{ACCOUNT_ID}:cluster/gpu-training-prod"},
                 },
             }

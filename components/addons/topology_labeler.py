@@ -300,6 +300,8 @@ class TopologyLabeler(pulumi.ComponentResource):
             partition=ref.partition,
             region=ref.region,
             cluster_name=ref.name,
+            namespace=NAMESPACE,
+            service_account=SERVICE_ACCOUNT,
             description=f"Topology labeler of EKS cluster {ref.name} (EKS Pod Identity)",
             tags=tags,
             parent=self,

@@ -56,6 +56,8 @@ class ClusterRef:
     endpoint: Optional[pulumi.Output[str]] = None
     """The API server endpoint (https URL), for controllers that are told it (Karpenter); ``EksCluster``
     always sets it, a hand-built ref may leave it out (Karpenter then discovers it itself)."""
+    node_ssm_access: bool = False
+    """Whether node roles made for this cluster get AmazonSSMManagedInstanceCore (``cluster.nodeSsmAccess``)."""
 
 
 def kubeconfig_for(cluster_name: str, region: str, endpoint: Optional[str], ca_data: Optional[str]) -> str:
@@ -216,6 +218,7 @@ class EksCluster(pulumi.ComponentResource):
             provider=self.provider,
             system_node_selector=system_node_labels() if args.system_node_group.enabled else {},
             ready=tuple(ready),
+            node_ssm_access=config.node_ssm_access,
         )
         self.cluster_name = pulumi.Output.from_input(config.name)
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
@@ -230,7 +233,9 @@ class EksCluster(pulumi.ComponentResource):
         ready: list[pulumi.Resource],
     ) -> eks.ManagedNodeGroup:
         system = args.system_node_group
-        role = create_node_role(f"{name}-system", args.partition, args.tags, parent=self)
+        role = create_node_role(
+            f"{name}-system", args.partition, args.tags, parent=self, ssm_access=args.cluster.node_ssm_access
+        )
         return eks.ManagedNodeGroup(
             f"{name}-system",
             eks.ManagedNodeGroupArgs(

@@ -125,7 +125,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         tags = dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
 
-        role = create_node_role(name, ref.partition, tags, parent=self)
+        role = create_node_role(name, ref.partition, tags, parent=self, ssm_access=ref.node_ssm_access)
 
         placement_group_name = pool_placement_group_name(
             name, pool.placement_group, f"{ref.name}-{pool.name}", tags, parent=self

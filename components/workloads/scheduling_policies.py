@@ -25,6 +25,7 @@ from ..config import (
     TrainingAppConfig,
     TrainingNamespaceConfig,
 )
+from .host_network_admission import host_network_policy_binding_manifest, host_network_policy_manifest
 from ..facts.quantity import parse_quantity
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity, resolve_quota
 from .smoke_test import SmokeTestPool
@@ -378,6 +379,23 @@ class SchedulingPolicies(pulumi.ComponentResource):
                 preemption_policy=body["preemptionPolicy"],
                 # The value is immutable: a new value replaces the class, whose name must be free first.
                 opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            )
+
+        if any(policy.pod_security == "privileged" for policy in args.namespaces):
+            # Host networking needs a privileged namespace; this policy keeps the rest of
+            # "privileged" out of it (see host_network_admission).
+            policy_body, binding_body = host_network_policy_manifest(), host_network_policy_binding_manifest()
+            host_network_policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+                f"{name}-host-network-policy",
+                metadata=policy_body["metadata"],
+                spec=policy_body["spec"],
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+                f"{name}-host-network-policy-binding",
+                metadata=binding_body["metadata"],
+                spec=binding_body["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[host_network_policy]),
             )
 
         created: dict[str, k8s.core.v1.Namespace] = {}

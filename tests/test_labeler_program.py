@@ -208,7 +208,9 @@ def test_the_liveness_probe_command_runs_in_the_image(image_root, tmp_path):
 def test_dockerfile_builds_a_slim_non_root_image_from_the_context_alone():
     dockerfile = (labeler_image.LABELER_DIR / "Dockerfile").read_text()
     instructions = [line for line in dockerfile.splitlines() if line and not line.startswith("#")]
-    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.\d+-slim$", dockerfile, re.M)
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.\d+-slim@sha256:[0-9a-f]{64}$", dockerfile, re.M)
+    (install,) = [line for line in instructions if line.startswith("RUN pip install")]
+    assert "--require-hashes" in install and "--only-binary=:all:" in install
     copies = [line.split()[1:-1] for line in instructions if line.startswith("COPY")]
     assert copies == [["requirements.txt"], ["*.py"]]
     (user,) = [line for line in instructions if line.startswith("USER")]
@@ -217,12 +219,13 @@ def test_dockerfile_builds_a_slim_non_root_image_from_the_context_alone():
     assert instructions[-1] == 'ENTRYPOINT ["python", "-m", "labeler"]'
 
 
-def test_image_requirements_are_exact_pins_and_match_the_tested_kubernetes_client():
+def test_image_requirements_are_exact_pins_with_hashes_and_match_the_tested_kubernetes_client():
     pins = {}
-    for line in (labeler_image.LABELER_DIR / "requirements.txt").read_text().splitlines():
+    text = (labeler_image.LABELER_DIR / "requirements.txt").read_text().replace("\\\n", " ")
+    for line in text.splitlines():
         if line and not line.startswith("#"):
-            match = re.fullmatch(r"([A-Za-z0-9_.-]+)==([0-9][0-9A-Za-z.+-]*)", line)
-            assert match, f"not an exact pin: {line}"
+            match = re.fullmatch(r"([A-Za-z0-9_.-]+)==([0-9][0-9A-Za-z.+-]*)((?:\s+--hash=sha256:[0-9a-f]{64})+)\s*", line)
+            assert match, f"not an exact pin with hashes: {line[:120]}"
             pins[match.group(1).lower().replace("_", "-")] = match.group(2)
     assert {"boto3", "botocore", "kubernetes"} <= set(pins)
     assert pins["boto3"] == pins["botocore"]

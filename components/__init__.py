@@ -21,6 +21,7 @@ from .config import (
     KarpenterConfig,
     KarpenterGpuNodePoolConfig,
     Problem,
+    S3BucketConfig,
     TopologyLabelerConfig,
 )
 from .addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
@@ -33,6 +34,7 @@ from .workloads.fleet_capacity import fleet_gpu_capacity
 from .workloads.scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs
 from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
 from .addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from .aws.training_identity import TrainingIdentity, TrainingIdentityArgs, s3_access_policy
 from .workloads.training_job import TrainingJob, TrainingJobArgs
 from .workloads.templates import (
     TrainingJobSpec,
@@ -71,6 +73,10 @@ __all__ = [
     "TopologyLabeler",
     "TopologyLabelerArgs",
     "TopologyLabelerConfig",
+    "S3BucketConfig",
+    "TrainingIdentity",
+    "TrainingIdentityArgs",
+    "s3_access_policy",
     "TrainingJob",
     "TrainingJobArgs",
     "TrainingJobSpec",

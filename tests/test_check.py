@@ -331,7 +331,7 @@ def test_check_command_prints_one_line_per_failure_and_exits_1(render_program, c
     ]
     assert any("'hostNetwrok' was unexpected" in f for f in failures)
     assert any("'imagePullPolciy' was unexpected" in f for f in failures)
-    assert lines[-1] == f"{out}: check: 1 Kubernetes objects, 0 Helm releases, 1 AWS resources; 3 failure(s), 0 skipped"
+    assert lines[-1] == f"{out}: check: 1 Kubernetes objects, 0 chart objects, 0 Helm releases, 1 AWS resources; 3 failure(s), 0 skipped"
 
 
 def test_check_command_passes_a_good_render(render_program, capsys):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from eks_gpu_training import ConfigError, EksCluster, EksClusterArgs, GpuNodePool, GpuNodePoolArgs, Karpenter, KarpenterArgs
 from eks_gpu_training.config import ClusterConfig, KarpenterConfig, KarpenterGpuNodePoolConfig, SystemNodeGroupConfig
@@ -159,12 +160,24 @@ def test_controller_runs_on_system_nodes_and_never_tolerates_the_gpu_taint(prod_
     assert values["tolerations"] == [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
 
 
+def test_controller_gets_its_region_from_the_environment_not_instance_metadata(prod_graph):
+    # aws/karpenter-provider-aws#8219: pods cannot reach IMDS with hop limit 1, and Karpenter panics.
+    assert karpenter_release(prod_graph).inputs["values"]["controller"]["env"] == [{"name": "AWS_REGION", "value": "us-west-2"}]
+
+
+def test_region_reaches_the_controller_container_through_the_charts_env_value(reference_dir):
+    chart = reference_dir / "charts" / "karpenter-1.14.1"
+    assert yaml.safe_load((chart / "values.yaml").read_text())["controller"]["env"] == []
+    # The deployment template appends controller.env to the controller container's env list.
+    assert "{{- with .Values.controller.env }}" in (chart / "templates" / "deployment.yaml").read_text()
+
+
 def test_a_hand_built_cluster_ref_without_endpoint_leaves_discovery_to_the_controller():
-    assert "clusterEndpoint" not in karpenter_values("c", None, "q", {})["settings"]
+    assert "clusterEndpoint" not in karpenter_values("c", None, "q", {}, region="us-west-2")["settings"]
 
 
 def test_without_a_system_node_group_the_controller_keeps_only_the_os_selector():
-    values = karpenter_values("c", "https://e", "q", {})
+    values = karpenter_values("c", "https://e", "q", {}, region="us-west-2")
     assert values["nodeSelector"] == {"kubernetes.io/os": "linux"}
     assert build(system=False).of_type(RELEASE)
 

@@ -111,7 +111,7 @@ def test_queue_policy_is_upstreams_narrowed_to_the_interruption_rules(upstream):
     assert allow["Action"] == upstream_allow["Action"] and allow["Resource"] == upstream_allow["Resource"] == QUEUE_ARN
     # Narrowed: EventBridge only, and only from the rules that name this queue as their target.
     assert allow["Principal"] == {"Service": "events.amazonaws.com"}
-    assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": sorted(RULE_ARNS)}}
+    assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": RULE_ARNS}}
 
 
 def test_queue_keeps_messages_as_briefly_as_upstreams_and_is_encrypted(upstream):
@@ -135,3 +135,9 @@ def test_node_role_has_upstreams_managed_policies(upstream):
     # Upstream attaches AmazonSSMManagedInstanceCore too; here it is opt-in per stack (cluster.nodeSsmAccess).
     assert {arn.rsplit("/", 1)[1] for arn in arns} == set(node_policy_names(ssm_access=True))
     assert set(NODE_MANAGED_POLICIES) < set(node_policy_names(ssm_access=True))
+
+
+def test_a_role_shared_by_several_namespaces_trusts_that_service_account_in_each_only():
+    (statement,) = pod_identity_trust_policy(PARTITION, REGION, ACCOUNT, CLUSTER, ["team-b", "team-a"], "training")["Statement"]
+    assert statement["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-namespace"] == ["team-a", "team-b"]
+    assert statement["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "training"

@@ -340,7 +340,7 @@ def test_an_app_the_stack_does_not_run_gets_its_pdb_from_the_scheduling_policies
     assert graph.error is None, graph.error
     (pdb,) = [r for r in graph.resources if r.inputs.get("kind") == "PodDisruptionBudget"]
     assert pdb.name == "gpu-training-scheduling-notebook-finetune-pdb"
-    assert pdb.inputs["spec"]["maxUnavailable"] == 0
+    assert pdb.inputs["spec"]["minAvailable"] == 1 and "maxUnavailable" not in pdb.inputs["spec"]
     assert pdb.inputs["spec"]["selector"] == {"matchLabels": {"app": "notebook-finetune"}}
     assert [r for r in graph.resources if r.inputs.get("kind") == "Job"] == []
 

@@ -260,8 +260,9 @@ def pod_disruption_budgets(graph: Graph) -> list[str]:
             continue
         budget = covering[0].inputs["spec"]
         pods = resource.inputs["spec"].get("parallelism", 1)
-        if budget.get("maxUnavailable") != 0 and budget.get("minAvailable") != pods:
-            failures.append(f"{resource.name}: its PDB allows disrupting a pod (need minAvailable {pods:g} or maxUnavailable 0)")
+        # A Job is no scalable controller: for its pods only an integer minAvailable is supported.
+        if budget.get("minAvailable") != pods or "maxUnavailable" in budget:
+            failures.append(f"{resource.name}: its PDB allows disrupting a pod (need minAvailable {pods:g})")
     return failures
 
 
@@ -507,7 +508,18 @@ def test_checklist_fails_when_the_pdb_lets_a_rank_go(prod_graph):
         kubernetes_objects(graph, "PodDisruptionBudget")[0].inputs["spec"]["minAvailable"] = 1
 
     assert pod_disruption_budgets(broken(prod_graph, loosen)) == [
-        "gpu-training-training-rl-training-job: its PDB allows disrupting a pod (need minAvailable 2 or maxUnavailable 0)"
+        "gpu-training-training-rl-training-job: its PDB allows disrupting a pod (need minAvailable 2)"
+    ]
+
+
+def test_checklist_fails_on_the_seeds_max_unavailable_zero_which_job_pods_do_not_support(dev_graph):
+    def seed_literal(graph):
+        spec = kubernetes_objects(graph, "PodDisruptionBudget")[0].inputs["spec"]
+        del spec["minAvailable"]
+        spec["maxUnavailable"] = 0
+
+    assert pod_disruption_budgets(broken(dev_graph, seed_literal)) == [
+        "gpu-training-training-rl-training-job: its PDB allows disrupting a pod (need minAvailable 1)"
     ]
 
 

@@ -91,7 +91,7 @@ def test_prod_iam_role_is_for_pod_identity_and_allows_exactly_describe_instance_
             }
         ],
     }
-    (policy,) = prod_graph.of_type(ROLE_POLICY)
+    (policy,) = [p for p in prod_graph.of_type(ROLE_POLICY) if p.parent == role.urn]
     document = json.loads(policy.inputs["policy"])
     (statement,) = document["Statement"]
     assert statement["Effect"] == "Allow"
@@ -175,6 +175,11 @@ def test_prod_daemonset_carries_the_security_and_scheduling_settings(prod_graph)
     assert env["LABELER_INTERVAL_SECONDS"]["value"] == "600"
 
 
+def test_labeler_pods_get_the_cluster_region_and_never_ask_instance_metadata_for_it(prod_graph):
+    container = labeler_of(prod_graph).one(DAEMONSET).inputs["spec"]["template"]["spec"]["containers"][0]
+    assert {e["name"]: e.get("value") for e in container["env"]}["AWS_REGION"] == "us-west-2"
+
+
 def test_registered_objects_are_the_pure_manifests(prod_graph):
     config = TopologyLabelerConfig()
     image = labeler_of(prod_graph).one(DAEMONSET).inputs["spec"]["template"]["spec"]["containers"][0]["image"]
@@ -204,7 +209,7 @@ def test_manifests_pass_strict_schema_validation_for_every_supported_version(ver
 
 
 def test_strict_validation_would_catch_a_misspelt_field():
-    manifest = tl.daemonset_manifest(PREBUILT, TopologyLabelerConfig())
+    manifest = tl.daemonset_manifest(PREBUILT, TopologyLabelerConfig(), "us-west-2")
     manifest["spec"]["template"]["spec"]["containers"][0]["securityContext"]["readOnlyRootFileSystem"] = True
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(manifest, "1.34", strict=True)

@@ -194,17 +194,18 @@ def test_the_headless_service_gives_the_pods_their_rendezvous_names():
     service = rendezvous_service(spec)
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["publishNotReadyAddresses"] is True
-    assert service["spec"]["selector"] == {"batch.kubernetes.io/job-name": "rl-training"}
+    assert service["spec"]["selector"] == {"app.kubernetes.io/instance": "rl-training", "app.kubernetes.io/component": "training"}
     # Pods of an Indexed Job are named <job>-<index>; the subdomain makes <job>-0.<service> resolvable.
     assert training_pod_template(spec)["spec"]["subdomain"] == service["metadata"]["name"]
     assert spec.master_address == f"{training_job(spec)['metadata']['name']}-0.{service['metadata']['name']}"
 
 
-def test_multi_node_pdb_keeps_every_pod_and_single_node_pdb_allows_none_unavailable():
+def test_pdb_keeps_every_pod_with_min_available_as_job_pods_support_no_max_unavailable():
     multi = training_pdb(p5_job())["spec"]
     assert multi == {"minAvailable": 2, "selector": {"matchLabels": {"app": "rl-training-multi"}}, "unhealthyPodEvictionPolicy": "AlwaysAllow"}
+    # Pods whose controller is a Job: "only .spec.minAvailable can be used, not .spec.maxUnavailable".
     single = training_pdb(p5_job(nodes=1))["spec"]
-    assert single == {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "rl-training"}}, "unhealthyPodEvictionPolicy": "AlwaysAllow"}
+    assert single == {"minAvailable": 1, "selector": {"matchLabels": {"app": "rl-training"}}, "unhealthyPodEvictionPolicy": "AlwaysAllow"}
 
 
 def test_every_object_carries_the_seed_label_and_the_standard_labels():
@@ -286,7 +287,7 @@ def test_training_job_component_creates_service_job_and_pdb():
     assert set(kinds) == {"Service", "Job", "PodDisruptionBudget"}
     job = kinds["Job"]
     assert job.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
-    assert job.ignore_changes == ["spec.suspend"]
+    assert job.ignore_changes == ["spec"]
 
 
 # --- smoke test ---------------------------------------------------------------------------------

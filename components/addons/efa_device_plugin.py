@@ -3,6 +3,9 @@
 The plugin advertises ``vpc.amazonaws.com/efa`` so training pods can request EFA devices. The
 chart's default tolerates nothing, so on tainted GPU nodes it would never run; here it tolerates the
 GPU taint and is confined to GPU training nodes of instance types that have EFA.
+
+It calls no AWS API (it finds the EFA devices on the node through ``/dev/infiniband`` and sysfs), so
+unlike Karpenter and the topology labeler it needs neither AWS credentials nor ``AWS_REGION``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,14 @@ CHART_VERSION = "v0.5.30"
 """Pinned chart version (app v0.5.20); ``tests/test_chart_values.py`` checks the values against it."""
 NAMESPACE = "kube-system"
 """Namespace of the plugin, like the other node-level EKS add-ons."""
+RELEASE_TIMEOUT_SECONDS = 600
+"""Helm waits for the plugin's DaemonSet to be ready on every EFA GPU node that has joined. The
+release waits for the system nodes only, so GPU nodes join while Helm waits, and the pod of a node
+that registers late still pulls its image then: ten minutes covers a GPU node's join (several
+minutes for p5 instances) plus the pull. Atomic: a failed upgrade rolls back to the previous plugin.
+A device plugin restart does not touch running pods (devices already allocated stay with them), so
+the rollback never interrupts training; a failed first install is uninstalled and `pulumi up` fails
+loudly instead of leaving a plugin that advertises no EFA devices."""
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 """Well-known node label with the EC2 instance type."""
 
@@ -95,6 +106,9 @@ class EfaDevicePlugin(pulumi.ComponentResource):
             namespace=NAMESPACE,
             create_namespace=False,
             values=self.values,
+            atomic=True,
+            cleanup_on_fail=True,
+            timeout=RELEASE_TIMEOUT_SECONDS,
             # Like the GPU Operator: the cluster and system nodes, not the GPU nodes it will run on.
             opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=list(ref.ready)),
         )

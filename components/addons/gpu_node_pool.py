@@ -18,6 +18,7 @@ import pulumi_kubernetes as k8s
 from ..aws.cluster import ClusterRef
 from ..config import (
     ConfigError,
+    KarpenterConfig,
     KarpenterGpuNodePoolConfig,
     NetworkConfig,
     pool_subnets,
@@ -158,6 +159,9 @@ class GpuNodePoolArgs:
     """The Karpenter Helm release; the custom resources wait for it (and so for its CRDs)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource, the nodes Karpenter launches included. Default: none."""
+    retain_on_removal: bool = KarpenterConfig.model_fields["retain_on_removal"].default
+    """Leave the EC2NodeClass and NodePool (and so the pool's nodes) in the cluster when the pool is
+    removed from the program (``karpenter.retainOnRemoval``). Default: true."""
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -182,7 +186,9 @@ class GpuNodePool(pulumi.ComponentResource):
 
         subnets = pool_subnets(pool, args.network)
         # Custom resources are cluster-scoped and named after the pool, so `kubectl get nodepool` shows its name.
-        custom = dict(parent=self, provider=ref.provider)
+        # Deleting a NodePool makes Karpenter drain and terminate every node of it, running jobs
+        # included; retained, a removed pool's objects stay in the cluster (Pulumi forgets them).
+        custom = dict(parent=self, provider=ref.provider, retain_on_delete=args.retain_on_removal)
         node_class = k8s.apiextensions.CustomResource(
             f"{name}-node-class",
             api_version=EC2_NODE_CLASS_API_VERSION,

@@ -7,6 +7,9 @@ own ``values.yaml`` without a cluster. ``GpuOperator`` creates the namespace and
 The release waits for the cluster and its system node group (``ClusterRef.ready``) and for nothing
 else: the operator deploys its operands as nodes appear, so GPU node groups and the operator
 install proceed in parallel.
+
+Neither the operator nor its operands call AWS APIs (they talk to the Kubernetes API and the
+node's GPUs), so they need neither AWS credentials nor ``AWS_REGION``.
 """
 
 from __future__ import annotations
@@ -36,7 +39,14 @@ CHART_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
 NAMESPACE = "gpu-operator"
 """Namespace of the operator and its operands; created by ``GpuOperator``."""
 RELEASE_TIMEOUT_SECONDS = 900
-"""How long Helm waits for the operator and NFD to become ready (image pulls on fresh nodes)."""
+"""How long Helm waits for the chart's own workloads: the operator and NFD's master and garbage
+collector on system nodes, and NFD's worker DaemonSet on every node, GPU nodes that join while Helm
+waits included (their pods pull images on a fresh node). The operands (device plugin, DCGM, GFD,
+validators) are created later by the operator, not by Helm, so Helm never waits for GPU drivers.
+Fifteen minutes covers a GPU node's join plus the pulls. Atomic: a failed upgrade rolls back to
+the previous operator, whose operands then return to their previous versions; running training
+pods keep their allocated GPUs meanwhile. The ClusterPolicy carries the chart's own
+``helm.sh/resource-policy: keep``, so neither a rollback nor an uninstall deletes it."""
 
 
 def gpu_node_os(args: GpuTrainingPlatformArgs) -> GpuNodeOs:
@@ -179,6 +189,8 @@ class GpuOperator(pulumi.ComponentResource):
             namespace=namespace.metadata.name,
             create_namespace=False,
             values=self.values,
+            atomic=True,
+            cleanup_on_fail=True,
             timeout=RELEASE_TIMEOUT_SECONDS,
             opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=[*ready, namespace]),
         )

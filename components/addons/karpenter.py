@@ -43,8 +43,39 @@ KARPENTER_SERVICE_ACCOUNT = "karpenter"
 INTERRUPTION_QUEUE_RETENTION_SECONDS = 300
 """Upstream's retention: an interruption notice older than five minutes is no longer actionable."""
 
+KEEP_ON_UNINSTALL = {"helm.sh/resource-policy": "keep"}
+"""Helm leaves a resource carrying this annotation in its release manifest in place on uninstall
+(helm.sh/docs/howto/charts_tips_and_tricks, "Tell Helm Not To Uninstall a Resource"). On Karpenter's
+CRDs it keeps a removed ``karpenter-crd`` release from deleting the CRDs, and with them, by garbage
+collection, every NodePool and NodeClaim and so every node Karpenter launched. Helm reads the
+annotation from the stored manifest, not the live object, so it goes in through the chart's
+``additionalAnnotations`` value. A later install of the release adopts the kept CRDs: they still
+carry Helm's ownership label and release annotations."""
+
+CRD_RELEASE_TIMEOUT_SECONDS = 120
+"""The CRD release holds only CRDs, which the API server establishes within seconds; two minutes is
+ample, and a failure (a CRD the API server refuses) shows up fast. Atomic: a failed upgrade rolls
+back to the previous CRDs, which match the controller still running (its release waits for this
+one, so it is not upgraded either). Karpenter 1.x serves one version (v1) of each CRD, so the
+rollback never drops a stored version. On a failed first install Helm uninstalls, which leaves the
+kept CRDs behind with no object in them, and the next attempt adopts them."""
+
+CONTROLLER_RELEASE_TIMEOUT_SECONDS = 300
+"""Helm waits for the controller Deployment: two replicas on two system nodes (the chart's required
+hostname anti-affinity), each pulling one image, a minute or two. The controller waits for no node
+it launches itself, so five minutes means something is wrong (too few system nodes, no credentials).
+Atomic: a failed upgrade rolls back to the controller that ran before, so the GPU pools are never
+left without a working controller; a failed first install is uninstalled, and no NodePool exists
+yet to be affected (the pools wait for this release)."""
+
 CONTROLLER_RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 """Controller requests and limits from upstream's getting-started install command."""
+
+AWS_REGION_ENV = "AWS_REGION"
+"""The variable the AWS SDK for Go v2 (the controller's SDK) reads its region from. Set explicitly:
+without it the controller asks instance metadata, which pods cannot reach with the nodes' hop limit
+of 1, and panics with "unable to determine region from IMDS" (aws/karpenter-provider-aws#8219). The
+chart's values.yaml names this very variable as its example of ``controller.env``."""
 
 CONTROLLER_TOLERATIONS = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
 """The chart's default tolerations, stated here so no GPU toleration can creep in: the controller
@@ -56,9 +87,12 @@ def karpenter_values(
     cluster_endpoint: Optional[pulumi.Input[str]],
     interruption_queue: pulumi.Input[str],
     system_node_selector: Mapping[str, str],
+    *,
+    region: str,
 ) -> dict[str, Any]:
     """Helm values of the ``karpenter`` chart (keys checked against the chart's values.yaml in tests).
-    Without an endpoint the controller looks it up itself (DescribeCluster)."""
+    Without an endpoint the controller looks it up itself (DescribeCluster). ``region`` goes into the
+    controller's environment, so it never depends on instance metadata."""
     settings: dict[str, Any] = {"clusterName": cluster_name}
     if cluster_endpoint is not None:
         settings["clusterEndpoint"] = cluster_endpoint
@@ -72,8 +106,14 @@ def karpenter_values(
         "settings": settings,
         "nodeSelector": {"kubernetes.io/os": "linux", **system_node_selector},
         "tolerations": CONTROLLER_TOLERATIONS,
-        "controller": {"resources": CONTROLLER_RESOURCES},
+        "controller": {"resources": CONTROLLER_RESOURCES, "env": [{"name": AWS_REGION_ENV, "value": region}]},
     }
+
+
+def karpenter_crd_values(retain_on_removal: bool) -> dict[str, Any]:
+    """Helm values of the ``karpenter-crd`` chart: the keep policy on every CRD unless the stack
+    opted out (``karpenter.retainOnRemoval: false``)."""
+    return {"additionalAnnotations": dict(KEEP_ON_UNINSTALL)} if retain_on_removal else {}
 
 
 @dataclass
@@ -83,7 +123,7 @@ class KarpenterArgs:
     cluster: ClusterRef
     """The cluster Karpenter provisions nodes for."""
     config: KarpenterConfig
-    """Chart version (the GPU pools are ``GpuNodePool`` components of their own)."""
+    """Chart version and ``retainOnRemoval`` (the GPU pools are ``GpuNodePool`` components of their own)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
@@ -197,6 +237,10 @@ class Karpenter(pulumi.ComponentResource):
                 chart=KARPENTER_CRD_CHART,
                 version=args.config.chart_version,
                 namespace=KARPENTER_NAMESPACE,
+                values=karpenter_crd_values(args.config.retain_on_removal),
+                atomic=True,
+                cleanup_on_fail=True,
+                timeout=CRD_RELEASE_TIMEOUT_SECONDS,
             ),
             opts=pulumi.ResourceOptions(**in_cluster, depends_on=list(ref.ready)),
         )
@@ -209,7 +253,10 @@ class Karpenter(pulumi.ComponentResource):
                 version=args.config.chart_version,
                 namespace=KARPENTER_NAMESPACE,
                 skip_crds=True,
-                values=karpenter_values(ref.name, ref.endpoint, queue.name, ref.system_node_selector),
+                values=karpenter_values(ref.name, ref.endpoint, queue.name, ref.system_node_selector, region=ref.region),
+                atomic=True,
+                cleanup_on_fail=True,
+                timeout=CONTROLLER_RELEASE_TIMEOUT_SECONDS,
             ),
             opts=pulumi.ResourceOptions(
                 **in_cluster, depends_on=[*ref.ready, crds, pod_identity, node_access, *attachments]

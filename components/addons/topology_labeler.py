@@ -31,7 +31,6 @@ from ..labeler.settings import (
     ENV_HEARTBEAT_FILE,
     ENV_INTERVAL,
     ENV_NODE_NAME,
-    ENV_REGION,
     HEARTBEAT_DIR,
     HEARTBEAT_FILE,
     MAX_HEARTBEAT_AGE_SECONDS,
@@ -48,6 +47,11 @@ RUN_AS_USER = 65532
 
 PRIORITY_CLASS = "system-node-critical"
 """Built-in PriorityClass that keeps a per-node daemon scheduled and spares it from eviction."""
+
+AWS_REGION_ENV = "AWS_REGION"
+"""The region for any AWS SDK call that names none. The labeler names the region of each node's zone
+itself (``labeler.topology.region_of_zone``), but nothing in the pod may fall back to instance
+metadata, which pods cannot reach with the nodes' hop limit of 1 (aws/karpenter-provider-aws#8219)."""
 
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "eks-gpu-training"}
 SELECTOR = {"app.kubernetes.io/name": NAME}
@@ -123,10 +127,10 @@ def node_policy_binding_manifest() -> dict[str, Any]:
     return labeler_admission.node_policy_binding_manifest(NAME, LABELS)
 
 
-def daemonset_manifest(image: Any, config: TopologyLabelerConfig, region: str = "") -> dict[str, Any]:
+def daemonset_manifest(image: Any, config: TopologyLabelerConfig, region: str) -> dict[str, Any]:
     """One labeler pod per GPU node. ``image`` is the reference to run (a string, or the Output of
-    the pushed image's digest reference); ``region`` the cluster's, for a node whose provider id
-    names no zone."""
+    the pushed image's digest reference); ``region`` is the cluster's, set as ``AWS_REGION`` (also the
+    labeler's region for a node whose provider id names no zone)."""
     restricted = {
         "allowPrivilegeEscalation": False,
         "privileged": False,
@@ -143,7 +147,7 @@ def daemonset_manifest(image: Any, config: TopologyLabelerConfig, region: str = 
             {"name": ENV_NODE_NAME, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
             {"name": ENV_INTERVAL, "value": str(config.interval_seconds)},
             {"name": ENV_HEARTBEAT_FILE, "value": HEARTBEAT_FILE},
-            *([{"name": ENV_REGION, "value": region}] if region else []),
+            {"name": AWS_REGION_ENV, "value": region},
         ],
         "resources": container_resources(config),
         "livenessProbe": {
@@ -194,7 +198,7 @@ def daemonset_manifest(image: Any, config: TopologyLabelerConfig, region: str = 
     }
 
 
-def manifests(image: Any, config: TopologyLabelerConfig, region: str = "") -> list[dict[str, Any]]:
+def manifests(image: Any, config: TopologyLabelerConfig, region: str) -> list[dict[str, Any]]:
     """Every Kubernetes object of the labeler, in creation order."""
     return [
         namespace_manifest(),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import pulumi
 import pulumi_aws as aws
@@ -62,7 +62,12 @@ def cluster_arn(partition: str, region: str, account_id: str, cluster_name: str)
 
 
 def pod_identity_trust_policy(
-    partition: str, region: str, account_id: str, cluster_name: str, namespace: str, service_account: str
+    partition: str,
+    region: str,
+    account_id: str,
+    cluster_name: str,
+    namespace: Union[str, Sequence[str]],
+    service_account: str,
 ) -> dict[str, Any]:
     """Trust policy that lets EKS Pod Identity hand a role to one ServiceAccount of this cluster only:
     ``aws:SourceAccount`` and ``aws:SourceArn`` guard against a confused deputy in another cluster or
@@ -70,7 +75,9 @@ def pod_identity_trust_policy(
     Identity adds to its AssumeRole request, ``kubernetes-namespace`` and ``kubernetes-service-account``
     (docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html), keep another association in the same
     cluster (a mistaken or malicious one) from handing the role to any other ServiceAccount. The
-    association must therefore keep session tags on (``disableSessionTags`` false, the default)."""
+    association must therefore keep session tags on (``disableSessionTags`` false, the default).
+    ``namespace`` may list several namespaces whose ServiceAccount of that name gets the role."""
+    namespaces = [namespace] if isinstance(namespace, str) else sorted(set(namespace))
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -81,7 +88,7 @@ def pod_identity_trust_policy(
                 "Condition": {
                     "StringEquals": {
                         "aws:SourceAccount": account_id,
-                        "aws:RequestTag/kubernetes-namespace": namespace,
+                        "aws:RequestTag/kubernetes-namespace": namespaces[0] if len(namespaces) == 1 else namespaces,
                         "aws:RequestTag/kubernetes-service-account": service_account,
                     },
                     "ArnEquals": {"aws:SourceArn": cluster_arn(partition, region, account_id, cluster_name)},
@@ -98,15 +105,15 @@ def create_pod_identity_role(
     partition: str,
     region: str,
     cluster_name: str,
-    namespace: str,
+    namespace: Union[str, Sequence[str]],
     service_account: str,
     description: str,
     tags: Mapping[str, str],
     parent: pulumi.Resource,
 ) -> aws.iam.Role:
     """An IAM role that EKS Pod Identity of this cluster (and only this cluster) may hand to the
-    ServiceAccount ``namespace/service_account`` (and only that one); the caller attaches its
-    permissions and makes the association."""
+    ServiceAccount ``namespace/service_account`` (and only that one; or that ServiceAccount in each of
+    several namespaces); the caller attaches its permissions and makes the association."""
     return aws.iam.Role(
         resource_name,
         description=description,

@@ -268,7 +268,7 @@ def interruption_queue_policy(queue_arn: str, rule_arns: Sequence[str]) -> Polic
                 "Principal": {"Service": "events.amazonaws.com"},
                 "Action": "sqs:SendMessage",
                 "Resource": queue_arn,
-                "Condition": {"ArnEquals": {"aws:SourceArn": sorted(rule_arns)}},
+                "Condition": {"ArnEquals": {"aws:SourceArn": list(rule_arns)}},
             },
             {
                 "Sid": "DenyHTTP",

@@ -71,6 +71,7 @@ from .addons import (
     validate_gpu_operator,
     validate_topology_labeler,
 )
+from .access import S3_BUCKET_NAME, S3BucketConfig, TrainingServiceAccountConfig
 from .scheduling import (
     PRIORITY_VALUE_MAX,
     TRAINING_APP_NAME_MAX,
@@ -137,6 +138,9 @@ __all__ = [
     "validate_topology_labeler",
     "PRIORITY_VALUE_MAX",
     "TRAINING_APP_NAME_MAX",
+    "S3_BUCKET_NAME",
+    "S3BucketConfig",
+    "TrainingServiceAccountConfig",
     "RESERVED_NAMESPACES",
     "Quantity",
     "PriorityClassConfig",

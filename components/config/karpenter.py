@@ -94,6 +94,8 @@ class KarpenterConfig(_Model):
     """Version of the `karpenter` and `karpenter-crd` charts (oci://public.ecr.aws/karpenter). Default: 1.14.1."""
     gpu_node_pools: list[KarpenterGpuNodePoolConfig] = []
     """GPU pools Karpenter provisions (one EC2NodeClass and one NodePool each). Default: none."""
+    retain_on_removal: bool = True
+    """Leave the NodePools, EC2NodeClasses and Karpenter's CRDs, and so the NodeClaims and GPU nodes behind them, in the cluster when a pool, Karpenter or the stack is removed. To have Karpenter drain and terminate its nodes instead, set false and run `pulumi up` before removing. Default: true."""
 
 
 _KARPENTER_RESTRICTED_LABEL = re.compile(r"^([^/]*\.)?(karpenter\.sh|karpenter\.k8s\.aws)/|^kubernetes\.io/hostname$")

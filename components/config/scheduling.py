@@ -8,6 +8,7 @@ from typing import Literal, Optional
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from .access import TrainingServiceAccountConfig
 from .base import _DNS_LABEL, _DNS_SUBDOMAIN, InstanceType, Quantity, _Model
 
 PRIORITY_VALUE_MAX = 1_000_000_000
@@ -16,7 +17,11 @@ classes (kubernetes.io/docs/concepts/scheduling-eviction/pod-priority-preemption
 
 TRAINING_APP_NAME_MAX = 50
 """Longest training app name: the seed's ``app: <name>-multi`` label value and the Indexed Job's pod
-hostnames ``<name>-<index>`` must stay within the 63-character DNS label limit."""
+hostnames ``<name>-r<revision>-<index>`` must stay within the 63-character DNS label limit."""
+
+TRAINING_JOB_REVISION_MAX = 9999
+"""Highest job revision: with a 50-character name, ``-r9999`` and an index of up to five digits the
+pod hostname still fits 63 characters."""
 
 RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 """Namespaces Kubernetes owns; a training quota there would throttle the control plane's own pods."""
@@ -93,11 +98,13 @@ class TrainingJobConfig(_Model):
     env: dict[str, str] = {}
     """Extra environment variables (the PET_* torchrun variables and FI_PROVIDER are set for you). Default: none."""
     suspend: bool = False
-    """Create the Job suspended; `kubectl patch job <name> -p '{"spec":{"suspend":false}}'` starts it. Applies at creation only: `pulumi up` never changes a Job's suspension later. Default: false."""
+    """Create the Job suspended; `kubectl patch job <job> -p '{"spec":{"suspend":false}}'` starts it (`<name>`, or `<name>-r<revision>` after revision 1). Applies at creation only: `pulumi up` never changes a Job's suspension later. Default: false."""
     backoff_limit: int = Field(default=0, ge=0)
     """Pod failures tolerated before the Job fails (a failed rank breaks the whole group, so retries rarely help). Default: 0."""
     rendezvous_port: int = Field(default=TORCHRUN_PORT, ge=1, le=65535)
     """Port of the torchrun rendezvous on rank 0. Default: 29500."""
+    revision: int = Field(default=1, ge=1, le=TRAINING_JOB_REVISION_MAX)
+    """Run of the job. A Job's pod template cannot change, so while a revision's Job exists `pulumi up` leaves its spec alone and never deletes it. To run changed settings (or the same ones again), raise the revision: `pulumi up` then creates the Job `<name>-r<revision>` beside the previous one, which keeps running and leaves the stack (delete it with kubectl once done). Default: 1 (the Job is named `<name>`)."""
 
 
 class TrainingAppConfig(_Model):
@@ -140,6 +147,8 @@ class SchedulingConfig(_Model):
     """Training namespaces, each with a ResourceQuota. Default: `training`."""
     training_apps: list[TrainingAppConfig] = []
     """Training apps to protect with a PodDisruptionBudget (and to run, with `job`). Default: none."""
+    service_account: TrainingServiceAccountConfig = TrainingServiceAccountConfig()
+    """The ServiceAccount training pods run as, created in every training namespace; with `s3Buckets` or `policyArns` it gets an EKS Pod Identity role. Default: `training`, no policies."""
 
 
 SMOKE_TEST_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"

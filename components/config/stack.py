@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import field_validator
 
 from ..facts import aws_enums
+from .access import S3BucketConfig, unique_bucket_names
 from .addons import (
     GpuOperatorConfig,
     TopologyLabelerConfig,
@@ -43,8 +44,15 @@ class GpuTrainingPlatformArgs(_Model):
     """Priority classes, training namespaces with GPU quotas, training apps. Default: the seed's classes and a `training` namespace."""
     smoke_test: SmokeTestConfig = SmokeTestConfig()
     """The nvidia-smi smoke test. Default: off."""
+    s3_buckets: list[S3BucketConfig] = []
+    """S3 buckets of the stack's training data and checkpoints, named once: training pods get least-privilege access to exactly these through the training ServiceAccount's EKS Pod Identity role. Default: none."""
     tags: dict[str, str] = {}
     """Tags added to every AWS resource. Default: none."""
+
+    @field_validator("s3_buckets")
+    @classmethod
+    def _unique_buckets(cls, value: list[S3BucketConfig]) -> list[S3BucketConfig]:
+        return unique_bucket_names(value)
 
     @field_validator("region")
     @classmethod

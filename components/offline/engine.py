@@ -68,6 +68,10 @@ class Registration:
     transforms: int
     read: bool = False
     id: Optional[str] = None
+    retain_on_delete: bool = False
+    """``retain_on_delete``: deleting it in Pulumi leaves the object in the cloud or cluster."""
+    delete_before_replace: bool = False
+    """``delete_before_replace``: a replacement deletes the old object before creating the new one."""
 
 
 @dataclass
@@ -241,6 +245,8 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
                     remote=request.remote,
                     transforms=len(request.transforms),
                     id=response.id or None,
+                    retain_on_delete=bool(request.retainOnDelete),
+                    delete_before_replace=request.deleteBeforeReplace,
                 )
             )
         return response

@@ -14,6 +14,7 @@ from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from ..addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from ..addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
 from ..addons.karpenter import Karpenter, KarpenterArgs
+from ..aws.training_identity import TrainingIdentity, TrainingIdentityArgs, training_role_needed
 from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from ..workloads.scheduling_policies import SchedulingPolicies, scheduling_policies_args, smoke_test_pools, training_job_spec
 from ..workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
@@ -41,6 +42,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """Karpenter GPU pools by pool name."""
     scheduling: SchedulingPolicies
     """Priority classes, training namespaces with quotas, PDBs of apps deployed elsewhere."""
+    training_identity: Optional[TrainingIdentity]
+    """The training pods' Pod Identity role; None unless ``s3Buckets`` or the ServiceAccount's ``policyArns`` are set."""
     training_jobs: dict[str, TrainingJob]
     """Training apps the stack runs, by app name."""
     smoke_test: Optional[GpuSmokeTest]
@@ -120,6 +123,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                         node_role_name=self.karpenter.node_role_name,
                         karpenter_release=self.karpenter.release,
                         tags=tags,
+                        retain_on_removal=args.karpenter.retain_on_removal,
                     ),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
@@ -132,12 +136,31 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             scheduling_policies_args(args),
             opts=pulumi.ResourceOptions(parent=self, providers=kubernetes),
         )
-        # Pods naming a PriorityClass or namespace that does not exist yet are refused, so jobs wait for the policy.
+        account = args.scheduling.service_account
+        self.training_identity = None
+        if training_role_needed(args.s3_buckets, account.policy_arns):
+            self.training_identity = TrainingIdentity(
+                f"{name}-training-identity",
+                TrainingIdentityArgs(
+                    cluster=self.cluster.ref,
+                    namespaces=[ns.name for ns in args.scheduling.namespaces],
+                    service_account=account.name,
+                    s3_buckets=list(args.s3_buckets),
+                    policy_arns=list(account.policy_arns),
+                    tags=tags,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        # Pods naming a PriorityClass, namespace or ServiceAccount that does not exist yet are refused,
+        # so jobs wait for the policy; and they get AWS credentials only if the association exists first.
+        job_dependencies: list[pulumi.Resource] = [self.scheduling]
+        if self.training_identity is not None:
+            job_dependencies.append(self.training_identity)
         self.training_jobs = {
             app.name: TrainingJob(
                 f"{name}-training-{app.name}",
                 TrainingJobArgs(job=training_job_spec(app, args)),
-                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=[self.scheduling]),
+                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=job_dependencies),
             )
             for app in args.scheduling.training_apps
             if app.job is not None

@@ -79,6 +79,18 @@ def resource_quota(namespace: str, quota: ResolvedQuota) -> dict[str, Any]:
     }
 
 
+def training_service_account(namespace: str, name: str) -> dict[str, Any]:
+    """The ServiceAccount training pods run as. No API token is mounted: training pods never talk to
+    the API server, and EKS Pod Identity does not need it (its webhook mounts a projected token of its
+    own, audience ``pods.eks.amazonaws.com``, beside ``AWS_CONTAINER_CREDENTIALS_FULL_URI``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+        "automountServiceAccountToken": False,
+    }
+
+
 # --- configuration: defaults and rules ------------------------------------------------------------
 
 
@@ -114,6 +126,7 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
             suspend=job.suspend,
             backoff_limit=job.backoff_limit,
             rendezvous_port=job.rendezvous_port,
+            revision=job.revision,
         )
         if job is not None
         else {}
@@ -133,6 +146,7 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
         cpu=app.cpu,
         memory=app.memory,
         shm_size_limit=app.shm_size_limit,
+        service_account=scheduling.service_account.name,
         **runs,
     )
 
@@ -335,6 +349,8 @@ class SchedulingPoliciesArgs:
     """Training namespaces with their quotas. Default: none."""
     protected_apps: Sequence[TrainingJobSpec] = ()
     """Training apps deployed by other means that get a PodDisruptionBudget here. Default: none."""
+    service_account: Optional[str] = None
+    """ServiceAccount created in every namespace for training pods. Default: none."""
 
 
 def scheduling_policies_args(args: GpuTrainingPlatformArgs) -> SchedulingPoliciesArgs:
@@ -345,6 +361,7 @@ def scheduling_policies_args(args: GpuTrainingPlatformArgs) -> SchedulingPolicie
         priority_classes=list(scheduling.priority_classes),
         namespaces=[NamespacePolicy(ns.name, resolve_quota(ns.quota, args), ns.pod_security) for ns in scheduling.namespaces],
         protected_apps=[training_job_spec(app, args) for app in scheduling.training_apps if app.job is None],
+        service_account=scheduling.service_account.name,
     )
 
 
@@ -413,6 +430,14 @@ class SchedulingPolicies(pulumi.ComponentResource):
                 spec=quota["spec"],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
             )
+            if args.service_account is not None:
+                account = training_service_account(policy.name, args.service_account)
+                k8s.core.v1.ServiceAccount(
+                    f"{name}-{policy.name}-service-account",
+                    metadata=account["metadata"],
+                    automount_service_account_token=account["automountServiceAccountToken"],
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+                )
 
         for app in args.protected_apps:
             pdb = training_pdb(app)

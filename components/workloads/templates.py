@@ -109,6 +109,11 @@ class TrainingJobSpec:
     """Pod failures tolerated before the Job fails. Default: 0."""
     rendezvous_port: int = TORCHRUN_PORT
     """torchrun rendezvous port on rank 0. Default: 29500."""
+    revision: int = 1
+    """Run of the job; each revision is a Job of its own (``job_name``). Default: 1."""
+    service_account: Optional[str] = None
+    """ServiceAccount the pods run as (its EKS Pod Identity role gives them AWS credentials). Default:
+    none (the namespace's default account)."""
 
     @property
     def multi_node(self) -> bool:
@@ -150,9 +155,14 @@ class TrainingJobSpec:
         return memory_quantity(mebibytes - max(MEMORY_RESERVE_MIN_MIB, mebibytes // MEMORY_RESERVE_FRACTION))
 
     @property
+    def job_name(self) -> str:
+        """Name of the revision's Job: ``<name>`` for revision 1, ``<name>-r<revision>`` after it."""
+        return self.name if self.revision == 1 else f"{self.name}-r{self.revision}"
+
+    @property
     def master_address(self) -> str:
         """DNS name of rank 0: Indexed Job pods are named ``<job>-<index>``, the Service is the subdomain."""
-        return f"{self.name}-0.{self.name}"
+        return f"{self.job_name}-0.{self.name}"
 
 
 def torchrun_env(spec: TrainingJobSpec) -> list[dict[str, Any]]:
@@ -310,11 +320,14 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
         "affinity": training_affinity(spec),
         "topologySpreadConstraints": training_topology_spread(spec),
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        # Training talks to its peers, never to the API server: no service-account token in the pod.
+        # Training talks to its peers, never to the API server: no API token in the pod. EKS Pod
+        # Identity credentials come through a token volume of their own, so they do not need it.
         "automountServiceAccountToken": False,
         "containers": [container],
         "volumes": [{"name": SHM_VOLUME, "emptyDir": shm}],
     }
+    if spec.service_account is not None:
+        pod["serviceAccountName"] = spec.service_account
     if spec.host_network:
         # Without ClusterFirstWithHostNet a host-network pod resolves through the node's resolver and
         # cannot find the rendezvous Service.
@@ -331,7 +344,7 @@ def training_job(spec: TrainingJobSpec) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(spec),
+        "metadata": {**_metadata(spec), "name": spec.job_name},
         "spec": {
             "completionMode": "Indexed",
             "completions": spec.nodes,
@@ -344,7 +357,7 @@ def training_job(spec: TrainingJobSpec) -> dict[str, Any]:
 
 
 def rendezvous_service(spec: TrainingJobSpec) -> dict[str, Any]:
-    """Headless Service that gives each pod the DNS name ``<job>-<index>.<job>``; rank 0's is the rendezvous address."""
+    """Headless Service that gives each pod the DNS name ``<job>-<index>.<name>``; rank 0's is the rendezvous address."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -353,7 +366,8 @@ def rendezvous_service(spec: TrainingJobSpec) -> dict[str, Any]:
             "clusterIP": "None",
             # Ranks look each other up while they start, before any of them is ready.
             "publishNotReadyAddresses": True,
-            "selector": {JOB_NAME_LABEL: spec.name},
+            # Every revision's pods, so a previous revision still running keeps its DNS names.
+            "selector": {"app.kubernetes.io/instance": spec.name, COMPONENT_LABEL: TRAINING_COMPONENT},
             "ports": [{"name": "rendezvous", "port": spec.rendezvous_port, "targetPort": spec.rendezvous_port, "protocol": "TCP"}],
         },
     }
@@ -362,17 +376,18 @@ def rendezvous_service(spec: TrainingJobSpec) -> dict[str, Any]:
 def training_pdb(spec: TrainingJobSpec) -> dict[str, Any]:
     """PodDisruptionBudget that lets no voluntary disruption (drain, node upgrade, consolidation) take a pod.
 
-    Multi-node apps keep every pod (``minAvailable`` = nodes: losing one rank stops the whole job);
-    single-node apps get ``maxUnavailable: 0``, as in the seed. ``AlwaysAllow`` lets a pod that is
+    ``minAvailable`` = nodes, for single-node apps too: losing one rank stops the whole job, and a
+    Job is not a scalable controller, for whose pods Kubernetes supports only an integer
+    ``minAvailable``, not the seed's ``maxUnavailable: 0`` (kubernetes.io/docs/tasks/run-application/
+    configure-pdb, "Arbitrary workloads and arbitrary selectors"). ``AlwaysAllow`` lets a pod that is
     already failing be evicted, so a crashed job cannot block a node drain forever.
     """
-    budget: dict[str, Any] = {"minAvailable": spec.nodes} if spec.multi_node else {"maxUnavailable": 0}
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _metadata(spec),
         "spec": {
-            **budget,
+            "minAvailable": spec.nodes,
             "selector": {"matchLabels": {"app": spec.app_label}},
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },

@@ -20,6 +20,34 @@ from .templates import (
 )
 
 
+JOB_OPTIONS = dict(
+    # A Job's pod template is immutable (only a suspended Job's scheduling directives may change:
+    # kubernetes.io/docs/concepts/workloads/controllers/job), so any change to the spec would replace
+    # the Job and kill the run. While a revision exists, its spec is left alone, suspension included
+    # (a Job resumed with kubectl keeps running across `pulumi up`).
+    ignore_changes=["spec"],
+    # A new revision is a new resource (``job_resource_name``): the old one leaves the program, and
+    # its Job is left to finish instead of being deleted; so is the Job of an app removed from the stack.
+    retain_on_delete=True,
+)
+"""Resource options of every training Job."""
+
+
+def job_resource_name(name: str, revision: int) -> str:
+    """Pulumi name of a revision's Job. A new name per revision, because the engine fills ignored
+    properties from the old state whenever there is one (pulumi/pulumi#2657), replacements included:
+    a new revision of the same resource would be created with the previous revision's spec."""
+    return f"{name}-job" if revision == 1 else f"{name}-job-r{revision}"
+
+
+def _dependencies(opts: Optional[pulumi.ResourceOptions]) -> list[pulumi.Resource]:
+    """The resources ``opts.depends_on`` names, as a list."""
+    depends_on = opts.depends_on if opts is not None else None
+    if depends_on is None:
+        return []
+    return list(depends_on) if isinstance(depends_on, (list, tuple)) else [depends_on]
+
+
 @dataclass
 class TrainingJobArgs:
     """Arguments of ``TrainingJob``."""
@@ -33,11 +61,12 @@ class TrainingJob(pulumi.ComponentResource):
     headless Service its ranks rendezvous through, and the PodDisruptionBudget that keeps every rank.
 
     Pass the cluster's Kubernetes provider in ``opts`` (``providers={"kubernetes": provider}``), and
-    make the component depend on the PriorityClass and namespace it uses.
+    make the component depend on the PriorityClass, namespace and ServiceAccount it uses and the Pod
+    Identity association of that ServiceAccount (its children wait for them).
     """
 
     job_name: pulumi.Output[str]
-    """Name of the Job (and of its Service and PDB)."""
+    """Name of the current revision's Job (``<name>``, then ``<name>-r<revision>``)."""
 
     def __init__(self, name: str, args: TrainingJobArgs, opts: Optional[pulumi.ResourceOptions] = None):
         spec = args.job
@@ -48,27 +77,27 @@ class TrainingJob(pulumi.ComponentResource):
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:TrainingJob", name, None, opts)
 
+        # Children do not inherit the component's dependencies: pass them on, so the pods wait for the
+        # namespace, PriorityClass, ServiceAccount and Pod Identity association they name.
+        after = _dependencies(opts)
         service = rendezvous_service(spec)
         k8s.core.v1.Service(
-            f"{name}-rendezvous", metadata=service["metadata"], spec=service["spec"], opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-rendezvous",
+            metadata=service["metadata"],
+            spec=service["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after),
         )
         job = training_job(spec)
         metadata = {**job["metadata"], "annotations": {SKIP_AWAIT_ANNOTATION: "true"}}
         k8s.batch.v1.Job(
-            f"{name}-job",
+            job_resource_name(name, spec.revision),
             metadata=metadata,
             spec=job["spec"],
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                # The pod template is immutable, so a change replaces the Job, and its fixed name must be free first.
-                delete_before_replace=True,
-                # Someone who resumed a suspended Job with kubectl keeps it running across `pulumi up`.
-                ignore_changes=["spec.suspend"],
-            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after, **JOB_OPTIONS),
         )
         pdb = training_pdb(spec)
         k8s.policy.v1.PodDisruptionBudget(
-            f"{name}-pdb", metadata=pdb["metadata"], spec=pdb["spec"], opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-pdb", metadata=pdb["metadata"], spec=pdb["spec"], opts=pulumi.ResourceOptions(parent=self, depends_on=after)
         )
-        self.job_name = pulumi.Output.from_input(spec.name)
+        self.job_name = pulumi.Output.from_input(spec.job_name)
         self.register_outputs({"jobName": self.job_name})

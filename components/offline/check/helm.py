@@ -32,6 +32,7 @@ PINNED_CHART_VALUES: dict[str, dict[str, tuple[tuple[str, tuple[str, ...]], ...]
         "24.9.2": (("gpu-operator/values-v24.9.2.yaml", ()),),
     },
     "karpenter": {"1.14.1": (("karpenter-1.14.1/chart-values.yaml", ()),)},
+    "karpenter-crd": {"1.14.1": (("charts/karpenter-crd-1.14.1/values.yaml", ()),)},
     "aws-efa-k8s-device-plugin": {"0.5.30": (("efa-device-plugin/values-v0.5.30.yaml", ()),)},
 }
 """Upstream values files in the reference folder (see its README for where each comes from)."""

@@ -1,0 +1,130 @@
+"""The AWS identity of training pods: an IAM role that EKS Pod Identity hands to the training
+ServiceAccount of every training namespace, with least-privilege access to the stack's S3 buckets
+and any policies the stack names. The ServiceAccounts themselves are Kubernetes objects, made by
+``workloads.scheduling_policies``; an association may name a ServiceAccount before it exists."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+import pulumi
+import pulumi_aws as aws
+
+from ..config import S3BucketConfig
+from .cluster import ClusterRef
+from .iam import create_pod_identity_role
+
+S3_BUCKET_READ_ACTIONS = ("s3:ListBucket", "s3:GetBucketLocation")
+"""Bucket-level actions of every bucket: list its keys (a data loader enumerating shards) and find
+its region. AWS's example "Allows read and write access to objects in an S3 bucket" grants
+``s3:ListBucket`` on the bucket and the object actions on ``<bucket>/*``
+(docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_examples_s3_rw-bucket.html); each
+action's resource type is from the service authorization reference for Amazon S3
+(docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html)."""
+S3_BUCKET_WRITE_ACTIONS = ("s3:ListBucketMultipartUploads",)
+"""Bucket-level, ``readWrite`` only: find unfinished multipart uploads of large checkpoints."""
+S3_OBJECT_READ_ACTIONS = ("s3:GetObject",)
+"""Object-level, every bucket: read an object."""
+S3_OBJECT_WRITE_ACTIONS = ("s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts")
+"""Object-level, ``readWrite`` only: write (multipart uploads included; a checkpoint shard is large),
+delete (rotating old checkpoints) and clean up an interrupted upload. No ACL, tagging, versioning or
+bucket configuration action."""
+
+
+def s3_access_policy(partition: str, buckets: Sequence[S3BucketConfig]) -> dict[str, Any]:
+    """Policy document granting exactly the actions each bucket's ``access`` needs, on exactly
+    those buckets and their objects."""
+    statements = []
+    for access, bucket_actions, object_actions in (
+        ("read", S3_BUCKET_READ_ACTIONS, S3_OBJECT_READ_ACTIONS),
+        ("readWrite", S3_BUCKET_READ_ACTIONS + S3_BUCKET_WRITE_ACTIONS, S3_OBJECT_READ_ACTIONS + S3_OBJECT_WRITE_ACTIONS),
+    ):
+        names = [bucket.name for bucket in buckets if bucket.access == access]
+        if not names:
+            continue
+        sid = "ReadWrite" if access == "readWrite" else "Read"
+        statements.append(
+            {"Sid": f"{sid}Buckets", "Effect": "Allow", "Action": list(bucket_actions), "Resource": [f"arn:{partition}:s3:::{n}" for n in names]}
+        )
+        statements.append(
+            {"Sid": f"{sid}Objects", "Effect": "Allow", "Action": list(object_actions), "Resource": [f"arn:{partition}:s3:::{n}/*" for n in names]}
+        )
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def training_role_needed(buckets: Sequence[S3BucketConfig], policy_arns: Sequence[str]) -> bool:
+    """A role is made only when it grants something."""
+    return bool(buckets) or bool(policy_arns)
+
+
+@dataclass
+class TrainingIdentityArgs:
+    """Arguments of ``TrainingIdentity``."""
+
+    cluster: ClusterRef
+    """The cluster whose training pods get the role."""
+    namespaces: Sequence[str]
+    """Training namespaces; each one's ServiceAccount gets an association."""
+    service_account: str
+    """Name of the training ServiceAccount in those namespaces."""
+    s3_buckets: Sequence[S3BucketConfig] = ()
+    """Buckets the role may reach, each with its access. Default: none."""
+    policy_arns: Sequence[str] = ()
+    """Further IAM policies attached to the role. Default: none."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags for every AWS resource. Default: none."""
+
+
+class TrainingIdentity(pulumi.ComponentResource):
+    """The training pods' IAM role and its Pod Identity associations, one per training namespace."""
+
+    role_arn: pulumi.Output[str]
+    """The role training pods get."""
+    associations: list[aws.eks.PodIdentityAssociation]
+    """The associations; pods created before them get no credentials, so training pods wait for them."""
+
+    def __init__(self, name: str, args: TrainingIdentityArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("eks-gpu-training:index:TrainingIdentity", name, None, opts)
+        ref, tags = args.cluster, dict(args.tags)
+        role = create_pod_identity_role(
+            f"{name}-role",
+            account_id=aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id,
+            partition=ref.partition,
+            region=ref.region,
+            cluster_name=ref.name,
+            namespace=list(args.namespaces),
+            service_account=args.service_account,
+            description=f"Training pods of EKS cluster {ref.name} (EKS Pod Identity)",
+            tags=tags,
+            parent=self,
+        )
+        if args.s3_buckets:
+            aws.iam.RolePolicy(
+                f"{name}-s3-access",
+                role=role.id,
+                policy=json.dumps(s3_access_policy(ref.partition, args.s3_buckets)),
+                # Children of the component, not of the role: whoever depends on the component waits for them.
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        for index, policy_arn in enumerate(args.policy_arns):
+            aws.iam.RolePolicyAttachment(
+                f"{name}-policy-{index}", role=role.name, policy_arn=policy_arn, opts=pulumi.ResourceOptions(parent=self)
+            )
+        # The cluster name is a plain string, so each association waits for the cluster (and its Pod
+        # Identity agent add-on) explicitly.
+        self.associations = [
+            aws.eks.PodIdentityAssociation(
+                f"{name}-{namespace}",
+                cluster_name=ref.name,
+                namespace=namespace,
+                service_account=args.service_account,
+                role_arn=role.arn,
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
+            )
+            for namespace in args.namespaces
+        ]
+        self.role_arn = role.arn
+        self.register_outputs({"roleArn": self.role_arn})

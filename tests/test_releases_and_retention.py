@@ -1,0 +1,90 @@
+"""What removing Karpenter or a pool does to its nodes, and how every Helm release fails: the
+options the program registers under the mock engine, checked against the upstream charts."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from eks_gpu_training.addons import efa_device_plugin, gpu_operator, karpenter
+from eks_gpu_training.config import KarpenterConfig
+from harness import run_main, stack_config
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+KARPENTER_CONFIG = "eks-gpu-training:karpenter"
+
+EXPECTED_TIMEOUTS = {
+    "karpenter-crd": karpenter.CRD_RELEASE_TIMEOUT_SECONDS,
+    "karpenter": karpenter.CONTROLLER_RELEASE_TIMEOUT_SECONDS,
+    "gpu-operator": gpu_operator.RELEASE_TIMEOUT_SECONDS,
+    "aws-efa-k8s-device-plugin": efa_device_plugin.RELEASE_TIMEOUT_SECONDS,
+}
+
+
+def release(graph, name: str):
+    (found,) = [r for r in graph.of_type(RELEASE) if r.inputs["name"] == name]
+    return found
+
+
+@pytest.fixture(scope="module")
+def dev_without_retention():
+    config = stack_config("dev")
+    config[KARPENTER_CONFIG] = {**config[KARPENTER_CONFIG], "retainOnRemoval": False}
+    graph = run_main(config)
+    assert graph.error is None, graph.error
+    return graph
+
+
+# --- removing Karpenter or a pool ----------------------------------------------------------------
+
+
+def test_retention_is_the_default_so_removal_never_takes_gpu_nodes_unasked():
+    assert KarpenterConfig().retain_on_removal is True
+
+
+def test_node_pools_and_node_classes_are_retained_when_removed_from_the_program(stack_graph):
+    _, graph = stack_graph
+    objects = [*graph.of_type(NODE_POOL), *graph.of_type(NODE_CLASS)]
+    assert objects
+    assert [r.name for r in objects if not r.retain_on_delete] == []
+
+
+def test_karpenter_crds_carry_helms_keep_policy_so_uninstalling_the_release_keeps_them(stack_graph):
+    _, graph = stack_graph
+    assert release(graph, "karpenter-crd").inputs["values"] == {"additionalAnnotations": {"helm.sh/resource-policy": "keep"}}
+
+
+def test_the_crd_charts_templates_put_additional_annotations_on_the_nodepool_and_nodeclaim_crds(reference_dir):
+    chart = reference_dir / "charts" / "karpenter-crd-1.14.1"
+    assert yaml.safe_load((chart / "values.yaml").read_text()) == {"additionalAnnotations": {}}
+    for crd in ("karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml", "karpenter.k8s.aws_ec2nodeclasses.yaml"):
+        assert "{{- with .Values.additionalAnnotations }}" in (chart / "templates" / crd).read_text(), crd
+
+
+def test_opting_out_lets_removal_delete_the_pools_and_the_crds(dev_without_retention):
+    pools = [*dev_without_retention.of_type(NODE_POOL), *dev_without_retention.of_type(NODE_CLASS)]
+    assert pools and not any(r.retain_on_delete for r in pools)
+    assert release(dev_without_retention, "karpenter-crd").inputs.get("values", {}) == {}
+
+
+# --- every Helm release --------------------------------------------------------------------------
+
+
+def test_every_release_is_atomic_cleans_up_on_failure_and_has_its_own_timeout(stack_graph):
+    _, graph = stack_graph
+    releases = graph.of_type(RELEASE)
+    assert {r.inputs["name"] for r in releases} <= set(EXPECTED_TIMEOUTS)
+    for found in releases:
+        name = found.inputs["name"]
+        assert (found.inputs.get("atomic"), found.inputs.get("cleanupOnFail")) == (True, True), name
+        assert found.inputs.get("timeout") == EXPECTED_TIMEOUTS[name], name
+
+
+def test_release_timeouts_fit_what_each_release_waits_for():
+    # CRDs are established in seconds; the controller waits for system nodes only; the EFA plugin
+    # and the GPU Operator's NFD worker wait for GPU nodes that join while Helm waits.
+    assert karpenter.CRD_RELEASE_TIMEOUT_SECONDS < karpenter.CONTROLLER_RELEASE_TIMEOUT_SECONDS
+    assert karpenter.CONTROLLER_RELEASE_TIMEOUT_SECONDS < efa_device_plugin.RELEASE_TIMEOUT_SECONDS
+    assert efa_device_plugin.RELEASE_TIMEOUT_SECONDS <= gpu_operator.RELEASE_TIMEOUT_SECONDS

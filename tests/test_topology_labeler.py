@@ -23,6 +23,7 @@ SA = "kubernetes:core/v1:ServiceAccount"
 CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 BINDING = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 NODE_POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 NODE_POLICY_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
 ROLE = "aws:iam/role:Role"
@@ -31,7 +32,7 @@ ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 REPOSITORY = "aws:ecr/repository:Repository"
 IMAGE = "docker-build:index:Image"
 COMPONENT = "eks-gpu-training:index:TopologyLabeler"
-LABELER_TYPES = {COMPONENT, NS, SA, CLUSTER_ROLE, BINDING, NODE_POLICY, NODE_POLICY_BINDING, DAEMONSET, ROLE_POLICY, ASSOCIATION, REPOSITORY, IMAGE}
+LABELER_TYPES = {COMPONENT, NS, SA, NETWORK_POLICY, CLUSTER_ROLE, BINDING, NODE_POLICY, NODE_POLICY_BINDING, DAEMONSET, ROLE_POLICY, ASSOCIATION, REPOSITORY, IMAGE}
 PREBUILT = "111122223333.dkr.ecr.us-west-2.amazonaws.com/tools/topology-labeler@sha256:" + "ab" * 32
 
 
@@ -185,7 +186,7 @@ def test_registered_objects_are_the_pure_manifests(prod_graph):
     image = labeler_of(prod_graph).one(DAEMONSET).inputs["spec"]["template"]["spec"]["containers"][0]["image"]
     region = stack_config("prod")["aws:region"]
     expected = {m["kind"]: m for m in tl.manifests(image, config, region)}
-    for kind in (NS, SA, CLUSTER_ROLE, BINDING, NODE_POLICY, NODE_POLICY_BINDING, DAEMONSET):
+    for kind in (NS, SA, NETWORK_POLICY, CLUSTER_ROLE, BINDING, NODE_POLICY, NODE_POLICY_BINDING, DAEMONSET):
         sent = as_sent(labeler_of(prod_graph).one(kind))
         assert _equal_numbers(sent, expected[sent["kind"]]), kind
 
@@ -387,3 +388,9 @@ def test_the_daemonset_waits_for_the_node_policy_and_tells_pods_the_clusters_reg
     assert prod_graph.depends_on(daemonset, labeler_of(prod_graph).one(NODE_POLICY_BINDING))
     env = {e["name"]: e.get("value") for e in daemonset.inputs["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["AWS_REGION"] == stack_config("prod")["aws:region"]
+
+
+def test_nothing_may_connect_to_the_labelers_namespace(prod_graph):
+    policy = labeler_of(prod_graph).one(NETWORK_POLICY)
+    assert policy.inputs["metadata"]["namespace"] == "topology-labeler"
+    assert policy.inputs["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}

@@ -47,3 +47,18 @@ def test_training_containers_drop_every_capability_but_file_and_process_handling
 def test_no_network_capability_is_kept_and_baseline_admits_the_rest():
     assert not {c for c in TRAINING_CAPABILITIES if c.startswith("NET_")}
     assert set(TRAINING_CAPABILITIES) <= POD_SECURITY_BASELINE_ADDABLE
+
+
+def test_training_namespaces_admit_connections_from_their_own_pods_only(stack_graph):
+    _, graph = stack_graph
+    policies = {p.inputs["metadata"]["namespace"]: p for p in graph.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")}
+    for namespace in graph.of_type("kubernetes:core/v1:Namespace"):
+        if namespace.inputs["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") in ("baseline", "privileged") \
+                and namespace.inputs["metadata"]["labels"].get("app.kubernetes.io/part-of") == "eks-gpu-training":
+            spec = policies[namespace.inputs["metadata"]["name"]].inputs["spec"]
+            assert spec == {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": {}}]}]}
+
+
+def test_a_created_cluster_enforces_network_policies(prod_graph):
+    cluster = prod_graph.one("eks:index:Cluster")
+    assert cluster.inputs["vpcCniOptions"]["enableNetworkPolicy"] is True

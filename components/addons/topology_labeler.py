@@ -117,6 +117,17 @@ def container_resources(config: TopologyLabelerConfig) -> dict[str, dict[str, st
     }
 
 
+def network_policy_manifest() -> dict[str, Any]:
+    """No connection into the labeler's namespace: the labeler listens on no port (its liveness
+    probe is a command), it only calls out to the API server and EC2."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "deny-ingress", "namespace": NAMESPACE, "labels": dict(LABELS)},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    }
+
+
 def node_policy_manifest() -> dict[str, Any]:
     """The admission policy that holds the labeler to its own node's topology labels."""
     return labeler_admission.node_policy_manifest(NAME, NAMESPACE, SERVICE_ACCOUNT, LABELS)
@@ -203,6 +214,7 @@ def manifests(image: Any, config: TopologyLabelerConfig, region: str) -> list[di
     return [
         namespace_manifest(),
         service_account_manifest(),
+        network_policy_manifest(),
         cluster_role_manifest(),
         cluster_role_binding_manifest(),
         node_policy_manifest(),
@@ -280,6 +292,9 @@ class TopologyLabeler(pulumi.ComponentResource):
         )
         service_account = k8s.core.v1.ServiceAccount(
             f"{name}-service-account", **_resource_kwargs(service_account_manifest()), opts=in_cluster(namespace)
+        )
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-network-policy", **_resource_kwargs(network_policy_manifest()), opts=in_cluster(namespace)
         )
         cluster_role = k8s.rbac.v1.ClusterRole(
             f"{name}-cluster-role", **_resource_kwargs(cluster_role_manifest()), opts=in_cluster(*ref.ready)

@@ -144,6 +144,11 @@ class EksCluster(pulumi.ComponentResource):
                     endpoint_private_access=config.endpoint_private_access,
                     enabled_cluster_log_types=config.enabled_log_types,
                     create_oidc_provider=False,
+                    # The VPC CNI's network policy agent enforces the NetworkPolicies of the training
+                    # and labeler namespaces; without it EKS ignores NetworkPolicy objects
+                    # (docs.aws.amazon.com/eks/latest/userguide/cni-network-policy.html). Turning it on
+                    # rolls the aws-node pods, not the nodes; pods no policy selects stay unrestricted.
+                    vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
                     tags=dict(args.tags),
                 ),
                 opts=pulumi.ResourceOptions(parent=self),

@@ -59,6 +59,19 @@ def priority_class(config: PriorityClassConfig) -> dict[str, Any]:
     }
 
 
+def training_network_policy(namespace: str) -> dict[str, Any]:
+    """Pods of a training namespace accept connections from pods of the same namespace only: the
+    ranks of a job reach each other on any port (torchrun's rendezvous, NCCL's sockets), nothing
+    outside the namespace reaches them. Egress stays open (S3, the registry, the API server).
+    Host-network pods are outside any NetworkPolicy (they use the node's network)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "same-namespace-only", "namespace": namespace, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": {}}]}]},
+    }
+
+
 def training_namespace(name: str, pod_security: str) -> dict[str, Any]:
     """A training namespace that enforces a Pod Security Standard (``baseline`` refuses host networking)."""
     return {
@@ -423,6 +436,13 @@ class SchedulingPolicies(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
             created[policy.name] = namespace
+            network_policy = training_network_policy(policy.name)
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-{policy.name}-network-policy",
+                metadata=network_policy["metadata"],
+                spec=network_policy["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            )
             quota = resource_quota(policy.name, policy.quota)
             k8s.core.v1.ResourceQuota(
                 f"{name}-{policy.name}-quota",

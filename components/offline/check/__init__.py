@@ -16,7 +16,7 @@ from typing import Any, Optional
 import yaml
 
 from ..reference import DEFAULT_REFERENCE
-from ..render.charts import CHARTS_DIR
+from ..render.charts import CHARTS_DIR, YAML_LOADER
 from ..render.files import MANIFESTS_DIR, PATCHES_DIR, RESOURCES_FILE, VALUES_DIR
 from .addons import check_addon
 from .aws import check_manifest_instance_types, check_resource_inputs
@@ -47,7 +47,7 @@ def _yaml_files(folder: Path, *, recursive: bool = False) -> list[tuple[str, Any
     """``(path under the render, document)`` of each YAML file in ``folder`` (and, ``recursive``,
     its subfolders: ``manifests/charts/<release>/``)."""
     paths = sorted(folder.rglob("*.yaml") if recursive else folder.glob("*.yaml"))
-    return [(f"{folder.name}/{p.relative_to(folder)}", yaml.safe_load(p.read_text())) for p in paths]
+    return [(f"{folder.name}/{p.relative_to(folder)}", yaml.load(p.read_text(), Loader=YAML_LOADER)) for p in paths]
 
 
 def check_render(render_dir: Path, reference: Optional[Path] = None) -> Report:

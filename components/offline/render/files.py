@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import yaml
 
-from .charts import CHARTS_DIR, SOURCE_KEY, ChartRender, object_filename, render_release, safe_name
+from .charts import CHARTS_DIR, SOURCE_KEY, ChartRender, dump_object, object_filename, render_release, safe_name
 from .engine import Resource, StackRender
 from .markers import is_placeholder
 
@@ -163,5 +163,5 @@ def _write_chart(release: dict[str, Any], out: Path, reference: Optional[Path]) 
         folder.mkdir(parents=True, exist_ok=True)
     taken: set[str] = set()
     for _, obj in chart.objects:
-        (folder / _unique(object_filename(obj), taken)).write_text(_dump(obj))
+        (folder / _unique(object_filename(obj), taken)).write_text(dump_object(obj))
     return chart

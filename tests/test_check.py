@@ -50,6 +50,9 @@ def test_every_stack_renders_and_passes_the_check(rendered_stack, reference_dir)
     report = check_render(out, reference_dir)
     assert report.failures == [], stack
     assert report.skipped == [], stack
+    # Every object the charts render is checked too (none is skipped, see above).
+    chart_files = list((out / "manifests" / "charts").rglob("*.yaml"))
+    assert report.checked["chart objects"] == len(chart_files) > 0
 
 
 def test_a_daemonset_with_an_unknown_field_fails_and_is_named(render_program):

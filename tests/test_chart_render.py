@@ -128,3 +128,28 @@ def test_a_chart_source_must_name_the_chart_and_version_it_stands_for(reference_
     assert chart_source(reference_dir, "oci://public.ecr.aws/karpenter/karpenter", "1.14.1")[0].name == "karpenter-1.14.1"
     source, reason = chart_source(reference_dir, "gpu-operator", "v99.0.0")
     assert source is None and reason.startswith("no source of chart gpu-operator v99.0.0")
+
+
+def test_an_eks_add_on_that_installs_a_chart_is_rendered_like_a_release(tmp_path, reference_dir):
+    import json
+
+    import pulumi_aws as aws
+
+    toleration = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    graph = run_program(
+        lambda: aws.eks.Addon(
+            "monitoring", cluster_name="c", addon_name="eks-node-monitoring-agent", addon_version="v1.7.0-eksbuild.1",
+            configuration_values=json.dumps({"dcgmAgent": {"tolerations": [toleration]}}),
+        ),
+        {}, preview=True, mocks=PlaceholderMocks("us-west-2"),
+    )
+    summary = write_render(to_render(graph, stack="t", project="p", region="us-west-2", kubernetes_version="1.34"),
+                           tmp_path, picture=False, reference=reference_dir)
+    (chart,) = summary.charts
+    assert (chart.release, chart.version, chart.source.name) == ("eks-node-monitoring-agent", "1.7.0", "eks-node-monitoring-agent-1.7.0")
+    daemonsets = {obj["metadata"]["name"]: obj for _, obj in chart.objects if obj["kind"] == "DaemonSet"}
+    assert all(d["metadata"]["namespace"] == "kube-system" for d in daemonsets.values())
+    assert any(toleration in d["spec"]["template"]["spec"].get("tolerations", []) for d in daemonsets.values())
+    report = check_render(tmp_path, reference_dir)
+    assert report.ok, report.failures
+    assert report.checked["chart objects"] == len(chart.objects)

@@ -34,6 +34,7 @@ PINNED_CHART_VALUES: dict[str, dict[str, tuple[tuple[str, tuple[str, ...]], ...]
     "karpenter": {"1.14.1": (("karpenter-1.14.1/chart-values.yaml", ()),)},
     "karpenter-crd": {"1.14.1": (("charts/karpenter-crd-1.14.1/values.yaml", ()),)},
     "aws-efa-k8s-device-plugin": {"0.5.30": (("efa-device-plugin/values-v0.5.30.yaml", ()),)},
+    "eks-node-monitoring-agent": {"1.7.0": (("eks-node-monitoring-agent-1.7.0/chart-values.yaml", ()),)},
 }
 """Upstream values files in the reference folder (see its README for where each comes from)."""
 

@@ -23,6 +23,16 @@ MANIFESTS_DIR = "manifests"
 PATCHES_DIR = "patches"
 VALUES_DIR = "values"
 
+ADDON_TYPE = "aws:eks/addon:Addon"
+ADDON_CHARTS: dict[str, str] = {
+    # add-on name -> the namespace EKS installs it into
+    "eks-node-monitoring-agent": "kube-system",
+}
+"""EKS add-ons that install a public Helm chart of the same name and version (the node monitoring
+agent's chart is in aws/eks-node-monitoring-agent, charts/eks-node-monitoring-agent; its add-on
+configuration values are that chart's values). They are rendered like Helm releases."""
+_ADDON_VERSION = re.compile(r"^v?(?P<version>\d+\.\d+\.\d+)(?:-eksbuild\.\d+)?$")
+
 HELM_RELEASE_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 """Helm releases: their values go to ``values/``; what their charts render goes to
 ``manifests/charts/<release>/`` (``charts.py``)."""
@@ -88,6 +98,26 @@ def helm_release(resource: Resource) -> dict[str, Any]:
     }
 
 
+def addon_release(resource: Resource) -> dict[str, Any]:
+    """An EKS add-on that installs a chart, as the Helm release it amounts to."""
+    inputs = resource.inputs
+    name = str(inputs.get("addonName"))
+    version = inputs.get("addonVersion")
+    match = _ADDON_VERSION.match(version) if isinstance(version, str) else None
+    configuration = inputs.get("configurationValues")
+    values = json.loads(configuration) if isinstance(configuration, str) and not is_placeholder(configuration) else {}
+    return {
+        "release": name,
+        "namespace": ADDON_CHARTS[name],
+        "chart": name,
+        "repository": None,
+        "version": match.group("version") if match else version,
+        "values": values,
+        "skipCrds": False,
+        "resource": {"type": resource.type, "name": resource.name},
+    }
+
+
 def _dump(data: Any) -> str:
     # Wide lines: a long value (a placeholder, a policy) stays on one line instead of being folded.
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1_000_000)
@@ -138,8 +168,11 @@ def write_files(
     charts: list[ChartRender] = []
     taken: dict[str, set[str]] = {folder: set() for folder in counts}
     for resource in render.resources:
-        if resource.type in HELM_RELEASE_TYPES:
-            folder, content = VALUES_DIR, helm_release(resource)
+        if resource.type in HELM_RELEASE_TYPES or (
+            resource.type == ADDON_TYPE and resource.inputs.get("addonName") in ADDON_CHARTS
+        ):
+            content = helm_release(resource) if resource.type in HELM_RELEASE_TYPES else addon_release(resource)
+            folder = VALUES_DIR
             filename = _safe(resource.name) + ".yaml"
             charts.append(_write_chart(content, out, reference))
             content[SOURCE_KEY] = charts[-1].record(reference)

@@ -103,4 +103,16 @@ def test_the_readme_lists_every_skip_with_its_reason():
 
 def test_the_ci_scans_the_charts_objects():
     ci = (PROJECT_ROOT / ".ci" / "run").read_text()
-    assert 'manifests/charts"' in ci and "eks_gpu_training.offline.scan" in ci
+    assert "--config-file ../../.checkov-charts.yaml -d manifests/charts" in ci and "eks_gpu_training.offline.scan" in ci
+    charts_config = yaml.safe_load((PROJECT_ROOT / ".checkov-charts.yaml").read_text())
+    assert "skip-check" not in charts_config and "skip-path" not in charts_config
+    assert charts_config["output"] == "json" and charts_config["framework"] == ["kubernetes"]
+
+
+def test_a_graph_checks_pod_is_named_without_its_labels():
+    skips = [Skip("charts", "CKV2_K8S_6", "Pod.kube-system.efa", "host network: no NetworkPolicy applies")]
+    labelled = {"results": {"failed_checks": [
+        {"check_id": "CKV2_K8S_6", "resource": "Pod.kube-system.efa.name-efa.helm.sh/chart-efa-1.0", "file_path": "a"},
+        {"check_id": "CKV2_K8S_6", "resource": "Pod.kube-system.efa-other.name-x", "file_path": "b"},
+    ]}}
+    assert unaccepted(failed_checks(labelled), skips) == ["CKV2_K8S_6 Pod.kube-system.efa-other.name-x (b)"]

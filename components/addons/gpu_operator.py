@@ -123,11 +123,17 @@ def gpu_operator_values(
         "node-feature-discovery": {
             # The NFD worker labels GPU nodes (PCI vendor 10de) so the operator finds them; it must run on
             # them too. A list value replaces the chart's, so the GPU toleration is spelled out here.
-            "worker": {"tolerations": [toleration], "podSecurityContext": dict(RUNTIME_DEFAULT_SECCOMP)},
             # The chart leaves the pods' seccomp profile unset (Unconfined on containerd); NFD's
-            # daemons make no unusual syscalls, so the runtime's default profile holds them.
-            "master": {"podSecurityContext": dict(RUNTIME_DEFAULT_SECCOMP)},
-            "gc": {"podSecurityContext": dict(RUNTIME_DEFAULT_SECCOMP)},
+            # daemons make no unusual syscalls, so the runtime's default profile holds them. Its
+            # NetworkPolicies (the chart's own rules: DNS and the API server out, metrics in) are
+            # enforced by the VPC CNI's network policy agent the cluster turns on.
+            "worker": {
+                "tolerations": [toleration],
+                "podSecurityContext": dict(RUNTIME_DEFAULT_SECCOMP),
+                "networkPolicy": {"enabled": True},
+            },
+            "master": {"podSecurityContext": dict(RUNTIME_DEFAULT_SECCOMP), "networkPolicy": {"enabled": True}},
+            "gc": {"podSecurityContext": dict(RUNTIME_DEFAULT_SECCOMP), "networkPolicy": {"enabled": True}},
         },
     }
     if system_node_selector:

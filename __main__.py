@@ -2,9 +2,9 @@
 
 import pulumi
 
-from eks_gpu_training import GpuTrainingPlatform, load_stack_config
+from eks_gpu_training import PLATFORM_NAME, GpuTrainingPlatform, load_stack_config
 
-platform = GpuTrainingPlatform("gpu-training", load_stack_config())
+platform = GpuTrainingPlatform(PLATFORM_NAME, load_stack_config())
 
 pulumi.export("clusterName", platform.cluster_name)
 pulumi.export("kubeconfig", platform.kubeconfig)

@@ -29,7 +29,7 @@ from .aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
 from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
 from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
-from .platform import GpuTrainingPlatform, load_stack_config, parse_platform_args
+from .platform import PLATFORM_NAME, GpuTrainingPlatform, load_stack_config, parse_platform_args
 from .workloads.fleet_capacity import fleet_gpu_capacity
 from .workloads.scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs
 from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
@@ -88,6 +88,7 @@ __all__ = [
     "gpu_operator_values",
     "karpenter_values",
     "load_stack_config",
+    "PLATFORM_NAME",
     "node_pool_spec",
     "parse_platform_args",
     "rendezvous_service",

@@ -14,7 +14,7 @@ def research_cluster(network, *, system_node_group: bool = True):
     return EksCluster(
         "c",
         EksClusterArgs(
-            cluster=ClusterConfig(name="research"),
+            cluster=ClusterConfig(name="research", endpoint_public_access_cidrs=["192.0.2.0/24"]),
             network=network,
             system_node_group=SystemNodeGroupConfig(enabled=system_node_group),
             region="us-west-2",

@@ -7,7 +7,12 @@ import re
 import pytest
 
 from eks_gpu_training.facts import aws_enums
-from eks_gpu_training.facts.catalog import EC2_TOPOLOGY_INSTANCE_TYPES, GPU_INSTANCE_TYPES, eks_labels_topology
+from eks_gpu_training.facts.catalog import (
+    EC2_TOPOLOGY_INSTANCE_TYPES,
+    FRACTIONAL_GPU_INSTANCE_TYPES,
+    GPU_INSTANCE_TYPES,
+    eks_labels_topology,
+)
 from eks_gpu_training.config import END_OF_LIFE_AMI_TYPES, NVIDIA_AMI_TYPES
 from eks_gpu_training.aws.gpu_node_group import GPU_TAINT_EFFECT
 
@@ -33,6 +38,24 @@ def test_catalog_matches_karpenters_instance_type_reference(reference_dir):
         assert upstream["karpenter.k8s.aws/instance-gpu-name"] == facts.gpu_model, name
         assert int(upstream["karpenter.k8s.aws/instance-gpu-memory"]) == facts.gpu_memory_mib, name
         assert upstream["kubernetes.io/arch"] == "amd64", name
+
+
+def test_every_x86_64_nvidia_type_of_karpenters_reference_is_in_the_catalog(reference_dir):
+    docs = instance_type_docs(reference_dir)
+    nvidia_x86 = {
+        name
+        for name, facts in docs.items()
+        if facts.get("karpenter.k8s.aws/instance-gpu-manufacturer") == "nvidia" and facts["kubernetes.io/arch"] == "amd64"
+    }
+    assert nvidia_x86 - set(GPU_INSTANCE_TYPES) == set(FRACTIONAL_GPU_INSTANCE_TYPES)
+    # The types left out are exactly those with no whole GPU to hand a pod.
+    assert all("nvidia.com/gpu" not in docs[name] for name in FRACTIONAL_GPU_INSTANCE_TYPES)
+    assert set(GPU_INSTANCE_TYPES) <= nvidia_x86
+
+
+def test_the_catalog_covers_g4dn_with_its_special_cases():
+    assert GPU_INSTANCE_TYPES["g4dn.xlarge"].gpus == 1 and GPU_INSTANCE_TYPES["g4dn.xlarge"].efa_interfaces == 0
+    assert GPU_INSTANCE_TYPES["g4dn.metal"].gpus == 8 and GPU_INSTANCE_TYPES["g4dn.metal"].efa_interfaces == 1
 
 
 def test_reference_readme_gpu_and_efa_counts_hold(reference_dir):

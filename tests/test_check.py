@@ -404,3 +404,21 @@ def test_secret_values_are_not_type_checked_either(render_program):
         k8s.apps.v1.DaemonSet("labeler", metadata={"name": "labeler", "namespace": "kube-system"}, spec=spec)
 
     assert check_render(render_program(program), None).ok
+
+
+def test_node_group_update_strategy_and_repair_actions_are_checked_against_botocore(render_program):
+    def program():
+        aws.eks.NodeGroup(
+            "ng", cluster_name="c", node_role_arn="arn", subnet_ids=["s"], scaling_config={"min_size": 0, "max_size": 1, "desired_size": 0},
+            update_config={"max_unavailable": 1, "update_strategy": "MINIMUM"},
+            node_repair_config={"enabled": True, "node_repair_config_overrides": [{
+                "node_monitoring_condition": "AcceleratedHardwareReady", "node_unhealthy_reason": "r",
+                "min_repair_wait_time_mins": 5, "repair_action": "Restart",
+            }]},
+        )
+
+    failures = check_render(render_program(program), None).failures
+    assert [f.split(": ", 2)[2].split(":")[0] for f in failures] == [
+        "nodeRepairConfig.nodeRepairConfigOverrides[0].repairAction",
+        "updateConfig.updateStrategy",
+    ]

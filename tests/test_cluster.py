@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 from eks_gpu_training.aws.cluster import kubeconfig_for
+import pytest
+
 from harness import run_main, stack_config
 
 PROJECT = "eks-gpu-training"
@@ -16,8 +18,30 @@ def adopted(stack: str = "prod") -> dict:
     return config
 
 
-def test_created_cluster_uses_api_authentication_with_admin_access_entries():
-    graph = run_main(stack_config("prod"))
+@pytest.fixture(scope="module")
+def adopted_graph():
+    graph = run_main(adopted())
+    assert graph.error is None, repr(graph.error)
+    return graph
+
+
+@pytest.fixture(scope="module")
+def tuned_prod_graph():
+    """Prod with a pinned system AMI release and private endpoint sources of every kind."""
+    config = stack_config("prod")
+    config[f"{PROJECT}:systemNodeGroup"] = {**config[f"{PROJECT}:systemNodeGroup"], "releaseVersion": "1.34.2-20251120"}
+    config[f"{PROJECT}:cluster"] = {
+        **config[f"{PROJECT}:cluster"],
+        "endpointPrivateAccessCidrs": ["10.20.0.0/16", "fd00::/8"],
+        "endpointPrivateAccessSecurityGroupIds": ["sg-0123456789abcdef0"],
+    }
+    graph = run_main(config)
+    assert graph.error is None, repr(graph.error)
+    return graph
+
+
+def test_created_cluster_uses_api_authentication_with_admin_access_entries(prod_graph):
+    graph = prod_graph
     cluster = graph.one("eks:index:Cluster")
     assert cluster.inputs["authenticationMode"] == "API"
     assert cluster.inputs["version"] == "1.34"
@@ -31,66 +55,157 @@ def test_created_cluster_uses_api_authentication_with_admin_access_entries():
     }
 
 
-def test_adopted_cluster_creates_no_cluster_and_reads_the_existing_one():
-    graph = run_main(adopted())
+def test_adopted_cluster_creates_no_cluster_and_reads_the_existing_one(adopted_graph):
+    graph = adopted_graph
     assert graph.error is None, repr(graph.error)
     assert graph.of_type("eks:index:Cluster") == []
     assert graph.of_type("aws:eks/addon:Addon") == []
-    existing = graph.one("aws:eks/cluster:Cluster")
-    assert existing.read and existing.id == "gpu-training-prod"
+    assert ("aws:eks/getCluster:getCluster", {"name": "gpu-training-prod"}) in [
+        (token, {k: v for k, v in args.items() if k == "name"}) for token, args in graph.invokes
+    ]
 
 
-def test_adopted_cluster_must_already_run_the_pod_identity_agent():
-    graph = run_main(adopted())
+def test_adopted_cluster_must_already_run_the_pod_identity_agent(adopted_graph, prod_graph):
+    graph = adopted_graph
     assert ("aws:eks/getAddon:getAddon", {"clusterName": "gpu-training-prod", "addonName": "eks-pod-identity-agent"}) in [
         (token, {k: v for k, v in args.items() if k in ("clusterName", "addonName")}) for token, args in graph.invokes
     ]
-    created = run_main(stack_config("prod"))
+    created = prod_graph
     assert not [token for token, _ in created.invokes if token == "aws:eks/getAddon:getAddon"]
 
 
-def test_adopted_cluster_gets_an_aws_cli_kubeconfig_from_its_endpoint():
-    graph = run_main(adopted())
+def test_adopted_cluster_gets_an_aws_cli_kubeconfig_from_its_endpoint(adopted_graph):
+    graph = adopted_graph
     provider = graph.one("pulumi:providers:kubernetes")
     kubeconfig = json.loads(provider.inputs["kubeconfig"])
     assert kubeconfig["clusters"][0]["cluster"]["server"].startswith("https://")
     assert kubeconfig["users"][0]["user"]["exec"]["args"][:4] == ["eks", "get-token", "--cluster-name", "gpu-training-prod"]
 
 
-def test_downstream_is_identical_for_created_and_adopted_clusters():
-    created, adopted_graph = run_main(stack_config("prod")), run_main(adopted())
+def test_downstream_is_identical_for_created_and_adopted_clusters(prod_graph, adopted_graph):
+    created = prod_graph
 
     def downstream(graph):
         return sorted(
             (r.type, r.name)
             for r in graph.resources
-            if r.type not in ("eks:index:Cluster", "aws:eks/addon:Addon", "aws:eks/cluster:Cluster")
+            if r.type not in ("eks:index:Cluster", "aws:eks/addon:Addon")
+            and not r.name.startswith("gpu-training-cluster-api-ingress-")
         )
 
     assert downstream(created) == downstream(adopted_graph)
     for graph in (created, adopted_graph):
-        gpu = graph.one("eks:index:ManagedNodeGroup", "gpu-training-p5-training-node-group")
+        gpu = graph.one("aws:eks/nodeGroup:NodeGroup", "gpu-training-p5-training-node-group")
         assert gpu.inputs["clusterName"] == "gpu-training-prod"
 
 
-def test_adopted_cluster_hands_its_core_data_to_managed_node_groups():
-    graph = run_main(adopted())
-    node_group = graph.one("eks:index:ManagedNodeGroup", "gpu-training-cluster-system")
-    core = node_group.inputs["cluster"]
-    assert core["cluster"] == graph.one("aws:eks/cluster:Cluster").id
-    assert core["vpcId"] == "vpc-0f1e2d3c4b5a69788"
-    assert core["instanceRoles"] == []
+def test_adopted_cluster_node_groups_get_its_name_version_subnets_and_their_own_role(adopted_graph):
+    # No pulumi-eks core data: an aws.eks.NodeGroup needs the cluster's name, a node role and subnets,
+    # and follows the version the adopted cluster reports.
+    graph = adopted_graph
+    for name in ("gpu-training-cluster-system", "gpu-training-p5-training-node-group"):
+        node_group = graph.one("aws:eks/nodeGroup:NodeGroup", name)
+        assert node_group.inputs["clusterName"] == "gpu-training-prod"
+        assert node_group.inputs["version"] == "1.34"
+        assert node_group.inputs["nodeRoleArn"].startswith("arn:aws:iam::")
+        assert node_group.inputs["subnetIds"]
+        assert "cluster" not in node_group.inputs
 
 
-def test_system_node_group_is_untainted_on_demand_and_waits_for_pod_identity():
-    graph = run_main(stack_config("prod"))
-    system = graph.one("eks:index:ManagedNodeGroup", "gpu-training-cluster-system")
+def test_system_node_group_is_untainted_on_demand_and_does_not_wait_for_pod_identity(prod_graph):
+    graph = prod_graph
+    system = graph.one("aws:eks/nodeGroup:NodeGroup", "gpu-training-cluster-system")
     assert "taints" not in system.inputs
     assert system.inputs["amiType"] == "AL2023_x86_64_STANDARD"
     assert system.inputs["capacityType"] == "ON_DEMAND"
     assert system.inputs["scalingConfig"] == {"minSize": 2, "desiredSize": 3, "maxSize": 4}
-    assert system.inputs["ignoreScalingChanges"] is True
-    assert graph.depends_on(system, graph.one("aws:eks/addon:Addon"))
+    assert system.ignore_changes == ["scalingConfig.desiredSize"]
+    # Cluster, then system nodes: the Pod Identity add-on is not on that path.
+    assert graph.depends_on(system, graph.one("eks:index:Cluster"))
+    assert not graph.depends_on(system, graph.one("aws:eks/addon:Addon"))
+
+
+def test_only_what_uses_pod_identity_waits_for_its_add_on(prod_graph):
+    graph = prod_graph
+    addon = graph.one("aws:eks/addon:Addon")
+    waiters = sorted(r.name for r in graph.resources if graph.depends_on(r, addon))
+    assert waiters == [
+        "gpu-training-karpenter-pod-identity",
+        "gpu-training-topology-labeler-pod-identity",
+        "gpu-training-training-identity-training",
+    ]
+    assert all(graph.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", name) for name in waiters)
+
+
+def test_system_node_group_follows_the_cluster_version_with_its_own_hardened_launch_template(tuned_prod_graph):
+    graph = tuned_prod_graph
+    system = graph.one("aws:eks/nodeGroup:NodeGroup", "gpu-training-cluster-system")
+    assert system.inputs["version"] == "1.34"
+    assert system.inputs["releaseVersion"] == "1.34.2-20251120"
+    assert system.inputs["nodeGroupNamePrefix"] == "system-"
+    assert system.inputs["updateConfig"] == {"maxUnavailable": 1}
+    template = graph.one("aws:ec2/launchTemplate:LaunchTemplate", "gpu-training-cluster-system-launch-template")
+    assert system.inputs["launchTemplate"] == {"id": template.id, "version": "1"}
+    assert template.inputs["metadataOptions"] == {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1}
+    (volume,) = template.inputs["blockDeviceMappings"]
+    assert volume["ebs"]["volumeType"] == "gp3" and volume["ebs"]["encrypted"] == "true" and volume["ebs"]["volumeSize"] == 50
+    assert "diskSize" not in system.inputs
+    # Stack tags stay on the template itself; instances get only their Name.
+    assert [spec["tags"] for spec in template.inputs["tagSpecifications"]] == [{"Name": "gpu-training-prod-system"}] * 2
+
+
+def test_private_endpoint_opens_port_443_of_the_cluster_security_group_to_the_listed_sources(tuned_prod_graph):
+    graph = tuned_prod_graph
+    rules = {r.name: r.inputs for r in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")}
+    endpoint_rules = {name: inputs for name, inputs in rules.items() if name.startswith("gpu-training-cluster-api-ingress-")}
+    assert {name: {k: v for k, v in inputs.items() if k != "description"} for name, inputs in endpoint_rules.items()} == {
+        "gpu-training-cluster-api-ingress-cidr-0": {"securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "cidrIpv4": "10.20.0.0/16"},
+        "gpu-training-cluster-api-ingress-cidr-1": {"securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "cidrIpv6": "fd00::/8"},
+        "gpu-training-cluster-api-ingress-sg-0": {"securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "referencedSecurityGroupId": "sg-0123456789abcdef0"},
+    }
+
+
+def test_prod_reaches_its_private_endpoint_and_dev_names_its_public_cidrs(prod_graph, dev_graph):
+    prod = prod_graph
+    assert [r.inputs["cidrIpv4"] for r in prod.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule") if "api-ingress" in r.name] == ["10.20.0.0/16"]
+    assert "publicAccessCidrs" not in prod.one("eks:index:Cluster").inputs
+    dev = dev_graph
+    cidrs = dev.one("eks:index:Cluster").inputs["publicAccessCidrs"]
+    assert cidrs and "0.0.0.0/0" not in cidrs
+
+
+def test_component_refuses_a_private_only_cluster_no_one_can_reach():
+    from eks_gpu_training import EksCluster, EksClusterArgs
+    from eks_gpu_training.config import ClusterConfig, ConfigError, NetworkConfig, SystemNodeGroupConfig
+    from harness import run_program
+
+    network = NetworkConfig.model_validate({"vpcId": "vpc-0123456789abcdef0", "subnets": [
+        {"id": "subnet-0000000000000000a", "availabilityZone": "us-west-2a"},
+        {"id": "subnet-0000000000000000b", "availabilityZone": "us-west-2b"},
+    ]})
+
+    def program():
+        EksCluster("c", EksClusterArgs(
+            cluster=ClusterConfig(name="r", endpoint_public_access=False),
+            network=network, system_node_group=SystemNodeGroupConfig(), region="us-west-2", partition="aws",
+        ))
+
+    graph = run_program(program)
+    assert isinstance(graph.error, ConfigError)
+    assert "cluster.endpointPrivateAccessCidrs: a private-only endpoint is reachable only from the cluster security group" in str(graph.error)
+    assert graph.resources == []
+
+
+def test_prod_protects_the_cluster_gpu_node_groups_and_placement_groups_from_deletion(prod_graph, dev_graph):
+    prod = prod_graph
+    protected = sorted(r.name for r in prod.resources if r.protect)
+    assert protected == [
+        "gpu-training-cluster-eks",
+        "gpu-training-karpenter-gpu-training-placement-group",
+        "gpu-training-p5-training-node-group",
+        "gpu-training-p5-training-placement-group",
+    ]
+    assert [r.name for r in dev_graph.resources if r.protect] == []
 
 
 def test_system_node_group_can_be_turned_off():
@@ -98,11 +213,11 @@ def test_system_node_group_can_be_turned_off():
     config[f"{PROJECT}:systemNodeGroup"] = {"enabled": False}
     graph = run_main(config)
     assert graph.error is None
-    assert [r.name for r in graph.of_type("eks:index:ManagedNodeGroup")] == ["gpu-training-p5-training-node-group"]
+    assert [r.name for r in graph.of_type("aws:eks/nodeGroup:NodeGroup")] == ["gpu-training-p5-training-node-group"]
 
 
-def test_every_in_cluster_resource_uses_the_one_kubernetes_provider():
-    graph = run_main(stack_config("prod"))
+def test_every_in_cluster_resource_uses_the_one_kubernetes_provider(prod_graph):
+    graph = prod_graph
     (provider,) = graph.of_type("pulumi:providers:kubernetes")
     kubernetes = [r for r in graph.resources if r.type.startswith("kubernetes:")]
     assert {r.type for r in kubernetes} >= {"kubernetes:helm.sh/v3:Release", "kubernetes:apps/v1:DaemonSet"}

@@ -18,7 +18,7 @@ def valid_config() -> dict[str, Any]:
     """A small valid configuration, as camelCase plain data (what a stack file holds)."""
     return {
         "region": "us-west-2",
-        "cluster": {"name": "research"},
+        "cluster": {"name": "research", "endpointPublicAccessCidrs": ["192.0.2.0/24"]},
         "network": {
             "vpcId": "vpc-0123456789abcdef0",
             "subnets": [
@@ -56,13 +56,13 @@ def test_valid_config_fills_in_documented_defaults():
     assert args.system_node_group.enabled and args.system_node_group.instance_types == ["m7i.xlarge"]
 
 
-def test_default_instance_types_are_the_seeds_p5_and_p4de_with_the_common_efa_layout():
+def test_default_instance_types_are_one_type_so_a_p5_keeps_all_32_efa_interfaces():
     config = valid_config()
     del pool(config)["instanceTypes"]
     gpu = parse_platform_args(config).gpu_node_groups[0]
-    assert gpu.instance_types == ["p5.48xlarge", "p4de.24xlarge"]
-    # One launch template serves both types; p4de has 4 network cards, so 4 EFA interfaces.
-    assert gpu.efa_interfaces == 4
+    assert gpu.instance_types == ["p5.48xlarge"]
+    # One launch template serves every type of a pool: adding p4de would cut every node to 4.
+    assert gpu.efa_interfaces == 32
 
 
 def test_desired_size_defaults_to_min_size_and_zero_is_kept():
@@ -122,9 +122,29 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("system instance type misspelt", lambda c: c.update(systemNodeGroup={"instanceTypes": ["m7i.xl"]}), "systemNodeGroup.instanceTypes[0]: 'm7i.xl' is not an EC2 instance type"),
     ("created cluster with subnets in one AZ", lambda c: c["network"].update(subnets=c["network"]["subnets"][:1]), "network.subnets: are all in us-west-2a; EKS places a new cluster's control-plane ENIs in subnets of at least two availability zones"),
     ("both API endpoints off", lambda c: c["cluster"].update(endpointPublicAccess=False, endpointPrivateAccess=False), "cluster.endpointPrivateAccess: must be true when endpointPublicAccess is false"),
+    ("public endpoint naming no network", lambda c: c["cluster"].pop("endpointPublicAccessCidrs"), "cluster.endpointPublicAccessCidrs: is required with endpointPublicAccess true: list the networks that may reach the public API endpoint, or write 0.0.0.0/0"),
+    ("public CIDRs on a private endpoint", lambda c: c["cluster"].update(endpointPublicAccess=False, endpointPrivateAccessCidrs=["10.0.0.0/16"]), "cluster.endpointPublicAccessCidrs: is set but endpointPublicAccess is false"),
+    ("private-only endpoint no one can reach", lambda c: (c["cluster"].pop("endpointPublicAccessCidrs"), c["cluster"].update(endpointPublicAccess=False)), "cluster.endpointPrivateAccessCidrs: a private-only endpoint is reachable only from the cluster security group"),
+    ("private sources with the private endpoint off", lambda c: c["cluster"].update(endpointPrivateAccess=False, endpointPrivateAccessSecurityGroupIds=["sg-0123456789abcdef0"]), "cluster.endpointPrivateAccessSecurityGroupIds: is set but endpointPrivateAccess is false"),
+    ("public CIDR with host bits", lambda c: c["cluster"].update(endpointPublicAccessCidrs=["192.0.2.1/24"]), "cluster.endpointPublicAccessCidrs: '192.0.2.1/24' is not a CIDR block (192.0.2.1/24 has host bits set)"),
+    ("IPv6 public CIDR", lambda c: c["cluster"].update(endpointPublicAccessCidrs=["2001:db8::/32"]), "cluster.endpointPublicAccessCidrs: '2001:db8::/32' is IPv6; EKS public access CIDRs are IPv4"),
+    ("malformed private security group", lambda c: c["cluster"].update(endpointPrivateAccessSecurityGroupIds=["web"]), "cluster.endpointPrivateAccessSecurityGroupIds: 'web' is not a security group ID"),
+    ("malformed release version", lambda c: pool(c).update(releaseVersion="latest"), "gpuNodeGroups[0].releaseVersion: 'latest' does not match"),
+    ("release version of another Kubernetes version", lambda c: pool(c).update(releaseVersion="1.33.5-20251120"), "gpuNodeGroups[0].releaseVersion: '1.33.5-20251120' is an AMI for another Kubernetes version than cluster.kubernetesVersion 1.34"),
+    ("malformed system release version", lambda c: c.update(systemNodeGroup={"releaseVersion": "v1"}), "systemNodeGroup.releaseVersion: 'v1' does not match"),
+    ("unknown update strategy", lambda c: pool(c).update(updateStrategy="SURGE"), "gpuNodeGroups[0].updateStrategy: 'SURGE' is not an EKS update strategy (botocore eks NodegroupUpdateStrategies)"),
+    ("repair threshold as count and percentage", lambda c: pool(c).update(nodeRepair={"maxUnhealthyNodeThresholdCount": 1, "maxUnhealthyNodeThresholdPercentage": 50}), "gpuNodeGroups[0].nodeRepair.maxUnhealthyNodeThresholdCount: set either maxUnhealthyNodeThresholdCount or maxUnhealthyNodeThresholdPercentage, not both"),
+    ("parallel repairs as count and percentage", lambda c: pool(c).update(nodeRepair={"maxParallelNodesRepairedCount": 1, "maxParallelNodesRepairedPercentage": 50}), "gpuNodeGroups[0].nodeRepair.maxParallelNodesRepairedCount: set either"),
+    ("repair percentage above 100", lambda c: pool(c).update(nodeRepair={"maxUnhealthyNodeThresholdPercentage": 150}), "gpuNodeGroups[0].nodeRepair.maxUnhealthyNodeThresholdPercentage: Input should be less than or equal to 100"),
+    ("unknown repair action", lambda c: pool(c).update(nodeRepair={"nodeRepairConfigOverrides": [{"nodeMonitoringCondition": "AcceleratedHardwareReady", "nodeUnhealthyReason": "NvidiaXID79Error", "minRepairWaitTimeMins": 5, "repairAction": "reboot"}]}), "gpuNodeGroups[0].nodeRepair.nodeRepairConfigOverrides[0].repairAction: 'reboot' is not an EKS repair action (botocore eks RepairAction); did you mean 'Reboot'?"),
+    ("unknown monitoring condition", lambda c: pool(c).update(nodeRepair={"nodeRepairConfigOverrides": [{"nodeMonitoringCondition": "GpuReady", "nodeUnhealthyReason": "x", "minRepairWaitTimeMins": 5, "repairAction": "Reboot"}]}), "gpuNodeGroups[0].nodeRepair.nodeRepairConfigOverrides[0].nodeMonitoringCondition: 'GpuReady' is not a node monitoring agent condition"),
+    ("repeated repair override", lambda c: pool(c).update(nodeRepair={"nodeRepairConfigOverrides": [{"nodeMonitoringCondition": "KernelReady", "nodeUnhealthyReason": "x", "minRepairWaitTimeMins": 5, "repairAction": "Reboot"}] * 2}), "gpuNodeGroups[0].nodeRepair.nodeRepairConfigOverrides[1]: repeats condition KernelReady with reason x"),
+    ("pool name too long for a prefixed node group name", lambda c: pool(c).update(name="a" * 37), "gpuNodeGroups[0].name: has 37 characters; a managed pool's node group is named '<name>-' plus a 26-character unique suffix, and EKS allows 63, so at most 36"),
+    ("instance tag Name", lambda c: pool(c).update(instanceTags={"Name": "x"}), "gpuNodeGroups[0].instanceTags.Name: is set by the pool"),
+    ("reserved aws: instance tag", lambda c: pool(c).update(instanceTags={"aws:x": "y"}), "gpuNodeGroups[0].instanceTags.aws:x: tag keys have 1-128 characters"),
     ("EFA pool over several AZs without a placement group", lambda c: (pool(c).pop("availabilityZone"), pool(c).update(placementGroup={"mode": "none"})), "gpuNodeGroups[0].availabilityZone: is required with EFA: the pool's subnets span us-west-2a, us-west-2b, and EFA traffic does not cross availability zones"),
     ("system min size above max size", lambda c: c.update(systemNodeGroup={"minSize": 5, "desiredSize": 5}), "systemNodeGroup.minSize: must not exceed maxSize (4)"),
-    ("reserved aws: tag", lambda c: c.update(tags={"aws:owner": "x"}), "tags.aws:owner: tag keys have 1-128 characters and must not start with 'aws:'"),
+    ("reserved aws: tag", lambda c: c.update(tags={"aws:owner": "x"}), "tags.aws:owner: tag keys starting with 'aws:' are reserved for AWS"),
     ("tag value too long", lambda c: c.update(tags={"owner": "x" * 300}), "tags.owner: tag values have at most 256 characters"),
 ]
 
@@ -153,7 +173,7 @@ def test_reports_every_problem_at_once():
 def test_reports_cross_key_problems_of_every_pool_together():
     def many(config):
         config["gpuNodeGroups"] = [
-            {"name": "a", "capacityType": "CAPACITY_BLOCK", "placementGroup": {"mode": "none"}},
+            {"name": "a", "capacityType": "CAPACITY_BLOCK", "instanceTypes": ["p5.48xlarge", "p4de.24xlarge"], "placementGroup": {"mode": "none"}},
             {"name": "b", "labels": {"role": "x"}, "availabilityZone": "us-west-2a"},
         ]
 
@@ -176,10 +196,13 @@ def test_an_adopted_cluster_may_sit_in_one_az():
     assert parse_platform_args(config).network.subnets[0].availability_zone == "us-west-2a"
 
 
-def test_a_private_only_endpoint_is_accepted():
+def test_a_private_only_endpoint_reachable_from_a_network_is_accepted():
     config = valid_config()
-    config["cluster"].update(endpointPublicAccess=False)
+    del config["cluster"]["endpointPublicAccessCidrs"]
+    config["cluster"].update(endpointPublicAccess=False, endpointPrivateAccessCidrs=["10.20.0.0/16"])
     assert parse_platform_args(config).cluster.endpoint_private_access is True
+    config["cluster"].update(endpointPrivateAccessCidrs=[], endpointPrivateAccessSecurityGroupIds=["sg-0123456789abcdef0"])
+    assert parse_platform_args(config).cluster.endpoint_private_access_security_group_ids == ["sg-0123456789abcdef0"]
 
 
 def test_an_efa_pool_without_placement_group_in_one_az_is_accepted():

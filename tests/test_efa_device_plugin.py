@@ -78,5 +78,5 @@ def test_plugin_runs_only_on_efa_capable_gpu_training_nodes():
 def test_efa_plugin_release_waits_for_the_cluster_not_the_gpu_nodes(prod_graph):
     (release,) = efa_releases(prod_graph)
     assert prod_graph.depends_on(release, prod_graph.one("eks:index:Cluster"))
-    for group in (r for r in prod_graph.of_type("eks:index:ManagedNodeGroup") if r.inputs.get("taints")):
+    for group in (r for r in prod_graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs.get("taints")):
         assert not prod_graph.depends_on(release, group)

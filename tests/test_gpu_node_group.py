@@ -15,8 +15,10 @@ from eks_gpu_training.aws.gpu_node_group import (
     gpu_toleration,
     image_volume_device,
 )
-from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES, node_group_update_transform
+from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES
 from harness import research_cluster, run_program
+
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 
 NETWORK = NetworkConfig.model_validate(
     {
@@ -51,8 +53,12 @@ def test_taint_and_toleration_match_the_seed():
     assert gpu_toleration() == {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def test_node_labels_add_the_role_to_the_pool_labels():
-    assert gpu_node_labels(gpu_pool(labels={"team": "llm"})) == {"team": "llm", "role": "gpu-training"}
+def test_node_labels_add_the_role_and_the_pool_name_to_the_pool_labels():
+    assert gpu_node_labels(gpu_pool(labels={"team": "llm"})) == {
+        "team": "llm",
+        "eks-gpu-training/pool": "train",
+        "role": "gpu-training",
+    }
 
 
 def test_efa_layout_puts_an_efa_interface_on_card_zero_and_efa_only_at_device_zero_of_the_rest():
@@ -88,19 +94,6 @@ def test_capacity_block_targets_its_reservation_with_the_capacity_block_market()
     on_demand_reservation = gpu_pool(capacityReservationId="cr-0123456789abcdef0", placementGroup={"mode": "none"})
     assert "instance_market_options" not in capacity_options(on_demand_reservation)
     assert capacity_options(gpu_pool()) == {}
-
-
-def test_update_transform_sets_max_unavailable_only_on_the_eks_node_group():
-    transform = node_group_update_transform(1)
-    node_group = pulumi.ResourceTransformArgs(
-        custom=True, type_="aws:eks/nodeGroup:NodeGroup", name="n", props={"clusterName": "c"}, opts=pulumi.ResourceOptions()
-    )
-    result = transform(node_group)
-    assert result.props == {"clusterName": "c", "updateConfig": {"maxUnavailable": 1}}
-    other = pulumi.ResourceTransformArgs(
-        custom=True, type_="aws:ec2/launchTemplate:LaunchTemplate", name="t", props={}, opts=pulumi.ResourceOptions()
-    )
-    assert transform(other) is None
 
 
 def test_node_role_carries_the_worker_policies():
@@ -142,12 +135,12 @@ def test_existing_placement_group_is_referenced_not_created():
 def test_no_placement_group_leaves_placement_out():
     graph = build(gpu_pool(placementGroup={"mode": "none"}, availabilityZone=None, efa="disabled"))
     assert "placement" not in graph.one("aws:ec2/launchTemplate:LaunchTemplate").inputs
-    node_group = graph.one("eks:index:ManagedNodeGroup")
+    node_group = graph.one(NODE_GROUP)
     assert node_group.inputs["subnetIds"] == [s.id for s in NETWORK.subnets]
 
 
 def test_pool_subnets_are_those_of_its_availability_zone():
-    node_group = build(gpu_pool()).one("eks:index:ManagedNodeGroup")
+    node_group = build(gpu_pool()).one(NODE_GROUP)
     assert node_group.inputs["subnetIds"] == ["subnet-0000000000000000a", "subnet-0000000000000000c"]
 
 
@@ -184,21 +177,20 @@ def test_capacity_block_pool_launches_into_its_reservation():
         "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}
     }
     assert template.inputs["instanceType"] == "p5.48xlarge"
-    node_group = graph.one("eks:index:ManagedNodeGroup")
+    node_group = graph.one(NODE_GROUP)
     assert node_group.inputs["capacityType"] == "CAPACITY_BLOCK"
     assert "instanceTypes" not in node_group.inputs  # the launch template names it; EKS refuses both
 
 
 def test_node_group_is_tainted_labelled_and_leaves_desired_size_to_autoscalers():
     graph = build(gpu_pool(minSize=1, desiredSize=2, maxSize=4, labels={"team": "llm"}))
-    node_group = graph.one("eks:index:ManagedNodeGroup")
-    assert node_group.inputs["nodeGroupName"] == "train"
+    node_group = graph.one(NODE_GROUP)
     assert node_group.inputs["clusterName"] == "research"
     assert node_group.inputs["taints"] == [gpu_taint()]
-    assert node_group.inputs["labels"] == {"team": "llm", "role": "gpu-training"}
+    assert node_group.inputs["labels"] == {"team": "llm", "eks-gpu-training/pool": "train", "role": "gpu-training"}
     assert node_group.inputs["scalingConfig"] == {"minSize": 1, "desiredSize": 2, "maxSize": 4}
-    assert node_group.inputs["ignoreScalingChanges"] is True
-    assert node_group.transforms == 1  # node_group_update_transform: maxUnavailable
+    assert node_group.ignore_changes == ["scalingConfig.desiredSize"]
+    assert node_group.transforms == 0  # every setting is an input render shows
     template = graph.one("aws:ec2/launchTemplate:LaunchTemplate")
     assert node_group.inputs["launchTemplate"] == {"id": template.id, "version": "1"}
     assert "diskSize" not in node_group.inputs  # the launch template owns the volume
@@ -220,3 +212,83 @@ def test_component_validates_its_pool_before_registering_anything():
 def test_efa_interfaces_follow_the_instance_type(instance_types, interfaces):
     template = build(gpu_pool(instanceTypes=instance_types)).one("aws:ec2/launchTemplate:LaunchTemplate")
     assert len(template.inputs["networkInterfaces"]) == interfaces
+
+
+def test_node_group_follows_the_cluster_version_and_pins_the_release_version_when_asked():
+    node_group = build(gpu_pool(releaseVersion="1.34.2-20251120")).one(NODE_GROUP)
+    assert node_group.inputs["version"] == "1.34"
+    assert node_group.inputs["releaseVersion"] == "1.34.2-20251120"
+    assert "releaseVersion" not in build(gpu_pool()).one(NODE_GROUP).inputs
+
+
+def test_node_group_is_named_from_a_prefix_so_a_replacement_never_clashes():
+    graph = build(gpu_pool())
+    node_group = graph.one(NODE_GROUP)
+    assert node_group.inputs["nodeGroupNamePrefix"] == "train-"
+    assert "nodeGroupName" not in node_group.inputs
+
+
+def test_node_group_rolls_with_the_minimal_strategy_one_node_at_a_time():
+    node_group = build(gpu_pool()).one(NODE_GROUP)
+    assert node_group.inputs["updateConfig"] == {"maxUnavailable": 1, "updateStrategy": "MINIMAL"}
+
+
+def test_node_group_waits_for_a_created_cluster():
+    graph = build(gpu_pool())
+    assert graph.depends_on(graph.one(NODE_GROUP), graph.one("eks:index:Cluster"))
+
+
+def test_node_repair_is_on_for_gpu_pools_one_node_at_a_time_halting_above_half_the_pool():
+    node_group = build(gpu_pool()).one(NODE_GROUP)
+    assert node_group.inputs["nodeRepairConfig"] == {
+        "enabled": True,
+        "maxUnhealthyNodeThresholdPercentage": 50,
+        "maxParallelNodesRepairedCount": 1,
+    }
+
+
+def test_node_repair_overrides_reach_the_node_group():
+    override = {
+        "nodeMonitoringCondition": "AcceleratedHardwareReady",
+        "nodeUnhealthyReason": "NvidiaXID79Error",
+        "minRepairWaitTimeMins": 5,
+        "repairAction": "Reboot",
+    }
+    repair = {"maxUnhealthyNodeThresholdCount": 1, "maxParallelNodesRepairedPercentage": 25, "nodeRepairConfigOverrides": [override]}
+    node_group = build(gpu_pool(nodeRepair=repair)).one(NODE_GROUP)
+    assert node_group.inputs["nodeRepairConfig"] == {
+        "enabled": True,
+        "maxUnhealthyNodeThresholdCount": 1,
+        "maxParallelNodesRepairedPercentage": 25,
+        "nodeRepairConfigOverrides": [override],
+    }
+    assert build(gpu_pool(nodeRepair={"enabled": False})).one(NODE_GROUP).inputs["nodeRepairConfig"] == {"enabled": False}
+
+
+def test_stack_tags_stay_out_of_the_launch_template_tag_specifications():
+    template = build(gpu_pool()).one("aws:ec2/launchTemplate:LaunchTemplate")
+    assert template.inputs["tags"] == {"team": "ml"}
+    assert template.inputs["tagSpecifications"] == [
+        {"resourceType": "instance", "tags": {"Name": "research-train"}},
+        {"resourceType": "volume", "tags": {"Name": "research-train"}},
+    ]
+
+
+def test_instance_tags_are_an_explicit_opt_in_on_instances_and_volumes():
+    template = build(gpu_pool(instanceTags={"cost-center": "ml"})).one("aws:ec2/launchTemplate:LaunchTemplate")
+    assert [spec["tags"] for spec in template.inputs["tagSpecifications"]] == [
+        {"cost-center": "ml", "Name": "research-train"}
+    ] * 2
+
+
+def test_protect_covers_the_node_group_and_the_placement_group_it_creates():
+    def program():
+        cluster = research_cluster(NETWORK, system_node_group=False)
+        GpuNodeGroup("train", GpuNodeGroupArgs(cluster=cluster.ref, pool=gpu_pool(), network=NETWORK, protect=True))
+
+    graph = run_program(program)
+    assert graph.one(NODE_GROUP).protect
+    assert graph.one("aws:ec2/placementGroup:PlacementGroup").protect
+    assert not graph.one("aws:ec2/launchTemplate:LaunchTemplate").protect
+    unprotected = build(gpu_pool())
+    assert not unprotected.one(NODE_GROUP).protect

@@ -161,7 +161,7 @@ def is_gpu_node_group(graph: Graph, resource: Registration) -> bool:
     """A GPU node group, its component, or anything inside one."""
     chain = [resource, *graph.ancestors(resource)]
     return any(r.type == "eks-gpu-training:index:GpuNodeGroup" for r in chain) or (
-        resource.type == "eks:index:ManagedNodeGroup" and bool(resource.inputs.get("taints"))
+        resource.type == "aws:eks/nodeGroup:NodeGroup" and bool(resource.inputs.get("taints"))
     )
 
 
@@ -186,11 +186,11 @@ def upstream(graph: Graph, resource: Registration) -> list[Registration]:
 def test_operator_release_waits_for_cluster_and_system_nodes_but_no_gpu_node_group(stack_graph):
     _, graph = stack_graph
     (release,) = operator_releases(graph)
-    # Directly: exactly ClusterRef.ready (cluster, Pod Identity add-on, system node group) and the namespace.
+    # Directly: exactly ClusterRef.ready (cluster, system node group) and the namespace; not the Pod
+    # Identity add-on, which the operator does not use.
     direct = {graph.by_urn(u).name for u in release.dependencies}
     assert direct == {
         "gpu-training-cluster-eks",
-        "gpu-training-cluster-pod-identity-agent",
         "gpu-training-cluster-system",
         "gpu-training-gpu-operator-namespace",
     }
@@ -198,17 +198,17 @@ def test_operator_release_waits_for_cluster_and_system_nodes_but_no_gpu_node_gro
     waits_for = upstream(graph, release)
     assert [r.name for r in waits_for if is_gpu_node_group(graph, r)] == []
     assert graph.one("eks:index:Cluster") in waits_for
-    assert graph.one("eks:index:ManagedNodeGroup", "gpu-training-cluster-system") in waits_for
+    assert graph.one("aws:eks/nodeGroup:NodeGroup", "gpu-training-cluster-system") in waits_for
     # and the GPU node groups do not wait for the operator either: the two proceed in parallel
-    for group in (r for r in graph.resources if r.type == "eks:index:ManagedNodeGroup" and r.inputs.get("taints")):
+    for group in (r for r in graph.resources if r.type == "aws:eks/nodeGroup:NodeGroup" and r.inputs.get("taints")):
         assert release not in upstream(graph, group)
 
 
 def test_the_dependency_walk_finds_gpu_node_group_resources_where_they_are_waited_for(prod_graph):
     # The walk above is only worth something if it finds GPU node group resources where there are
     # some: the GPU managed node group waits for its launch template, which lives in a GpuNodeGroup.
-    (group,) = [r for r in prod_graph.of_type("eks:index:ManagedNodeGroup") if r.inputs.get("taints")]
-    template = prod_graph.one("aws:ec2/launchTemplate:LaunchTemplate")
+    (group,) = [r for r in prod_graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs.get("taints")]
+    template = prod_graph.one("aws:ec2/launchTemplate:LaunchTemplate", "gpu-training-p5-training-launch-template")
     assert template in upstream(prod_graph, group) and is_gpu_node_group(prod_graph, template)
 
 

@@ -70,6 +70,6 @@ def test_stack_builds_under_echo_mocks(stack):
     created = run_with_stock_monitor(stack).created
     types = [typ for typ, _, _ in created]
     assert types.count("eks:index:Cluster") == 1
-    gpu_groups = [inputs for typ, _, inputs in created if typ == "eks:index:ManagedNodeGroup" and inputs.get("taints")]
+    gpu_groups = [inputs for typ, _, inputs in created if typ == "aws:eks/nodeGroup:NodeGroup" and inputs.get("taints")]
     assert len(gpu_groups) == len(stack_config(stack)["eks-gpu-training:gpuNodeGroups"])
     assert all(g["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}] for g in gpu_groups)

@@ -284,7 +284,7 @@ def test_component_validates_its_pool_before_registering_anything():
     def program():
         cluster = EksCluster(
             "c",
-            EksClusterArgs(cluster=ClusterConfig(name="r"), network=NETWORK, system_node_group=SystemNodeGroupConfig(enabled=False), region="us-west-2", partition="aws"),
+            EksClusterArgs(cluster=ClusterConfig(name="r", endpoint_public_access_cidrs=["192.0.2.0/24"]), network=NETWORK, system_node_group=SystemNodeGroupConfig(enabled=False), region="us-west-2", partition="aws"),
         )
         karpenter = Karpenter("k", KarpenterArgs(cluster=cluster.ref, config=KarpenterConfig(enabled=True)))
         GpuNodePool("bad", GpuNodePoolArgs(cluster=cluster.ref, pool=pool, network=NETWORK, node_role_name="r", karpenter_release=karpenter.release))

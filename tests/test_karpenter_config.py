@@ -41,11 +41,11 @@ def test_karpenter_is_off_by_default_so_existing_stacks_stay_valid():
 
 def test_pool_defaults_are_the_seeds_nodepool_tuned_for_training():
     pool = parse_platform_args(karpenter_config()).karpenter.gpu_node_pools[0]
-    assert pool.instance_types == ["p5.48xlarge", "p4de.24xlarge"]
+    assert pool.instance_types == ["p5.48xlarge"]
     assert pool.capacity_types == ["on-demand"]
     assert pool.gpu_limit == 16
     assert pool.placement_group.mode == "create"
-    assert pool.efa_enabled and pool.efa_interfaces == 4
+    assert pool.efa_enabled and pool.efa_interfaces == 32
     assert pool.gpus_per_node == 8
     assert pool.disruption.consolidate_after == "30m"
     assert pool.disruption.expire_after == "Never"
@@ -107,9 +107,9 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
     ("two pools with one name", lambda c: c["karpenter"]["gpuNodePools"].append(dict(kpool(c))), "karpenter.gpuNodePools[1].name: 'burst' is used by karpenter.gpuNodePools[0] too"),
     ("pools while Karpenter is off", lambda c: c["karpenter"].update(enabled=False), "karpenter.enabled: is false but gpuNodePools lists 1 pool(s)"),
     ("unknown pool key", lambda c: kpool(c).update(capacityType="on-demand"), f"{P}.capacityType: unknown key; allowed: name, instanceTypes, availabilityZone"),
-    ("chart version that is not x.y.z", lambda c: c["karpenter"].update(chartVersion="latest"), "karpenter.chartVersion: 'latest' does not match"),
+    ("chart version that is not x.y.z", lambda c: c["karpenter"].update(chartVersion="latest"), "karpenter.chartVersion: 'latest' is not supported; allowed: 1.14.1"),
     ("EFA pool over several AZs without a placement group", lambda c: (kpool(c).pop("availabilityZone"), kpool(c).update(placementGroup={"mode": "none"}, instanceTypes=["p5.48xlarge"])), f"{P}.availabilityZone: is required with EFA"),
-    ("placement group name of a managed pool", lambda c: c["gpuNodeGroups"][0].update(name="karpenter-burst"), f"{P}.name: 'burst' would give its placement group the name of gpuNodeGroups' 'karpenter-burst'"),
+    ("placement group name of a managed pool", lambda c: c["gpuNodeGroups"][0].update(name="karpenter-burst"), f"{P}.name: gives the placement group name 'research-karpenter-burst' that gpuNodeGroups[0].name gives too"),
     ("stack tag Karpenter reserves", lambda c: c.update(tags={"kubernetes.io/cluster/research": "owned"}), "tags.kubernetes.io/cluster/research: is a tag Karpenter sets itself"),
 ]
 

@@ -50,7 +50,7 @@ def karpenter_pool(**settings) -> KarpenterGpuNodePoolConfig:
 
 
 POOLS = {
-    "defaults (p5 + p4de, 4 EFA, created placement group)": (karpenter_pool(), "research-karpenter-train"),
+    "defaults (p5, 32 EFA, created placement group)": (karpenter_pool(), "research-karpenter-train"),
     "p5 only, 32 EFA": (karpenter_pool(instanceTypes=["p5.48xlarge"]), "research-karpenter-train"),
     "reserved capacity in an existing group": (
         karpenter_pool(

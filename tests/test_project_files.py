@@ -55,4 +55,4 @@ def test_readme_composition_example_builds_under_the_mock_engine():
     graph = run_program(lambda: exec(compile(example, "README example", "exec"), {}))
     assert graph.error is None, repr(graph.error)
     assert graph.one("eks:index:Cluster").inputs["name"] == "research"
-    assert [r.inputs["nodeGroupName"] for r in graph.of_type("eks:index:ManagedNodeGroup") if r.inputs.get("taints")] == ["h100"]
+    assert [r.inputs["nodeGroupNamePrefix"] for r in graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs.get("taints")] == ["h100-"]

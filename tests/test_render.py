@@ -21,7 +21,7 @@ from eks_gpu_training.offline.render.engine import render_stack
 from eks_gpu_training.offline.render.picture import build_tree, node_id, source_hash, to_dot, to_mermaid
 from harness import PROJECT_ROOT, run_stack
 
-RESOURCE_KEYS = {"type", "name", "urn", "parent", "provider", "dependencies", "custom", "remote", "id", "inputs"}
+RESOURCE_KEYS = {"type", "name", "urn", "parent", "provider", "dependencies", "custom", "remote", "id", "protect", "ignoreChanges", "inputs"}
 
 
 def resources(out):
@@ -61,7 +61,7 @@ def test_values_known_only_after_deployment_are_marked_with_their_source(rendere
     stack, out, _ = rendered_stack
     document = resources(out)
     pool = {"prod": "p5-training", "dev": "dev-gpu"}[stack]
-    node_group = one(document, "eks:index:ManagedNodeGroup", f"gpu-training-{pool}-node-group")
+    node_group = one(document, "aws:eks/nodeGroup:NodeGroup", f"gpu-training-{pool}-node-group")
     assert node_group["inputs"]["nodeRoleArn"] == (
         f"<unknown: arn of aws:iam/role:Role gpu-training-{pool}-node-role>"
     )
@@ -78,7 +78,7 @@ def test_values_known_only_after_deployment_are_marked_with_their_source(rendere
 
 def test_render_writes_whole_numbers_as_integers(rendered_stack):
     _, out, _ = rendered_stack
-    system = one(resources(out), "eks:index:ManagedNodeGroup", "gpu-training-cluster-system")
+    system = one(resources(out), "aws:eks/nodeGroup:NodeGroup", "gpu-training-cluster-system")
     assert all(type(v) is int for v in system["inputs"]["scalingConfig"].values())
 
 
@@ -329,3 +329,23 @@ def test_an_image_pushed_by_the_stack_reads_as_its_repository_at_its_digest(rend
     assert pod["spec"]["containers"][0]["image"] == (
         "<unknown: repositoryUrl of aws:ecr/repository:Repository repo>@<unknown: digest of docker-build:index:Image image>"
     )
+
+
+def test_render_shows_every_node_group_setting_sent_to_aws(rendered_stack):
+    # Built from aws.eks.NodeGroup directly: no transform applies a setting render cannot see.
+    stack, out, _ = rendered_stack
+    document = resources(out)
+    pool = {"prod": "p5-training", "dev": "dev-gpu"}[stack]
+    node_group = one(document, "aws:eks/nodeGroup:NodeGroup", f"gpu-training-{pool}-node-group")
+    inputs = node_group["inputs"]
+    assert inputs["version"] == "1.34"
+    assert inputs["nodeGroupNamePrefix"] == f"{pool}-"
+    assert inputs["updateConfig"] == {"maxUnavailable": 1, "updateStrategy": "MINIMAL"}
+    assert inputs["nodeRepairConfig"] == {
+        "enabled": True,
+        "maxUnhealthyNodeThresholdPercentage": 50,
+        "maxParallelNodesRepairedCount": 1,
+    }
+    assert node_group["ignoreChanges"] == ["scalingConfig.desiredSize"]
+    assert node_group["protect"] is (stack == "prod")
+    assert [r["name"] for r in document["resources"] if r["type"].startswith("eks:index:Managed")] == []

@@ -407,11 +407,12 @@ def test_prod_smoke_test_checks_both_p5_nodes_after_the_node_group_exists():
     assert job.inputs["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
     smoke = graph.one("eks-gpu-training:index:GpuSmokeTest")
     assert job.parent == smoke.urn
-    assert graph.depends_on(smoke, graph.one("eks:index:ManagedNodeGroup", "gpu-training-p5-training-node-group"))
+    assert graph.depends_on(smoke, graph.one("aws:eks/nodeGroup:NodeGroup", "gpu-training-p5-training-node-group"))
 
 
 def test_rejects_a_smoke_test_with_no_node_to_check():
     values = raw("dev")
+    values["gpuNodeGroups"][0].update(minSize=0, desiredSize=0)
     values["smokeTest"] = {"enabled": True}
     assert problems(values) == ["smokeTest.enabled: no GPU pool starts with nodes (every initial size is 0), so there is nothing to check"]
 

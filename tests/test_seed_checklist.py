@@ -39,7 +39,7 @@ from eks_gpu_training.addons.topology_labeler import NAME as TOPOLOGY_LABELER
 from harness import Graph, Registration, run_main, stack_config
 from k8s_semantics import EKS_TAINT_EFFECTS, tolerates
 
-MANAGED_NODE_GROUP = "eks:index:ManagedNodeGroup"
+MANAGED_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 EC2_NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 INSTANCE_TYPE_KEY = "node.kubernetes.io/instance-type"

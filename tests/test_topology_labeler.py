@@ -220,12 +220,15 @@ def test_k8s_objects_use_the_cluster_provider_and_wait_for_the_cluster_not_gpu_n
     provider = prod_graph.one("pulumi:providers:kubernetes")
     cluster = prod_graph.one("eks:index:Cluster")
     addon = prod_graph.one("aws:eks/addon:Addon")
-    gpu_groups = [g for g in prod_graph.of_type("eks:index:ManagedNodeGroup") if g.inputs.get("taints")]
+    gpu_groups = [g for g in prod_graph.of_type("aws:eks/nodeGroup:NodeGroup") if g.inputs.get("taints")]
     for kind in (NS, SA, CLUSTER_ROLE, BINDING, NODE_POLICY, NODE_POLICY_BINDING, DAEMONSET):
         assert labeler_of(prod_graph).one(kind).provider.startswith(provider.urn)
     for waiter in (labeler_of(prod_graph).one(NS), labeler_of(prod_graph).one(CLUSTER_ROLE), labeler_of(prod_graph).one(ASSOCIATION)):
-        assert prod_graph.depends_on(waiter, cluster) and prod_graph.depends_on(waiter, addon)
+        assert prod_graph.depends_on(waiter, cluster)
         assert not any(prod_graph.depends_on(waiter, gpu) for gpu in gpu_groups)
+    # Only the Pod Identity association needs the agent add-on.
+    assert prod_graph.depends_on(labeler_of(prod_graph).one(ASSOCIATION), addon)
+    assert not prod_graph.depends_on(labeler_of(prod_graph).one(NS), addon)
 
 
 def test_daemonset_waits_for_pod_identity_rbac_and_the_policy(prod_graph):
@@ -270,7 +273,7 @@ def test_interval_and_resources_reach_the_daemonset():
 def labeler_problems(**labeler) -> list[str]:
     raw = {
         "region": "us-west-2",
-        "cluster": {"name": "c"},
+        "cluster": {"name": "c", "endpointPublicAccessCidrs": ["192.0.2.0/24"]},
         "network": {
             "vpcId": "vpc-0123456789abcdef0",
             "subnets": [

@@ -303,7 +303,8 @@ def test_smoke_test_checks_every_node_of_the_pool_sees_all_its_gpus():
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "8"}
     assert pod["tolerations"] == [gpu_toleration()]
     expressions = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]
-    assert {"key": "eks.amazonaws.com/nodegroup", "operator": "In", "values": ["p5-training"]} in expressions
+    # The pool label, not eks.amazonaws.com/nodegroup: EKS node group names carry a generated suffix.
+    assert {"key": "eks-gpu-training/pool", "operator": "In", "values": ["p5-training"]} in expressions
     anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
     assert anti["topologyKey"] == "kubernetes.io/hostname"
 

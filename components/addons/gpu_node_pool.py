@@ -23,8 +23,10 @@ from ..config import (
     NetworkConfig,
     pool_subnets,
     validate_karpenter_gpu_node_pool,
+    validate_tags,
 )
-from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name
+from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_names
+from ..facts.aws_names import PhysicalName
 from ..aws.gpu_node_group import GP3_THROUGHPUT_MIBPS, GPU_TAINT_KEY, GPU_TAINT_VALUE, IMDS_HOP_LIMIT, gpu_node_selector
 
 EC2_NODE_CLASS_API_VERSION = "karpenter.k8s.aws/v1"
@@ -159,9 +161,22 @@ class GpuNodePoolArgs:
     """The Karpenter Helm release; the custom resources wait for it (and so for its CRDs)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource, the nodes Karpenter launches included. Default: none."""
+    protect: bool = False
+    """Protect the placement group the pool creates from deletion. Default: false."""
     retain_on_removal: bool = KarpenterConfig.model_fields["retain_on_removal"].default
     """Leave the EC2NodeClass and NodePool (and so the pool's nodes) in the cluster when the pool is
     removed from the program (``karpenter.retainOnRemoval``). Default: true."""
+
+
+def karpenter_placement_group_name(cluster_name: str, pool: KarpenterGpuNodePoolConfig) -> str:
+    """Name of the placement group a Karpenter pool with ``placementGroup.mode: create`` gets;
+    "karpenter" keeps it apart from a managed node group's group of the same pool name."""
+    return f"{cluster_name}-karpenter-{pool.name}"
+
+
+def gpu_node_pool_physical_names(name: str, pool: KarpenterGpuNodePoolConfig, cluster_name: str) -> list[PhysicalName]:
+    """Every AWS name ``GpuNodePool(name, ...)`` generates (its Kubernetes objects are named after the pool)."""
+    return pool_network_names(name, pool.placement_group, karpenter_placement_group_name(cluster_name, pool), pool.efa_enabled)
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -170,14 +185,14 @@ class GpuNodePool(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
         pool, ref = args.pool, args.cluster
         problems = validate_karpenter_gpu_node_pool(pool, args.network, path=f"GpuNodePool({name})")
+        problems += validate_tags(dict(args.tags), path=f"GpuNodePool({name}).tags")
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodePool", name, None, opts)
         tags = dict(args.tags)
 
-        # "karpenter" keeps its name apart from a managed node group's group of the same pool name.
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, f"{ref.name}-karpenter-{pool.name}", tags, parent=self
+            name, pool.placement_group, karpenter_placement_group_name(ref.name, pool), tags, parent=self, protect=args.protect
         )
 
         security_group_ids: list[pulumi.Input[str]] = [ref.cluster_security_group_id]

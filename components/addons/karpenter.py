@@ -25,7 +25,8 @@ import pulumi_kubernetes as k8s
 from ..aws import karpenter_iam
 from ..aws.cluster import ClusterRef
 from ..config import KarpenterConfig
-from ..aws.iam import create_node_role, create_pod_identity_role
+from ..aws.iam import create_node_role, create_pod_identity_role, node_role_resource_name
+from ..facts.aws_names import PhysicalName
 
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
 """The controller chart (upstream's OCI repository)."""
@@ -128,6 +129,47 @@ class KarpenterArgs:
     """Tags for every AWS resource. Default: none."""
 
 
+CONTROLLER_POLICY_ROLES = ("node-lifecycle", "iam-integration", "eks-integration", "interruption", "zonal-shift", "resource-discovery")
+"""The controller's policies, by the suffix of upstream's policy names (``karpenter_iam.controller_policies``)."""
+
+
+def interruption_queue_resource_name(name: str) -> str:
+    """Logical name of the interruption queue (auto-named)."""
+    return f"{name}-interruption-queue"
+
+
+def interruption_rule_resource_name(name: str, role: str) -> str:
+    """Logical name of one EventBridge interruption rule (auto-named)."""
+    return f"{name}-{role}"
+
+
+def controller_role_resource_name(name: str) -> str:
+    """Logical name of the controller's Pod Identity role (auto-named)."""
+    return f"{name}-controller-role"
+
+
+def controller_policy_resource_name(name: str, policy_role: str) -> str:
+    """Logical name of one controller policy (auto-named)."""
+    return f"{name}-{policy_role}-policy"
+
+
+def karpenter_physical_names(name: str) -> list[PhysicalName]:
+    """Every AWS name ``Karpenter(name, ...)`` generates, from the functions it names them with."""
+    return [
+        PhysicalName("aws:iam/role:Role", node_role_resource_name(name), autonamed=True),
+        PhysicalName("aws:iam/role:Role", controller_role_resource_name(name), autonamed=True),
+        PhysicalName("aws:sqs/queue:Queue", interruption_queue_resource_name(name), autonamed=True),
+        *(
+            PhysicalName("aws:cloudwatch/eventRule:EventRule", interruption_rule_resource_name(name, role), autonamed=True)
+            for role in karpenter_iam.INTERRUPTION_EVENTS
+        ),
+        *(
+            PhysicalName("aws:iam/policy:Policy", controller_policy_resource_name(name, role), autonamed=True)
+            for role in CONTROLLER_POLICY_ROLES
+        ),
+    ]
+
+
 class Karpenter(pulumi.ComponentResource):
     """The Karpenter controller with its IAM, interruption queue and Helm releases."""
 
@@ -154,7 +196,7 @@ class Karpenter(pulumi.ComponentResource):
         )
 
         queue = aws.sqs.Queue(
-            f"{name}-interruption-queue",
+            interruption_queue_resource_name(name),
             message_retention_seconds=INTERRUPTION_QUEUE_RETENTION_SECONDS,
             sqs_managed_sse_enabled=True,
             tags=tags,
@@ -163,7 +205,7 @@ class Karpenter(pulumi.ComponentResource):
         rule_arns = []
         for role, (source, detail_type) in karpenter_iam.INTERRUPTION_EVENTS.items():
             rule = aws.cloudwatch.EventRule(
-                f"{name}-{role}",
+                interruption_rule_resource_name(name, role),
                 description=f"Karpenter interruption handling for {ref.name}: {detail_type}",
                 event_pattern=json.dumps(karpenter_iam.interruption_event_pattern(source, detail_type)),
                 tags=tags,
@@ -188,7 +230,7 @@ class Karpenter(pulumi.ComponentResource):
         )
 
         controller_role = create_pod_identity_role(
-            f"{name}-controller-role",
+            controller_role_resource_name(name),
             account_id=account_id,
             partition=ref.partition,
             region=ref.region,
@@ -203,9 +245,9 @@ class Karpenter(pulumi.ComponentResource):
             lambda values: karpenter_iam.controller_policies(ref.partition, ref.region, values[0], ref.name, values[1], values[2])
         )
         attachments = []
-        for policy_role in ("node-lifecycle", "iam-integration", "eks-integration", "interruption", "zonal-shift", "resource-discovery"):
+        for policy_role in CONTROLLER_POLICY_ROLES:
             policy = aws.iam.Policy(
-                f"{name}-{policy_role}-policy",
+                controller_policy_resource_name(name, policy_role),
                 description=f"Karpenter controller of EKS cluster {ref.name}: {policy_role}",
                 policy=documents.apply(lambda docs, key=policy_role: json.dumps(docs[key])),
                 tags=tags,
@@ -226,7 +268,8 @@ class Karpenter(pulumi.ComponentResource):
             service_account=KARPENTER_SERVICE_ACCOUNT,
             role_arn=controller_role.arn,
             tags=tags,
-            opts=after_cluster,
+            # Karpenter's pods get credentials only through the Pod Identity agent add-on.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *ref.pod_identity]),
         )
 
         in_cluster = dict(parent=self, provider=ref.provider)

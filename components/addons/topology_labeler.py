@@ -25,7 +25,8 @@ from ..aws.cluster import ClusterRef
 from ..config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
 from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
 from ..aws.iam import create_pod_identity_role
-from ..aws.labeler_image import build_and_push
+from ..aws.labeler_image import build_and_push, ecr_repository_name
+from ..facts.aws_names import PhysicalName
 from . import labeler_admission
 from ..labeler.settings import (
     ENV_HEARTBEAT_FILE,
@@ -268,6 +269,27 @@ class TopologyLabelerArgs:
     """Tags for every AWS resource. Default: none."""
 
 
+def labeler_role_resource_name(name: str) -> str:
+    """Logical name of the labeler's Pod Identity role (auto-named)."""
+    return f"{name}-role"
+
+
+def labeler_policy_resource_name(name: str) -> str:
+    """Logical name of the labeler role's inline policy (auto-named)."""
+    return f"{name}-describe-topology"
+
+
+def topology_labeler_physical_names(name: str, config: TopologyLabelerConfig, cluster_name: str) -> list[PhysicalName]:
+    """Every AWS name ``TopologyLabeler(name, ...)`` generates, from the functions it names them with."""
+    names = [
+        PhysicalName("aws:iam/role:Role", labeler_role_resource_name(name), autonamed=True),
+        PhysicalName("aws:iam/rolePolicy:RolePolicy", labeler_policy_resource_name(name), autonamed=True),
+    ]
+    if not config.image:
+        names.append(PhysicalName("aws:ecr/repository:Repository", ecr_repository_name(cluster_name), autonamed=False))
+    return names
+
+
 class TopologyLabeler(pulumi.ComponentResource):
     """Namespace, RBAC, Pod Identity role and DaemonSet of the topology labeler, plus (without a
     prebuilt image) its ECR repository and image build."""
@@ -314,7 +336,7 @@ class TopologyLabeler(pulumi.ComponentResource):
         )
 
         role = create_pod_identity_role(
-            f"{name}-role",
+            labeler_role_resource_name(name),
             account_id=aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id,
             partition=ref.partition,
             region=ref.region,
@@ -326,7 +348,7 @@ class TopologyLabeler(pulumi.ComponentResource):
             parent=self,
         )
         policy = aws.iam.RolePolicy(
-            f"{name}-describe-topology",
+            labeler_policy_resource_name(name),
             role=role.id,
             policy=describe_topology_policy(ref.region),
             opts=pulumi.ResourceOptions(parent=role),
@@ -340,7 +362,7 @@ class TopologyLabeler(pulumi.ComponentResource):
             service_account=SERVICE_ACCOUNT,
             role_arn=role.arn,
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *ref.pod_identity]),
         )
 
         self.image = (

@@ -9,15 +9,34 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
-from ..config import SYSTEM_NODE_ROLE_LABEL, ClusterConfig, NetworkConfig, SystemNodeGroupConfig
-from .iam import create_node_role, node_group_update_transform
+from ..config import (
+    ENDPOINT_DOC,
+    SYSTEM_NODE_ROLE_LABEL,
+    ClusterConfig,
+    ConfigError,
+    NetworkConfig,
+    SystemNodeGroupConfig,
+    validate_cluster_endpoint,
+)
+from .iam import create_node_role, node_role_resource_name
+from .node_launch import launch_template_ref, node_launch_template
+from ..facts.aws_names import PhysicalName
+
+API_PORT = 443
+"""The port of the EKS API endpoint."""
+
+SYSTEM_NODE_GROUP_PREFIX = "system-"
+"""Prefix of the system node group's EKS name; the suffix EKS adds keeps a replacement from clashing."""
+
+SYSTEM_MAX_UNAVAILABLE = 1
+"""System nodes replaced at a time during a roll: controllers keep running on the others."""
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 """EKS access policy granted to ``cluster.adminPrincipalArns`` (cluster-wide scope)."""
@@ -39,8 +58,8 @@ class ClusterRef:
     """ARN partition of the region."""
     vpc_id: str
     """VPC of the cluster."""
-    node_group_cluster: pulumi.Input[Any]
-    """What ``eks.ManagedNodeGroup(cluster=...)`` takes: the ``eks.Cluster`` or its core data."""
+    kubernetes_version: pulumi.Input[str]
+    """Kubernetes version of the control plane; managed node groups follow it (``version``)."""
     cluster_security_group_id: pulumi.Output[str]
     """The security group EKS made for the cluster; nodes need it to reach the control plane."""
     kubeconfig: pulumi.Output[str]
@@ -51,8 +70,15 @@ class ClusterRef:
     """Node selector that puts controllers on the system node group; empty when this stack runs no
     system node group (an adopted cluster's controllers then go wherever its scheduler puts them)."""
     ready: Sequence[pulumi.Resource] = field(default_factory=tuple)
-    """Resources that must exist before in-cluster controllers are installed (cluster, add-ons,
-    system nodes); GPU nodes are deliberately not among them."""
+    """Resources that must exist before in-cluster controllers are installed (cluster, system
+    nodes); GPU nodes are deliberately not among them, and neither is the Pod Identity add-on."""
+    control_plane: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    """What node groups wait for: a cluster this stack creates (its name is a plain string, so the
+    data flow alone does not order them); empty for an adopted cluster."""
+    pod_identity: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    """The Pod Identity agent add-on a created cluster gets; only what gets AWS credentials through
+    Pod Identity (Karpenter, the topology labeler) waits for it. Empty for an adopted cluster, which
+    must already run it."""
     endpoint: Optional[pulumi.Output[str]] = None
     """The API server endpoint (https URL), for controllers that are told it (Karpenter); ``EksCluster``
     always sets it, a hand-built ref may leave it out (Karpenter then discovers it itself)."""
@@ -87,6 +113,27 @@ def system_node_labels() -> dict[str, str]:
     return {key: value}
 
 
+def system_node_group_resource_name(name: str) -> str:
+    """Logical name of the system node group of ``EksCluster(name, ...)`` (its node role's prefix too)."""
+    return f"{name}-system"
+
+
+def system_launch_template_resource_name(name: str) -> str:
+    """Logical name of the system node group's launch template (auto-named)."""
+    return f"{name}-system-launch-template"
+
+
+def eks_cluster_physical_names(name: str, system_node_group: SystemNodeGroupConfig) -> list[PhysicalName]:
+    """The AWS names ``EksCluster(name, ...)`` generates itself (pulumi-eks names the cluster's own roles)."""
+    if not system_node_group.enabled:
+        return []
+    return [
+        PhysicalName("aws:iam/role:Role", node_role_resource_name(system_node_group_resource_name(name)), autonamed=True),
+        PhysicalName("aws:ec2/launchTemplate:LaunchTemplate", system_launch_template_resource_name(name), autonamed=True),
+        PhysicalName("aws:eks/nodeGroup:NodeGroup", SYSTEM_NODE_GROUP_PREFIX, autonamed=False, prefix=True),
+    ]
+
+
 @dataclass
 class EksClusterArgs:
     """Arguments of ``EksCluster``."""
@@ -112,10 +159,15 @@ class EksCluster(pulumi.ComponentResource):
     """The cluster as downstream components see it."""
 
     def __init__(self, name: str, args: EksClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        problems = validate_cluster_endpoint(args.cluster)
+        if problems:
+            raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:EksCluster", name, None, opts)
         config = args.cluster
         subnet_ids = [s.id for s in args.network.subnets]
         ready: list[pulumi.Resource] = []
+        control_plane: list[pulumi.Resource] = []
+        pod_identity: list[pulumi.Resource] = []
 
         if config.create:
             cluster = eks.Cluster(
@@ -141,6 +193,7 @@ class EksCluster(pulumi.ComponentResource):
                     skip_default_node_group=True,
                     skip_default_security_groups=True,
                     endpoint_public_access=config.endpoint_public_access,
+                    public_access_cidrs=config.endpoint_public_access_cidrs or None,
                     endpoint_private_access=config.endpoint_private_access,
                     enabled_cluster_log_types=config.enabled_log_types,
                     create_oidc_provider=False,
@@ -151,25 +204,28 @@ class EksCluster(pulumi.ComponentResource):
                     vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
                     tags=dict(args.tags),
                 ),
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, protect=config.protect),
             )
             # The cluster name is a plain string here, so the add-on must wait for the cluster explicitly.
-            pod_identity = aws.eks.Addon(
+            pod_identity_addon = aws.eks.Addon(
                 f"{name}-pod-identity-agent",
                 cluster_name=config.name,
                 addon_name=POD_IDENTITY_ADDON,
                 tags=dict(args.tags),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
             )
-            ready += [cluster, pod_identity]
+            ready.append(cluster)
+            control_plane.append(cluster)
+            pod_identity.append(pod_identity_addon)
+            self._endpoint_ingress(name, config, cluster.cluster_security_group_id)
             # pulumi-eks hands the endpoint out only inside its CoreData; reading the cluster back once it
             # exists gives it as a plain output, the same way as for an adopted cluster below.
             endpoint = aws.eks.get_cluster_output(
                 name=config.name, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[cluster])
             ).endpoint
-            node_group_cluster: Any = cluster
             cluster_security_group_id = cluster.cluster_security_group_id
             kubeconfig = cluster.kubeconfig_json
+            kubernetes_version: pulumi.Input[str] = config.kubernetes_version
         else:
             lookup = aws.eks.get_cluster_output(name=config.name, opts=pulumi.InvokeOutputOptions(parent=self))
             # Karpenter and the labeler get AWS credentials through Pod Identity, which an adopted
@@ -178,7 +234,6 @@ class EksCluster(pulumi.ComponentResource):
             aws.eks.get_addon_output(
                 cluster_name=config.name, addon_name=POD_IDENTITY_ADDON, opts=pulumi.InvokeOutputOptions(parent=self)
             )
-            existing = aws.eks.Cluster.get(f"{name}-eks", id=config.name, opts=pulumi.ResourceOptions(parent=self))
             cluster_security_group_id = lookup.apply(lambda c: c.vpc_config.cluster_security_group_id if c.vpc_config else None)
             endpoint = lookup.endpoint
             kubeconfig = lookup.apply(
@@ -189,34 +244,19 @@ class EksCluster(pulumi.ComponentResource):
                     c.certificate_authorities[0].data if c.certificate_authorities else None,
                 )
             )
-            node_group_cluster = None  # set below, once the provider exists
+            kubernetes_version = lookup.version
 
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=self))
 
-        if not config.create:
-            # The core data eks.ManagedNodeGroup reads of a cluster it did not create: the cluster itself
-            # (version, authentication mode), its subnets and VPC. Access entries for node roles are made by
-            # EKS itself for managed node groups when the cluster's authentication mode includes API.
-            node_group_cluster = eks.CoreDataArgs(
-                cluster=existing,
-                cluster_iam_role=None,
-                endpoint=lookup.endpoint,
-                instance_roles=[],
-                node_group_options=eks.ClusterNodeGroupOptionsArgs(),
-                provider=self.provider,
-                subnet_ids=subnet_ids,
-                vpc_id=args.network.vpc_id,
-            )
-
         if args.system_node_group.enabled:
-            ready.append(self._system_node_group(name, args, node_group_cluster, subnet_ids, ready))
+            ready.append(self._system_node_group(name, args, kubernetes_version, subnet_ids, control_plane))
 
         self.ref = ClusterRef(
             name=config.name,
             region=args.region,
             partition=args.partition,
             vpc_id=args.network.vpc_id,
-            node_group_cluster=node_group_cluster,
+            kubernetes_version=kubernetes_version,
             cluster_security_group_id=cluster_security_group_id,
             kubeconfig=kubeconfig,
             endpoint=endpoint,
@@ -224,43 +264,81 @@ class EksCluster(pulumi.ComponentResource):
             system_node_selector=system_node_labels() if args.system_node_group.enabled else {},
             ready=tuple(ready),
             node_ssm_access=config.node_ssm_access,
+            control_plane=tuple(control_plane),
+            pod_identity=tuple(pod_identity),
         )
         self.cluster_name = pulumi.Output.from_input(config.name)
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
 
+    def _endpoint_ingress(self, name: str, config: ClusterConfig, security_group_id: pulumi.Input[str]) -> None:
+        """Port 443 of the cluster security group, opened to the networks and security groups that
+        may reach the private endpoint. EKS: "you must ensure that your Amazon EKS control plane
+        security group contains rules to allow ingress traffic on port 443 from your connected
+        network" (``ENDPOINT_DOC``); without them only the cluster's own members reach it."""
+        sources: list[tuple[str, dict[str, str]]] = []
+        for i, cidr in enumerate(config.endpoint_private_access_cidrs):
+            key = "cidr_ipv6" if ":" in cidr else "cidr_ipv4"
+            sources.append((f"{name}-api-ingress-cidr-{i}", {key: cidr}))
+        for i, group_id in enumerate(config.endpoint_private_access_security_group_ids):
+            sources.append((f"{name}-api-ingress-sg-{i}", {"referenced_security_group_id": group_id}))
+        for resource_name, source in sources:
+            aws.vpc.SecurityGroupIngressRule(
+                resource_name,
+                security_group_id=security_group_id,
+                ip_protocol="tcp",
+                from_port=API_PORT,
+                to_port=API_PORT,
+                description=f"EKS private API endpoint of {config.name}",
+                **source,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+
     def _system_node_group(
         self,
         name: str,
         args: EksClusterArgs,
-        node_group_cluster: Any,
+        kubernetes_version: pulumi.Input[str],
         subnet_ids: list[str],
-        ready: list[pulumi.Resource],
-    ) -> eks.ManagedNodeGroup:
+        control_plane: list[pulumi.Resource],
+    ) -> aws.eks.NodeGroup:
+        """The system node group: untainted, on demand, with the same launch template settings as
+        the GPU pools (IMDSv2 with hop limit 1, encrypted gp3). It waits for the cluster only, not
+        for the Pod Identity add-on, so the critical path is cluster, system nodes, slowest release."""
         system = args.system_node_group
         role = create_node_role(
-            f"{name}-system", args.partition, args.tags, parent=self, ssm_access=args.cluster.node_ssm_access
+            system_node_group_resource_name(name), args.partition, args.tags, parent=self,
+            ssm_access=args.cluster.node_ssm_access,
         )
-        return eks.ManagedNodeGroup(
-            f"{name}-system",
-            eks.ManagedNodeGroupArgs(
-                cluster=node_group_cluster,
-                cluster_name=args.cluster.name,
-                node_group_name="system",
-                node_role_arn=role.arn,
-                subnet_ids=subnet_ids,
-                instance_types=system.instance_types,
-                ami_type=system.ami_type,
-                capacity_type="ON_DEMAND",
-                disk_size=system.disk_size_gib,
-                labels=system_node_labels(),
-                scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                    min_size=system.min_size, desired_size=system.desired_size, max_size=system.max_size
-                ),
-                ignore_scaling_changes=True,
-                tags=dict(args.tags),
+        launch_template = node_launch_template(
+            system_launch_template_resource_name(name),
+            description=f"System nodes of EKS cluster {args.cluster.name}",
+            ami_type=system.ami_type,
+            volume_size_gib=system.disk_size_gib,
+            instance_name=f"{args.cluster.name}-system",
+            instance_tags={},
+            tags=args.tags,
+            parent=self,
+        )
+        return aws.eks.NodeGroup(
+            system_node_group_resource_name(name),
+            cluster_name=args.cluster.name,
+            node_group_name_prefix=SYSTEM_NODE_GROUP_PREFIX,
+            version=kubernetes_version,
+            release_version=system.release_version,
+            node_role_arn=role.arn,
+            subnet_ids=subnet_ids,
+            instance_types=list(system.instance_types),
+            ami_type=system.ami_type,
+            capacity_type="ON_DEMAND",
+            labels=system_node_labels(),
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=system.min_size, desired_size=system.desired_size, max_size=system.max_size
             ),
+            launch_template=launch_template_ref(launch_template),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=SYSTEM_MAX_UNAVAILABLE),
+            tags=dict(args.tags),
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=list(ready), transforms=[node_group_update_transform(max_unavailable=1)]
+                parent=self, depends_on=list(control_plane), ignore_changes=["scalingConfig.desiredSize"]
             ),
         )

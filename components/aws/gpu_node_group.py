@@ -1,8 +1,14 @@
 """One GPU training pool: node role, placement group, launch template, EFA security group and the
-EKS managed node group (pulumi-eks) that runs tainted, labelled GPU nodes.
+EKS managed node group (``aws.eks.NodeGroup``) that runs tainted, labelled GPU nodes.
 
-The launch template is built here rather than by pulumi-eks because pulumi-eks only makes a
-placement group together with EFA, while a training pool wants the placement group on its own
+The node group is built from pulumi-aws directly rather than pulumi-eks's ManagedNodeGroup: every
+setting sent to EKS (version, release version, name prefix, update strategy, node repair) is then an
+ordinary input that `render` shows and a reviewer reads, with no transform applied out of sight. The
+cluster's authentication mode is API, so EKS creates the access entry of a managed node group's
+node role itself (docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html: "Amazon EKS
+automatically creates access entries" for managed node groups); no aws-auth ConfigMap is involved.
+
+The launch template is built here because a training pool wants the placement group on its own
 terms (created, existing, or none) and an EFA layout for the instance types it actually runs.
 """
 
@@ -13,7 +19,6 @@ from typing import Any, Mapping, Optional
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_eks as eks
 
 from .cluster import ClusterRef
 from ..config import (
@@ -23,30 +28,43 @@ from ..config import (
     NetworkConfig,
     pool_subnets,
     validate_gpu_node_group,
+    validate_tags,
 )
-from ..facts.gpu_nodes import GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE, gpu_node_selector, gpu_taint, gpu_toleration
-from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name
-from .iam import create_node_role, node_group_update_transform
-
-IMDS_HOP_LIMIT = 1
-"""IMDSv2 response hop limit 1 keeps instance credentials away from pods (they get AWS access
-through EKS Pod Identity instead); host-network daemons still reach IMDS."""
-
-GP3_THROUGHPUT_MIBPS = 250
-"""gp3 throughput for the root volume: twice the 125 MiB/s baseline, so pulling and unpacking
-multi-GB CUDA images does not stall node start-up."""
+from ..config import node_repair_settings
+from ..facts.gpu_nodes import (
+    GPU_POOL_KEY,
+    GPU_TAINT_EFFECT,
+    GPU_TAINT_KEY,
+    GPU_TAINT_VALUE,
+    gpu_node_selector,
+    gpu_taint,
+    gpu_toleration,
+)
+from .iam import create_node_role, node_role_resource_name
+from ..facts.aws_names import PhysicalName
+from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, image_volume_device, launch_template_ref, node_launch_template
+from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_names
 
 
 def gpu_node_labels(pool: GpuNodeGroupConfig) -> dict[str, str]:
-    """Labels of a pool's nodes: ``role=gpu-training`` plus the pool's own."""
+    """Labels of a pool's nodes: ``role=gpu-training`` and the pool's name, plus the pool's own."""
     key, value = GPU_NODE_ROLE_LABEL
-    return {**pool.labels, key: value}
+    return {**pool.labels, GPU_POOL_KEY: pool.name, key: value}
 
 
-def image_volume_device(ami_type: str) -> str:
-    """The block device that holds container images: Bottlerocket keeps them on its data volume
-    (``/dev/xvdb``), Amazon Linux on the root volume (``/dev/xvda``)."""
-    return "/dev/xvdb" if ami_type.startswith("BOTTLEROCKET") else "/dev/xvda"
+def node_group_name_prefix(pool_name: str) -> str:
+    """Prefix of the pool's EKS node group name; EKS gets the prefix plus a unique suffix, so a
+    replacement group is created before the old one is deleted instead of clashing with its name."""
+    return f"{pool_name}-"
+
+
+def update_settings(pool: GpuNodeGroupConfig) -> dict[str, Any]:
+    """The node group's ``updateConfig``: how many nodes a roll takes down at once, and the
+    strategy. MINIMAL "terminates the old instances before launching the new instances"; the EKS
+    API calls it "useful in scenarios where you are constrained to resources or costs (for example,
+    with hardware accelerators such as GPUs)": a surge p5 rarely exists in a full reservation
+    (docs.aws.amazon.com/eks/latest/APIReference/API_NodegroupUpdateConfig.html)."""
+    return {"max_unavailable": pool.update_max_unavailable, "update_strategy": pool.update_strategy}
 
 
 def efa_network_interfaces(count: int, security_group_ids: list[Any]) -> list[dict[str, Any]]:
@@ -92,6 +110,26 @@ def node_group_instance_types(pool: GpuNodeGroupConfig) -> Optional[list[str]]:
     return None if pool.capacity_type == "CAPACITY_BLOCK" else list(pool.instance_types)
 
 
+def placement_group_physical_name(cluster_name: str, pool: GpuNodeGroupConfig) -> str:
+    """Name of the placement group a pool with ``placementGroup.mode: create`` gets."""
+    return f"{cluster_name}-{pool.name}"
+
+
+def launch_template_resource_name(name: str) -> str:
+    """Logical name of a pool's launch template (auto-named by Pulumi)."""
+    return f"{name}-launch-template"
+
+
+def gpu_node_group_physical_names(name: str, pool: GpuNodeGroupConfig, cluster_name: str) -> list[PhysicalName]:
+    """Every AWS name ``GpuNodeGroup(name, ...)`` generates for the pool, from the functions it names them with."""
+    return [
+        PhysicalName("aws:iam/role:Role", node_role_resource_name(name), autonamed=True),
+        PhysicalName("aws:ec2/launchTemplate:LaunchTemplate", launch_template_resource_name(name), autonamed=True),
+        PhysicalName("aws:eks/nodeGroup:NodeGroup", node_group_name_prefix(pool.name), autonamed=False, prefix=True),
+        *pool_network_names(name, pool.placement_group, placement_group_physical_name(cluster_name, pool), pool.efa_interfaces > 0),
+    ]
+
+
 @dataclass
 class GpuNodeGroupArgs:
     """Arguments of ``GpuNodeGroup``."""
@@ -103,14 +141,16 @@ class GpuNodeGroupArgs:
     network: NetworkConfig
     """The cluster's network; the pool takes its subnets from it."""
     tags: Mapping[str, str] = field(default_factory=dict)
-    """Tags for every AWS resource. Default: none."""
+    """Tags for every AWS resource; they never reach instances (see ``pool.instance_tags``). Default: none."""
+    protect: bool = False
+    """Protect the node group and the placement group it creates from deletion. Default: false."""
 
 
 class GpuNodeGroup(pulumi.ComponentResource):
     """A tainted GPU managed node group in a cluster placement group, with EFA where it applies."""
 
     node_group_name: pulumi.Output[str]
-    """EKS node group name (the pool name)."""
+    """EKS node group name: the pool name, a dash and a suffix EKS-unique per node group."""
     placement_group_name: pulumi.Output[Optional[str]]
     """Name of the pool's placement group; None without one."""
     efa_interfaces: int
@@ -119,16 +159,16 @@ class GpuNodeGroup(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: Optional[pulumi.ResourceOptions] = None):
         pool, ref = args.pool, args.cluster
         problems = validate_gpu_node_group(pool, args.network, path=f"GpuNodeGroup({name})")
+        problems += validate_tags(dict(args.tags), path=f"GpuNodeGroup({name}).tags")
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodeGroup", name, None, opts)
         tags = dict(args.tags)
-        child = pulumi.ResourceOptions(parent=self)
 
         role = create_node_role(name, ref.partition, tags, parent=self, ssm_access=ref.node_ssm_access)
 
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, f"{ref.name}-{pool.name}", tags, parent=self
+            name, pool.placement_group, placement_group_physical_name(ref.name, pool), tags, parent=self, protect=args.protect
         )
 
         self.efa_interfaces = pool.efa_interfaces
@@ -139,67 +179,51 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 self.efa_interfaces, [ref.cluster_security_group_id, efa_group.id]
             )
 
-        launch_template = aws.ec2.LaunchTemplate(
-            f"{name}-launch-template",
+        launch_template = node_launch_template(
+            launch_template_resource_name(name),
             description=f"GPU training pool {pool.name} of EKS cluster {ref.name}",
-            block_device_mappings=[
-                {
-                    "device_name": image_volume_device(pool.ami_type),
-                    "ebs": {
-                        "volume_size": pool.root_volume_size_gib,
-                        "volume_type": "gp3",
-                        "throughput": GP3_THROUGHPUT_MIBPS,
-                        "encrypted": "true",
-                        "delete_on_termination": "true",
-                    },
-                }
-            ],
-            metadata_options={
-                "http_endpoint": "enabled",
-                "http_tokens": "required",
-                "http_put_response_hop_limit": IMDS_HOP_LIMIT,
-            },
-            placement={"group_name": placement_group_name} if placement_group_name is not None else None,
-            tag_specifications=[
-                {"resource_type": "instance", "tags": {**tags, "Name": f"{ref.name}-{pool.name}"}},
-                {"resource_type": "volume", "tags": tags},
-            ],
-            update_default_version=True,
+            ami_type=pool.ami_type,
+            volume_size_gib=pool.root_volume_size_gib,
+            instance_name=f"{ref.name}-{pool.name}",
+            instance_tags=pool.instance_tags,
             tags=tags,
+            parent=self,
+            placement_group_name=placement_group_name,
             **network_settings,
             **capacity_options(pool),
-            opts=child,
         )
 
-        self.node_group = eks.ManagedNodeGroup(
+        # The cluster name is a plain string, so the node group waits for a created cluster explicitly.
+        self.node_group = aws.eks.NodeGroup(
             f"{name}-node-group",
-            eks.ManagedNodeGroupArgs(
-                cluster=ref.node_group_cluster,
-                cluster_name=ref.name,
-                node_group_name=pool.name,
-                node_role_arn=role.arn,
-                subnet_ids=[s.id for s in pool_subnets(pool, args.network)],
-                instance_types=node_group_instance_types(pool),
-                ami_type=pool.ami_type,
-                capacity_type=pool.capacity_type,
-                labels=gpu_node_labels(pool),
-                taints=[aws.eks.NodeGroupTaintArgs(**gpu_taint())],
-                scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                    min_size=pool.min_size, desired_size=pool.initial_size, max_size=pool.max_size
-                ),
-                launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
-                    id=launch_template.id, version=launch_template.latest_version.apply(str)
-                ),
-                # An autoscaler (or a person) owns the node count after creation; `pulumi up` must not reset it.
-                ignore_scaling_changes=True,
-                tags=tags,
+            cluster_name=ref.name,
+            node_group_name_prefix=node_group_name_prefix(pool.name),
+            version=ref.kubernetes_version,
+            release_version=pool.release_version,
+            node_role_arn=role.arn,
+            subnet_ids=[s.id for s in pool_subnets(pool, args.network)],
+            instance_types=node_group_instance_types(pool),
+            ami_type=pool.ami_type,
+            capacity_type=pool.capacity_type,
+            labels=gpu_node_labels(pool),
+            taints=[aws.eks.NodeGroupTaintArgs(**gpu_taint())],
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=pool.min_size, desired_size=pool.initial_size, max_size=pool.max_size
             ),
+            launch_template=launch_template_ref(launch_template),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(**update_settings(pool)),
+            node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(**node_repair_settings(pool.node_repair)),
+            tags=tags,
             opts=pulumi.ResourceOptions(
-                parent=self, transforms=[node_group_update_transform(pool.update_max_unavailable)]
+                parent=self,
+                depends_on=list(ref.control_plane),
+                protect=args.protect,
+                # An autoscaler (or a person) owns the node count after creation; `pulumi up` must not reset it.
+                ignore_changes=["scalingConfig.desiredSize"],
             ),
         )
 
-        self.node_group_name = pulumi.Output.from_input(pool.name)
+        self.node_group_name = self.node_group.node_group_name
         self.placement_group_name = pulumi.Output.from_input(placement_group_name)
         self.register_outputs(
             {"nodeGroupName": self.node_group_name, "placementGroupName": self.placement_group_name}

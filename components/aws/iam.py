@@ -1,4 +1,4 @@
-"""IAM pieces shared by components: node IAM role, Pod Identity trust, managed node group update policy."""
+"""IAM pieces shared by components: node IAM role, Pod Identity trust."""
 
 from __future__ import annotations
 
@@ -127,6 +127,11 @@ def create_pod_identity_role(
     )
 
 
+def node_role_resource_name(name: str) -> str:
+    """Logical name of the node role ``create_node_role(name, ...)`` makes (auto-named by Pulumi)."""
+    return f"{name}-node-role"
+
+
 def create_node_role(
     name: str,
     partition: str,
@@ -138,7 +143,7 @@ def create_node_role(
     """A node IAM role named ``{name}-node-role`` with ``NODE_MANAGED_POLICIES`` attached, and
     ``AmazonSSMManagedInstanceCore`` when ``ssm_access``."""
     role = aws.iam.Role(
-        f"{name}-node-role",
+        node_role_resource_name(name),
         assume_role_policy=ec2_assume_role_policy(partition),
         tags=dict(tags),
         opts=pulumi.ResourceOptions(parent=parent),
@@ -151,16 +156,3 @@ def create_node_role(
             opts=pulumi.ResourceOptions(parent=role),
         )
     return role
-
-
-def node_group_update_transform(max_unavailable: int):
-    """A resource transform that sets ``updateConfig.maxUnavailable`` on the ``aws.eks.NodeGroup``
-    pulumi-eks creates inside its ``ManagedNodeGroup`` (which has no input for it)."""
-
-    def transform(args: pulumi.ResourceTransformArgs) -> Optional[pulumi.ResourceTransformResult]:
-        if args.type_ != "aws:eks/nodeGroup:NodeGroup":
-            return None
-        props = {**args.props, "updateConfig": {"maxUnavailable": max_unavailable}}
-        return pulumi.ResourceTransformResult(props=props, opts=args.opts)
-
-    return transform

@@ -283,13 +283,15 @@ def interruption_queue_policy(queue_arn: str, rule_arns: Sequence[str]) -> Polic
 
 
 INTERRUPTION_EVENTS: dict[str, tuple[str, str]] = {
-    "scheduled-change": ("aws.health", "AWS Health Event"),
-    "spot-interruption": ("aws.ec2", "EC2 Spot Instance Interruption Warning"),
+    "health": ("aws.health", "AWS Health Event"),
+    "spot": ("aws.ec2", "EC2 Spot Instance Interruption Warning"),
     "rebalance": ("aws.ec2", "EC2 Instance Rebalance Recommendation"),
-    "instance-state-change": ("aws.ec2", "EC2 Instance State-change Notification"),
-    "capacity-reservation-interruption": ("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"),
+    "state-change": ("aws.ec2", "EC2 Instance State-change Notification"),
+    "reservation": ("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"),
 }
 """EventBridge (source, detail-type) pairs upstream routes to the interruption queue, by rule role.
+The roles are short because each becomes part of an auto-named rule (64 characters with Pulumi's
+suffix), so they leave the platform's own name room.
 Spot warnings are kept although training pools never use spot: the queue serves every NodePool of
 the cluster, including ones other teams add."""
 

@@ -10,6 +10,22 @@ import pulumi_aws as aws
 
 from .cluster import ClusterRef
 from ..config import PlacementGroupConfig
+from ..facts.aws_names import PhysicalName
+
+
+def efa_security_group_resource_name(name: str) -> str:
+    """Logical name of the EFA security group ``efa_security_group(name, ...)`` makes (auto-named)."""
+    return f"{name}-efa"
+
+
+def pool_network_names(name: str, placement: PlacementGroupConfig, group_name: str, efa: bool) -> list[PhysicalName]:
+    """The AWS names ``placement_group_name`` and ``efa_security_group`` give a pool's resources."""
+    names = []
+    if placement.mode == "create":
+        names.append(PhysicalName("aws:ec2/placementGroup:PlacementGroup", group_name, autonamed=False))
+    if efa:
+        names.append(PhysicalName("aws:ec2/securityGroup:SecurityGroup", efa_security_group_resource_name(name), autonamed=True))
+    return names
 
 
 def placement_group_name(
@@ -18,17 +34,19 @@ def placement_group_name(
     group_name: str,
     tags: Mapping[str, str],
     parent: pulumi.Resource,
+    protect: bool = False,
 ) -> Optional[pulumi.Input[str]]:
     """The name of the placement group a pool's nodes launch in: a cluster placement group
     ``{name}-placement-group`` called ``group_name`` that this creates (mode ``create``), the
-    existing group named in the configuration (mode ``existing``), or None (mode ``none``)."""
+    existing group named in the configuration (mode ``existing``), or None (mode ``none``). ``protect``
+    keeps a created group from being deleted while its pool runs in it."""
     if placement.mode == "create":
         group = aws.ec2.PlacementGroup(
             f"{name}-placement-group",
             name=group_name,
             strategy=placement.strategy,
             tags=dict(tags),
-            opts=pulumi.ResourceOptions(parent=parent),
+            opts=pulumi.ResourceOptions(parent=parent, protect=protect),
         )
         return group.name
     if placement.mode == "existing":
@@ -40,7 +58,7 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
     """A security group named ``{name}-efa`` that lets EFA traffic flow between a pool's nodes: EFA
     needs all traffic allowed to and from the group itself (OS-bypass traffic is not IP-filtered)."""
     group = aws.ec2.SecurityGroup(
-        f"{name}-efa",
+        efa_security_group_resource_name(name),
         vpc_id=ref.vpc_id,
         description=f"EFA traffic between GPU nodes of {ref.name}",
         tags=dict(tags),

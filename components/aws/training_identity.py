@@ -15,6 +15,7 @@ import pulumi_aws as aws
 from ..config import S3BucketConfig
 from .cluster import ClusterRef
 from .iam import create_pod_identity_role
+from ..facts.aws_names import PhysicalName
 
 S3_BUCKET_READ_ACTIONS = ("s3:ListBucket", "s3:GetBucketLocation")
 """Bucket-level actions of every bucket: list its keys (a data loader enumerating shards) and find
@@ -77,6 +78,24 @@ class TrainingIdentityArgs:
     """Tags for every AWS resource. Default: none."""
 
 
+def training_role_resource_name(name: str) -> str:
+    """Logical name of the training pods' role (auto-named)."""
+    return f"{name}-role"
+
+
+def s3_access_policy_resource_name(name: str) -> str:
+    """Logical name of the role's S3 inline policy (auto-named)."""
+    return f"{name}-s3-access"
+
+
+def training_identity_physical_names(name: str, s3_buckets: Sequence[S3BucketConfig]) -> list[PhysicalName]:
+    """Every AWS name ``TrainingIdentity(name, ...)`` generates, from the functions it names them with."""
+    names = [PhysicalName("aws:iam/role:Role", training_role_resource_name(name), autonamed=True)]
+    if s3_buckets:
+        names.append(PhysicalName("aws:iam/rolePolicy:RolePolicy", s3_access_policy_resource_name(name), autonamed=True))
+    return names
+
+
 class TrainingIdentity(pulumi.ComponentResource):
     """The training pods' IAM role and its Pod Identity associations, one per training namespace."""
 
@@ -89,7 +108,7 @@ class TrainingIdentity(pulumi.ComponentResource):
         super().__init__("eks-gpu-training:index:TrainingIdentity", name, None, opts)
         ref, tags = args.cluster, dict(args.tags)
         role = create_pod_identity_role(
-            f"{name}-role",
+            training_role_resource_name(name),
             account_id=aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id,
             partition=ref.partition,
             region=ref.region,
@@ -102,7 +121,7 @@ class TrainingIdentity(pulumi.ComponentResource):
         )
         if args.s3_buckets:
             aws.iam.RolePolicy(
-                f"{name}-s3-access",
+                s3_access_policy_resource_name(name),
                 role=role.id,
                 policy=json.dumps(s3_access_policy(ref.partition, args.s3_buckets)),
                 # Children of the component, not of the role: whoever depends on the component waits for them.
@@ -122,7 +141,7 @@ class TrainingIdentity(pulumi.ComponentResource):
                 service_account=args.service_account,
                 role_arn=role.arn,
                 tags=tags,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *ref.pod_identity]),
             )
             for namespace in args.namespaces
         ]

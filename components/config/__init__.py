@@ -18,6 +18,7 @@ topology labeler), ``scheduling``, and ``stack`` (the whole stack's arguments). 
 """
 
 from .base import (
+    validate_tags,
     supported_version,
     Quantity,
     PROJECT,
@@ -37,6 +38,18 @@ from .cluster import (
     NetworkConfig,
     ClusterConfig,
     SystemNodeGroupConfig,
+    WORLD_CIDR,
+    ENDPOINT_DOC,
+    RELEASE_VERSION_PATTERN,
+    validate_cluster_endpoint,
+)
+from .node_repair import (
+    NODE_MONITORING_CONDITIONS,
+    DEFAULT_MAX_PARALLEL_NODES_REPAIRED,
+    DEFAULT_MAX_UNHEALTHY_PERCENTAGE,
+    NodeRepairOverrideConfig,
+    NodeRepairConfig,
+    node_repair_settings,
 )
 from .pools import (
     GpuPoolConfig,
@@ -50,6 +63,7 @@ from .pools import (
 )
 from .karpenter import (
     KARPENTER_CHART_VERSION,
+    KARPENTER_CHART_VERSIONS,
     DisruptionBudgetConfig,
     DEFAULT_DISRUPTION_BUDGETS,
     KarpenterDisruptionConfig,
@@ -60,6 +74,8 @@ from .karpenter import (
 )
 from .addons import (
     GPU_OPERATOR_CHART_VERSIONS,
+    ImageReference,
+    image_reference_problem,
     GPU_SHARING_REFUSED,
     GPU_SHARING_NODE_LABELS,
     MIG_DISABLED_CONFIG,
@@ -110,6 +126,16 @@ __all__ = [
     "NetworkConfig",
     "ClusterConfig",
     "SystemNodeGroupConfig",
+    "WORLD_CIDR",
+    "ENDPOINT_DOC",
+    "RELEASE_VERSION_PATTERN",
+    "validate_cluster_endpoint",
+    "NODE_MONITORING_CONDITIONS",
+    "DEFAULT_MAX_PARALLEL_NODES_REPAIRED",
+    "DEFAULT_MAX_UNHEALTHY_PERCENTAGE",
+    "NodeRepairOverrideConfig",
+    "NodeRepairConfig",
+    "node_repair_settings",
     "KARPENTER_CAPACITY_TYPES",
     "SPOT_REFUSAL",
     "PlacementGroupConfig",
@@ -118,6 +144,7 @@ __all__ = [
     "pool_subnets",
     "validate_gpu_node_group",
     "KARPENTER_CHART_VERSION",
+    "KARPENTER_CHART_VERSIONS",
     "DisruptionBudgetConfig",
     "DEFAULT_DISRUPTION_BUDGETS",
     "KarpenterDisruptionConfig",
@@ -126,6 +153,8 @@ __all__ = [
     "validate_karpenter_gpu_node_pool",
     "validate_karpenter",
     "GPU_OPERATOR_CHART_VERSIONS",
+    "ImageReference",
+    "image_reference_problem",
     "GPU_SHARING_REFUSED",
     "GPU_SHARING_NODE_LABELS",
     "MIG_DISABLED_CONFIG",
@@ -155,4 +184,5 @@ __all__ = [
     "SmokeTestConfig",
     "GpuTrainingPlatformArgs",
     "validate_platform",
+    "validate_tags",
 ]

@@ -77,14 +77,36 @@ _IMAGE_REFERENCE = re.compile(
 port, lowercase repository path, tag, sha256 digest)."""
 
 
-def _check_image_reference(value: str) -> str:
+def image_reference_problem(value: str) -> Optional[str]:
+    """Why ``value`` is not an image reference the kubelet can pull, or None."""
     match = _IMAGE_REFERENCE.match(value)
     if match is None or len(match.group("name")) > 255:
-        raise PydanticCustomError(
-            "image",
-            f"'{value}' is not an image reference; use <registry>/<repository>@sha256:<64 hex digits> "
-            "(or <registry>/<repository>:<tag>)",
+        return (
+            f"'{value}' is not an image reference; use <registry>/<repository>:<tag> or "
+            "<registry>/<repository>@sha256:<64 hex digits> (repository paths are lower case)"
         )
+    return None
+
+
+def _image_reference(value: str) -> re.Match[str]:
+    reason = image_reference_problem(value)
+    if reason is not None:
+        raise PydanticCustomError("image", reason)
+    return _IMAGE_REFERENCE.match(value)  # type: ignore[return-value]
+
+
+def check_image_grammar(value: str) -> str:
+    """An image reference the kubelet can pull: the distribution grammar above."""
+    _image_reference(value)
+    return value
+
+
+ImageReference = Annotated[str, AfterValidator(check_image_grammar)]
+"""A container image reference (registry, lower-case repository path, tag and/or sha256 digest)."""
+
+
+def _check_image_reference(value: str) -> str:
+    match = _image_reference(value)
     if match.group("digest") is None and match.group("tag") in (None, "latest"):
         raise PydanticCustomError(
             "image",

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Callable
 
+import pulumi
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
@@ -33,8 +34,13 @@ SUPPORTED_KUBERNETES_VERSIONS = ("1.32", "1.33", "1.34", "1.35", "1.36")
 (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html) that this library is tested for."""
 
 
-class ConfigError(ValueError):
-    """Invalid stack configuration: every problem, each with its key path."""
+class ConfigError(pulumi.RunError, ValueError):
+    """Invalid stack configuration: every problem, each with its key path.
+
+    A ``pulumi.RunError``, because Pulumi's Python language host (``pulumi-language-python-exec``)
+    logs only the message of a ``RunError`` a program raises, and a full traceback for any other
+    exception, which would bury the problems under the library's stack frames. Still a
+    ``ValueError`` for programs that catch it as one."""
 
     def __init__(self, problems: list[Problem]):
         self.problems = problems
@@ -122,3 +128,39 @@ def _collector(path: str) -> tuple[list[Problem], ProblemSink]:
         problems.append(Problem(f"{path}.{key}", message))
 
     return problems, problem
+
+
+TAG_KEY_LIMITS = aws_enums.string_limits("iam", "tagKeyType")
+"""Length limits of a tag key, from IAM's model (1-128; EC2's and EKS's are the same)."""
+TAG_VALUE_LIMITS = aws_enums.string_limits("iam", "tagValueType")
+"""Length limits of a tag value, from IAM's model (0-256; EC2's and EKS's are the same)."""
+
+
+def validate_tags(tags: dict[str, str], path: str = "tags") -> list[Problem]:
+    """Tags every AWS resource of the stack carries, IAM roles included: lengths, IAM's alphabet
+    (no comma, no ``#``, ...), no reserved ``aws:`` prefix, and no two keys IAM would take as one
+    (IAM tag keys are case-insensitive: docs.aws.amazon.com/IAM/latest/UserGuide/id_tags.html)."""
+    problems: list[Problem] = []
+    alphabet = aws_enums.iam_tag_alphabet()
+    seen: dict[str, str] = {}
+    for key, value in tags.items():
+        if not TAG_KEY_LIMITS[0] <= len(key) <= TAG_KEY_LIMITS[1]:
+            problems.append(Problem(f"{path}.{key}", f"tag keys have {TAG_KEY_LIMITS[0]}-{TAG_KEY_LIMITS[1]} characters ({len(key)} here)"))
+        if key.lower().startswith("aws:"):
+            problems.append(Problem(f"{path}.{key}", "tag keys starting with 'aws:' are reserved for AWS"))
+        if not aws_enums.iam_tag_text_ok(key):
+            problems.append(Problem(f"{path}.{key}", f"the key has characters IAM refuses in tags; allowed: {alphabet}"))
+        if len(value) > TAG_VALUE_LIMITS[1]:
+            problems.append(Problem(f"{path}.{key}", f"tag values have at most {TAG_VALUE_LIMITS[1]} characters ({len(value)} here)"))
+        if not aws_enums.iam_tag_text_ok(value):
+            problems.append(
+                Problem(
+                    f"{path}.{key}",
+                    f"'{value}' has characters IAM refuses in tag values (CreateRole fails on it); allowed: {alphabet}; "
+                    "e.g. join list items with ':' or '+' instead of ','",
+                )
+            )
+        if key.lower() in seen:
+            problems.append(Problem(f"{path}.{key}", f"and '{seen[key.lower()]}' differ only in case; IAM takes them as one key and refuses both"))
+        seen.setdefault(key.lower(), key)
+    return problems

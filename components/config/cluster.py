@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
-from typing import Annotated
+from typing import Annotated, Optional
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
-from .base import _AZ, SUPPORTED_KUBERNETES_VERSIONS, AmiType, InstanceType, _enum_error, _Model, supported_version
+from .base import (
+    _AZ,
+    SUPPORTED_KUBERNETES_VERSIONS,
+    AmiType,
+    InstanceType,
+    Problem,
+    _collector,
+    _enum_error,
+    _Model,
+    supported_version,
+)
+
+WORLD_CIDR = "0.0.0.0/0"
+"""The CIDR that opens a public API endpoint to the whole internet; it must be written out."""
+
+ENDPOINT_DOC = "docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html"
+"""EKS cluster-endpoint documentation: who can reach a public and a private API endpoint."""
+
+RELEASE_VERSION_PATTERN = r"^\d+\.\d+\.\d+-\d{8}$|^\d+\.\d+\.\d+(-[0-9a-f]{7,8})?$"
+"""An EKS AMI release version: ``1.34.2-20251120`` (Amazon Linux) or ``1.50.0-ab12cd34``
+(Bottlerocket), as listed on github.com/awslabs/amazon-eks-ami/releases and the Bottlerocket releases."""
 
 
 class SubnetConfig(_Model):
@@ -40,15 +61,35 @@ class ClusterConfig(_Model):
     kubernetes_version: Annotated[str, supported_version(SUPPORTED_KUBERNETES_VERSIONS)] = "1.34"
     """Kubernetes version of a created cluster. Default: 1.34."""
     endpoint_public_access: bool = True
-    """Expose the API server endpoint publicly (a created cluster). Default: true."""
+    """Expose the API server endpoint publicly (a created cluster); needs `endpointPublicAccessCidrs`. Default: true."""
+    endpoint_public_access_cidrs: list[str] = []
+    """IPv4 CIDRs that may reach the public endpoint (a created cluster); required with a public endpoint, `0.0.0.0/0` opens it to the internet and must be written out. Default: none."""
     endpoint_private_access: bool = True
     """Expose the API server endpoint inside the VPC (a created cluster). Default: true."""
+    endpoint_private_access_cidrs: list[str] = []
+    """CIDRs (VPN, CI runners, peered VPCs) let in on port 443 of the cluster security group to reach the private endpoint (a created cluster). Default: none (only the cluster's own nodes)."""
+    endpoint_private_access_security_group_ids: list[str] = []
+    """Security groups (e.g. a CI runner's) let in on port 443 of the cluster security group to reach the private endpoint (a created cluster). Default: none."""
+    protect: bool = False
+    """Protect the cluster, GPU node groups and the placement groups of every GPU pool from deletion (Pulumi `protect`): `pulumi destroy` or a change that would replace them fails until it is turned off. Default: false."""
     admin_principal_arns: list[str] = []
     """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster). Default: none."""
     enabled_log_types: list[str] = ["api", "audit", "authenticator"]
     """Control-plane log types sent to CloudWatch (a created cluster). Default: api, audit, authenticator."""
     node_ssm_access: bool = False
     """Attach AmazonSSMManagedInstanceCore to every node role this stack creates, so Session Manager can open a shell on a node (root on every job's data). Default: false."""
+
+    @field_validator("kubernetes_version", mode="before")
+    @classmethod
+    def _quoted_version(cls, value: object) -> object:
+        # YAML reads an unquoted 1.30 as the number 1.3; the version must reach EKS as text.
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            raise PydanticCustomError(
+                "unquoted_version",
+                f"{value!r} was read as a number (YAML reads an unquoted 1.30 as 1.3); quote the version, "
+                f"e.g. kubernetesVersion: \"{SUPPORTED_KUBERNETES_VERSIONS[-1]}\"",
+            )
+        return value
 
     @field_validator("admin_principal_arns")
     @classmethod
@@ -61,6 +102,28 @@ class ClusterConfig(_Model):
                 )
         return values
 
+    @field_validator("endpoint_public_access_cidrs")
+    @classmethod
+    def _public_cidrs(cls, values: list[str]) -> list[str]:
+        for value in values:
+            _check_cidr(value, ipv6=False)
+        return values
+
+    @field_validator("endpoint_private_access_cidrs")
+    @classmethod
+    def _private_cidrs(cls, values: list[str]) -> list[str]:
+        for value in values:
+            _check_cidr(value, ipv6=True)
+        return values
+
+    @field_validator("endpoint_private_access_security_group_ids")
+    @classmethod
+    def _security_groups(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not re.match(r"^sg-[0-9a-f]{8,17}$", value):
+                raise PydanticCustomError("security_group", f"'{value}' is not a security group ID (sg-...)")
+        return values
+
     @field_validator("enabled_log_types")
     @classmethod
     def _log_types(cls, values: list[str]) -> list[str]:
@@ -69,6 +132,49 @@ class ClusterConfig(_Model):
             if value not in allowed:
                 raise _enum_error(value, allowed, "an EKS log type", "botocore eks LogType")
         return values
+
+
+def _check_cidr(value: str, ipv6: bool) -> None:
+    try:
+        network = ipaddress.ip_network(value, strict=True)
+    except ValueError as error:
+        raise PydanticCustomError("cidr", f"'{value}' is not a CIDR block ({error})") from None
+    if network.version == 6 and not ipv6:
+        raise PydanticCustomError("cidr", f"'{value}' is IPv6; EKS public access CIDRs are IPv4")
+
+
+def validate_cluster_endpoint(cluster: ClusterConfig, path: str = "cluster") -> list[Problem]:
+    """Who can reach the API endpoint of a created cluster. `pulumi up` installs Helm releases and
+    Kubernetes objects through it, so a cluster nobody can reach fails halfway through its first
+    deployment. EKS: with private access, "you must ensure that your Amazon EKS control plane
+    security group contains rules to allow ingress traffic on port 443 from your connected
+    network" (``ENDPOINT_DOC``)."""
+    problems, problem = _collector(path)
+    if not cluster.create:
+        return problems
+    private_sources = cluster.endpoint_private_access_cidrs or cluster.endpoint_private_access_security_group_ids
+    if not (cluster.endpoint_public_access or cluster.endpoint_private_access):
+        problem("endpointPrivateAccess", "must be true when endpointPublicAccess is false: EKS needs one API endpoint on")
+    if cluster.endpoint_public_access and not cluster.endpoint_public_access_cidrs:
+        problem(
+            "endpointPublicAccessCidrs",
+            "is required with endpointPublicAccess true: list the networks that may reach the public API "
+            f"endpoint, or write {WORLD_CIDR} to open it to the whole internet deliberately",
+        )
+    if not cluster.endpoint_public_access and cluster.endpoint_public_access_cidrs:
+        problem("endpointPublicAccessCidrs", "is set but endpointPublicAccess is false; remove it or turn the public endpoint on")
+    if not cluster.endpoint_private_access and private_sources:
+        key = "endpointPrivateAccessCidrs" if cluster.endpoint_private_access_cidrs else "endpointPrivateAccessSecurityGroupIds"
+        problem(key, "is set but endpointPrivateAccess is false; remove it or turn the private endpoint on")
+    if cluster.endpoint_private_access and not cluster.endpoint_public_access and not private_sources:
+        problem(
+            "endpointPrivateAccessCidrs",
+            "a private-only endpoint is reachable only from the cluster security group, which opens port 443 "
+            "to nothing else, and `pulumi up` installs Helm releases through it; list the networks "
+            "`pulumi up` runs from (endpointPrivateAccessCidrs) or their security groups "
+            f"(endpointPrivateAccessSecurityGroupIds) ({ENDPOINT_DOC})",
+        )
+    return problems
 
 
 class SystemNodeGroupConfig(_Model):
@@ -87,4 +193,6 @@ class SystemNodeGroupConfig(_Model):
     max_size: int = Field(default=4, ge=1)
     """Maximum number of system nodes. Default: 4."""
     disk_size_gib: int = Field(default=50, ge=20, le=16384)
-    """Root volume size of system nodes in GiB. Default: 50."""
+    """Encrypted gp3 root volume of system nodes in GiB. Default: 50."""
+    release_version: Optional[str] = Field(default=None, pattern=RELEASE_VERSION_PATTERN)
+    """EKS AMI release version to pin, e.g. 1.34.2-20251120; changing it rolls the nodes. Default: none (the latest AMI for the cluster version at creation)."""

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
 from ..facts.catalog import GPU_INSTANCE_TYPES
-from .base import Problem, _collector, _Model
+from .base import Problem, _collector, _Model, supported_version
 from .cluster import NetworkConfig
 from .pools import (
     KARPENTER_CAPACITY_TYPES,
@@ -24,8 +24,13 @@ from .pools import (
 )
 
 
-KARPENTER_CHART_VERSION = "1.14.1"
-"""Karpenter chart (and controller) version: the release the CRD schemas in the tests come from."""
+KARPENTER_CHART_VERSIONS = ("1.14.1",)
+"""Karpenter chart (and controller) versions this library is tested with: the release the CRD
+schemas, values and docs in the tests come from. The stack creates ``karpenter.sh/v1`` NodePools and
+``karpenter.k8s.aws/v1`` EC2NodeClasses, which charts before 1.0 do not serve."""
+
+KARPENTER_CHART_VERSION = KARPENTER_CHART_VERSIONS[0]
+"""The default Karpenter chart version."""
 
 _KARPENTER_DURATION = r"^(([0-9]+(s|m|h))+|Never)$"
 """Pattern of NodePool ``consolidateAfter`` and ``expireAfter`` (karpenter.sh_nodepools.yaml)."""
@@ -90,8 +95,8 @@ class KarpenterConfig(_Model):
 
     enabled: bool = False
     """Install Karpenter (controller IAM, interruption queue, Helm release) and its GPU pools. Default: false."""
-    chart_version: str = Field(default=KARPENTER_CHART_VERSION, pattern=r"^\d+\.\d+\.\d+$")
-    """Version of the `karpenter` and `karpenter-crd` charts (oci://public.ecr.aws/karpenter). Default: 1.14.1."""
+    chart_version: Annotated[str, supported_version(KARPENTER_CHART_VERSIONS)] = KARPENTER_CHART_VERSION
+    """Version of the `karpenter` and `karpenter-crd` charts (oci://public.ecr.aws/karpenter), one this library is tested with. Default: 1.14.1 (the only one accepted)."""
     gpu_node_pools: list[KarpenterGpuNodePoolConfig] = []
     """GPU pools Karpenter provisions (one EC2NodeClass and one NodePool each). Default: none."""
     retain_on_removal: bool = True
@@ -158,8 +163,8 @@ _KARPENTER_RESTRICTED_TAG = re.compile(r"^(kubernetes\.io/cluster|eks:eks-cluste
 """AWS tag keys an EC2NodeClass may not carry (the CEL rules on ``spec.tags`` of its CRD)."""
 
 
-def validate_karpenter(karpenter: KarpenterConfig, network: NetworkConfig, managed_names: frozenset[str] = frozenset()) -> list[Problem]:
-    """Rules of the ``karpenter`` section; ``managed_names`` are the managed node groups' pool names."""
+def validate_karpenter(karpenter: KarpenterConfig, network: NetworkConfig) -> list[Problem]:
+    """Rules of the ``karpenter`` section (names shared with managed pools: ``platform.validate_names``)."""
     problems: list[Problem] = []
     if karpenter.gpu_node_pools and not karpenter.enabled:
         problems.append(
@@ -174,9 +179,5 @@ def validate_karpenter(karpenter: KarpenterConfig, network: NetworkConfig, manag
         path = f"karpenter.gpuNodePools[{i}]"
         if names.index(pool.name) != i:
             problems.append(Problem(f"{path}.name", f"'{pool.name}' is used by karpenter.gpuNodePools[{names.index(pool.name)}] too"))
-        if f"karpenter-{pool.name}" in managed_names:
-            problems.append(
-                Problem(f"{path}.name", f"'{pool.name}' would give its placement group the name of gpuNodeGroups' 'karpenter-{pool.name}'")
-            )
         problems.extend(validate_karpenter_gpu_node_pool(pool, network, path))
     return problems

@@ -8,7 +8,8 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
-from ..facts.catalog import GPU_INSTANCE_TYPES, efa_interface_count, has_efa
+from ..facts.node_labels import KUBELET_LABEL_NAMESPACES, kubelet_may_set
+from ..facts.catalog import FRACTIONAL_GPU_INSTANCE_TYPES, GPU_INSTANCE_TYPES, efa_interface_count, has_efa
 from .addons import GPU_SHARING_NODE_LABELS, GPU_SHARING_REFUSED, MIG_DISABLED_CONFIG
 from .base import (
     _AZ,
@@ -25,12 +26,23 @@ from .base import (
     _enum_error,
     _Model,
 )
-from .cluster import NetworkConfig, SubnetConfig
+from .cluster import RELEASE_VERSION_PATTERN, NetworkConfig, SubnetConfig
+from .node_repair import NodeRepairConfig, check_node_repair
 
 
 KARPENTER_CAPACITY_TYPES = ("on-demand", "spot", "reserved")
 """Values of Karpenter's ``karpenter.sh/capacity-type`` label (Karpenter 1.14 docs-nodepools.md,
 "karpenter.sh/capacity-type"); a NodePool's requirement must spell them exactly so."""
+
+NODE_GROUP_NAME_MAX = 63
+"""Longest EKS node group name (CreateNodegroup: 1-63 characters)."""
+
+UNIQUE_SUFFIX_LENGTH = 26
+"""Characters the AWS provider appends to a name prefix (terraform-plugin-sdk ``id.PrefixedUniqueId``:
+an 18-digit timestamp and an 8-digit counter); node groups are named ``<pool>-<suffix>``."""
+
+POOL_NAME_MAX = NODE_GROUP_NAME_MAX - 1 - UNIQUE_SUFFIX_LENGTH
+"""Longest managed pool name: the pool name, a dash and the suffix make the node group name."""
 
 SPOT_REFUSAL = "a reclaimed node stops the whole distributed job"
 """Why training pools never use spot (seed: "Never use spot for training")."""
@@ -73,8 +85,8 @@ class GpuPoolConfig(_Model):
 
     name: str = Field(pattern=_DNS_LABEL)
     """Pool name, a DNS label; also the name of its node group, or of its EC2NodeClass and NodePool (required)."""
-    instance_types: list[InstanceType] = Field(default=["p5.48xlarge", "p4de.24xlarge"], min_length=1)
-    """EC2 instance types of the pool (NVIDIA GPU types). Default: p5.48xlarge, p4de.24xlarge."""
+    instance_types: list[InstanceType] = Field(default=["p5.48xlarge"], min_length=1)
+    """EC2 instance types of the pool (NVIDIA GPU types). Default: p5.48xlarge only: one EFA layout (launch template or EC2NodeClass) serves every type, so adding p4de would cut a p5 node to p4de's 4 EFA devices (of 32), and one job would mix GPU generations."""
     availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
     """The pool's single AZ; required with a placement group. Default: none (all subnets' AZs)."""
     subnet_ids: Optional[list[str]] = None
@@ -95,8 +107,10 @@ class GpuPoolConfig(_Model):
 
     @property
     def efa_interfaces(self) -> int:
-        """EFA interfaces per node (0 when EFA is off)."""
-        return efa_interface_count(self.instance_types) if self.efa_enabled else 0
+        """EFA interfaces per node (0 when EFA is off, or an instance type is not in the catalog, which validation refuses)."""
+        if not self.efa_enabled or not all(t in GPU_INSTANCE_TYPES for t in self.instance_types):
+            return 0
+        return efa_interface_count(self.instance_types)
 
     @property
     def gpus_per_node(self) -> int:
@@ -123,6 +137,22 @@ class GpuNodeGroupConfig(GpuPoolConfig):
     """Maximum number of nodes. Default: 2 (the seed's two-node training job)."""
     update_max_unavailable: int = Field(default=1, ge=1, le=100)
     """Nodes replaced at once during a node group update. Default: 1."""
+    update_strategy: str = "MINIMAL"
+    """EKS update strategy of a roll: MINIMAL terminates an old node before launching its replacement (no surge instance), which the EKS API suggests when hardware accelerators such as GPUs constrain capacity; DEFAULT launches first. Default: MINIMAL."""
+    release_version: Optional[str] = Field(default=None, pattern=RELEASE_VERSION_PATTERN)
+    """EKS AMI release version to pin, e.g. 1.34.2-20251120; changing it rolls the nodes. Default: none (the latest AMI for the cluster version at creation)."""
+    instance_tags: dict[str, str] = {}
+    """Tags put on the pool's instances and volumes through its launch template; changing them rolls every node (stack `tags` never reach instances, so a cost tag does not). Default: none."""
+    node_repair: NodeRepairConfig = NodeRepairConfig()
+    """EKS node auto repair of the pool. Default: on, one node at a time, halting above 50% unhealthy."""
+
+    @field_validator("update_strategy")
+    @classmethod
+    def _update_strategy(cls, value: str) -> str:
+        allowed = aws_enums.eks_update_strategies()
+        if value not in allowed:
+            raise _enum_error(value, allowed, "an EKS update strategy", "botocore eks NodegroupUpdateStrategies")
+        return value
 
     @field_validator("capacity_type")
     @classmethod
@@ -153,11 +183,15 @@ def pool_subnets(pool: GpuPoolConfig, network: NetworkConfig) -> list[SubnetConf
 
 def _check_gpu_instance_types(instance_types: list[str], problem: ProblemSink) -> bool:
     """GPU types from the catalog, each once; True when every type is known to the catalog."""
+    families = sorted({t.split(".")[0] for t in GPU_INSTANCE_TYPES})
     for i, instance_type in enumerate(instance_types):
-        if instance_type not in GPU_INSTANCE_TYPES:
+        if instance_type in FRACTIONAL_GPU_INSTANCE_TYPES:
+            problem(f"instanceTypes[{i}]", f"'{instance_type}' {FRACTIONAL_GPU_INSTANCE_TYPES[instance_type]}; {GPU_SHARING_REFUSED}")
+        elif instance_type not in GPU_INSTANCE_TYPES:
             problem(
                 f"instanceTypes[{i}]",
-                f"'{instance_type}' is not an x86_64 NVIDIA GPU instance type; allowed: {', '.join(GPU_INSTANCE_TYPES)}",
+                f"'{instance_type}' is not an x86_64 NVIDIA GPU instance type; allowed: the sizes of "
+                f"{', '.join(families)} (components/facts/catalog.py lists each)",
             )
     if len(set(instance_types)) != len(instance_types):
         problem("instanceTypes", "lists an instance type twice")
@@ -199,7 +233,9 @@ def _check_placement(pool: GpuPoolConfig, network: NetworkConfig, problem: Probl
         if not pool.subnet_ids:
             problem("subnetIds", "must list at least one subnet")
         for i, subnet_id in enumerate(pool.subnet_ids):
-            if subnet_id not in subnet_azs:
+            if pool.subnet_ids.index(subnet_id) != i:
+                problem(f"subnetIds[{i}]", f"'{subnet_id}' is listed twice")
+            elif subnet_id not in subnet_azs:
                 problem(f"subnetIds[{i}]", f"'{subnet_id}' is not in network.subnets; allowed: {', '.join(subnet_azs)}")
             elif pool.availability_zone not in (None, subnet_azs[subnet_id]):
                 problem(
@@ -245,16 +281,47 @@ def _check_node_labels(labels: dict[str, str], problem: ProblemSink) -> None:
             problem(f"labels.{key}", f"is reserved: every GPU node carries {GPU_NODE_ROLE_LABEL[0]}={GPU_NODE_ROLE_LABEL[1]}")
         elif not _LABEL_KEY.match(key) or len(key) > 317:
             problem(f"labels.{key}", "is not a valid Kubernetes label key")
+        elif not kubelet_may_set(key):
+            problem(
+                f"labels.{key}",
+                "is in the kubernetes.io/k8s.io namespaces, where a kubelet may set only "
+                f"{', '.join(sorted(KUBELET_LABEL_NAMESPACES))} (and subdomains) and the well-known labels; "
+                "the node would never join (NodeRestriction); use a label under your own domain, e.g. example.com/role",
+            )
         if not _LABEL_VALUE.match(value):
             problem(f"labels.{key}", f"'{value}' is not a valid Kubernetes label value (63 characters, alphanumerics, '-', '_', '.')")
+
+
+def _check_eks_labels(labels: dict[str, str], problem: ProblemSink) -> None:
+    """EKS takes narrower node group labels than Kubernetes (botocore eks ``labelKey``/``labelValue``:
+    1-63 characters each, so no prefixed key over 63 and no empty value)."""
+    key_min, key_max, _ = aws_enums.string_limits("eks", "labelKey")
+    value_min, value_max, _ = aws_enums.string_limits("eks", "labelValue")
+    for key, value in labels.items():
+        if not key_min <= len(key) <= key_max:
+            problem(f"labels.{key}", f"EKS node group label keys have {key_min}-{key_max} characters, prefix included ({len(key)} here)")
+        if not value_min <= len(value) <= value_max:
+            problem(f"labels.{key}", f"EKS node group label values have {value_min}-{value_max} characters ({len(value)} here)")
 
 
 def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, path: str) -> list[Problem]:
     """Rules of one GPU pool that involve more than one key. ``path`` prefixes every key path."""
     problems, problem = _collector(path)
     known_types = _check_gpu_instance_types(pool.instance_types, problem)
+    if len(pool.name) > POOL_NAME_MAX:
+        problem(
+            "name",
+            f"has {len(pool.name)} characters; a managed pool's node group is named '<name>-' plus a "
+            f"{UNIQUE_SUFFIX_LENGTH}-character unique suffix, and EKS allows {NODE_GROUP_NAME_MAX}, so at most {POOL_NAME_MAX}",
+        )
 
-    if pool.ami_type not in NVIDIA_AMI_TYPES:
+    if pool.ami_type not in NVIDIA_AMI_TYPES and ("ARM" in pool.ami_type or "arm64" in pool.ami_type.lower()):
+        problem(
+            "amiType",
+            f"'{pool.ami_type}' is an ARM (arm64) AMI but the GPU catalog's instance types are x86_64; "
+            f"allowed: {', '.join(NVIDIA_AMI_TYPES)}",
+        )
+    elif pool.ami_type not in NVIDIA_AMI_TYPES:
         problem("amiType", f"'{pool.ami_type}' has no NVIDIA driver; allowed: {', '.join(NVIDIA_AMI_TYPES)}")
 
     if pool.capacity_type == "CAPACITY_BLOCK":
@@ -269,4 +336,12 @@ def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, pa
     _check_placement(pool, network, problem)
     _check_efa(pool, network, known_types, problem)
     _check_node_labels(pool.labels, problem)
+    _check_eks_labels(pool.labels, problem)
+    check_node_repair(pool.node_repair, problem)
+    # Instance tags reach EC2 only (never IAM), so EC2's rules apply, not the stack tags' IAM alphabet.
+    for key, value in pool.instance_tags.items():
+        if not 1 <= len(key) <= 128 or key.lower().startswith("aws:") or len(value) > 256:
+            problem(f"instanceTags.{key}", "tag keys have 1-128 characters and must not start with 'aws:'; values at most 256")
+        if key == "Name":
+            problem("instanceTags.Name", "is set by the pool (cluster and pool name)")
     return problems

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from .access import TrainingServiceAccountConfig
+from .addons import ImageReference
 from .base import _DNS_LABEL, _DNS_SUBDOMAIN, InstanceType, Quantity, _Model
 
 PRIORITY_VALUE_MAX = 1_000_000_000
@@ -89,7 +90,7 @@ TORCHRUN_PORT = 29500
 class TrainingJobConfig(_Model):
     """How the stack runs a training app: an Indexed Job with a headless Service for torchrun rendezvous."""
 
-    image: str = Field(min_length=1)
+    image: ImageReference
     """Container image of the training code (required)."""
     command: list[str] = []
     """Container command. Default: the image's entrypoint."""
@@ -162,7 +163,7 @@ class SmokeTestConfig(_Model):
 
     enabled: bool = False
     """Run the smoke test. Default: false."""
-    image: str = Field(default=SMOKE_TEST_IMAGE, min_length=1)
+    image: ImageReference = SMOKE_TEST_IMAGE
     """Image with nvidia-smi on its path. Default: nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04."""
     namespace: Optional[str] = None
     """Namespace among `scheduling.namespaces`. Default: the first one."""

@@ -14,8 +14,8 @@ from .addons import (
     validate_gpu_operator,
     validate_topology_labeler,
 )
-from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model
-from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig
+from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model, validate_tags
+from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig, validate_cluster_endpoint
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
 from .scheduling import SchedulingConfig, SmokeTestConfig
@@ -84,10 +84,7 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
                 "least two availability zones (CreateCluster refuses fewer); add a subnet in another AZ",
             )
         )
-    if args.cluster.create and not (args.cluster.endpoint_public_access or args.cluster.endpoint_private_access):
-        problems.append(
-            Problem("cluster.endpointPrivateAccess", "must be true when endpointPublicAccess is false: EKS needs one API endpoint on")
-        )
+    problems.extend(validate_cluster_endpoint(args.cluster))
 
     system = args.system_node_group
     if system.enabled:
@@ -96,6 +93,22 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
         problems.extend(system_problems)
         if system.ami_type in NVIDIA_AMI_TYPES or "NVIDIA" in system.ami_type or "NEURON" in system.ami_type:
             problems.append(Problem("systemNodeGroup.amiType", f"'{system.ami_type}' is an accelerator AMI; system nodes use a STANDARD or Bottlerocket AMI"))
+
+    if args.cluster.create:
+        releases = [("systemNodeGroup", system.ami_type, system.release_version)] + [
+            (f"gpuNodeGroups[{i}]", pool.ami_type, pool.release_version) for i, pool in enumerate(args.gpu_node_groups)
+        ]
+        for path, ami_type, release in releases:
+            # Amazon Linux release versions start with the Kubernetes version they are built for
+            # (1.34.2-20251120); EKS refuses one of another minor version.
+            if release and ami_type.startswith("AL2023") and not release.startswith(f"{args.cluster.kubernetes_version}."):
+                problems.append(
+                    Problem(
+                        f"{path}.releaseVersion",
+                        f"'{release}' is an AMI for another Kubernetes version than cluster.kubernetesVersion "
+                        f"{args.cluster.kubernetes_version}; use a {args.cluster.kubernetes_version}.x release",
+                    )
+                )
 
     names = [pool.name for pool in args.gpu_node_groups]
     for i, pool in enumerate(args.gpu_node_groups):
@@ -106,16 +119,32 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     problems.extend(validate_gpu_node_os(gpu_pool_ami_types(args)))
     problems.extend(validate_gpu_operator(args.gpu_operator))
     problems.extend(validate_topology_labeler(args.topology_labeler, "topologyLabeler"))
-    problems.extend(validate_karpenter(args.karpenter, args.network, frozenset(names)))
+    problems.extend(validate_karpenter(args.karpenter, args.network))
 
-    for key, value in args.tags.items():
-        if not 1 <= len(key) <= 128 or key.lower().startswith("aws:"):
-            problems.append(Problem(f"tags.{key}", "tag keys have 1-128 characters and must not start with 'aws:'"))
-        if len(value) > 256:
-            problems.append(Problem(f"tags.{key}", "tag values have at most 256 characters"))
+    problems.extend(validate_tags(args.tags))
+    for key in args.tags:
         if args.karpenter.enabled and _KARPENTER_RESTRICTED_TAG.match(key):
             problems.append(
                 Problem(f"tags.{key}", "is a tag Karpenter sets itself and its EC2NodeClass refuses (kubernetes.io/cluster/, eks:eks-cluster-name, karpenter.*)")
+            )
+    if args.cluster.create and not system.enabled:
+        problems.append(
+            Problem(
+                "systemNodeGroup.enabled",
+                "is false on a cluster this stack creates: every other node is a tainted GPU node, so Karpenter, "
+                "the GPU Operator's operator and CoreDNS would have nowhere to run; keep the system node group "
+                "(turning it off is for adopted clusters that run their controllers elsewhere)",
+            )
+        )
+    admins = args.cluster.admin_principal_arns
+    for i, arn in enumerate(admins):
+        if admins.index(arn) != i:
+            problems.append(
+                Problem(
+                    f"cluster.adminPrincipalArns[{i}]",
+                    f"'{arn}' is listed twice (as [{admins.index(arn)}]); EKS keeps one access entry per principal "
+                    "and refuses to create the second",
+                )
             )
 
     return problems

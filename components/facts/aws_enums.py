@@ -57,6 +57,16 @@ def eks_log_types() -> frozenset[str]:
     return _enum("eks", "LogType")
 
 
+def eks_repair_actions() -> frozenset[str]:
+    """Node auto repair actions (EKS model, shape ``RepairAction``)."""
+    return _enum("eks", "RepairAction")
+
+
+def eks_update_strategies() -> frozenset[str]:
+    """Managed node group update strategies (EKS model, shape ``NodegroupUpdateStrategies``)."""
+    return _enum("eks", "NodegroupUpdateStrategies")
+
+
 @functools.cache
 def aws_regions() -> frozenset[str]:
     """Regions botocore knows for EC2, across the commercial, China and GovCloud partitions."""
@@ -77,3 +87,42 @@ def suggestion(value: str, allowed: frozenset[str]) -> str:
     """A ``did you mean`` hint for a near miss, or an empty string."""
     close = difflib.get_close_matches(value, sorted(allowed), n=1, cutoff=0.75)
     return f"; did you mean '{close[0]}'?" if close else ""
+
+
+@functools.cache
+def string_limits(service: str, shape: str) -> tuple[int, int, str]:
+    """``(min length, max length, pattern)`` of a string shape of an AWS service model, e.g. IAM's
+    ``roleNameType`` (1, 64, ...) or ``tagValueType``."""
+    metadata = _session().get_service_model(service).shape_for(shape).metadata
+    return metadata.get("min", 0), metadata["max"], metadata.get("pattern", "")
+
+
+_UNICODE_CLASSES = {"L": "letters", "Z": "separators (spaces)", "N": "numbers"}
+
+
+@functools.cache
+def iam_tag_characters() -> tuple[frozenset[str], frozenset[str]]:
+    """The characters IAM accepts in tag keys and values, from botocore's ``tagKeyType`` pattern
+    ``[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]+``: ``(Unicode general categories, other characters)``. IAM's is
+    the narrowest tag alphabet of the services the stack tags (EC2 and EKS model none), and the same
+    tags go on IAM roles, so a comma that EC2 takes makes CreateRole fail."""
+    _, _, pattern = string_limits("iam", "tagKeyType")
+    body = pattern[pattern.index("[") + 1 : pattern.rindex("]")]
+    categories = frozenset(c for c in _UNICODE_CLASSES if f"\\p{{{c}}}" in body)
+    for c in categories:
+        body = body.replace(f"\\p{{{c}}}", "")
+    return categories, frozenset(body.replace("\\", ""))
+
+
+def iam_tag_text_ok(text: str) -> bool:
+    """Whether every character of ``text`` is one IAM accepts in a tag key or value."""
+    import unicodedata
+
+    categories, others = iam_tag_characters()
+    return all(ch in others or unicodedata.category(ch)[0] in categories for ch in text)
+
+
+def iam_tag_alphabet() -> str:
+    """IAM's tag alphabet in words, for messages."""
+    categories, others = iam_tag_characters()
+    return ", ".join(_UNICODE_CLASSES[c] for c in sorted(categories)) + " and " + " ".join(sorted(others))

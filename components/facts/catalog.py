@@ -6,8 +6,11 @@ website/content/en/v1.14/reference/instance-types.md), which lists for each type
 ``tests/test_catalog.py`` re-reads that document (when ``../shared/reference`` is present) and
 fails if any number here drifts from it.
 
-Only x86_64 NVIDIA types are listed: they are the types the NVIDIA EKS AMIs
-(``AL2023_x86_64_NVIDIA``, ``BOTTLEROCKET_x86_64_NVIDIA``) run on.
+Every x86_64 NVIDIA type of that reference is listed (the NVIDIA EKS AMIs ``AL2023_x86_64_NVIDIA``
+and ``BOTTLEROCKET_x86_64_NVIDIA`` run on them), except the fractional-GPU types in
+``FRACTIONAL_GPU_INSTANCE_TYPES``. Families differ where a pool notices: the small sizes of the g
+families have no EFA (``efa_interfaces`` 0, so ``efa: auto`` leaves it off), and most g sizes carry
+one GPU.
 """
 
 from __future__ import annotations
@@ -44,6 +47,19 @@ def _family(gpu_model: str, gpu_memory_mib: int, sizes: dict[str, tuple[int, int
 
 # name: (gpus, efa interfaces, vcpus, memory MiB)
 GPU_INSTANCE_TYPES: dict[str, GpuInstanceType] = {
+    # Turing T4. g4dn.metal is the only size with eight GPUs; the sizes below 8xlarge have no EFA.
+    # T4 and V100 (p3dn) need NVIDIA's proprietary kernel module; the EKS and Bottlerocket NVIDIA AMIs
+    # ship both modules and pick one per GPU at boot, so they run on the same AMI types as the rest
+    # (aws/amazon-ecs-ami#370 review, EKS maintainers).
+    **_family("t4", 16384, {
+        "g4dn.xlarge": (1, 0, 4, 16384),
+        "g4dn.2xlarge": (1, 0, 8, 32768),
+        "g4dn.4xlarge": (1, 0, 16, 65536),
+        "g4dn.8xlarge": (1, 1, 32, 131072),
+        "g4dn.12xlarge": (4, 1, 48, 196608),
+        "g4dn.16xlarge": (1, 1, 64, 262144),
+        "g4dn.metal": (8, 1, 96, 393216),
+    }),
     **_family("a10g", 22888, {
         "g5.xlarge": (1, 0, 4, 16384),
         "g5.2xlarge": (1, 0, 8, 32768),
@@ -74,6 +90,32 @@ GPU_INSTANCE_TYPES: dict[str, GpuInstanceType] = {
         "g6e.24xlarge": (4, 2, 96, 786432),
         "g6e.48xlarge": (8, 4, 192, 1572864),
     }),
+    # gr6: the g6's L4 with twice the memory per vCPU; one GPU, EFA from 8xlarge only.
+    **_family("l4", 22888, {
+        "gr6.4xlarge": (1, 0, 16, 131072),
+        "gr6.8xlarge": (1, 1, 32, 262144),
+    }),
+    # g7 (RTX PRO 4500 Blackwell) needs NVIDIA driver 595 or newer: EKS AL2023 NVIDIA AMIs from
+    # release v20260917 carry it and select it at first boot (awslabs/amazon-eks-ami#2768); on older
+    # AMIs the GPU is unusable.
+    **_family("rtx-pro-4500", 32768, {
+        "g7.2xlarge": (1, 0, 8, 32768),
+        "g7.4xlarge": (1, 0, 16, 65536),
+        "g7.8xlarge": (1, 1, 32, 131072),
+        "g7.12xlarge": (2, 1, 48, 196608),
+        "g7.24xlarge": (4, 1, 96, 393216),
+        "g7.48xlarge": (8, 2, 192, 786432),
+    }),
+    **_family("rtx-pro-server-6000", 98304, {
+        "g7e.2xlarge": (1, 0, 8, 65536),
+        "g7e.4xlarge": (1, 0, 16, 131072),
+        "g7e.8xlarge": (1, 1, 32, 262144),
+        "g7e.12xlarge": (2, 1, 48, 524288),
+        "g7e.24xlarge": (4, 2, 96, 1048576),
+        "g7e.48xlarge": (8, 4, 192, 2097152),
+    }),
+    # Volta V100: no bfloat16, so recipes that train in bf16 do not run on it; one EFA device.
+    **_family("v100", 32768, {"p3dn.24xlarge": (8, 1, 96, 786432)}),
     **_family("a100", 40960, {"p4d.24xlarge": (8, 4, 96, 1179648)}),
     **_family("a100", 81920, {"p4de.24xlarge": (8, 4, 96, 1179648)}),
     **_family("h100", 81920, {
@@ -87,6 +129,14 @@ GPU_INSTANCE_TYPES: dict[str, GpuInstanceType] = {
     **_family("b200", 183359, {"p6-b200.48xlarge": (8, 8, 192, 2097152)}),
     **_family("b300", 275040, {"p6-b300.48xlarge": (8, 16, 192, 4194304)}),
 }
+
+
+FRACTIONAL_GPU_INSTANCE_TYPES: dict[str, str] = {
+    name: "has a fraction of one L4 GPU (Karpenter's reference lists no whole nvidia.com/gpu for it)"
+    for name in ("g6f.large", "g6f.xlarge", "g6f.2xlarge", "g6f.4xlarge", "gr6f.4xlarge")
+}
+"""x86_64 NVIDIA types deliberately left out of ``GPU_INSTANCE_TYPES``, with the reason: a
+fractional GPU is GPU sharing, which training pools refuse (whole GPUs per pod)."""
 
 
 def gpu_instance_type(name: str) -> GpuInstanceType:

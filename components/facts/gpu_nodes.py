@@ -50,7 +50,11 @@ buffers from them."""
 HOSTNAME_KEY = "kubernetes.io/hostname"
 INSTANCE_TYPE_KEY = "node.kubernetes.io/instance-type"
 EKS_NODEGROUP_KEY = "eks.amazonaws.com/nodegroup"
-"""Label EKS puts on every node of a managed node group, with the group's name."""
+"""Label EKS puts on every node of a managed node group, with the group's name (which carries a
+generated suffix here, so selectors use ``GPU_POOL_KEY``)."""
+GPU_POOL_KEY = "eks-gpu-training/pool"
+"""Label on every node of a managed GPU pool with the pool's name: stable across node group
+replacements, whose EKS names differ (``nodeGroupNamePrefix``)."""
 
 
 def network_layer_key(layer: int) -> str:

@@ -68,6 +68,7 @@ class Registration:
     transforms: int
     read: bool = False
     id: Optional[str] = None
+    protect: bool = False
     retain_on_delete: bool = False
     """``retain_on_delete``: deleting it in Pulumi leaves the object in the cloud or cluster."""
     delete_before_replace: bool = False
@@ -143,8 +144,9 @@ class PlausibleMocks(pulumi.runtime.Mocks):
                 nodeSecurityGroupId="sg-0d0d0d0d0d0d0d0d0",
                 eksCluster=f"urn:pulumi:test::mock::aws:eks/cluster:Cluster::{name}",
             )
-        elif typ == "eks:index:ManagedNodeGroup":
-            outputs.update(nodeGroup=f"urn:pulumi:test::mock::aws:eks/nodeGroup:NodeGroup::{name}", placementGroupName="")
+        elif typ == "aws:eks/nodeGroup:NodeGroup":
+            # EKS completes a name prefix with a unique suffix (a timestamp, as the provider does).
+            outputs.setdefault("nodeGroupName", f"{outputs.get('nodeGroupNamePrefix', '')}20261130000000000000000001")
         elif typ == "aws:iam/role:Role":
             outputs.setdefault("name", f"{name}-1a2b3c")
             outputs["arn"] = f"arn:aws:iam::{ACCOUNT_ID}:role/{outputs['name']}"
@@ -245,6 +247,7 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
                     remote=request.remote,
                     transforms=len(request.transforms),
                     id=response.id or None,
+                    protect=bool(request.protect),
                     retain_on_delete=bool(request.retainOnDelete),
                     delete_before_replace=request.deleteBeforeReplace,
                 )

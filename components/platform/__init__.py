@@ -3,10 +3,14 @@ layers, and ``GpuTrainingPlatform``, which composes every layer below."""
 
 from .component import GpuTrainingPlatform
 from .loading import load_stack_config, parse_platform_args, platform_args_from_settings, problems_from_validation_error
+from .names import PLATFORM_NAME, generated_names, validate_names
 from .validation import validate_stack
 
 __all__ = [
     "GpuTrainingPlatform",
+    "PLATFORM_NAME",
+    "generated_names",
+    "validate_names",
     "load_stack_config",
     "parse_platform_args",
     "platform_args_from_settings",

@@ -19,6 +19,14 @@ from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from ..workloads.scheduling_policies import SchedulingPolicies, scheduling_policies_args, smoke_test_pools, training_job_spec
 from ..workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
+from .names import (
+    cluster_child_name,
+    gpu_node_group_child_name,
+    gpu_node_pool_child_name,
+    karpenter_child_name,
+    topology_labeler_child_name,
+    training_identity_child_name,
+)
 from .validation import validate_stack
 
 
@@ -51,7 +59,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # Checked before the component registers, so invalid arguments create nothing at all.
-        problems = validate_stack(args)
+        problems = validate_stack(args, name)
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuTrainingPlatform", name, None, opts)
@@ -59,7 +67,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         tags = dict(args.tags)
 
         self.cluster = EksCluster(
-            f"{name}-cluster",
+            cluster_child_name(name),
             EksClusterArgs(
                 cluster=args.cluster,
                 network=args.network,
@@ -72,8 +80,10 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         )
         self.gpu_node_groups = {
             pool.name: GpuNodeGroup(
-                f"{name}-{pool.name}",
-                GpuNodeGroupArgs(cluster=self.cluster.ref, pool=pool, network=args.network, tags=tags),
+                gpu_node_group_child_name(name, pool.name),
+                GpuNodeGroupArgs(
+                    cluster=self.cluster.ref, pool=pool, network=args.network, tags=tags, protect=args.cluster.protect
+                ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             for pool in args.gpu_node_groups
@@ -98,7 +108,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         # whose pods start as the nodes join.
         self.topology_labeler = (
             TopologyLabeler(
-                f"{name}-topology-labeler",
+                topology_labeler_child_name(name),
                 TopologyLabelerArgs(cluster=self.cluster.ref, config=args.topology_labeler, tags=tags),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -109,13 +119,13 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         self.gpu_node_pools = {}
         if args.karpenter.enabled:
             self.karpenter = Karpenter(
-                f"{name}-karpenter",
+                karpenter_child_name(name),
                 KarpenterArgs(cluster=self.cluster.ref, config=args.karpenter, tags=tags),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self.gpu_node_pools = {
                 pool.name: GpuNodePool(
-                    f"{name}-karpenter-{pool.name}",
+                    gpu_node_pool_child_name(name, pool.name),
                     GpuNodePoolArgs(
                         cluster=self.cluster.ref,
                         pool=pool,
@@ -123,6 +133,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                         node_role_name=self.karpenter.node_role_name,
                         karpenter_release=self.karpenter.release,
                         tags=tags,
+                        protect=args.cluster.protect,
                         retain_on_removal=args.karpenter.retain_on_removal,
                     ),
                     opts=pulumi.ResourceOptions(parent=self),
@@ -140,7 +151,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         self.training_identity = None
         if training_role_needed(args.s3_buckets, account.policy_arns):
             self.training_identity = TrainingIdentity(
-                f"{name}-training-identity",
+                training_identity_child_name(name),
                 TrainingIdentityArgs(
                     cluster=self.cluster.ref,
                     namespaces=[ns.name for ns in args.scheduling.namespaces],

@@ -3,10 +3,40 @@ which build on the workload templates (quota arithmetic, the training Job each a
 
 from __future__ import annotations
 
+from ..addons import gpu_operator, topology_labeler
 from ..config import GpuTrainingPlatformArgs, Problem, validate_platform
 from ..workloads.scheduling_policies import validate_scheduling
+from .names import PLATFORM_NAME, validate_names
 
 
-def validate_stack(args: GpuTrainingPlatformArgs) -> list[Problem]:
-    """Every rule of the stack that involves more than one key, each problem with its key path."""
-    return [*validate_platform(args), *validate_scheduling(args)]
+def validate_stack(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> list[Problem]:
+    """Every rule of the stack that involves more than one key, each problem with its key path, and
+    the AWS names ``GpuTrainingPlatform(name, args)`` would generate."""
+    return [
+        *validate_platform(args),
+        *validate_scheduling(args),
+        *validate_addon_namespaces(args),
+        *validate_names(args, name),
+    ]
+
+
+def addon_namespaces(args: GpuTrainingPlatformArgs) -> dict[str, str]:
+    """Namespaces the stack's add-ons create, with the add-on that creates each."""
+    namespaces = {gpu_operator.NAMESPACE: "the GPU Operator"}
+    if args.topology_labeler.enabled:
+        namespaces[topology_labeler.NAMESPACE] = "the topology labeler"
+    return namespaces
+
+
+def validate_addon_namespaces(args: GpuTrainingPlatformArgs) -> list[Problem]:
+    """A training namespace may not be one an add-on creates: the second create of a Namespace
+    fails with AlreadyExists, halfway through `pulumi up`."""
+    taken = addon_namespaces(args)
+    return [
+        Problem(
+            f"scheduling.namespaces[{i}].name",
+            f"'{namespace.name}' is the namespace {taken[namespace.name]} creates; choose another name",
+        )
+        for i, namespace in enumerate(args.scheduling.namespaces)
+        if namespace.name in taken
+    ]

@@ -191,6 +191,12 @@ class _Namespace:
     quota: ResolvedQuota
 
 
+NO_NAMESPACE = (
+    "has nowhere to run: scheduling.namespaces is empty, and pods run in the first of them by default; "
+    "add a namespace there (e.g. {name: training}) or name one here"
+)
+
+
 def validate_scheduling(args: GpuTrainingPlatformArgs) -> list[Problem]:
     """Rules of ``scheduling`` and ``smokeTest`` that involve other keys."""
     scheduling = args.scheduling
@@ -240,7 +246,9 @@ def _validate_app(app: TrainingAppConfig, path: str, args: GpuTrainingPlatformAr
     problems = []
     namespace_name = app.namespace if app.namespace is not None else next(iter(namespaces), None)
     namespace = namespaces.get(namespace_name) if namespace_name is not None else None
-    if namespace is None:
+    if namespace_name is None:
+        problems.append(Problem(f"{path}.namespace", NO_NAMESPACE))
+    elif namespace is None:
         problems.append(Problem(f"{path}.namespace", f"'{namespace_name}' is not in scheduling.namespaces; allowed: {', '.join(namespaces) or 'none'}"))
     elif app.host_network and namespace.config.pod_security != "privileged":
         problems.append(
@@ -328,6 +336,8 @@ def _validate_smoke_test(args: GpuTrainingPlatformArgs, namespaces: dict[str, _N
         return []
     namespace_name = smoke.namespace if smoke.namespace is not None else next(iter(namespaces), None)
     namespace = namespaces.get(namespace_name) if namespace_name is not None else None
+    if namespace_name is None:
+        return [Problem("smokeTest.namespace", NO_NAMESPACE)]
     if namespace is None:
         return [Problem("smokeTest.namespace", f"'{namespace_name}' is not in scheduling.namespaces; allowed: {', '.join(namespaces) or 'none'}")]
     pools = smoke_test_pools(args)

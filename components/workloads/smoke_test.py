@@ -14,8 +14,9 @@ from typing import Any, Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..facts.gpu_nodes import gpu_toleration
-from .templates import COMPONENT_LABEL, EKS_NODEGROUP_KEY, GPU_RESOURCE, PART_OF, gpu_node_affinity, label_in, one_pod_per_node
+from ..config import ConfigError, Problem, image_reference_problem
+from ..facts.gpu_nodes import GPU_POOL_KEY, gpu_toleration
+from .templates import COMPONENT_LABEL, GPU_RESOURCE, PART_OF, gpu_node_affinity, label_in, one_pod_per_node
 
 SMOKE_TEST_COMPONENT = "gpu-smoke-test"
 """``app.kubernetes.io/component`` of the smoke test's pods (they request GPUs but are not training)."""
@@ -59,7 +60,7 @@ def smoke_test_job(pool: str, nodes: int, gpus: int, image: str, namespace: str)
         "restartPolicy": "Never",
         "tolerations": [gpu_toleration()],
         "affinity": {
-            "nodeAffinity": gpu_node_affinity(label_in(EKS_NODEGROUP_KEY, [pool])),
+            "nodeAffinity": gpu_node_affinity(label_in(GPU_POOL_KEY, [pool])),
             "podAntiAffinity": one_pod_per_node(selector),
         },
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
@@ -110,6 +111,9 @@ class GpuSmokeTest(pulumi.ComponentResource):
     device plugin, and pass the Kubernetes provider in ``opts``."""
 
     def __init__(self, name: str, args: GpuSmokeTestArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        image_problem = image_reference_problem(args.image)
+        if image_problem is not None:
+            raise ConfigError([Problem(f"GpuSmokeTest({name}).image", image_problem)])
         super().__init__("eks-gpu-training:index:GpuSmokeTest", name, None, opts)
         for pool in args.pools:
             job = smoke_test_job(pool.name, pool.nodes, pool.gpus, args.image, args.namespace)

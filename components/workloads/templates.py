@@ -33,7 +33,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 
 from ..facts.catalog import GPU_INSTANCE_TYPES, efa_interface_count
-from ..config import TORCHRUN_PORT, TRAINING_APP_NAME_MAX, Problem
+from ..config import TORCHRUN_PORT, TRAINING_APP_NAME_MAX, Problem, image_reference_problem
 from ..facts.gpu_nodes import (
     EFA_HUGEPAGES,
     EFA_RESOURCE,
@@ -409,6 +409,9 @@ def validate_training_job(spec: TrainingJobSpec, path: str) -> list[Problem]:
         problem("name", f"must be a DNS label (lowercase letters, digits, '-') of at most {TRAINING_APP_NAME_MAX} characters")
     if spec.nodes < 1:
         problem("nodes", "must be at least 1")
+    image_problem = image_reference_problem(spec.image) if spec.image is not None else None
+    if image_problem is not None:
+        problem("job.image", image_problem)
     if not spec.instance_types:
         problem("instanceTypes", "must list at least one GPU instance type")
     unknown = [t for t in spec.instance_types if t not in GPU_INSTANCE_TYPES]

@@ -38,6 +38,8 @@ ENUM_INPUTS: tuple[tuple[tuple[str, ...], str, str, Optional[str]], ...] = (
     (("tagSpecifications", LIST_ITEM, "resourceType"), "ec2", "ResourceType", None),
     (("networkInterfaces", LIST_ITEM, "interfaceType"), "ec2", "NetworkInterfaceType", None),
     (("capacityReservationPreference",), "ec2", "CapacityReservationPreference", None),
+    (("updateConfig", "updateStrategy"), "eks", "NodegroupUpdateStrategies", None),
+    (("nodeRepairConfigOverrides", LIST_ITEM, "repairAction"), "eks", "RepairAction", None),
 )
 """Inputs whose values are an AWS API enumeration, by the end of their key path."""
 

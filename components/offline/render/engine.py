@@ -156,6 +156,8 @@ class Resource:
     custom: bool
     remote: bool
     id: Optional[str] = None
+    protect: bool = False
+    ignore_changes: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -168,6 +170,9 @@ class Resource:
             "custom": self.custom,
             "remote": self.remote,
             "id": self.id,
+            # Resource options that decide what a later `pulumi up` may do to the resource.
+            "protect": self.protect,
+            "ignoreChanges": self.ignore_changes,
             "inputs": self.inputs,
         }
 
@@ -227,6 +232,8 @@ def to_render(graph: Graph, *, stack: str, project: str, region: str, kubernetes
                 custom=reg.custom,
                 remote=reg.remote,
                 id=reg.id,
+                protect=reg.protect,
+                ignore_changes=list(reg.ignore_changes),
             )
         )
     exports = {}

@@ -143,6 +143,8 @@ def resources_document(render: StackRender) -> dict[str, Any]:
             "<unknown: output of TYPE NAME>": "a value computed at deployment from that resource's outputs",
             "<secret>": "a secret value, not written out",
             "provider null": "the package's default provider, configured from the stack (aws:region, ...)",
+            "protect true": "Pulumi refuses to delete or replace the resource until protection is turned off",
+            "ignoreChanges": "inputs a later `pulumi up` leaves as they are in AWS (e.g. a node count an autoscaler owns)",
             "remote true": "a multi-language component (pulumi-eks): its own children are created by its "
             "provider at deployment and are not listed",
         },

@@ -1,0 +1,105 @@
+"""What a change to each node-group configuration key does to running nodes: the README table
+"What a change does to running nodes and jobs", as plain data.
+
+The classification follows the EKS API: a node group field that ``UpdateNodegroupConfig`` takes
+is updated in place; one that ``UpdateNodegroupVersion`` takes (``version``, ``releaseVersion``,
+``launchTemplate``) rolls the nodes, a few at a time (``updateConfig``); a field only
+``CreateNodegroup`` takes cannot change on a node group, so the provider replaces the node group
+(docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupConfig.html,
+API_UpdateNodegroupVersion.html). Tests check every row against botocore's EKS model.
+
+Replacing a node group deletes every node of the pool. Node groups are named from a prefix
+(``nodeGroupNamePrefix``), so the provider creates the new group before it deletes the old one
+instead of failing on a name clash; the old group's nodes still go, and with ``cluster.protect``
+the replacement is refused until protection is turned off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+IN_PLACE = "updates in place"
+ROLLS_NODES = "rolls nodes"
+REPLACES_POOL = "replaces the pool"
+NO_NODE_CHANGE = "no change to nodes"
+
+LAUNCH_TEMPLATE = "launchTemplate"
+"""The EKS field a launch-template setting reaches: a new template version, rolled out through
+UpdateNodegroupVersion."""
+
+
+@dataclass(frozen=True)
+class ChangeEffect:
+    """What changing one configuration key does to running nodes."""
+
+    key: str
+    """Configuration key path, e.g. ``gpuNodeGroups[].instanceTypes``."""
+    effect: str
+    """IN_PLACE, ROLLS_NODES, REPLACES_POOL or NO_NODE_CHANGE."""
+    eks_field: Optional[str]
+    """The CreateNodegroup field the key sets (``launchTemplate`` for template settings); None when
+    the key never reaches the node group."""
+    why: str
+    """One line for the README."""
+
+
+_POOL = "gpuNodeGroups[]"
+_SYSTEM = "systemNodeGroup"
+
+CHANGE_EFFECTS: tuple[ChangeEffect, ...] = (
+    ChangeEffect(f"{_POOL}.name", REPLACES_POOL, "nodegroupName", "a new pool: every resource of the pool is created anew, the old pool deleted"),
+    ChangeEffect(f"{_POOL}.instanceTypes", REPLACES_POOL, "instanceTypes", "instance types are fixed at creation"),
+    ChangeEffect(f"{_POOL}.availabilityZone", REPLACES_POOL, "subnets", "subnets are fixed at creation"),
+    ChangeEffect(f"{_POOL}.subnetIds", REPLACES_POOL, "subnets", "subnets are fixed at creation"),
+    ChangeEffect(f"{_POOL}.capacityType", REPLACES_POOL, "capacityType", "capacity type is fixed at creation"),
+    ChangeEffect(f"{_POOL}.amiType", REPLACES_POOL, "amiType", "AMI type is fixed at creation"),
+    ChangeEffect(f"{_POOL}.placementGroup", ROLLS_NODES, LAUNCH_TEMPLATE, "a new template version places new nodes in the new group"),
+    ChangeEffect(f"{_POOL}.efa", ROLLS_NODES, LAUNCH_TEMPLATE, "network interfaces live in the launch template"),
+    ChangeEffect(f"{_POOL}.capacityReservationId", ROLLS_NODES, LAUNCH_TEMPLATE, "the reservation target lives in the launch template"),
+    ChangeEffect(f"{_POOL}.rootVolumeSizeGib", ROLLS_NODES, LAUNCH_TEMPLATE, "the root volume lives in the launch template"),
+    ChangeEffect(f"{_POOL}.instanceTags", ROLLS_NODES, LAUNCH_TEMPLATE, "instance tags live in the launch template (opt-in for that reason)"),
+    ChangeEffect(f"{_POOL}.releaseVersion", ROLLS_NODES, "releaseVersion", "new AMI, node by node"),
+    ChangeEffect("cluster.kubernetesVersion", ROLLS_NODES, "version", "control plane first, then every node group follows the version"),
+    ChangeEffect(f"{_POOL}.labels", IN_PLACE, "labels", "labels are updated on running nodes"),
+    ChangeEffect(f"{_POOL}.minSize", IN_PLACE, "scalingConfig", "scaling limits change without touching nodes"),
+    ChangeEffect(f"{_POOL}.maxSize", IN_PLACE, "scalingConfig", "scaling limits change without touching nodes"),
+    ChangeEffect(f"{_POOL}.desiredSize", NO_NODE_CHANGE, None, "used at creation only; later the autoscaler or a person owns it"),
+    ChangeEffect(f"{_POOL}.updateMaxUnavailable", IN_PLACE, "updateConfig", "applies to the next roll"),
+    ChangeEffect(f"{_POOL}.updateStrategy", IN_PLACE, "updateConfig", "applies to the next roll"),
+    ChangeEffect(f"{_POOL}.nodeRepair", IN_PLACE, "nodeRepairConfig", "repair settings change without touching nodes"),
+    ChangeEffect("tags", IN_PLACE, None, "EKS TagResource; stack tags never reach launch templates, so no node rolls"),
+    ChangeEffect("cluster.protect", NO_NODE_CHANGE, None, "Pulumi state only"),
+    ChangeEffect(f"{_SYSTEM}.instanceTypes", REPLACES_POOL, "instanceTypes", "instance types are fixed at creation"),
+    ChangeEffect(f"{_SYSTEM}.amiType", REPLACES_POOL, "amiType", "AMI type is fixed at creation"),
+    ChangeEffect(f"{_SYSTEM}.diskSizeGib", ROLLS_NODES, LAUNCH_TEMPLATE, "the root volume lives in the launch template"),
+    ChangeEffect(f"{_SYSTEM}.releaseVersion", ROLLS_NODES, "releaseVersion", "new AMI, node by node"),
+    ChangeEffect(f"{_SYSTEM}.minSize", IN_PLACE, "scalingConfig", "scaling limits change without touching nodes"),
+    ChangeEffect(f"{_SYSTEM}.maxSize", IN_PLACE, "scalingConfig", "scaling limits change without touching nodes"),
+    ChangeEffect(f"{_SYSTEM}.desiredSize", NO_NODE_CHANGE, None, "used at creation only"),
+)
+"""Every node-group key and what its change does."""
+
+
+def change_effect(key: str) -> ChangeEffect:
+    """What changing ``key`` does to running nodes; KeyError for a key no node group reads."""
+    for row in CHANGE_EFFECTS:
+        if row.key == key:
+            return row
+    raise KeyError(key)
+
+
+def effect_of(eks_field: str, updatable_in_place: frozenset[str], updatable_by_version: frozenset[str]) -> str:
+    """The effect of changing a CreateNodegroup field, from the fields of EKS's two update calls."""
+    if eks_field in updatable_in_place:
+        return IN_PLACE
+    if eks_field in updatable_by_version:
+        return ROLLS_NODES
+    return REPLACES_POOL
+
+
+def change_table() -> str:
+    """The README table (markdown)."""
+    rows = ["| Key | A change | Why |", "| --- | --- | --- |"]
+    rows += [f"| `{row.key}` | {row.effect} | {row.why} |" for row in CHANGE_EFFECTS]
+    return "\n".join(rows)

@@ -153,3 +153,20 @@ def test_an_eks_add_on_that_installs_a_chart_is_rendered_like_a_release(tmp_path
     report = check_render(tmp_path, reference_dir)
     assert report.ok, report.failures
     assert report.checked["chart objects"] == len(chart.objects)
+
+
+def test_an_add_on_whose_version_eks_resolves_at_deployment_renders_the_only_source(tmp_path, reference_dir):
+    import pulumi_aws as aws
+
+    graph = run_program(
+        lambda: aws.eks.Addon("monitoring", cluster_name="c", addon_name="eks-node-monitoring-agent",
+                              addon_version=aws.eks.get_addon_version_output(addon_name="eks-node-monitoring-agent",
+                                                                             kubernetes_version="1.34").version),
+        {}, preview=True, mocks=PlaceholderMocks("us-west-2"),
+    )
+    summary = write_render(to_render(graph, stack="t", project="p", region="us-west-2", kubernetes_version="1.34"),
+                           tmp_path, picture=False, reference=reference_dir)
+    (chart,) = summary.charts
+    assert chart.version == "1.7.0" and not chart.skipped and chart.objects
+    (values,) = releases(tmp_path).values()
+    assert values["versionNote"].startswith("resolved by EKS at deployment")

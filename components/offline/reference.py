@@ -41,3 +41,16 @@ def chart_source(reference: Optional[Path], chart: str, version: str) -> tuple[O
                 return candidate, ""
             return None, f"{candidate.name}/Chart.yaml is {metadata.get('name')} {metadata.get('version')}, not {name} {version}"
     return None, f"no source of chart {name} {version} in {charts}"
+
+
+def only_chart_version(reference: Optional[Path], chart: str) -> Optional[str]:
+    """The version of ``chart`` when the reference folder holds exactly one source of it (for an EKS
+    add-on whose version EKS resolves only at deployment), else None."""
+    if reference is None or not (reference / CHARTS_DIR).is_dir():
+        return None
+    versions = []
+    for manifest in sorted((reference / CHARTS_DIR).glob(f"{chart}-*/Chart.yaml")):
+        metadata = yaml.safe_load(manifest.read_text()) or {}
+        if metadata.get("name") == chart:
+            versions.append(str(metadata.get("version", "")).lstrip("v"))
+    return versions[0] if len(versions) == 1 else None

@@ -16,6 +16,7 @@ import yaml
 
 from .charts import CHARTS_DIR, SOURCE_KEY, ChartRender, dump_object, object_filename, render_release, safe_name
 from .engine import Resource, StackRender
+from ..reference import only_chart_version
 from .markers import is_placeholder
 
 RESOURCES_FILE = "resources.json"
@@ -174,6 +175,13 @@ def write_files(
             resource.type == ADDON_TYPE and resource.inputs.get("addonName") in ADDON_CHARTS
         ):
             content = helm_release(resource) if resource.type in HELM_RELEASE_TYPES else addon_release(resource)
+            if resource.type == ADDON_TYPE and not _ADDON_VERSION.match(str(content["version"])):
+                # EKS resolves the add-on's version for the cluster at deployment; offline, the
+                # reference's one source of its chart stands in, and the values file says so.
+                only = only_chart_version(reference, content["chart"])
+                if only is not None:
+                    content["version"] = only
+                    content["versionNote"] = f"resolved by EKS at deployment ({resource.inputs.get('addonVersion')}); rendered with the reference's only source, {only}"
             folder = VALUES_DIR
             filename = _safe(resource.name) + ".yaml"
             charts.append(_write_chart(content, out, reference))

@@ -20,6 +20,7 @@ from .config import (
     GpuTrainingPlatformArgs,
     KarpenterConfig,
     KarpenterGpuNodePoolConfig,
+    KueueConfig,
     Problem,
     S3BucketConfig,
     TopologyLabelerConfig,
@@ -29,6 +30,8 @@ from .aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
 from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
 from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
+from .addons.kueue import Kueue, KueueArgs, kueue_values
+from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, kueue_queues_args, pool_flavors
 from .platform import PLATFORM_NAME, GpuTrainingPlatform, load_stack_config, parse_platform_args
 from .workloads.fleet_capacity import fleet_gpu_capacity
 from .workloads.scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs
@@ -67,6 +70,12 @@ __all__ = [
     "KarpenterArgs",
     "KarpenterConfig",
     "KarpenterGpuNodePoolConfig",
+    "Kueue",
+    "KueueArgs",
+    "KueueConfig",
+    "KueueQueues",
+    "KueueQueuesArgs",
+    "NamespaceQueues",
     "Problem",
     "SchedulingPolicies",
     "SchedulingPoliciesArgs",
@@ -87,10 +96,13 @@ __all__ = [
     "gpu_node_os",
     "gpu_operator_values",
     "karpenter_values",
+    "kueue_queues_args",
+    "kueue_values",
     "load_stack_config",
     "PLATFORM_NAME",
     "node_pool_spec",
     "parse_platform_args",
+    "pool_flavors",
     "rendezvous_service",
     "training_job",
     "training_pdb",

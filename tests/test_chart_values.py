@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from eks_gpu_training.addons.karpenter import KARPENTER_CHART, KARPENTER_CRD_CHART
+from eks_gpu_training.addons.kueue import KUEUE_CHART
 import yaml
 
 from eks_gpu_training.offline.check import helm as check_helm
@@ -111,6 +112,9 @@ def test_stack_releases_set_only_keys_of_their_pinned_charts(reference_dir, stac
             assert unknown_keys(values, chart_values) == [], release.name
         elif chart == KARPENTER_CHART:
             chart_values = load(reference_dir / f"karpenter-{version}" / "chart-values.yaml")
+            assert unknown_keys(values, chart_values) == [], release.name
+        elif chart == KUEUE_CHART:
+            chart_values = load(reference_dir / "charts" / f"kueue-{version}" / "values.yaml")
             assert unknown_keys(values, chart_values) == [], release.name
         elif chart == KARPENTER_CRD_CHART:
             chart_values = load(reference_dir / "charts" / f"karpenter-crd-{version}" / "values.yaml")

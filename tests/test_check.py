@@ -172,7 +172,7 @@ def test_custom_resources_without_a_crd_are_skipped_and_said_so(render_program):
     report = check_render(render_program(node_pool({"weigth": 1})), None)
     assert report.ok
     assert report.skipped == [
-        "upstream reference folder absent: custom resources (Karpenter) and Helm values keys are not checked",
+        "upstream reference folder absent: custom resources (Karpenter, Kueue) and Helm values keys are not checked",
         "manifests/nodepool_gpu.yaml: NodePool gpu: no CRD schema for karpenter.sh/v1 NodePool "
         "(not in the render, and the upstream reference folder is absent)",
     ]
@@ -346,7 +346,7 @@ def test_check_command_passes_a_good_render(render_program, capsys):
     else:  # a plain clone: the check says what it could not check, and still passes
         assert lines[-1].endswith("0 failure(s), 1 skipped")
         assert lines[0] == (
-            "skipped: upstream reference folder absent: custom resources (Karpenter) and Helm values keys are not checked"
+            "skipped: upstream reference folder absent: custom resources (Karpenter, Kueue) and Helm values keys are not checked"
         )
 
 

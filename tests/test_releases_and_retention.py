@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from eks_gpu_training.addons import efa_device_plugin, gpu_operator, karpenter
+from eks_gpu_training.addons import efa_device_plugin, gpu_operator, karpenter, kueue
 from eks_gpu_training.config import KarpenterConfig
 from harness import run_main, stack_config
 
@@ -20,6 +20,7 @@ EXPECTED_TIMEOUTS = {
     "karpenter": karpenter.CONTROLLER_RELEASE_TIMEOUT_SECONDS,
     "gpu-operator": gpu_operator.RELEASE_TIMEOUT_SECONDS,
     "aws-efa-k8s-device-plugin": efa_device_plugin.RELEASE_TIMEOUT_SECONDS,
+    "kueue": kueue.KUEUE_RELEASE_TIMEOUT_SECONDS,
 }
 
 
@@ -88,3 +89,5 @@ def test_release_timeouts_fit_what_each_release_waits_for():
     assert karpenter.CRD_RELEASE_TIMEOUT_SECONDS < karpenter.CONTROLLER_RELEASE_TIMEOUT_SECONDS
     assert karpenter.CONTROLLER_RELEASE_TIMEOUT_SECONDS < efa_device_plugin.RELEASE_TIMEOUT_SECONDS
     assert efa_device_plugin.RELEASE_TIMEOUT_SECONDS <= gpu_operator.RELEASE_TIMEOUT_SECONDS
+    # Kueue's controllers, like Karpenter's, wait for system nodes only.
+    assert kueue.KUEUE_RELEASE_TIMEOUT_SECONDS == karpenter.CONTROLLER_RELEASE_TIMEOUT_SECONDS

@@ -116,6 +116,8 @@ def test_rejects_a_gpu_quota_below_one_node():
 
 def test_rejects_a_quota_too_small_for_a_declared_app_naming_both_keys():
     values = raw()
+    # Without Kueue: with it, a quota below the fleet's is refused on its own (tests/test_kueue.py).
+    values["kueue"]["enabled"] = False
     values["scheduling"]["namespaces"][0]["quota"].update(gpus=8, cpu="100")
     assert problems(values) == [
         "scheduling.trainingApps[0].nodes: the app needs 2 × 8 GPUs but scheduling.namespaces[0].quota.gpus is 8: its pods could never all be admitted",
@@ -125,6 +127,7 @@ def test_rejects_a_quota_too_small_for_a_declared_app_naming_both_keys():
 
 def test_a_quota_of_one_node_is_accepted_without_multi_node_apps():
     values = raw()
+    values["kueue"]["enabled"] = False
     values["scheduling"]["namespaces"][0]["quota"]["gpus"] = 8
     values["scheduling"]["trainingApps"] = []
     assert parse_platform_args(values).scheduling.namespaces[0].quota.gpus == 8
@@ -240,6 +243,7 @@ def test_rejects_host_networking_in_a_baseline_namespace_naming_both_keys():
 
 def test_rejects_more_nodes_than_the_fleet_can_have_naming_the_pool_keys():
     values = raw()
+    values["kueue"]["enabled"] = False  # with Kueue, an app counts only its own pool (tests/test_kueue.py)
     app(values).update(nodes=5, efa=False)
     assert problems(values)[0] == (
         "scheduling.trainingApps[0].nodes: 5 pods, one per node, need more nodes of p5.48xlarge than the fleet can have "
@@ -308,6 +312,7 @@ def test_an_app_narrowing_a_mixed_pool_requests_the_efa_interfaces_its_nodes_hav
     values = raw()
     values["gpuNodeGroups"][0]["instanceTypes"] = ["p5.48xlarge", "p4de.24xlarge"]
     app(values)["instanceTypes"] = ["p5.48xlarge"]
+    app(values)["topology"] = "none"  # Kueue's topology search would pick among both types' nodes
     args = parse_platform_args(values)
     # The pool's launch template lays out 4 interfaces (p4de's), so a p5 node of this pool has 4, not 32.
     assert training_job_spec(args.scheduling.training_apps[0], args).efa_devices == 4
@@ -408,6 +413,8 @@ def test_prod_smoke_test_checks_both_p5_nodes_after_the_node_group_exists():
     smoke = graph.one("eks-gpu-training:index:GpuSmokeTest")
     assert job.parent == smoke.urn
     assert graph.depends_on(smoke, graph.one("aws:eks/nodeGroup:NodeGroup", "gpu-training-p5-training-node-group"))
+    # Its Jobs are created in a training namespace, through Kueue's webhook, once that answers.
+    assert graph.depends_on(smoke, graph.one("kubernetes:helm.sh/v3:Release", "gpu-training-kueue-release"))
 
 
 def test_rejects_a_smoke_test_with_no_node_to_check():

@@ -15,6 +15,9 @@ the same checks run on every stack file and on deliberately broken graphs.
 | (3+ nodes) Topology labels applied to GPU nodes                   | ``topology_labels``          |
 | (3+ nodes) Training pods use topology-aware spread constraints    | ``topology_aware_spread``    |
 
+A Kueue topology request (``kueue.x-k8s.io/podset-{preferred,required}-topology`` naming a network
+layer) counts as topology-aware placement: Kueue places the whole job in one network block.
+
 GPU pools are the managed node groups and the Karpenter NodePools of the graph. "Reports" and
 "applied" are what a live cluster shows; on the graph they mean a plugin or labeler is
 deployed that will run on every such node (it tolerates the node's taint and selects its labels and
@@ -44,6 +47,7 @@ LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 EC2_NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 INSTANCE_TYPE_KEY = "node.kubernetes.io/instance-type"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+KUEUE_TOPOLOGY_ANNOTATIONS = ("kueue.x-k8s.io/podset-preferred-topology", "kueue.x-k8s.io/podset-required-topology")
 KARPENTER_NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 HOSTNAME = "kubernetes.io/hostname"
 NETWORK_LAYER_PREFIX = "topology.k8s.aws/network-node-layer-"
@@ -299,8 +303,11 @@ def topology_aware_spread(graph: Graph) -> list[str]:
             failures.append(f"{resource.name}: no DoNotSchedule spread over {HOSTNAME} of its own pods")
         preferred = ((spec.get("affinity") or {}).get("podAffinity") or {}).get("preferredDuringSchedulingIgnoredDuringExecution") or []
         topology_keys = [c.get("topologyKey", "") for c in spread] + [t["podAffinityTerm"].get("topologyKey", "") for t in preferred]
+        # Kueue's topology request places the whole job in one network block at admission.
+        annotations = template["metadata"].get("annotations") or {}
+        topology_keys += [level for key, level in annotations.items() if key in KUEUE_TOPOLOGY_ANNOTATIONS]
         if not any(k.startswith(NETWORK_LAYER_PREFIX) for k in topology_keys):
-            failures.append(f"{resource.name}: no spread or affinity on {NETWORK_LAYER_PREFIX}N")
+            failures.append(f"{resource.name}: no spread, affinity or Kueue topology request on {NETWORK_LAYER_PREFIX}N")
     return failures
 
 
@@ -542,13 +549,14 @@ def test_checklist_fails_when_anti_affinity_selects_other_pods(prod_graph):
 
 def test_checklist_fails_without_topology_aware_spread(prod_graph):
     def drop(graph):
-        spec = first_template(graph)["spec"]
-        spec.pop("topologySpreadConstraints")
-        spec["affinity"].pop("podAffinity")
+        template = first_template(graph)
+        template["spec"].pop("topologySpreadConstraints")
+        template["spec"]["affinity"].pop("podAffinity", None)
+        template["metadata"].pop("annotations", None)
 
     assert topology_aware_spread(broken(prod_graph, drop)) == [
         "gpu-training-training-rl-training-job: no DoNotSchedule spread over kubernetes.io/hostname of its own pods",
-        "gpu-training-training-rl-training-job: no spread or affinity on topology.k8s.aws/network-node-layer-N",
+        "gpu-training-training-rl-training-job: no spread, affinity or Kueue topology request on topology.k8s.aws/network-node-layer-N",
     ]
 
 

@@ -53,8 +53,9 @@ def test_training_namespaces_admit_connections_from_their_own_pods_only(stack_gr
     _, graph = stack_graph
     policies = {p.inputs["metadata"]["namespace"]: p for p in graph.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")}
     for namespace in graph.of_type("kubernetes:core/v1:Namespace"):
-        if namespace.inputs["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") in ("baseline", "privileged") \
-                and namespace.inputs["metadata"]["labels"].get("app.kubernetes.io/part-of") == "eks-gpu-training":
+        labels = namespace.inputs["metadata"].get("labels") or {}
+        if labels.get("pod-security.kubernetes.io/enforce") in ("baseline", "privileged") \
+                and labels.get("app.kubernetes.io/part-of") == "eks-gpu-training":
             spec = policies[namespace.inputs["metadata"]["name"]].inputs["spec"]
             assert spec == {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": {}}]}]}
 

@@ -25,7 +25,8 @@ def job_registration(spec):
 def test_a_jobs_spec_is_never_changed_so_no_change_replaces_and_kills_the_run():
     # Kubernetes refuses changes to a Job's pod template, so Pulumi would replace (delete) the Job.
     job = job_registration(p5_job())
-    assert job.ignore_changes == ["spec"]
+    # And the queue label, which moves a held Job to Kueue's open queue.
+    assert job.ignore_changes == ["spec", 'metadata.labels["kueue.x-k8s.io/queue-name"]']
     assert job.delete_before_replace is False
 
 

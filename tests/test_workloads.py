@@ -287,7 +287,7 @@ def test_training_job_component_creates_service_job_and_pdb():
     assert set(kinds) == {"Service", "Job", "PodDisruptionBudget"}
     job = kinds["Job"]
     assert job.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
-    assert job.ignore_changes == ["spec"]
+    assert job.ignore_changes == ["spec", 'metadata.labels["kueue.x-k8s.io/queue-name"]']
 
 
 # --- smoke test ---------------------------------------------------------------------------------

@@ -47,7 +47,8 @@ from .pool_network import efa_security_group, placement_group_name as pool_place
 
 
 def gpu_node_labels(pool: GpuNodeGroupConfig) -> dict[str, str]:
-    """Labels of a pool's nodes: ``role=gpu-training`` and the pool's name, plus the pool's own."""
+    """Labels of a pool's nodes: ``role=gpu-training`` and the pool's name (``GPU_POOL_KEY``, which
+    Kueue's ResourceFlavor selects the pool by), plus the pool's own."""
     key, value = GPU_NODE_ROLE_LABEL
     return {**pool.labels, GPU_POOL_KEY: pool.name, key: value}
 

@@ -88,6 +88,13 @@ from .addons import (
     validate_topology_labeler,
 )
 from .access import S3_BUCKET_NAME, S3BucketConfig, TrainingServiceAccountConfig
+from .kueue import (
+    KUEUE_CHART_VERSIONS,
+    PODS_READY_TIMEOUT_MINUTES,
+    RECOVERY_TIMEOUT_MINUTES,
+    TOPOLOGY_MODES,
+    KueueConfig,
+)
 from .scheduling import (
     PRIORITY_VALUE_MAX,
     TRAINING_APP_NAME_MAX,
@@ -165,6 +172,11 @@ __all__ = [
     "validate_gpu_node_os",
     "validate_gpu_operator",
     "validate_topology_labeler",
+    "KUEUE_CHART_VERSIONS",
+    "PODS_READY_TIMEOUT_MINUTES",
+    "RECOVERY_TIMEOUT_MINUTES",
+    "TOPOLOGY_MODES",
+    "KueueConfig",
     "PRIORITY_VALUE_MAX",
     "TRAINING_APP_NAME_MAX",
     "S3_BUCKET_NAME",

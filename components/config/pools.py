@@ -26,6 +26,7 @@ from .base import (
     _enum_error,
     _Model,
 )
+from ..facts.gpu_nodes import GPU_POOL_KEY
 from .cluster import RELEASE_VERSION_PATTERN, NetworkConfig, SubnetConfig
 from .node_repair import NodeRepairConfig, check_node_repair
 
@@ -279,6 +280,8 @@ def _check_node_labels(labels: dict[str, str], problem: ProblemSink) -> None:
             problem(f"labels.{key}", f"is refused: it {GPU_SHARING_NODE_LABELS[key]}; {GPU_SHARING_REFUSED}")
         elif key == GPU_NODE_ROLE_LABEL[0]:
             problem(f"labels.{key}", f"is reserved: every GPU node carries {GPU_NODE_ROLE_LABEL[0]}={GPU_NODE_ROLE_LABEL[1]}")
+        elif key == GPU_POOL_KEY:
+            problem(f"labels.{key}", "is reserved: the stack sets it to the pool's name, which Kueue's ResourceFlavor selects")
         elif not _LABEL_KEY.match(key) or len(key) > 317:
             problem(f"labels.{key}", "is not a valid Kubernetes label key")
         elif not kubelet_may_set(key):

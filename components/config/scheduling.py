@@ -99,7 +99,7 @@ class TrainingJobConfig(_Model):
     env: dict[str, str] = {}
     """Extra environment variables (the PET_* torchrun variables and FI_PROVIDER are set for you). Default: none."""
     suspend: bool = False
-    """Create the Job suspended; `kubectl patch job <job> -p '{"spec":{"suspend":false}}'` starts it (`<name>`, or `<name>-r<revision>` after revision 1). Applies at creation only: `pulumi up` never changes a Job's suspension later. Default: false."""
+    """Hold the Job at creation: without Kueue it is created suspended and `kubectl patch job <job> -p '{"spec":{"suspend":false}}'` starts it; with Kueue it is queued in the namespace's held LocalQueue and `kubectl label job <job> kueue.x-k8s.io/queue-name=gpu-queue --overwrite` submits it (`<job>` is `<name>`, or `<name>-r<revision>` after revision 1). Applies at creation only. Default: false."""
     backoff_limit: int = Field(default=0, ge=0)
     """Pod failures tolerated before the Job fails (a failed rank breaks the whole group, so retries rarely help). Default: 0."""
     rendezvous_port: int = Field(default=TORCHRUN_PORT, ge=1, le=65535)
@@ -135,6 +135,8 @@ class TrainingAppConfig(_Model):
     """Memory request per pod. Default: the node's memory less 10% (at least 4 GiB) for the kubelet and daemons."""
     shm_size_limit: Optional[Quantity] = None
     """Size limit of the /dev/shm memory volume (NCCL and data loaders use it). Default: no limit beyond the node's memory."""
+    topology: Optional[Literal["preferred", "required", "none"]] = None
+    """Kueue topology request of the app's pods (with `kueue.enabled`); `preferred`/`required` only on a pool whose nodes exist (a managed pool with minSize > 0, or a Capacity Block). Default: `kueue.topologyMode` on such pools, none on the others."""
     job: Optional[TrainingJobConfig] = None
     """Run the app from this stack as an Indexed Job. Default: none (the app is deployed by other means and only gets its PDB)."""
 

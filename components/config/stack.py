@@ -18,6 +18,7 @@ from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model, va
 from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig, validate_cluster_endpoint
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
+from .kueue import KueueConfig
 from .scheduling import SchedulingConfig, SmokeTestConfig
 
 
@@ -40,6 +41,8 @@ class GpuTrainingPlatformArgs(_Model):
     """The topology labeler DaemonSet on GPU nodes. Default: enabled, image built and pushed to ECR."""
     karpenter: KarpenterConfig = KarpenterConfig()
     """Karpenter and its GPU pools. Default: off."""
+    kueue: KueueConfig = KueueConfig()
+    """Kueue: all-or-nothing, topology-aware admission of training jobs. Default: off."""
     scheduling: SchedulingConfig = SchedulingConfig()
     """Priority classes, training namespaces with GPU quotas, training apps. Default: the seed's classes and a `training` namespace."""
     smoke_test: SmokeTestConfig = SmokeTestConfig()

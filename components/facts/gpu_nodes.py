@@ -60,3 +60,8 @@ replacements, whose EKS names differ (``nodeGroupNamePrefix``)."""
 def network_layer_key(layer: int) -> str:
     """Node label with the ID of the network node at ``layer`` (1 = top, 3 = closest to the instance)."""
     return f"topology.k8s.aws/network-node-layer-{layer}"
+
+
+KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
+"""Label Karpenter puts on every node it launches, with the NodePool's name (Karpenter 1.14
+docs-disruption.md selects a NodePool's nodes by it: ``kubectl delete nodes -l karpenter.sh/nodepool``)."""

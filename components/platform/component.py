@@ -14,8 +14,10 @@ from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from ..addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from ..addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
 from ..addons.karpenter import Karpenter, KarpenterArgs
+from ..addons.kueue import Kueue, KueueArgs
 from ..aws.training_identity import TrainingIdentity, TrainingIdentityArgs, training_role_needed
 from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from ..workloads.queues import KueueQueues, kueue_queues_args
 from ..workloads.scheduling_policies import SchedulingPolicies, scheduling_policies_args, smoke_test_pools, training_job_spec
 from ..workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
@@ -32,7 +34,7 @@ from .validation import validate_stack
 
 class GpuTrainingPlatform(pulumi.ComponentResource):
     """EKS cluster, system node group, GPU training pools, GPU Operator, EFA device plugin, topology
-    labeler, Karpenter, scheduling policy and training jobs, in one stack graph."""
+    labeler, Karpenter, Kueue, scheduling policy and training jobs, in one stack graph."""
 
     cluster: EksCluster
     """The created or adopted cluster."""
@@ -48,6 +50,10 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """The Karpenter controller, when ``karpenter.enabled``."""
     gpu_node_pools: dict[str, GpuNodePool]
     """Karpenter GPU pools by pool name."""
+    kueue: Optional[Kueue]
+    """The Kueue release, when ``kueue.enabled``."""
+    kueue_queues: Optional[KueueQueues]
+    """Kueue's Topology, flavors and queues, when ``kueue.enabled``."""
     scheduling: SchedulingPolicies
     """Priority classes, training namespaces with quotas, PDBs of apps deployed elsewhere."""
     training_identity: Optional[TrainingIdentity]
@@ -167,6 +173,23 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         job_dependencies: list[pulumi.Resource] = [self.scheduling]
         if self.training_identity is not None:
             job_dependencies.append(self.training_identity)
+        self.kueue = None
+        self.kueue_queues = None
+        if args.kueue.enabled:
+            self.kueue = Kueue(
+                f"{name}-kueue",
+                KueueArgs(cluster=self.cluster.ref, config=args.kueue, namespaces=[ns.name for ns in args.scheduling.namespaces]),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            # Kueue's CRDs and webhooks come with the release; LocalQueues live in the training namespaces.
+            self.kueue_queues = KueueQueues(
+                f"{name}-kueue-queues",
+                kueue_queues_args(args, self.scheduling.namespaces),
+                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=[self.kueue.release]),
+            )
+        if self.kueue_queues is not None:
+            # Queued jobs wait for their queues, so that Kueue's webhook sees them created.
+            job_dependencies.append(self.kueue_queues)
         self.training_jobs = {
             app.name: TrainingJob(
                 f"{name}-training-{app.name}",
@@ -190,8 +213,14 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     providers=kubernetes,
-                    # GPUs are advertised once the nodes exist and the device plugin runs on them.
-                    depends_on=[self.scheduling, self.gpu_operator, *self.gpu_node_groups.values()],
+                    # GPUs are advertised once the nodes exist and the device plugin runs on them. Its Jobs
+                    # go through Kueue's webhook in a training namespace, which must answer first.
+                    depends_on=[
+                        self.scheduling,
+                        self.gpu_operator,
+                        *self.gpu_node_groups.values(),
+                        *([self.kueue.release] if self.kueue is not None else []),
+                    ],
                 ),
             )
 

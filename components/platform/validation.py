@@ -3,8 +3,9 @@ which build on the workload templates (quota arithmetic, the training Job each a
 
 from __future__ import annotations
 
-from ..addons import gpu_operator, topology_labeler
+from ..addons import gpu_operator, kueue, topology_labeler
 from ..config import GpuTrainingPlatformArgs, Problem, validate_platform
+from ..workloads.queues import validate_kueue
 from ..workloads.scheduling_policies import validate_scheduling
 from .names import PLATFORM_NAME, validate_names
 
@@ -15,6 +16,7 @@ def validate_stack(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> 
     return [
         *validate_platform(args),
         *validate_scheduling(args),
+        *validate_kueue(args),
         *validate_addon_namespaces(args),
         *validate_names(args, name),
     ]
@@ -25,6 +27,8 @@ def addon_namespaces(args: GpuTrainingPlatformArgs) -> dict[str, str]:
     namespaces = {gpu_operator.NAMESPACE: "the GPU Operator"}
     if args.topology_labeler.enabled:
         namespaces[topology_labeler.NAMESPACE] = "the topology labeler"
+    if args.kueue.enabled:
+        namespaces[kueue.KUEUE_NAMESPACE] = "Kueue"
     return namespaces
 
 

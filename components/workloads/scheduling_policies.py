@@ -27,7 +27,9 @@ from ..config import (
 )
 from .host_network_admission import host_network_policy_binding_manifest, host_network_policy_manifest
 from ..facts.quantity import parse_quantity
+from ..facts.gpu_nodes import network_layer_key
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity, resolve_quota
+from .queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, app_topology, pool_flavor
 from .smoke_test import SmokeTestPool
 from .templates import PART_OF, TrainingJobSpec, training_pdb, validate_training_job
 
@@ -144,6 +146,17 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
         if job is not None
         else {}
     )
+    queued: dict[str, Any] = {}
+    if args.kueue.enabled:
+        # Pinned to its own pool, so Kueue gives the job that pool's flavor (EFA jobs stay on managed pools).
+        flavor = pool_flavor(capacity)
+        mode = app_topology(app, flavor, args.kueue)
+        queued = dict(
+            queue_name=HELD_LOCAL_QUEUE if job is not None and job.suspend else LOCAL_QUEUE,
+            topology_mode=mode,
+            topology_level=network_layer_key(args.kueue.topology_layer) if mode is not None else None,
+            pool_selector=flavor.node_label,
+        )
     return TrainingJobSpec(
         name=app.name,
         nodes=app.nodes,
@@ -161,6 +174,7 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
         shm_size_limit=app.shm_size_limit,
         service_account=scheduling.service_account.name,
         **runs,
+        **queued,
     )
 
 
@@ -288,6 +302,9 @@ def _validate_app(app: TrainingAppConfig, path: str, args: GpuTrainingPlatformAr
             for c in fleet
             if types & set(c.pool.instance_types) and not (efa and isinstance(c.pool, KarpenterGpuNodePoolConfig))
         ]
+        if args.kueue.enabled:
+            # Pinned to its own pool, so that Kueue gives the job that pool's flavor.
+            hosts = [capacity]
         if types and app.nodes > sum(c.nodes for c in hosts):
             bounds = "; ".join(f"{c.bound}: {c.nodes} nodes" for c in hosts)
             problems.append(Problem(f"{path}.nodes", f"{app.nodes} pods, one per node, need more nodes of {', '.join(sorted(types))} than the fleet can have ({bounds})"))
@@ -394,6 +411,8 @@ class SchedulingPolicies(pulumi.ComponentResource):
 
     priority_class_names: pulumi.Output[list[str]]
     namespace_names: pulumi.Output[list[str]]
+    namespaces: dict[str, k8s.core.v1.Namespace]
+    """The training namespaces by name, for objects that live in them (Kueue's LocalQueues)."""
 
     def __init__(self, name: str, args: SchedulingPoliciesArgs, opts: Optional[pulumi.ResourceOptions] = None):
         path = f"SchedulingPolicies({name})"
@@ -478,6 +497,7 @@ class SchedulingPolicies(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[created[app.namespace]]),
             )
 
+        self.namespaces = created
         self.priority_class_names = pulumi.Output.from_input([c.name for c in args.priority_classes])
         self.namespace_names = pulumi.Output.from_input(names)
         self.register_outputs({"priorityClassNames": self.priority_class_names, "namespaceNames": self.namespace_names})

@@ -23,6 +23,18 @@ How a training pod is placed, and why:
   seed wants; counting other apps' pods steers a new job towards the least busy layer-2 switch,
   and the affinity above then keeps its pods together there. Nodes without the label score lowest
   for a ``ScheduleAnyway`` constraint, so labelled nodes are preferred as well.
+
+With Kueue (``queue_name`` set) the Job carries the queue label and is created suspended: Kueue
+admits it whole, when the quota (and, with a topology request, Ready nodes in one network block)
+has room for every pod, and then resumes it. A job with a topology request
+(``kueue.x-k8s.io/podset-{preferred,required}-topology`` on the pod template) is placed by Kueue:
+it picks a node for every pod and adds a ``kubernetes.io/hostname`` node selector to each, so the
+two soft rules above (the preferred switch affinity and the layer-2 spread) would only be scored
+among one node and are left out. The required rules stay and agree with Kueue's choice: Kueue picks
+among the flavor's nodes (one pool, by its label) honouring the pods' node selector and tolerations,
+the GPU node affinity names all of that pool's types (the configuration refuses a topology request
+from an app that narrows them), and whole-node pods go one per node anyway. ``pool_selector`` pins the pods
+to their pool's nodes, so that Kueue gives them that pool's ResourceFlavor and no other.
 """
 
 from __future__ import annotations
@@ -55,6 +67,14 @@ TRAINING_COMPONENT = "training"
 PART_OF = "eks-gpu-training"
 TRAINER_CONTAINER = "trainer"
 SHM_VOLUME = "dshm"
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+"""The label that hands a Job to Kueue: the LocalQueue it is submitted to (Kueue docs-jobs.md)."""
+TOPOLOGY_ANNOTATIONS = {
+    "preferred": "kueue.x-k8s.io/podset-preferred-topology",
+    "required": "kueue.x-k8s.io/podset-required-topology",
+}
+"""Pod-template annotations of a Kueue topology request, by mode (Kueue docs-topology_aware_scheduling.md,
+"User-facing APIs")."""
 SKIP_AWAIT_ANNOTATION = "pulumi.com/skipAwait"
 """Tells pulumi-kubernetes not to wait for a Job to complete: a training run takes hours, and a
 suspended Job never starts."""
@@ -109,11 +129,26 @@ class TrainingJobSpec:
     """Pod failures tolerated before the Job fails. Default: 0."""
     rendezvous_port: int = TORCHRUN_PORT
     """torchrun rendezvous port on rank 0. Default: 29500."""
+    queue_name: Optional[str] = None
+    """Kueue LocalQueue the Job is submitted to (the Job is then created suspended, for Kueue to resume). Default: none (no Kueue)."""
+    topology_mode: Optional[str] = None
+    """Kueue topology request, ``preferred`` or ``required`` (needs ``queue_name`` and ``topology_level``). Default: none."""
+    topology_level: Optional[str] = None
+    """Node label of the topology level requested, e.g. ``topology.k8s.aws/network-node-layer-3``. Default: none."""
+    pool_selector: Optional[tuple[str, str]] = None
+    """Node label (key, value) the pods must have: their pool's. Default: none (any GPU node of the types)."""
     revision: int = 1
     """Run of the job; each revision is a Job of its own (``job_name``). Default: 1."""
     service_account: Optional[str] = None
     """ServiceAccount the pods run as (its EKS Pod Identity role gives them AWS credentials). Default:
     none (the namespace's default account)."""
+
+    @property
+    def topology_request(self) -> Optional[tuple[str, str]]:
+        """The pod-template annotation of the Kueue topology request (key, level), if any."""
+        if self.queue_name is None or self.topology_mode is None or self.topology_level is None:
+            return None
+        return TOPOLOGY_ANNOTATIONS[self.topology_mode], self.topology_level
 
     @property
     def multi_node(self) -> bool:
@@ -221,11 +256,20 @@ def one_pod_per_node(selector: dict[str, Any]) -> dict[str, Any]:
 
 
 def training_affinity(spec: TrainingJobSpec) -> dict[str, Any]:
-    """GPU nodes of the allowed types, one pod per node, close together on the network (see the module docstring)."""
+    """GPU nodes of the allowed types (and pool), one pod per node, close together on the network
+    unless Kueue places the pods (see the module docstring)."""
     selector = app_selector(spec)
-    return {
-        "nodeAffinity": gpu_node_affinity(label_in(INSTANCE_TYPE_KEY, spec.instance_types)),
+    requirements = [label_in(INSTANCE_TYPE_KEY, spec.instance_types)]
+    if spec.pool_selector is not None:
+        requirements.append(label_in(spec.pool_selector[0], [spec.pool_selector[1]]))
+    affinity: dict[str, Any] = {
+        "nodeAffinity": gpu_node_affinity(*requirements),
         "podAntiAffinity": one_pod_per_node(selector),
+    }
+    if spec.topology_request is not None:
+        return affinity
+    return {
+        **affinity,
         "podAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [
                 {"weight": 100, "podAffinityTerm": {"labelSelector": selector, "topologyKey": network_layer_key(3)}},
@@ -236,14 +280,18 @@ def training_affinity(spec: TrainingJobSpec) -> dict[str, Any]:
 
 
 def training_topology_spread(spec: TrainingJobSpec) -> list[dict[str, Any]]:
-    """One pod per node (hostname, DoNotSchedule); away from other training apps' switches (layer 2, ScheduleAnyway)."""
+    """One pod per node (hostname, DoNotSchedule); away from other training apps' switches (layer 2,
+    ScheduleAnyway) unless Kueue places the pods."""
+    per_node = {
+        "maxSkew": 1,
+        "topologyKey": HOSTNAME_KEY,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": spec.app_label}},
+    }
+    if spec.topology_request is not None:
+        return [per_node]
     return [
-        {
-            "maxSkew": 1,
-            "topologyKey": HOSTNAME_KEY,
-            "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": {"app": spec.app_label}},
-        },
+        per_node,
         {
             "maxSkew": 1,
             "topologyKey": network_layer_key(2),
@@ -332,11 +380,25 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
         # Without ClusterFirstWithHostNet a host-network pod resolves through the node's resolver and
         # cannot find the rendezvous Service.
         pod.update(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet")
-    return {"metadata": {"labels": training_labels(spec)}, "spec": pod}
+    metadata: dict[str, Any] = {"labels": training_labels(spec)}
+    if spec.queue_name is not None:
+        metadata["labels"][QUEUE_NAME_LABEL] = spec.queue_name
+    if spec.topology_request is not None:
+        key, level = spec.topology_request
+        metadata["annotations"] = {key: level}
+    return {"metadata": metadata, "spec": pod}
 
 
 def _metadata(spec: TrainingJobSpec) -> dict[str, Any]:
     return {"name": spec.name, "namespace": spec.namespace, "labels": training_labels(spec)}
+
+
+def job_metadata(spec: TrainingJobSpec) -> dict[str, Any]:
+    """The Job's metadata: the app's, plus Kueue's queue label when the Job is queued."""
+    metadata = _metadata(spec)
+    if spec.queue_name is not None:
+        metadata["labels"][QUEUE_NAME_LABEL] = spec.queue_name
+    return metadata
 
 
 def training_job(spec: TrainingJobSpec) -> dict[str, Any]:
@@ -344,13 +406,15 @@ def training_job(spec: TrainingJobSpec) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {**_metadata(spec), "name": spec.job_name},
+        "metadata": {**job_metadata(spec), "name": spec.job_name},
         "spec": {
             "completionMode": "Indexed",
             "completions": spec.nodes,
             "parallelism": spec.nodes,
             "backoffLimit": spec.backoff_limit,
-            "suspend": spec.suspend,
+            # A queued Job starts suspended and Kueue resumes it on admission; created running, its
+            # pods could start before Kueue's webhook suspends it.
+            "suspend": spec.suspend or spec.queue_name is not None,
             "template": training_pod_template(spec),
         },
     }
@@ -438,6 +502,11 @@ def validate_training_job(spec: TrainingJobSpec, path: str) -> list[Problem]:
     smallest_memory = min(f.memory_mib for f in types.values())
     if spec.memory is not None and parse_quantity(spec.memory) > smallest_memory * MIB:
         problem("memory", f"{spec.memory} exceeds the {memory_quantity(smallest_memory)} of the smallest allowed node")
+
+    if spec.topology_mode is not None and spec.topology_mode not in TOPOLOGY_ANNOTATIONS:
+        problem("topology", f"'{spec.topology_mode}' is not a Kueue topology mode; allowed: {', '.join(TOPOLOGY_ANNOTATIONS)}")
+    elif spec.topology_mode is not None and (spec.queue_name is None or spec.topology_level is None):
+        problem("topology", "a topology request needs a queue (queue_name) and a level (topology_level): only Kueue reads it")
 
     for name in spec.env:
         if name in GENERATED_ENV:

@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 
 from ..config import ConfigError, Problem
 from .templates import (
+    QUEUE_NAME_LABEL,
     SKIP_AWAIT_ANNOTATION,
     TrainingJobSpec,
     rendezvous_service,
@@ -25,7 +26,10 @@ JOB_OPTIONS = dict(
     # kubernetes.io/docs/concepts/workloads/controllers/job), so any change to the spec would replace
     # the Job and kill the run. While a revision exists, its spec is left alone, suspension included
     # (a Job resumed with kubectl keeps running across `pulumi up`).
-    ignore_changes=["spec"],
+    # The queue label too: moving a held Job to the open queue (kubectl label) submits it to Kueue,
+    # whose webhook refuses a queue change once the Job is no longer suspended (kubernetes-sigs/kueue
+    # pkg/controller/jobframework/validation.go, validateUpdateForQueueName).
+    ignore_changes=["spec", f'metadata.labels["{QUEUE_NAME_LABEL}"]'],
     # A new revision is a new resource (``job_resource_name``): the old one leaves the program, and
     # its Job is left to finish instead of being deleted; so is the Job of an app removed from the stack.
     retain_on_delete=True,
@@ -63,6 +67,9 @@ class TrainingJob(pulumi.ComponentResource):
     Pass the cluster's Kubernetes provider in ``opts`` (``providers={"kubernetes": provider}``), and
     make the component depend on the PriorityClass, namespace and ServiceAccount it uses and the Pod
     Identity association of that ServiceAccount (its children wait for them).
+
+    A queued Job (``queue_name``) is created suspended and Kueue resumes it once it admits the whole
+    job; a held one waits in the held LocalQueue until its queue label is changed to the open queue.
     """
 
     job_name: pulumi.Output[str]

@@ -71,12 +71,13 @@ def check_render(render_dir: Path, reference: Optional[Path] = None) -> Report:
     }
     if reference is None:
         report.skipped.append(
-            "upstream reference folder absent: custom resources (Karpenter) and Helm values keys are not checked"
+            "upstream reference folder absent: custom resources (Karpenter, Kueue) and Helm values keys are not checked"
         )
 
     crds = CustomResourceSchemas()
     if reference is not None:
-        crds.add_files(sorted(reference.glob("*/*.yaml")))
+        # Karpenter's CRDs sit at karpenter-*/, Kueue's in kueue-*/crds/.
+        crds.add_files(sorted([*reference.glob("*/*.yaml"), *reference.glob("*/crds/*.yaml")]))
     for filename, obj in manifests:
         if isinstance(obj, dict) and obj.get("kind") == "CustomResourceDefinition":
             crds.add(obj, filename)

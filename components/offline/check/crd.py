@@ -109,7 +109,12 @@ class CelRules:
             if "oldSelf" in rule:
                 outcome.skipped.append(where)
                 continue
-            result = self._program(rule).evaluate({"self": celpy.json_to_cel(value)})
+            try:
+                result = self._program(rule).evaluate({"self": celpy.json_to_cel(value)})
+            except celpy.CELEvalError as error:
+                # A rule that reads a field the object lacks is an error, and the API server refuses
+                # the object for it (Kueue's flavor rule ``self.nodeLabels.size() >= 1`` without nodeLabels).
+                result = error
             outcome.evaluated.append(where)
             if result is not True and result != celtypes.BoolType(True):
                 failure = f"{path or '/'}: {validation.get('message', rule)} ({result!r})"

@@ -35,6 +35,7 @@ PINNED_CHART_VALUES: dict[str, dict[str, tuple[tuple[str, tuple[str, ...]], ...]
     "karpenter-crd": {"1.14.1": (("charts/karpenter-crd-1.14.1/values.yaml", ()),)},
     "aws-efa-k8s-device-plugin": {"0.5.30": (("efa-device-plugin/values-v0.5.30.yaml", ()),)},
     "eks-node-monitoring-agent": {"1.7.0": (("eks-node-monitoring-agent-1.7.0/chart-values.yaml", ()),)},
+    "kueue": {"0.19.2": (("charts/kueue-0.19.2/values.yaml", ()),)},
 }
 """Upstream values files in the reference folder (see its README for where each comes from)."""
 

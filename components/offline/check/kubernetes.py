@@ -5,7 +5,8 @@ resources against their CustomResourceDefinition (``crd``): defaults applied, th
 it preserves unknown fields), and the CRD's CEL rules.
 
 CRDs come from the render itself (a ``CustomResourceDefinition`` manifest) and from the upstream
-reference folder (Karpenter's, ``../shared/reference/karpenter-*/``).
+reference folder (Karpenter's, ``../shared/reference/karpenter-*/``; Kueue's,
+``../shared/reference/kueue-*/crds/``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,176 @@
+"""Kueue as a Helm release: the controller that admits training jobs whole, on system nodes.
+
+``kueue_values`` is pure: the chart's values, with Kueue's own configuration
+(``managerConfig.controllerManagerConfigYaml``) built from a plain dict and dumped by PyYAML, so
+tests can check it without a cluster. Kueue's CRDs are templates of its chart, so its custom
+resources (Topology, ResourceFlavors, queues: ``workloads/queues.py``) wait for this release.
+
+Kueue's configuration differs from the chart's default in five ways, each for training jobs:
+
+- ``waitForPodsReady`` is on: a job must have every pod Ready within ``podsReadyTimeoutMinutes``
+  of admission, else Kueue evicts and requeues it, with backoff, and gives its quota back. With
+  ``blockAdmission`` Kueue admits the next job only once the last admitted one's pods are all
+  Ready, so two jobs can never each hold part of the fleet while waiting for the rest;
+- only the training namespaces are Kueue's (``managedJobsNamespaceSelector``): the chart gives
+  Kueue's webhooks that selector, so a Job anywhere else (the GPU Operator's, a smoke test in
+  another namespace) never waits on Kueue, and cannot fail while Kueue is down;
+- only the ``batch/job`` integration: the stack's jobs are Indexed Jobs, and the chart makes a
+  framework's webhooks fail closed (``failurePolicy: Fail``) only when the framework is on, so no
+  pod creation depends on Kueue;
+- EFA devices and hugepages are left out of admission (``excludeResourcePrefixes``): the
+  ClusterQueues count what the namespace ResourceQuota counts (GPUs, CPU, memory), and Kueue
+  refuses a workload requesting a resource its ClusterQueue does not cover;
+- the image is the release's own on registry.k8s.io: the chart's default is a staging image
+  (``release-0.19``, ``pullPolicy: Always``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from ..aws.cluster import ClusterRef
+from ..config import KueueConfig
+from ..facts.gpu_nodes import EFA_RESOURCE
+
+KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+"""Kueue's chart (kubernetes-sigs/kueue's OCI repository on registry.k8s.io)."""
+
+KUEUE_IMAGE = "registry.k8s.io/kueue/kueue"
+"""The controller image of Kueue's releases; the tag is ``v<chart version>``."""
+
+KUEUE_NAMESPACE = "kueue-system"
+"""Kueue's namespace, as upstream installs it; Kueue's default configuration leaves Jobs here unmanaged."""
+
+KUEUE_RELEASE_TIMEOUT_SECONDS = 300
+"""How long Helm waits for the controllers to be Ready: like Karpenter's controller, they wait for
+system nodes only. The release is atomic like every release of the stack (Helm waits, and a failed
+install or upgrade is rolled back and cleaned up): Kueue's webhooks validate its own custom
+resources, so they must answer before the Topology, flavors and queues are created, and a Kueue pod
+is Ready only once its webhooks answer (Kueue v0.5.3 release notes, kubernetes-sigs/kueue#1682)."""
+
+CONTROLLER_REPLICAS = 2
+"""Two controllers (one leader, both serving the webhooks): a Job cannot be created in a managed
+namespace while Kueue's webhook does not answer, so one pod's restart must not stop job creation."""
+
+CONTROLLER_TOLERATIONS = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
+"""As Karpenter's: no GPU toleration, so the controller keeps running when every GPU node is gone."""
+
+EXCLUDED_RESOURCE_PREFIXES = (EFA_RESOURCE, "hugepages-")
+"""Resources Kueue ignores at admission: EFA devices and EFA's hugepages (see the module docstring)."""
+
+REQUEUE_BACKOFF_BASE_SECONDS = 60
+REQUEUE_BACKOFF_MAX_SECONDS = 3600
+"""Backoff of a job evicted for not being Ready in time: a minute, doubling up to an hour (the
+chart's commented example), so a job that cannot start does not block the queue in a tight loop."""
+
+
+def managed_namespaces_selector(namespaces: Sequence[str]) -> dict[str, Any]:
+    """Label selector of the namespaces whose Jobs Kueue manages: the training namespaces, by name
+    (every namespace carries ``kubernetes.io/metadata.name``). Without any, a selector that matches
+    none: ``In`` takes no empty list."""
+    if not namespaces:
+        return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "DoesNotExist"}]}
+    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}]}
+
+
+def kueue_manager_config(config: KueueConfig, namespaces: Sequence[str]) -> dict[str, Any]:
+    """Kueue's ``Configuration`` (config.kueue.x-k8s.io/v1beta2) for the training ``namespaces``:
+    the chart's default with the changes of the module docstring."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": 10,
+                "LocalQueue.kueue.x-k8s.io": 5,
+                "ClusterQueue.kueue.x-k8s.io": 5,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
+        "clientConnection": {"qps": 300, "burst": 500},
+        "waitForPodsReady": {
+            "timeout": f"{config.pods_ready_timeout_minutes}m",
+            "recoveryTimeout": f"{config.recovery_timeout_minutes}m",
+            "blockAdmission": True,
+            "requeuingStrategy": {
+                "timestamp": "Eviction",
+                "backoffBaseSeconds": REQUEUE_BACKOFF_BASE_SECONDS,
+                "backoffMaxSeconds": REQUEUE_BACKOFF_MAX_SECONDS,
+            },
+        },
+        "managedJobsNamespaceSelector": managed_namespaces_selector(namespaces),
+        "integrations": {"frameworks": ["batch/job"]},
+        "resources": {"excludeResourcePrefixes": list(EXCLUDED_RESOURCE_PREFIXES)},
+    }
+
+
+def kueue_values(config: KueueConfig, namespaces: Sequence[str], system_node_selector: Mapping[str, str]) -> dict[str, Any]:
+    """Helm values of the ``kueue`` chart (keys checked against the chart's values.yaml by ``check``)."""
+    return {
+        "controllerManager": {
+            "manager": {"image": {"repository": KUEUE_IMAGE, "tag": f"v{config.chart_version}", "pullPolicy": "IfNotPresent"}},
+            "replicas": CONTROLLER_REPLICAS,
+            "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+            "nodeSelector": {"kubernetes.io/os": "linux", **system_node_selector},
+            "tolerations": CONTROLLER_TOLERATIONS,
+        },
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(config, namespaces), sort_keys=False)},
+    }
+
+
+@dataclass
+class KueueArgs:
+    """Arguments of ``Kueue``."""
+
+    cluster: ClusterRef
+    """The cluster to install into (its provider, readiness and system node selector)."""
+    config: KueueConfig
+    """Chart version and admission timeouts."""
+    namespaces: Sequence[str]
+    """The training namespaces: Kueue manages Jobs there and nowhere else."""
+
+
+class Kueue(pulumi.ComponentResource):
+    """The ``kueue-system`` namespace and the Kueue Helm release in it."""
+
+    values: dict[str, Any]
+    """The release's values (plain data)."""
+    release: k8s.helm.v3.Release
+    """The Helm release; Kueue's custom resources depend on it (its CRDs are chart templates)."""
+
+    def __init__(self, name: str, args: KueueArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("eks-gpu-training:index:Kueue", name, None, opts)
+        ref = args.cluster
+        ready = list(ref.ready)
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={"name": KUEUE_NAMESPACE},
+            opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=ready),
+        )
+        self.values = kueue_values(args.config, args.namespaces, ref.system_node_selector)
+        self.release = k8s.helm.v3.Release(
+            f"{name}-release",
+            name="kueue",
+            chart=KUEUE_CHART,
+            version=args.config.chart_version,
+            namespace=namespace.metadata.name,
+            create_namespace=False,
+            values=self.values,
+            atomic=True,
+            cleanup_on_fail=True,
+            timeout=KUEUE_RELEASE_TIMEOUT_SECONDS,
+            opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=[*ready, namespace]),
+        )
+        self.namespace = namespace.metadata.name
+        self.register_outputs({"namespace": self.namespace})

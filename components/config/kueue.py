@@ -1,0 +1,49 @@
+"""Kueue's configuration: the controller release, its all-or-nothing admission and the default
+topology request of training jobs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from .base import _Model, supported_version
+
+KUEUE_CHART_VERSIONS = ("0.19.2",)
+"""Kueue chart versions this library derives values and custom resources for: the CRDs, chart and
+docs the tests check against are those of kubernetes-sigs/kueue v0.19.2."""
+
+TOPOLOGY_MODES = ("preferred", "required")
+"""How a training job asks Kueue for a network block: ``kueue.x-k8s.io/podset-preferred-topology``
+(the block at the level if one has room, else the next level up, else spread) or
+``kueue.x-k8s.io/podset-required-topology`` (that block or nothing)."""
+
+PODS_READY_TIMEOUT_MINUTES = 30
+"""Minutes from admission until every pod of a job must be Ready, else Kueue evicts and requeues it.
+A cold GPU node takes minutes before it is Ready at all (a Karpenter p5 launch, EFA and GPU
+daemons), and a training image of 10-20 GB then takes several more minutes to pull and unpack on
+250 MiB/s gp3 (the pools' root volume throughput); 30 minutes covers both with room, while a job
+that can never start (no capacity behind its quota) gives its quota back within the half hour."""
+
+RECOVERY_TIMEOUT_MINUTES = 15
+"""Minutes a running job may have a pod not Ready (a rank restarting, a node replaced) before Kueue
+evicts and requeues it. The image is cached on the job's nodes, so a restart is quick; a replacement
+node has to boot and pull the image, which the quarter of an hour allows for."""
+
+
+class KueueConfig(_Model):
+    """Kueue: all-or-nothing, topology-aware admission of training jobs (one ClusterQueue per
+    training namespace, one ResourceFlavor per GPU pool)."""
+
+    enabled: bool = False
+    """Install Kueue, its Topology, ResourceFlavors and queues, and queue the stack's training jobs through it. Default: false."""
+    chart_version: Annotated[str, supported_version(KUEUE_CHART_VERSIONS)] = KUEUE_CHART_VERSIONS[0]
+    """Version of the `kueue` chart (oci://registry.k8s.io/kueue/charts). Default: 0.19.2."""
+    topology_mode: Literal["preferred", "required"] = "preferred"
+    """Topology request of jobs on pools with a topology (managed pools with nodes): `preferred` falls back to a wider network block, `required` waits for the block. Default: preferred."""
+    topology_layer: int = Field(default=3, ge=1, le=3)
+    """`topology.k8s.aws/network-node-layer-N` the request names (3: the switch closest to the instances). Default: 3."""
+    pods_ready_timeout_minutes: int = Field(default=PODS_READY_TIMEOUT_MINUTES, ge=1, le=1440)
+    """Minutes after admission until all of a job's pods must be Ready, else it is evicted and requeued (cold GPU node plus a multi-GB image pull). Default: 30."""
+    recovery_timeout_minutes: int = Field(default=RECOVERY_TIMEOUT_MINUTES, ge=1, le=1440)
+    """Minutes a running job may miss a Ready pod before it is evicted and requeued. Default: 15."""

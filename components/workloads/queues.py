@@ -1,0 +1,373 @@
+"""Kueue's objects for the GPU fleet: the network Topology, one ResourceFlavor per GPU pool, one
+ClusterQueue per training namespace and its LocalQueues, and the rules that keep them admissible.
+
+Who decides what:
+
+- **quota**: the namespace's ResourceQuota (``scheduling_policies.py``) and its ClusterQueue hold the
+  same numbers, both from ``fleet_capacity.py``: each flavor's nominal quota is its pool's capacity
+  (capped at the namespace's quota), and the flavors together never exceed the ResourceQuota, so
+  Kueue never admits a pod the ResourceQuota would then refuse (kubernetes-sigs/kueue#1403);
+- **admission**: Kueue admits a job whole or not at all (quota for every pod, and with a topology
+  request, Ready nodes for every pod in one network block), then resumes it;
+- **placement**: on a topology flavor Kueue picks each pod's node; on a quota-only flavor the
+  kube-scheduler places the pods and Karpenter launches the nodes;
+- **priority**: the pods' PriorityClass (the seed's three), which Kueue reads as the workload's
+  priority; within a ClusterQueue a higher priority preempts a lower one.
+
+Topology-aware scheduling counts the allocatable capacity of nodes that are Ready now (Kueue TAS
+docs, "Capacity calculation"); its only autoscaler integration is the cluster autoscaler's
+ProvisioningRequest admission check, which Karpenter does not implement. A topology flavor on a
+pool that starts from zero would never admit a job, so only pools whose nodes exist (a managed node
+group's ``minSize`` nodes, a Capacity Block) and carry EC2's network-layer labels get
+``topologyName``; Karpenter pools, pools at zero and instance types without EC2 topology get
+quota-only flavors, and jobs on them carry no topology request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Mapping, Optional, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from ..config import ConfigError, GpuNodeGroupConfig, GpuTrainingPlatformArgs, KueueConfig, Problem, TrainingAppConfig
+from ..facts.catalog import eks_labels_topology
+from ..facts.gpu_nodes import (
+    GPU_POOL_KEY,
+    GPU_RESOURCE,
+    HOSTNAME_KEY,
+    KARPENTER_NODEPOOL_LABEL,
+    gpu_toleration,
+    network_layer_key,
+)
+from ..facts.quantity import cpu_quantity, memory_quantity, parse_quantity
+from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, resolve_quota
+from .templates import PART_OF
+from .training_job import _dependencies
+
+KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
+"""The storage version of Kueue 0.19's CRDs (kueue-0.19.2/crds)."""
+
+TOPOLOGY_NAME = "aws-network"
+"""The Topology every topology flavor names."""
+
+TOPOLOGY_LEVELS = (network_layer_key(1), network_layer_key(2), network_layer_key(3), HOSTNAME_KEY)
+"""EC2's network hierarchy from the top (layer 1) down to the node: the labels EKS sets from
+DescribeInstanceTopology (and the topology labeler fills in). The node level lets Kueue pick each
+pod's node and replace a failed one (TAS docs, "Hot swap support")."""
+
+LOCAL_QUEUE = "gpu-queue"
+"""The LocalQueue of each training namespace that jobs are submitted to."""
+
+HELD_LOCAL_QUEUE = "gpu-queue-held"
+"""A LocalQueue of each training namespace with ``stopPolicy: Hold``: jobs the stack creates with
+``job.suspend`` wait here, queued but never admitted, until relabelled to ``gpu-queue``."""
+
+QUOTA_RESOURCES = ("cpu", "memory", GPU_RESOURCE)
+"""What a ClusterQueue counts: the resources the namespace ResourceQuota limits (``requests.*``)."""
+
+
+@dataclass(frozen=True)
+class PoolFlavor:
+    """The ResourceFlavor of one GPU pool."""
+
+    name: str
+    """Flavor name: the pool's, ``karpenter-<pool>`` for Karpenter pools, ``-tas`` appended for topology flavors."""
+    capacity: PoolCapacity
+    """The pool's capacity (its nominal quota)."""
+    node_label: tuple[str, str]
+    """The node label only the pool's nodes carry."""
+    topology_nodes: int
+    """Nodes that exist whatever the load, which topology-aware scheduling can count; 0: a quota-only flavor."""
+
+    @property
+    def topology(self) -> bool:
+        return self.topology_nodes > 0
+
+
+def topology_nodes(capacity: PoolCapacity) -> int:
+    """Nodes of a pool that exist without pending pods and carry the network-layer labels: a managed
+    pool's ``minSize`` (a Capacity Block's nodes run for the whole block, its ``maxSize``); none for
+    Karpenter pools, nor for instance types EC2 reports no network topology for (their nodes lack
+    the Topology's levels, so topology-aware scheduling has no place for them)."""
+    pool = capacity.pool
+    if not isinstance(pool, GpuNodeGroupConfig) or not eks_labels_topology(pool.instance_types):
+        return 0
+    return pool.max_size if pool.capacity_type == "CAPACITY_BLOCK" else pool.min_size
+
+
+def pool_flavor(capacity: PoolCapacity) -> PoolFlavor:
+    """The flavor of one pool (see ``PoolFlavor``)."""
+    managed = isinstance(capacity.pool, GpuNodeGroupConfig)
+    nodes = topology_nodes(capacity)
+    base = capacity.pool.name if managed else f"karpenter-{capacity.pool.name}"
+    # nodeLabels and topologyName of a topology flavor are immutable (CEL rules of the CRD), so a
+    # flavor that gains or loses its topology gets a new name: Pulumi creates it, moves the
+    # ClusterQueue over, then deletes the old one once nothing references it.
+    return PoolFlavor(
+        name=f"{base}-tas" if nodes else base,
+        capacity=capacity,
+        node_label=(GPU_POOL_KEY, capacity.pool.name) if managed else (KARPENTER_NODEPOOL_LABEL, capacity.pool.name),
+        topology_nodes=nodes,
+    )
+
+
+def pool_flavors(args: GpuTrainingPlatformArgs) -> list[PoolFlavor]:
+    """One flavor per GPU pool, managed pools first."""
+    return [pool_flavor(c) for c in fleet_capacity(args)]
+
+
+def app_topology(app: TrainingAppConfig, flavor: PoolFlavor, kueue: KueueConfig) -> Optional[str]:
+    """The app's topology request mode: its own ``topology``, else ``kueue.topologyMode`` on a
+    topology flavor and none on a quota-only one."""
+    if app.topology is not None:
+        return None if app.topology == "none" else app.topology
+    return kueue.topology_mode if flavor.topology else None
+
+
+# --- Kubernetes objects -------------------------------------------------------------------------
+
+
+def _metadata(name: str, namespace: Optional[str] = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/part-of": PART_OF}}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    return metadata
+
+
+def topology() -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "Topology",
+        "metadata": _metadata(TOPOLOGY_NAME),
+        "spec": {"levels": [{"nodeLabel": level} for level in TOPOLOGY_LEVELS]},
+    }
+
+
+def resource_flavor(flavor: PoolFlavor) -> dict[str, Any]:
+    """The pool's nodes by its label; the GPU toleration added to admitted pods; the Topology on topology flavors."""
+    key, value = flavor.node_label
+    spec: dict[str, Any] = {"nodeLabels": {key: value}, "tolerations": [gpu_toleration()]}
+    if flavor.topology:
+        spec["topologyName"] = TOPOLOGY_NAME
+    return {"apiVersion": KUEUE_API_VERSION, "kind": "ResourceFlavor", "metadata": _metadata(flavor.name), "spec": spec}
+
+
+def _capacity_quota(capacity: PoolCapacity) -> dict[str, str]:
+    return {
+        "cpu": cpu_quantity(1000 * capacity.nodes * capacity.vcpus_per_node),
+        "memory": memory_quantity(capacity.nodes * capacity.memory_mib_per_node),
+        GPU_RESOURCE: str(capacity.gpus),
+    }
+
+
+def _namespace_limits(quota: ResolvedQuota) -> dict[str, str]:
+    return {"cpu": quota.cpu, "memory": quota.memory, GPU_RESOURCE: str(quota.gpus)}
+
+
+def flavor_quotas(flavors: Sequence[PoolFlavor], quota: ResolvedQuota) -> dict[str, dict[str, str]]:
+    """Nominal quota per flavor and resource: the pool's capacity, at most the namespace's quota."""
+    limits = _namespace_limits(quota)
+    result = {}
+    for flavor in flavors:
+        own = _capacity_quota(flavor.capacity)
+        result[flavor.name] = {r: own[r] if parse_quantity(own[r]) <= parse_quantity(limits[r]) else limits[r] for r in QUOTA_RESOURCES}
+    return result
+
+
+def quota_totals(quotas: dict[str, dict[str, str]]) -> dict[str, Fraction]:
+    """What a ClusterQueue admits at most, per resource: its flavors' quotas together."""
+    return {r: sum((parse_quantity(q[r]) for q in quotas.values()), Fraction(0)) for r in QUOTA_RESOURCES}
+
+
+def cluster_queue(namespace: str, quotas: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """The namespace's ClusterQueue: only its own namespace's LocalQueues, every pool's flavor, and
+    preemption of lower-priority workloads (the seed's classes: training-critical over
+    evaluation-normal over data-prep-low)."""
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": _metadata(namespace),
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "queueingStrategy": "BestEffortFIFO",
+            "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"},
+            # Without a GPU pool there is no flavor, and the queue admits nothing until one is added.
+            "resourceGroups": [
+                {
+                    "coveredResources": list(QUOTA_RESOURCES),
+                    "flavors": [
+                        {"name": name, "resources": [{"name": r, "nominalQuota": q[r]} for r in QUOTA_RESOURCES]}
+                        for name, q in quotas.items()
+                    ],
+                }
+            ]
+            if quotas
+            else [],
+        },
+    }
+
+
+def local_queue(namespace: str, name: str, held: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {"clusterQueue": namespace}
+    if held:
+        spec["stopPolicy"] = "Hold"
+    return {"apiVersion": KUEUE_API_VERSION, "kind": "LocalQueue", "metadata": _metadata(name, namespace), "spec": spec}
+
+
+# --- rules ----------------------------------------------------------------------------------------
+
+
+def validate_kueue(args: GpuTrainingPlatformArgs) -> list[Problem]:
+    """Combinations Kueue could never admit, and quotas Kueue could exceed."""
+    kueue = args.kueue
+    apps = args.scheduling.training_apps
+    if not kueue.enabled:
+        return [
+            Problem(f"scheduling.trainingApps[{i}].topology", "is only used with kueue.enabled: true")
+            for i, app in enumerate(apps)
+            if app.topology is not None
+        ]
+    flavors = pool_flavors(args)
+    problems = []
+    for i, namespace in enumerate(args.scheduling.namespaces):
+        quota = resolve_quota(namespace.quota, args)
+        totals = quota_totals(flavor_quotas(flavors, quota))
+        limits = _namespace_limits(quota)
+        for key, resource in (("gpus", GPU_RESOURCE), ("cpu", "cpu"), ("memory", "memory")):
+            if totals[resource] > parse_quantity(limits[resource]):
+                problems.append(
+                    Problem(
+                        f"scheduling.namespaces[{i}].quota.{key}",
+                        f"{limits[resource]} is less than the pools' capacities together, which Kueue's ClusterQueue holds per pool "
+                        f"(each capped at this quota), so Kueue could admit pods this ResourceQuota then refuses "
+                        f"(kubernetes-sigs/kueue#1403); leave it unset (the fleet's capacity), or run a single GPU pool",
+                    )
+                )
+    names = [f.name for f in flavors]
+    for i, flavor in enumerate(flavors):
+        if names.index(flavor.name) != i:
+            problems.append(
+                Problem(
+                    f"{flavor.capacity.path}.name",
+                    f"gives the ResourceFlavor name '{flavor.name}' that {flavors[names.index(flavor.name)].capacity.path} has too; rename the pool",
+                )
+            )
+    by_pool = {f.capacity.pool.name: f for f in flavors}
+    for i, app in enumerate(apps):
+        flavor = by_pool.get(app.pool) if app.pool is not None else (flavors[0] if len(flavors) == 1 else None)
+        if flavor is None:
+            continue  # the scheduling rules report the unknown pool
+        path = f"scheduling.trainingApps[{i}]"
+        mode = app_topology(app, flavor, kueue)
+        if mode is not None and not flavor.topology:
+            problems.append(
+                Problem(
+                    f"{path}.topology",
+                    f"'{mode}' needs Ready nodes with network-layer labels, but {flavor.capacity.path} has none that always "
+                    "exist (a Karpenter pool, minSize 0, or instance types EC2 reports no topology for): Kueue's topology-aware "
+                    "scheduling counts only Ready nodes and cannot make Karpenter launch any, so the job would never be admitted; "
+                    "set topology: none, or run the app on a managed pool with minSize > 0",
+                )
+            )
+        elif mode is not None and app.instance_types is not None and set(app.instance_types) < set(flavor.capacity.pool.instance_types):
+            problems.append(
+                Problem(
+                    f"{path}.instanceTypes",
+                    f"narrows {flavor.capacity.path}'s types, but with a topology request Kueue picks the nodes among all of "
+                    "the pool's by their labels, node selector and tolerations, and may pick a node the pods' instance-type "
+                    "affinity refuses; leave instanceTypes unset, or set topology: none",
+                )
+            )
+        elif mode is not None and app.nodes > flavor.topology_nodes:
+            problems.append(
+                Problem(
+                    f"{path}.nodes",
+                    f"{app.nodes} pods, one per node, with a topology request need {app.nodes} Ready nodes, but "
+                    f"{flavor.capacity.path} keeps {flavor.topology_nodes} (its minSize): the job would never be admitted; "
+                    "raise minSize, or set topology: none",
+                )
+            )
+    return problems
+
+
+# --- component ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NamespaceQueues:
+    """A training namespace's ClusterQueue quotas (``flavor_quotas``)."""
+
+    namespace: str
+    """The namespace (also the ClusterQueue's name)."""
+    quotas: dict[str, dict[str, str]]
+    """Nominal quota per flavor name and resource."""
+
+
+@dataclass
+class KueueQueuesArgs:
+    """Arguments of ``KueueQueues``."""
+
+    flavors: Sequence[PoolFlavor]
+    """One flavor per GPU pool (``pool_flavors``)."""
+    namespaces: Sequence[NamespaceQueues]
+    """The training namespaces with their quotas."""
+    namespace_resources: Mapping[str, pulumi.Resource] = field(default_factory=dict)
+    """The Namespace resources by name, which the LocalQueues in them wait for. Default: none (the namespaces exist)."""
+
+
+def kueue_queues_args(args: GpuTrainingPlatformArgs, namespace_resources: Optional[Mapping[str, pulumi.Resource]] = None) -> KueueQueuesArgs:
+    """The stack's flavors and queues; call it on arguments that passed ``validate_kueue``."""
+    flavors = pool_flavors(args)
+    return KueueQueuesArgs(
+        flavors=flavors,
+        namespaces=[NamespaceQueues(ns.name, flavor_quotas(flavors, resolve_quota(ns.quota, args))) for ns in args.scheduling.namespaces],
+        namespace_resources=dict(namespace_resources or {}),
+    )
+
+
+class KueueQueues(pulumi.ComponentResource):
+    """Kueue's Topology, a ResourceFlavor per GPU pool, and per training namespace a ClusterQueue with
+    its LocalQueues. Pass the cluster's Kubernetes provider in ``opts`` and make it depend on the
+    Kueue release (its CRDs and webhooks); the LocalQueues also wait for ``namespace_resources``."""
+
+    cluster_queue_names: pulumi.Output[list[str]]
+    """The ClusterQueues, one per namespace."""
+
+    def __init__(self, name: str, args: KueueQueuesArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        known = {f.name for f in args.flavors}
+        problems = [
+            Problem(f"KueueQueues({name}).namespaces[{i}].quotas.{flavor}", "names no flavor of `flavors`")
+            for i, ns in enumerate(args.namespaces)
+            for flavor in ns.quotas
+            if flavor not in known
+        ]
+        if problems:
+            raise ConfigError(problems)
+        super().__init__("eks-gpu-training:index:KueueQueues", name, None, opts)
+        # Children do not inherit the component's dependencies: each waits for the Kueue release (its
+        # CRDs and webhooks) and the namespaces itself.
+        after = _dependencies(opts)
+
+        def create(role: str, body: dict[str, Any], depends_on: Sequence[pulumi.Resource] = ()) -> k8s.apiextensions.CustomResource:
+            return k8s.apiextensions.CustomResource(
+                f"{name}-{role}",
+                api_version=body["apiVersion"],
+                kind=body["kind"],
+                metadata=body["metadata"],
+                spec=body["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*after, *depends_on]),
+            )
+
+        created = [create("topology", topology())]
+        created += [create(f"flavor-{f.capacity.pool.name}-{'managed' if isinstance(f.capacity.pool, GpuNodeGroupConfig) else 'karpenter'}", resource_flavor(f), created[:1]) for f in args.flavors]
+        for ns in args.namespaces:
+            queue = create(f"{ns.namespace}-cluster-queue", cluster_queue(ns.namespace, ns.quotas), created)
+            home = [queue, *([args.namespace_resources[ns.namespace]] if ns.namespace in args.namespace_resources else [])]
+            create(f"{ns.namespace}-local-queue", local_queue(ns.namespace, LOCAL_QUEUE), home)
+            create(f"{ns.namespace}-held-local-queue", local_queue(ns.namespace, HELD_LOCAL_QUEUE, held=True), home)
+
+        self.cluster_queue_names = pulumi.Output.from_input([ns.namespace for ns in args.namespaces])
+        self.register_outputs({"clusterQueueNames": self.cluster_queue_names})

@@ -1,0 +1,379 @@
+"""Kueue: its release, Topology, flavors and queues on the stacks, the jobs it queues, and the
+combinations the configuration refuses because Kueue could never admit them."""
+
+from __future__ import annotations
+
+import copy
+from fractions import Fraction
+from typing import Any
+
+import pytest
+import yaml
+
+from eks_gpu_training.addons.kueue import KUEUE_CHART, kueue_manager_config
+from eks_gpu_training.config import ConfigError, GpuNodeGroupConfig, KarpenterGpuNodePoolConfig, KueueConfig
+from eks_gpu_training.facts.quantity import parse_quantity
+import pulumi_kubernetes as k8s
+
+from eks_gpu_training.offline.check import check_render
+from eks_gpu_training.offline.check.kubernetes import CustomResourceSchemas
+from eks_gpu_training.platform.loading import parse_platform_args
+from eks_gpu_training.workloads.fleet_capacity import pool_capacity
+from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, TOPOLOGY_LEVELS, cluster_queue, pool_flavor
+from eks_gpu_training.workloads.templates import TrainingJobSpec, training_job, validate_training_job
+from harness import Graph, stack_config
+from k8s_semantics import gpu_node_taint, tolerates
+from test_seed_checklist import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects
+
+NAMESPACE = "eks-gpu-training:"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+LAYER_3 = "topology.k8s.aws/network-node-layer-3"
+
+
+def raw(stack: str = "prod") -> dict[str, Any]:
+    config = copy.deepcopy(stack_config(stack))
+    values = {k[len(NAMESPACE):]: v for k, v in config.items() if k.startswith(NAMESPACE)}
+    return {**values, "region": config["aws:region"]}
+
+
+def problems(values: dict[str, Any]) -> list[str]:
+    with pytest.raises(ConfigError) as error:
+        parse_platform_args(values)
+    return [str(p) for p in error.value.problems]
+
+
+def node_sources(graph: Graph) -> dict[str, dict[str, str]]:
+    """Every node group and Karpenter NodePool of the graph (system nodes too), with the labels its nodes carry."""
+    sources = {}
+    for group in graph.of_type(MANAGED_NODE_GROUP):
+        sources[group.name] = dict(group.inputs.get("labels") or {})
+    for pool in graph.of_type(KARPENTER_NODE_POOL):
+        template_labels = pool.inputs["spec"]["template"]["metadata"].get("labels") or {}
+        # Karpenter labels each node with its NodePool's name.
+        sources[pool.name] = {**template_labels, "karpenter.sh/nodepool": pool.inputs["metadata"]["name"]}
+    return sources
+
+
+def jobs(graph: Graph) -> dict[str, dict[str, Any]]:
+    return {r.inputs["metadata"]["name"]: r.inputs for r in graph.of_type("kubernetes:batch/v1:Job")}
+
+
+def node_affinity_labels(job: dict[str, Any]) -> dict[str, list[str]]:
+    terms = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    return {e["key"]: e["values"] for e in terms[0]["matchExpressions"]}
+
+
+# --- acceptance on the prod stack ---------------------------------------------------------------
+
+
+def test_cluster_queue_quotas_equal_the_namespace_resource_quota(prod_graph):
+    quotas = kubernetes_objects(prod_graph, "ResourceQuota")
+    queues = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in kubernetes_objects(prod_graph, "ClusterQueue")}
+    assert [q.inputs["metadata"]["namespace"] for q in quotas] == list(queues) == ["training"]
+    for quota in quotas:
+        hard = quota.inputs["spec"]["hard"]
+        queue = queues[quota.inputs["metadata"]["namespace"]]
+        [group] = queue["resourceGroups"]
+        totals: dict[str, Fraction] = {}
+        for flavor in group["flavors"]:
+            for resource in flavor["resources"]:
+                totals[resource["name"]] = totals.get(resource["name"], Fraction(0)) + parse_quantity(resource["nominalQuota"])
+        assert totals == {r: parse_quantity(hard[f"requests.{r}"]) for r in ("cpu", "memory", "nvidia.com/gpu")}
+        assert totals["nvidia.com/gpu"] == 32  # p5-training's 2 × 8 plus the Karpenter pool's gpuLimit 16
+
+
+def test_every_gpu_pool_has_exactly_one_flavor_whose_labels_select_only_its_nodes(stack_graph):
+    _, graph = stack_graph
+    sources = node_sources(graph)
+    gpu_sources = {name for name, labels in sources.items() if labels.get("role") == "gpu-training"}
+    flavors = [f.inputs for f in kubernetes_objects(graph, "ResourceFlavor")]
+    selected = {
+        f["metadata"]["name"]: [name for name, labels in sources.items() if f["spec"]["nodeLabels"].items() <= labels.items()]
+        for f in flavors
+    }
+    assert all(len(pools) == 1 for pools in selected.values()), selected
+    assert sorted(p for pools in selected.values() for p in pools) == sorted(gpu_sources)
+    assert all(tolerates(f["spec"]["tolerations"], gpu_node_taint()) for f in flavors)
+
+
+def test_prod_rl_training_is_queued_with_a_layer_3_topology_request(prod_graph):
+    job = jobs(prod_graph)["rl-training"]
+    template = job["spec"]["template"]
+    # Created held (job.suspend): queued in the held LocalQueue, suspended until Kueue resumes it.
+    assert job["metadata"]["labels"][QUEUE_LABEL] == HELD_LOCAL_QUEUE
+    assert job["spec"]["suspend"] is True
+    assert template["metadata"]["annotations"] == {PREFERRED: LAYER_3}
+    assert node_affinity_labels(job)["eks-gpu-training/pool"] == ["p5-training"]
+    # Kueue places it: no soft network affinity or layer-2 spread left to fight its node choice.
+    assert "podAffinity" not in template["spec"]["affinity"]
+    assert [c["topologyKey"] for c in template["spec"]["topologySpreadConstraints"]] == ["kubernetes.io/hostname"]
+    flavor = next(f.inputs for f in kubernetes_objects(prod_graph, "ResourceFlavor") if f.inputs["metadata"]["name"] == "p5-training-tas")
+    assert flavor["spec"]["topologyName"] == "aws-network"
+
+
+def test_no_job_on_a_karpenter_pool_carries_a_topology_request(stack_graph):
+    stack, graph = stack_graph
+    on_karpenter = {name: job for name, job in jobs(graph).items() if "karpenter.sh/nodepool" in node_affinity_labels(job)}
+    if stack == "dev":
+        assert list(on_karpenter) == ["rl-training"]
+    for job in on_karpenter.values():
+        assert job["metadata"]["labels"][QUEUE_LABEL] in (LOCAL_QUEUE, HELD_LOCAL_QUEUE)
+        assert not set(job["spec"]["template"]["metadata"].get("annotations") or {}) & {PREFERRED, REQUIRED}
+    karpenter_flavors = [f.inputs for f in kubernetes_objects(graph, "ResourceFlavor") if "karpenter.sh/nodepool" in f.inputs["spec"]["nodeLabels"]]
+    assert karpenter_flavors and all("topologyName" not in f["spec"] for f in karpenter_flavors)
+
+
+def test_dev_flavors_follow_its_pools_a_fixed_node_with_topology_and_karpenter_on_quota(dev_graph):
+    flavors = {f.inputs["metadata"]["name"]: f.inputs["spec"] for f in kubernetes_objects(dev_graph, "ResourceFlavor")}
+    assert {name: spec.get("topologyName") for name, spec in flavors.items()} == {"dev-gpu-tas": "aws-network", "karpenter-gpu-training": None}
+
+
+def test_topology_names_ec2s_network_layers_down_to_the_node(prod_graph):
+    [topology] = kubernetes_objects(prod_graph, "Topology")
+    assert [level["nodeLabel"] for level in topology.inputs["spec"]["levels"]] == [
+        "topology.k8s.aws/network-node-layer-1",
+        "topology.k8s.aws/network-node-layer-2",
+        "topology.k8s.aws/network-node-layer-3",
+        "kubernetes.io/hostname",
+    ]
+
+
+def test_queues_preempt_lower_priority_and_each_namespace_has_its_local_queues(prod_graph):
+    [queue] = kubernetes_objects(prod_graph, "ClusterQueue")
+    assert queue.inputs["spec"]["preemption"]["withinClusterQueue"] == "LowerPriority"
+    assert queue.inputs["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "training"}}
+    local = {q.inputs["metadata"]["name"]: q.inputs for q in kubernetes_objects(prod_graph, "LocalQueue")}
+    assert {n: (q["metadata"]["namespace"], q["spec"]["clusterQueue"], q["spec"].get("stopPolicy")) for n, q in local.items()} == {
+        LOCAL_QUEUE: ("training", "training", None),
+        HELD_LOCAL_QUEUE: ("training", "training", "Hold"),
+    }
+    # Kueue reads the pods' PriorityClass as the workload's priority.
+    assert jobs(prod_graph)["rl-training"]["spec"]["template"]["spec"]["priorityClassName"] == "training-critical"
+
+
+def test_kueue_runs_on_system_nodes_with_all_or_nothing_admission(prod_graph):
+    [release] = [r for r in prod_graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == KUEUE_CHART]
+    assert (release.inputs["version"], release.inputs["atomic"]) == ("0.19.2", True)
+    manager = release.inputs["values"]["controllerManager"]
+    assert manager["nodeSelector"] == {"kubernetes.io/os": "linux", "role": "system"}
+    assert not tolerates(manager["tolerations"], gpu_node_taint())
+    config = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["waitForPodsReady"]["timeout"] == "30m"
+    assert config["waitForPodsReady"]["recoveryTimeout"] == "15m"
+    assert config["waitForPodsReady"]["blockAdmission"] is True
+    assert config["integrations"]["frameworks"] == ["batch/job"]
+
+
+def test_kueue_objects_wait_for_the_release_that_brings_their_crds(prod_graph):
+    [release] = [r for r in prod_graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == KUEUE_CHART]
+    kinds = ("Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue")
+    objects = [o for kind in kinds for o in kubernetes_objects(prod_graph, kind)]
+    assert len(objects) == 6
+    assert all(prod_graph.depends_on(o, release) for o in objects)
+    [namespace] = [n for n in kubernetes_objects(prod_graph, "Namespace") if n.inputs["metadata"]["name"] == "training"]
+    assert all(prod_graph.depends_on(q, namespace) for q in kubernetes_objects(prod_graph, "LocalQueue"))
+    job = next(r for r in prod_graph.of_type("kubernetes:batch/v1:Job"))
+    assert all(prod_graph.depends_on(job, q) for q in kubernetes_objects(prod_graph, "LocalQueue"))
+
+
+def test_kueue_configuration_keys_are_the_charts(reference_dir):
+    """Every key of the generated Configuration appears in the chart's default one (its commented
+    example lists waitForPodsReady and resources)."""
+    values = yaml.safe_load((reference_dir / "charts" / "kueue-0.19.2" / "values.yaml").read_text())
+    default = values["managerConfig"]["controllerManagerConfigYaml"]
+
+    def keys(value: Any, prefix: str = "") -> list[str]:
+        if not isinstance(value, dict):
+            return []
+        return [k for key, sub in value.items() for k in [key, *keys(sub)]]
+
+    generated = kueue_manager_config(KueueConfig(), ["training"])
+    assert [k for k in keys(generated) if f"{k}:" not in default] == []
+    assert yaml.safe_load(default)["apiVersion"] == generated["apiVersion"]
+
+
+def test_kueues_webhooks_see_only_the_training_namespaces_and_fail_closed_only_for_jobs(reference_dir):
+    """The chart gives every Kueue webhook the configuration's managedJobsNamespaceSelector, and
+    fails closed only for the frameworks that are on."""
+    template = (reference_dir / "charts" / "kueue-0.19.2" / "templates" / "webhook" / "manifests.yaml").read_text()
+    assert template.count("toYaml $managerConfig.managedJobsNamespaceSelector") >= 2
+    assert '{{- if has "pod" $integrationsConfig.frameworks }}\n    failurePolicy: Fail\n    {{- else }}\n    failurePolicy: Ignore' in template
+    config = kueue_manager_config(KueueConfig(), ["training", "research"])
+    assert config["managedJobsNamespaceSelector"] == {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["training", "research"]}]
+    }
+    assert config["integrations"]["frameworks"] == ["batch/job"]
+
+
+def test_without_training_namespaces_kueue_manages_no_jobs():
+    values = raw()
+    values["scheduling"]["namespaces"] = []
+    values["scheduling"]["trainingApps"] = []
+    parse_platform_args(values)
+    assert kueue_manager_config(KueueConfig(), [])["managedJobsNamespaceSelector"] == {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "DoesNotExist"}]
+    }
+
+
+def test_every_kueue_kind_the_stacks_make_has_its_crd_in_the_check(reference_dir):
+    """The stacks' Kueue objects are validated against Kueue's CRDs, not skipped: the check of each
+    rendered stack (tests/test_check.py) then reports no failure and no skip."""
+    crds = CustomResourceSchemas()
+    crds.add_files(sorted((reference_dir / "kueue-0.19.2" / "crds").glob("*.yaml")))
+    assert all(crds.knows("kueue.x-k8s.io", kind) for kind in ("Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue"))
+
+
+def test_a_topology_flavor_without_node_labels_fails_kueues_cel_rule(render_program, reference_dir):
+    program = lambda: k8s.apiextensions.CustomResource(  # noqa: E731
+        "flavor", api_version="kueue.x-k8s.io/v1beta2", kind="ResourceFlavor", metadata={"name": "p5"}, spec={"topologyName": "aws-network"}
+    )
+    [failure] = check_render(render_program(program), reference_dir).failures
+    assert failure.startswith("manifests/resourceflavor_p5.yaml: ResourceFlavor p5: CEL rule at /spec: at least one nodeLabel is required when topology is set")
+
+
+def test_a_cluster_queue_flavor_missing_a_covered_resource_fails(render_program, reference_dir):
+    queue = cluster_queue("training", {"p5": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "8"}})
+    queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"].pop()
+    program = lambda: k8s.apiextensions.CustomResource(  # noqa: E731
+        "queue", api_version=queue["apiVersion"], kind="ClusterQueue", metadata=queue["metadata"], spec=queue["spec"]
+    )
+    [failure] = check_render(render_program(program), reference_dir).failures
+    assert "flavors must have the same number of resources as the coveredResources" in failure
+
+
+# --- flavors and jobs, without the engine ---------------------------------------------------------
+
+
+def test_flavors_follow_whether_the_pools_nodes_exist():
+    managed = GpuNodeGroupConfig(name="p5", instance_types=["p5.48xlarge"], availability_zone="us-west-2a", min_size=2, max_size=4)
+    at_zero = managed.model_copy(update={"min_size": 0})
+    block = at_zero.model_copy(update={"capacity_type": "CAPACITY_BLOCK", "capacity_reservation_id": "cr-0123456789abcdef0"})
+    karpenter = KarpenterGpuNodePoolConfig(name="p5", instance_types=["p5.48xlarge"])
+    # g6.xlarge has no EC2 network topology, so its nodes lack the Topology's levels.
+    no_topology = managed.model_copy(update={"name": "g6", "instance_types": ["g6.xlarge"]})
+    pools = (("min", managed), ("zero", at_zero), ("block", block), ("karpenter", karpenter), ("untopological", no_topology))
+    flavors = {key: pool_flavor(pool_capacity(pool, key)) for key, pool in pools}
+    assert {k: (f.name, f.node_label, f.topology_nodes) for k, f in flavors.items()} == {
+        "min": ("p5-tas", ("eks-gpu-training/pool", "p5"), 2),
+        "zero": ("p5", ("eks-gpu-training/pool", "p5"), 0),
+        "block": ("p5-tas", ("eks-gpu-training/pool", "p5"), 4),
+        "karpenter": ("karpenter-p5", ("karpenter.sh/nodepool", "p5"), 0),
+        "untopological": ("g6", ("eks-gpu-training/pool", "g6"), 0),
+    }
+
+
+def test_a_queued_job_is_created_suspended_and_without_kueue_nothing_changes():
+    spec = TrainingJobSpec(name="t", nodes=2, instance_types=("p5.48xlarge",), priority_class="p", namespace="n")
+    plain = training_job(spec)
+    assert plain["spec"]["suspend"] is False and QUEUE_LABEL not in plain["metadata"]["labels"]
+    assert "podAffinity" in plain["spec"]["template"]["spec"]["affinity"]
+    queued = training_job(TrainingJobSpec(**{**spec.__dict__, "queue_name": LOCAL_QUEUE, "topology_mode": "required", "topology_level": TOPOLOGY_LEVELS[1]}))
+    assert queued["spec"]["suspend"] is True
+    assert queued["metadata"]["labels"][QUEUE_LABEL] == queued["spec"]["template"]["metadata"]["labels"][QUEUE_LABEL] == LOCAL_QUEUE
+    assert queued["spec"]["template"]["metadata"]["annotations"] == {REQUIRED: "topology.k8s.aws/network-node-layer-2"}
+
+
+def test_topology_mode_and_layer_are_configurable():
+    values = raw()
+    values["kueue"].update(topologyMode="required", topologyLayer=2)
+    args = parse_platform_args(values)
+    from eks_gpu_training.workloads.scheduling_policies import training_job_spec
+
+    spec = training_job_spec(args.scheduling.training_apps[0], args)
+    assert spec.topology_request == (REQUIRED, "topology.k8s.aws/network-node-layer-2")
+
+
+# --- refused combinations -------------------------------------------------------------------------
+
+
+def test_rejects_a_topology_request_on_a_karpenter_pool():
+    values = raw("dev")
+    values["scheduling"]["trainingApps"][0]["topology"] = "preferred"
+    [problem] = problems(values)
+    assert problem.startswith("scheduling.trainingApps[0].topology: 'preferred' needs Ready nodes with network-layer labels, but karpenter.gpuNodePools[0] has none")
+
+
+def test_rejects_a_topology_request_for_more_nodes_than_the_pools_minimum():
+    values = raw()
+    values["gpuNodeGroups"][0].update(minSize=1, desiredSize=1)
+    [problem] = problems(values)
+    assert problem.startswith("scheduling.trainingApps[0].nodes: 2 pods, one per node, with a topology request need 2 Ready nodes, but gpuNodeGroups[0] keeps 1")
+
+
+def test_rejects_more_nodes_than_the_apps_own_pool_under_kueue():
+    values = raw()
+    values["scheduling"]["trainingApps"][0].update(nodes=3, topology="none")
+    [problem] = problems(values)
+    assert problem.startswith("scheduling.trainingApps[0].nodes: 3 pods, one per node, need more nodes of p5.48xlarge than the fleet can have (gpuNodeGroups[0].maxSize 2")
+
+
+def test_without_kueue_an_app_may_count_every_pool_of_its_types():
+    values = raw()
+    values["kueue"]["enabled"] = False
+    values["scheduling"]["trainingApps"][0].update(nodes=3, efa=False, priorityClass="training-critical")
+    values["scheduling"]["trainingApps"][0].pop("job")
+    assert parse_platform_args(values).scheduling.training_apps[0].nodes == 3
+
+
+def test_rejects_a_topology_request_on_part_of_a_pools_instance_types():
+    values = raw()
+    values["gpuNodeGroups"][0]["instanceTypes"] = ["p5.48xlarge", "p5e.48xlarge"]
+    values["scheduling"]["trainingApps"][0]["instanceTypes"] = ["p5.48xlarge"]
+    [problem] = problems(values)
+    assert problem.startswith("scheduling.trainingApps[0].instanceTypes: narrows gpuNodeGroups[0]'s types, but with a topology request")
+
+
+def test_rejects_pools_whose_flavors_would_share_a_name():
+    values = raw()
+    twin = {**values["gpuNodeGroups"][0], "name": "p5-training-tas", "minSize": 0, "desiredSize": 0}
+    values["gpuNodeGroups"].append(twin)
+    assert "gpuNodeGroups[1].name: gives the ResourceFlavor name 'p5-training-tas' that gpuNodeGroups[0] has too; rename the pool" in problems(values)
+
+
+def test_rejects_a_topology_request_without_kueue():
+    values = raw()
+    values["kueue"]["enabled"] = False
+    values["scheduling"]["trainingApps"][0]["topology"] = "required"
+    assert problems(values) == ["scheduling.trainingApps[0].topology: is only used with kueue.enabled: true"]
+
+
+def test_rejects_a_namespace_quota_below_what_the_cluster_queue_may_admit():
+    values = raw()
+    values["scheduling"]["namespaces"][0]["quota"]["gpus"] = 16
+    [problem] = problems(values)
+    assert problem.startswith("scheduling.namespaces[0].quota.gpus: 16 is less than the pools' capacities together")
+
+
+def test_a_namespace_quota_below_the_fleet_is_accepted_with_a_single_pool():
+    values = raw()
+    values["karpenter"] = {"enabled": False}
+    values["scheduling"]["namespaces"][0]["quota"]["gpus"] = 8
+    values["scheduling"]["trainingApps"][0]["nodes"] = 1
+    args = parse_platform_args(values)
+    from eks_gpu_training.workloads.queues import kueue_queues_args
+
+    [queues] = kueue_queues_args(args).namespaces
+    assert queues.quotas["p5-training-tas"]["nvidia.com/gpu"] == "8"
+
+
+def test_kueue_settings_are_bounded():
+    values = raw()
+    values["kueue"].update(topologyLayer=4, podsReadyTimeoutMinutes=0, chartVersion="0.14.0")
+    assert sorted(p.split(":")[0] for p in problems(values)) == ["kueue.chartVersion", "kueue.podsReadyTimeoutMinutes", "kueue.topologyLayer"]
+
+
+def test_rejects_a_topology_request_kueue_would_never_read():
+    spec = TrainingJobSpec(name="t", nodes=2, instance_types=("p5.48xlarge",), priority_class="p", namespace="n", topology_mode="required")
+    assert [str(p) for p in validate_training_job(spec, "job")] == [
+        "job.topology: a topology request needs a queue (queue_name) and a level (topology_level): only Kueue reads it"
+    ]
+    odd = TrainingJobSpec(**{**spec.__dict__, "queue_name": LOCAL_QUEUE, "topology_level": LAYER_3, "topology_mode": "strict"})
+    assert [str(p) for p in validate_training_job(odd, "job")] == ["job.topology: 'strict' is not a Kueue topology mode; allowed: preferred, required"]
+
+
+def test_rejects_a_training_namespace_named_like_kueues():
+    values = raw()
+    values["scheduling"]["namespaces"].append({"name": "kueue-system"})
+    assert "scheduling.namespaces[1].name: 'kueue-system' is the namespace Kueue creates; choose another name" in problems(values)

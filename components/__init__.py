@@ -14,28 +14,48 @@ Import what you need into your own Pulumi program::
 
 from .aws.cluster import ClusterRef, EksCluster, EksClusterArgs
 from .config import (
+    ClusterConfig,
     ConfigError,
+    DisruptionBudgetConfig,
     GpuNodeGroupConfig,
     GpuOperatorConfig,
+    GpuPoolConfig,
     GpuTrainingPlatformArgs,
     KarpenterConfig,
+    KarpenterDisruptionConfig,
     KarpenterGpuNodePoolConfig,
     KueueConfig,
+    LabelerResourcesConfig,
+    NetworkConfig,
+    NodeRepairConfig,
+    NodeRepairOverrideConfig,
+    PlacementGroupConfig,
+    PriorityClassConfig,
     Problem,
+    ResourceQuotaConfig,
+    SchedulingConfig,
+    SmokeTestConfig,
+    SubnetConfig,
+    SystemNodeGroupConfig,
     S3BucketConfig,
     TopologyLabelerConfig,
+    TrainingAppConfig,
+    TrainingJobConfig,
+    TrainingNamespaceConfig,
+    TrainingServiceAccountConfig,
 )
+from .facts.node_os import GpuNodeOs, node_os_of
 from .addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
 from .aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
 from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
 from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
 from .addons.kueue import Kueue, KueueArgs, kueue_values
-from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, kueue_queues_args, pool_flavors
+from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, PoolFlavor, kueue_queues_args, pool_flavors
 from .platform import PLATFORM_NAME, GpuTrainingPlatform, load_stack_config, parse_platform_args
-from .workloads.fleet_capacity import fleet_gpu_capacity
-from .workloads.scheduling_policies import SchedulingPolicies, SchedulingPoliciesArgs
-from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
+from .workloads.fleet_capacity import PoolCapacity, ResolvedQuota, fleet_gpu_capacity
+from .workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, SchedulingPoliciesArgs
+from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
 from .addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from .aws.training_identity import TrainingIdentity, TrainingIdentityArgs, s3_access_policy
 from .workloads.training_job import TrainingJob, TrainingJobArgs
@@ -48,8 +68,10 @@ from .workloads.templates import (
 )
 
 __all__ = [
+    "ClusterConfig",
     "ClusterRef",
     "ConfigError",
+    "DisruptionBudgetConfig",
     "EfaDevicePlugin",
     "EfaDevicePluginArgs",
     "EksCluster",
@@ -57,11 +79,13 @@ __all__ = [
     "GpuNodeGroup",
     "GpuNodeGroupArgs",
     "GpuNodeGroupConfig",
+    "GpuNodeOs",
     "GpuNodePool",
     "GpuNodePoolArgs",
     "GpuOperator",
     "GpuOperatorArgs",
     "GpuOperatorConfig",
+    "GpuPoolConfig",
     "GpuSmokeTest",
     "GpuSmokeTestArgs",
     "GpuTrainingPlatform",
@@ -69,26 +93,47 @@ __all__ = [
     "Karpenter",
     "KarpenterArgs",
     "KarpenterConfig",
+    "KarpenterDisruptionConfig",
     "KarpenterGpuNodePoolConfig",
     "Kueue",
     "KueueArgs",
     "KueueConfig",
     "KueueQueues",
     "KueueQueuesArgs",
+    "LabelerResourcesConfig",
+    "NamespacePolicy",
     "NamespaceQueues",
+    "NetworkConfig",
+    "NodeRepairConfig",
+    "NodeRepairOverrideConfig",
+    "PLATFORM_NAME",
+    "PlacementGroupConfig",
+    "PoolCapacity",
+    "PoolFlavor",
+    "PriorityClassConfig",
     "Problem",
+    "ResolvedQuota",
+    "ResourceQuotaConfig",
+    "S3BucketConfig",
+    "SchedulingConfig",
     "SchedulingPolicies",
     "SchedulingPoliciesArgs",
+    "SmokeTestConfig",
+    "SmokeTestPool",
+    "SubnetConfig",
+    "SystemNodeGroupConfig",
     "TopologyLabeler",
     "TopologyLabelerArgs",
     "TopologyLabelerConfig",
-    "S3BucketConfig",
+    "TrainingAppConfig",
     "TrainingIdentity",
     "TrainingIdentityArgs",
-    "s3_access_policy",
     "TrainingJob",
     "TrainingJobArgs",
+    "TrainingJobConfig",
     "TrainingJobSpec",
+    "TrainingNamespaceConfig",
+    "TrainingServiceAccountConfig",
     "ec2_node_class_spec",
     "efa_device_plugin_values",
     "efa_needed",
@@ -99,11 +144,12 @@ __all__ = [
     "kueue_queues_args",
     "kueue_values",
     "load_stack_config",
-    "PLATFORM_NAME",
+    "node_os_of",
     "node_pool_spec",
     "parse_platform_args",
     "pool_flavors",
     "rendezvous_service",
+    "s3_access_policy",
     "training_job",
     "training_pdb",
     "training_pod_template",

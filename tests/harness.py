@@ -21,3 +21,25 @@ def research_cluster(network, *, system_node_group: bool = True):
             partition="aws",
         ),
     )
+
+
+def readme_examples(section: str) -> dict[str, str]:
+    """The first ```python block under each ``### heading`` of the README's ``## <section>``, by
+    heading, so tests run the examples exactly as the README prints them."""
+    import re
+
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    body = readme[readme.index(f"## {section}\n") :]
+    body = body[: body.find("\n## ", 1) if "\n## " in body[1:] else len(body)]
+    examples = {}
+    for part in re.split(r"^### ", body, flags=re.M)[1:]:
+        heading, text = part.split("\n", 1)
+        block = re.search(r"```python\n(.*?)```", text, re.S)
+        if block:
+            examples[heading.strip()] = block.group(1)
+    return examples
+
+
+def run_example(code: str, name: str = "README example", **kwargs) -> Graph:
+    """Run example code as a Pulumi program under mocks."""
+    return run_program(lambda: exec(compile(code, name, "exec"), {"__name__": "__main__"}), **kwargs)

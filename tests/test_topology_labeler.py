@@ -16,7 +16,7 @@ from eks_gpu_training.addons import topology_labeler as tl
 from eks_gpu_training.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError, TopologyLabelerConfig
 from eks_gpu_training.platform import parse_platform_args
 from eks_gpu_training.aws.gpu_node_group import gpu_toleration
-from harness import ACCOUNT_ID, run_main, run_program, stack_config
+from harness import ACCOUNT_ID, PROJECT_ROOT, run_main, run_program, stack_config
 
 NS = "kubernetes:core/v1:Namespace"
 SA = "kubernetes:core/v1:ServiceAccount"
@@ -124,6 +124,7 @@ def test_prod_builds_and_pushes_the_image_to_a_scanned_private_ecr_repository(pr
     url = f"123456789012.dkr.ecr.us-west-2.amazonaws.com/{repository.inputs['name']}"
     assert image.inputs["push"] is True
     assert image.inputs["context"] == {"location": "components/labeler"}
+    assert image.inputs["buildOnPreview"] is False
     assert image.inputs["dockerfile"] == {"location": "components/labeler/Dockerfile"}
     assert image.inputs["platforms"] == ["linux/amd64"]
     assert image.inputs["tags"] == [f"{url}:{labeler_image.build_context_tag()}"]
@@ -397,3 +398,24 @@ def test_nothing_may_connect_to_the_labelers_namespace(prod_graph):
     policy = labeler_of(prod_graph).one(NETWORK_POLICY)
     assert policy.inputs["metadata"]["namespace"] == "topology-labeler"
     assert policy.inputs["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+
+
+def test_build_context_location_is_the_same_in_every_checkout_and_in_project_venv(tmp_path):
+    # Two machines, two checkouts: the Image's context input must not differ between them, or every
+    # `pulumi up` from the other machine rebuilds and pushes.
+    locations = set()
+    for machine in ("alice", "ci"):
+        project = tmp_path / machine / "platform"
+        installed = project / ".venv/lib/python3.11/site-packages/eks_gpu_training/labeler"
+        installed.mkdir(parents=True)
+        locations.add(labeler_image.build_context_location(installed, working_directory=project))
+    assert locations == {".venv/lib/python3.11/site-packages/eks_gpu_training/labeler"}
+    assert labeler_image.build_context_location(working_directory=PROJECT_ROOT) == "components/labeler"
+
+
+def test_build_context_location_outside_the_project_is_absolute(tmp_path):
+    elsewhere = tmp_path / "site-packages" / "eks_gpu_training" / "labeler"
+    elsewhere.mkdir(parents=True)
+    project = tmp_path / "project"
+    project.mkdir()
+    assert labeler_image.build_context_location(elsewhere, working_directory=project) == elsewhere.as_posix()

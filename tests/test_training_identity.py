@@ -136,7 +136,7 @@ def test_rejects_an_access_other_than_read_or_read_write():
 def test_rejects_a_policy_arn_that_is_not_an_iam_policy():
     bad = "arn:aws:iam::123456789012:role/admin"
     (problem,) = problems_of(lambda config: config.update(scheduling={"serviceAccount": {"policyArns": [bad]}}))
-    assert problem.startswith(f"scheduling.serviceAccount.policyArns: '{bad}' is not an IAM policy ARN")
+    assert problem.startswith(f"scheduling.serviceAccount.policyArns[0]: '{bad}' is not an IAM policy ARN")
 
 
 def test_a_program_of_its_own_composes_identity_and_job_through_the_public_api():

@@ -20,6 +20,7 @@ from ..facts.catalog import GPU_INSTANCE_TYPES
 from ..aws.cluster import ClusterRef
 from ..config import GpuTrainingPlatformArgs
 from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
+from ..config.documented import documented_args, documented_component
 
 CHART = "aws-efa-k8s-device-plugin"
 """Chart name in the EKS charts repository."""
@@ -77,6 +78,7 @@ def efa_device_plugin_values() -> dict[str, Any]:
     }
 
 
+@documented_args
 @dataclass
 class EfaDevicePluginArgs:
     """Arguments of ``EfaDevicePlugin``."""
@@ -85,6 +87,7 @@ class EfaDevicePluginArgs:
     """The cluster to install into."""
 
 
+@documented_component(EfaDevicePluginArgs)
 class EfaDevicePlugin(pulumi.ComponentResource):
     """The EFA device plugin Helm release in ``kube-system``."""
 
@@ -92,6 +95,8 @@ class EfaDevicePlugin(pulumi.ComponentResource):
     """The release's values (plain data)."""
     release: k8s.helm.v3.Release
     """The Helm release."""
+    release_status: pulumi.Output[Optional[str]]
+    """Helm's status of the release (``deployed`` once installed)."""
 
     def __init__(self, name: str, args: EfaDevicePluginArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("eks-gpu-training:index:EfaDevicePlugin", name, None, opts)

@@ -28,6 +28,8 @@ from ..config import (
 from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_names
 from ..facts.aws_names import PhysicalName
 from ..aws.gpu_node_group import GP3_THROUGHPUT_MIBPS, GPU_TAINT_KEY, GPU_TAINT_VALUE, IMDS_HOP_LIMIT, gpu_node_selector
+from ..config.arguments import check_model_fields
+from ..config.documented import documented_args, documented_component
 
 EC2_NODE_CLASS_API_VERSION = "karpenter.k8s.aws/v1"
 """EC2NodeClass API version served by Karpenter 1.14 (karpenter.k8s.aws_ec2nodeclasses.yaml)."""
@@ -145,6 +147,7 @@ def node_pool_spec(pool: KarpenterGpuNodePoolConfig, *, node_class_name: str, zo
     }
 
 
+@documented_args
 @dataclass
 class GpuNodePoolArgs:
     """Arguments of ``GpuNodePool``."""
@@ -167,6 +170,8 @@ class GpuNodePoolArgs:
     """Leave the EC2NodeClass and NodePool (and so the pool's nodes) in the cluster when the pool is
     removed from the program (``karpenter.retainOnRemoval``). Default: true."""
 
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
 def karpenter_placement_group_name(cluster_name: str, pool: KarpenterGpuNodePoolConfig) -> str:
     """Name of the placement group a Karpenter pool with ``placementGroup.mode: create`` gets;
@@ -174,13 +179,21 @@ def karpenter_placement_group_name(cluster_name: str, pool: KarpenterGpuNodePool
     return f"{cluster_name}-karpenter-{pool.name}"
 
 
-def gpu_node_pool_physical_names(name: str, pool: KarpenterGpuNodePoolConfig, cluster_name: str) -> list[PhysicalName]:
-    """Every AWS name ``GpuNodePool(name, ...)`` generates (its Kubernetes objects are named after the pool)."""
-    return pool_network_names(name, pool.placement_group, karpenter_placement_group_name(cluster_name, pool), pool.efa_enabled)
+def gpu_node_pool_physical_names(name: str, pool: KarpenterGpuNodePoolConfig, cluster_name: Optional[str]) -> list[PhysicalName]:
+    """Every AWS name ``GpuNodePool(name, ...)`` generates (its Kubernetes objects are named after the
+    pool); a ``cluster_name`` of None, an Output's, leaves out the names made from it."""
+    group_name = karpenter_placement_group_name(cluster_name, pool) if cluster_name is not None else None
+    return pool_network_names(name, pool.placement_group, group_name, pool.efa_enabled)
 
 
+@documented_component(GpuNodePoolArgs)
 class GpuNodePool(pulumi.ComponentResource):
     """One Karpenter GPU pool: placement group, EFA security group, EC2NodeClass and NodePool."""
+
+    node_pool_name: pulumi.Output[str]
+    """Name of the NodePool and its EC2NodeClass (the pool name)."""
+    placement_group_name: pulumi.Output[Optional[str]]
+    """Name of the pool's placement group; None without one."""
 
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
         pool, ref = args.pool, args.cluster
@@ -192,7 +205,7 @@ class GpuNodePool(pulumi.ComponentResource):
         tags = dict(args.tags)
 
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, karpenter_placement_group_name(ref.name, pool), tags, parent=self, protect=args.protect
+            name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: karpenter_placement_group_name(cluster, pool)), tags, parent=self, protect=args.protect
         )
 
         security_group_ids: list[pulumi.Input[str]] = [ref.cluster_security_group_id]

@@ -31,6 +31,8 @@ from ..config import (
 )
 from ..aws.gpu_node_group import gpu_toleration
 from ..facts.node_os import GpuNodeOs, node_os_of
+from ..config.arguments import check_model_fields
+from ..config.documented import documented_args, documented_component
 
 CHART = "gpu-operator"
 """Chart name in NVIDIA's Helm repository."""
@@ -147,6 +149,7 @@ def gpu_operator_values(
     return values
 
 
+@documented_args
 @dataclass
 class GpuOperatorArgs:
     """Arguments of ``GpuOperator``."""
@@ -158,7 +161,11 @@ class GpuOperatorArgs:
     node_os: GpuNodeOs
     """The OS of the GPU nodes (``gpu_node_os``): decides driver, toolkit and device plugin."""
 
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
+
+@documented_component(GpuOperatorArgs)
 class GpuOperator(pulumi.ComponentResource):
     """The ``gpu-operator`` namespace and the NVIDIA GPU Operator Helm release in it."""
 
@@ -166,6 +173,10 @@ class GpuOperator(pulumi.ComponentResource):
     """The release's values (plain data)."""
     release: k8s.helm.v3.Release
     """The Helm release."""
+    namespace: pulumi.Output[str]
+    """The operator's namespace (``gpu-operator``)."""
+    release_status: pulumi.Output[Optional[str]]
+    """Helm's status of the release (``deployed`` once installed)."""
 
     def __init__(self, name: str, args: GpuOperatorArgs, opts: Optional[pulumi.ResourceOptions] = None):
         problems = validate_gpu_operator(args.config, path=f"GpuOperator({name}).config")

@@ -27,6 +27,8 @@ from ..aws.cluster import ClusterRef
 from ..config import KarpenterConfig
 from ..aws.iam import create_node_role, create_pod_identity_role, node_role_resource_name
 from ..facts.aws_names import PhysicalName
+from ..config.arguments import check_model_fields
+from ..config.documented import documented_args, documented_component
 
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
 """The controller chart (upstream's OCI repository)."""
@@ -117,6 +119,7 @@ def karpenter_crd_values(retain_on_removal: bool) -> dict[str, Any]:
     return {"additionalAnnotations": dict(KEEP_ON_UNINSTALL)} if retain_on_removal else {}
 
 
+@documented_args
 @dataclass
 class KarpenterArgs:
     """Arguments of ``Karpenter``."""
@@ -128,6 +131,8 @@ class KarpenterArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
 CONTROLLER_POLICY_ROLES = ("node-lifecycle", "iam-integration", "eks-integration", "interruption", "zonal-shift", "resource-discovery")
 """The controller's policies, by the suffix of upstream's policy names (``karpenter_iam.controller_policies``)."""
@@ -170,6 +175,7 @@ def karpenter_physical_names(name: str) -> list[PhysicalName]:
     ]
 
 
+@documented_component(KarpenterArgs)
 class Karpenter(pulumi.ComponentResource):
     """The Karpenter controller with its IAM, interruption queue and Helm releases."""
 
@@ -177,6 +183,10 @@ class Karpenter(pulumi.ComponentResource):
     """The role of every node Karpenter launches (``EC2NodeClass.spec.role``)."""
     release: k8s.helm.v3.Release
     """The controller release; Karpenter custom resources depend on it."""
+    node_role_name: pulumi.Output[str]
+    """Name of ``node_role``, as ``GpuNodePoolArgs.node_role_name`` takes it."""
+    interruption_queue_name: pulumi.Output[str]
+    """The SQS queue Karpenter reads spot interruptions, rebalance and health events from."""
 
     def __init__(self, name: str, args: KarpenterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("eks-gpu-training:index:Karpenter", name, None, opts)
@@ -206,7 +216,7 @@ class Karpenter(pulumi.ComponentResource):
         for role, (source, detail_type) in karpenter_iam.INTERRUPTION_EVENTS.items():
             rule = aws.cloudwatch.EventRule(
                 interruption_rule_resource_name(name, role),
-                description=f"Karpenter interruption handling for {ref.name}: {detail_type}",
+                description=pulumi.Output.concat("Karpenter interruption handling for ", ref.name, f": {detail_type}"),
                 event_pattern=json.dumps(karpenter_iam.interruption_event_pattern(source, detail_type)),
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=queue),
@@ -237,18 +247,18 @@ class Karpenter(pulumi.ComponentResource):
             cluster_name=ref.name,
             namespace=KARPENTER_NAMESPACE,
             service_account=KARPENTER_SERVICE_ACCOUNT,
-            description=f"Karpenter controller of EKS cluster {ref.name} (EKS Pod Identity)",
+            description=pulumi.Output.concat("Karpenter controller of EKS cluster ", ref.name, " (EKS Pod Identity)"),
             tags=tags,
             parent=self,
         )
-        documents = pulumi.Output.all(account_id, self.node_role.arn, queue.arn).apply(
-            lambda values: karpenter_iam.controller_policies(ref.partition, ref.region, values[0], ref.name, values[1], values[2])
+        documents = pulumi.Output.all(account_id, ref.name, self.node_role.arn, queue.arn).apply(
+            lambda values: karpenter_iam.controller_policies(ref.partition, ref.region, *values)
         )
         attachments = []
         for policy_role in CONTROLLER_POLICY_ROLES:
             policy = aws.iam.Policy(
                 controller_policy_resource_name(name, policy_role),
-                description=f"Karpenter controller of EKS cluster {ref.name}: {policy_role}",
+                description=pulumi.Output.concat("Karpenter controller of EKS cluster ", ref.name, f": {policy_role}"),
                 policy=documents.apply(lambda docs, key=policy_role: json.dumps(docs[key])),
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=controller_role),

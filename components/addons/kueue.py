@@ -36,6 +36,7 @@ import yaml
 from ..aws.cluster import ClusterRef
 from ..config import KueueConfig
 from ..facts.gpu_nodes import EFA_RESOURCE
+from ..config.documented import documented_args, documented_component
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 """Kueue's chart (kubernetes-sigs/kueue's OCI repository on registry.k8s.io)."""
@@ -129,6 +130,7 @@ def kueue_values(config: KueueConfig, namespaces: Sequence[str], system_node_sel
     }
 
 
+@documented_args
 @dataclass
 class KueueArgs:
     """Arguments of ``Kueue``."""
@@ -141,6 +143,7 @@ class KueueArgs:
     """The training namespaces: Kueue manages Jobs there and nowhere else."""
 
 
+@documented_component(KueueArgs)
 class Kueue(pulumi.ComponentResource):
     """The ``kueue-system`` namespace and the Kueue Helm release in it."""
 
@@ -148,6 +151,8 @@ class Kueue(pulumi.ComponentResource):
     """The release's values (plain data)."""
     release: k8s.helm.v3.Release
     """The Helm release; Kueue's custom resources depend on it (its CRDs are chart templates)."""
+    namespace: pulumi.Output[str]
+    """Kueue's namespace (``kueue-system``)."""
 
     def __init__(self, name: str, args: KueueArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("eks-gpu-training:index:Kueue", name, None, opts)

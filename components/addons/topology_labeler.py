@@ -36,6 +36,8 @@ from ..labeler.settings import (
     HEARTBEAT_FILE,
     MAX_HEARTBEAT_AGE_SECONDS,
 )
+from ..config.arguments import check_model_fields
+from ..config.documented import documented_args, documented_component
 
 NAME = "topology-labeler"
 """Name of the namespace, ServiceAccount, ClusterRole(Binding) and DaemonSet."""
@@ -256,6 +258,7 @@ def describe_topology_policy(region: str) -> str:
 
 # --- the component -----------------------------------------------------------------------------
 
+@documented_args
 @dataclass
 class TopologyLabelerArgs:
     """Arguments of ``TopologyLabeler``."""
@@ -268,6 +271,8 @@ class TopologyLabelerArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
 def labeler_role_resource_name(name: str) -> str:
     """Logical name of the labeler's Pod Identity role (auto-named)."""
@@ -279,17 +284,19 @@ def labeler_policy_resource_name(name: str) -> str:
     return f"{name}-describe-topology"
 
 
-def topology_labeler_physical_names(name: str, config: TopologyLabelerConfig, cluster_name: str) -> list[PhysicalName]:
-    """Every AWS name ``TopologyLabeler(name, ...)`` generates, from the functions it names them with."""
+def topology_labeler_physical_names(name: str, config: TopologyLabelerConfig, cluster_name: Optional[str]) -> list[PhysicalName]:
+    """Every AWS name ``TopologyLabeler(name, ...)`` generates, from the functions it names them with
+    (a ``cluster_name`` of None, an Output's, leaves out the repository named after it)."""
     names = [
         PhysicalName("aws:iam/role:Role", labeler_role_resource_name(name), autonamed=True),
         PhysicalName("aws:iam/rolePolicy:RolePolicy", labeler_policy_resource_name(name), autonamed=True),
     ]
-    if not config.image:
+    if config.image is None and cluster_name is not None:
         names.append(PhysicalName("aws:ecr/repository:Repository", ecr_repository_name(cluster_name), autonamed=False))
     return names
 
 
+@documented_component(TopologyLabelerArgs)
 class TopologyLabeler(pulumi.ComponentResource):
     """Namespace, RBAC, Pod Identity role and DaemonSet of the topology labeler, plus (without a
     prebuilt image) its ECR repository and image build."""
@@ -343,7 +350,7 @@ class TopologyLabeler(pulumi.ComponentResource):
             cluster_name=ref.name,
             namespace=NAMESPACE,
             service_account=SERVICE_ACCOUNT,
-            description=f"Topology labeler of EKS cluster {ref.name} (EKS Pod Identity)",
+            description=pulumi.Output.concat("Topology labeler of EKS cluster ", ref.name, " (EKS Pod Identity)"),
             tags=tags,
             parent=self,
         )
@@ -353,7 +360,7 @@ class TopologyLabeler(pulumi.ComponentResource):
             policy=describe_topology_policy(ref.region),
             opts=pulumi.ResourceOptions(parent=role),
         )
-        # The cluster name is a plain string, so the association waits for the cluster (and its Pod
+        # The cluster name may be a plain string, so the association waits for the cluster (and its Pod
         # Identity agent add-on) explicitly.
         association = aws.eks.PodIdentityAssociation(
             f"{name}-pod-identity",
@@ -366,7 +373,9 @@ class TopologyLabeler(pulumi.ComponentResource):
         )
 
         self.image = (
-            pulumi.Output.from_input(config.image) if config.image else build_and_push(name, ref.name, tags, parent=self)
+            pulumi.Output.from_input(config.image)
+            if config.image is not None
+            else build_and_push(name, ref.name, tags, parent=self)
         )
 
         # Pod Identity injects credentials when a pod is created, so the pods must not start before

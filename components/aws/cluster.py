@@ -25,6 +25,9 @@ from ..config import (
     SystemNodeGroupConfig,
     validate_cluster_endpoint,
 )
+from ..facts import aws_enums
+from ..config.arguments import check_model_fields
+from ..config.documented import documented_args, documented_component
 from .iam import create_node_role, node_role_resource_name
 from .node_launch import launch_template_ref, node_launch_template
 from ..facts.aws_names import PhysicalName
@@ -48,24 +51,34 @@ Pod Identity associations instead of IRSA."""
 
 @dataclass(frozen=True)
 class ClusterRef:
-    """What components need of a cluster; the same shape for a created and an adopted cluster."""
+    """What components need of a cluster; the same shape for a created and an adopted cluster.
 
-    name: str
-    """EKS cluster name."""
+    Build one with ``ClusterRef.from_eks_cluster`` (your own ``pulumi_eks.Cluster``),
+    ``ClusterRef.from_existing`` (a cluster made elsewhere, by name), or take ``EksCluster.ref``.
+    Every value another resource may supply is a ``pulumi.Input``: components never format one into
+    text, they pass it on or combine it with ``pulumi.Output.concat``/``apply``.
+
+    Kubernetes provider: a component that takes a ``ClusterRef`` puts every Kubernetes object on
+    ``provider`` (its ``opts`` cannot redirect them); components without one (``SchedulingPolicies``,
+    ``TrainingJob``, ``GpuSmokeTest``) take the provider from their ``opts`` like any Pulumi resource.
+    """
+
+    name: pulumi.Input[str]
+    """EKS cluster name (an Output when it comes from a cluster resource)."""
     region: str
     """AWS region of the cluster."""
     partition: str
-    """ARN partition of the region."""
-    vpc_id: str
+    """ARN partition of the region (``aws``, ``aws-cn``, ``aws-us-gov``)."""
+    vpc_id: pulumi.Input[str]
     """VPC of the cluster."""
     kubernetes_version: pulumi.Input[str]
     """Kubernetes version of the control plane; managed node groups follow it (``version``)."""
-    cluster_security_group_id: pulumi.Output[str]
+    cluster_security_group_id: pulumi.Input[str]
     """The security group EKS made for the cluster; nodes need it to reach the control plane."""
-    kubeconfig: pulumi.Output[str]
+    kubeconfig: pulumi.Input[str]
     """Kubeconfig (JSON) that authenticates with ``aws eks get-token``."""
     provider: k8s.Provider
-    """The one Kubernetes provider every in-cluster object uses."""
+    """The one Kubernetes provider every in-cluster object of components taking this ref uses."""
     system_node_selector: Mapping[str, str] = field(default_factory=dict)
     """Node selector that puts controllers on the system node group; empty when this stack runs no
     system node group (an adopted cluster's controllers then go wherever its scheduler puts them)."""
@@ -73,17 +86,119 @@ class ClusterRef:
     """Resources that must exist before in-cluster controllers are installed (cluster, system
     nodes); GPU nodes are deliberately not among them, and neither is the Pod Identity add-on."""
     control_plane: Sequence[pulumi.Resource] = field(default_factory=tuple)
-    """What node groups wait for: a cluster this stack creates (its name is a plain string, so the
+    """What node groups wait for: a cluster this program creates (when its name is a plain string, the
     data flow alone does not order them); empty for an adopted cluster."""
     pod_identity: Sequence[pulumi.Resource] = field(default_factory=tuple)
     """The Pod Identity agent add-on a created cluster gets; only what gets AWS credentials through
     Pod Identity (Karpenter, the topology labeler) waits for it. Empty for an adopted cluster, which
     must already run it."""
-    endpoint: Optional[pulumi.Output[str]] = None
-    """The API server endpoint (https URL), for controllers that are told it (Karpenter); ``EksCluster``
-    always sets it, a hand-built ref may leave it out (Karpenter then discovers it itself)."""
+    endpoint: Optional[pulumi.Input[str]] = None
+    """The API server endpoint (https URL), for controllers that are told it (Karpenter); when None,
+    Karpenter discovers it itself."""
     node_ssm_access: bool = False
     """Whether node roles made for this cluster get AmazonSSMManagedInstanceCore (``cluster.nodeSsmAccess``)."""
+
+    @classmethod
+    def from_eks_cluster(
+        cls,
+        cluster: eks.Cluster,
+        *,
+        region: str,
+        name: Optional[pulumi.Input[str]] = None,
+        partition: Optional[str] = None,
+        vpc_id: Optional[pulumi.Input[str]] = None,
+        provider: Optional[k8s.Provider] = None,
+        system_node_selector: Optional[Mapping[str, str]] = None,
+        ready: Sequence[pulumi.Resource] = (),
+        pod_identity: Sequence[pulumi.Resource] = (),
+        node_ssm_access: bool = False,
+    ) -> "ClusterRef":
+        """The ref of a ``pulumi_eks.Cluster`` made by your program.
+
+        ``name`` defaults to the cluster's ``eks_cluster.name`` (pass the name you gave the cluster to
+        have it known at preview), ``partition`` to the region's, ``vpc_id`` to the cluster's
+        ``core.vpc_id``; the Kubernetes version is the cluster's. ``provider`` defaults to a new
+        Kubernetes provider ``<cluster>-k8s`` (a child of the cluster) on its ``kubeconfig_json``.
+        ``system_node_selector`` places controllers (default: none); ``ready`` lists what must exist
+        before they install besides the cluster (e.g. your system node group); ``pod_identity`` your
+        ``eks-pod-identity-agent`` add-on, which Karpenter and the topology labeler need.
+        ``node_ssm_access`` gives node roles made for it AmazonSSMManagedInstanceCore (default: no).
+        """
+        kubeconfig = cluster.kubeconfig_json
+        if provider is None:
+            # pulumi.Resource has no public accessor for its name; the provider is named after the cluster.
+            provider = k8s.Provider(
+                f"{cluster._name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=cluster)
+            )
+        return cls(
+            name=name if name is not None else cluster.eks_cluster.name,
+            region=region,
+            partition=partition if partition is not None else aws_enums.partition_of(region),
+            vpc_id=vpc_id if vpc_id is not None else cluster.core.vpc_id,
+            kubernetes_version=cluster.eks_cluster.version,
+            cluster_security_group_id=cluster.cluster_security_group_id,
+            kubeconfig=kubeconfig,
+            provider=provider,
+            system_node_selector=dict(system_node_selector or {}),
+            ready=(cluster, *ready),
+            control_plane=(cluster,),
+            pod_identity=tuple(pod_identity),
+            endpoint=cluster.core.endpoint,
+            node_ssm_access=node_ssm_access,
+        )
+
+    @classmethod
+    def from_existing(
+        cls,
+        name: pulumi.Input[str],
+        region: str,
+        *,
+        resource_name: Optional[str] = None,
+        partition: Optional[str] = None,
+        vpc_id: Optional[pulumi.Input[str]] = None,
+        system_node_selector: Optional[Mapping[str, str]] = None,
+        ready: Sequence[pulumi.Resource] = (),
+        node_ssm_access: bool = False,
+        opts: Optional[pulumi.ResourceOptions] = None,
+    ) -> "ClusterRef":
+        """The ref of an existing EKS cluster, looked up by ``name`` in ``region`` (nothing is created
+        or changed in it).
+
+        Registers one resource: ``<resource_name>-k8s``, a Kubernetes provider whose kubeconfig gets
+        tokens from ``aws eks get-token``. ``resource_name`` defaults to ``name`` (required when
+        ``name`` is an Output); ``opts`` applies to the provider and the look-up (e.g. ``parent``).
+        ``vpc_id`` defaults to the cluster's own, ``partition`` to the region's. The cluster must run
+        the ``eks-pod-identity-agent`` add-on for Karpenter and the topology labeler.
+        ``node_ssm_access`` gives node roles made for it AmazonSSMManagedInstanceCore (default: no).
+        """
+        if resource_name is None:
+            if not isinstance(name, str):
+                raise TypeError("ClusterRef.from_existing: pass resource_name when the cluster name is an Output")
+            resource_name = name
+        opts = opts or pulumi.ResourceOptions()
+        lookup = aws.eks.get_cluster_output(name=name, opts=pulumi.InvokeOutputOptions(parent=opts.parent))
+        kubeconfig = pulumi.Output.all(name, lookup).apply(
+            lambda values: kubeconfig_for(
+                values[0],
+                region,
+                values[1].endpoint,
+                values[1].certificate_authorities[0].data if values[1].certificate_authorities else None,
+            )
+        )
+        return cls(
+            name=name,
+            region=region,
+            partition=partition if partition is not None else aws_enums.partition_of(region),
+            vpc_id=vpc_id if vpc_id is not None else lookup.vpc_config.vpc_id,
+            kubernetes_version=lookup.version,
+            cluster_security_group_id=lookup.apply(lambda c: c.vpc_config.cluster_security_group_id if c.vpc_config else None),
+            kubeconfig=kubeconfig,
+            provider=k8s.Provider(f"{resource_name}-k8s", kubeconfig=kubeconfig, opts=opts),
+            system_node_selector=dict(system_node_selector or {}),
+            ready=tuple(ready),
+            endpoint=lookup.endpoint,
+            node_ssm_access=node_ssm_access,
+        )
 
 
 def kubeconfig_for(cluster_name: str, region: str, endpoint: Optional[str], ca_data: Optional[str]) -> str:
@@ -134,6 +249,7 @@ def eks_cluster_physical_names(name: str, system_node_group: SystemNodeGroupConf
     ]
 
 
+@documented_args
 @dataclass
 class EksClusterArgs:
     """Arguments of ``EksCluster``."""
@@ -151,12 +267,26 @@ class EksClusterArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
+
+@documented_component(EksClusterArgs)
 class EksCluster(pulumi.ComponentResource):
     """An EKS cluster (new via pulumi-eks, or an existing one) plus its system node group."""
 
     ref: ClusterRef
     """The cluster as downstream components see it."""
+    eks_cluster: Optional[eks.Cluster]
+    """The ``pulumi_eks.Cluster`` this component created; None for an adopted cluster."""
+    system_node_group: Optional[aws.eks.NodeGroup]
+    """The system node group; None when ``systemNodeGroup.enabled`` is false."""
+    provider: k8s.Provider
+    """The Kubernetes provider of the cluster (also ``ref.provider``)."""
+    cluster_name: pulumi.Output[str]
+    """EKS cluster name."""
+    kubeconfig: pulumi.Output[str]
+    """Kubeconfig (JSON, secret) that authenticates with ``aws eks get-token``."""
 
     def __init__(self, name: str, args: EksClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         problems = validate_cluster_endpoint(args.cluster)
@@ -168,6 +298,7 @@ class EksCluster(pulumi.ComponentResource):
         ready: list[pulumi.Resource] = []
         control_plane: list[pulumi.Resource] = []
         pod_identity: list[pulumi.Resource] = []
+        self.eks_cluster = None
 
         if config.create:
             cluster = eks.Cluster(
@@ -206,7 +337,7 @@ class EksCluster(pulumi.ComponentResource):
                 ),
                 opts=pulumi.ResourceOptions(parent=self, protect=config.protect),
             )
-            # The cluster name is a plain string here, so the add-on must wait for the cluster explicitly.
+            # The cluster name may be a plain string here, so the add-on must wait for the cluster explicitly.
             pod_identity_addon = aws.eks.Addon(
                 f"{name}-pod-identity-agent",
                 cluster_name=config.name,
@@ -217,7 +348,8 @@ class EksCluster(pulumi.ComponentResource):
             ready.append(cluster)
             control_plane.append(cluster)
             pod_identity.append(pod_identity_addon)
-            self._endpoint_ingress(name, config, cluster.cluster_security_group_id)
+            self.eks_cluster = cluster
+            self._endpoint_ingress(name, config, cluster.cluster_security_group_id, args.tags)
             # pulumi-eks hands the endpoint out only inside its CoreData; reading the cluster back once it
             # exists gives it as a plain output, the same way as for an adopted cluster below.
             endpoint = aws.eks.get_cluster_output(
@@ -226,30 +358,35 @@ class EksCluster(pulumi.ComponentResource):
             cluster_security_group_id = cluster.cluster_security_group_id
             kubeconfig = cluster.kubeconfig_json
             kubernetes_version: pulumi.Input[str] = config.kubernetes_version
+            self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=self))
         else:
-            lookup = aws.eks.get_cluster_output(name=config.name, opts=pulumi.InvokeOutputOptions(parent=self))
             # Karpenter and the labeler get AWS credentials through Pod Identity, which an adopted
             # cluster must already run: reading the add-on fails the preview, before anything is
             # created, when it is missing (a created cluster gets the add-on above).
             aws.eks.get_addon_output(
                 cluster_name=config.name, addon_name=POD_IDENTITY_ADDON, opts=pulumi.InvokeOutputOptions(parent=self)
             )
-            cluster_security_group_id = lookup.apply(lambda c: c.vpc_config.cluster_security_group_id if c.vpc_config else None)
-            endpoint = lookup.endpoint
-            kubeconfig = lookup.apply(
-                lambda c: kubeconfig_for(
-                    config.name,
-                    args.region,
-                    c.endpoint,
-                    c.certificate_authorities[0].data if c.certificate_authorities else None,
-                )
+            adopted = ClusterRef.from_existing(
+                config.name,
+                args.region,
+                resource_name=name,
+                partition=args.partition,
+                vpc_id=args.network.vpc_id,
+                opts=pulumi.ResourceOptions(parent=self),
             )
-            kubernetes_version = lookup.version
+            self.provider = adopted.provider
+            cluster_security_group_id = adopted.cluster_security_group_id
+            endpoint = adopted.endpoint
+            kubeconfig = adopted.kubeconfig
+            kubernetes_version = adopted.kubernetes_version
 
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=self))
-
-        if args.system_node_group.enabled:
-            ready.append(self._system_node_group(name, args, kubernetes_version, subnet_ids, control_plane))
+        self.system_node_group = (
+            self._system_node_group(name, args, kubernetes_version, subnet_ids, control_plane)
+            if args.system_node_group.enabled
+            else None
+        )
+        if self.system_node_group is not None:
+            ready.append(self.system_node_group)
 
         self.ref = ClusterRef(
             name=config.name,
@@ -269,9 +406,18 @@ class EksCluster(pulumi.ComponentResource):
         )
         self.cluster_name = pulumi.Output.from_input(config.name)
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
-        self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
+        self.register_outputs(
+            {
+                "clusterName": self.cluster_name,
+                "kubeconfig": self.kubeconfig,
+                "eksCluster": self.eks_cluster,
+                "systemNodeGroup": self.system_node_group,
+            }
+        )
 
-    def _endpoint_ingress(self, name: str, config: ClusterConfig, security_group_id: pulumi.Input[str]) -> None:
+    def _endpoint_ingress(
+        self, name: str, config: ClusterConfig, security_group_id: pulumi.Input[str], tags: Mapping[str, str]
+    ) -> None:
         """Port 443 of the cluster security group, opened to the networks and security groups that
         may reach the private endpoint. EKS: "you must ensure that your Amazon EKS control plane
         security group contains rules to allow ingress traffic on port 443 from your connected
@@ -289,7 +435,8 @@ class EksCluster(pulumi.ComponentResource):
                 ip_protocol="tcp",
                 from_port=API_PORT,
                 to_port=API_PORT,
-                description=f"EKS private API endpoint of {config.name}",
+                description=pulumi.Output.concat("EKS private API endpoint of ", config.name),
+                tags=dict(tags),
                 **source,
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -312,10 +459,10 @@ class EksCluster(pulumi.ComponentResource):
         )
         launch_template = node_launch_template(
             system_launch_template_resource_name(name),
-            description=f"System nodes of EKS cluster {args.cluster.name}",
+            description=pulumi.Output.concat("System nodes of EKS cluster ", args.cluster.name),
             ami_type=system.ami_type,
             volume_size_gib=system.disk_size_gib,
-            instance_name=f"{args.cluster.name}-system",
+            instance_name=pulumi.Output.concat(args.cluster.name, "-system"),
             instance_tags={},
             tags=args.tags,
             parent=self,

@@ -44,6 +44,8 @@ from .iam import create_node_role, node_role_resource_name
 from ..facts.aws_names import PhysicalName
 from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, image_volume_device, launch_template_ref, node_launch_template
 from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_names
+from ..config.arguments import check_model_fields
+from ..config.documented import documented_args, documented_component
 
 
 def gpu_node_labels(pool: GpuNodeGroupConfig) -> dict[str, str]:
@@ -121,16 +123,23 @@ def launch_template_resource_name(name: str) -> str:
     return f"{name}-launch-template"
 
 
-def gpu_node_group_physical_names(name: str, pool: GpuNodeGroupConfig, cluster_name: str) -> list[PhysicalName]:
-    """Every AWS name ``GpuNodeGroup(name, ...)`` generates for the pool, from the functions it names them with."""
+def gpu_node_group_physical_names(name: str, pool: GpuNodeGroupConfig, cluster_name: Optional[str]) -> list[PhysicalName]:
+    """Every AWS name ``GpuNodeGroup(name, ...)`` generates for the pool, from the functions it names them with
+    (a ``cluster_name`` of None, an Output's, leaves out the names made from it)."""
     return [
         PhysicalName("aws:iam/role:Role", node_role_resource_name(name), autonamed=True),
         PhysicalName("aws:ec2/launchTemplate:LaunchTemplate", launch_template_resource_name(name), autonamed=True),
         PhysicalName("aws:eks/nodeGroup:NodeGroup", node_group_name_prefix(pool.name), autonamed=False, prefix=True),
-        *pool_network_names(name, pool.placement_group, placement_group_physical_name(cluster_name, pool), pool.efa_interfaces > 0),
+        *pool_network_names(
+            name,
+            pool.placement_group,
+            placement_group_physical_name(cluster_name, pool) if cluster_name is not None else None,
+            pool.efa_interfaces > 0,
+        ),
     ]
 
 
+@documented_args
 @dataclass
 class GpuNodeGroupArgs:
     """Arguments of ``GpuNodeGroup``."""
@@ -146,7 +155,11 @@ class GpuNodeGroupArgs:
     protect: bool = False
     """Protect the node group and the placement group it creates from deletion. Default: false."""
 
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
+
+@documented_component(GpuNodeGroupArgs)
 class GpuNodeGroup(pulumi.ComponentResource):
     """A tainted GPU managed node group in a cluster placement group, with EFA where it applies."""
 
@@ -156,6 +169,14 @@ class GpuNodeGroup(pulumi.ComponentResource):
     """Name of the pool's placement group; None without one."""
     efa_interfaces: int
     """EFA interfaces per node; 0 when EFA is off."""
+    node_role: aws.iam.Role
+    """The nodes' IAM role: attach policies to it for the access training needs (S3, FSx)."""
+    launch_template: aws.ec2.LaunchTemplate
+    """The launch template of the nodes (volumes, IMDS, placement, EFA interfaces)."""
+    efa_security_group: Optional[aws.ec2.SecurityGroup]
+    """The security group that passes EFA traffic between the pool's nodes; None without EFA."""
+    node_group: aws.eks.NodeGroup
+    """The EKS managed node group."""
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: Optional[pulumi.ResourceOptions] = None):
         pool, ref = args.pool, args.cluster
@@ -166,26 +187,27 @@ class GpuNodeGroup(pulumi.ComponentResource):
         super().__init__("eks-gpu-training:index:GpuNodeGroup", name, None, opts)
         tags = dict(args.tags)
 
-        role = create_node_role(name, ref.partition, tags, parent=self, ssm_access=ref.node_ssm_access)
+        self.node_role = role = create_node_role(name, ref.partition, tags, parent=self, ssm_access=ref.node_ssm_access)
 
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, placement_group_physical_name(ref.name, pool), tags, parent=self, protect=args.protect
+            name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: placement_group_physical_name(cluster, pool)), tags, parent=self, protect=args.protect
         )
 
         self.efa_interfaces = pool.efa_interfaces
         network_settings: dict[str, Any] = {}
+        self.efa_security_group = None
         if self.efa_interfaces:
-            efa_group = efa_security_group(name, ref, tags, parent=self)
+            self.efa_security_group = efa_group = efa_security_group(name, ref, tags, parent=self)
             network_settings["network_interfaces"] = efa_network_interfaces(
                 self.efa_interfaces, [ref.cluster_security_group_id, efa_group.id]
             )
 
-        launch_template = node_launch_template(
+        self.launch_template = launch_template = node_launch_template(
             launch_template_resource_name(name),
-            description=f"GPU training pool {pool.name} of EKS cluster {ref.name}",
+            description=pulumi.Output.concat(f"GPU training pool {pool.name} of EKS cluster ", ref.name),
             ami_type=pool.ami_type,
             volume_size_gib=pool.root_volume_size_gib,
-            instance_name=f"{ref.name}-{pool.name}",
+            instance_name=pulumi.Output.concat(ref.name, f"-{pool.name}"),
             instance_tags=pool.instance_tags,
             tags=tags,
             parent=self,
@@ -194,7 +216,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             **capacity_options(pool),
         )
 
-        # The cluster name is a plain string, so the node group waits for a created cluster explicitly.
+        # The cluster name may be a plain string, so the node group waits for a created cluster explicitly.
         self.node_group = aws.eks.NodeGroup(
             f"{name}-node-group",
             cluster_name=ref.name,
@@ -227,5 +249,13 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.node_group_name = self.node_group.node_group_name
         self.placement_group_name = pulumi.Output.from_input(placement_group_name)
         self.register_outputs(
-            {"nodeGroupName": self.node_group_name, "placementGroupName": self.placement_group_name}
+            {
+                "nodeGroupName": self.node_group_name,
+                "placementGroupName": self.placement_group_name,
+                "efaInterfaces": self.efa_interfaces,
+                "nodeRole": self.node_role,
+                "launchTemplate": self.launch_template,
+                "efaSecurityGroup": self.efa_security_group,
+                "nodeGroup": self.node_group,
+            }
         )

@@ -104,10 +104,10 @@ def create_pod_identity_role(
     account_id: pulumi.Input[str],
     partition: str,
     region: str,
-    cluster_name: str,
+    cluster_name: pulumi.Input[str],
     namespace: Union[str, Sequence[str]],
     service_account: str,
-    description: str,
+    description: pulumi.Input[str],
     tags: Mapping[str, str],
     parent: pulumi.Resource,
 ) -> aws.iam.Role:
@@ -117,9 +117,9 @@ def create_pod_identity_role(
     return aws.iam.Role(
         resource_name,
         description=description,
-        assume_role_policy=pulumi.Output.from_input(account_id).apply(
-            lambda account: json.dumps(
-                pod_identity_trust_policy(partition, region, account, cluster_name, namespace, service_account)
+        assume_role_policy=pulumi.Output.all(account_id, cluster_name).apply(
+            lambda values: json.dumps(
+                pod_identity_trust_policy(partition, region, values[0], values[1], namespace, service_account)
             )
         ),
         tags=dict(tags),

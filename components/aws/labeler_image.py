@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from pathlib import Path
 from typing import Mapping
@@ -88,13 +87,34 @@ def build_context_tag(directory: Path = LABELER_DIR) -> str:
     return f"src-{digest.hexdigest()[:16]}"
 
 
-def build_and_push(name: str, cluster_name: str, tags: Mapping[str, str], parent: pulumi.Resource) -> pulumi.Output[str]:
+def build_context_location(directory: Path = LABELER_DIR, working_directory: Path | None = None) -> str:
+    """Where docker-build finds the build context, as the Image's ``context.location`` input.
+
+    The location is part of the Image's inputs, so a location that differs between two machines
+    makes every `pulumi up` from the other machine an update (a rebuild and push). It is therefore
+    relative to the program's working directory (the Pulumi project folder) whenever the package
+    lies under it: ``components/labeler`` in this repository's checkouts, and
+    ``.venv/lib/python3.X/site-packages/eks_gpu_training/labeler`` for a project that installs the
+    package into its own venv; both are the same on every machine with that layout. A package
+    installed outside the project has no such stable path; it is then given absolutely (pin
+    ``topologyLabeler.image`` to a prebuilt image to keep such stacks free of per-machine diffs).
+    """
+    cwd = (working_directory or Path.cwd()).resolve()
+    directory = directory.resolve()
+    if directory.is_relative_to(cwd):
+        return directory.relative_to(cwd).as_posix()
+    return directory.as_posix()
+
+
+def build_and_push(
+    name: str, cluster_name: pulumi.Input[str], tags: Mapping[str, str], parent: pulumi.Resource
+) -> pulumi.Output[str]:
     """Build ``components/labeler``, push it to a private ECR repository (children ``{name}-repository``
     and ``{name}-image`` of ``parent``) and return the digest reference of the push."""
     tags = dict(tags)
     repository = aws.ecr.Repository(
         f"{name}-repository",
-        name=ecr_repository_name(cluster_name),
+        name=pulumi.Output.from_input(cluster_name).apply(ecr_repository_name),
         image_scanning_configuration={"scan_on_push": True},
         # The DaemonSet runs the pushed digest, which no tag move can change. Immutable tags would
         # instead fail `pulumi up` whenever docker-build rebuilds without the source changing (its
@@ -117,10 +137,11 @@ def build_and_push(name: str, cluster_name: str, tags: Mapping[str, str], parent
     tag = build_context_tag()
     image = docker_build.Image(
         f"{name}-image",
-        # Relative to the program's working directory, so the path (part of docker-build's diff)
-        # is the same on every machine that runs `pulumi up`.
-        context={"location": os.path.relpath(LABELER_DIR)},
-        dockerfile={"location": os.path.relpath(LABELER_DIR / "Dockerfile")},
+        context={"location": build_context_location()},
+        dockerfile={"location": f"{build_context_location()}/Dockerfile"},
+        # `pulumi preview` needs no Docker daemon: the image is built and pushed by `pulumi up` only
+        # (docker-build still checks the Dockerfile's syntax at preview, which needs no daemon).
+        build_on_preview=False,
         platforms=[IMAGE_PLATFORM],
         push=True,
         tags=[repository.repository_url.apply(lambda url: f"{url}:{tag}")],

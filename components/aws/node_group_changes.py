@@ -1,5 +1,5 @@
-"""What a change to each node-group configuration key does to running nodes: the README table
-"What a change does to running nodes and jobs", as plain data.
+"""What a change to each node-group configuration key does to running nodes: the table of
+docs/operations.md "What a change does to running nodes and jobs", as plain data.
 
 The classification follows the EKS API: a node group field that ``UpdateNodegroupConfig`` takes
 is updated in place; one that ``UpdateNodegroupVersion`` takes (``version``, ``releaseVersion``,
@@ -41,7 +41,7 @@ class ChangeEffect:
     """The CreateNodegroup field the key sets (``launchTemplate`` for template settings); None when
     the key never reaches the node group."""
     why: str
-    """One line for the README."""
+    """One line of the table in docs/operations.md."""
 
 
 _POOL = "gpuNodeGroups[]"
@@ -99,7 +99,7 @@ def effect_of(eks_field: str, updatable_in_place: frozenset[str], updatable_by_v
 
 
 def change_table() -> str:
-    """The README table (markdown)."""
+    """The table of docs/operations.md (markdown)."""
     rows = ["| Key | A change | Why |", "| --- | --- | --- |"]
     rows += [f"| `{row.key}` | {row.effect} | {row.why} |" for row in CHANGE_EFFECTS]
     return "\n".join(rows)

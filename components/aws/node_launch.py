@@ -31,7 +31,7 @@ def image_volume_device(ami_type: str) -> str:
     return "/dev/xvdb" if ami_type.startswith("BOTTLEROCKET") else "/dev/xvda"
 
 
-def instance_tag_specifications(instance_name: str, instance_tags: Mapping[str, str]) -> list[dict[str, Any]]:
+def instance_tag_specifications(instance_name: pulumi.Input[str], instance_tags: Mapping[str, str]) -> list[dict[str, Any]]:
     """Tags the launch template puts on instances and their volumes: ``Name`` (stable: cluster and
     pool) and the tags a pool opted into, never the stack's tags."""
     tags = {**instance_tags, "Name": instance_name}
@@ -41,10 +41,10 @@ def instance_tag_specifications(instance_name: str, instance_tags: Mapping[str, 
 def node_launch_template(
     resource_name: str,
     *,
-    description: str,
+    description: pulumi.Input[str],
     ami_type: str,
     volume_size_gib: int,
-    instance_name: str,
+    instance_name: pulumi.Input[str],
     instance_tags: Mapping[str, str],
     tags: Mapping[str, str],
     parent: pulumi.Resource,

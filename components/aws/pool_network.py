@@ -18,10 +18,11 @@ def efa_security_group_resource_name(name: str) -> str:
     return f"{name}-efa"
 
 
-def pool_network_names(name: str, placement: PlacementGroupConfig, group_name: str, efa: bool) -> list[PhysicalName]:
-    """The AWS names ``placement_group_name`` and ``efa_security_group`` give a pool's resources."""
+def pool_network_names(name: str, placement: PlacementGroupConfig, group_name: Optional[str], efa: bool) -> list[PhysicalName]:
+    """The AWS names ``placement_group_name`` and ``efa_security_group`` give a pool's resources; a
+    ``group_name`` of None (made from an Output, known only at deployment) is left out."""
     names = []
-    if placement.mode == "create":
+    if placement.mode == "create" and group_name is not None:
         names.append(PhysicalName("aws:ec2/placementGroup:PlacementGroup", group_name, autonamed=False))
     if efa:
         names.append(PhysicalName("aws:ec2/securityGroup:SecurityGroup", efa_security_group_resource_name(name), autonamed=True))
@@ -31,7 +32,7 @@ def pool_network_names(name: str, placement: PlacementGroupConfig, group_name: s
 def placement_group_name(
     name: str,
     placement: PlacementGroupConfig,
-    group_name: str,
+    group_name: pulumi.Input[str],
     tags: Mapping[str, str],
     parent: pulumi.Resource,
     protect: bool = False,
@@ -60,7 +61,7 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
     group = aws.ec2.SecurityGroup(
         efa_security_group_resource_name(name),
         vpc_id=ref.vpc_id,
-        description=f"EFA traffic between GPU nodes of {ref.name}",
+        description=pulumi.Output.concat("EFA traffic between GPU nodes of ", ref.name),
         tags=dict(tags),
         opts=pulumi.ResourceOptions(parent=parent),
     )
@@ -70,6 +71,7 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
         referenced_security_group_id=group.id,
         ip_protocol="-1",
         description="EFA: all traffic from the group itself",
+        tags=dict(tags),
         opts=pulumi.ResourceOptions(parent=group),
     )
     aws.vpc.SecurityGroupEgressRule(
@@ -78,6 +80,7 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
         referenced_security_group_id=group.id,
         ip_protocol="-1",
         description="EFA: all traffic to the group itself",
+        tags=dict(tags),
         opts=pulumi.ResourceOptions(parent=group),
     )
     return group

@@ -15,6 +15,8 @@ import pulumi_aws as aws
 from ..config import S3BucketConfig
 from .cluster import ClusterRef
 from .iam import create_pod_identity_role
+from ..config.arguments import check_model_fields
+from ..config.documented import documented_args, documented_component
 from ..facts.aws_names import PhysicalName
 
 S3_BUCKET_READ_ACTIONS = ("s3:ListBucket", "s3:GetBucketLocation")
@@ -34,9 +36,12 @@ delete (rotating old checkpoints) and clean up an interrupted upload. No ACL, ta
 bucket configuration action."""
 
 
-def s3_access_policy(partition: str, buckets: Sequence[S3BucketConfig]) -> dict[str, Any]:
+def s3_access_policy(partition: str, buckets: Sequence[S3BucketConfig], names: Optional[Sequence[str]] = None) -> dict[str, Any]:
     """Policy document granting exactly the actions each bucket's ``access`` needs, on exactly
-    those buckets and their objects."""
+    those buckets and their objects. ``names`` are the buckets' names once known, in order (a name
+    may be an Output: the component resolves them and calls this inside ``apply``)."""
+    if names is not None:
+        buckets = [bucket.model_copy(update={"name": name}) for bucket, name in zip(buckets, names)]
     statements = []
     for access, bucket_actions, object_actions in (
         ("read", S3_BUCKET_READ_ACTIONS, S3_OBJECT_READ_ACTIONS),
@@ -60,6 +65,7 @@ def training_role_needed(buckets: Sequence[S3BucketConfig], policy_arns: Sequenc
     return bool(buckets) or bool(policy_arns)
 
 
+@documented_args
 @dataclass
 class TrainingIdentityArgs:
     """Arguments of ``TrainingIdentity``."""
@@ -72,11 +78,13 @@ class TrainingIdentityArgs:
     """Name of the training ServiceAccount in those namespaces."""
     s3_buckets: Sequence[S3BucketConfig] = ()
     """Buckets the role may reach, each with its access. Default: none."""
-    policy_arns: Sequence[str] = ()
+    policy_arns: Sequence[pulumi.Input[str]] = ()
     """Further IAM policies attached to the role. Default: none."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
 def training_role_resource_name(name: str) -> str:
     """Logical name of the training pods' role (auto-named)."""
@@ -96,6 +104,7 @@ def training_identity_physical_names(name: str, s3_buckets: Sequence[S3BucketCon
     return names
 
 
+@documented_component(TrainingIdentityArgs)
 class TrainingIdentity(pulumi.ComponentResource):
     """The training pods' IAM role and its Pod Identity associations, one per training namespace."""
 
@@ -115,7 +124,7 @@ class TrainingIdentity(pulumi.ComponentResource):
             cluster_name=ref.name,
             namespace=list(args.namespaces),
             service_account=args.service_account,
-            description=f"Training pods of EKS cluster {ref.name} (EKS Pod Identity)",
+            description=pulumi.Output.concat("Training pods of EKS cluster ", ref.name, " (EKS Pod Identity)"),
             tags=tags,
             parent=self,
         )
@@ -123,7 +132,9 @@ class TrainingIdentity(pulumi.ComponentResource):
             aws.iam.RolePolicy(
                 s3_access_policy_resource_name(name),
                 role=role.id,
-                policy=json.dumps(s3_access_policy(ref.partition, args.s3_buckets)),
+                policy=pulumi.Output.all(*(bucket.name for bucket in args.s3_buckets)).apply(
+                    lambda names: json.dumps(s3_access_policy(ref.partition, args.s3_buckets, names))
+                ),
                 # Children of the component, not of the role: whoever depends on the component waits for them.
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -131,7 +142,7 @@ class TrainingIdentity(pulumi.ComponentResource):
             aws.iam.RolePolicyAttachment(
                 f"{name}-policy-{index}", role=role.name, policy_arn=policy_arn, opts=pulumi.ResourceOptions(parent=self)
             )
-        # The cluster name is a plain string, so each association waits for the cluster (and its Pod
+        # The cluster name may be a plain string, so each association waits for the cluster (and its Pod
         # Identity agent add-on) explicitly.
         self.associations = [
             aws.eks.PodIdentityAssociation(

@@ -1,8 +1,8 @@
 """The stack configuration: one typed model, its defaults, and every rule it must satisfy.
 
 Every key a stack file may set is a field below, with its type, its default (here and nowhere
-else) and a one-line description (the attribute docstring, which also feeds the README's
-configuration reference). ``platform.load_stack_config`` reads the stack's configuration and either returns
+else) and a one-line description (the attribute docstring, which also feeds the generated
+configuration reference, ``docs/configuration.md``). ``platform.load_stack_config`` reads the stack's configuration and either returns
 a fully-typed ``GpuTrainingPlatformArgs`` or raises one ``ConfigError`` listing every problem with
 its key path and what is allowed. It runs before any resource is registered, so a bad stack file
 creates nothing.
@@ -14,7 +14,9 @@ Pulumi program builds the arguments.
 The model is one package, a module per part of the stack: ``base`` (problems, the base model, AWS
 enum checks), ``cluster``, ``pools`` (managed GPU pools and the rules all GPU pools share), ``karpenter``, ``addons`` (GPU Operator,
 topology labeler), ``scheduling``, and ``stack`` (the whole stack's arguments). Reading a stack and the rules that span layers live in
-``platform``.
+``platform``. ``inputs`` holds the field types of values another resource can supply (a string, or
+a ``pulumi.Output`` in a program), ``arguments`` the check of a dict given where a component expects
+a model, and ``documented`` the ``help()`` text of components' arguments.
 """
 
 from .base import (

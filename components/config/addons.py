@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Optional, Union
 
-from pydantic import AfterValidator, Field, field_validator
+import pulumi
+from pydantic import Field, PlainValidator, WithJsonSchema, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..labeler.settings import DEFAULT_INTERVAL_SECONDS
 from ..facts.node_os import node_os_of
 from ..facts.quantity import parse_quantity
 from .base import _LABEL_KEY, _LABEL_VALUE, NVIDIA_AMI_TYPES, Problem, Quantity, _Model, supported_version
+from .inputs import is_unknown
 
 if TYPE_CHECKING:
     from .stack import GpuTrainingPlatformArgs
@@ -77,8 +79,11 @@ _IMAGE_REFERENCE = re.compile(
 port, lowercase repository path, tag, sha256 digest)."""
 
 
-def image_reference_problem(value: str) -> Optional[str]:
-    """Why ``value`` is not an image reference the kubelet can pull, or None."""
+def image_reference_problem(value: Any) -> Optional[str]:
+    """Why ``value`` is not an image reference the kubelet can pull, or None (also for an Output: an
+    image built in the same program is known only once pushed)."""
+    if is_unknown(value):
+        return None
     match = _IMAGE_REFERENCE.match(value)
     if match is None or len(match.group("name")) > 255:
         return (
@@ -101,8 +106,24 @@ def check_image_grammar(value: str) -> str:
     return value
 
 
-ImageReference = Annotated[str, AfterValidator(check_image_grammar)]
-"""A container image reference (registry, lower-case repository path, tag and/or sha256 digest)."""
+def _image_input(check: Callable[[str], str]) -> Callable[[Any], Any]:
+    """A validator that applies ``check`` to a string and lets an Output through unchecked."""
+
+    def validate(value: Any) -> Any:
+        if is_unknown(value):
+            return value
+        if not isinstance(value, str):
+            raise PydanticCustomError("input_type", f"an image must be a string or a pulumi.Output, not {type(value).__name__}")
+        return check(value)
+
+    return validate
+
+
+ImageReference = Annotated[
+    Union[str, pulumi.Output[str]], PlainValidator(_image_input(check_image_grammar)), WithJsonSchema({"type": "string"})
+]
+"""A container image reference (registry, lower-case repository path, tag and/or sha256 digest), or
+the Output of an image built in the same program."""
 
 
 def _check_image_reference(value: str) -> str:
@@ -114,6 +135,12 @@ def _check_image_reference(value: str) -> str:
             "pin it by digest (@sha256:...) or by a release tag",
         )
     return value
+
+
+LabelerImage = Annotated[
+    Union[str, pulumi.Output[str]], PlainValidator(_image_input(_check_image_reference)), WithJsonSchema({"type": "string"})
+]
+"""An image reference, checked; or the Output of an image built in the same program (e.g. a docker-build ``Image``'s ``ref``)."""
 
 
 class LabelerResourcesConfig(_Model):
@@ -136,7 +163,7 @@ class TopologyLabelerConfig(_Model):
 
     enabled: bool = True
     """Run the labeler on GPU nodes. Default: true."""
-    image: Optional[Annotated[str, AfterValidator(_check_image_reference)]] = None
+    image: Optional[LabelerImage] = None
     """Prebuilt labeler image, pinned by digest (`<registry>/<repository>@sha256:...`) or a release tag; skips the ECR repository and the image build. Default: none (the stack builds `components/labeler` and pushes it to a private ECR repository it creates; needs Docker where `pulumi up` runs)."""
     interval_seconds: int = Field(default=DEFAULT_INTERVAL_SECONDS, ge=60, le=86400)
     """Seconds between re-checks of a node. Default: 600."""

@@ -21,6 +21,19 @@ from .base import (
     _Model,
     supported_version,
 )
+from .inputs import resource_input
+
+SubnetId = resource_input(r"^subnet-[0-9a-f]{8,17}$", "a subnet ID")
+"""A subnet ID (``subnet-`` and 8 or 17 hex digits), or the ``id`` Output of a subnet made in the same program."""
+VpcId = resource_input(r"^vpc-[0-9a-f]{8,17}$", "a VPC ID")
+"""A VPC ID, or the ``id`` Output of a VPC made in the same program."""
+ClusterName = resource_input(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$", "an EKS cluster name")
+"""An EKS cluster name, or an Output that names one (e.g. a stack reference's)."""
+PRINCIPAL_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$"
+SecurityGroupId = resource_input(r"^sg-[0-9a-f]{8,17}$", "a security group ID", "sg-...")
+"""A security group ID, or the ``id`` Output of a security group made in the same program."""
+PrincipalArn = resource_input(PRINCIPAL_ARN_PATTERN, "an IAM role or user ARN", "arn:<partition>:iam::<account>:role/<name>")
+"""An IAM role or user ARN, or the ``arn`` Output of a role made in the same program."""
 
 WORLD_CIDR = "0.0.0.0/0"
 """The CIDR that opens a public API endpoint to the whole internet; it must be written out."""
@@ -36,7 +49,7 @@ RELEASE_VERSION_PATTERN = r"^\d+\.\d+\.\d+-\d{8}$|^\d+\.\d+\.\d+(-[0-9a-f]{7,8})
 class SubnetConfig(_Model):
     """A private subnet the cluster and its nodes use."""
 
-    id: str = Field(pattern=r"^subnet-[0-9a-f]{8,17}$")
+    id: SubnetId
     """Subnet ID (required)."""
     availability_zone: str = Field(pattern=_AZ)
     """Availability zone of the subnet, e.g. ``us-west-2a`` (required; placement groups are per AZ)."""
@@ -45,7 +58,7 @@ class SubnetConfig(_Model):
 class NetworkConfig(_Model):
     """The VPC the cluster lives in."""
 
-    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
+    vpc_id: VpcId
     """VPC ID (required)."""
     subnets: list[SubnetConfig] = Field(min_length=1)
     """Private subnets for the control plane ENIs and the nodes, with their AZs (required)."""
@@ -54,7 +67,7 @@ class NetworkConfig(_Model):
 class ClusterConfig(_Model):
     """The EKS cluster: created here with pulumi-eks, or an existing one adopted by name."""
 
-    name: str = Field(pattern=r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
+    name: ClusterName
     """EKS cluster name (required): the cluster to create, or the existing one to adopt."""
     create: bool = True
     """Create the cluster (true) or adopt an existing cluster of that name (false). Default: true."""
@@ -68,11 +81,11 @@ class ClusterConfig(_Model):
     """Expose the API server endpoint inside the VPC (a created cluster). Default: true."""
     endpoint_private_access_cidrs: list[str] = []
     """CIDRs (VPN, CI runners, peered VPCs) let in on port 443 of the cluster security group to reach the private endpoint (a created cluster). Default: none (only the cluster's own nodes)."""
-    endpoint_private_access_security_group_ids: list[str] = []
+    endpoint_private_access_security_group_ids: list[SecurityGroupId] = []
     """Security groups (e.g. a CI runner's) let in on port 443 of the cluster security group to reach the private endpoint (a created cluster). Default: none."""
     protect: bool = False
     """Protect the cluster, GPU node groups and the placement groups of every GPU pool from deletion (Pulumi `protect`): `pulumi destroy` or a change that would replace them fails until it is turned off. Default: false."""
-    admin_principal_arns: list[str] = []
+    admin_principal_arns: list[PrincipalArn] = []
     """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster). Default: none."""
     enabled_log_types: list[str] = ["api", "audit", "authenticator"]
     """Control-plane log types sent to CloudWatch (a created cluster). Default: api, audit, authenticator."""
@@ -91,17 +104,6 @@ class ClusterConfig(_Model):
             )
         return value
 
-    @field_validator("admin_principal_arns")
-    @classmethod
-    def _principal_arns(cls, values: list[str]) -> list[str]:
-        pattern = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
-        for value in values:
-            if not pattern.match(value):
-                raise PydanticCustomError(
-                    "arn", f"'{value}' is not an IAM role or user ARN (arn:<partition>:iam::<account>:role/<name>)"
-                )
-        return values
-
     @field_validator("endpoint_public_access_cidrs")
     @classmethod
     def _public_cidrs(cls, values: list[str]) -> list[str]:
@@ -114,14 +116,6 @@ class ClusterConfig(_Model):
     def _private_cidrs(cls, values: list[str]) -> list[str]:
         for value in values:
             _check_cidr(value, ipv6=True)
-        return values
-
-    @field_validator("endpoint_private_access_security_group_ids")
-    @classmethod
-    def _security_groups(cls, values: list[str]) -> list[str]:
-        for value in values:
-            if not re.match(r"^sg-[0-9a-f]{8,17}$", value):
-                raise PydanticCustomError("security_group", f"'{value}' is not a security group ID (sg-...)")
         return values
 
     @field_validator("enabled_log_types")

@@ -27,7 +27,8 @@ from .base import (
     _Model,
 )
 from ..facts.gpu_nodes import GPU_POOL_KEY
-from .cluster import RELEASE_VERSION_PATTERN, NetworkConfig, SubnetConfig
+from .inputs import is_unknown, shown
+from .cluster import RELEASE_VERSION_PATTERN, NetworkConfig, SubnetConfig, SubnetId
 from .node_repair import NodeRepairConfig, check_node_repair
 
 
@@ -90,8 +91,8 @@ class GpuPoolConfig(_Model):
     """EC2 instance types of the pool (NVIDIA GPU types). Default: p5.48xlarge only: one EFA layout (launch template or EC2NodeClass) serves every type, so adding p4de would cut a p5 node to p4de's 4 EFA devices (of 32), and one job would mix GPU generations."""
     availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
     """The pool's single AZ; required with a placement group. Default: none (all subnets' AZs)."""
-    subnet_ids: Optional[list[str]] = None
-    """Subnets of the pool, among `network.subnets`. Default: the network's subnets in the pool's AZ (all of them without one)."""
+    subnet_ids: Optional[list[SubnetId]] = None
+    """Subnets of the pool, among `network.subnets` (an Output must be the very one `network.subnets` holds). Default: the network's subnets in the pool's AZ (all of them without one)."""
     placement_group: PlacementGroupConfig = PlacementGroupConfig()
     """Cluster placement group of the pool, made by the stack (Karpenter only selects it). Default: a group created for the pool."""
     efa: Literal["auto", "enabled", "disabled"] = "auto"
@@ -234,14 +235,16 @@ def _check_placement(pool: GpuPoolConfig, network: NetworkConfig, problem: Probl
         if not pool.subnet_ids:
             problem("subnetIds", "must list at least one subnet")
         for i, subnet_id in enumerate(pool.subnet_ids):
-            if pool.subnet_ids.index(subnet_id) != i:
+            if not is_unknown(subnet_id) and pool.subnet_ids.index(subnet_id) != i:
                 problem(f"subnetIds[{i}]", f"'{subnet_id}' is listed twice")
             elif subnet_id not in subnet_azs:
-                problem(f"subnetIds[{i}]", f"'{subnet_id}' is not in network.subnets; allowed: {', '.join(subnet_azs)}")
+                # An Output is compared by identity: its AZ is known only through the network entry holding it.
+                allowed = ", ".join(shown(s) for s in subnet_azs)
+                problem(f"subnetIds[{i}]", f"{shown(subnet_id)} is not in network.subnets; allowed: {allowed}")
             elif pool.availability_zone not in (None, subnet_azs[subnet_id]):
                 problem(
                     f"subnetIds[{i}]",
-                    f"'{subnet_id}' is in {subnet_azs[subnet_id]}, not the pool's availabilityZone {pool.availability_zone}",
+                    f"{shown(subnet_id)} is in {subnet_azs[subnet_id]}, not the pool's availabilityZone {pool.availability_zone}",
                 )
     chosen_azs = sorted({s.availability_zone for s in pool_subnets(pool, network)})
     if placement.mode != "none":

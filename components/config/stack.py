@@ -15,6 +15,7 @@ from .addons import (
     validate_topology_labeler,
 )
 from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model, validate_tags
+from .inputs import is_unknown
 from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig, validate_cluster_endpoint
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
@@ -71,7 +72,8 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     problems: list[Problem] = []
     subnet_ids = [s.id for s in args.network.subnets]
     for i, subnet in enumerate(args.network.subnets):
-        if subnet_ids.index(subnet.id) != i:
+        # Outputs are unknown until their subnet exists; only known IDs can be compared.
+        if not is_unknown(subnet.id) and subnet_ids.index(subnet.id) != i:
             problems.append(Problem(f"network.subnets[{i}].id", f"'{subnet.id}' is listed twice"))
         if not subnet.availability_zone.startswith(args.region):
             problems.append(
@@ -141,7 +143,7 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
         )
     admins = args.cluster.admin_principal_arns
     for i, arn in enumerate(admins):
-        if admins.index(arn) != i:
+        if not is_unknown(arn) and admins.index(arn) != i:
             problems.append(
                 Problem(
                     f"cluster.adminPrincipalArns[{i}]",

@@ -7,9 +7,15 @@ raised one. Nothing is stubbed in the program: its real code runs, only the engi
 mock monitor.
 
 pulumi-eks components are remote: under mocks each is one registration with no children, and its
-outputs come from ``PlausibleMocks`` below. Resource references are kept as plain URNs/IDs (the
-monitor reports no support for them), because rehydrating a reference on the mock monitor's worker
-thread would bind it to a different event loop.
+outputs come from ``PlausibleMocks`` below. Resource references in inputs are kept as plain
+URNs/IDs (the monitor reports no support for them), because rehydrating a reference on the mock
+monitor's worker thread would bind it to a different event loop. One output is a reference, as in
+a deployment: an ``eks.Cluster``'s ``eksCluster``, whose ``name`` programs read
+(``ClusterRef.from_eks_cluster``); the SDK reads that resource back through the monitor's
+``getResource``, answered from ``PlausibleMocks.references``.
+
+``Graph.output_text`` lists every input that holds an Output turned into text (the SDK's
+"Calling __str__ on an Output" message, or an Output's repr): a test of a program asserts it is empty.
 
 The tests (through ``tests/harness.py``) and the ``render`` command both run programs with it.
 """
@@ -123,26 +129,82 @@ class Graph:
     def types(self) -> set[str]:
         return {r.type for r in self.resources}
 
+    def output_text(self) -> list[str]:
+        """Every input (and provider-function argument) that holds an Output turned into text:
+        the SDK's "Calling __str__ on an Output" message or an Output's repr. Each entry names the
+        resource (or function) and the key path; a correct program has none."""
+        found = []
+        for resource in self.resources:
+            found += [f"{resource.type} {resource.name}: {path}" for path in _output_text(resource.inputs, "")]
+        for token, arguments in self.invokes:
+            found += [f"{token}(): {path}" for path in _output_text(arguments, "")]
+        return found
+
+
+OUTPUT_TEXT_MARKERS = ("Calling __str__ on an Output", "<pulumi.output.Output object", "Output[T]")
+"""What an Output formatted into a string leaves behind: the SDK's ``__str__`` message, or its repr."""
+
+
+def _output_text(value: Any, path: str) -> list[str]:
+    if isinstance(value, str):
+        return [path or "(value)"] if any(marker in value for marker in OUTPUT_TEXT_MARKERS) else []
+    if isinstance(value, Mapping):
+        return [p for key, item in value.items() for p in _output_text(item, f"{path}.{key}" if path else str(key))]
+    if isinstance(value, (list, tuple)):
+        return [p for i, item in enumerate(value) for p in _output_text(item, f"{path}[{i}]")]
+    return []
+
 
 def _arn(service: str, kind: str, name: str) -> str:
     return f"arn:aws:{service}:us-west-2:{ACCOUNT_ID}:{kind}/{name}"
 
 
+_RESOURCE_REFERENCE = {"4dabf18193072939515e22adb298388d": "5cf8f73096256a8f31e491e813e4eb8e"}
+"""The SDK's marker of a serialized resource reference (``rpc._special_sig_key``: ``_special_resource_sig``)."""
+
+
 class PlausibleMocks(pulumi.runtime.Mocks):
     """Outputs a real deployment would give back, derived from the inputs."""
+
+    def __init__(self) -> None:
+        self.references: dict[str, tuple[str, dict[str, Any]]] = {}
+        """Resources that outputs refer to (urn: id and state), for the SDK to read back by URN."""
+
+    def _reference(self, urn: str, resource_id: str, state: dict[str, Any]) -> dict[str, Any]:
+        """An output that is a resource reference, as pulumi-eks gives ``eksCluster``: the SDK turns it
+        into a resource object whose outputs it reads with ``getResource`` (answered from ``state``)."""
+        self.references[urn] = (resource_id, state)
+        return {**_RESOURCE_REFERENCE, "urn": urn, "id": resource_id}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         outputs = dict(args.inputs)
         name = args.name
         typ = args.typ
         if typ == "eks:index:Cluster":
-            kubeconfig = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": outputs.get("name", name)}]}
+            # pulumi-eks names an unnamed cluster after the resource, with a random suffix.
+            cluster_name = outputs.get("name") or f"{name}-eksCluster-{hashlib.sha1(name.encode()).hexdigest()[:7]}"
+            kubeconfig = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": cluster_name}]}
             outputs.update(
                 kubeconfig=kubeconfig,
                 kubeconfigJson=json.dumps(kubeconfig),
                 clusterSecurityGroupId="sg-0c1a55e7c1a55e7c1",
                 nodeSecurityGroupId="sg-0d0d0d0d0d0d0d0d0",
-                eksCluster=f"urn:pulumi:test::mock::aws:eks/cluster:Cluster::{name}",
+                eksCluster=self._reference(
+                    f"urn:pulumi:mock::mock::eks:index:Cluster$aws:eks/cluster:Cluster::{name}-eksCluster",
+                    cluster_name,
+                    {
+                        "name": cluster_name,
+                        "arn": _arn("eks", "cluster", cluster_name),
+                        # pulumi-eks leaves the version to EKS, which picks its default.
+                        "version": outputs.get("version") or "1.34",
+                        "vpcConfig": {"vpcId": outputs.get("vpcId")},
+                    },
+                ),
+                core={
+                    "endpoint": "https://0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com",
+                    "vpcId": outputs.get("vpcId"),
+                    "subnetIds": outputs.get("subnetIds") or [],
+                },
             )
         elif typ == "aws:eks/nodeGroup:NodeGroup":
             # EKS completes a name prefix with a unique suffix (a timestamp, as the provider does).
@@ -154,6 +216,9 @@ class PlausibleMocks(pulumi.runtime.Mocks):
             outputs.setdefault("name", f"{name}-4d5e6f")
             outputs["arn"] = f"arn:aws:sqs:us-west-2:{ACCOUNT_ID}:{outputs['name']}"
             outputs["url"] = f"https://sqs.us-west-2.amazonaws.com/{ACCOUNT_ID}/{outputs['name']}"
+        elif typ in ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2"):
+            # An unnamed bucket gets a generated name, like an IAM role.
+            outputs.setdefault("bucket", f"{name}-7g8h9i")
         elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
             outputs.update(latestVersion=1, defaultVersion=1)
         elif typ == "aws:ecr/repository:Repository":
@@ -231,6 +296,8 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
+        for urn, (resource_id, state) in getattr(self.mocks, "references", {}).items():
+            self.resources.setdefault(urn, runtime_mocks.MockMonitor.ResourceRegistration(urn, resource_id, state))
         if request.type != "pulumi:pulumi:Stack":
             self.registrations.append(
                 Registration(

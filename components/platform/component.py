@@ -9,6 +9,7 @@ import pulumi
 from ..facts import aws_enums
 from ..aws.cluster import EksCluster, EksClusterArgs
 from ..config import ConfigError, GpuTrainingPlatformArgs
+from ..config.arguments import as_model
 from ..addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
 from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from ..addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
@@ -30,8 +31,10 @@ from .names import (
     training_identity_child_name,
 )
 from .validation import validate_stack
+from ..config.documented import documented_component
 
 
+@documented_component(GpuTrainingPlatformArgs)
 class GpuTrainingPlatform(pulumi.ComponentResource):
     """EKS cluster, system node group, GPU training pools, GPU Operator, EFA device plugin, topology
     labeler, Karpenter, Kueue, scheduling policy and training jobs, in one stack graph."""
@@ -62,9 +65,22 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """Training apps the stack runs, by app name."""
     smoke_test: Optional[GpuSmokeTest]
     """The nvidia-smi smoke test; None unless enabled."""
+    cluster_name: pulumi.Output[str]
+    """EKS cluster name."""
+    kubeconfig: pulumi.Output[str]
+    """Kubeconfig (JSON, secret) that authenticates with ``aws eks get-token``."""
+    gpu_node_group_names: pulumi.Output[list[str]]
+    """EKS node group names of the GPU pools."""
+    placement_group_names: pulumi.Output[dict[str, Optional[str]]]
+    """Placement group of each managed GPU pool, by pool name (None without one)."""
+    karpenter_node_pool_names: pulumi.Output[list[str]]
+    """NodePool names of the Karpenter GPU pools."""
+    karpenter_placement_group_names: pulumi.Output[dict[str, Optional[str]]]
+    """Placement group of each Karpenter GPU pool, by pool name (None without one)."""
 
     def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # Checked before the component registers, so invalid arguments create nothing at all.
+        args = as_model(args, GpuTrainingPlatformArgs, "GpuTrainingPlatformArgs")
         problems = validate_stack(args, name)
         if problems:
             raise ConfigError(problems)

@@ -7,57 +7,16 @@ import json
 from typing import Any, Mapping
 
 import pydantic
-from pydantic import BaseModel
 
 from ..config import PROJECT, ConfigError, GpuTrainingPlatformArgs, Problem
+from ..config.arguments import problems_from_validation_error as config_problems
 from .validation import validate_stack
 
 
-def _key_path(loc: tuple[Any, ...]) -> str:
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            path += f".{part}" if path else str(part)
-    return path
-
-
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The model class that holds the key at ``loc`` (for listing the keys it allows)."""
-    model: Any = GpuTrainingPlatformArgs
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        fields = {f.alias or n: f for n, f in model.model_fields.items()}
-        if part not in fields:
-            return None
-        annotation = fields[part].annotation
-        candidates = [annotation, *getattr(annotation, "__args__", ())]
-        nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
-        if not nested:
-            return None
-        model = nested[0]
-    return model
-
-
 def problems_from_validation_error(error: pydantic.ValidationError) -> list[Problem]:
-    """Pydantic's errors as problems, with camelCase key paths and what each key allows."""
-    problems = []
-    for item in error.errors():
-        loc = tuple(item["loc"])
-        path = _key_path(loc) or "(stack configuration)"
-        if item["type"] == "extra_forbidden":
-            model = _model_at(loc)
-            allowed = ", ".join(f.alias or n for n, f in model.model_fields.items()) if model else "see README"
-            problems.append(Problem(path, f"unknown key; allowed: {allowed}"))
-        elif item["type"] == "missing":
-            problems.append(Problem(path, "is required"))
-        elif item["type"] in ("string_pattern_mismatch",):
-            problems.append(Problem(path, f"{item['input']!r} does not match {item['ctx']['pattern']}"))
-        else:
-            problems.append(Problem(path, item["msg"]))
-    return problems
+    """Pydantic's errors of ``GpuTrainingPlatformArgs`` as problems, with camelCase key paths and
+    what each key allows."""
+    return config_problems(error, GpuTrainingPlatformArgs)
 
 
 def parse_platform_args(raw: dict[str, Any]) -> GpuTrainingPlatformArgs:
@@ -79,25 +38,42 @@ def _decode(value: str) -> Any:
         return value
 
 
-def platform_args_from_settings(settings: Mapping[str, Any]) -> GpuTrainingPlatformArgs:
-    """Check a stack's settings (``eks-gpu-training:cluster``, ..., ``aws:region``), as a stack
-    file's ``config`` holds them or the Pulumi CLI hands them over (structured values as JSON)."""
-    prefix = f"{PROJECT}:"
+def platform_args_from_settings(settings: Mapping[str, Any], project: str = PROJECT) -> GpuTrainingPlatformArgs:
+    """Check a stack's settings (``<project>:cluster``, ..., ``aws:region``), as a stack file's
+    ``config`` holds them or the Pulumi CLI hands them over (structured values as JSON)."""
+    prefix = f"{project}:"
     raw: dict[str, Any] = {
         key[len(prefix):]: _decode(value) if isinstance(value, str) else value
         for key, value in settings.items()
         if key.startswith(prefix)
     }
     if "region" in raw:
-        raise ConfigError([Problem(f"{PROJECT}:region", "set the region with aws:region, not in the project namespace")])
+        raise ConfigError([Problem(f"{project}:region", "set the region with aws:region, not in the project namespace")])
     region = settings.get("aws:region")
     if region is None:
         raise ConfigError([Problem("aws:region", "is required (e.g. us-west-2)")])
     return parse_platform_args({**raw, "region": region})
 
 
-def load_stack_config() -> GpuTrainingPlatformArgs:
-    """Read the current stack's configuration (project keys plus ``aws:region``) and check it."""
+def config_namespace(settings: Mapping[str, Any], project: str | None) -> str:
+    """The namespace ``load_stack_config`` reads: ``project`` when given, else the running program's
+    project when the stack sets keys there (a program named ``acme`` keeps its settings under
+    ``acme:``), else this library's own ``eks-gpu-training``."""
+    if project is not None:
+        return project
+    import pulumi
+
+    current = pulumi.get_project()
+    if current and any(key.startswith(f"{current}:") for key in settings):
+        return current
+    return PROJECT
+
+
+def load_stack_config(project: str | None = None) -> GpuTrainingPlatformArgs:
+    """Read the current stack's configuration (the keys of one project namespace plus
+    ``aws:region``) and check it. ``project`` names the namespace; by default the running program's
+    own (``pulumi.get_project()``) when the stack sets keys in it, else ``eks-gpu-training``."""
     import pulumi.runtime.config as runtime_config
 
-    return platform_args_from_settings({**runtime_config.get_config_env(), **runtime_config.CONFIG.get()})
+    settings = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    return platform_args_from_settings(settings, config_namespace(settings, project))

@@ -16,6 +16,7 @@ from ..aws.cluster import eks_cluster_physical_names
 from ..aws.gpu_node_group import gpu_node_group_physical_names
 from ..aws.training_identity import training_identity_physical_names, training_role_needed
 from ..config import GpuTrainingPlatformArgs, Problem
+from ..config.inputs import is_unknown
 from ..facts.aws_names import NAME_LIMITS, PhysicalName
 
 PLATFORM_NAME = "gpu-training"
@@ -56,15 +57,17 @@ def generated_names(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) ->
     """Every length-limited AWS name ``GpuTrainingPlatform(name, args)`` generates, with the key path
     of the setting that shapes it (the platform's own name where no setting does)."""
     own = f"GpuTrainingPlatform({name})"
+    # A cluster name given as an Output is known only at deployment, and so are the names made from it.
+    cluster_name = None if is_unknown(args.cluster.name) else args.cluster.name
     names = [(own, n) for n in eks_cluster_physical_names(cluster_child_name(name), args.system_node_group)]
     for i, pool in enumerate(args.gpu_node_groups):
         child = gpu_node_group_child_name(name, pool.name)
-        names += [(f"gpuNodeGroups[{i}].name", n) for n in gpu_node_group_physical_names(child, pool, args.cluster.name)]
+        names += [(f"gpuNodeGroups[{i}].name", n) for n in gpu_node_group_physical_names(child, pool, cluster_name)]
     if args.topology_labeler.enabled:
         child = topology_labeler_child_name(name)
         names += [
             ("cluster.name" if n.resource_type == "aws:ecr/repository:Repository" else own, n)
-            for n in topology_labeler_physical_names(child, args.topology_labeler, args.cluster.name)
+            for n in topology_labeler_physical_names(child, args.topology_labeler, cluster_name)
         ]
     if training_role_needed(args.s3_buckets, args.scheduling.service_account.policy_arns):
         child = training_identity_child_name(name)
@@ -73,7 +76,7 @@ def generated_names(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) ->
         names += [(own, n) for n in karpenter_physical_names(karpenter_child_name(name))]
         for i, pool in enumerate(args.karpenter.gpu_node_pools):
             child = gpu_node_pool_child_name(name, pool.name)
-            names += [(f"karpenter.gpuNodePools[{i}].name", n) for n in gpu_node_pool_physical_names(child, pool, args.cluster.name)]
+            names += [(f"karpenter.gpuNodePools[{i}].name", n) for n in gpu_node_pool_physical_names(child, pool, cluster_name)]
     return names
 
 

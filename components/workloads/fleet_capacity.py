@@ -92,9 +92,13 @@ class ResolvedQuota:
     """A namespace's quota with every default filled in."""
 
     gpus: int
+    """``requests.nvidia.com/gpu``: GPUs the namespace's pods may request in total."""
     cpu: str
+    """``requests.cpu``, a quantity such as ``1536``."""
     memory: str
+    """``requests.memory``, a quantity such as ``16Ti``."""
     persistent_volume_claims: int
+    """``persistentvolumeclaims``: PVCs the namespace may hold."""
 
     def hard(self) -> dict[str, str]:
         """``spec.hard`` of the ResourceQuota."""

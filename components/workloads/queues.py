@@ -46,6 +46,7 @@ from ..facts.quantity import cpu_quantity, memory_quantity, parse_quantity
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, resolve_quota
 from .templates import PART_OF
 from .training_job import _dependencies
+from ..config.documented import documented_args, documented_component
 
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
 """The storage version of Kueue 0.19's CRDs (kueue-0.19.2/crds)."""
@@ -306,6 +307,7 @@ class NamespaceQueues:
     """Nominal quota per flavor name and resource."""
 
 
+@documented_args
 @dataclass
 class KueueQueuesArgs:
     """Arguments of ``KueueQueues``."""
@@ -328,6 +330,7 @@ def kueue_queues_args(args: GpuTrainingPlatformArgs, namespace_resources: Option
     )
 
 
+@documented_component(KueueQueuesArgs)
 class KueueQueues(pulumi.ComponentResource):
     """Kueue's Topology, a ResourceFlavor per GPU pool, and per training namespace a ClusterQueue with
     its LocalQueues. Pass the cluster's Kubernetes provider in ``opts`` and make it depend on the

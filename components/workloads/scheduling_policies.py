@@ -32,6 +32,8 @@ from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_ca
 from .queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, app_topology, pool_flavor
 from .smoke_test import SmokeTestPool
 from .templates import PART_OF, TrainingJobSpec, training_pdb, validate_training_job
+from ..config.arguments import check_model_fields
+from ..config.documented import documented_args, documented_component
 
 QUOTA_NAME = "gpu-quota"
 """Name of each training namespace's ResourceQuota (the seed's)."""
@@ -374,11 +376,14 @@ class NamespacePolicy:
     """A training namespace to create, with its quota."""
 
     name: str
+    """Namespace name."""
     quota: ResolvedQuota
+    """Its ResourceQuota: GPUs, CPU, memory and PVCs the namespace may request."""
     pod_security: str = "baseline"
     """Pod Security Standard enforced. Default: baseline."""
 
 
+@documented_args
 @dataclass
 class SchedulingPoliciesArgs:
     """Arguments of ``SchedulingPolicies``."""
@@ -391,6 +396,9 @@ class SchedulingPoliciesArgs:
     """Training apps deployed by other means that get a PodDisruptionBudget here. Default: none."""
     service_account: Optional[str] = None
     """ServiceAccount created in every namespace for training pods. Default: none."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self)
 
 
 def scheduling_policies_args(args: GpuTrainingPlatformArgs) -> SchedulingPoliciesArgs:
@@ -405,12 +413,15 @@ def scheduling_policies_args(args: GpuTrainingPlatformArgs) -> SchedulingPolicie
     )
 
 
+@documented_component(SchedulingPoliciesArgs)
 class SchedulingPolicies(pulumi.ComponentResource):
     """PriorityClasses, training namespaces with ResourceQuotas, and PodDisruptionBudgets for training
     apps. Pass the cluster's Kubernetes provider in ``opts``."""
 
     priority_class_names: pulumi.Output[list[str]]
+    """Names of the PriorityClasses created."""
     namespace_names: pulumi.Output[list[str]]
+    """Names of the training namespaces created."""
     namespaces: dict[str, k8s.core.v1.Namespace]
     """The training namespaces by name, for objects that live in them (Kueue's LocalQueues)."""
 

@@ -17,6 +17,7 @@ import pulumi_kubernetes as k8s
 from ..config import ConfigError, Problem, image_reference_problem
 from ..facts.gpu_nodes import GPU_POOL_KEY, gpu_toleration
 from .templates import COMPONENT_LABEL, GPU_RESOURCE, PART_OF, gpu_node_affinity, label_in, one_pod_per_node
+from ..config.documented import documented_args, documented_component
 
 SMOKE_TEST_COMPONENT = "gpu-smoke-test"
 """``app.kubernetes.io/component`` of the smoke test's pods (they request GPUs but are not training)."""
@@ -91,6 +92,7 @@ class SmokeTestPool:
     """GPUs each node must show."""
 
 
+@documented_args
 @dataclass
 class GpuSmokeTestArgs:
     """Arguments of ``GpuSmokeTest``."""
@@ -99,12 +101,13 @@ class GpuSmokeTestArgs:
     """Pools to check."""
     namespace: str
     """Namespace of the Jobs."""
-    image: str
-    """Image with nvidia-smi."""
+    image: pulumi.Input[str]
+    """Image with nvidia-smi (an Output of an image built in the same program will do)."""
     timeout_minutes: int
     """How long `pulumi up` waits for each Job to complete."""
 
 
+@documented_component(GpuSmokeTestArgs)
 class GpuSmokeTest(pulumi.ComponentResource):
     """One Job per GPU pool that runs nvidia-smi on each of its nodes; `pulumi up` waits for them
     and fails if a node does not show all its GPUs. Make it depend on the node groups and the GPU

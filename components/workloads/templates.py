@@ -43,6 +43,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
+import pulumi
 
 from ..facts.catalog import GPU_INSTANCE_TYPES, efa_interface_count
 from ..config import TORCHRUN_PORT, TRAINING_APP_NAME_MAX, Problem, image_reference_problem
@@ -115,8 +116,8 @@ class TrainingJobSpec:
     """Memory request per pod. Default: the smallest allowed node's memory less 10% (at least 4 GiB)."""
     shm_size_limit: Optional[str] = None
     """Size limit of /dev/shm. Default: none."""
-    image: Optional[str] = None
-    """Container image; required to run the job. Default: none."""
+    image: Optional[pulumi.Input[str]] = None
+    """Container image; required to run the job (an Output of an image built in the same program will do). Default: none."""
     command: tuple[str, ...] = ()
     """Container command. Default: the image's entrypoint."""
     args: tuple[str, ...] = ()

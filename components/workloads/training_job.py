@@ -19,6 +19,7 @@ from .templates import (
     training_pdb,
     validate_training_job,
 )
+from ..config.documented import documented_args, documented_component
 
 
 JOB_OPTIONS = dict(
@@ -52,6 +53,7 @@ def _dependencies(opts: Optional[pulumi.ResourceOptions]) -> list[pulumi.Resourc
     return list(depends_on) if isinstance(depends_on, (list, tuple)) else [depends_on]
 
 
+@documented_args
 @dataclass
 class TrainingJobArgs:
     """Arguments of ``TrainingJob``."""
@@ -60,6 +62,7 @@ class TrainingJobArgs:
     """The job; its ``image`` is required."""
 
 
+@documented_component(TrainingJobArgs)
 class TrainingJob(pulumi.ComponentResource):
     """A distributed training job as multi-node PyTorch runs on Kubernetes: an Indexed Job, the
     headless Service its ranks rendezvous through, and the PodDisruptionBudget that keeps every rank.

@@ -1,0 +1,43 @@
+"""Configuration values another resource can supply: a string checked like any other key, or a
+``pulumi.Output`` accepted as it is (its value is unknown until that resource exists)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Union
+
+import pulumi
+from pydantic import PlainValidator, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+
+def is_unknown(value: Any) -> bool:
+    """Whether a configuration value is a ``pulumi.Output`` (known only once its resource exists):
+    such values are passed on to AWS as they are, and rules that compare values skip them."""
+    return isinstance(value, pulumi.Output)
+
+
+def shown(value: Any) -> str:
+    """A configuration value as a problem message quotes it; an Output has no text before deployment."""
+    return "an Output (known after deployment)" if is_unknown(value) else f"'{value}'"
+
+
+def resource_input(pattern: str, what: str, hint: str | None = None) -> Any:
+    """The field type of a value another resource can supply (a VPC or subnet ID, an ARN, an image):
+    a string matching ``pattern``, checked as any other key, or a ``pulumi.Output``, accepted as it is
+    because its value is unknown until that resource exists. Stack files can only hold strings. A
+    mismatch reports the pattern, or ``'<value>' is not <what> (<hint>)`` when ``hint`` is given."""
+    compiled = re.compile(pattern)
+
+    def check(value: Any) -> Any:
+        if is_unknown(value):
+            return value
+        if not isinstance(value, str):
+            raise PydanticCustomError("input_type", f"{what} must be a string or a pulumi.Output, not {type(value).__name__}")
+        if not compiled.match(value) and hint is not None:
+            raise PydanticCustomError("resource_input", f"'{value}' is not {what} ({hint})")
+        if not compiled.match(value):
+            raise PydanticCustomError("string_pattern_mismatch", "String should match pattern '{pattern}'", {"pattern": pattern})
+        return value
+
+    return Annotated[Union[str, pulumi.Output[str]], PlainValidator(check), WithJsonSchema({"type": "string", "pattern": pattern})]

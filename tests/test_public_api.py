@@ -1,0 +1,230 @@
+"""What a program importing the library meets: the root exports, help() text, the refusal of a
+dict with bad keys, configuration models that take Outputs, and another project's namespace."""
+
+from __future__ import annotations
+
+import dataclasses
+import pydoc
+import typing
+
+import pulumi
+import pytest
+
+import eks_gpu_training
+from eks_gpu_training import (
+    ConfigError,
+    GpuNodeGroup,
+    GpuNodeGroupArgs,
+    GpuNodeGroupConfig,
+    GpuTrainingPlatform,
+    NetworkConfig,
+    SubnetConfig,
+)
+from eks_gpu_training.config import ClusterConfig, GpuTrainingPlatformArgs, TopologyLabelerConfig, validate_platform
+from eks_gpu_training.config.documented import field_docstrings
+from eks_gpu_training.platform.loading import load_stack_config
+from harness import run_program
+
+COMPONENTS = [
+    getattr(eks_gpu_training, name)
+    for name in eks_gpu_training.__all__
+    if isinstance(getattr(eks_gpu_training, name), type) and issubclass(getattr(eks_gpu_training, name), pulumi.ComponentResource)
+]
+ARGS = [getattr(eks_gpu_training, f"{c.__name__}Args") for c in COMPONENTS]
+
+
+def _library_classes(annotation) -> set[type]:
+    found = set()
+    if isinstance(annotation, type) and annotation.__module__.startswith("eks_gpu_training"):
+        found.add(annotation)
+    for argument in typing.get_args(annotation):
+        found |= _library_classes(argument)
+    return found
+
+
+def _hints(cls: type) -> dict[str, typing.Any]:
+    # pulumi.Input names Output[T] as a forward reference.
+    return typing.get_type_hints(cls, localns={"Output": pulumi.Output, "T": typing.Any})
+
+
+def test_every_type_needed_to_build_a_components_arguments_is_exported_from_the_root():
+    exported = {getattr(eks_gpu_training, name) for name in eks_gpu_training.__all__}
+    needed = set()
+    for args in ARGS:
+        hints = _hints(args)
+        for name, annotation in hints.items():
+            needed |= _library_classes(annotation)
+        if hasattr(args, "model_fields"):  # the platform's arguments are a configuration model
+            for field in args.model_fields.values():
+                needed |= _library_classes(field.annotation)
+    unvisited = list(needed)
+    while unvisited:  # the types inside those types, configuration models and dataclasses alike
+        cls = unvisited.pop()
+        if hasattr(cls, "model_fields"):
+            inner = set().union(*(_library_classes(f.annotation) for f in cls.model_fields.values()))
+        elif dataclasses.is_dataclass(cls):
+            inner = set().union(*map(_library_classes, _hints(cls).values()))
+        else:
+            inner = set()
+        unvisited += inner - needed
+        needed |= inner
+    assert {c.__name__ for c in needed - exported} == set()
+    assert {"NetworkConfig", "SubnetConfig", "ClusterConfig", "SystemNodeGroupConfig", "PriorityClassConfig"} <= {
+        c.__name__ for c in needed
+    }
+
+
+def test_help_of_a_component_lists_every_argument_with_its_docstring_and_its_outputs():
+    text = pydoc.render_doc(GpuNodeGroup, renderer=pydoc.plaintext)
+    docs = field_docstrings(GpuNodeGroupArgs)
+    for field in dataclasses.fields(GpuNodeGroupArgs):
+        assert f"{field.name} ({field.type}): {docs[field.name]}" in text
+    assert "node_role (aws.iam.Role):" in text
+    # Not ComponentResource's own parameters (t, props, remote) under __init__.
+    assert ":param str t:" not in text
+
+
+@pytest.mark.parametrize("component", COMPONENTS, ids=lambda c: c.__name__)
+def test_every_component_documents_each_argument(component):
+    args = getattr(eks_gpu_training, f"{component.__name__}Args")
+    names = list(args.model_fields) if hasattr(args, "model_fields") else [f.name for f in dataclasses.fields(args)]
+    docs = {n: f.description for n, f in args.model_fields.items()} if hasattr(args, "model_fields") else field_docstrings(args)
+    assert all(docs.get(name) for name in names), [n for n in names if not docs.get(n)]
+    assert all(f"    {name} (" in component.__doc__ for name in names)
+
+
+NETWORK = {
+    "vpcId": "vpc-0123456789abcdef0",
+    "subnets": [
+        {"id": "subnet-0123456789abcdef0", "availabilityZone": "us-west-2a"},
+        {"id": "subnet-0123456789abcdef1", "availabilityZone": "us-west-2b"},
+    ],
+}
+
+
+def test_a_dict_given_for_a_configuration_model_is_checked_into_the_model():
+    args = GpuNodeGroupArgs(cluster=None, pool={"name": "h100", "instanceTypes": ["p5.48xlarge"]}, network=NETWORK)
+    assert args.pool == GpuNodeGroupConfig(name="h100", instance_types=["p5.48xlarge"])
+    assert isinstance(args.network, NetworkConfig)
+
+
+def test_a_dict_with_bad_keys_is_refused_with_key_paths_not_a_pydantic_trace():
+    with pytest.raises(ConfigError) as raised:
+        GpuNodeGroupArgs(cluster=None, pool={"name": "h100", "instanceType": "p5.48xlarge"}, network={"vpcId": "vpc-1"})
+    allowed = ", ".join(field.alias for field in GpuNodeGroupConfig.model_fields.values())
+    assert [str(p) for p in raised.value.problems] == [
+        f"GpuNodeGroupArgs.pool.instanceType: unknown key; allowed: {allowed}",
+        "GpuNodeGroupArgs.network.vpcId: 'vpc-1' does not match ^vpc-[0-9a-f]{8,17}$",
+        "GpuNodeGroupArgs.network.subnets: is required",
+    ]
+
+
+def test_something_other_than_a_model_or_dict_is_refused_naming_the_expected_model():
+    with pytest.raises(ConfigError, match=r"GpuNodeGroupArgs.pool: expected a GpuNodeGroupConfig \(or a dict of its keys\), got str"):
+        GpuNodeGroupArgs(cluster=None, pool="h100", network=NETWORK)
+
+
+def test_the_platform_checks_a_dict_given_as_its_arguments_before_registering_anything():
+    def program():
+        GpuTrainingPlatform("p", {"region": "us-west-2", "cluster": {"name": "research"}, "network": {**NETWORK, "vpc": "x"}})
+
+    graph = run_program(program)
+    assert isinstance(graph.error, ConfigError)
+    assert [str(p) for p in graph.error.problems] == ["GpuTrainingPlatformArgs.network.vpc: unknown key; allowed: vpcId, subnets"]
+    assert graph.resources == []
+
+
+def test_configuration_models_take_outputs_where_another_resource_supplies_the_value():
+    vpc_id, subnet_id, arn, image = (pulumi.Output.from_input(v) for v in ("a", "b", "c", "d"))
+    network = NetworkConfig(vpc_id=vpc_id, subnets=[SubnetConfig(id=subnet_id, availability_zone="us-west-2a")])
+    assert network.vpc_id is vpc_id and network.subnets[0].id is subnet_id
+    assert ClusterConfig(name=pulumi.Output.from_input("x"), admin_principal_arns=[arn]).admin_principal_arns == [arn]
+    assert TopologyLabelerConfig(image=image).image is image
+
+
+def test_known_values_are_still_checked_where_outputs_are_allowed():
+    with pytest.raises(ValueError, match="string_pattern_mismatch"):
+        SubnetConfig(id="subnet-nothex", availability_zone="us-west-2a")
+    with pytest.raises(ValueError, match="must be a string or a pulumi.Output, not int"):
+        NetworkConfig(vpc_id=12, subnets=[])
+    with pytest.raises(ValueError, match="is not an IAM role or user ARN"):
+        ClusterConfig(name="x", admin_principal_arns=["admin"])
+    with pytest.raises(ValueError, match="names no fixed image"):
+        TopologyLabelerConfig(image="nginx")
+
+
+def _platform(network: NetworkConfig, **pool) -> GpuTrainingPlatformArgs:
+    return GpuTrainingPlatformArgs(
+        region="us-west-2",
+        cluster=ClusterConfig(name="research", endpoint_public_access_cidrs=["203.0.113.0/24"]),
+        network=network,
+        gpu_node_groups=[GpuNodeGroupConfig(name="h100", instance_types=["p5.48xlarge"], **pool)],
+    )
+
+
+def test_rules_comparing_ids_skip_outputs_and_find_an_output_subnet_by_identity():
+    a, b = pulumi.Output.from_input("subnet-a"), pulumi.Output.from_input("subnet-b")
+    network = NetworkConfig(
+        vpc_id=pulumi.Output.from_input("vpc"),
+        subnets=[SubnetConfig(id=a, availability_zone="us-west-2a"), SubnetConfig(id=b, availability_zone="us-west-2b")],
+    )
+    assert validate_platform(_platform(network, subnet_ids=[a])) == []
+    other = pulumi.Output.from_input("subnet-a")
+    problems = [str(p) for p in validate_platform(_platform(network, subnet_ids=[other]))]
+    assert problems == [
+        "gpuNodeGroups[0].subnetIds[0]: an Output (known after deployment) is not in network.subnets; allowed: "
+        "an Output (known after deployment), an Output (known after deployment)"
+    ]
+
+
+def test_a_known_subnet_listed_twice_is_still_refused_beside_outputs():
+    twice = NetworkConfig(
+        vpc_id="vpc-0123456789abcdef0",
+        subnets=[
+            SubnetConfig(id="subnet-0123456789abcdef0", availability_zone="us-west-2a"),
+            SubnetConfig(id="subnet-0123456789abcdef0", availability_zone="us-west-2a"),
+            SubnetConfig(id=pulumi.Output.from_input("subnet-x"), availability_zone="us-west-2b"),
+        ],
+    )
+    problems = [str(p) for p in validate_platform(_platform(twice, availability_zone="us-west-2a"))]
+    assert problems == ["network.subnets[1].id: 'subnet-0123456789abcdef0' is listed twice"]
+
+
+CLUSTER = {"endpointPublicAccessCidrs": ["203.0.113.0/24"]}
+
+ACME_SETTINGS = {
+    "aws:region": "us-west-2",
+    "acme:cluster": {"name": "acme", "endpointPublicAccessCidrs": ["203.0.113.0/24"]},
+    "acme:network": NETWORK,
+}
+
+
+def _loaded(program_project: str, settings: dict, **kwargs) -> GpuTrainingPlatformArgs:
+    loaded = {}
+
+    def program():
+        loaded["args"] = load_stack_config(**kwargs)
+
+    graph = run_program(program, settings, project=program_project)
+    if graph.error is not None:
+        raise graph.error
+    return loaded["args"]
+
+
+def test_load_stack_config_reads_the_running_programs_own_namespace():
+    assert _loaded("acme", ACME_SETTINGS).cluster.name == "acme"
+
+
+def test_load_stack_config_reads_a_namespace_it_is_given():
+    settings = {"aws:region": "us-west-2", "platform:cluster": {**CLUSTER, "name": "other"}, "platform:network": NETWORK}
+    assert _loaded("acme", settings, project="platform").cluster.name == "other"
+
+
+def test_load_stack_config_falls_back_to_the_librarys_namespace():
+    settings = {"aws:region": "us-west-2", "eks-gpu-training:cluster": {**CLUSTER, "name": "ours"}, "eks-gpu-training:network": NETWORK}
+    assert _loaded("acme", settings).cluster.name == "ours"
+
+
+def test_load_stack_config_names_keys_in_the_namespace_it_read():
+    with pytest.raises(ConfigError, match="cluster: is required"):
+        _loaded("acme", {"aws:region": "us-west-2", "acme:network": NETWORK})

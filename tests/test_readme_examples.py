@@ -1,0 +1,86 @@
+"""The README's "Use from your own program" examples, run as the README prints them."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from harness import readme_examples, run_example
+
+EXAMPLES = readme_examples("Use from your own program")
+
+
+def run(heading: str):
+    graph = run_example(EXAMPLES[heading], heading)
+    assert graph.error is None, repr(graph.error)
+    assert graph.output_text() == []
+    assert [urn for urn, n in Counter(r.urn for r in graph.resources).items() if n > 1] == []
+    return graph
+
+
+def test_the_readme_has_an_example_per_use_each_run_by_a_test_below():
+    assert set(EXAMPLES) == {
+        "Your own `eks.Cluster`",
+        "An existing cluster, adopted by name",
+        "Kubernetes objects only",
+        "Outputs from resources made in the same program",
+        "Two fleets under your own component",
+    }
+
+
+def test_own_eks_cluster_example_adds_a_pool_named_after_the_clusters_output_name():
+    graph = run("Your own `eks.Cluster`")
+    cluster = graph.one("eks:index:Cluster")
+    node_group = graph.one("aws:eks/nodeGroup:NodeGroup")
+    # pulumi-eks names an unnamed cluster itself; the pool reads that name from the cluster.
+    assert node_group.inputs["clusterName"].startswith("research-eksCluster-")
+    assert node_group.inputs["nodeGroupNamePrefix"] == "h100-"
+    assert cluster.inputs["vpcId"] == "vpc-0123456789abcdef0"
+    template = graph.one("aws:ec2/launchTemplate:LaunchTemplate")
+    assert node_group.inputs["clusterName"] in template.inputs["description"]
+    attachment = graph.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "h100-datasets")
+    assert attachment.inputs["role"] == graph.one("aws:iam/role:Role").inputs.get("name", "h100-node-role-1a2b3c")
+    assert graph.exports["nodeRoleArn"].endswith(":role/h100-node-role-1a2b3c")
+
+
+def test_adopted_cluster_example_reads_the_cluster_and_installs_through_its_provider():
+    graph = run("An existing cluster, adopted by name")
+    assert [args["name"] for token, args in graph.invokes if token == "aws:eks/getCluster:getCluster"] == ["research"]
+    provider = graph.one("pulumi:providers:kubernetes")
+    releases = graph.of_type("kubernetes:helm.sh/v3:Release")
+    assert {r.inputs["chart"] for r in releases} == {"gpu-operator", "aws-efa-k8s-device-plugin"}
+    assert {r.provider.rsplit("::", 1)[0] for r in releases} == {provider.urn}
+    assert not graph.of_type("eks:index:Cluster")
+
+
+def test_kubernetes_objects_only_example_puts_every_object_on_the_given_provider():
+    graph = run("Kubernetes objects only")
+    provider = graph.one("pulumi:providers:kubernetes")
+    objects = [r for r in graph.resources if r.type.startswith("kubernetes:")]
+    assert {r.type for r in objects} >= {
+        "kubernetes:scheduling.k8s.io/v1:PriorityClass",
+        "kubernetes:core/v1:Namespace",
+        "kubernetes:batch/v1:Job",
+    }
+    assert {r.provider.rsplit("::", 1)[0] for r in objects} == {provider.urn}
+    assert not [r for r in graph.resources if r.type.startswith("aws:")]
+
+
+def test_outputs_example_feeds_the_programs_own_vpc_and_subnets_to_the_cluster_and_pool():
+    graph = run("Outputs from resources made in the same program")
+    subnets = {r.name: r.id for r in graph.of_type("aws:ec2/subnet:Subnet")}
+    cluster = graph.one("eks:index:Cluster")
+    assert cluster.inputs["vpcId"] == graph.one("aws:ec2/vpc:Vpc").id
+    assert cluster.inputs["subnetIds"] == [subnets["private-us-west-2a"], subnets["private-us-west-2b"]]
+    pool = next(r for r in graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs["nodeGroupNamePrefix"] == "h100-")
+    assert pool.inputs["subnetIds"] == [subnets["private-us-west-2a"]]
+    assert graph.one("aws:ec2/securityGroup:SecurityGroup").inputs["vpcId"] == graph.one("aws:ec2/vpc:Vpc").id
+
+
+def test_two_fleets_nest_under_the_users_component_without_clashing():
+    graph = run("Two fleets under your own component")
+    fleets = graph.one("acme:index:GpuFleets")
+    platforms = graph.of_type("eks-gpu-training:index:GpuTrainingPlatform")
+    assert sorted(p.name for p in platforms) == ["fleets-us-east-1", "fleets-us-west-2"]
+    assert {p.parent for p in platforms} == {fleets.urn}
+    assert sorted(c.inputs["name"] for c in graph.of_type("eks:index:Cluster")) == ["fleets-us-east-1", "fleets-us-west-2"]
+    assert all(fleets in graph.ancestors(r) for r in graph.resources if r is not fleets)

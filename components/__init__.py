@@ -31,6 +31,10 @@ from .config import (
     NodeRepairOverrideConfig,
     PlacementGroupConfig,
     PriorityClassConfig,
+    DcgmDiagConfig,
+    NcclTestConfig,
+    NodeMonitoringConfig,
+    PreflightConfig,
     Problem,
     ResourceQuotaConfig,
     SchedulingConfig,
@@ -47,6 +51,12 @@ from .config import (
 from .facts.node_os import GpuNodeOs, node_os_of
 from .addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
 from .aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from .aws.node_monitoring import NodeMonitoringAgent, NodeMonitoringAgentArgs, node_monitoring_agent_configuration
+from .addons.dcgm_dashboard import dcgm_dashboard_config_map
+from .facts.nccl_baselines import NCCL_BASELINES, NcclBaseline, nccl_baseline
+from .workloads.nccl_results import judge_all_reduce, parse_all_reduce
+from .workloads.preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects
+from .workloads.preflight_checks import PreflightChecks, PreflightChecksArgs, PreflightPool, preflight_pools
 from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
 from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
 from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
@@ -71,6 +81,7 @@ __all__ = [
     "ClusterConfig",
     "ClusterRef",
     "ConfigError",
+    "DcgmDiagConfig",
     "DisruptionBudgetConfig",
     "EfaDevicePlugin",
     "EfaDevicePluginArgs",
@@ -101,15 +112,26 @@ __all__ = [
     "KueueQueues",
     "KueueQueuesArgs",
     "LabelerResourcesConfig",
+    "NCCL_BASELINES",
     "NamespacePolicy",
     "NamespaceQueues",
+    "NcclBaseline",
+    "NcclTestConfig",
+    "NcclTestSpec",
     "NetworkConfig",
+    "NodeMonitoringAgent",
+    "NodeMonitoringAgentArgs",
+    "NodeMonitoringConfig",
     "NodeRepairConfig",
     "NodeRepairOverrideConfig",
     "PLATFORM_NAME",
     "PlacementGroupConfig",
     "PoolCapacity",
     "PoolFlavor",
+    "PreflightChecks",
+    "PreflightChecksArgs",
+    "PreflightConfig",
+    "PreflightPool",
     "PriorityClassConfig",
     "Problem",
     "ResolvedQuota",
@@ -134,20 +156,28 @@ __all__ = [
     "TrainingJobSpec",
     "TrainingNamespaceConfig",
     "TrainingServiceAccountConfig",
+    "dcgm_dashboard_config_map",
+    "dcgm_diag_job",
     "ec2_node_class_spec",
     "efa_device_plugin_values",
     "efa_needed",
     "fleet_gpu_capacity",
     "gpu_node_os",
     "gpu_operator_values",
+    "judge_all_reduce",
     "karpenter_values",
     "kueue_queues_args",
     "kueue_values",
     "load_stack_config",
+    "nccl_baseline",
+    "nccl_test_objects",
+    "node_monitoring_agent_configuration",
     "node_os_of",
     "node_pool_spec",
+    "parse_all_reduce",
     "parse_platform_args",
     "pool_flavors",
+    "preflight_pools",
     "rendezvous_service",
     "s3_access_policy",
     "training_job",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import PROJECT_ROOT, run_stack
+from harness import PROJECT_ROOT, run_main, run_stack, stack_config
 
 REFERENCE = PROJECT_ROOT.parent / "shared" / "reference"
 STACKS = sorted(p.name.split(".")[1] for p in (PROJECT_ROOT / "stacks").glob("Pulumi.*.yaml"))
@@ -38,6 +38,31 @@ def prod_graph():
 @pytest.fixture(scope="session")
 def dev_graph():
     graph = run_stack("dev")
+    assert graph.error is None, repr(graph.error)
+    return graph
+
+
+HEALTH_NCCL_IMAGE = "444455556666.dkr.ecr.us-west-2.amazonaws.com/nccl-tests:efa1.47.0-ncclv2.29.3-1-testsv2.17.9"
+
+
+def health_config() -> dict:
+    """The prod stack with everything GPU health can add: pre-flight checks (DCGM and NCCL), the
+    Prometheus operator (the DCGM dashboard) and a pinned node monitoring agent version."""
+    config = stack_config("prod")
+    config["eks-gpu-training:nodeMonitoring"] = {"addonVersion": "v1.6.7-eksbuild.2"}
+    config["eks-gpu-training:preflight"] = {"enabled": True, "nccl": {"image": HEALTH_NCCL_IMAGE}}
+    config["eks-gpu-training:gpuOperator"] = {
+        "chartVersion": "v26.7.0",
+        "prometheusOperator": True,
+        "serviceMonitorLabels": {"release": "kube-prometheus-stack"},
+    }
+    return config
+
+
+@pytest.fixture(scope="session")
+def health_graph():
+    """``health_config`` run end to end under mocks (once per session)."""
+    graph = run_main(health_config())
     assert graph.error is None, repr(graph.error)
     return graph
 

@@ -59,7 +59,8 @@ def test_adopted_cluster_creates_no_cluster_and_reads_the_existing_one(adopted_g
     graph = adopted_graph
     assert graph.error is None, repr(graph.error)
     assert graph.of_type("eks:index:Cluster") == []
-    assert graph.of_type("aws:eks/addon:Addon") == []
+    # The only add-on it installs is the node monitoring agent (nodeMonitoring.enabled); never Pod Identity.
+    assert [a.inputs["addonName"] for a in graph.of_type("aws:eks/addon:Addon")] == ["eks-node-monitoring-agent"]
     assert ("aws:eks/getCluster:getCluster", {"name": "gpu-training-prod"}) in [
         (token, {k: v for k, v in args.items() if k == "name"}) for token, args in graph.invokes
     ]
@@ -122,12 +123,12 @@ def test_system_node_group_is_untainted_on_demand_and_does_not_wait_for_pod_iden
     assert system.ignore_changes == ["scalingConfig.desiredSize"]
     # Cluster, then system nodes: the Pod Identity add-on is not on that path.
     assert graph.depends_on(system, graph.one("eks:index:Cluster"))
-    assert not graph.depends_on(system, graph.one("aws:eks/addon:Addon"))
+    assert not graph.depends_on(system, graph.one("aws:eks/addon:Addon", "gpu-training-cluster-pod-identity-agent"))
 
 
 def test_only_what_uses_pod_identity_waits_for_its_add_on(prod_graph):
     graph = prod_graph
-    addon = graph.one("aws:eks/addon:Addon")
+    addon = graph.one("aws:eks/addon:Addon", "gpu-training-cluster-pod-identity-agent")
     waiters = sorted(r.name for r in graph.resources if graph.depends_on(r, addon))
     assert waiters == [
         "gpu-training-karpenter-pod-identity",

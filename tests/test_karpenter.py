@@ -150,7 +150,11 @@ def test_controller_settings_name_the_cluster_its_endpoint_and_the_queue(prod_gr
     assert settings["clusterName"] == "gpu-training-prod"
     assert settings["clusterEndpoint"] == "https://0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com"
     assert settings["interruptionQueue"] == QUEUE_NAME
-    assert settings["featureGates"] == {"reservedCapacity": True}
+    assert settings["featureGates"] == {"reservedCapacity": True, "nodeRepair": True}
+
+
+def test_node_repair_is_a_setting_that_turns_the_alpha_gate_off():
+    assert karpenter_values("c", None, "q", {}, region="us-west-2", node_repair=False)["settings"]["featureGates"]["nodeRepair"] is False
 
 
 def test_controller_runs_on_system_nodes_and_never_tolerates_the_gpu_taint(prod_graph):
@@ -173,11 +177,11 @@ def test_region_reaches_the_controller_container_through_the_charts_env_value(re
 
 
 def test_a_hand_built_cluster_ref_without_endpoint_leaves_discovery_to_the_controller():
-    assert "clusterEndpoint" not in karpenter_values("c", None, "q", {}, region="us-west-2")["settings"]
+    assert "clusterEndpoint" not in karpenter_values("c", None, "q", {}, region="us-west-2", node_repair=True)["settings"]
 
 
 def test_without_a_system_node_group_the_controller_keeps_only_the_os_selector():
-    values = karpenter_values("c", "https://e", "q", {}, region="us-west-2")
+    values = karpenter_values("c", "https://e", "q", {}, region="us-west-2", node_repair=True)
     assert values["nodeSelector"] == {"kubernetes.io/os": "linux"}
     assert build(system=False).of_type(RELEASE)
 

@@ -197,7 +197,7 @@ def chart_defaults(reference_dir) -> dict[str, Any]:
 
 
 def test_helm_values_use_only_keys_of_the_charts_values_yaml(chart_defaults):
-    values = karpenter_values("research", "https://example.eks.amazonaws.com", "research-queue", {"role": "system"}, region="us-west-2")
+    values = karpenter_values("research", "https://example.eks.amazonaws.com", "research-queue", {"role": "system"}, region="us-west-2", node_repair=True)
     # Every key is the chart's own, holding the same kind of value as the chart's default (the
     # feature gate a boolean like the chart's): the render check's own walk.
     assert list(unknown_keys(values, chart_defaults)) == []

@@ -37,6 +37,7 @@ from eks_gpu_training.addons.efa_device_plugin import CHART as EFA_CHART
 from eks_gpu_training.aws.gpu_node_group import GPU_TAINT_KEY
 from eks_gpu_training.addons.gpu_operator import CHART as GPU_OPERATOR_CHART
 from eks_gpu_training.facts.node_os import NODE_OS_BY_AMI_TYPE
+from eks_gpu_training.workloads.preflight import PREFLIGHT_COMPONENT
 from eks_gpu_training.workloads.smoke_test import SMOKE_TEST_COMPONENT
 from eks_gpu_training.addons.topology_labeler import NAME as TOPOLOGY_LABELER
 from harness import Graph, Registration, run_main, stack_config
@@ -87,12 +88,13 @@ def requests_gpus(pod_spec: dict[str, Any]) -> bool:
 
 
 def training_templates(graph: Graph) -> Iterator[tuple[Registration, dict[str, Any]]]:
-    """Every workload whose pods request GPUs, except the nvidia-smi smoke test: (resource, pod template)."""
+    """Every workload whose pods request GPUs, except the checks (nvidia-smi smoke test, pre-flight
+    DCGM and NCCL tests): (resource, pod template)."""
     for kind in WORKLOAD_KINDS:
         for resource in kubernetes_objects(graph, kind):
             template = (resource.inputs.get("spec") or {}).get("template") or {}
             labels = (template.get("metadata") or {}).get("labels") or {}
-            if requests_gpus(template.get("spec") or {}) and labels.get("app.kubernetes.io/component") != SMOKE_TEST_COMPONENT:
+            if requests_gpus(template.get("spec") or {}) and labels.get("app.kubernetes.io/component") not in (SMOKE_TEST_COMPONENT, PREFLIGHT_COMPONENT):
                 yield resource, template
 
 

@@ -19,7 +19,7 @@ def test_prod_creates_cluster_system_group_and_one_tainted_gpu_group(prod_graph)
     assert cluster.inputs["name"] == "gpu-training-prod"
     assert cluster.inputs["authenticationMode"] == "API"
     assert cluster.inputs["skipDefaultNodeGroup"] is True
-    assert prod_graph.one("aws:eks/addon:Addon").inputs["addonName"] == "eks-pod-identity-agent"
+    assert prod_graph.one("aws:eks/addon:Addon", "gpu-training-cluster-pod-identity-agent").inputs["addonName"] == "eks-pod-identity-agent"
 
     system = prod_graph.one(MNG, "gpu-training-cluster-system")
     assert "taints" not in system.inputs

@@ -220,7 +220,7 @@ def test_strict_validation_would_catch_a_misspelt_field():
 def test_k8s_objects_use_the_cluster_provider_and_wait_for_the_cluster_not_gpu_nodes(prod_graph):
     provider = prod_graph.one("pulumi:providers:kubernetes")
     cluster = prod_graph.one("eks:index:Cluster")
-    addon = prod_graph.one("aws:eks/addon:Addon")
+    addon = prod_graph.one("aws:eks/addon:Addon", "gpu-training-cluster-pod-identity-agent")
     gpu_groups = [g for g in prod_graph.of_type("aws:eks/nodeGroup:NodeGroup") if g.inputs.get("taints")]
     for kind in (NS, SA, CLUSTER_ROLE, BINDING, NODE_POLICY, NODE_POLICY_BINDING, DAEMONSET):
         assert labeler_of(prod_graph).one(kind).provider.startswith(provider.urn)

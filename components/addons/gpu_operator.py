@@ -30,6 +30,7 @@ from ..config import (
     validate_gpu_operator,
 )
 from ..aws.gpu_node_group import gpu_toleration
+from .dcgm_dashboard import dcgm_dashboard_config_map
 from ..facts.node_os import GpuNodeOs, node_os_of
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
@@ -115,6 +116,11 @@ def gpu_operator_values(
                 **({"additionalLabels": dict(config.service_monitor_labels)} if config.service_monitor_labels else {}),
             },
         },
+        # No standalone DCGM host engine from the operator: the EKS node monitoring agent runs its own
+        # on host port 5555 (its dcgm-server DaemonSet), which the operator's would also bind. The
+        # exporter keeps the engine embedded in its own pod (the chart's default, set here so a chart
+        # whose default changes cannot start a second engine on that port).
+        "dcgm": {"enabled": False},
         "gfd": {"enabled": True},
         # No GPU sharing for training: no MIG strategy (whole GPUs are advertised) and no MIG manager
         # to partition them; no time-slicing (the device plugin keeps its default, unshared config).
@@ -211,6 +217,15 @@ class GpuOperator(pulumi.ComponentResource):
             timeout=RELEASE_TIMEOUT_SECONDS,
             opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=[*ready, namespace]),
         )
+        if args.config.prometheus_operator:
+            # NVIDIA's DCGM dashboard beside the exporter whose ServiceMonitor Prometheus scrapes.
+            dashboard = dcgm_dashboard_config_map(NAMESPACE)
+            k8s.core.v1.ConfigMap(
+                f"{name}-dcgm-dashboard",
+                metadata=dashboard["metadata"],
+                data=dashboard["data"],
+                opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=[namespace]),
+            )
         self.namespace = namespace.metadata.name
         self.release_status = self.release.status.apply(lambda s: s.status if s else None)
         self.register_outputs({"namespace": self.namespace, "releaseStatus": self.release_status})

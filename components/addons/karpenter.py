@@ -92,10 +92,12 @@ def karpenter_values(
     system_node_selector: Mapping[str, str],
     *,
     region: str,
+    node_repair: bool,
 ) -> dict[str, Any]:
     """Helm values of the ``karpenter`` chart (keys checked against the chart's values.yaml in tests).
     Without an endpoint the controller looks it up itself (DescribeCluster). ``region`` goes into the
-    controller's environment, so it never depends on instance metadata."""
+    controller's environment, so it never depends on instance metadata. ``node_repair`` turns on the
+    NodeRepair feature gate (``KarpenterConfig.node_repair``)."""
     settings: dict[str, Any] = {"clusterName": cluster_name}
     if cluster_endpoint is not None:
         settings["clusterEndpoint"] = cluster_endpoint
@@ -103,7 +105,11 @@ def karpenter_values(
     # Capacity reservations (ODCRs, Capacity Blocks) as karpenter.sh/capacity-type "reserved". The gate
     # is BETA and already on by default in 1.14 (chart values.yaml); set here so a chart whose default
     # changes does not silently turn off the reserved pools this stack may declare.
-    settings["featureGates"] = {"reservedCapacity": True}
+    # NodeRepair is ALPHA (off by default in the 1.14.1 chart): Karpenter then force-terminates a node
+    # whose AcceleratedHardwareReady condition has been False for 10 minutes (Kernel-, Networking-,
+    # Storage-, ContainerRuntimeReady and kubelet Ready: 30), skipping the drain, and halts while more
+    # than 20% of a NodePool's nodes are unhealthy (docs-disruption.md, "Node Auto Repair").
+    settings["featureGates"] = {"reservedCapacity": True, "nodeRepair": node_repair}
     return {
         "serviceAccount": {"name": KARPENTER_SERVICE_ACCOUNT},
         "settings": settings,
@@ -306,7 +312,9 @@ class Karpenter(pulumi.ComponentResource):
                 version=args.config.chart_version,
                 namespace=KARPENTER_NAMESPACE,
                 skip_crds=True,
-                values=karpenter_values(ref.name, ref.endpoint, queue.name, ref.system_node_selector, region=ref.region),
+                values=karpenter_values(
+                    ref.name, ref.endpoint, queue.name, ref.system_node_selector, region=ref.region, node_repair=args.config.node_repair
+                ),
                 atomic=True,
                 cleanup_on_fail=True,
                 timeout=CONTROLLER_RELEASE_TIMEOUT_SECONDS,

@@ -13,7 +13,8 @@ Pulumi program builds the arguments.
 
 The model is one package, a module per part of the stack: ``base`` (problems, the base model, AWS
 enum checks), ``cluster``, ``pools`` (managed GPU pools and the rules all GPU pools share), ``karpenter``, ``addons`` (GPU Operator,
-topology labeler), ``scheduling``, and ``stack`` (the whole stack's arguments). Reading a stack and the rules that span layers live in
+topology labeler), ``scheduling``, ``health`` (node monitoring, pre-flight checks) and ``stack``
+(the whole stack's arguments). Reading a stack and the rules that span layers live in
 ``platform``. ``inputs`` holds the field types of values another resource can supply (a string, or
 a ``pulumi.Output`` in a program), ``arguments`` the check of a dict given where a component expects
 a model, and ``documented`` the ``help()`` text of components' arguments.
@@ -112,6 +113,16 @@ from .scheduling import (
     SMOKE_TEST_IMAGE,
     SmokeTestConfig,
 )
+from .health import (
+    DCGM_DIAG_LEVELS,
+    DCGM_IMAGE,
+    NCCL_MAX_BYTES,
+    NODE_MONITORING_AGENT_ADDON,
+    DcgmDiagConfig,
+    NcclTestConfig,
+    NodeMonitoringConfig,
+    PreflightConfig,
+)
 from .stack import (
     GpuTrainingPlatformArgs,
     validate_platform,
@@ -196,6 +207,14 @@ __all__ = [
     "SchedulingConfig",
     "SMOKE_TEST_IMAGE",
     "SmokeTestConfig",
+    "DCGM_DIAG_LEVELS",
+    "DCGM_IMAGE",
+    "NCCL_MAX_BYTES",
+    "NODE_MONITORING_AGENT_ADDON",
+    "DcgmDiagConfig",
+    "NcclTestConfig",
+    "NodeMonitoringConfig",
+    "PreflightConfig",
     "GpuTrainingPlatformArgs",
     "validate_platform",
     "validate_tags",

@@ -35,8 +35,9 @@ cycle the whole pool."""
 
 DEFAULT_MAX_UNHEALTHY_PERCENTAGE = 50
 """Halt repair when more than half the pool is unhealthy: then the cause is the fleet (AMI, driver,
-AZ), not a node, and replacing nodes only burns capacity. EKS's own default halts above 20%, which
-in a two-node training pool would refuse to repair its first broken node."""
+AZ), not a node, and replacing nodes only burns capacity. EKS's own default halts above 20% of a
+group of more than five nodes (docs.aws.amazon.com/eks/latest/userguide/node-repair.html), which in
+a six- to nine-node training pool would refuse to repair its second broken node."""
 
 
 class NodeRepairOverrideConfig(_Model):
@@ -45,7 +46,7 @@ class NodeRepairOverrideConfig(_Model):
     node_monitoring_condition: str
     """NodeCondition the override applies to, e.g. AcceleratedHardwareReady (required)."""
     node_unhealthy_reason: str = Field(min_length=1)
-    """Reason reported by the node monitoring agent, e.g. an NVIDIA XID reason (required)."""
+    """Reason reported by the node monitoring agent, e.g. `NvidiaXID79Error` (README "When a GPU fails" lists them; `check` refuses one the agent never reports) (required)."""
     min_repair_wait_time_mins: int = Field(ge=1)
     """Minutes to wait before repairing (required)."""
     repair_action: str
@@ -78,7 +79,7 @@ class NodeRepairConfig(_Model):
     max_unhealthy_node_threshold_count: Optional[int] = Field(default=None, ge=1)
     """Repair halts above this many unhealthy nodes. Default: none (the percentage applies)."""
     max_unhealthy_node_threshold_percentage: Optional[int] = Field(default=None, ge=1, le=100)
-    """Repair halts above this percentage of unhealthy nodes. Default: 50 when no count is set (EKS's 20% would stop a two-node pool at its first bad node)."""
+    """Repair halts above this percentage of unhealthy nodes. Default: 50 when no count is set (EKS's default halts above 20% of a group of more than five nodes)."""
     max_parallel_nodes_repaired_count: Optional[int] = Field(default=None, ge=1)
     """Nodes repaired at once. Default: 1 when no percentage is set (one scarce GPU node at a time)."""
     max_parallel_nodes_repaired_percentage: Optional[int] = Field(default=None, ge=1, le=100)

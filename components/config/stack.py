@@ -17,6 +17,7 @@ from .addons import (
 from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model, validate_tags
 from .inputs import is_unknown
 from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig, validate_cluster_endpoint
+from .health import NodeMonitoringConfig, PreflightConfig
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
 from .kueue import KueueConfig
@@ -48,6 +49,10 @@ class GpuTrainingPlatformArgs(_Model):
     """Priority classes, training namespaces with GPU quotas, training apps. Default: the seed's classes and a `training` namespace."""
     smoke_test: SmokeTestConfig = SmokeTestConfig()
     """The nvidia-smi smoke test. Default: off."""
+    node_monitoring: NodeMonitoringConfig = NodeMonitoringConfig()
+    """The EKS node monitoring agent add-on, whose node conditions drive node auto repair. Default: installed."""
+    preflight: PreflightConfig = PreflightConfig()
+    """DCGM diagnostics and the NCCL all-reduce test on the GPU pools, awaited by `pulumi up`. Default: off."""
     s3_buckets: list[S3BucketConfig] = []
     """S3 buckets of the stack's training data and checkpoints, named once: training pods get least-privilege access to exactly these through the training ServiceAccount's EKS Pod Identity role. Default: none."""
     tags: dict[str, str] = {}

@@ -232,6 +232,12 @@ class PlausibleMocks(pulumi.runtime.Mocks):
             digest = "sha256:" + hashlib.sha256(json.dumps(outputs, sort_keys=True, default=str).encode()).hexdigest()
             tag = (outputs.get("tags") or [""])[0]
             outputs.update(digest=digest, ref=f"{tag}@{digest}", contextHash="0" * 64)
+        elif typ == "tls:index/privateKey:PrivateKey":
+            # Key-shaped stand-ins (tests only): the provider generates the real pair at deployment.
+            outputs.update(
+                privateKeyOpenssh="-----BEGIN OPENSSH PRIVATE KEY-----\nmock\n-----END OPENSSH PRIVATE KEY-----\n",
+                publicKeyOpenssh=f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAImock {name}\n",
+            )
         elif typ.startswith("aws:"):
             service = typ.split(":")[1].split("/")[0]
             outputs.setdefault("arn", _arn(service, typ.rsplit(":", 1)[-1].lower(), name))
@@ -278,6 +284,18 @@ class PlausibleMocks(pulumi.runtime.Mocks):
             }
         if args.token == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
+        if args.token == "aws:eks/getAddonVersion:getAddonVersion":
+            # A version of the shape EKS returns; for the node monitoring agent, the build its 1.7.0
+            # chart ships (nodeAgent.image.tag). Tests only: a render marks it as unknown instead.
+            addon = args.args["addonName"]
+            version = "v1.7.0-eksbuild.1" if addon == "eks-node-monitoring-agent" else "v1.0.0-eksbuild.1"
+            return {
+                "addonName": addon,
+                "kubernetesVersion": args.args["kubernetesVersion"],
+                "mostRecent": args.args.get("mostRecent", False),
+                "version": version,
+                "id": addon,
+            }
         return {}
 
 

@@ -18,8 +18,16 @@ from ..addons.karpenter import Karpenter, KarpenterArgs
 from ..addons.kueue import Kueue, KueueArgs
 from ..aws.training_identity import TrainingIdentity, TrainingIdentityArgs, training_role_needed
 from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from ..aws.node_monitoring import NodeMonitoringAgent, NodeMonitoringAgentArgs
+from ..workloads.preflight_checks import PreflightChecks, PreflightChecksArgs, preflight_namespace, preflight_pools
 from ..workloads.queues import KueueQueues, kueue_queues_args
-from ..workloads.scheduling_policies import SchedulingPolicies, scheduling_policies_args, smoke_test_pools, training_job_spec
+from ..workloads.scheduling_policies import (
+    SchedulingPolicies,
+    default_priority_class,
+    scheduling_policies_args,
+    smoke_test_pools,
+    training_job_spec,
+)
 from ..workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
 from .names import (
@@ -37,7 +45,8 @@ from ..config.documented import documented_component
 @documented_component(GpuTrainingPlatformArgs)
 class GpuTrainingPlatform(pulumi.ComponentResource):
     """EKS cluster, system node group, GPU training pools, GPU Operator, EFA device plugin, topology
-    labeler, Karpenter, Kueue, scheduling policy and training jobs, in one stack graph."""
+    labeler, node monitoring agent, Karpenter, Kueue, scheduling policy, training jobs and the checks
+    (smoke test, pre-flight), in one stack graph."""
 
     cluster: EksCluster
     """The created or adopted cluster."""
@@ -77,6 +86,10 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """NodePool names of the Karpenter GPU pools."""
     karpenter_placement_group_names: pulumi.Output[dict[str, Optional[str]]]
     """Placement group of each Karpenter GPU pool, by pool name (None without one)."""
+    node_monitoring_agent: Optional[NodeMonitoringAgent]
+    """The EKS node monitoring agent add-on; None when ``nodeMonitoring.enabled`` is false."""
+    preflight: Optional[PreflightChecks]
+    """DCGM diagnostics and the NCCL test; None unless ``preflight.enabled``."""
 
     def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # Checked before the component registers, so invalid arguments create nothing at all.
@@ -117,6 +130,13 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             GpuOperatorArgs(cluster=self.cluster.ref, config=args.gpu_operator, node_os=gpu_node_os(args)),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.node_monitoring_agent = None
+        if args.node_monitoring.enabled:
+            self.node_monitoring_agent = NodeMonitoringAgent(
+                f"{name}-node-monitoring",
+                NodeMonitoringAgentArgs(cluster=self.cluster.ref, addon_version=args.node_monitoring.addon_version, tags=tags),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         self.efa_device_plugin = (
             EfaDevicePlugin(
                 f"{name}-efa-device-plugin",
@@ -236,6 +256,29 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                         self.gpu_operator,
                         *self.gpu_node_groups.values(),
                         *([self.kueue.release] if self.kueue is not None else []),
+                    ],
+                ),
+            )
+
+        self.preflight = None
+        if args.preflight.enabled:
+            self.preflight = PreflightChecks(
+                f"{name}-preflight",
+                PreflightChecksArgs(
+                    pools=preflight_pools(args),
+                    namespace=preflight_namespace(args),
+                    priority_class=default_priority_class(args.scheduling.priority_classes),
+                    config=args.preflight,
+                ),
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    providers=kubernetes,
+                    # GPUs and EFA devices are advertised once the nodes exist and the device plugins run on them.
+                    depends_on=[
+                        self.scheduling,
+                        self.gpu_operator,
+                        *([self.efa_device_plugin] if self.efa_device_plugin else []),
+                        *self.gpu_node_groups.values(),
                     ],
                 ),
             )

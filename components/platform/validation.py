@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..addons import gpu_operator, kueue, topology_labeler
 from ..config import GpuTrainingPlatformArgs, Problem, validate_platform
+from ..workloads.preflight_checks import validate_preflight
 from ..workloads.queues import validate_kueue
 from ..workloads.scheduling_policies import validate_scheduling
 from .names import PLATFORM_NAME, validate_names
@@ -16,6 +17,7 @@ def validate_stack(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> 
     return [
         *validate_platform(args),
         *validate_scheduling(args),
+        *validate_preflight(args),
         *validate_kueue(args),
         *validate_addon_namespaces(args),
         *validate_names(args, name),

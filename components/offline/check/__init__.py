@@ -1,6 +1,8 @@
 """Check a render (see ``eks_gpu_training.offline.render``) without a cloud: every Kubernetes object against the
 schemas of the stack's Kubernetes version or its CRD, every Helm release's values against the
-pinned chart, every AWS enumeration input against botocore's models.
+pinned chart, every AWS enumeration input against botocore's models, every EKS add-on's configuration
+against the add-on's schema, every node repair override against the reasons the node monitoring
+agent reports.
 
 ``python -m eks_gpu_training.offline.check RENDER_DIR`` (or ``eks-gpu-training-check``) prints one line per
 failure and exits non-zero when there is any; what it could not check is printed as ``skipped:``.
@@ -22,6 +24,7 @@ from .addons import check_addon
 from .aws import check_manifest_instance_types, check_resource_inputs
 from .helm import check_release
 from .kubernetes import CustomResourceSchemas, check_manifests, describe
+from .repair import check_repair_reasons
 
 @dataclass
 class Report:
@@ -98,7 +101,7 @@ def check_render(render_dir: Path, reference: Optional[Path] = None) -> Report:
 
     for resource in document["resources"]:
         report.failures.extend(f"{RESOURCES_FILE}: {p}" for p in check_resource_inputs(resource))
-        for outcome, line in check_addon(resource, reference):
+        for outcome, line in [*check_addon(resource, reference), *check_repair_reasons(resource, reference)]:
             report.add(outcome, f"{RESOURCES_FILE}: {line}")
     report.failures.sort()
     return report

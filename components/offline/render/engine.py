@@ -109,6 +109,16 @@ class PlaceholderMocks(pulumi.runtime.Mocks):
                 "version": unknown("version"),
                 "roleArn": unknown("roleArn"),
             }
+        if token == "aws:eks/getAddonVersion:getAddonVersion":
+            # EKS answers with the add-on builds it offers today; offline, the version stays unknown.
+            addon, kubernetes_version = args.args["addonName"], args.args["kubernetesVersion"]
+            return {
+                "addonName": addon,
+                "kubernetesVersion": kubernetes_version,
+                "mostRecent": args.args.get("mostRecent", False),
+                "version": placeholder("version", "aws:eks/getAddonVersion", f"{addon} on Kubernetes {kubernetes_version}"),
+                "id": addon,
+            }
         self.unanswered_calls.add(token)
         return {}
 

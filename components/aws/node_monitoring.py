@@ -1,0 +1,97 @@
+"""The EKS node monitoring agent, installed as the EKS add-on ``eks-node-monitoring-agent``.
+
+The agent runs on every node and sets node conditions (``AcceleratedHardwareReady``,
+``KernelReady``, ``NetworkingReady``, ``StorageReady``, ``ContainerRuntimeReady``) from kernel logs,
+the NVIDIA driver and DCGM; EKS node auto repair (managed node groups) and Karpenter's NodeRepair
+act on them (docs.aws.amazon.com/eks/latest/userguide/node-health.html).
+
+GPU health comes from DCGM. The add-on brings its own host engine, the ``dcgm-server`` DaemonSet
+(``nv-hostengine`` from the agent's image, host port 5555), and the agent talks to it; the add-on's
+1.7.0 configuration schema has no key to point the agent at another engine. Its chart defaults
+``dcgmAgent.tolerations: []``, so on tainted GPU nodes the host engine never runs and the agent
+latches ``AcceleratedHardwareReady=False`` with reason ``DCGMError`` (aws/containers-roadmap#2555,
+#2567), which repair then acts on. ``node_monitoring_agent_configuration`` adds the GPU toleration.
+The GPU Operator keeps its own standalone DCGM off (``gpu_operator_values``), so nothing else binds
+host port 5555; its DCGM exporter keeps the engine embedded in its own pod.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+import pulumi
+import pulumi_aws as aws
+
+from ..config import NODE_MONITORING_AGENT_ADDON
+from ..config.documented import documented_args, documented_component
+from ..facts.gpu_nodes import gpu_toleration
+from .cluster import ClusterRef
+
+RESOLVE_CONFLICTS = "OVERWRITE"
+"""The stack owns the add-on's configuration: EKS overwrites fields changed by hand, at creation and
+on every update (EKS API ``ResolveConflicts``)."""
+
+
+def node_monitoring_agent_configuration() -> dict[str, Any]:
+    """The add-on's configuration values (its ``configuration.schema.json`` shape): the DCGM host
+    engine tolerates the GPU taint, so it runs on the GPU nodes it exists for. The chart's DCGM
+    node affinity (NVIDIA instance types, amd64, not Fargate/Auto Mode/HyperPod) stays as it is; the
+    node agent itself already tolerates every taint."""
+    return {"dcgmAgent": {"tolerations": [gpu_toleration()]}}
+
+
+@documented_args
+@dataclass
+class NodeMonitoringAgentArgs:
+    """Arguments of ``NodeMonitoringAgent``."""
+
+    cluster: ClusterRef
+    """The cluster to install the add-on into."""
+    addon_version: Optional[str] = None
+    """A pinned add-on version. Default: the newest EKS offers for the cluster's Kubernetes version
+    (``ClusterRef.kubernetes_version``: the configured one, or the one an adopted cluster runs)."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags of the add-on. Default: none."""
+
+
+@documented_component(NodeMonitoringAgentArgs)
+class NodeMonitoringAgent(pulumi.ComponentResource):
+    """The ``eks-node-monitoring-agent`` EKS add-on, at the newest version EKS offers for the
+    cluster's Kubernetes version, its DCGM host engine running on tainted GPU nodes."""
+
+    addon_version: pulumi.Output[str]
+    """The add-on version EKS resolved (``v1.7.0-eksbuild.1`` style)."""
+
+    def __init__(self, name: str, args: NodeMonitoringAgentArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("eks-gpu-training:index:NodeMonitoringAgent", name, None, opts)
+        ref = args.cluster
+        # Unless pinned, the newest build for this Kubernetes version: a new build AWS publishes is rolled
+        # out by the next `pulumi up` (EKS updates the add-on in place; its DaemonSets roll 10% of nodes
+        # at a time).
+        version: pulumi.Input[str] = (
+            args.addon_version
+            if args.addon_version is not None
+            else aws.eks.get_addon_version_output(
+                addon_name=NODE_MONITORING_AGENT_ADDON,
+                kubernetes_version=ref.kubernetes_version,
+                most_recent=True,
+                opts=pulumi.InvokeOutputOptions(parent=self),
+            ).version
+        )
+        addon = aws.eks.Addon(
+            f"{name}-addon",
+            cluster_name=ref.name,
+            addon_name=NODE_MONITORING_AGENT_ADDON,
+            addon_version=version,
+            configuration_values=json.dumps(node_monitoring_agent_configuration()),
+            resolve_conflicts_on_create=RESOLVE_CONFLICTS,
+            resolve_conflicts_on_update=RESOLVE_CONFLICTS,
+            tags=dict(args.tags),
+            # The cluster name is a plain string, so the add-on waits for the cluster (and the system
+            # nodes) explicitly; GPU nodes get the agent's pods whenever they join.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
+        )
+        self.addon_version = addon.addon_version
+        self.register_outputs({"addonVersion": self.addon_version})

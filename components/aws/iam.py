@@ -23,7 +23,7 @@ without ENI permissions gives no pod an address, and a mistake in that associati
 of the cluster at once. It takes: the cluster's ``vpc-cni`` add-on managed here (pulumi-eks creates
 it today), its Pod Identity association (or ``serviceAccountRoleArn``) ready before the first node
 group, and then this policy removed from every node role, which rolls no node but leaves nodes of
-an older AMI without it. See README "Node IAM roles"."""
+an older AMI without it. See docs/architecture.md, "Node IAM roles"."""
 
 SSM_POLICY = "AmazonSSMManagedInstanceCore"
 """Lets the SSM agent on a node register with Systems Manager, so Session Manager can open a shell

@@ -50,6 +50,9 @@ def test_every_stack_renders_and_passes_the_check(rendered_stack, reference_dir)
     report = check_render(out, reference_dir)
     assert report.failures == [], stack
     assert report.skipped == [], stack
+    # Every object the charts render is checked too (none is skipped, see above).
+    chart_files = list((out / "manifests" / "charts").rglob("*.yaml"))
+    assert report.checked["chart objects"] == len(chart_files) > 0
 
 
 def test_a_daemonset_with_an_unknown_field_fails_and_is_named(render_program):
@@ -250,8 +253,10 @@ def test_helm_values_are_skipped_without_a_pinned_values_file(render_program, re
     report = check_render(render_program(release({"x": 1}, chart="cert-manager", version="v1.18.0")), reference_dir)
     assert report.ok
     assert report.skipped == [
+        f"values/operator.yaml: Helm release gpu-operator (chart cert-manager v1.18.0): the chart's objects were not "
+        f"rendered: no source of chart cert-manager v1.18.0 in {reference_dir / 'charts'}",
         f"values/operator.yaml: Helm release gpu-operator (chart cert-manager v1.18.0): values keys not checked: "
-        f"no values.yaml of cert-manager v1.18.0 in {reference_dir}"
+        f"no values.yaml of cert-manager v1.18.0 in {reference_dir}",
     ]
 
 
@@ -329,7 +334,7 @@ def test_check_command_prints_one_line_per_failure_and_exits_1(render_program, c
     ]
     assert any("'hostNetwrok' was unexpected" in f for f in failures)
     assert any("'imagePullPolciy' was unexpected" in f for f in failures)
-    assert lines[-1] == f"{out}: check: 1 Kubernetes objects, 0 Helm releases, 1 AWS resources; 3 failure(s), 0 skipped"
+    assert lines[-1] == f"{out}: check: 1 Kubernetes objects, 0 chart objects, 0 Helm releases, 1 AWS resources; 3 failure(s), 0 skipped"
 
 
 def test_check_command_passes_a_good_render(render_program, capsys):

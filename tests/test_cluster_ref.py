@@ -7,7 +7,16 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pytest
 
-from eks_gpu_training import ClusterRef, EksCluster, NetworkConfig, SubnetConfig
+from eks_gpu_training import (
+    ClusterRef,
+    EksCluster,
+    GpuNodeGroup,
+    GpuNodeGroupArgs,
+    GpuNodeGroupConfig,
+    NetworkConfig,
+    SubnetConfig,
+)
+from eks_gpu_training.aws.iam import SSM_POLICY
 from harness import research_cluster, run_program
 
 NETWORK = NetworkConfig(
@@ -88,6 +97,31 @@ def test_from_existing_needs_a_resource_name_when_the_cluster_name_is_an_output(
     graph = run_program(program)
     assert isinstance(graph.error, TypeError)
     assert "resource_name" in str(graph.error)
+
+
+def _ssm_attachments(graph) -> list[str]:
+    return [
+        r.name for r in graph.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if r.inputs["policyArn"].endswith(SSM_POLICY)
+    ]
+
+
+@pytest.mark.parametrize("ssm", [False, True], ids=["default", "opted-in"])
+def test_node_roles_get_ssm_only_when_the_ref_opts_in(ssm):
+    def program():
+        cluster = eks.Cluster("research", vpc_id=NETWORK.vpc_id, subnet_ids=[s.id for s in NETWORK.subnets])
+        options = {"node_ssm_access": True} if ssm else {}
+        refs = {
+            "own": ClusterRef.from_eks_cluster(cluster, region="us-west-2", **options),
+            "adopted": ClusterRef.from_existing("adopted", "us-west-2", **options),
+        }
+        for name, ref in refs.items():
+            pool = GpuNodeGroupConfig(name=name, instance_types=["p5.48xlarge"], availability_zone="us-west-2a")
+            GpuNodeGroup(name, GpuNodeGroupArgs(cluster=ref, network=NETWORK, pool=pool))
+        return {}
+
+    graph, _ = _refs(program)
+    expected = ["adopted-AmazonSSMManagedInstanceCore", "own-AmazonSSMManagedInstanceCore"]
+    assert sorted(_ssm_attachments(graph)) == (expected if ssm else [])
 
 
 @pytest.mark.parametrize("create", [True, False], ids=["created", "adopted"])

@@ -98,7 +98,13 @@ def test_operator_and_nfd_controllers_run_on_system_nodes():
 def test_without_a_system_node_group_controllers_are_not_pinned():
     values = gpu_operator_values(GpuOperatorConfig(), AL2023_NVIDIA, {})
     assert "operator" not in values
-    assert set(values["node-feature-discovery"]) == {"worker"}
+    assert all("nodeSelector" not in part for part in values["node-feature-discovery"].values())
+
+
+def test_nfd_pods_run_under_the_runtimes_default_seccomp_profile():
+    nfd = gpu_operator_values(GpuOperatorConfig(), AL2023_NVIDIA, SYSTEM)["node-feature-discovery"]
+    for part in ("master", "worker", "gc"):
+        assert nfd[part]["podSecurityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def test_service_monitor_only_with_the_prometheus_operator():

@@ -123,8 +123,12 @@ def test_interruption_queue_is_encrypted_short_lived_and_fed_by_five_rules(prod_
     targets = prod_graph.of_type("aws:cloudwatch/eventTarget:EventTarget")
     assert len(targets) == 5 and all(t.inputs["arn"] == QUEUE_ARN for t in targets)
     policy = json.loads(prod_graph.one("aws:sqs/queuePolicy:QueuePolicy").inputs["policy"])
-    assert policy["Statement"][0]["Principal"] == {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]}
+    assert policy["Statement"][0]["Principal"] == {"Service": "events.amazonaws.com"}
     assert policy["Statement"][0]["Resource"] == QUEUE_ARN
+    # Only the five interruption rules may send (each rule's ARN, as the mocks give it, ends in its name).
+    rule_names = {r.name for r in prod_graph.of_type("aws:cloudwatch/eventRule:EventRule")}
+    (condition,) = policy["Statement"][0]["Condition"].values()
+    assert len(rule_names) == 5 and {arn.rsplit("/", 1)[1] for arn in condition["aws:SourceArn"]} == rule_names
 
 
 def test_helm_releases_are_pinned_and_the_controller_waits_for_its_crds_and_credentials(prod_graph):

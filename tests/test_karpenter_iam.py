@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from eks_gpu_training.aws import karpenter_iam
-from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES, pod_identity_trust_policy
+from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES, node_policy_names, pod_identity_trust_policy
 from eks_gpu_training.addons.karpenter import INTERRUPTION_QUEUE_RETENTION_SECONDS
 
 PARTITION, REGION, ACCOUNT, CLUSTER = "aws", "us-west-2", "123456789012", "research"
@@ -77,12 +77,17 @@ def test_instance_launches_and_deletions_are_limited_to_this_clusters_resources(
     assert passing["Action"] == "iam:PassRole" and passing["Resource"] == NODE_ROLE_ARN
 
 
-def test_pod_identity_roles_trust_pod_identity_of_this_cluster_only():
-    (statement,) = pod_identity_trust_policy(PARTITION, REGION, ACCOUNT, CLUSTER)["Statement"]
+def test_pod_identity_roles_trust_one_service_account_of_this_cluster_only():
+    (statement,) = pod_identity_trust_policy(PARTITION, REGION, ACCOUNT, CLUSTER, "kube-system", "karpenter")["Statement"]
     assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert statement["Action"] == ["sts:AssumeRole", "sts:TagSession"]
+    # The session tags EKS Pod Identity adds to its AssumeRole request (pod-id-abac.html).
     assert statement["Condition"] == {
-        "StringEquals": {"aws:SourceAccount": ACCOUNT},
+        "StringEquals": {
+            "aws:SourceAccount": ACCOUNT,
+            "aws:RequestTag/kubernetes-namespace": "kube-system",
+            "aws:RequestTag/kubernetes-service-account": "karpenter",
+        },
         "ArnEquals": {"aws:SourceArn": f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{CLUSTER}"},
     }
 
@@ -92,11 +97,21 @@ def _normalised(statements: list[dict[str, Any]]) -> str:
     return json.dumps(statements, sort_keys=True).replace(": false", ': "false"')
 
 
-def test_queue_policy_is_upstreams(upstream):
-    expected = upstream["KarpenterInterruptionQueuePolicy"]["Properties"]["PolicyDocument"]
-    ours = karpenter_iam.interruption_queue_policy(QUEUE_ARN)
-    assert ours["Id"] == expected["Id"]
-    assert _normalised(ours["Statement"]) == _fill(_normalised(expected["Statement"]))
+RULE_ARNS = [f"arn:aws:events:{REGION}:{ACCOUNT}:rule/research-{n}" for n in ("spot", "health")]
+
+
+def test_queue_policy_is_upstreams_narrowed_to_the_interruption_rules(upstream):
+    expected = json.loads(_fill(_normalised(upstream["KarpenterInterruptionQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"])))
+    ours = karpenter_iam.interruption_queue_policy(QUEUE_ARN, RULE_ARNS)
+    assert ours["Id"] == upstream["KarpenterInterruptionQueuePolicy"]["Properties"]["PolicyDocument"]["Id"]
+    allow, deny = ours["Statement"]
+    # Upstream's TLS-only deny, as it is.
+    assert json.loads(_normalised([deny])) == [s for s in expected if s.get("Sid") == "DenyHTTP"]
+    (upstream_allow,) = [s for s in expected if s.get("Effect") == "Allow"]
+    assert allow["Action"] == upstream_allow["Action"] and allow["Resource"] == upstream_allow["Resource"] == QUEUE_ARN
+    # Narrowed: EventBridge only, and only from the rules that name this queue as their target.
+    assert allow["Principal"] == {"Service": "events.amazonaws.com"}
+    assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": RULE_ARNS}}
 
 
 def test_queue_keeps_messages_as_briefly_as_upstreams_and_is_encrypted(upstream):
@@ -117,4 +132,12 @@ def test_interruption_rules_are_upstreams(upstream):
 
 def test_node_role_has_upstreams_managed_policies(upstream):
     arns = upstream["KarpenterNodeRole"]["Properties"]["ManagedPolicyArns"]
-    assert {arn.rsplit("/", 1)[1] for arn in arns} == set(NODE_MANAGED_POLICIES)
+    # Upstream attaches AmazonSSMManagedInstanceCore too; here it is opt-in per stack (cluster.nodeSsmAccess).
+    assert {arn.rsplit("/", 1)[1] for arn in arns} == set(node_policy_names(ssm_access=True))
+    assert set(NODE_MANAGED_POLICIES) < set(node_policy_names(ssm_access=True))
+
+
+def test_a_role_shared_by_several_namespaces_trusts_that_service_account_in_each_only():
+    (statement,) = pod_identity_trust_policy(PARTITION, REGION, ACCOUNT, CLUSTER, ["team-b", "team-a"], "training")["Statement"]
+    assert statement["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-namespace"] == ["team-a", "team-b"]
+    assert statement["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "training"

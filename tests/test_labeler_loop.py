@@ -267,3 +267,67 @@ def test_every_log_line_is_one_json_object(harness_for):
     for line in lines:
         entry = json.loads(line)
         assert {"time", "level", "logger", "event", "node"} <= set(entry)
+
+
+def test_a_node_whose_provider_id_names_no_zone_is_labelled_in_its_labelled_region(harness_for):
+    h = harness_for(node_object(labels={"topology.kubernetes.io/region": "eu-west-1"}, provider_id=f"aws:////{INSTANCE_ID}"))
+    h.stubber.add_response(DESCRIBE, topology_response(NETWORK_NODES_3), ONLY_THIS_INSTANCE)
+    h.run(checks=1)
+    assert h.regions == ["eu-west-1"]
+    assert {k: h.node_labels()[k] for k in (L1, L2, L3)} == dict(zip((L1, L2, L3), NETWORK_NODES_3))
+
+
+def test_without_zone_or_region_label_the_clusters_region_is_used_and_else_retried(harness_for):
+    h = harness_for(node_object(provider_id=f"aws:////{INSTANCE_ID}"))
+    h.labeler.default_region = "us-east-2"
+    h.stubber.add_response(DESCRIBE, topology_response(NETWORK_NODES_3), ONLY_THIS_INSTANCE)
+    h.run(checks=1)
+    assert h.regions == ["us-east-2"] and len(h.server.patches()) == 1
+
+    h = harness_for(node_object(provider_id=f"aws:////{INSTANCE_ID}"))
+    h.run(checks=1)
+    assert h.events() == ["retrying"] and h.server.patches() == []
+
+
+def test_one_invalid_network_node_leaves_out_its_layer_only_and_is_reported(harness_for):
+    h = harness_for(node_object())
+    nodes = [NETWORK_NODES_3[0], "not a label!", NETWORK_NODES_3[2]]
+    h.stubber.add_response(DESCRIBE, topology_response(nodes), ONLY_THIS_INSTANCE)
+    h.run(checks=1)
+    (patch,) = h.server.patches()
+    assert patch.body["metadata"]["labels"] == {L1: NETWORK_NODES_3[0], L3: NETWORK_NODES_3[2]}
+    (invalid,) = [e for e in h.logs() if e["event"] == "invalid_label_value"]
+    assert invalid["labels"] == {L2: "'not a label!'"} and invalid["level"] == "warning"
+
+
+def test_sigterm_during_the_ec2_call_sends_no_patch(harness_for):
+    h = harness_for(node_object())
+    stop = []
+
+    def describe_then_sigterm(region):
+        stop.append("SIGTERM")  # arrives while the EC2 call is under way
+        return h.ec2
+
+    h.labeler.ec2_for_region = describe_then_sigterm
+    h.stubber.add_response(DESCRIBE, topology_response(NETWORK_NODES_3), ONLY_THIS_INSTANCE)
+    with h.stubber:
+        h.labeler.run(stopped=lambda: bool(stop), max_checks=1)
+    assert h.server.patches() == []
+    assert h.events() == ["stopped"]
+
+
+def test_an_error_in_the_idle_step_is_logged_and_the_loop_goes_on(harness_for, monkeypatch):
+    h = harness_for(node_object(labels=dict(zip((L1, L2, L3), NETWORK_NODES_3))))
+    h.stubber.add_response(DESCRIBE, topology_response(NETWORK_NODES_3), ONLY_THIS_INSTANCE)
+    slept = []
+    monkeypatch.setattr("eks_gpu_training.labeler.loop.time.sleep", slept.append)
+    clock = iter(range(0, 10_000, 300))
+    monkeypatch.setattr("eks_gpu_training.labeler.loop.time.monotonic", lambda: next(clock))
+
+    def broken_idle(seconds):
+        raise OSError(30, "Read-only file system")
+
+    h.labeler.idle = broken_idle
+    h.run(checks=2)
+    assert h.events() == ["complete", "idle_failed", "idle_failed"]
+    assert slept  # it waited instead of spinning

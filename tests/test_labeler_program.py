@@ -39,7 +39,9 @@ def test_settings_come_from_the_environment():
         ({}, "NODE_NAME is not set"),
         ({"NODE_NAME": "  "}, "NODE_NAME is not set"),
         ({"NODE_NAME": "n", "LABELER_INTERVAL_SECONDS": "ten"}, "is not a number"),
-        ({"NODE_NAME": "n", "LABELER_INTERVAL_SECONDS": "0"}, "must be positive"),
+        ({"NODE_NAME": "n", "LABELER_INTERVAL_SECONDS": "0"}, "must be a positive, finite number"),
+        ({"NODE_NAME": "n", "LABELER_INTERVAL_SECONDS": "nan"}, "must be a positive, finite number"),
+        ({"NODE_NAME": "n", "LABELER_INTERVAL_SECONDS": "inf"}, "must be a positive, finite number"),
     ],
 )
 def test_settings_errors_say_what_is_missing(environ, message):
@@ -106,6 +108,25 @@ def test_idler_sleeps_in_heartbeat_steps_and_touches_the_heartbeat(tmp_path):
     assert sleeps == [15.0, 15.0, 10.0]
     assert len(beats) == 4
     assert heartbeat.path.exists()
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), -1.0, 0.0])
+def test_idler_never_returns_at_once_on_a_non_finite_or_non_positive_wait(tmp_path, seconds):
+    sleeps = []
+    Idler(heartbeat_at(str(tmp_path / "hb")), sleeps.append, period=15.0).idle(seconds)
+    assert sleeps == [15.0]
+
+
+def test_a_heartbeat_that_cannot_be_touched_is_reported_and_the_wait_goes_on(tmp_path):
+    errors, sleeps = [], []
+
+    class Broken(Heartbeat):
+        def beat(self):
+            raise OSError(28, "No space left on device")
+
+    Idler(Broken(tmp_path / "hb"), sleeps.append, period=15.0, on_error=errors.append).idle(30)
+    assert sleeps == [15.0, 15.0]
+    assert len(errors) == 3 and all(isinstance(e, OSError) for e in errors)
 
 
 def test_idler_returns_early_once_stopped(tmp_path):
@@ -187,7 +208,9 @@ def test_the_liveness_probe_command_runs_in_the_image(image_root, tmp_path):
 def test_dockerfile_builds_a_slim_non_root_image_from_the_context_alone():
     dockerfile = (labeler_image.LABELER_DIR / "Dockerfile").read_text()
     instructions = [line for line in dockerfile.splitlines() if line and not line.startswith("#")]
-    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.\d+-slim$", dockerfile, re.M)
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.\d+-slim@sha256:[0-9a-f]{64}$", dockerfile, re.M)
+    (install,) = [line for line in instructions if line.startswith("RUN pip install")]
+    assert "--require-hashes" in install and "--only-binary=:all:" in install
     copies = [line.split()[1:-1] for line in instructions if line.startswith("COPY")]
     assert copies == [["requirements.txt"], ["*.py"]]
     (user,) = [line for line in instructions if line.startswith("USER")]
@@ -196,12 +219,13 @@ def test_dockerfile_builds_a_slim_non_root_image_from_the_context_alone():
     assert instructions[-1] == 'ENTRYPOINT ["python", "-m", "labeler"]'
 
 
-def test_image_requirements_are_exact_pins_and_match_the_tested_kubernetes_client():
+def test_image_requirements_are_exact_pins_with_hashes_and_match_the_tested_kubernetes_client():
     pins = {}
-    for line in (labeler_image.LABELER_DIR / "requirements.txt").read_text().splitlines():
+    text = (labeler_image.LABELER_DIR / "requirements.txt").read_text().replace("\\\n", " ")
+    for line in text.splitlines():
         if line and not line.startswith("#"):
-            match = re.fullmatch(r"([A-Za-z0-9_.-]+)==([0-9][0-9A-Za-z.+-]*)", line)
-            assert match, f"not an exact pin: {line}"
+            match = re.fullmatch(r"([A-Za-z0-9_.-]+)==([0-9][0-9A-Za-z.+-]*)((?:\s+--hash=sha256:[0-9a-f]{64})+)\s*", line)
+            assert match, f"not an exact pin with hashes: {line[:120]}"
             pins[match.group(1).lower().replace("_", "-")] = match.group(2)
     assert {"boto3", "botocore", "kubernetes"} <= set(pins)
     assert pins["boto3"] == pins["botocore"]
@@ -268,3 +292,47 @@ def test_the_program_labels_its_node_beats_its_heart_and_stops_on_sigterm(image_
     assert events == ["started", "labels_added", "stopped"]
     labels = server.nodes[NODE_NAME]["metadata"]["labels"]
     assert [labels[f"topology.k8s.aws/network-node-layer-{n}"] for n in (1, 2, 3)] == ["nn-1", "nn-2", "nn-3"]
+
+
+BLOCKED_EC2_DRIVER = DRIVER.replace(
+    "labeler.aws.ec2_client = lambda region: ec2",
+    """import time
+class SlowEc2:
+    def describe_instance_topology(self, **kwargs):
+        print('{"event": "ec2_call_started"}', flush=True)
+        time.sleep(25)  # an EC2 call hanging until its read timeout
+        return ec2.describe_instance_topology(**kwargs)
+labeler.aws.ec2_client = lambda region: SlowEc2()""",
+)
+
+
+def test_sigterm_during_a_blocked_api_call_stops_at_once_and_sends_no_patch(image_root, tmp_path):
+    with FakeApiServer(node_object()) as server:
+        process = subprocess.Popen(
+            [sys.executable, "-u", "-c", BLOCK_PULUMI + BLOCKED_EC2_DRIVER],
+            cwd=image_root,
+            env={
+                "PATH": os.environ.get("PATH", ""),
+                "PYTHONPATH": str(image_root),
+                "FAKE_API": server.url,
+                "INSTANCE_ID": INSTANCE_ID,
+                "NODE_NAME": NODE_NAME,
+                "LABELER_HEARTBEAT_FILE": str(tmp_path / "heartbeat"),
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert "ec2_call_started" in process.stdout.readline() + process.stdout.readline()
+            signalled = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            out, err = process.communicate(timeout=20)
+            stopped_after = time.monotonic() - signalled
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 0, err
+    assert stopped_after < 5, f"SIGTERM took {stopped_after:.1f} s"
+    assert server.patches() == []
+    assert json.loads(out.splitlines()[-1])["event"] == "stopped"

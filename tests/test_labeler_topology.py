@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eks_gpu_training.labeler.topology import (
+    invalid_layers,
     InstanceLocation,
     differing_labels,
     label_patch,
@@ -107,9 +108,18 @@ def test_differing_values_are_reported_as_node_value_and_ec2_value():
     assert differing_labels(NETWORK_NODES_3, existing) == {L1: ("nn-other", NETWORK_NODES_3[0])}
 
 
-def test_network_node_that_is_not_a_label_value_is_refused():
-    with pytest.raises(ValueError, match="not a valid Kubernetes label value"):
-        topology_labels(["nn-ok", "has space", "nn-3"])
+def test_a_network_node_that_is_not_a_label_value_is_left_out_and_the_other_layers_kept():
+    network_nodes = ["nn-ok", "has space", "nn-3"]
+    assert topology_labels(network_nodes) == {layer_label(1): "nn-ok", layer_label(3): "nn-3"}
+    assert invalid_layers(network_nodes) == {layer_label(2): "has space"}
+    assert missing_labels(network_nodes, {}) == {layer_label(1): "nn-ok", layer_label(3): "nn-3"}
+
+
+def test_a_provider_id_with_an_empty_zone_is_an_ec2_instance_without_a_region():
+    # The AWS cloud provider accepts aws:////<instance-id> (it reads the id from the last segment).
+    assert parse_provider_id("aws:////i-0123456789abcdef0") == InstanceLocation(
+        instance_id="i-0123456789abcdef0", zone="", region=None
+    )
 
 
 def test_patch_carries_only_the_labels_and_the_resource_version_that_was_read():

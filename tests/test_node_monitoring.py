@@ -100,25 +100,24 @@ def test_the_gpu_operator_starts_no_second_host_engine_on_port_5555(prod_graph):
     assert release.inputs["values"]["dcgmExporter"]["enabled"] is True
 
 
-def test_check_fails_an_addon_configuration_eks_would_refuse(reference_dir):
-    pytest.importorskip("jsonschema", reason="jsonschema (the [check] extra) validates the add-on configuration")
-    from eks_gpu_training.offline.check.addons import check_addon_configuration
+def test_check_fails_an_addon_configuration_eks_would_refuse_and_passes_the_stacks_own(reference_dir):
+    from eks_gpu_training.offline.check.addons import check_addon
 
     resource = {
         "type": ADDON,
         "name": AGENT,
         "inputs": {"addonName": "eks-node-monitoring-agent", "configurationValues": json.dumps({"dcgmAgent": {"runtimeClassName": "nvidia"}})},
     }
-    assert list(check_addon_configuration(resource, reference_dir)) == [
+    assert list(check_addon(resource, reference_dir)) == [
         (
             "fail",
-            f"{ADDON} {AGENT}: configurationValues: dcgmAgent: Additional properties are not allowed ('runtimeClassName' was "
-            "unexpected) (eks-node-monitoring-agent 1.7.0 configuration.schema.json)",
+            f"{ADDON} {AGENT} (eks-node-monitoring-agent): configurationValues.dcgmAgent: Additional properties are not "
+            "allowed ('runtimeClassName' was unexpected) (eks-node-monitoring-agent-1.7.0/configuration.schema.json)",
         )
     ]
     good = {**resource, "inputs": {**resource["inputs"], "configurationValues": json.dumps(node_monitoring_agent_configuration())}}
-    assert list(check_addon_configuration(good, reference_dir)) == []
-    assert [outcome for outcome, _ in check_addon_configuration(good, None)] == ["skip"]
+    assert list(check_addon(good, reference_dir)) == []
+    assert [outcome for outcome, _ in check_addon(good, None)] == ["skip"]
 
 
 def test_a_pinned_addon_version_is_used_as_is_and_nothing_is_resolved(health_graph):

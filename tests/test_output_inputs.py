@@ -133,6 +133,10 @@ def test_the_clusters_output_name_reaches_names_policies_and_the_kubeconfig(crea
     assert trust and all(
         s["Condition"]["ArnEquals"]["aws:SourceArn"].endswith(f":cluster/{name}") for policy in trust for s in policy["Statement"]
     )
+    # Each role is also held to the ServiceAccount it serves.
+    assert {
+        s["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-service-account"] for policy in trust for s in policy["Statement"]
+    } == {"karpenter", "topology-labeler", "training"}
     s3_policy = json.loads(graph.one("aws:iam/rolePolicy:RolePolicy", "training-s3-access").inputs["policy"])
     assert s3_policy["Statement"][1]["Resource"] == ["arn:aws:s3:::checkpoints-7g8h9i/*"]
     repository = graph.one("aws:ecr/repository:Repository")

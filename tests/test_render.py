@@ -116,7 +116,7 @@ def test_every_kubernetes_object_becomes_one_manifest_and_every_release_one_valu
         )
 
     out = render_program(program)
-    assert sorted(p.name for p in (out / "manifests").iterdir()) == [
+    assert sorted(p.name for p in (out / "manifests").iterdir() if p.is_file()) == [
         "configmap_unnamed.yaml",
         "daemonset_training_labeler.yaml",
         "namespace_training.yaml",
@@ -135,13 +135,18 @@ def test_every_kubernetes_object_becomes_one_manifest_and_every_release_one_valu
         "spec": {"weight": 10},
     }
     assert [p.name for p in (out / "patches").iterdir()] == ["daemonset_kube-system_aws-node.yaml"]
-    assert yaml.safe_load((out / "values" / "operator.yaml").read_text()) == {
+    release = yaml.safe_load((out / "values" / "operator.yaml").read_text())
+    # Which chart source rendered it (or why not: a plain clone has no chart sources).
+    rendered = release.pop("rendered")
+    assert rendered.get("source") == "charts/gpu-operator-v26.7.0" or "skipped" in rendered
+    assert release == {
         "release": "gpu-operator",
         "namespace": "gpu-operator",
         "chart": "gpu-operator",
         "repository": "https://helm.ngc.nvidia.com/nvidia",
         "version": "v26.7.0",
         "values": {"driver": {"enabled": False}},
+        "skipCrds": False,
         "resource": {"type": "kubernetes:helm.sh/v3:Release", "name": "operator"},
     }
 
@@ -273,8 +278,12 @@ def test_a_golden_picture_is_stale_when_the_graph_changes():
 
 def test_render_command_writes_the_render_and_says_what(tmp_path, capsys):
     assert render_main(["dev", str(tmp_path), "--no-picture"]) == 0
-    said = capsys.readouterr().out
-    assert said.startswith(f"rendered stack dev into {tmp_path}: ")
+    said = capsys.readouterr().out.splitlines()
+    assert said[-1].startswith(f"rendered stack dev into {tmp_path}: ")
+    # Each Helm release says which chart source rendered it.
+    assert any(line.startswith("chart gpu-operator v") and "objects rendered by Helm from" in line for line in said) or any(
+        line.startswith("skipped: chart gpu-operator") for line in said
+    )
     assert (tmp_path / "resources.json").is_file() and (tmp_path / GRAPH_MERMAID).is_file()
     assert not (tmp_path / GRAPH_SVG).exists()
 

@@ -7,6 +7,15 @@ import re
 import pytest
 import yaml
 
+from eks_gpu_training.offline.scan import (
+    CHARTS_SKIPS,
+    Skip,
+    all_skips,
+    chart_skips,
+    failed_checks,
+    readme_block,
+    unaccepted,
+)
 from harness import PROJECT_ROOT
 
 CHECKOV_CONFIG = PROJECT_ROOT / ".checkov.yaml"
@@ -47,12 +56,63 @@ def test_the_scan_runs_kubernetes_checks_offline(config):
 
 def test_training_workload_templates_are_left_to_their_own_scan():
     # The platform scan leaves out exactly the files the workload scan is given (.ci/run: job_*.yaml).
-    (skipped,) = yaml.safe_load(CHECKOV_CONFIG.read_text())["skip-path"]
+    skipped, charts = yaml.safe_load(CHECKOV_CONFIG.read_text())["skip-path"]
     assert re.search(skipped, "out/prod/manifests/job_training_rl-training.yaml")
     assert not re.search(skipped, "out/prod/manifests/daemonset_topology-labeler_topology-labeler.yaml")
+    # The charts' objects have a scan of their own, with per-object skips.
+    assert re.search(charts, "out/prod/manifests/charts/gpu-operator/deployment_gpu-operator_gpu-operator.yaml")
+    assert not re.search(charts, "out/prod/manifests/daemonset_topology-labeler_topology-labeler.yaml")
     assert "job_*.yaml" in (PROJECT_ROOT / ".ci" / "run").read_text()
 
 
 def test_the_scanner_version_is_pinned():
     requirements = (PROJECT_ROOT / ".ci" / "scan-requirements.txt").read_text()
     assert re.search(r"^checkov==\d+\.\d+\.\d+$", requirements, re.M)
+
+
+def test_every_chart_skip_names_one_object_and_says_why():
+    skips = chart_skips(PROJECT_ROOT / CHARTS_SKIPS)
+    assert skips
+    for skip in skips:
+        assert re.fullmatch(r"CKV2?_K8S_\d+", skip.check), skip
+        assert re.fullmatch(r"[A-Za-z]+\.[a-z0-9-]+\.[a-z0-9.-]+", skip.resource), skip
+        assert len(skip.reason.split()) >= 8, skip
+    assert len({(s.check, s.resource) for s in skips}) == len(skips), "a chart skip is listed twice"
+
+
+def test_the_chart_scan_fails_a_finding_no_skip_names():
+    skips = [Skip("charts", "CKV_K8S_16", "DaemonSet.kube-system.efa", "privileged by design, see the chart")]
+    report = {"results": {"failed_checks": [
+        {"check_id": "CKV_K8S_16", "resource": "DaemonSet.kube-system.efa", "file_path": "a.yaml"},
+        {"check_id": "CKV_K8S_16", "resource": "DaemonSet.kube-system.other", "file_path": "b.yaml"},
+        {"check_id": "CKV_K8S_20", "resource": "DaemonSet.kube-system.efa", "file_path": "a.yaml"},
+    ]}}
+    assert unaccepted(failed_checks(report), skips) == [
+        "CKV_K8S_16 DaemonSet.kube-system.other (b.yaml)",
+        "CKV_K8S_20 DaemonSet.kube-system.efa (a.yaml)",
+    ]
+    assert unaccepted(failed_checks(report), [Skip("charts", "CKV_K8S_16", "DaemonSet.kube-system.efa", "")])[0].startswith("CKV_K8S_16")
+
+
+def test_the_operations_guide_lists_every_skip_with_its_reason():
+    guide = (PROJECT_ROOT / "docs" / "operations.md").read_text()
+    assert readme_block() in guide, "docs/operations.md scan skips are stale: python -m eks_gpu_training.offline.scan --readme --write"
+    assert len(all_skips()) == len(chart_skips(PROJECT_ROOT / CHARTS_SKIPS)) + len(
+        skipped_checks_with_reasons(CHECKOV_CONFIG.read_text())) + len(skipped_checks_with_reasons(WORKLOADS_CONFIG.read_text()))
+
+
+def test_the_ci_scans_the_charts_objects():
+    ci = (PROJECT_ROOT / ".ci" / "run").read_text()
+    assert "--config-file ../../.checkov-charts.yaml -d manifests/charts" in ci and "eks_gpu_training.offline.scan" in ci
+    charts_config = yaml.safe_load((PROJECT_ROOT / ".checkov-charts.yaml").read_text())
+    assert "skip-check" not in charts_config and "skip-path" not in charts_config
+    assert charts_config["output"] == "json" and charts_config["framework"] == ["kubernetes"]
+
+
+def test_a_graph_checks_pod_is_named_without_its_labels():
+    skips = [Skip("charts", "CKV2_K8S_6", "Pod.kube-system.efa", "host network: no NetworkPolicy applies")]
+    labelled = {"results": {"failed_checks": [
+        {"check_id": "CKV2_K8S_6", "resource": "Pod.kube-system.efa.name-efa.helm.sh/chart-efa-1.0", "file_path": "a"},
+        {"check_id": "CKV2_K8S_6", "resource": "Pod.kube-system.efa-other.name-x", "file_path": "b"},
+    ]}}
+    assert unaccepted(failed_checks(labelled), skips) == ["CKV2_K8S_6 Pod.kube-system.efa-other.name-x (b)"]

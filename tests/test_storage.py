@@ -125,6 +125,10 @@ def test_csi_driver_is_the_pinned_eks_add_on_with_its_pod_identity_role(prod_gra
     assert association["roleArn"] == "arn:aws:iam::123456789012:role/gpu-training-lustre-csi-driver-role-1a2b3c"
     trust = json.loads(role.inputs["assumeRolePolicy"])
     assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    # Only the controller's ServiceAccount, where the add-on installs it, may get the role.
+    conditions = trust["Statement"][0]["Condition"]["StringEquals"]
+    assert conditions["aws:RequestTag/kubernetes-namespace"] == "kube-system"
+    assert conditions["aws:RequestTag/kubernetes-service-account"] == FSX_CSI_CONTROLLER_SERVICE_ACCOUNT
     policy = prod_graph.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "gpu-training-lustre-csi-driver-policy")
     assert policy.inputs["policyArn"] == "arn:aws:iam::aws:policy/AmazonFSxFullAccess"
     assert "configurationValues" not in addon.inputs

@@ -23,13 +23,16 @@ SA = "kubernetes:core/v1:ServiceAccount"
 CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 BINDING = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+NODE_POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+NODE_POLICY_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 REPOSITORY = "aws:ecr/repository:Repository"
 IMAGE = "docker-build:index:Image"
 COMPONENT = "eks-gpu-training:index:TopologyLabeler"
-LABELER_TYPES = {COMPONENT, NS, SA, CLUSTER_ROLE, BINDING, DAEMONSET, ROLE_POLICY, ASSOCIATION, REPOSITORY, IMAGE}
+LABELER_TYPES = {COMPONENT, NS, SA, NETWORK_POLICY, CLUSTER_ROLE, BINDING, NODE_POLICY, NODE_POLICY_BINDING, DAEMONSET, ROLE_POLICY, ASSOCIATION, REPOSITORY, IMAGE}
 PREBUILT = "111122223333.dkr.ecr.us-west-2.amazonaws.com/tools/topology-labeler@sha256:" + "ab" * 32
 
 
@@ -61,7 +64,7 @@ def test_prod_has_the_labeler_namespace_service_account_and_nodes_only_rbac(prod
     account = labeler_of(prod_graph).one(SA)
     assert account.inputs["metadata"] == {"name": "topology-labeler", "namespace": "topology-labeler", "labels": tl.LABELS}
     role = labeler_of(prod_graph).one(CLUSTER_ROLE)
-    assert role.inputs["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]}]
+    assert role.inputs["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
     binding = labeler_of(prod_graph).one(BINDING)
     assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "topology-labeler"}
     assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": "topology-labeler", "namespace": "topology-labeler"}]
@@ -78,7 +81,12 @@ def test_prod_iam_role_is_for_pod_identity_and_allows_exactly_describe_instance_
                 "Action": ["sts:AssumeRole", "sts:TagSession"],
                 # this cluster's Pod Identity only, not any cluster's in any account
                 "Condition": {
-                    "StringEquals": {"aws:SourceAccount": ACCOUNT_ID},
+                    # and only to the labeler's ServiceAccount (Pod Identity's session tags)
+                    "StringEquals": {
+                        "aws:SourceAccount": ACCOUNT_ID,
+                        "aws:RequestTag/kubernetes-namespace": "topology-labeler",
+                        "aws:RequestTag/kubernetes-service-account": "topology-labeler",
+                    },
                     "ArnEquals": {"aws:SourceArn": f"arn:aws:eks:us-west-2:{ACCOUNT_ID}:cluster/gpu-training-prod"},
                 },
             }
@@ -177,8 +185,9 @@ def test_labeler_pods_get_the_cluster_region_and_never_ask_instance_metadata_for
 def test_registered_objects_are_the_pure_manifests(prod_graph):
     config = TopologyLabelerConfig()
     image = labeler_of(prod_graph).one(DAEMONSET).inputs["spec"]["template"]["spec"]["containers"][0]["image"]
-    expected = {m["kind"]: m for m in tl.manifests(image, config, "us-west-2")}
-    for kind in (NS, SA, CLUSTER_ROLE, BINDING, DAEMONSET):
+    region = stack_config("prod")["aws:region"]
+    expected = {m["kind"]: m for m in tl.manifests(image, config, region)}
+    for kind in (NS, SA, NETWORK_POLICY, CLUSTER_ROLE, BINDING, NODE_POLICY, NODE_POLICY_BINDING, DAEMONSET):
         sent = as_sent(labeler_of(prod_graph).one(kind))
         assert _equal_numbers(sent, expected[sent["kind"]]), kind
 
@@ -213,7 +222,7 @@ def test_k8s_objects_use_the_cluster_provider_and_wait_for_the_cluster_not_gpu_n
     cluster = prod_graph.one("eks:index:Cluster")
     addon = prod_graph.one("aws:eks/addon:Addon", "gpu-training-cluster-pod-identity-agent")
     gpu_groups = [g for g in prod_graph.of_type("aws:eks/nodeGroup:NodeGroup") if g.inputs.get("taints")]
-    for kind in (NS, SA, CLUSTER_ROLE, BINDING, DAEMONSET):
+    for kind in (NS, SA, CLUSTER_ROLE, BINDING, NODE_POLICY, NODE_POLICY_BINDING, DAEMONSET):
         assert labeler_of(prod_graph).one(kind).provider.startswith(provider.urn)
     for waiter in (labeler_of(prod_graph).one(NS), labeler_of(prod_graph).one(CLUSTER_ROLE), labeler_of(prod_graph).one(ASSOCIATION)):
         assert prod_graph.depends_on(waiter, cluster)
@@ -376,6 +385,19 @@ def test_resources_take_any_kubernetes_quantity_and_compare_exactly():
     assert labeler_problems(resources={"memoryRequest": "1Gi", "memoryLimit": "1G"}) == [
         "topologyLabeler.resources.memoryRequest: '1Gi' exceeds memoryLimit '1G'"
     ]
+
+
+def test_the_daemonset_waits_for_the_node_policy_and_tells_pods_the_clusters_region(prod_graph):
+    daemonset = labeler_of(prod_graph).one(DAEMONSET)
+    assert prod_graph.depends_on(daemonset, labeler_of(prod_graph).one(NODE_POLICY_BINDING))
+    env = {e["name"]: e.get("value") for e in daemonset.inputs["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["AWS_REGION"] == stack_config("prod")["aws:region"]
+
+
+def test_nothing_may_connect_to_the_labelers_namespace(prod_graph):
+    policy = labeler_of(prod_graph).one(NETWORK_POLICY)
+    assert policy.inputs["metadata"]["namespace"] == "topology-labeler"
+    assert policy.inputs["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
 
 
 def test_build_context_location_is_the_same_in_every_checkout_and_in_project_venv(tmp_path):

@@ -42,6 +42,13 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 """Well-known node label with the EC2 instance type."""
 
 
+EFA_PLUGIN_RESOURCES = {
+    "requests": {"cpu": "10m", "memory": "20Mi"},
+    "limits": {"cpu": "100m", "memory": "128Mi"},
+}
+"""Requests as the chart's values.yaml suggests (cpu 10m, memory 20Mi); limits with headroom."""
+
+
 def efa_needed(args: GpuTrainingPlatformArgs) -> bool:
     """Whether any GPU pool of the platform has EFA on. Every kind of GPU pool that can lay out EFA
     interfaces belongs here."""
@@ -65,6 +72,9 @@ def efa_device_plugin_values() -> dict[str, Any]:
         "tolerations": [gpu_toleration()],
         "nodeSelector": gpu_node_selector(),
         "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": efa_instance_types()},
+        # The chart's requests with limits added: the plugin lists a node's EFA devices and answers
+        # the kubelet, a few MiB; a leak is stopped at the limit instead of squeezing a training pod.
+        "resources": EFA_PLUGIN_RESOURCES,
     }
 
 

@@ -80,6 +80,10 @@ def _required_node_affinity(selector: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
+RUNTIME_DEFAULT_SECCOMP = {"seccompProfile": {"type": "RuntimeDefault"}}
+"""Pod security context that puts a pod under the container runtime's default seccomp profile."""
+
+
 def gpu_operator_values(
     config: GpuOperatorConfig,
     node_os: GpuNodeOs,
@@ -127,7 +131,17 @@ def gpu_operator_values(
         "node-feature-discovery": {
             # The NFD worker labels GPU nodes (PCI vendor 10de) so the operator finds them; it must run on
             # them too. A list value replaces the chart's, so the GPU toleration is spelled out here.
-            "worker": {"tolerations": [toleration]},
+            # The chart leaves the pods' seccomp profile unset (Unconfined on containerd); NFD's
+            # daemons make no unusual syscalls, so the runtime's default profile holds them. Its
+            # NetworkPolicies (the chart's own rules: DNS and the API server out, metrics in) are
+            # enforced by the VPC CNI's network policy agent the cluster turns on.
+            "worker": {
+                "tolerations": [toleration],
+                "podSecurityContext": dict(RUNTIME_DEFAULT_SECCOMP),
+                "networkPolicy": {"enabled": True},
+            },
+            "master": {"podSecurityContext": dict(RUNTIME_DEFAULT_SECCOMP), "networkPolicy": {"enabled": True}},
+            "gc": {"podSecurityContext": dict(RUNTIME_DEFAULT_SECCOMP), "networkPolicy": {"enabled": True}},
         },
     }
     if system_node_selector:
@@ -136,8 +150,8 @@ def gpu_operator_values(
         # v24.9.2's values.yaml (its template reads it, but only ``operator.affinity`` is declared in
         # every supported version).
         values["operator"] = {"affinity": _required_node_affinity(system_node_selector)}
-        values["node-feature-discovery"]["master"] = {"nodeSelector": dict(system_node_selector)}
-        values["node-feature-discovery"]["gc"] = {"nodeSelector": dict(system_node_selector)}
+        values["node-feature-discovery"]["master"]["nodeSelector"] = dict(system_node_selector)
+        values["node-feature-discovery"]["gc"]["nodeSelector"] = dict(system_node_selector)
     return values
 
 

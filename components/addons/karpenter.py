@@ -201,7 +201,7 @@ class Karpenter(pulumi.ComponentResource):
         after_cluster = pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready))
         account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
 
-        self.node_role = create_node_role(name, ref.partition, tags, parent=self)
+        self.node_role = create_node_role(name, ref.partition, tags, parent=self, ssm_access=ref.node_ssm_access)
         node_access = aws.eks.AccessEntry(
             f"{name}-node-access-entry",
             cluster_name=ref.name,
@@ -218,12 +218,7 @@ class Karpenter(pulumi.ComponentResource):
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        aws.sqs.QueuePolicy(
-            f"{name}-interruption-queue-policy",
-            queue_url=queue.url,
-            policy=queue.arn.apply(lambda arn: json.dumps(karpenter_iam.interruption_queue_policy(arn))),
-            opts=pulumi.ResourceOptions(parent=queue),
-        )
+        rule_arns = []
         for role, (source, detail_type) in karpenter_iam.INTERRUPTION_EVENTS.items():
             rule = aws.cloudwatch.EventRule(
                 interruption_rule_resource_name(name, role),
@@ -239,6 +234,16 @@ class Karpenter(pulumi.ComponentResource):
                 arn=queue.arn,
                 opts=pulumi.ResourceOptions(parent=rule),
             )
+            rule_arns.append(rule.arn)
+        # The queue accepts messages from exactly these rules (their ARNs exist once they do).
+        aws.sqs.QueuePolicy(
+            f"{name}-interruption-queue-policy",
+            queue_url=queue.url,
+            policy=pulumi.Output.all(queue.arn, *rule_arns).apply(
+                lambda arns: json.dumps(karpenter_iam.interruption_queue_policy(arns[0], arns[1:]))
+            ),
+            opts=pulumi.ResourceOptions(parent=queue),
+        )
 
         controller_role = create_pod_identity_role(
             controller_role_resource_name(name),
@@ -246,6 +251,8 @@ class Karpenter(pulumi.ComponentResource):
             partition=ref.partition,
             region=ref.region,
             cluster_name=ref.name,
+            namespace=KARPENTER_NAMESPACE,
+            service_account=KARPENTER_SERVICE_ACCOUNT,
             description=pulumi.Output.concat("Karpenter controller of EKS cluster ", ref.name, " (EKS Pod Identity)"),
             tags=tags,
             parent=self,

@@ -27,6 +27,7 @@ from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
 from ..aws.iam import create_pod_identity_role
 from ..aws.labeler_image import build_and_push, ecr_repository_name
 from ..facts.aws_names import PhysicalName
+from . import labeler_admission
 from ..labeler.settings import (
     ENV_HEARTBEAT_FILE,
     ENV_INTERVAL,
@@ -88,12 +89,14 @@ def service_account_manifest() -> dict[str, Any]:
 
 
 def cluster_role_manifest() -> dict[str, Any]:
-    """Nodes only, and only what reading a node and patching its labels takes."""
+    """Nodes only, and only what the program calls: GET of its node and PATCH of its labels (no
+    list or watch). RBAC cannot narrow this to one node or to some labels; the admission policy
+    (``labeler_admission``) does."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": NAME, "labels": dict(LABELS)},
-        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]}],
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}],
     }
 
 
@@ -117,9 +120,31 @@ def container_resources(config: TopologyLabelerConfig) -> dict[str, dict[str, st
     }
 
 
+def network_policy_manifest() -> dict[str, Any]:
+    """No connection into the labeler's namespace: the labeler listens on no port (its liveness
+    probe is a command), it only calls out to the API server and EC2."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "deny-ingress", "namespace": NAMESPACE, "labels": dict(LABELS)},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    }
+
+
+def node_policy_manifest() -> dict[str, Any]:
+    """The admission policy that holds the labeler to its own node's topology labels."""
+    return labeler_admission.node_policy_manifest(NAME, NAMESPACE, SERVICE_ACCOUNT, LABELS)
+
+
+def node_policy_binding_manifest() -> dict[str, Any]:
+    """Puts the policy in force."""
+    return labeler_admission.node_policy_binding_manifest(NAME, LABELS)
+
+
 def daemonset_manifest(image: Any, config: TopologyLabelerConfig, region: str) -> dict[str, Any]:
     """One labeler pod per GPU node. ``image`` is the reference to run (a string, or the Output of
-    the pushed image's digest reference); ``region`` is the cluster's, set as ``AWS_REGION``."""
+    the pushed image's digest reference); ``region`` is the cluster's, set as ``AWS_REGION`` (also the
+    labeler's region for a node whose provider id names no zone)."""
     restricted = {
         "allowPrivilegeEscalation": False,
         "privileged": False,
@@ -192,8 +217,11 @@ def manifests(image: Any, config: TopologyLabelerConfig, region: str) -> list[di
     return [
         namespace_manifest(),
         service_account_manifest(),
+        network_policy_manifest(),
         cluster_role_manifest(),
         cluster_role_binding_manifest(),
+        node_policy_manifest(),
+        node_policy_binding_manifest(),
         daemonset_manifest(image, config, region),
     ]
 
@@ -294,6 +322,9 @@ class TopologyLabeler(pulumi.ComponentResource):
         service_account = k8s.core.v1.ServiceAccount(
             f"{name}-service-account", **_resource_kwargs(service_account_manifest()), opts=in_cluster(namespace)
         )
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-network-policy", **_resource_kwargs(network_policy_manifest()), opts=in_cluster(namespace)
+        )
         cluster_role = k8s.rbac.v1.ClusterRole(
             f"{name}-cluster-role", **_resource_kwargs(cluster_role_manifest()), opts=in_cluster(*ref.ready)
         )
@@ -302,6 +333,14 @@ class TopologyLabeler(pulumi.ComponentResource):
             **_resource_kwargs(cluster_role_binding_manifest()),
             opts=in_cluster(cluster_role, service_account),
         )
+        node_policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-node-policy", **_resource_kwargs(node_policy_manifest()), opts=in_cluster(*ref.ready)
+        )
+        node_policy_binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-node-policy-binding",
+            **_resource_kwargs(node_policy_binding_manifest()),
+            opts=in_cluster(node_policy),
+        )
 
         role = create_pod_identity_role(
             labeler_role_resource_name(name),
@@ -309,6 +348,8 @@ class TopologyLabeler(pulumi.ComponentResource):
             partition=ref.partition,
             region=ref.region,
             cluster_name=ref.name,
+            namespace=NAMESPACE,
+            service_account=SERVICE_ACCOUNT,
             description=pulumi.Output.concat("Topology labeler of EKS cluster ", ref.name, " (EKS Pod Identity)"),
             tags=tags,
             parent=self,
@@ -338,11 +379,12 @@ class TopologyLabeler(pulumi.ComponentResource):
         )
 
         # Pod Identity injects credentials when a pod is created, so the pods must not start before
-        # the association exists; RBAC first too, or the first checks fail with 403.
+        # the association exists; RBAC first too, or the first checks fail with 403; and the
+        # admission policy before any pod holds a token that can patch nodes.
         k8s.apps.v1.DaemonSet(
             f"{name}-daemonset",
             **_resource_kwargs(daemonset_manifest(self.image, config, ref.region)),
-            opts=in_cluster(namespace, service_account, binding, association, policy),
+            opts=in_cluster(namespace, service_account, binding, node_policy_binding, association, policy),
         )
 
         self.role_arn = role.arn

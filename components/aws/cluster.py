@@ -101,6 +101,8 @@ class ClusterRef:
     endpoint: Optional[pulumi.Input[str]] = None
     """The API server endpoint (https URL), for controllers that are told it (Karpenter); when None,
     Karpenter discovers it itself."""
+    node_ssm_access: bool = False
+    """Whether node roles made for this cluster get AmazonSSMManagedInstanceCore (``cluster.nodeSsmAccess``)."""
 
     @classmethod
     def from_eks_cluster(
@@ -116,6 +118,7 @@ class ClusterRef:
         system_node_selector: Optional[Mapping[str, str]] = None,
         ready: Sequence[pulumi.Resource] = (),
         pod_identity: Sequence[pulumi.Resource] = (),
+        node_ssm_access: bool = False,
     ) -> "ClusterRef":
         """The ref of a ``pulumi_eks.Cluster`` made by your program.
 
@@ -128,6 +131,7 @@ class ClusterRef:
         ``system_node_selector`` places controllers (default: none); ``ready`` lists what must exist
         before they install besides the cluster (e.g. your system node group); ``pod_identity`` your
         ``eks-pod-identity-agent`` add-on, which Karpenter and the topology labeler need.
+        ``node_ssm_access`` gives node roles made for it AmazonSSMManagedInstanceCore (default: no).
         """
         kubeconfig = cluster.kubeconfig_json
         if provider is None:
@@ -150,6 +154,7 @@ class ClusterRef:
             control_plane=(cluster,),
             pod_identity=tuple(pod_identity),
             endpoint=cluster.core.endpoint,
+            node_ssm_access=node_ssm_access,
         )
 
     @classmethod
@@ -164,6 +169,7 @@ class ClusterRef:
         subnets: Sequence[SubnetRef] = (),
         system_node_selector: Optional[Mapping[str, str]] = None,
         ready: Sequence[pulumi.Resource] = (),
+        node_ssm_access: bool = False,
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> "ClusterRef":
         """The ref of an existing EKS cluster, looked up by ``name`` in ``region`` (nothing is created
@@ -175,6 +181,7 @@ class ClusterRef:
         ``vpc_id`` defaults to the cluster's own, ``partition`` to the region's; ``subnets`` as in
         ``from_eks_cluster``. The cluster must run
         the ``eks-pod-identity-agent`` add-on for Karpenter and the topology labeler.
+        ``node_ssm_access`` gives node roles made for it AmazonSSMManagedInstanceCore (default: no).
         """
         if resource_name is None:
             if not isinstance(name, str):
@@ -203,6 +210,7 @@ class ClusterRef:
             system_node_selector=dict(system_node_selector or {}),
             ready=tuple(ready),
             endpoint=lookup.endpoint,
+            node_ssm_access=node_ssm_access,
         )
 
 
@@ -342,6 +350,11 @@ class EksCluster(pulumi.ComponentResource):
                     endpoint_private_access=config.endpoint_private_access,
                     enabled_cluster_log_types=config.enabled_log_types,
                     create_oidc_provider=False,
+                    # The VPC CNI's network policy agent enforces the NetworkPolicies of the training
+                    # and labeler namespaces; without it EKS ignores NetworkPolicy objects
+                    # (docs.aws.amazon.com/eks/latest/userguide/cni-network-policy.html). Turning it on
+                    # rolls the aws-node pods, not the nodes; pods no policy selects stay unrestricted.
+                    vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
                     tags=dict(args.tags),
                 ),
                 # Nodes launch only once a created network routes to NAT and its endpoints exist.
@@ -411,6 +424,7 @@ class EksCluster(pulumi.ComponentResource):
             provider=self.provider,
             system_node_selector=system_node_labels() if args.system_node_group.enabled else {},
             ready=tuple(ready),
+            node_ssm_access=config.node_ssm_access,
             control_plane=tuple(control_plane),
             pod_identity=tuple(pod_identity),
         )
@@ -463,7 +477,10 @@ class EksCluster(pulumi.ComponentResource):
         the GPU pools (IMDSv2 with hop limit 1, encrypted gp3). It waits for the cluster only, not
         for the Pod Identity add-on, so the critical path is cluster, system nodes, slowest release."""
         system = args.system_node_group
-        role = create_node_role(system_node_group_resource_name(name), args.partition, args.tags, parent=self)
+        role = create_node_role(
+            system_node_group_resource_name(name), args.partition, args.tags, parent=self,
+            ssm_access=args.cluster.node_ssm_access,
+        )
         launch_template = node_launch_template(
             system_launch_template_resource_name(name),
             description=pulumi.Output.concat("System nodes of EKS cluster ", args.cluster.name),

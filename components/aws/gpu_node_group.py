@@ -193,7 +193,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         super().__init__("eks-gpu-training:index:GpuNodeGroup", name, None, opts)
         tags = dict(args.tags)
 
-        self.node_role = role = create_node_role(name, ref.partition, tags, parent=self)
+        self.node_role = role = create_node_role(name, ref.partition, tags, parent=self, ssm_access=ref.node_ssm_access)
 
         placement_group_name = pool_placement_group_name(
             name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: placement_group_physical_name(cluster, pool)), tags, parent=self, protect=args.protect

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import pulumi
 import pulumi_aws as aws
@@ -12,11 +12,28 @@ NODE_MANAGED_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
     "AmazonEKS_CNI_Policy",
     "AmazonEC2ContainerRegistryPullOnly",
-    "AmazonSSMManagedInstanceCore",
 )
-"""AWS managed policies every EKS worker needs: join the cluster, let the VPC CNI attach ENIs,
-pull images from ECR (pull-only, narrower than ReadOnly), and be reachable through SSM Session
-Manager instead of SSH (docs.aws.amazon.com/eks/latest/userguide/create-node-role.html)."""
+"""AWS managed policies every EKS worker needs: join the cluster, let the VPC CNI attach ENIs, pull
+images from ECR (pull-only, narrower than ReadOnly) (docs.aws.amazon.com/eks/latest/userguide/create-node-role.html).
+
+The VPC CNI's policy stays on the node role on purpose. Moving it to the ``aws-node`` service
+account (IRSA or Pod Identity) is what AWS recommends, but then the ``vpc-cni`` add-on must be
+created with its role association *before any node joins*: a node whose ``aws-node`` pod starts
+without ENI permissions gives no pod an address, and a mistake in that association stops every node
+of the cluster at once. It takes: the cluster's ``vpc-cni`` add-on managed here (pulumi-eks creates
+it today), its Pod Identity association (or ``serviceAccountRoleArn``) ready before the first node
+group, and then this policy removed from every node role, which rolls no node but leaves nodes of
+an older AMI without it. See docs/architecture.md, "Node IAM roles"."""
+
+SSM_POLICY = "AmazonSSMManagedInstanceCore"
+"""Lets the SSM agent on a node register with Systems Manager, so Session Manager can open a shell
+there (no SSH key, no open port). A shell on a GPU node is root on every job's data, so it is
+opt-in per stack (``cluster.nodeSsmAccess``)."""
+
+
+def node_policy_names(ssm_access: bool) -> tuple[str, ...]:
+    """The managed policies of a node role: ``NODE_MANAGED_POLICIES``, and SSM's when opted in."""
+    return NODE_MANAGED_POLICIES + ((SSM_POLICY,) if ssm_access else ())
 
 
 def managed_policy_arn(partition: str, policy_name: str) -> str:
@@ -44,10 +61,23 @@ def cluster_arn(partition: str, region: str, account_id: str, cluster_name: str)
     return f"arn:{partition}:eks:{region}:{account_id}:cluster/{cluster_name}"
 
 
-def pod_identity_trust_policy(partition: str, region: str, account_id: str, cluster_name: str) -> dict[str, Any]:
-    """Trust policy that lets EKS Pod Identity hand a role to the ServiceAccount an association
-    names, for this cluster only: ``aws:SourceAccount`` and ``aws:SourceArn`` guard against a confused
-    deputy in another cluster or account (docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html)."""
+def pod_identity_trust_policy(
+    partition: str,
+    region: str,
+    account_id: str,
+    cluster_name: str,
+    namespace: Union[str, Sequence[str]],
+    service_account: str,
+) -> dict[str, Any]:
+    """Trust policy that lets EKS Pod Identity hand a role to one ServiceAccount of this cluster only:
+    ``aws:SourceAccount`` and ``aws:SourceArn`` guard against a confused deputy in another cluster or
+    account (docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html), and the session tags Pod
+    Identity adds to its AssumeRole request, ``kubernetes-namespace`` and ``kubernetes-service-account``
+    (docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html), keep another association in the same
+    cluster (a mistaken or malicious one) from handing the role to any other ServiceAccount. The
+    association must therefore keep session tags on (``disableSessionTags`` false, the default).
+    ``namespace`` may list several namespaces whose ServiceAccount of that name gets the role."""
+    namespaces = [namespace] if isinstance(namespace, str) else sorted(set(namespace))
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -56,7 +86,11 @@ def pod_identity_trust_policy(partition: str, region: str, account_id: str, clus
                 "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
                 "Action": ["sts:AssumeRole", "sts:TagSession"],
                 "Condition": {
-                    "StringEquals": {"aws:SourceAccount": account_id},
+                    "StringEquals": {
+                        "aws:SourceAccount": account_id,
+                        "aws:RequestTag/kubernetes-namespace": namespaces[0] if len(namespaces) == 1 else namespaces,
+                        "aws:RequestTag/kubernetes-service-account": service_account,
+                    },
                     "ArnEquals": {"aws:SourceArn": cluster_arn(partition, region, account_id, cluster_name)},
                 },
             }
@@ -71,17 +105,22 @@ def create_pod_identity_role(
     partition: str,
     region: str,
     cluster_name: pulumi.Input[str],
+    namespace: Union[str, Sequence[str]],
+    service_account: str,
     description: pulumi.Input[str],
     tags: Mapping[str, str],
     parent: pulumi.Resource,
 ) -> aws.iam.Role:
-    """An IAM role that EKS Pod Identity of this cluster (and only this cluster) may hand to a
-    ServiceAccount; the caller attaches its permissions and makes the association."""
+    """An IAM role that EKS Pod Identity of this cluster (and only this cluster) may hand to the
+    ServiceAccount ``namespace/service_account`` (and only that one; or that ServiceAccount in each of
+    several namespaces); the caller attaches its permissions and makes the association."""
     return aws.iam.Role(
         resource_name,
         description=description,
         assume_role_policy=pulumi.Output.all(account_id, cluster_name).apply(
-            lambda values: json.dumps(pod_identity_trust_policy(partition, region, values[0], values[1]))
+            lambda values: json.dumps(
+                pod_identity_trust_policy(partition, region, values[0], values[1], namespace, service_account)
+            )
         ),
         tags=dict(tags),
         opts=pulumi.ResourceOptions(parent=parent),
@@ -99,15 +138,17 @@ def create_node_role(
     tags: Mapping[str, str],
     parent: pulumi.Resource,
     extra_policy_names: Optional[tuple[str, ...]] = None,
+    ssm_access: bool = False,
 ) -> aws.iam.Role:
-    """A node IAM role named ``{name}-node-role`` with ``NODE_MANAGED_POLICIES`` attached."""
+    """A node IAM role named ``{name}-node-role`` with ``NODE_MANAGED_POLICIES`` attached, and
+    ``AmazonSSMManagedInstanceCore`` when ``ssm_access``."""
     role = aws.iam.Role(
         node_role_resource_name(name),
         assume_role_policy=ec2_assume_role_policy(partition),
         tags=dict(tags),
         opts=pulumi.ResourceOptions(parent=parent),
     )
-    for policy_name in NODE_MANAGED_POLICIES + (extra_policy_names or ()):
+    for policy_name in node_policy_names(ssm_access) + (extra_policy_names or ()):
         aws.iam.RolePolicyAttachment(
             f"{name}-{policy_name}",
             role=role.name,

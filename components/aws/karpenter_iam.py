@@ -9,7 +9,7 @@ plain policy document (a dict), so the tests compare it with upstream's without 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from .iam import cluster_arn
 
@@ -249,17 +249,26 @@ def controller_policies(
     }
 
 
-def interruption_queue_policy(queue_arn: str) -> PolicyDocument:
-    """Let EventBridge (and SQS) deliver to the queue, over TLS only (upstream ``EC2InterruptionPolicy``)."""
+def interruption_queue_policy(queue_arn: str, rule_arns: Sequence[str]) -> PolicyDocument:
+    """Let EventBridge deliver to the queue from the named interruption rules only, over TLS only.
+
+    Upstream's ``EC2InterruptionPolicy`` lets ``events.amazonaws.com`` and ``sqs.amazonaws.com``
+    send with no condition, so any EventBridge rule in any account could fill the queue with fake
+    interruption events (Karpenter would then drain and delete nodes). EventBridge sets
+    ``aws:SourceArn`` to the rule's ARN when it delivers to SQS, and AWS recommends conditioning on it
+    (docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-sqs-permissions);
+    no SQS service principal is needed for EventBridge delivery."""
     return {
         "Id": "EC2InterruptionPolicy",
         "Version": "2012-10-17",
         "Statement": [
             {
+                "Sid": "AllowInterruptionRules",
                 "Effect": "Allow",
-                "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]},
+                "Principal": {"Service": "events.amazonaws.com"},
                 "Action": "sqs:SendMessage",
                 "Resource": queue_arn,
+                "Condition": {"ArnEquals": {"aws:SourceArn": list(rule_arns)}},
             },
             {
                 "Sid": "DenyHTTP",

@@ -50,6 +50,9 @@ support data repository associations; scratch file systems do neither."""
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
 """The EKS add-on of the FSx for Lustre CSI driver (docs.aws.amazon.com/eks/latest/userguide/fsx-csi-create.html)."""
 
+FSX_CSI_NAMESPACE = "kube-system"
+"""The namespace the EKS add-on installs the FSx CSI driver into (as every EKS add-on of kube-system components)."""
+
 FSX_CSI_CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 """The controller's ServiceAccount in kube-system (the driver chart's ``controller.serviceAccount.name``)."""
 
@@ -275,6 +278,9 @@ class LustreStorage(pulumi.ComponentResource):
             partition=ref.partition,
             region=ref.region,
             cluster_name=ref.name,
+            # Only the controller calls the FSx API; the add-on installs it in kube-system.
+            namespace=FSX_CSI_NAMESPACE,
+            service_account=FSX_CSI_CONTROLLER_SERVICE_ACCOUNT,
             description=pulumi.Output.concat("FSx CSI driver of EKS cluster ", ref.name, " (EKS Pod Identity)"),
             tags=tags,
             parent=self,

@@ -122,6 +122,8 @@ class TrainingIdentity(pulumi.ComponentResource):
             partition=ref.partition,
             region=ref.region,
             cluster_name=ref.name,
+            namespace=list(args.namespaces),
+            service_account=args.service_account,
             description=pulumi.Output.concat("Training pods of EKS cluster ", ref.name, " (EKS Pod Identity)"),
             tags=tags,
             parent=self,

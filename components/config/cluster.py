@@ -66,6 +66,8 @@ class ClusterConfig(_Model):
     """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster). Default: none."""
     enabled_log_types: list[str] = ["api", "audit", "authenticator"]
     """Control-plane log types sent to CloudWatch (a created cluster). Default: api, audit, authenticator."""
+    node_ssm_access: bool = False
+    """Attach AmazonSSMManagedInstanceCore to every node role this stack creates, so Session Manager can open a shell on a node (root on every job's data). Default: false."""
 
     @field_validator("kubernetes_version", mode="before")
     @classmethod

@@ -46,7 +46,7 @@ class NodeRepairOverrideConfig(_Model):
     node_monitoring_condition: str
     """NodeCondition the override applies to, e.g. AcceleratedHardwareReady (required)."""
     node_unhealthy_reason: str = Field(min_length=1)
-    """Reason reported by the node monitoring agent, e.g. `NvidiaXID79Error` (README "When a GPU fails" lists them; `check` refuses one the agent never reports) (required)."""
+    """Reason reported by the node monitoring agent, e.g. `NvidiaXID79Error` (docs/health.md lists them; `check` refuses one the agent never reports) (required)."""
     min_repair_wait_time_mins: int = Field(ge=1)
     """Minutes to wait before repairing (required)."""
     repair_action: str

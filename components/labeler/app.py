@@ -14,6 +14,9 @@ from .logs import configure_logging, log_event
 from .loop import Idler, Labeler, heartbeat_at
 from .settings import HEARTBEAT_PERIOD_SECONDS, Settings, SettingsError
 
+STOP_GRACE_SECONDS = 2.0
+"""How long a SIGTERM waits for the loop's current step; well inside the pod's 10 s grace period."""
+
 
 def main(environ: Optional[Mapping[str, str]] = None) -> int:
     logger = configure_logging()
@@ -29,7 +32,15 @@ def main(environ: Optional[Mapping[str, str]] = None) -> int:
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    idler = Idler(heartbeat, stop.wait, HEARTBEAT_PERIOD_SECONDS, stop.is_set)
+    idler = Idler(
+        heartbeat,
+        stop.wait,
+        HEARTBEAT_PERIOD_SECONDS,
+        stop.is_set,
+        on_error=lambda error: log_event(
+            logger, logging.ERROR, "heartbeat_failed", error=f"{type(error).__name__}: {error}"
+        ),
+    )
     labeler = Labeler(
         node_name=settings.node_name,
         nodes=nodes,
@@ -37,8 +48,16 @@ def main(environ: Optional[Mapping[str, str]] = None) -> int:
         logger=logger,
         idle=idler.idle,
         interval_seconds=settings.interval_seconds,
+        default_region=settings.region,
     )
     log_event(logger, logging.INFO, "started", node=settings.node_name, intervalSeconds=settings.interval_seconds)
-    labeler.run(stopped=stop.is_set)
-    log_event(logger, logging.INFO, "stopped", node=settings.node_name)
+    # The loop runs in a daemon thread so that SIGTERM is acted on at once, not after an API call
+    # blocked in a socket read (up to the 30 s read timeout) returns: the main thread only waits for
+    # the signal, gives the loop a moment to finish its step, then exits (the thread dies with it).
+    worker = threading.Thread(target=labeler.run, kwargs={"stopped": stop.is_set}, name="labeler", daemon=True)
+    worker.start()
+    while worker.is_alive() and not stop.wait(1.0):
+        pass
+    worker.join(STOP_GRACE_SECONDS)
+    log_event(logger, logging.INFO, "stopped", node=settings.node_name, loopFinished=not worker.is_alive())
     return 0

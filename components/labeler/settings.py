@@ -4,6 +4,7 @@ without the program's dependencies and the liveness probe starts quickly."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -13,6 +14,8 @@ ENV_INTERVAL = "LABELER_INTERVAL_SECONDS"
 """Seconds between re-checks of the node."""
 ENV_HEARTBEAT_FILE = "LABELER_HEARTBEAT_FILE"
 """Path of the liveness heartbeat file."""
+ENV_REGION = "AWS_REGION"
+"""The cluster's region, for a node whose provider id names no zone (and no region label yet)."""
 
 DEFAULT_INTERVAL_SECONDS = 600
 """Re-check every ten minutes: after the first answer from EC2 a re-check is one GET of the node,
@@ -40,6 +43,7 @@ class Settings:
     node_name: str
     interval_seconds: float
     heartbeat_file: str
+    region: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> "Settings":
@@ -51,6 +55,9 @@ class Settings:
             interval = float(raw_interval)
         except ValueError:
             raise SettingsError(f"{ENV_INTERVAL}={raw_interval!r} is not a number of seconds") from None
-        if interval <= 0:
-            raise SettingsError(f"{ENV_INTERVAL} must be positive, not {raw_interval}")
-        return cls(node_name, interval, environ.get(ENV_HEARTBEAT_FILE, HEARTBEAT_FILE))
+        if not math.isfinite(interval) or interval <= 0:
+            # NaN would make every wait end at once (a busy loop against the API server).
+            raise SettingsError(f"{ENV_INTERVAL} must be a positive, finite number of seconds, not {raw_interval}")
+        return cls(
+            node_name, interval, environ.get(ENV_HEARTBEAT_FILE, HEARTBEAT_FILE), environ.get(ENV_REGION, "").strip()
+        )

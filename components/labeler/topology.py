@@ -16,7 +16,12 @@ switch closest to the instance (the names EKS's cloud-controller-manager and Kar
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 """Well-known node label with the EC2 instance type (for reporting only)."""
 
-_PROVIDER_ID = re.compile(r"^aws:///(?P<zone>[a-z0-9-]+)/(?P<instance_id>i-[0-9a-f]{8,17})$")
+REGION_LABEL = "topology.kubernetes.io/region"
+"""Well-known node label with the node's region (set by the cloud provider at node initialisation)."""
+
+# The zone may be empty: the AWS cloud provider accepts ``aws:////i-...`` (kubernetes/cloud-provider-aws
+# parses the instance id from the last path segment and ignores an empty zone).
+_PROVIDER_ID = re.compile(r"^aws:///(?P<zone>[a-z0-9-]*)/(?P<instance_id>i-[0-9a-f]{8,17})$")
 # An AZ name (us-west-2b, us-gov-west-1a, cn-north-1a) or a Local/Wavelength Zone name
 # (us-west-2-lax-1a, us-east-1-wl1-bos-wlz-1) starts with its parent region's name.
 _ZONE = re.compile(r"^(?P<region>[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+)(?:[a-z]|-[a-z0-9-]+)$")
@@ -34,7 +39,9 @@ class InstanceLocation:
 
     instance_id: str
     zone: str
-    region: str
+    """Empty when the provider id names no zone (``aws:////i-...``)."""
+    region: Optional[str]
+    """None when the provider id names no zone: the caller finds the region elsewhere."""
 
 
 def region_of_zone(zone: str) -> str:
@@ -47,22 +54,35 @@ def region_of_zone(zone: str) -> str:
 
 def parse_provider_id(provider_id: Optional[str]) -> InstanceLocation:
     """Instance id, zone and region from an EC2 node's ``spec.providerID``
-    (``aws:///us-west-2b/i-0123456789abcdef0``); ``ValueError`` for anything else (no provider id
-    yet, Fargate, hybrid nodes)."""
+    (``aws:///us-west-2b/i-0123456789abcdef0``, or ``aws:////i-...`` without a zone, then with no
+    region); ``ValueError`` for anything else (no provider id yet, Fargate, hybrid nodes)."""
     match = _PROVIDER_ID.match(provider_id or "")
     if match is None:
         raise ValueError(f"{provider_id!r} is not an EC2 provider id (aws:///<zone>/<instance-id>)")
     zone = match.group("zone")
-    return InstanceLocation(instance_id=match.group("instance_id"), zone=zone, region=region_of_zone(zone))
+    return InstanceLocation(
+        instance_id=match.group("instance_id"), zone=zone, region=region_of_zone(zone) if zone else None
+    )
 
 
 def topology_labels(network_nodes: Sequence[str]) -> dict[str, str]:
-    """The full label set for ``NetworkNodes`` as EC2 returns them (top to bottom, three layers or,
-    on some newer instance types, four)."""
-    for node in network_nodes:
-        if not _LABEL_VALUE.match(node):
-            raise ValueError(f"network node {node!r} is not a valid Kubernetes label value")
-    return {layer_label(layer): node for layer, node in enumerate(network_nodes, start=1)}
+    """The label set for ``NetworkNodes`` as EC2 returns them (top to bottom, three layers or, on
+    some newer instance types, four). A layer whose value is no valid label value is left out
+    (``invalid_layers`` names it); the others keep their layer numbers, so they stay true."""
+    return {
+        layer_label(layer): node
+        for layer, node in enumerate(network_nodes, start=1)
+        if isinstance(node, str) and _LABEL_VALUE.match(node)
+    }
+
+
+def invalid_layers(network_nodes: Sequence[str]) -> dict[str, object]:
+    """Layers whose network node is not a valid Kubernetes label value: ``{label key: value}``."""
+    return {
+        layer_label(layer): node
+        for layer, node in enumerate(network_nodes, start=1)
+        if not (isinstance(node, str) and _LABEL_VALUE.match(node))
+    }
 
 
 def missing_labels(network_nodes: Sequence[str], existing: Mapping[str, str]) -> dict[str, str]:

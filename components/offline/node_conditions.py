@@ -2,9 +2,9 @@
 own ``reasons.yaml`` (aws/eks-node-monitoring-agent, ``pkg/reasons/reasons.yaml``).
 
 ``python -m eks_gpu_training.offline.node_conditions`` prints the table; ``--write`` replaces the
-README section between the ``node-conditions`` markers. It reads the upstream file from the
+docs/health.md section between the ``node-conditions`` markers. It reads the upstream file from the
 reference folder beside the project (``--reasons`` names another copy); a test fails when the
-README no longer matches it.
+file no longer matches it.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def updated_readme(text: str, reasons: dict[str, Any]) -> str:
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="update README.md in place")
+    parser.add_argument("--write", action="store_true", help="update docs/health.md in place")
     parser.add_argument("--reasons", type=Path, default=REASONS, help="the agent's reasons.yaml")
     options = parser.parse_args(argv)
     if not options.reasons.is_file():

@@ -25,6 +25,7 @@ from ..config import (
     TrainingAppConfig,
     TrainingNamespaceConfig,
 )
+from .host_network_admission import host_network_policy_binding_manifest, host_network_policy_manifest
 from ..facts.quantity import parse_quantity
 from ..facts.gpu_nodes import network_layer_key
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity, resolve_quota
@@ -60,6 +61,19 @@ def priority_class(config: PriorityClassConfig) -> dict[str, Any]:
         "globalDefault": config.global_default,
         "description": config.description,
         "preemptionPolicy": config.preemption_policy,
+    }
+
+
+def training_network_policy(namespace: str) -> dict[str, Any]:
+    """Pods of a training namespace accept connections from pods of the same namespace only: the
+    ranks of a job reach each other on any port (torchrun's rendezvous, NCCL's sockets), nothing
+    outside the namespace reaches them. Egress stays open (S3, the registry, the API server).
+    Host-network pods are outside any NetworkPolicy (they use the node's network)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "same-namespace-only", "namespace": namespace, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": {}}]}]},
     }
 
 
@@ -439,6 +453,23 @@ class SchedulingPolicies(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
             )
 
+        if any(policy.pod_security == "privileged" for policy in args.namespaces):
+            # Host networking needs a privileged namespace; this policy keeps the rest of
+            # "privileged" out of it (see host_network_admission).
+            policy_body, binding_body = host_network_policy_manifest(), host_network_policy_binding_manifest()
+            host_network_policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+                f"{name}-host-network-policy",
+                metadata=policy_body["metadata"],
+                spec=policy_body["spec"],
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+                f"{name}-host-network-policy-binding",
+                metadata=binding_body["metadata"],
+                spec=binding_body["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[host_network_policy]),
+            )
+
         created: dict[str, k8s.core.v1.Namespace] = {}
         for policy in args.namespaces:
             namespace = k8s.core.v1.Namespace(
@@ -447,6 +478,13 @@ class SchedulingPolicies(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
             created[policy.name] = namespace
+            network_policy = training_network_policy(policy.name)
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-{policy.name}-network-policy",
+                metadata=network_policy["metadata"],
+                spec=network_policy["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            )
             quota = resource_quota(policy.name, policy.quota)
             k8s.core.v1.ResourceQuota(
                 f"{name}-{policy.name}-quota",

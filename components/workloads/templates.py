@@ -337,11 +337,29 @@ def training_resources(spec: TrainingJobSpec) -> dict[str, dict[str, str]]:
     }
 
 
+TRAINING_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID")
+"""The only capabilities a training container keeps (all others dropped). Training images (AWS Deep
+Learning Containers, NGC PyTorch) run as root and, at start, own files (chown, chmod, writes into
+directories of other users), switch users and signal their worker processes. Nothing in training
+needs a raw socket (NET_RAW: NCCL uses TCP sockets and EFA its own queue pairs through
+/dev/infiniband), a privileged port (NET_BIND_SERVICE), device nodes (MKNOD), chroot or file
+capabilities; with hostNetwork those would act on the node's own network, so they are dropped for
+every training pod."""
+
+
+def image_pull_policy(image: str) -> str:
+    """``IfNotPresent`` for an image named by digest (the bytes cannot change); ``Always`` for a tag,
+    so a tag moved to a rebuilt image is never served stale from a node's cache (the kubelet then
+    resolves the tag at the registry and still reuses cached layers of the same digest)."""
+    return "IfNotPresent" if "@sha256:" in image else "Always"
+
+
 def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
     """The pod template (``PodTemplateSpec``) of a training job."""
     container: dict[str, Any] = {"name": TRAINER_CONTAINER}
     if spec.image is not None:
         container["image"] = spec.image
+        container["imagePullPolicy"] = image_pull_policy(spec.image)
     if spec.command:
         container["command"] = list(spec.command)
     if spec.args:
@@ -351,7 +369,10 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
         resources=training_resources(spec),
         volumeMounts=[{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
         + ([{"name": SHARED_VOLUME, "mountPath": spec.shared_volume_mount_path}] if spec.shared_volume_claim else []),
-        securityContext={"allowPrivilegeEscalation": False},
+        securityContext={
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"], "add": list(TRAINING_CAPABILITIES)},
+        },
     )
     shm: dict[str, Any] = {"medium": "Memory"}
     if spec.shm_size_limit is not None:

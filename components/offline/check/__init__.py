@@ -17,17 +17,14 @@ from typing import Any, Optional
 
 import yaml
 
-from ..engine import PROJECT_ROOT
+from ..reference import DEFAULT_REFERENCE
+from ..render.charts import CHARTS_DIR, YAML_LOADER
 from ..render.files import MANIFESTS_DIR, PATCHES_DIR, RESOURCES_FILE, VALUES_DIR
-from .addons import check_addon_configuration
+from .addons import check_addon
 from .aws import check_manifest_instance_types, check_resource_inputs
 from .helm import check_release
 from .kubernetes import CustomResourceSchemas, check_manifests, describe
 from .repair import check_repair_reasons
-
-DEFAULT_REFERENCE = PROJECT_ROOT.parent / "shared" / "reference"
-"""Unmodified upstream files (CRDs, chart values) beside the project; absent in a plain clone."""
-
 
 @dataclass
 class Report:
@@ -49,12 +46,16 @@ class Report:
         return f"check: {counts}; {len(self.failures)} failure(s), {len(self.skipped)} skipped"
 
 
-def _yaml_files(folder: Path) -> list[tuple[str, Any]]:
-    return [(f"{folder.name}/{p.name}", yaml.safe_load(p.read_text())) for p in sorted(folder.glob("*.yaml"))]
+def _yaml_files(folder: Path, *, recursive: bool = False) -> list[tuple[str, Any]]:
+    """``(path under the render, document)`` of each YAML file in ``folder`` (and, ``recursive``,
+    its subfolders: ``manifests/charts/<release>/``)."""
+    paths = sorted(folder.rglob("*.yaml") if recursive else folder.glob("*.yaml"))
+    return [(f"{folder.name}/{p.relative_to(folder)}", yaml.load(p.read_text(), Loader=YAML_LOADER)) for p in paths]
 
 
 def check_render(render_dir: Path, reference: Optional[Path] = None) -> Report:
-    """Check the render in ``render_dir``; ``reference`` is the upstream reference folder (None:
+    """Check the render in ``render_dir``: the stack's objects and its charts' objects
+    (``manifests/charts/<release>/``) alike; ``reference`` is the upstream reference folder (None:
     absent, and the checks that need it are reported as skipped)."""
     report = Report()
     resources_file = render_dir / RESOURCES_FILE
@@ -62,10 +63,12 @@ def check_render(render_dir: Path, reference: Optional[Path] = None) -> Report:
         report.failures.append(f"{render_dir}: not a render ({RESOURCES_FILE} missing)")
         return report
     document = json.loads(resources_file.read_text())
-    manifests = _yaml_files(render_dir / MANIFESTS_DIR)
+    manifests = _yaml_files(render_dir / MANIFESTS_DIR, recursive=True)
     releases = _yaml_files(render_dir / VALUES_DIR)
+    chart_objects = sum(name.startswith(f"{MANIFESTS_DIR}/{CHARTS_DIR}/") for name, _ in manifests)
     report.checked = {
-        "Kubernetes objects": len(manifests),
+        "Kubernetes objects": len(manifests) - chart_objects,
+        "chart objects": chart_objects,
         "Helm releases": len(releases),
         "AWS resources": sum(r["type"].startswith(("aws:", "eks:")) for r in document["resources"]),
     }
@@ -85,7 +88,9 @@ def check_render(render_dir: Path, reference: Optional[Path] = None) -> Report:
     for outcome, line in check_manifests(manifests, document["kubernetesVersion"], crds, where):
         report.add(outcome, line)
     for filename, obj in manifests:
-        if isinstance(obj, dict):
+        # The stack's own selections only: a chart's built-in list of instance types (the node
+        # monitoring agent's DCGM affinity) is upstream's, and may name types newer than botocore.
+        if isinstance(obj, dict) and not filename.startswith(f"{MANIFESTS_DIR}/{CHARTS_DIR}/"):
             report.failures.extend(f"{filename}: {describe(obj)}: {p}" for p in check_manifest_instance_types(obj))
     for filename, _ in _yaml_files(render_dir / PATCHES_DIR):
         report.skipped.append(f"{filename}: a patch is a partial object; not validated against a schema")
@@ -96,7 +101,7 @@ def check_render(render_dir: Path, reference: Optional[Path] = None) -> Report:
 
     for resource in document["resources"]:
         report.failures.extend(f"{RESOURCES_FILE}: {p}" for p in check_resource_inputs(resource))
-        for outcome, line in [*check_addon_configuration(resource, reference), *check_repair_reasons(resource, reference)]:
+        for outcome, line in [*check_addon(resource, reference), *check_repair_reasons(resource, reference)]:
             report.add(outcome, f"{RESOURCES_FILE}: {line}")
     report.failures.sort()
     return report

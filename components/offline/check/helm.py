@@ -1,4 +1,5 @@
-"""Helm release values against the pinned chart's own ``values.yaml``.
+"""Helm release values against the pinned chart's own ``values.yaml`` and, where the chart ships
+one, its ``values.schema.json`` (validated by Helm itself, as ``helm install`` does).
 
 A key the chart does not have is silently ignored by Helm, so a typo (``driver.enabeld``) or a key
 from another chart version deploys something other than what was meant, without an error. Each
@@ -16,6 +17,8 @@ from typing import Any, Iterator, Optional
 import yaml
 
 from ...facts.aws_enums import suggestion
+from ..reference import chart_name
+from ..render.charts import SOURCE_KEY
 from ..render.markers import is_placeholder
 
 PINNED_CHART_VALUES: dict[str, dict[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {
@@ -31,17 +34,13 @@ PINNED_CHART_VALUES: dict[str, dict[str, tuple[tuple[str, tuple[str, ...]], ...]
     "karpenter": {"1.14.1": (("karpenter-1.14.1/chart-values.yaml", ()),)},
     "karpenter-crd": {"1.14.1": (("charts/karpenter-crd-1.14.1/values.yaml", ()),)},
     "aws-efa-k8s-device-plugin": {"0.5.30": (("efa-device-plugin/values-v0.5.30.yaml", ()),)},
+    "eks-node-monitoring-agent": {"1.7.0": (("eks-node-monitoring-agent-1.7.0/chart-values.yaml", ()),)},
     "kueue": {"0.19.2": (("charts/kueue-0.19.2/values.yaml", ()),)},
 }
 """Upstream values files in the reference folder (see its README for where each comes from)."""
 
 ALWAYS_ALLOWED = ("global",)
 """Top-level keys Helm itself gives every chart."""
-
-
-def chart_name(chart: str) -> str:
-    """``nvidia/gpu-operator`` or ``oci://public.ecr.aws/karpenter/karpenter`` -> the chart's name."""
-    return chart.rstrip("/").rsplit("/", 1)[-1]
 
 
 @dataclass
@@ -136,6 +135,7 @@ def check_release(filename: str, release: dict[str, Any], reference: Optional[Pa
     if not version:
         yield "fail", f"{what}: the chart version is not pinned"
         return
+    yield from _check_render(what, release, reference)
     if not release.get("values"):
         return  # the chart's own defaults: no key to check
     if reference is None:
@@ -147,3 +147,37 @@ def check_release(filename: str, release: dict[str, Any], reference: Optional[Pa
         return
     for problem in unknown_keys(release.get("values") or {}, pinned.values):
         yield "fail", f"{what}: {problem} ({', '.join(pinned.sources)})"
+
+
+def values_schema_problems(source: Path, values: dict[str, Any]) -> Optional[str]:
+    """Helm's own validation of ``values`` against the ``values.schema.json`` of the chart in
+    ``source`` and of its subcharts (each under its own key); None when they pass (or the chart has
+    no schema)."""
+    import helm_python
+
+    try:
+        helm_python.Chart.load(source).validate_schema(values)
+    except helm_python.HelmValuesError as error:
+        return " ".join(str(error).split())
+    return None
+
+
+def _check_render(what: str, release: dict[str, Any], reference: Optional[Path]) -> Iterator[tuple[str, str]]:
+    """The release's chart render as ``render`` recorded it, and its values against the chart's
+    values schema."""
+    rendered = release.get(SOURCE_KEY) or {}
+    if rendered.get("error"):
+        yield "fail", f"{what}: Helm could not render the chart: {rendered['error']}"
+    elif rendered.get("skipped") or not rendered:
+        reason = rendered.get("skipped") or "the render predates chart rendering"
+        yield "skip", f"{what}: the chart's objects were not rendered: {reason}"
+    elif reference is None:
+        yield "skip", f"{what}: values schema not checked: the upstream reference folder is absent"
+    else:
+        try:
+            problem = values_schema_problems(reference / rendered["source"], release.get("values") or {})
+        except ImportError:
+            yield "skip", f"{what}: values schema not checked: helm-python-sdk is not installed"
+            return
+        if problem:
+            yield "fail", f"{what}: values do not meet the chart's values.schema.json: {problem}"

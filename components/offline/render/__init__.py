@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Optional
 
 from ..engine import PROJECT_ROOT
+from ..reference import DEFAULT_REFERENCE
+from .charts import ChartRender
 from .engine import RenderError, StackRender, render_stack
 from .files import write_files
 from .picture import PictureError, lay_out, to_dot, to_mermaid
@@ -27,6 +29,8 @@ class RenderSummary:
 
     render: StackRender
     counts: dict[str, int]
+    charts: list[ChartRender] = field(default_factory=list)
+    """Each Helm release's chart render (its source, objects, or why it was skipped)."""
     picture_error: Optional[str] = None
     notes: list[str] = field(default_factory=list)
 
@@ -38,19 +42,25 @@ def render(
     project_root: Path = PROJECT_ROOT,
     stack_path: Optional[Path] = None,
     picture: bool = True,
+    reference: Optional[Path] = DEFAULT_REFERENCE,
 ) -> RenderSummary:
     """Render a stack into ``out``: files, DOT and Mermaid always, SVG and PNG when ``picture``
-    (which needs Graphviz; its absence is reported, not raised)."""
-    return write_render(render_stack(stack, project_root=project_root, stack_path=stack_path), out, picture=picture)
+    (which needs Graphviz; its absence is reported, not raised), and each Helm release's chart from
+    its source in ``reference`` (skipped, with the reason, where there is none)."""
+    return write_render(
+        render_stack(stack, project_root=project_root, stack_path=stack_path), out, picture=picture, reference=reference
+    )
 
 
-def write_render(result: StackRender, out: Path, *, picture: bool = True) -> RenderSummary:
+def write_render(
+    result: StackRender, out: Path, *, picture: bool = True, reference: Optional[Path] = DEFAULT_REFERENCE
+) -> RenderSummary:
     """Write a program run's render into ``out`` (see ``render``)."""
-    counts = write_files(result, out)
+    counts, charts = write_files(result, out, reference)
     dot_source = to_dot(result)
     (out / GRAPH_DOT).write_text(dot_source)
     (out / GRAPH_MERMAID).write_text(to_mermaid(result))
-    summary = RenderSummary(result, counts)
+    summary = RenderSummary(result, counts, charts)
     for stale in (GRAPH_SVG, GRAPH_PNG):
         (out / stale).unlink(missing_ok=True)
     if picture:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ...config import ConfigError
 from ..engine import PROJECT_ROOT
+from ..reference import DEFAULT_REFERENCE
 from . import GRAPH_PNG, GRAPH_SVG, RenderError, render
 
 
@@ -24,6 +25,11 @@ def main(argv: list[str] | None = None) -> int:
         "holds Pulumi.yaml, else this package's source tree)",
     )
     parser.add_argument("--no-picture", action="store_true", help="skip the SVG/PNG layout (no Graphviz needed)")
+    parser.add_argument(
+        "--reference", type=Path, default=DEFAULT_REFERENCE,
+        help=f"upstream reference folder whose charts/ hold the pinned chart sources (default: {DEFAULT_REFERENCE}; "
+        "without it each chart's objects are skipped, and said so)",
+    )
     options = parser.parse_args(argv)
 
     project_root = options.project_dir or (Path.cwd() if (Path.cwd() / "Pulumi.yaml").is_file() else PROJECT_ROOT)
@@ -33,13 +39,24 @@ def main(argv: list[str] | None = None) -> int:
         stack = stack_path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
     try:
         summary = render(
-            stack, options.out, project_root=project_root, stack_path=stack_path, picture=not options.no_picture
+            stack, options.out, project_root=project_root, stack_path=stack_path, picture=not options.no_picture,
+            reference=options.reference,
         )
     except (RenderError, ConfigError, FileNotFoundError) as error:
         print(f"render failed: {error}", file=sys.stderr)
         return 1
     for note in summary.notes:
         print(f"note: {note}", file=sys.stderr)
+    chart_failed = False
+    for chart in summary.charts:
+        what = f"chart {chart.chart} {chart.version} (release {chart.release})"
+        if chart.error:
+            chart_failed = True
+            print(f"render failed: {what}: {chart.error}", file=sys.stderr)
+        elif chart.skipped:
+            print(f"skipped: {what}: not rendered: {chart.skipped}")
+        else:
+            print(f"{what}: {len(chart.objects)} objects rendered by Helm from {chart.source}")
     counts = summary.counts
     picture = (
         "picture skipped (--no-picture)" if options.no_picture
@@ -48,8 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"rendered stack {stack} into {options.out}: {len(summary.render.resources)} resources, "
-        f"{counts['manifests']} manifests, {counts['patches']} patches, {counts['values']} Helm values; {picture}"
+        f"{counts['manifests']} manifests, {counts['patches']} patches, {counts['values']} Helm values, "
+        f"{counts['chart objects']} chart objects; {picture}"
     )
+    if chart_failed:
+        return 1
     return 2 if summary.picture_error else 0
 
 

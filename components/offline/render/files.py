@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
+from .charts import CHARTS_DIR, SOURCE_KEY, ChartRender, dump_object, object_filename, render_release, safe_name
 from .engine import Resource, StackRender
+from ..reference import only_chart_version
 from .markers import is_placeholder
 
 RESOURCES_FILE = "resources.json"
@@ -21,9 +24,19 @@ MANIFESTS_DIR = "manifests"
 PATCHES_DIR = "patches"
 VALUES_DIR = "values"
 
+ADDON_TYPE = "aws:eks/addon:Addon"
+ADDON_CHARTS: dict[str, str] = {
+    # add-on name -> the namespace EKS installs it into
+    "eks-node-monitoring-agent": "kube-system",
+}
+"""EKS add-ons that install a public Helm chart of the same name and version (the node monitoring
+agent's chart is in aws/eks-node-monitoring-agent, charts/eks-node-monitoring-agent; its add-on
+configuration values are that chart's values). They are rendered like Helm releases."""
+_ADDON_VERSION = re.compile(r"^v?(?P<version>\d+\.\d+\.\d+)(?:-eksbuild\.\d+)?$")
+
 HELM_RELEASE_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
-"""Helm releases: their values go to ``values/``, not to ``manifests/`` (what the chart renders is
-the chart's business, and Helm's own `helm template` shows it)."""
+"""Helm releases: their values go to ``values/``; what their charts render goes to
+``manifests/charts/<release>/`` (``charts.py``)."""
 
 _OBJECT_TYPE = re.compile(r"^kubernetes:(?P<group>[^:]+):(?P<kind>[A-Za-z0-9]+)$")
 
@@ -81,6 +94,27 @@ def helm_release(resource: Resource) -> dict[str, Any]:
         "repository": repository_opts.get("repo"),
         "version": inputs.get("version"),
         "values": inputs.get("values") or {},
+        "skipCrds": bool(inputs.get("skipCrds")),
+        "resource": {"type": resource.type, "name": resource.name},
+    }
+
+
+def addon_release(resource: Resource) -> dict[str, Any]:
+    """An EKS add-on that installs a chart, as the Helm release it amounts to."""
+    inputs = resource.inputs
+    name = str(inputs.get("addonName"))
+    version = inputs.get("addonVersion")
+    match = _ADDON_VERSION.match(version) if isinstance(version, str) else None
+    configuration = inputs.get("configurationValues")
+    values = json.loads(configuration) if isinstance(configuration, str) and not is_placeholder(configuration) else {}
+    return {
+        "release": name,
+        "namespace": ADDON_CHARTS[name],
+        "chart": name,
+        "repository": None,
+        "version": match.group("version") if match else version,
+        "values": values,
+        "skipCrds": False,
         "resource": {"type": resource.type, "name": resource.name},
     }
 
@@ -120,9 +154,12 @@ def resources_document(render: StackRender) -> dict[str, Any]:
     }
 
 
-def write_files(render: StackRender, out: Path) -> dict[str, int]:
+def write_files(
+    render: StackRender, out: Path, reference: Optional[Path] = None
+) -> tuple[dict[str, int], list[ChartRender]]:
     """Write ``resources.json``, ``manifests/``, ``patches/`` and ``values/`` into ``out`` (folders
-    are emptied first, so a file never outlives its object); return how many files of each."""
+    are emptied first, so a file never outlives its object), and each Helm release's chart objects
+    rendered from its source in ``reference``; return how many files of each, and the chart renders."""
     out.mkdir(parents=True, exist_ok=True)
     (out / RESOURCES_FILE).write_text(json.dumps(resources_document(render), indent=2) + "\n")
     counts = {MANIFESTS_DIR: 0, PATCHES_DIR: 0, VALUES_DIR: 0}
@@ -130,11 +167,25 @@ def write_files(render: StackRender, out: Path) -> dict[str, int]:
         (out / folder).mkdir(exist_ok=True)
         for stale in (out / folder).glob("*.yaml"):
             stale.unlink()
+    shutil.rmtree(out / MANIFESTS_DIR / CHARTS_DIR, ignore_errors=True)
+    charts: list[ChartRender] = []
     taken: dict[str, set[str]] = {folder: set() for folder in counts}
     for resource in render.resources:
-        if resource.type in HELM_RELEASE_TYPES:
-            folder, content = VALUES_DIR, helm_release(resource)
+        if resource.type in HELM_RELEASE_TYPES or (
+            resource.type == ADDON_TYPE and resource.inputs.get("addonName") in ADDON_CHARTS
+        ):
+            content = helm_release(resource) if resource.type in HELM_RELEASE_TYPES else addon_release(resource)
+            if resource.type == ADDON_TYPE and not _ADDON_VERSION.match(str(content["version"])):
+                # EKS resolves the add-on's version for the cluster at deployment; offline, the
+                # reference's one source of its chart stands in, and the values file says so.
+                only = only_chart_version(reference, content["chart"])
+                if only is not None:
+                    content["version"] = only
+                    content["versionNote"] = f"resolved by EKS at deployment ({resource.inputs.get('addonVersion')}); rendered with the reference's only source, {only}"
+            folder = VALUES_DIR
             filename = _safe(resource.name) + ".yaml"
+            charts.append(_write_chart(content, out, reference))
+            content[SOURCE_KEY] = charts[-1].record(reference)
         elif is_kubernetes_object(resource):
             folder = PATCHES_DIR if is_patch(resource) else MANIFESTS_DIR
             content = manifest(resource)
@@ -143,4 +194,17 @@ def write_files(render: StackRender, out: Path) -> dict[str, int]:
             continue
         (out / folder / _unique(filename, taken[folder])).write_text(_dump(content))
         counts[folder] += 1
-    return counts
+    counts["chart objects"] = sum(len(chart.objects) for chart in charts)
+    return counts, charts
+
+
+def _write_chart(release: dict[str, Any], out: Path, reference: Optional[Path]) -> ChartRender:
+    """Render a release's chart into ``manifests/charts/<release>/``."""
+    chart = render_release(release, reference)
+    folder = out / MANIFESTS_DIR / CHARTS_DIR / safe_name(chart.release)
+    if chart.objects:
+        folder.mkdir(parents=True, exist_ok=True)
+    taken: set[str] = set()
+    for _, obj in chart.objects:
+        (folder / _unique(object_filename(obj), taken)).write_text(dump_object(obj))
+    return chart

@@ -1,0 +1,150 @@
+"""What each Helm release of a stack creates, rendered by Helm's own template engine, offline.
+
+A release is rendered from the pinned chart's source in the reference folder (see
+``offline.reference.chart_source``) with exactly the values, release name and namespace the stack
+passes, as ``helm install`` would render it (``is_install``): templates, hooks, and the chart's
+``crds/`` unless the release skips them. The engine is Helm v4's Go SDK through its C ABI
+(the ``helm-python-sdk`` package, ``helm_python``): no ``helm`` binary, no cluster, no network;
+``lookup`` returns nothing, as in ``helm template``. Helm also validates the values against the
+chart's ``values.schema.json`` (the chart's and its subcharts') before rendering, as an install does.
+
+Without the chart's source (a plain clone), or without the ``check`` extra that brings
+``helm_python``, a release is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import yaml
+
+from ..reference import chart_name, chart_source
+
+# libyaml's loader and dumper when PyYAML has them: a chart's CRDs are hundreds of kilobytes of YAML,
+# which the pure-Python ones take most of a second to read and write.
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+CHARTS_DIR = "charts"
+"""Under ``manifests/``: one folder per release with the objects its chart renders."""
+SOURCE_KEY = "rendered"
+"""Key added to a release's ``values/<release>.yaml``: which chart source rendered it, or why not."""
+
+
+@dataclass
+class ChartRender:
+    """What rendering one release gave."""
+
+    release: str
+    chart: str
+    version: str
+    objects: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """(template path in the chart, object) in the chart's order."""
+    source: Optional[Path] = None
+    skipped: str = ""
+    error: str = ""
+
+    def record(self, reference: Optional[Path]) -> dict[str, Any]:
+        """What ``values/<release>.yaml`` says about this render (paths relative to the reference
+        folder, so the record is the same on every machine)."""
+        if self.error:
+            return {"error": self.error}
+        if self.skipped:
+            return {"skipped": self.skipped}
+        assert self.source is not None and reference is not None
+        return {
+            "source": str(self.source.relative_to(reference)),
+            "folder": f"manifests/{CHARTS_DIR}/{safe_name(self.release)}",
+            "objects": len(self.objects),
+        }
+
+
+def safe_name(part: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", part).strip("-") or "unnamed"
+
+
+CLUSTER_SCOPED_KINDS = frozenset(
+    {
+        "APIService", "CSIDriver", "CSINode", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+        "IngressClass", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "MutatingWebhookConfiguration",
+        "Namespace", "Node", "PersistentVolume", "PriorityClass", "RuntimeClass", "StorageClass",
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration",
+        "VolumeAttachment",
+    }
+)
+"""Built-in kinds without a namespace (``kubectl api-resources --namespaced=false``)."""
+
+
+def in_release_namespace(objects: list[tuple[str, dict[str, Any]]], namespace: str) -> None:
+    """Give each namespaced object that names no namespace the release's, as ``helm install`` does
+    (Helm's client sets the release namespace on every namespaced object it creates); a custom
+    resource is cluster-scoped when the chart's own CRD says so."""
+    cluster_scoped = set(CLUSTER_SCOPED_KINDS)
+    for _, obj in objects:
+        if obj.get("kind") == "CustomResourceDefinition" and (obj.get("spec") or {}).get("scope") == "Cluster":
+            cluster_scoped.add(((obj["spec"].get("names") or {}).get("kind")))
+    for _, obj in objects:
+        metadata = obj.setdefault("metadata", {})
+        if obj.get("kind") not in cluster_scoped and not metadata.get("namespace"):
+            metadata["namespace"] = namespace
+
+
+def _documents(text: str) -> Iterator[dict[str, Any]]:
+    for document in yaml.load_all(text, Loader=YAML_LOADER):
+        if not isinstance(document, dict):
+            continue  # an empty template (a disabled feature) renders to nothing
+        if document.get("kind") == "List" and isinstance(document.get("items"), list):
+            yield from (item for item in document["items"] if isinstance(item, dict))
+        else:
+            yield document
+
+
+def render_release(release: dict[str, Any], reference: Optional[Path]) -> ChartRender:
+    """Render one release (a ``values/<release>.yaml`` document) from its chart's pinned source."""
+    chart, version = str(release.get("chart") or ""), str(release.get("version") or "")
+    result = ChartRender(str(release.get("release")), chart_name(chart), version)
+    source, reason = chart_source(reference, chart, version)
+    if source is None:
+        result.skipped = reason
+        return result
+    try:
+        import helm_python
+    except ImportError:
+        result.skipped = "helm-python-sdk is not installed (pip install 'eks-gpu-training[check]')"
+        return result
+    result.source = source
+    try:
+        loaded = helm_python.Chart.load(source)
+        templates = loaded.render(
+            release.get("values") or {},
+            name=result.release,
+            namespace=release.get("namespace") or "default",
+            is_install=True,
+        )
+        crds = [] if release.get("skipCrds") else loaded.crds
+    except helm_python.HelmError as error:
+        result.error = f"{type(error).__name__}: {error}"
+        return result
+    for crd in crds:
+        result.objects.extend((crd["filename"], obj) for obj in _documents(crd["data"]))
+    for path in sorted(templates):
+        if path.endswith(".txt"):
+            continue  # NOTES.txt is printed to the user, not applied
+        result.objects.extend((path, obj) for obj in _documents(templates[path]))
+    in_release_namespace(result.objects, release.get("namespace") or "default")
+    return result
+
+
+def object_filename(obj: dict[str, Any]) -> str:
+    """``<kind>_<namespace>_<name>.yaml``, as the stack's own manifests are named."""
+    metadata = obj.get("metadata") or {}
+    parts = [str(obj.get("kind", "unknown")).lower(), metadata.get("namespace"), metadata.get("name")]
+    return "_".join(safe_name(str(p)) for p in parts if p) + ".yaml"
+
+
+def dump_object(obj: dict[str, Any]) -> str:
+    """A chart object as YAML, fields in the chart's order, long lines kept whole."""
+    return yaml.dump(obj, Dumper=YAML_DUMPER, sort_keys=False, default_flow_style=False, width=1_000_000)

@@ -1,0 +1,172 @@
+"""Every Helm release a stack makes, rendered by Helm's own engine from the pinned chart source, and
+what the charts create held to the same checks as the stack's own objects."""
+
+from __future__ import annotations
+
+import copy
+
+import pulumi_kubernetes as k8s
+import pytest
+import yaml
+
+from eks_gpu_training.offline.check import check_render
+from eks_gpu_training.offline.check.helm import values_schema_problems
+from eks_gpu_training.offline.check.kubernetes import CustomResourceSchemas, check_manifests
+from eks_gpu_training.offline.reference import chart_source
+from eks_gpu_training.offline.render import write_render
+from eks_gpu_training.offline.render.charts import render_release
+from eks_gpu_training.offline.render.engine import PlaceholderMocks, to_render
+from harness import run_program
+
+pytest.importorskip("helm_python", reason="helm-python-sdk (the check extra) renders the charts")
+
+RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
+
+
+def releases(out):
+    return {p.name: yaml.safe_load(p.read_text()) for p in sorted((out / "values").glob("*.yaml"))}
+
+
+def test_every_release_of_a_stack_is_rendered_from_its_pinned_chart(rendered_stack, reference_dir):
+    stack, out, summary = rendered_stack
+    document_releases = releases(out)
+    assert document_releases, f"stack {stack} makes no Helm release"
+    for filename, release in document_releases.items():
+        rendered = release["rendered"]
+        assert "skipped" not in rendered and "error" not in rendered, (filename, rendered)
+        source, _ = chart_source(reference_dir, release["chart"], release["version"])
+        assert rendered["source"] == str(source.relative_to(reference_dir))
+        folder = out / rendered["folder"]
+        assert len(list(folder.glob("*.yaml"))) == rendered["objects"] > 0
+    assert {c.release for c in summary.charts} == {r["release"] for r in document_releases.values()}
+
+
+def test_the_gpu_operator_chart_renders_its_cluster_policy_with_the_stacks_values(rendered_stack, reference_dir):
+    _, out, _ = rendered_stack
+    policy = yaml.safe_load((out / "manifests/charts/gpu-operator/clusterpolicy_cluster-policy.yaml").read_text())
+    assert policy["spec"]["driver"]["enabled"] is False
+    assert policy["spec"]["toolkit"]["enabled"] is False
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in policy["spec"]["daemonsets"]["tolerations"]
+
+
+def test_a_release_that_skips_crds_renders_none(rendered_stack, reference_dir):
+    _, out, _ = rendered_stack
+    karpenter = releases(out)["gpu-training-karpenter-release.yaml"]
+    assert karpenter["skipCrds"] is True
+    kinds = {yaml.safe_load(p.read_text())["kind"] for p in (out / karpenter["rendered"]["folder"]).glob("*.yaml")}
+    assert "CustomResourceDefinition" not in kinds and "Deployment" in kinds
+
+
+def _gpu_operator_release(prod_graph):
+    for resource in prod_graph.of_type(RELEASE_TYPE):
+        if resource.inputs.get("chart") == "gpu-operator":
+            inputs = resource.inputs
+            return {"release": inputs["name"], "chart": "gpu-operator", "version": inputs["version"],
+                    "namespace": inputs["namespace"], "values": copy.deepcopy(inputs["values"])}
+    raise AssertionError("prod has no GPU Operator release")
+
+
+def _cluster_policy_problems(release, reference_dir):
+    rendered = render_release(release, reference_dir)
+    assert not rendered.error and not rendered.skipped, (rendered.error, rendered.skipped)
+    crds = CustomResourceSchemas()
+    for _, obj in rendered.objects:
+        if obj["kind"] == "CustomResourceDefinition":
+            crds.add(obj, "chart")
+    policies = [(path, obj) for path, obj in rendered.objects if obj["kind"] == "ClusterPolicy"]
+    assert len(policies) == 1
+    return [line for outcome, line in check_manifests(policies, "1.34", crds, "") if outcome == "fail"]
+
+
+def test_a_values_change_that_renders_an_invalid_cluster_policy_fails_its_crd(prod_graph, reference_dir):
+    release = _gpu_operator_release(prod_graph)
+    assert _cluster_policy_problems(release, reference_dir) == []
+    # The chart passes daemonsets.updateStrategy through; the CRD allows RollingUpdate or OnDelete.
+    release["values"]["daemonsets"]["updateStrategy"] = "Recreate"
+    problems = _cluster_policy_problems(release, reference_dir)
+    assert len(problems) == 1 and "spec.daemonsets.updateStrategy: 'Recreate' is not one of" in problems[0]
+
+
+def test_values_breaking_the_nfd_values_schema_fail_through_helm(reference_dir):
+    source, _ = chart_source(reference_dir, "gpu-operator", "v26.7.0")
+    good = {"node-feature-discovery": {"worker": {"tolerations": []}}}
+    assert values_schema_problems(source, good) is None
+    problem = values_schema_problems(source, {"node-feature-discovery": {"worker": {"tolerations": "all"}}})
+    assert "/worker/tolerations" in problem and "want array" in problem
+
+
+def test_render_records_a_chart_helm_refuses_and_check_fails_it(tmp_path, reference_dir):
+    bad = {"node-feature-discovery": {"worker": {"tolerations": "all"}}}
+    graph = run_program(
+        lambda: k8s.helm.v3.Release("op", name="gpu-operator", chart="gpu-operator", version="v26.7.0",
+                                    namespace="gpu-operator", values=bad),
+        {}, preview=True, mocks=PlaceholderMocks("us-west-2"),
+    )
+    summary = write_render(to_render(graph, stack="t", project="p", region="us-west-2", kubernetes_version="1.34"),
+                           tmp_path, picture=False, reference=reference_dir)
+    assert "want array" in summary.charts[0].error
+    failures = check_render(tmp_path, reference_dir).failures
+    assert any("Helm could not render the chart" in f and "want array" in f for f in failures), failures
+
+
+def test_without_chart_sources_the_charts_are_skipped_and_said_so(tmp_path):
+    graph = run_program(
+        lambda: k8s.helm.v3.Release("op", name="gpu-operator", chart="gpu-operator", version="v26.7.0",
+                                    namespace="gpu-operator", values={}),
+        {}, preview=True, mocks=PlaceholderMocks("us-west-2"),
+    )
+    summary = write_render(to_render(graph, stack="t", project="p", region="us-west-2", kubernetes_version="1.34"),
+                           tmp_path, picture=False, reference=None)
+    assert summary.charts[0].skipped == "the upstream reference folder (../shared/reference) is absent"
+    assert not (tmp_path / "manifests" / "charts").exists()
+    report = check_render(tmp_path, None)
+    assert report.ok
+    assert any("the chart's objects were not rendered: the upstream reference folder" in s for s in report.skipped)
+
+
+def test_a_chart_source_must_name_the_chart_and_version_it_stands_for(reference_dir):
+    assert chart_source(reference_dir, "oci://public.ecr.aws/karpenter/karpenter", "1.14.1")[0].name == "karpenter-1.14.1"
+    source, reason = chart_source(reference_dir, "gpu-operator", "v99.0.0")
+    assert source is None and reason.startswith("no source of chart gpu-operator v99.0.0")
+
+
+def test_an_eks_add_on_that_installs_a_chart_is_rendered_like_a_release(tmp_path, reference_dir):
+    import json
+
+    import pulumi_aws as aws
+
+    toleration = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    graph = run_program(
+        lambda: aws.eks.Addon(
+            "monitoring", cluster_name="c", addon_name="eks-node-monitoring-agent", addon_version="v1.7.0-eksbuild.1",
+            configuration_values=json.dumps({"dcgmAgent": {"tolerations": [toleration]}}),
+        ),
+        {}, preview=True, mocks=PlaceholderMocks("us-west-2"),
+    )
+    summary = write_render(to_render(graph, stack="t", project="p", region="us-west-2", kubernetes_version="1.34"),
+                           tmp_path, picture=False, reference=reference_dir)
+    (chart,) = summary.charts
+    assert (chart.release, chart.version, chart.source.name) == ("eks-node-monitoring-agent", "1.7.0", "eks-node-monitoring-agent-1.7.0")
+    daemonsets = {obj["metadata"]["name"]: obj for _, obj in chart.objects if obj["kind"] == "DaemonSet"}
+    assert all(d["metadata"]["namespace"] == "kube-system" for d in daemonsets.values())
+    assert any(toleration in d["spec"]["template"]["spec"].get("tolerations", []) for d in daemonsets.values())
+    report = check_render(tmp_path, reference_dir)
+    assert report.ok, report.failures
+    assert report.checked["chart objects"] == len(chart.objects)
+
+
+def test_an_add_on_whose_version_eks_resolves_at_deployment_renders_the_only_source(tmp_path, reference_dir):
+    import pulumi_aws as aws
+
+    graph = run_program(
+        lambda: aws.eks.Addon("monitoring", cluster_name="c", addon_name="eks-node-monitoring-agent",
+                              addon_version=aws.eks.get_addon_version_output(addon_name="eks-node-monitoring-agent",
+                                                                             kubernetes_version="1.34").version),
+        {}, preview=True, mocks=PlaceholderMocks("us-west-2"),
+    )
+    summary = write_render(to_render(graph, stack="t", project="p", region="us-west-2", kubernetes_version="1.34"),
+                           tmp_path, picture=False, reference=reference_dir)
+    (chart,) = summary.charts
+    assert chart.version == "1.7.0" and not chart.skipped and chart.objects
+    (values,) = releases(tmp_path).values()
+    assert values["versionNote"].startswith("resolved by EKS at deployment")

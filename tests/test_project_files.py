@@ -34,7 +34,7 @@ def test_the_readme_keeps_quick_start_architecture_and_examples_and_links_the_do
     readme = (PROJECT_ROOT / "README.md").read_text()
     sections = [line[3:] for line in readme.splitlines() if line.startswith("## ")]
     assert sections[:3] == ["Quick start", "Architecture", "Use from your own program"]
-    for page in ("docs/architecture.md", "docs/configuration.md", "docs/operations.md"):
+    for page in ("docs/architecture.md", "docs/configuration.md", "docs/operations.md", "docs/health.md"):
         assert f"]({page})" in readme
 
 

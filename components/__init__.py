@@ -13,10 +13,14 @@ Import what you need into your own Pulumi program::
 """
 
 from .aws.cluster import ClusterRef, EksCluster, EksClusterArgs
+from .aws.network import Network, NetworkArgs, NetworkRef, adopted_network
+from .aws.storage import LustreStorage, LustreStorageArgs, LustreVolume, node_config_user_data
 from .config import (
     ClusterConfig,
     ConfigError,
+    DataRepositoryConfig,
     DisruptionBudgetConfig,
+    FsxLustreConfig,
     GpuNodeGroupConfig,
     GpuOperatorConfig,
     GpuPoolConfig,
@@ -39,7 +43,9 @@ from .config import (
     ResourceQuotaConfig,
     SchedulingConfig,
     SmokeTestConfig,
+    StorageConfig,
     SubnetConfig,
+    SubnetRef,
     SystemNodeGroupConfig,
     S3BucketConfig,
     TopologyLabelerConfig,
@@ -68,6 +74,7 @@ from .workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, 
 from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
 from .addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from .aws.training_identity import TrainingIdentity, TrainingIdentityArgs, s3_access_policy
+from .workloads.storage import TrainingStorage, TrainingStorageArgs
 from .workloads.training_job import TrainingJob, TrainingJobArgs
 from .workloads.templates import (
     TrainingJobSpec,
@@ -81,12 +88,14 @@ __all__ = [
     "ClusterConfig",
     "ClusterRef",
     "ConfigError",
+    "DataRepositoryConfig",
     "DcgmDiagConfig",
     "DisruptionBudgetConfig",
     "EfaDevicePlugin",
     "EfaDevicePluginArgs",
     "EksCluster",
     "EksClusterArgs",
+    "FsxLustreConfig",
     "GpuNodeGroup",
     "GpuNodeGroupArgs",
     "GpuNodeGroupConfig",
@@ -112,13 +121,19 @@ __all__ = [
     "KueueQueues",
     "KueueQueuesArgs",
     "LabelerResourcesConfig",
+    "LustreStorage",
+    "LustreStorageArgs",
+    "LustreVolume",
     "NCCL_BASELINES",
     "NamespacePolicy",
     "NamespaceQueues",
     "NcclBaseline",
     "NcclTestConfig",
     "NcclTestSpec",
+    "Network",
+    "NetworkArgs",
     "NetworkConfig",
+    "NetworkRef",
     "NodeMonitoringAgent",
     "NodeMonitoringAgentArgs",
     "NodeMonitoringConfig",
@@ -142,7 +157,9 @@ __all__ = [
     "SchedulingPoliciesArgs",
     "SmokeTestConfig",
     "SmokeTestPool",
+    "StorageConfig",
     "SubnetConfig",
+    "SubnetRef",
     "SystemNodeGroupConfig",
     "TopologyLabeler",
     "TopologyLabelerArgs",
@@ -156,6 +173,9 @@ __all__ = [
     "TrainingJobSpec",
     "TrainingNamespaceConfig",
     "TrainingServiceAccountConfig",
+    "TrainingStorage",
+    "TrainingStorageArgs",
+    "adopted_network",
     "dcgm_dashboard_config_map",
     "dcgm_diag_job",
     "ec2_node_class_spec",
@@ -171,6 +191,7 @@ __all__ = [
     "load_stack_config",
     "nccl_baseline",
     "nccl_test_objects",
+    "node_config_user_data",
     "node_monitoring_agent_configuration",
     "node_os_of",
     "node_pool_spec",

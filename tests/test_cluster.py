@@ -59,8 +59,9 @@ def test_adopted_cluster_creates_no_cluster_and_reads_the_existing_one(adopted_g
     graph = adopted_graph
     assert graph.error is None, repr(graph.error)
     assert graph.of_type("eks:index:Cluster") == []
-    # The only add-on it installs is the node monitoring agent (nodeMonitoring.enabled); never Pod Identity.
-    assert [a.inputs["addonName"] for a in graph.of_type("aws:eks/addon:Addon")] == ["eks-node-monitoring-agent"]
+    # The Pod Identity agent must already run in an adopted cluster; the add-ons it installs are the
+    # node monitoring agent (nodeMonitoring.enabled) and the FSx CSI driver (storage.fsx.enabled).
+    assert sorted(a.inputs["addonName"] for a in graph.of_type("aws:eks/addon:Addon")) == ["aws-fsx-csi-driver", "eks-node-monitoring-agent"]
     assert ("aws:eks/getCluster:getCluster", {"name": "gpu-training-prod"}) in [
         (token, {k: v for k, v in args.items() if k == "name"}) for token, args in graph.invokes
     ]

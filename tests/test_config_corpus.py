@@ -363,7 +363,11 @@ VALID: list[tuple[str, Mutation]] = [
     ("smoke test on the prod pool", S("smokeTest", {"enabled": True})),
     ("training image pinned by digest", S(f"{APP}.job.image", f"public.ecr.aws/acme/train@{DIGEST}")),
     ("training image by tag and digest", S(f"{APP}.job.image", f"localhost:5000/acme/train:2.7-cu128@{DIGEST}")),
-    ("no S3 buckets", S("s3Buckets", [])),
+    # prod's FSx data repository names a bucket of s3Buckets, so it goes with them
+    ("no S3 buckets", all_of(S("s3Buckets", []), S("storage.fsx.dataRepository", None))),
+    ("no FSx for Lustre", S("storage.fsx.enabled", False)),
+    ("file system in the pools' AZ, named", S("storage.fsx.availabilityZone", "us-west-2b")),
+    ("instance store left alone", S("storage.instanceStore", "none")),
     ("two training namespaces", A("scheduling.namespaces", {"name": "evaluation"})),
     ("GPU pool named like the system node group (EKS names are prefixes with a unique suffix)", all_of(S(f"{G}.name", "system"), S(f"{APP}.pool", "system"))),
     ("GPU pool named system on an adopted cluster without a system group", all_of(S("cluster.create", False), S("systemNodeGroup.enabled", False), S(f"{G}.name", "system"), S(f"{APP}.pool", "system"))),

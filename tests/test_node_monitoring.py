@@ -89,7 +89,8 @@ def test_turning_monitoring_off_installs_no_agent():
     config["eks-gpu-training:nodeMonitoring"] = {"enabled": False}
     graph = run_main(config)
     assert graph.error is None, repr(graph.error)
-    assert [a.name for a in graph.of_type(ADDON)] == ["gpu-training-cluster-pod-identity-agent"]
+    # What remains are the add-ons other sections ask for: Pod Identity (a created cluster) and the FSx CSI driver (storage.fsx).
+    assert sorted(a.name for a in graph.of_type(ADDON)) == ["gpu-training-cluster-pod-identity-agent", "gpu-training-lustre-csi-driver"]
     assert not [token for token, _ in graph.invokes if token == GET_ADDON_VERSION]
 
 

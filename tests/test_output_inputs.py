@@ -191,7 +191,9 @@ def test_the_platform_built_from_outputs_has_no_output_text_in_any_input():
     assert graph.output_text() == []
     cluster = graph.one("eks:index:Cluster")
     assert cluster.inputs["accessEntries"]["admin-0"]["principalArn"] == f"arn:aws:iam::{ACCOUNT_ID}:role/admin-1a2b3c"
-    assert cluster.inputs["subnetIds"] == ["subnet-a-id", "subnet-b-id"]
+    subnets = {r.name: r.id for r in graph.of_type("aws:ec2/subnet:Subnet")}
+    assert cluster.inputs["subnetIds"] == [subnets["subnet-a"], subnets["subnet-b"]]
+    assert all(i.startswith("subnet-") for i in cluster.inputs["subnetIds"])
 
 
 def test_names_made_from_an_output_cluster_name_are_left_to_deployment_not_measured():

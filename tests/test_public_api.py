@@ -115,7 +115,6 @@ def test_a_dict_with_bad_keys_is_refused_with_key_paths_not_a_pydantic_trace():
     assert [str(p) for p in raised.value.problems] == [
         f"GpuNodeGroupArgs.pool.instanceType: unknown key; allowed: {allowed}",
         "GpuNodeGroupArgs.network.vpcId: 'vpc-1' does not match ^vpc-[0-9a-f]{8,17}$",
-        "GpuNodeGroupArgs.network.subnets: is required",
     ]
 
 
@@ -130,7 +129,9 @@ def test_the_platform_checks_a_dict_given_as_its_arguments_before_registering_an
 
     graph = run_program(program)
     assert isinstance(graph.error, ConfigError)
-    assert [str(p) for p in graph.error.problems] == ["GpuTrainingPlatformArgs.network.vpc: unknown key; allowed: vpcId, subnets"]
+    allowed = ", ".join(field.alias for field in NetworkConfig.model_fields.values())
+    assert [str(p) for p in graph.error.problems] == [f"GpuTrainingPlatformArgs.network.vpc: unknown key; allowed: {allowed}"]
+    assert allowed.startswith("create, vpcId, subnets, ")
     assert graph.resources == []
 
 
@@ -228,3 +229,14 @@ def test_load_stack_config_falls_back_to_the_librarys_namespace():
 def test_load_stack_config_names_keys_in_the_namespace_it_read():
     with pytest.raises(ConfigError, match="cluster: is required"):
         _loaded("acme", {"aws:region": "us-west-2", "acme:network": NETWORK})
+
+
+def test_a_dict_for_a_field_taking_a_ref_or_a_model_is_checked_into_the_model():
+    from eks_gpu_training import EksClusterArgs, NetworkRef
+
+    args = EksClusterArgs(cluster={"name": "research"}, network=NETWORK, system_node_group={}, region="us-west-2", partition="aws")
+    assert isinstance(args.network, NetworkConfig) and args.network.subnets[1].id == "subnet-0123456789abcdef1"
+    ref = NetworkRef(vpc_id="vpc-0123456789abcdef0", subnets=())
+    assert EksClusterArgs(cluster={"name": "research"}, network=ref, system_node_group={}, region="us-west-2", partition="aws").network is ref
+    with pytest.raises(ConfigError, match=r"EksClusterArgs.network.vpc: unknown key"):
+        EksClusterArgs(cluster={"name": "research"}, network={"vpc": "x"}, system_node_group={}, region="us-west-2", partition="aws")

@@ -78,7 +78,8 @@ def test_default_quota_is_the_fleet_capacity(prod_graph):
         "requests.nvidia.com/gpu": "32",
         "requests.cpu": "768",
         "requests.memory": "8Ti",
-        "persistentvolumeclaims": "5",
+        # the default 5 for the namespace's users, plus the stack's FSx claim
+        "persistentvolumeclaims": "6",
     }
 
 
@@ -93,7 +94,8 @@ def test_dev_quota_is_three_l40s_nodes(dev_graph):
 def test_explicit_quota_amounts_are_kept():
     args = parse_platform_args(raw())
     quota = args.scheduling.namespaces[0].quota.model_copy(update={"gpus": 8, "cpu": "200", "memory": "2Ti"})
-    assert resolve_quota(quota, args) == ResolvedQuota(gpus=8, cpu="200", memory="2Ti", persistent_volume_claims=5)
+    # persistentvolumeclaims: the 5 set, plus prod's FSx claim
+    assert resolve_quota(quota, args) == ResolvedQuota(gpus=8, cpu="200", memory="2Ti", persistent_volume_claims=6)
 
 
 def test_rejects_a_gpu_quota_above_the_fleet_naming_both_keys():

@@ -22,6 +22,7 @@ from ..config import (
     KarpenterGpuNodePoolConfig,
     NetworkConfig,
     pool_subnets,
+    subnet_problems,
     validate_karpenter_gpu_node_pool,
     validate_tags,
 )
@@ -80,10 +81,14 @@ def ec2_node_class_spec(
     security_group_ids: Sequence[pulumi.Input[str]],
     placement_group_name: Optional[pulumi.Input[str]] = None,
     tags: Optional[Mapping[str, str]] = None,
+    instance_store_raid0: bool = False,
 ) -> dict[str, Any]:
     """The EC2NodeClass spec of a pool: pinned AL2023 AMI, the node role (Karpenter makes its
     instance profile), the pool's subnets and security groups by ID, an encrypted gp3 root volume,
-    IMDSv2 only, and the placement group, EFA layout and capacity reservations when the pool has them."""
+    IMDSv2 only, and the placement group, EFA layout and capacity reservations when the pool has them.
+    With ``instance_store_raid0`` Karpenter has nodeadm make one RAID0 array of the instance-store
+    disks for kubelet and containerd, and counts its size as the node's ephemeral storage
+    (Karpenter 1.14 docs-nodeclasses.md, ``spec.instanceStorePolicy``)."""
     spec: dict[str, Any] = {
         "amiSelectorTerms": [{"alias": AL2023_AMI_ALIAS}],
         "role": node_role_name,
@@ -114,6 +119,8 @@ def ec2_node_class_spec(
         spec["networkInterfaces"] = karpenter_efa_network_interfaces(pool.efa_interfaces)
     if pool.capacity_reservation_ids:
         spec["capacityReservationSelectorTerms"] = [{"id": cr} for cr in pool.capacity_reservation_ids]
+    if instance_store_raid0:
+        spec["instanceStorePolicy"] = "RAID0"
     if tags:
         spec["tags"] = dict(tags)
     return spec
@@ -164,6 +171,8 @@ class GpuNodePoolArgs:
     """The Karpenter Helm release; the custom resources wait for it (and so for its CRDs)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource, the nodes Karpenter launches included. Default: none."""
+    instance_store_raid0: bool = True
+    """Make the nodes' instance-store NVMe one RAID0 array for ephemeral storage. Default: true."""
     protect: bool = False
     """Protect the placement group the pool creates from deletion. Default: false."""
     retain_on_removal: bool = KarpenterConfig.model_fields["retain_on_removal"].default
@@ -199,6 +208,8 @@ class GpuNodePool(pulumi.ComponentResource):
         pool, ref = args.pool, args.cluster
         problems = validate_karpenter_gpu_node_pool(pool, args.network, path=f"GpuNodePool({name})")
         problems += validate_tags(dict(args.tags), path=f"GpuNodePool({name}).tags")
+        if not problems:
+            problems = subnet_problems(pool_subnets(pool, ref.subnets or args.network), f"GpuNodePool({name})")
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodePool", name, None, opts)
@@ -212,7 +223,7 @@ class GpuNodePool(pulumi.ComponentResource):
         if pool.efa_enabled:
             security_group_ids.append(efa_security_group(name, ref, tags, parent=self).id)
 
-        subnets = pool_subnets(pool, args.network)
+        subnets = pool_subnets(pool, ref.subnets or args.network)
         # Custom resources are cluster-scoped and named after the pool, so `kubectl get nodepool` shows its name.
         # Deleting a NodePool makes Karpenter drain and terminate every node of it, running jobs
         # included; retained, a removed pool's objects stay in the cluster (Pulumi forgets them).
@@ -229,6 +240,7 @@ class GpuNodePool(pulumi.ComponentResource):
                 security_group_ids=security_group_ids,
                 placement_group_name=placement_group_name,
                 tags=tags,
+                instance_store_raid0=args.instance_store_raid0,
             ),
             opts=pulumi.ResourceOptions(**custom, depends_on=[args.karpenter_release]),
         )

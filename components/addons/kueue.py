@@ -17,7 +17,7 @@ Kueue's configuration differs from the chart's default in five ways, each for tr
 - only the ``batch/job`` integration: the stack's jobs are Indexed Jobs, and the chart makes a
   framework's webhooks fail closed (``failurePolicy: Fail``) only when the framework is on, so no
   pod creation depends on Kueue;
-- EFA devices and hugepages are left out of admission (``excludeResourcePrefixes``): the
+- EFA devices, hugepages and ephemeral storage are left out of admission (``excludeResourcePrefixes``): the
   ClusterQueues count what the namespace ResourceQuota counts (GPUs, CPU, memory), and Kueue
   refuses a workload requesting a resource its ClusterQueue does not cover;
 - the image is the release's own on registry.k8s.io: the chart's default is a staging image
@@ -61,8 +61,10 @@ namespace while Kueue's webhook does not answer, so one pod's restart must not s
 CONTROLLER_TOLERATIONS = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
 """As Karpenter's: no GPU toleration, so the controller keeps running when every GPU node is gone."""
 
-EXCLUDED_RESOURCE_PREFIXES = (EFA_RESOURCE, "hugepages-")
-"""Resources Kueue ignores at admission: EFA devices and EFA's hugepages (see the module docstring)."""
+EXCLUDED_RESOURCE_PREFIXES = (EFA_RESOURCE, "hugepages-", "ephemeral-storage")
+"""Resources Kueue ignores at admission: EFA devices and EFA's hugepages (see the module docstring),
+and the ephemeral storage training pods request on the nodes' instance-store RAID0, which neither
+the quota nor the ClusterQueues count."""
 
 REQUEUE_BACKOFF_BASE_SECONDS = 60
 REQUEUE_BACKOFF_MAX_SECONDS = 3600

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence, Union
 
 import pulumi
 import pulumi_aws as aws
@@ -22,6 +22,8 @@ from ..config import (
     ClusterConfig,
     ConfigError,
     NetworkConfig,
+    Problem,
+    SubnetRef,
     SystemNodeGroupConfig,
     validate_cluster_endpoint,
 )
@@ -29,6 +31,7 @@ from ..facts import aws_enums
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 from .iam import create_node_role, node_role_resource_name
+from .network import NetworkRef, adopted_network
 from .node_launch import launch_template_ref, node_launch_template
 from ..facts.aws_names import PhysicalName
 
@@ -70,7 +73,7 @@ class ClusterRef:
     partition: str
     """ARN partition of the region (``aws``, ``aws-cn``, ``aws-us-gov``)."""
     vpc_id: pulumi.Input[str]
-    """VPC of the cluster."""
+    """VPC of the cluster (an Output when this stack creates the network)."""
     kubernetes_version: pulumi.Input[str]
     """Kubernetes version of the control plane; managed node groups follow it (``version``)."""
     cluster_security_group_id: pulumi.Input[str]
@@ -92,6 +95,9 @@ class ClusterRef:
     """The Pod Identity agent add-on a created cluster gets; only what gets AWS credentials through
     Pod Identity (Karpenter, the topology labeler) waits for it. Empty for an adopted cluster, which
     must already run it."""
+    subnets: tuple[SubnetRef, ...] = ()
+    """The cluster's private subnets with their AZs, which pools choose from; empty in a hand-built ref
+    (pools then take the subnets of their network configuration)."""
     endpoint: Optional[pulumi.Input[str]] = None
     """The API server endpoint (https URL), for controllers that are told it (Karpenter); when None,
     Karpenter discovers it itself."""
@@ -107,6 +113,7 @@ class ClusterRef:
         name: Optional[pulumi.Input[str]] = None,
         partition: Optional[str] = None,
         vpc_id: Optional[pulumi.Input[str]] = None,
+        subnets: Sequence[SubnetRef] = (),
         provider: Optional[k8s.Provider] = None,
         system_node_selector: Optional[Mapping[str, str]] = None,
         ready: Sequence[pulumi.Resource] = (),
@@ -117,7 +124,9 @@ class ClusterRef:
 
         ``name`` defaults to the cluster's ``eks_cluster.name`` (pass the name you gave the cluster to
         have it known at preview), ``partition`` to the region's, ``vpc_id`` to the cluster's
-        ``core.vpc_id``; the Kubernetes version is the cluster's. ``provider`` defaults to a new
+        ``core.vpc_id``; the Kubernetes version is the cluster's. ``subnets`` (``SubnetRef``: ID and
+        AZ) are the private subnets pools choose from (default: none, pools then take their network
+        configuration's). ``provider`` defaults to a new
         Kubernetes provider ``<cluster>-k8s`` (a child of the cluster) on its ``kubeconfig_json``.
         ``system_node_selector`` places controllers (default: none); ``ready`` lists what must exist
         before they install besides the cluster (e.g. your system node group); ``pod_identity`` your
@@ -135,6 +144,7 @@ class ClusterRef:
             region=region,
             partition=partition if partition is not None else aws_enums.partition_of(region),
             vpc_id=vpc_id if vpc_id is not None else cluster.core.vpc_id,
+            subnets=tuple(subnets),
             kubernetes_version=cluster.eks_cluster.version,
             cluster_security_group_id=cluster.cluster_security_group_id,
             kubeconfig=kubeconfig,
@@ -156,6 +166,7 @@ class ClusterRef:
         resource_name: Optional[str] = None,
         partition: Optional[str] = None,
         vpc_id: Optional[pulumi.Input[str]] = None,
+        subnets: Sequence[SubnetRef] = (),
         system_node_selector: Optional[Mapping[str, str]] = None,
         ready: Sequence[pulumi.Resource] = (),
         node_ssm_access: bool = False,
@@ -167,7 +178,8 @@ class ClusterRef:
         Registers one resource: ``<resource_name>-k8s``, a Kubernetes provider whose kubeconfig gets
         tokens from ``aws eks get-token``. ``resource_name`` defaults to ``name`` (required when
         ``name`` is an Output); ``opts`` applies to the provider and the look-up (e.g. ``parent``).
-        ``vpc_id`` defaults to the cluster's own, ``partition`` to the region's. The cluster must run
+        ``vpc_id`` defaults to the cluster's own, ``partition`` to the region's; ``subnets`` as in
+        ``from_eks_cluster``. The cluster must run
         the ``eks-pod-identity-agent`` add-on for Karpenter and the topology labeler.
         ``node_ssm_access`` gives node roles made for it AmazonSSMManagedInstanceCore (default: no).
         """
@@ -190,6 +202,7 @@ class ClusterRef:
             region=region,
             partition=partition if partition is not None else aws_enums.partition_of(region),
             vpc_id=vpc_id if vpc_id is not None else lookup.vpc_config.vpc_id,
+            subnets=tuple(subnets),
             kubernetes_version=lookup.version,
             cluster_security_group_id=lookup.apply(lambda c: c.vpc_config.cluster_security_group_id if c.vpc_config else None),
             kubeconfig=kubeconfig,
@@ -256,8 +269,9 @@ class EksClusterArgs:
 
     cluster: ClusterConfig
     """Create or adopt, name, version, endpoint access, admins, logs."""
-    network: NetworkConfig
-    """VPC and private subnets of the cluster."""
+    network: Union[NetworkRef, NetworkConfig]
+    """VPC and private subnets of the cluster: ``Network(...).ref`` for a created network, or the
+    configuration of an adopted one (``create: false``)."""
     system_node_group: SystemNodeGroupConfig
     """The untainted node group for controllers."""
     region: str
@@ -290,11 +304,19 @@ class EksCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EksClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         problems = validate_cluster_endpoint(args.cluster)
+        network = args.network
+        if isinstance(network, NetworkConfig):
+            if network.create:
+                problems.append(
+                    Problem(f"EksCluster({name}).network.create", "a network to create is built by Network; pass Network(...).ref")
+                )
+            else:
+                network = adopted_network(network)
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:EksCluster", name, None, opts)
         config = args.cluster
-        subnet_ids = [s.id for s in args.network.subnets]
+        subnet_ids = network.subnet_ids
         ready: list[pulumi.Resource] = []
         control_plane: list[pulumi.Resource] = []
         pod_identity: list[pulumi.Resource] = []
@@ -306,7 +328,7 @@ class EksCluster(pulumi.ComponentResource):
                 eks.ClusterArgs(
                     name=config.name,
                     version=config.kubernetes_version,
-                    vpc_id=args.network.vpc_id,
+                    vpc_id=network.vpc_id,
                     subnet_ids=subnet_ids,
                     authentication_mode=eks.AuthenticationMode.API,
                     access_entries={
@@ -335,7 +357,8 @@ class EksCluster(pulumi.ComponentResource):
                     vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
                     tags=dict(args.tags),
                 ),
-                opts=pulumi.ResourceOptions(parent=self, protect=config.protect),
+                # Nodes launch only once a created network routes to NAT and its endpoints exist.
+                opts=pulumi.ResourceOptions(parent=self, protect=config.protect, depends_on=list(network.ready)),
             )
             # The cluster name may be a plain string here, so the add-on must wait for the cluster explicitly.
             pod_identity_addon = aws.eks.Addon(
@@ -371,7 +394,7 @@ class EksCluster(pulumi.ComponentResource):
                 args.region,
                 resource_name=name,
                 partition=args.partition,
-                vpc_id=args.network.vpc_id,
+                vpc_id=network.vpc_id,
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self.provider = adopted.provider
@@ -392,7 +415,8 @@ class EksCluster(pulumi.ComponentResource):
             name=config.name,
             region=args.region,
             partition=args.partition,
-            vpc_id=args.network.vpc_id,
+            vpc_id=network.vpc_id,
+            subnets=tuple(network.subnets),
             kubernetes_version=kubernetes_version,
             cluster_security_group_id=cluster_security_group_id,
             kubeconfig=kubeconfig,
@@ -446,7 +470,7 @@ class EksCluster(pulumi.ComponentResource):
         name: str,
         args: EksClusterArgs,
         kubernetes_version: pulumi.Input[str],
-        subnet_ids: list[str],
+        subnet_ids: list[pulumi.Input[str]],
         control_plane: list[pulumi.Resource],
     ) -> aws.eks.NodeGroup:
         """The system node group: untainted, on demand, with the same launch template settings as

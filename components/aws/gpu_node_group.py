@@ -27,6 +27,7 @@ from ..config import (
     GpuNodeGroupConfig,
     NetworkConfig,
     pool_subnets,
+    subnet_problems,
     validate_gpu_node_group,
     validate_tags,
 )
@@ -44,6 +45,7 @@ from .iam import create_node_role, node_role_resource_name
 from ..facts.aws_names import PhysicalName
 from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, image_volume_device, launch_template_ref, node_launch_template
 from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_names
+from .storage import instance_store_launch_settings
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
@@ -154,6 +156,8 @@ class GpuNodeGroupArgs:
     """Tags for every AWS resource; they never reach instances (see ``pool.instance_tags``). Default: none."""
     protect: bool = False
     """Protect the node group and the placement group it creates from deletion. Default: false."""
+    instance_store_raid0: bool = True
+    """Make the nodes' instance-store NVMe one RAID0 array for kubelet and containerd (AL2023 AMIs). Default: true."""
 
     def __post_init__(self) -> None:
         check_model_fields(self)
@@ -182,6 +186,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
         pool, ref = args.pool, args.cluster
         problems = validate_gpu_node_group(pool, args.network, path=f"GpuNodeGroup({name})")
         problems += validate_tags(dict(args.tags), path=f"GpuNodeGroup({name}).tags")
+        if not problems:
+            problems = subnet_problems(pool_subnets(pool, ref.subnets or args.network), f"GpuNodeGroup({name})")
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodeGroup", name, None, opts)
@@ -214,6 +220,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             placement_group_name=placement_group_name,
             **network_settings,
             **capacity_options(pool),
+            **instance_store_launch_settings(pool.ami_type, args.instance_store_raid0),
         )
 
         # The cluster name may be a plain string, so the node group waits for a created cluster explicitly.
@@ -224,7 +231,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             version=ref.kubernetes_version,
             release_version=pool.release_version,
             node_role_arn=role.arn,
-            subnet_ids=[s.id for s in pool_subnets(pool, args.network)],
+            subnet_ids=[s.id for s in pool_subnets(pool, ref.subnets or args.network)],
             instance_types=node_group_instance_types(pool),
             ami_type=pool.ami_type,
             capacity_type=pool.capacity_type,

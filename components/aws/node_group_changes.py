@@ -61,6 +61,7 @@ CHANGE_EFFECTS: tuple[ChangeEffect, ...] = (
     ChangeEffect(f"{_POOL}.instanceTags", ROLLS_NODES, LAUNCH_TEMPLATE, "instance tags live in the launch template (opt-in for that reason)"),
     ChangeEffect(f"{_POOL}.releaseVersion", ROLLS_NODES, "releaseVersion", "new AMI, node by node"),
     ChangeEffect("cluster.kubernetesVersion", ROLLS_NODES, "version", "control plane first, then every node group follows the version"),
+    ChangeEffect("storage.instanceStore", ROLLS_NODES, LAUNCH_TEMPLATE, "the RAID0 NodeConfig is the launch template's user data (AL2023 GPU pools)"),
     ChangeEffect(f"{_POOL}.labels", IN_PLACE, "labels", "labels are updated on running nodes"),
     ChangeEffect(f"{_POOL}.minSize", IN_PLACE, "scalingConfig", "scaling limits change without touching nodes"),
     ChangeEffect(f"{_POOL}.maxSize", IN_PLACE, "scalingConfig", "scaling limits change without touching nodes"),

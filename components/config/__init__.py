@@ -12,7 +12,7 @@ it calls; components call the same helpers, so the rules hold whether a stack fi
 Pulumi program builds the arguments.
 
 The model is one package, a module per part of the stack: ``base`` (problems, the base model, AWS
-enum checks), ``cluster``, ``pools`` (managed GPU pools and the rules all GPU pools share), ``karpenter``, ``addons`` (GPU Operator,
+enum checks), ``network``, ``storage``, ``cluster``, ``pools`` (managed GPU pools and the rules all GPU pools share), ``karpenter``, ``addons`` (GPU Operator,
 topology labeler), ``scheduling``, ``health`` (node monitoring, pre-flight checks) and ``stack``
 (the whole stack's arguments). Reading a stack and the rules that span layers live in
 ``platform``. ``inputs`` holds the field types of values another resource can supply (a string, or
@@ -36,9 +36,27 @@ from .base import (
     AmiType,
     ProblemSink,
 )
-from .cluster import (
+from .network import (
+    ADDRESSES_PER_EFA_NODE,
     SubnetConfig,
+    SubnetRef,
+    SubnetLayout,
     NetworkConfig,
+    network_zones,
+    planned_subnets,
+    subnet_layout,
+    validate_network,
+)
+from .storage import (
+    FSX_CSI_ADDON_VERSION,
+    DataRepositoryConfig,
+    FsxLustreConfig,
+    StorageConfig,
+    fsx_zone,
+    validate_fsx_sizes,
+    validate_storage,
+)
+from .cluster import (
     ClusterConfig,
     SystemNodeGroupConfig,
     WORLD_CIDR,
@@ -62,6 +80,7 @@ from .pools import (
     efa_on,
     GpuNodeGroupConfig,
     pool_subnets,
+    subnet_problems,
     validate_gpu_node_group,
 )
 from .karpenter import (
@@ -125,6 +144,7 @@ from .health import (
 )
 from .stack import (
     GpuTrainingPlatformArgs,
+    gpu_pool_zones,
     validate_platform,
 )
 
@@ -144,6 +164,20 @@ __all__ = [
     "ProblemSink",
     "SubnetConfig",
     "NetworkConfig",
+    "FSX_CSI_ADDON_VERSION",
+    "DataRepositoryConfig",
+    "FsxLustreConfig",
+    "StorageConfig",
+    "fsx_zone",
+    "validate_storage",
+    "validate_fsx_sizes",
+    "ADDRESSES_PER_EFA_NODE",
+    "SubnetRef",
+    "SubnetLayout",
+    "network_zones",
+    "planned_subnets",
+    "subnet_layout",
+    "validate_network",
     "ClusterConfig",
     "SystemNodeGroupConfig",
     "WORLD_CIDR",
@@ -162,6 +196,7 @@ __all__ = [
     "efa_on",
     "GpuNodeGroupConfig",
     "pool_subnets",
+    "subnet_problems",
     "validate_gpu_node_group",
     "KARPENTER_CHART_VERSION",
     "KARPENTER_CHART_VERSIONS",
@@ -216,6 +251,7 @@ __all__ = [
     "NodeMonitoringConfig",
     "PreflightConfig",
     "GpuTrainingPlatformArgs",
+    "gpu_pool_zones",
     "validate_platform",
     "validate_tags",
 ]

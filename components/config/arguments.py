@@ -101,8 +101,13 @@ def check_model_fields(args: Any) -> None:
                 continue
         value = getattr(args, field.name)
         path = f"{type(args).__name__}.{field.name}"
+        members = typing.get_args(annotation) if typing.get_origin(annotation) is typing.Union else ()
+        union_models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             object.__setattr__(args, field.name, checked(value, annotation, path))
+        elif len(union_models) == 1 and isinstance(value, dict):
+            # e.g. a network given as a ref or as its configuration: a dict can only be the configuration.
+            object.__setattr__(args, field.name, checked(value, union_models[0], path))
         elif typing.get_origin(annotation) in (list, collections.abc.Sequence):
             (item,) = typing.get_args(annotation)
             if isinstance(item, type) and issubclass(item, BaseModel) and isinstance(value, (list, tuple)):

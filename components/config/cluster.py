@@ -1,4 +1,4 @@
-"""The cluster's configuration: network, the EKS cluster itself, the system node group."""
+"""The cluster's configuration: the EKS cluster itself and the system node group (the network is in ``network``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
 from .base import (
-    _AZ,
     SUPPORTED_KUBERNETES_VERSIONS,
     AmiType,
     InstanceType,
@@ -23,10 +22,6 @@ from .base import (
 )
 from .inputs import resource_input
 
-SubnetId = resource_input(r"^subnet-[0-9a-f]{8,17}$", "a subnet ID")
-"""A subnet ID (``subnet-`` and 8 or 17 hex digits), or the ``id`` Output of a subnet made in the same program."""
-VpcId = resource_input(r"^vpc-[0-9a-f]{8,17}$", "a VPC ID")
-"""A VPC ID, or the ``id`` Output of a VPC made in the same program."""
 ClusterName = resource_input(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$", "an EKS cluster name")
 """An EKS cluster name, or an Output that names one (e.g. a stack reference's)."""
 PRINCIPAL_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$"
@@ -44,24 +39,6 @@ ENDPOINT_DOC = "docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html"
 RELEASE_VERSION_PATTERN = r"^\d+\.\d+\.\d+-\d{8}$|^\d+\.\d+\.\d+(-[0-9a-f]{7,8})?$"
 """An EKS AMI release version: ``1.34.2-20251120`` (Amazon Linux) or ``1.50.0-ab12cd34``
 (Bottlerocket), as listed on github.com/awslabs/amazon-eks-ami/releases and the Bottlerocket releases."""
-
-
-class SubnetConfig(_Model):
-    """A private subnet the cluster and its nodes use."""
-
-    id: SubnetId
-    """Subnet ID (required)."""
-    availability_zone: str = Field(pattern=_AZ)
-    """Availability zone of the subnet, e.g. ``us-west-2a`` (required; placement groups are per AZ)."""
-
-
-class NetworkConfig(_Model):
-    """The VPC the cluster lives in."""
-
-    vpc_id: VpcId
-    """VPC ID (required)."""
-    subnets: list[SubnetConfig] = Field(min_length=1)
-    """Private subnets for the control plane ENIs and the nodes, with their AZs (required)."""
 
 
 class ClusterConfig(_Model):

@@ -11,7 +11,7 @@ from pydantic_core import PydanticCustomError
 from ..facts import aws_enums
 from ..facts.catalog import GPU_INSTANCE_TYPES
 from .base import Problem, _collector, _Model, supported_version
-from .cluster import NetworkConfig
+from .network import NetworkConfig
 from .pools import (
     KARPENTER_CAPACITY_TYPES,
     SPOT_REFUSAL,

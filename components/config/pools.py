@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal, Optional, Sequence, Union
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -28,7 +28,8 @@ from .base import (
 )
 from ..facts.gpu_nodes import GPU_POOL_KEY
 from .inputs import is_unknown, shown
-from .cluster import RELEASE_VERSION_PATTERN, NetworkConfig, SubnetConfig, SubnetId
+from .cluster import RELEASE_VERSION_PATTERN
+from .network import NetworkConfig, SubnetId, SubnetRef, network_zones, planned_subnets
 from .node_repair import NodeRepairConfig, check_node_repair
 
 
@@ -175,12 +176,32 @@ class GpuNodeGroupConfig(GpuPoolConfig):
         return self.min_size if self.desired_size is None else self.desired_size
 
 
-def pool_subnets(pool: GpuPoolConfig, network: NetworkConfig) -> list[SubnetConfig]:
-    """The subnets a pool's nodes launch in (see ``GpuNodeGroupConfig.subnet_ids``)."""
+def pool_subnets(pool: GpuPoolConfig, network: Union[NetworkConfig, Sequence[SubnetRef]]) -> list[SubnetRef]:
+    """The subnets a pool's nodes launch in (see ``GpuNodeGroupConfig.subnet_ids``), chosen from the
+    network's planned subnets or from subnets already built (whose IDs may be Outputs): only the
+    AZs are read, never an ID that may not exist yet."""
+    subnets = planned_subnets(network) if isinstance(network, NetworkConfig) else list(network)
     if pool.subnet_ids is not None:
-        by_id = {s.id: s for s in network.subnets}
+        # A subnet ID is a string or an Output (matched by identity); None is a subnet not yet built.
+        by_id = {s.id: s for s in subnets if s.id is not None}
         return [by_id[i] for i in pool.subnet_ids if i in by_id]
-    return [s for s in network.subnets if pool.availability_zone in (None, s.availability_zone)]
+    return [s for s in subnets if pool.availability_zone in (None, s.availability_zone)]
+
+
+def subnet_problems(subnets: Sequence[SubnetRef], path: str) -> list[Problem]:
+    """A component's pool must launch somewhere that exists: at least one subnet, and none of a
+    network still to be created (whose subnets only ``Network(...).ref`` holds)."""
+    if not subnets:
+        return [Problem(f"{path}.network.subnets", "leave the pool without a subnet; list the VPC's private subnets with their AZs")]
+    if any(s.id is None for s in subnets):
+        return [
+            Problem(
+                f"{path}.network.create",
+                "the subnets of a network to create exist only once Network builds them; pass a ClusterRef "
+                "that holds them (EksCluster's ref, or ClusterRef.from_eks_cluster(..., subnets=network.ref.subnets))",
+            )
+        ]
+    return []
 
 
 def _check_gpu_instance_types(instance_types: list[str], problem: ProblemSink) -> bool:
@@ -226,12 +247,19 @@ def _check_placement(pool: GpuPoolConfig, network: NetworkConfig, problem: Probl
     if placement.mode != "existing" and placement.name is not None:
         problem("placementGroup.name", f"is only used with mode 'existing' (mode is '{placement.mode}')")
 
-    known_azs = sorted({s.availability_zone for s in network.subnets})
+    known_azs = sorted(network_zones(network))
+    where = "network.availabilityZones" if network.create else "network.subnets"
     if pool.availability_zone is not None and pool.availability_zone not in known_azs:
-        problem("availabilityZone", f"'{pool.availability_zone}' has no subnet in network.subnets; allowed: {', '.join(known_azs)}")
+        problem("availabilityZone", f"'{pool.availability_zone}' has no subnet in {where}; allowed: {', '.join(known_azs)}")
 
     subnet_azs = {s.id: s.availability_zone for s in network.subnets}
-    if pool.subnet_ids is not None:
+    if pool.subnet_ids is not None and network.create:
+        problem(
+            "subnetIds",
+            "cannot name subnets of a network this stack creates (their IDs exist only after `pulumi up`); "
+            "choose the pool's subnets by availabilityZone",
+        )
+    elif pool.subnet_ids is not None:
         if not pool.subnet_ids:
             problem("subnetIds", "must list at least one subnet")
         for i, subnet_id in enumerate(pool.subnet_ids):

@@ -69,7 +69,7 @@ class ResourceQuotaConfig(_Model):
     memory: Optional[Quantity] = None
     """`requests.memory`. Default: the fleet's memory (each pool's most nodes × memory per node)."""
     persistent_volume_claims: int = Field(default=5, ge=0)
-    """`persistentvolumeclaims`. Default: 5."""
+    """`persistentvolumeclaims` the namespace's users may make; the stack's FSx claim comes on top. Default: 5."""
 
 
 class TrainingNamespaceConfig(_Model):

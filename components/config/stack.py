@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from pydantic import field_validator
 
 from ..facts import aws_enums
@@ -15,13 +17,15 @@ from .addons import (
     validate_topology_labeler,
 )
 from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model, validate_tags
+from .cluster import ClusterConfig, SystemNodeGroupConfig, validate_cluster_endpoint
 from .inputs import is_unknown
-from .cluster import ClusterConfig, NetworkConfig, SystemNodeGroupConfig, validate_cluster_endpoint
 from .health import NodeMonitoringConfig, PreflightConfig
+from .network import NetworkConfig, validate_network
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
 from .kueue import KueueConfig
 from .scheduling import SchedulingConfig, SmokeTestConfig
+from .storage import StorageConfig, validate_storage
 
 
 class GpuTrainingPlatformArgs(_Model):
@@ -32,7 +36,7 @@ class GpuTrainingPlatformArgs(_Model):
     cluster: ClusterConfig
     """The EKS cluster (required)."""
     network: NetworkConfig
-    """The VPC and private subnets (required)."""
+    """The VPC and private subnets: created by the stack or adopted (required)."""
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
     """The system node group. Default: two m7i.xlarge nodes."""
     gpu_node_groups: list[GpuNodeGroupConfig] = []
@@ -47,6 +51,8 @@ class GpuTrainingPlatformArgs(_Model):
     """Kueue: all-or-nothing, topology-aware admission of training jobs. Default: off."""
     scheduling: SchedulingConfig = SchedulingConfig()
     """Priority classes, training namespaces with GPU quotas, training apps. Default: the seed's classes and a `training` namespace."""
+    storage: StorageConfig = StorageConfig()
+    """FSx for Lustre and the GPU nodes' instance-store RAID0. Default: no FSx, RAID0 on."""
     smoke_test: SmokeTestConfig = SmokeTestConfig()
     """The nvidia-smi smoke test. Default: off."""
     node_monitoring: NodeMonitoringConfig = NodeMonitoringConfig()
@@ -71,29 +77,17 @@ class GpuTrainingPlatformArgs(_Model):
         return value
 
 
+def gpu_pool_zones(args: GpuTrainingPlatformArgs) -> list[Optional[str]]:
+    """The AZ of every GPU pool, managed and Karpenter's (None for a pool without one)."""
+    pools = list(args.gpu_node_groups) + (list(args.karpenter.gpu_node_pools) if args.karpenter.enabled else [])
+    return [pool.availability_zone for pool in pools]
+
+
 def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     """Rules of the whole stack that involve more than one key, below the scheduling layer (the
     scheduling rules build on the workload templates; ``platform.validate_stack`` adds them)."""
     problems: list[Problem] = []
-    subnet_ids = [s.id for s in args.network.subnets]
-    for i, subnet in enumerate(args.network.subnets):
-        # Outputs are unknown until their subnet exists; only known IDs can be compared.
-        if not is_unknown(subnet.id) and subnet_ids.index(subnet.id) != i:
-            problems.append(Problem(f"network.subnets[{i}].id", f"'{subnet.id}' is listed twice"))
-        if not subnet.availability_zone.startswith(args.region):
-            problems.append(
-                Problem(f"network.subnets[{i}].availabilityZone", f"'{subnet.availability_zone}' is not in region {args.region}")
-            )
-
-    zones = sorted({s.availability_zone for s in args.network.subnets})
-    if args.cluster.create and len(zones) < 2:
-        problems.append(
-            Problem(
-                "network.subnets",
-                f"are all in {', '.join(zones)}; EKS places a new cluster's control-plane ENIs in subnets of at "
-                "least two availability zones (CreateCluster refuses fewer); add a subnet in another AZ",
-            )
-        )
+    problems.extend(validate_network(args.network, args.region, args.cluster.create))
     problems.extend(validate_cluster_endpoint(args.cluster))
 
     system = args.system_node_group
@@ -130,6 +124,7 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     problems.extend(validate_gpu_operator(args.gpu_operator))
     problems.extend(validate_topology_labeler(args.topology_labeler, "topologyLabeler"))
     problems.extend(validate_karpenter(args.karpenter, args.network))
+    problems.extend(validate_storage(args.storage, args.network, gpu_pool_zones(args), args.s3_buckets))
 
     problems.extend(validate_tags(args.tags))
     for key in args.tags:

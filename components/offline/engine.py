@@ -159,6 +159,13 @@ def _arn(service: str, kind: str, name: str) -> str:
     return f"arn:aws:{service}:us-west-2:{ACCOUNT_ID}:{kind}/{name}"
 
 
+EC2_ID_PREFIXES = {
+    "aws:ec2/securityGroup:SecurityGroup": "sg-",
+    "aws:ec2/subnet:Subnet": "subnet-",
+    "aws:ec2/vpc:Vpc": "vpc-",
+}
+"""Resource types whose mock IDs take EC2's shape (``<prefix><17 hex digits>``)."""
+
 _RESOURCE_REFERENCE = {"4dabf18193072939515e22adb298388d": "5cf8f73096256a8f31e491e813e4eb8e"}
 """The SDK's marker of a serialized resource reference (``rpc._special_sig_key``: ``_special_resource_sig``)."""
 
@@ -244,9 +251,9 @@ class PlausibleMocks(pulumi.runtime.Mocks):
         if typ.startswith("kubernetes:"):
             metadata = outputs.get("metadata") or {}
             resource_id = "/".join(p for p in (metadata.get("namespace"), metadata.get("name") or name) if p)
-        elif typ == "aws:ec2/securityGroup:SecurityGroup":
-            # EC2-shaped, since CRD patterns (EC2NodeClass selector ids) check it.
-            resource_id = "sg-" + hashlib.sha1(name.encode()).hexdigest()[:17]
+        elif typ in EC2_ID_PREFIXES:
+            # EC2-shaped, since CRD patterns (EC2NodeClass selector ids) check them.
+            resource_id = EC2_ID_PREFIXES[typ] + hashlib.sha1(name.encode()).hexdigest()[:17]
         else:
             resource_id = args.resource_id or f"{name}-id"
         return resource_id, outputs

@@ -5,9 +5,13 @@ from __future__ import annotations
 from typing import Optional
 
 import pulumi
+import pulumi_aws as aws
 
 from ..facts import aws_enums
 from ..aws.cluster import EksCluster, EksClusterArgs
+from ..aws.network import Network, NetworkArgs, adopted_network
+from ..aws.storage import LustreStorage, LustreStorageArgs, subnet_in_zone
+from ..config import fsx_zone, gpu_pool_zones
 from ..config import ConfigError, GpuTrainingPlatformArgs
 from ..config.arguments import as_model
 from ..addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
@@ -29,9 +33,12 @@ from ..workloads.scheduling_policies import (
     training_job_spec,
 )
 from ..workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
+from ..workloads.storage import TrainingStorage, TrainingStorageArgs
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
 from .names import (
     cluster_child_name,
+    lustre_child_name,
+    network_child_name,
     gpu_node_group_child_name,
     gpu_node_pool_child_name,
     karpenter_child_name,
@@ -44,10 +51,12 @@ from ..config.documented import documented_component
 
 @documented_component(GpuTrainingPlatformArgs)
 class GpuTrainingPlatform(pulumi.ComponentResource):
-    """EKS cluster, system node group, GPU training pools, GPU Operator, EFA device plugin, topology
-    labeler, node monitoring agent, Karpenter, Kueue, scheduling policy, training jobs and the checks
-    (smoke test, pre-flight), in one stack graph."""
+    """VPC (when created), EKS cluster, system node group, GPU training pools, GPU Operator, EFA device
+    plugin, topology labeler, node monitoring agent, Karpenter, Kueue, storage, scheduling policy,
+    training jobs and the checks (smoke test, pre-flight), in one stack graph."""
 
+    network: Optional[Network]
+    """The VPC this stack created; None when it adopts one (``network.create`` false)."""
     cluster: EksCluster
     """The created or adopted cluster."""
     gpu_node_groups: dict[str, GpuNodeGroup]
@@ -74,6 +83,10 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """Training apps the stack runs, by app name."""
     smoke_test: Optional[GpuSmokeTest]
     """The nvidia-smi smoke test; None unless enabled."""
+    lustre: Optional[LustreStorage]
+    """The FSx for Lustre file system and its CSI driver; None unless ``storage.fsx.enabled``."""
+    training_storage: Optional[TrainingStorage]
+    """The file system's volume and claim in each training namespace; None without FSx."""
     cluster_name: pulumi.Output[str]
     """EKS cluster name."""
     kubeconfig: pulumi.Output[str]
@@ -101,11 +114,20 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         partition = aws_enums.partition_of(args.region)
         tags = dict(args.tags)
 
+        self.network = (
+            Network(
+                network_child_name(name),
+                NetworkArgs(config=args.network, region=args.region, name_prefix=args.cluster.name, tags=tags),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            if args.network.create
+            else None
+        )
         self.cluster = EksCluster(
             cluster_child_name(name),
             EksClusterArgs(
                 cluster=args.cluster,
-                network=args.network,
+                network=self.network.ref if self.network is not None else adopted_network(args.network),
                 system_node_group=args.system_node_group,
                 region=args.region,
                 partition=partition,
@@ -113,11 +135,31 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.lustre = None
+        if args.storage.fsx.enabled:
+            zone = fsx_zone(args.storage, args.network, gpu_pool_zones(args))
+            assert zone is not None, "validate_storage reports a file system without an AZ"
+            self.lustre = LustreStorage(
+                lustre_child_name(name),
+                LustreStorageArgs(
+                    config=args.storage.fsx,
+                    cluster=self.cluster.ref,
+                    subnet_id=subnet_in_zone(self.cluster.ref.subnets, zone),
+                    account_id=aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id,
+                    tags=tags,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         self.gpu_node_groups = {
             pool.name: GpuNodeGroup(
                 gpu_node_group_child_name(name, pool.name),
                 GpuNodeGroupArgs(
-                    cluster=self.cluster.ref, pool=pool, network=args.network, tags=tags, protect=args.cluster.protect
+                    cluster=self.cluster.ref,
+                    pool=pool,
+                    network=args.network,
+                    tags=tags,
+                    protect=args.cluster.protect,
+                    instance_store_raid0=args.storage.instance_store == "raid0",
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -175,6 +217,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                         node_role_name=self.karpenter.node_role_name,
                         karpenter_release=self.karpenter.release,
                         tags=tags,
+                        instance_store_raid0=args.storage.instance_store == "raid0",
                         protect=args.cluster.protect,
                         retain_on_removal=args.karpenter.retain_on_removal,
                     ),
@@ -209,6 +252,19 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         job_dependencies: list[pulumi.Resource] = [self.scheduling]
         if self.training_identity is not None:
             job_dependencies.append(self.training_identity)
+        self.training_storage = None
+        if self.lustre is not None:
+            self.training_storage = TrainingStorage(
+                f"{name}-training-storage",
+                TrainingStorageArgs(
+                    volume=self.lustre.volume,
+                    namespaces=[ns.name for ns in args.scheduling.namespaces],
+                    depends_on=[self.scheduling, self.lustre.csi_driver],
+                ),
+                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes),
+            )
+            # A pod whose claim does not exist yet stays Pending; jobs start once their volume is bound.
+            job_dependencies.append(self.training_storage)
         self.kueue = None
         self.kueue_queues = None
         if args.kueue.enabled:

@@ -14,6 +14,8 @@ from ..addons.karpenter import karpenter_physical_names
 from ..addons.topology_labeler import topology_labeler_physical_names
 from ..aws.cluster import eks_cluster_physical_names
 from ..aws.gpu_node_group import gpu_node_group_physical_names
+from ..aws.network import network_physical_names
+from ..aws.storage import lustre_storage_physical_names
 from ..aws.training_identity import training_identity_physical_names, training_role_needed
 from ..config import GpuTrainingPlatformArgs, Problem
 from ..config.inputs import is_unknown
@@ -53,6 +55,16 @@ def training_identity_child_name(name: str) -> str:
     return f"{name}-training-identity"
 
 
+def network_child_name(name: str) -> str:
+    """Name of the platform's ``Network`` (a created network only)."""
+    return f"{name}-network"
+
+
+def lustre_child_name(name: str) -> str:
+    """Name of the platform's ``LustreStorage`` (with ``storage.fsx.enabled``)."""
+    return f"{name}-lustre"
+
+
 def generated_names(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> list[tuple[str, PhysicalName]]:
     """Every length-limited AWS name ``GpuTrainingPlatform(name, args)`` generates, with the key path
     of the setting that shapes it (the platform's own name where no setting does)."""
@@ -60,6 +72,10 @@ def generated_names(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) ->
     # A cluster name given as an Output is known only at deployment, and so are the names made from it.
     cluster_name = None if is_unknown(args.cluster.name) else args.cluster.name
     names = [(own, n) for n in eks_cluster_physical_names(cluster_child_name(name), args.system_node_group)]
+    if args.network.create:
+        names += [(own, n) for n in network_physical_names(network_child_name(name), args.network)]
+    if args.storage.fsx.enabled:
+        names += [(own, n) for n in lustre_storage_physical_names(lustre_child_name(name))]
     for i, pool in enumerate(args.gpu_node_groups):
         child = gpu_node_group_child_name(name, pool.name)
         names += [(f"gpuNodeGroups[{i}].name", n) for n in gpu_node_group_physical_names(child, pool, cluster_name)]

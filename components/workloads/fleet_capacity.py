@@ -15,6 +15,7 @@ from typing import Optional
 from ..facts.catalog import GPU_INSTANCE_TYPES
 from ..config import GpuNodeGroupConfig, GpuPoolConfig, GpuTrainingPlatformArgs, ResourceQuotaConfig
 from ..facts.quantity import cpu_quantity, memory_quantity
+from .storage import stack_claims
 from .templates import GPU_RESOURCE
 
 
@@ -117,5 +118,6 @@ def resolve_quota(quota: ResourceQuotaConfig, args: GpuTrainingPlatformArgs) -> 
         gpus=quota.gpus if quota.gpus is not None else sum(c.gpus for c in fleet),
         cpu=quota.cpu if quota.cpu is not None else cpu_quantity(1000 * sum(c.nodes * c.vcpus_per_node for c in fleet)),
         memory=quota.memory if quota.memory is not None else memory_quantity(sum(c.nodes * c.memory_mib_per_node for c in fleet)),
-        persistent_volume_claims=quota.persistent_volume_claims,
+        # The stack's own claims (the FSx volume) come on top of what the namespace's users may claim.
+        persistent_volume_claims=quota.persistent_volume_claims + stack_claims(args),
     )

@@ -31,6 +31,7 @@ from ..facts.gpu_nodes import network_layer_key
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity, resolve_quota
 from .queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, app_topology, pool_flavor
 from .smoke_test import SmokeTestPool
+from .storage import training_storage_fields
 from .templates import PART_OF, TrainingJobSpec, training_pdb, validate_training_job
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
@@ -174,6 +175,7 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
         cpu=app.cpu,
         memory=app.memory,
         shm_size_limit=app.shm_size_limit,
+        **training_storage_fields(args, app.instance_types if app.instance_types is not None else pool.instance_types),
         service_account=scheduling.service_account.name,
         **runs,
         **queued,

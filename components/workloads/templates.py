@@ -68,6 +68,9 @@ TRAINING_COMPONENT = "training"
 PART_OF = "eks-gpu-training"
 TRAINER_CONTAINER = "trainer"
 SHM_VOLUME = "dshm"
+SHARED_VOLUME = "shared-fs"
+"""The pod volume of the shared file system's claim."""
+EPHEMERAL_STORAGE_RESOURCE = "ephemeral-storage"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 """The label that hands a Job to Kueue: the LocalQueue it is submitted to (Kueue docs-jobs.md)."""
 TOPOLOGY_ANNOTATIONS = {
@@ -130,6 +133,12 @@ class TrainingJobSpec:
     """Pod failures tolerated before the Job fails. Default: 0."""
     rendezvous_port: int = TORCHRUN_PORT
     """torchrun rendezvous port on rank 0. Default: 29500."""
+    shared_volume_claim: Optional[str] = None
+    """PersistentVolumeClaim of the shared file system (FSx for Lustre) the trainer mounts. Default: none."""
+    shared_volume_mount_path: str = "/fsx"
+    """Where the trainer mounts the shared file system. Default: /fsx."""
+    ephemeral_storage: Optional[str] = None
+    """Ephemeral-storage request per pod (scratch space, caches on the node's instance-store RAID0). Default: none."""
     queue_name: Optional[str] = None
     """Kueue LocalQueue the Job is submitted to (the Job is then created suspended, for Kueue to resume). Default: none (no Kueue)."""
     topology_mode: Optional[str] = None
@@ -319,7 +328,13 @@ def training_resources(spec: TrainingJobSpec) -> dict[str, dict[str, str]]:
     if spec.efa:
         exclusive[EFA_RESOURCE] = str(spec.efa_devices)
         exclusive[HUGEPAGES_RESOURCE] = EFA_HUGEPAGES
-    return {"requests": {"cpu": spec.pod_cpu, "memory": spec.pod_memory, **exclusive}, "limits": dict(exclusive)}
+    # Ephemeral storage gets a request only: the scheduler places the pod on a node with that much
+    # instance store free, and a pod writing past it is not evicted for a limit.
+    scratch = {EPHEMERAL_STORAGE_RESOURCE: spec.ephemeral_storage} if spec.ephemeral_storage is not None else {}
+    return {
+        "requests": {"cpu": spec.pod_cpu, "memory": spec.pod_memory, **scratch, **exclusive},
+        "limits": dict(exclusive),
+    }
 
 
 TRAINING_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID")
@@ -352,7 +367,8 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
     container.update(
         env=torchrun_env(spec) + [{"name": k, "value": v} for k, v in spec.env.items()],
         resources=training_resources(spec),
-        volumeMounts=[{"name": SHM_VOLUME, "mountPath": "/dev/shm"}],
+        volumeMounts=[{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+        + ([{"name": SHARED_VOLUME, "mountPath": spec.shared_volume_mount_path}] if spec.shared_volume_claim else []),
         securityContext={
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"], "add": list(TRAINING_CAPABILITIES)},
@@ -373,7 +389,8 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
         # Identity credentials come through a token volume of their own, so they do not need it.
         "automountServiceAccountToken": False,
         "containers": [container],
-        "volumes": [{"name": SHM_VOLUME, "emptyDir": shm}],
+        "volumes": [{"name": SHM_VOLUME, "emptyDir": shm}]
+        + ([{"name": SHARED_VOLUME, "persistentVolumeClaim": {"claimName": spec.shared_volume_claim}}] if spec.shared_volume_claim else []),
     }
     if spec.service_account is not None:
         pod["serviceAccountName"] = spec.service_account

@@ -38,6 +38,13 @@ ENUM_INPUTS: tuple[tuple[tuple[str, ...], str, str, Optional[str]], ...] = (
     (("tagSpecifications", LIST_ITEM, "resourceType"), "ec2", "ResourceType", None),
     (("networkInterfaces", LIST_ITEM, "interfaceType"), "ec2", "NetworkInterfaceType", None),
     (("capacityReservationPreference",), "ec2", "CapacityReservationPreference", None),
+    (("vpcEndpointType",), "ec2", "VpcEndpointType", None),
+    (("connectivityType",), "ec2", "ConnectivityType", "aws:ec2/natGateway:"),
+    (("domain",), "ec2", "DomainType", "aws:ec2/eip:"),
+    (("deploymentType",), "fsx", "LustreDeploymentType", "aws:fsx/lustreFileSystem:"),
+    (("storageType",), "fsx", "StorageType", "aws:fsx/"),
+    (("dataCompressionType",), "fsx", "DataCompressionType", None),
+    (("events", LIST_ITEM), "fsx", "EventType", "aws:fsx/dataRepositoryAssociation:"),
     (("updateConfig", "updateStrategy"), "eks", "NodegroupUpdateStrategies", None),
     (("nodeRepairConfigOverrides", LIST_ITEM, "repairAction"), "eks", "RepairAction", None),
 )

@@ -1,0 +1,324 @@
+"""Storage on AWS for training: a persistent FSx for Lustre file system with its security group,
+an optional S3 data repository association and the FSx CSI driver (EKS add-on), and the user data
+that makes AL2023 GPU nodes put their instance-store NVMe into one RAID0 array.
+
+What the next change does (FSx for Lustre user guide, "Managing storage capacity" and
+"Managing throughput capacity"; API_UpdateFileSystem): a larger ``storageCapacityGib`` or another
+``throughputMbpsPerTib`` updates the file system in place, online; a smaller capacity cannot be
+applied, so Pulumi replaces the file system and its data is lost unless it is in S3. A new AZ or
+subnet replaces it too (a file system's subnet is fixed at creation). Security-group rules are
+separate resources and change without touching the file system. A data repository association
+whose bucket, prefix or path changes is replaced (DeleteDataRepositoryAssociation keeps the files
+already in the file system).
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from email import encoders, policy
+from email.mime.multipart import MIMEMultipart
+from email.mime.nonmultipart import MIMENonMultipart
+from typing import Mapping, Optional, Sequence
+
+import pulumi
+import pulumi_aws as aws
+import yaml
+
+from .cluster import ClusterRef
+from .iam import create_pod_identity_role, managed_policy_arn
+from ..config.arguments import check_model_fields
+from ..config.documented import documented_args, documented_component
+from ..config import ConfigError, FsxLustreConfig, validate_fsx_sizes
+from ..config.inputs import is_unknown
+from ..facts.aws_names import PhysicalName
+
+LUSTRE_PORT_RANGES = ((988, 988), (1018, 1023))
+"""TCP ports Lustre uses between clients and the file system's servers: 988 (LNet) and 1018-1023
+(docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html, "Lustre client
+VPC security group rules": inbound and outbound on both, between the file system's security group
+and its clients' security groups)."""
+
+LUSTRE_VERSION = "2.15"
+"""Lustre version of the file system (FileSystemTypeVersion); 2.15 is the newest FSx offers and the
+one the AL2023 EKS AMIs' Lustre client speaks."""
+
+FSX_DEPLOYMENT_TYPE = "PERSISTENT_2"
+"""Persistent file systems keep their data when a server fails (replicated within the AZ) and
+support data repository associations; scratch file systems do neither."""
+
+FSX_CSI_ADDON = "aws-fsx-csi-driver"
+"""The EKS add-on of the FSx for Lustre CSI driver (docs.aws.amazon.com/eks/latest/userguide/fsx-csi-create.html)."""
+
+FSX_CSI_NAMESPACE = "kube-system"
+"""The namespace the EKS add-on installs the FSx CSI driver into (as every EKS add-on of kube-system components)."""
+
+FSX_CSI_CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
+"""The controller's ServiceAccount in kube-system (the driver chart's ``controller.serviceAccount.name``)."""
+
+FSX_CSI_POLICY = "AmazonFSxFullAccess"
+"""The AWS managed policy the EKS user guide attaches to the driver's role (fsx-csi-create.html)."""
+
+FSX_CSI_DRIVER = "fsx.csi.aws.com"
+"""The CSI driver name persistent volumes name."""
+
+DATA_REPOSITORY_EVENTS = ("NEW", "CHANGED", "DELETED")
+"""S3 events a data repository association follows in both directions."""
+
+NODE_CONFIG_CONTENT_TYPE = "application/node.eks.aws"
+"""MIME type of a NodeConfig part in user data (awslabs.github.io/amazon-eks-ami/nodeadm: the
+configuration "embedded within a MIME multi-part document", parts merged in order)."""
+
+NODE_CONFIG_API_VERSION = "node.eks.aws/v1alpha1"
+"""API version of nodeadm's NodeConfig."""
+
+MIME_BOUNDARY = "==EKS-GPU-TRAINING-NODECONFIG=="
+"""A fixed boundary: a random one would make new user data, a new launch template version and a
+rolling replacement of every node at each `pulumi up`."""
+
+
+def node_config_user_data(local_storage_strategy: str = "RAID0") -> str:
+    """User data that tells nodeadm to build one array of the instance-store disks
+    (``spec.instance.localStorage.strategy``; nodeadm API ``LocalStorageOptions``), mounted where
+    kubelet and containerd keep their state, so pods' ephemeral storage and the image cache live
+    on NVMe. EKS merges a managed node group's MIME multipart user data with the NodeConfig it
+    generates for the cluster (docs.aws.amazon.com/eks/latest/userguide/launch-templates.html,
+    "Amazon Linux 2023 user data"), so this part carries only the local-storage setting."""
+    node_config = {
+        "apiVersion": NODE_CONFIG_API_VERSION,
+        "kind": "NodeConfig",
+        "spec": {"instance": {"localStorage": {"strategy": local_storage_strategy}}},
+    }
+    part = MIMENonMultipart(*NODE_CONFIG_CONTENT_TYPE.split("/"))
+    part.set_payload(yaml.safe_dump(node_config, sort_keys=False))
+    # nodeadm reads the part's body as YAML text: plain 7-bit, no base64 transfer encoding.
+    encoders.encode_7or8bit(part)
+    document = MIMEMultipart("mixed", boundary=MIME_BOUNDARY)
+    document.attach(part)
+    return document.as_string(policy=policy.SMTP.clone(linesep="\n"))
+
+
+def instance_store_launch_settings(ami_type: str, raid0: bool) -> dict[str, str]:
+    """Launch-template settings of a managed GPU pool for its instance store: the RAID0 NodeConfig as
+    (base64) user data on Amazon Linux 2023 AMIs; nothing on Bottlerocket, whose user data is TOML
+    settings that nodeadm never reads, or with the instance store left alone."""
+    if not raid0 or not ami_type.startswith("AL2023"):
+        return {}
+    return {"user_data": base64.b64encode(node_config_user_data().encode()).decode()}
+
+
+@dataclass(frozen=True)
+class LustreRule:
+    """One security-group rule of the file system: which group it sits on, its direction, ports and peer."""
+
+    on: str
+    """``filesystem`` (the file system's group) or ``clients`` (the cluster security group)."""
+    direction: str
+    """``ingress`` or ``egress``."""
+    from_port: int
+    to_port: int
+    peer: str
+    """``filesystem`` or ``clients``."""
+
+
+def lustre_rules() -> list[LustreRule]:
+    """Every rule Lustre needs and nothing more: the file system's group takes and sends Lustre
+    traffic from and to itself (its servers) and the clients; the clients' group takes it from the
+    file system (the cluster security group already allows all egress)."""
+    rules = []
+    for low, high in LUSTRE_PORT_RANGES:
+        for peer in ("filesystem", "clients"):
+            rules.append(LustreRule("filesystem", "ingress", low, high, peer))
+            rules.append(LustreRule("filesystem", "egress", low, high, peer))
+        rules.append(LustreRule("clients", "ingress", low, high, "filesystem"))
+    return rules
+
+
+def data_repository_path(bucket: pulumi.Input[str], prefix: str) -> pulumi.Input[str]:
+    """The ``s3://`` path of a data repository (a trailing slash marks a prefix); an Output bucket
+    (one made in the same program) gives an Output path."""
+    key = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+    if is_unknown(bucket):
+        return pulumi.Output.concat("s3://", bucket, "/", key)
+    return f"s3://{bucket}/{key}"
+
+
+def lustre_security_group_resource_name(name: str) -> str:
+    """Resource name of the file system's security group (auto-named by Pulumi)."""
+    return f"{name}-lustre"
+
+
+def csi_driver_role_resource_name(name: str) -> str:
+    """Resource name of the FSx CSI driver's IAM role (auto-named by Pulumi)."""
+    return f"{name}-csi-driver-role"
+
+
+def lustre_storage_physical_names(name: str) -> list[PhysicalName]:
+    """Every length-limited AWS name ``LustreStorage(name, ...)`` generates."""
+    return [
+        PhysicalName("aws:ec2/securityGroup:SecurityGroup", lustre_security_group_resource_name(name), autonamed=True),
+        PhysicalName("aws:iam/role:Role", csi_driver_role_resource_name(name), autonamed=True),
+    ]
+
+
+@dataclass(frozen=True)
+class LustreVolume:
+    """What a persistent volume needs of the file system."""
+
+    file_system_id: pulumi.Output[str]
+    dns_name: pulumi.Output[str]
+    mount_name: pulumi.Output[str]
+    capacity_gib: int
+
+
+@documented_args
+@dataclass
+class LustreStorageArgs:
+    """Arguments of ``LustreStorage``."""
+
+    config: FsxLustreConfig
+    """The file system's settings."""
+    cluster: ClusterRef
+    """The cluster whose nodes mount it: their security group (the cluster's) becomes the client group."""
+    subnet_id: pulumi.Input[str]
+    """The private subnet of the file system's AZ."""
+    account_id: pulumi.Input[str]
+    """The AWS account (Pod Identity trust of the CSI driver's role)."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags for every AWS resource. Default: none."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self)
+
+
+@documented_component(LustreStorageArgs)
+class LustreStorage(pulumi.ComponentResource):
+    """An FSx for Lustre file system reachable from the cluster's nodes, with the FSx CSI driver."""
+
+    file_system_id: pulumi.Output[str]
+    """The file system's ID (fs-...)."""
+    volume: LustreVolume
+    """What ``TrainingStorage`` needs to mount it: ID, DNS name, mount name and capacity."""
+    csi_driver: aws.eks.Addon
+    """The FSx CSI driver add-on; volumes and claims wait for it."""
+    security_group_id: pulumi.Output[str]
+    """The file system's security group."""
+
+    def __init__(self, name: str, args: LustreStorageArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        problems = validate_fsx_sizes(args.config, f"LustreStorage({name}).config")
+        if problems:
+            raise ConfigError(problems)
+        super().__init__("eks-gpu-training:index:LustreStorage", name, None, opts)
+        config, ref = args.config, args.cluster
+        tags = dict(args.tags)
+        child = pulumi.ResourceOptions(parent=self)
+
+        group = aws.ec2.SecurityGroup(
+            lustre_security_group_resource_name(name),
+            vpc_id=ref.vpc_id,
+            # The cluster name may be an Output: never formatted into text.
+            description=pulumi.Output.concat("FSx for Lustre of EKS cluster ", ref.name, ": Lustre ports to and from the cluster's nodes"),
+            tags=tags,
+            opts=child,
+        )
+        peers = {"filesystem": group.id, "clients": ref.cluster_security_group_id}
+        rule_types = {"ingress": aws.vpc.SecurityGroupIngressRule, "egress": aws.vpc.SecurityGroupEgressRule}
+        rules: list[pulumi.Resource] = []
+        for rule in lustre_rules():
+            rules.append(
+                rule_types[rule.direction](
+                    f"{name}-{rule.on}-{rule.direction}-{rule.from_port}-{rule.peer}",
+                    security_group_id=peers[rule.on],
+                    referenced_security_group_id=peers[rule.peer],
+                    ip_protocol="tcp",
+                    from_port=rule.from_port,
+                    to_port=rule.to_port,
+                    description=f"Lustre {rule.from_port}-{rule.to_port} {'from' if rule.direction == 'ingress' else 'to'} {rule.peer}",
+                    tags=tags,
+                    opts=pulumi.ResourceOptions(parent=group),
+                )
+            )
+
+        # FSx checks at creation that its security group passes Lustre traffic (cannot-create-fs.html).
+        file_system = aws.fsx.LustreFileSystem(
+            f"{name}-file-system",
+            deployment_type=FSX_DEPLOYMENT_TYPE,
+            storage_type="SSD",
+            storage_capacity=config.storage_capacity_gib,
+            per_unit_storage_throughput=config.throughput_mbps_per_tib,
+            file_system_type_version=LUSTRE_VERSION,
+            data_compression_type="LZ4",
+            # One subnet: a file system lives in one AZ (pulumi-aws 7 takes the ID as a string).
+            subnet_ids=args.subnet_id,
+            security_group_ids=[group.id],
+            tags={**tags, "Name": pulumi.Output.concat(ref.name, "-training")},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=rules),
+        )
+
+        repository = config.data_repository
+        if repository is not None:
+            events = list(DATA_REPOSITORY_EVENTS)
+            s3 = {"auto_import_policy": {"events": events}}
+            if repository.auto_export:
+                s3["auto_export_policy"] = {"events": events}
+            aws.fsx.DataRepositoryAssociation(
+                f"{name}-data-repository",
+                file_system_id=file_system.id,
+                data_repository_path=data_repository_path(repository.bucket, repository.prefix),
+                file_system_path=repository.file_system_path,
+                batch_import_meta_data_on_create=True,
+                s3=s3,
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=file_system),
+            )
+
+        driver_role = create_pod_identity_role(
+            csi_driver_role_resource_name(name),
+            account_id=args.account_id,
+            partition=ref.partition,
+            region=ref.region,
+            cluster_name=ref.name,
+            # Only the controller calls the FSx API; the add-on installs it in kube-system.
+            namespace=FSX_CSI_NAMESPACE,
+            service_account=FSX_CSI_CONTROLLER_SERVICE_ACCOUNT,
+            description=pulumi.Output.concat("FSx CSI driver of EKS cluster ", ref.name, " (EKS Pod Identity)"),
+            tags=tags,
+            parent=self,
+        )
+        aws.iam.RolePolicyAttachment(
+            f"{name}-csi-driver-policy",
+            role=driver_role.name,
+            policy_arn=managed_policy_arn(ref.partition, FSX_CSI_POLICY),
+            opts=pulumi.ResourceOptions(parent=driver_role),
+        )
+        self.csi_driver = aws.eks.Addon(
+            f"{name}-csi-driver",
+            cluster_name=ref.name,
+            addon_name=FSX_CSI_ADDON,
+            addon_version=config.csi_driver_version,
+            # No configuration values: pods get IMDS hop limit 1, and the controller then reads its
+            # region from the Kubernetes API (its node's labels) instead (aws-fsx-csi-driver
+            # pkg/driver/controller.go, newControllerService; pkg/cloud metadata fallback).
+            pod_identity_associations=[
+                {"service_account": FSX_CSI_CONTROLLER_SERVICE_ACCOUNT, "role_arn": driver_role.arn}
+            ],
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
+        )
+
+        self.volume = LustreVolume(
+            file_system_id=file_system.id,
+            dns_name=file_system.dns_name,
+            mount_name=file_system.mount_name,
+            capacity_gib=config.storage_capacity_gib,
+        )
+        self.file_system_id = file_system.id
+        self.security_group_id = group.id
+        self.register_outputs({"fileSystemId": self.file_system_id, "securityGroupId": self.security_group_id})
+
+
+def subnet_in_zone(subnets: Sequence[object], zone: str) -> pulumi.Input[str]:
+    """The first of the cluster's private subnets in ``zone`` (validation guarantees there is one)."""
+    return next(s.id for s in subnets if s.availability_zone == zone)  # type: ignore[attr-defined]

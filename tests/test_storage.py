@@ -1,0 +1,342 @@
+"""Training storage: FSx for Lustre (security groups, file system, data repository, CSI driver,
+volumes), the instance-store RAID0 user data, and the pods' storage requests."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import email
+import email.policy
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+from eks_gpu_training.aws.storage import (
+    FSX_CSI_ADDON,
+    FSX_CSI_CONTROLLER_SERVICE_ACCOUNT,
+    LUSTRE_PORT_RANGES,
+    NODE_CONFIG_CONTENT_TYPE,
+    data_repository_path,
+    node_config_user_data,
+)
+from eks_gpu_training.config import ConfigError, FSX_CSI_ADDON_VERSION
+from eks_gpu_training.facts.instance_store import LOCAL_NVME_GB, ephemeral_storage_request
+from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
+from eks_gpu_training.platform import GpuTrainingPlatform, parse_platform_args
+from harness import run_program, stack_config
+
+NS = "eks-gpu-training"
+INGRESS, EGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
+CLUSTER_SG = "sg-0c1a55e7c1a55e7c1"  # the cluster security group PlausibleMocks gives eks.Cluster
+
+
+def prod_raw(**overrides: Any) -> dict[str, Any]:
+    base = stack_config("prod")
+    raw = {k.split(":", 1)[1]: v for k, v in base.items() if k.startswith(f"{NS}:")}
+    raw["region"] = base["aws:region"]
+    return {**copy.deepcopy(raw), **overrides}
+
+
+def problems_of(raw: dict[str, Any]) -> list[str]:
+    with pytest.raises(ConfigError) as error:
+        parse_platform_args(raw)
+    return [str(p) for p in error.value.problems]
+
+
+# --- Lustre security groups ---------------------------------------------------------------------
+
+
+def test_lustre_ports_are_open_exactly_between_the_clients_and_the_file_system(prod_graph):
+    file_system = prod_graph.one(FILE_SYSTEM)
+    (lustre_group,) = file_system.inputs["securityGroupIds"]
+    rules = set()
+    for type_, direction in ((INGRESS, "ingress"), (EGRESS, "egress")):
+        for rule in prod_graph.of_type(type_):
+            if lustre_group not in (rule.inputs["securityGroupId"], rule.inputs.get("referencedSecurityGroupId")):
+                continue
+            assert "cidrIpv4" not in rule.inputs and rule.inputs["ipProtocol"] == "tcp", rule.name
+            name = {lustre_group: "filesystem", CLUSTER_SG: "clients"}
+            rules.add((name[rule.inputs["securityGroupId"]], direction, rule.inputs["fromPort"], rule.inputs["toPort"], name[rule.inputs["referencedSecurityGroupId"]]))
+    expected = set()
+    for low, high in ((988, 988), (1018, 1023)):
+        expected |= {
+            ("filesystem", "ingress", low, high, "filesystem"),
+            ("filesystem", "ingress", low, high, "clients"),
+            ("filesystem", "egress", low, high, "filesystem"),
+            ("filesystem", "egress", low, high, "clients"),
+            ("clients", "ingress", low, high, "filesystem"),
+        }
+    assert rules == expected
+    assert LUSTRE_PORT_RANGES == ((988, 988), (1018, 1023))
+
+
+def test_file_system_is_persistent_in_the_pools_az_and_waits_for_its_rules(prod_graph):
+    file_system = prod_graph.one(FILE_SYSTEM)
+    inputs = file_system.inputs
+    assert (inputs["deploymentType"], inputs["storageType"], inputs["fileSystemTypeVersion"]) == ("PERSISTENT_2", "SSD", "2.15")
+    assert (inputs["storageCapacity"], inputs["perUnitStorageThroughput"]) == (2400, 250)
+    # prod's pools are in us-west-2b, whose adopted private subnet is ...0002
+    assert inputs["subnetIds"] == "subnet-0f1e2d3c4b5a60002"
+    for rule in prod_graph.of_type(INGRESS) + prod_graph.of_type(EGRESS):
+        if "lustre" in rule.name:
+            assert prod_graph.depends_on(file_system, rule), rule.name
+
+
+def test_data_repository_links_the_bucket_named_once_with_import_and_export(prod_graph):
+    association = prod_graph.one("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+    assert association.inputs["dataRepositoryPath"] == "s3://gpu-training-prod-datasets/"
+    assert association.inputs["fileSystemPath"] == "/datasets"
+    assert association.inputs["fileSystemId"] == prod_graph.one(FILE_SYSTEM).id
+    # prod's datasets bucket is read-only to training, so the file system only imports from it
+    assert association.inputs["s3"] == {"autoImportPolicy": {"events": ["NEW", "CHANGED", "DELETED"]}}
+    assert data_repository_path("b", "/datasets/") == "s3://b/datasets/"
+
+
+def test_a_bucket_made_in_the_same_program_links_by_identity_and_its_path_stays_an_output():
+    import pulumi
+
+    from eks_gpu_training.config import NetworkConfig, S3BucketConfig, StorageConfig, validate_storage
+
+    bucket = pulumi.Output.from_input("datasets")
+    network = NetworkConfig.model_validate({"create": True, "availabilityZones": ["us-west-2a", "us-west-2b"]})
+    storage = StorageConfig.model_validate(
+        {"fsx": {"enabled": True, "availabilityZone": "us-west-2a", "dataRepository": {"bucket": bucket, "autoExport": False}}}
+    )
+    assert validate_storage(storage, network, ["us-west-2a"], [S3BucketConfig(name=bucket)]) == []
+    other = [S3BucketConfig(name=pulumi.Output.from_input("datasets"))]
+    assert [str(p) for p in validate_storage(storage, network, ["us-west-2a"], other)] == [
+        "storage.fsx.dataRepository.bucket: an Output (known after deployment) is not in s3Buckets "
+        "(listed: an Output (known after deployment)); name it there once"
+    ]
+    assert isinstance(data_repository_path(bucket, "datasets"), pulumi.Output)
+
+
+def test_csi_driver_is_the_pinned_eks_add_on_with_its_pod_identity_role(prod_graph):
+    addon = prod_graph.one("aws:eks/addon:Addon", "gpu-training-lustre-csi-driver")
+    assert (addon.inputs["addonName"], addon.inputs["addonVersion"]) == (FSX_CSI_ADDON, FSX_CSI_ADDON_VERSION)
+    (association,) = addon.inputs["podIdentityAssociations"]
+    assert association["serviceAccount"] == FSX_CSI_CONTROLLER_SERVICE_ACCOUNT
+    role = prod_graph.one("aws:iam/role:Role", "gpu-training-lustre-csi-driver-role")
+    assert association["roleArn"] == "arn:aws:iam::123456789012:role/gpu-training-lustre-csi-driver-role-1a2b3c"
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    # Only the controller's ServiceAccount, where the add-on installs it, may get the role.
+    conditions = trust["Statement"][0]["Condition"]["StringEquals"]
+    assert conditions["aws:RequestTag/kubernetes-namespace"] == "kube-system"
+    assert conditions["aws:RequestTag/kubernetes-service-account"] == FSX_CSI_CONTROLLER_SERVICE_ACCOUNT
+    policy = prod_graph.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "gpu-training-lustre-csi-driver-policy")
+    assert policy.inputs["policyArn"] == "arn:aws:iam::aws:policy/AmazonFSxFullAccess"
+    assert "configurationValues" not in addon.inputs
+
+
+def test_each_training_namespace_gets_a_static_volume_bound_to_its_claim(prod_graph):
+    (volume,) = [r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolume"]
+    (claim,) = [r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolumeClaim"]
+    file_system = prod_graph.one(FILE_SYSTEM)
+    spec = volume.inputs["spec"]
+    assert spec["csi"]["driver"] == "fsx.csi.aws.com" and spec["csi"]["volumeHandle"] == file_system.id
+    assert spec["claimRef"] == {"namespace": "training", "name": "fsx-lustre"}
+    assert spec["persistentVolumeReclaimPolicy"] == "Retain" and spec["accessModes"] == ["ReadWriteMany"]
+    assert claim.inputs["metadata"] == {"name": "fsx-lustre", "namespace": "training"}
+    assert claim.inputs["spec"]["volumeName"] == volume.inputs["metadata"]["name"]
+    assert claim.inputs["spec"]["storageClassName"] == "" and claim.inputs["spec"]["resources"] == {"requests": {"storage": "2400Gi"}}
+    addon = prod_graph.one("aws:eks/addon:Addon", "gpu-training-lustre-csi-driver")
+    assert prod_graph.depends_on(volume, addon) and prod_graph.depends_on(claim, volume)
+
+
+def test_training_job_mounts_the_claim_and_requests_half_the_instance_store(prod_graph):
+    job = next(r for r in prod_graph.resources if r.inputs.get("kind") == "Job")
+    pod = job.inputs["spec"]["template"]["spec"]
+    (trainer,) = pod["containers"]
+    assert {"name": "shared-fs", "mountPath": "/fsx"} in trainer["volumeMounts"]
+    assert {"name": "shared-fs", "persistentVolumeClaim": {"claimName": "fsx-lustre"}} in pod["volumes"]
+    # p5.48xlarge: 8 x 3.8 TB = 30400 GB; half of it in GiB
+    assert trainer["resources"]["requests"]["ephemeral-storage"] == "14156Gi"
+    assert "ephemeral-storage" not in trainer["resources"]["limits"]
+    # A dependency on a component is one on its children: the job registers once its claim exists.
+    storage = prod_graph.one("eks-gpu-training:index:TrainingStorage")
+    training_job = prod_graph.one("eks-gpu-training:index:TrainingJob")
+    assert all(prod_graph.depends_on(training_job, child) for child in prod_graph.children(storage))
+
+
+def test_export_to_a_read_write_bucket_is_accepted():
+    raw = prod_raw()
+    fsx(raw)["dataRepository"].update(bucket="gpu-training-prod-checkpoints", autoExport=True, fileSystemPath="/checkpoints")
+    assert parse_platform_args(raw).storage.fsx.data_repository.auto_export
+
+
+def test_mount_path_is_configurable():
+    raw = prod_raw()
+    raw["storage"]["fsx"]["mountPath"] = "/data"
+    from eks_gpu_training.workloads.scheduling_policies import training_job_spec
+    from eks_gpu_training.workloads.templates import training_pod_template
+
+    args = parse_platform_args(raw)
+    pod = training_pod_template(training_job_spec(args.scheduling.training_apps[0], args))["spec"]
+    assert {"name": "shared-fs", "mountPath": "/data"} in pod["containers"][0]["volumeMounts"]
+
+
+def test_dev_has_no_file_system_but_requests_its_l40s_instance_store(dev_graph):
+    assert dev_graph.of_type(FILE_SYSTEM) == []
+    assert [r for r in dev_graph.resources if r.inputs.get("kind") in ("PersistentVolume", "PersistentVolumeClaim")] == []
+    job = next(r for r in dev_graph.resources if r.inputs.get("kind") == "Job")
+    (trainer,) = job.inputs["spec"]["template"]["spec"]["containers"]
+    assert trainer["resources"]["requests"]["ephemeral-storage"] == "116Gi"  # g6e.xlarge: 250 GB / 2
+    assert [m["name"] for m in trainer["volumeMounts"]] == ["dshm"]
+
+
+def test_instance_store_none_requests_no_ephemeral_storage():
+    raw = prod_raw()
+    raw["storage"]["instanceStore"] = "none"
+    from eks_gpu_training.workloads.scheduling_policies import training_job_spec
+
+    args = parse_platform_args(raw)
+    assert training_job_spec(args.scheduling.training_apps[0], args).ephemeral_storage is None
+
+
+def test_growing_the_file_system_changes_its_capacity_and_the_volumes_only():
+    """FSx grows a file system in place (UpdateFileSystem StorageCapacity); the graph shows the
+    change reaches the file system's capacity and the volumes' sizes, nothing else."""
+
+    def graph(capacity: int):
+        raw = prod_raw(topologyLabeler={"enabled": False})
+        raw["storage"]["fsx"]["storageCapacityGib"] = capacity
+        args = parse_platform_args(raw)
+        result = run_program(lambda: GpuTrainingPlatform("gpu", args))
+        assert result.error is None, repr(result.error)
+        return {r.name: r.inputs for r in result.resources}
+
+    before, after = graph(2400), graph(4800)
+    changed = sorted(name for name in before if before[name] != after[name])
+    assert changed == ["gpu-lustre-file-system", "gpu-training-storage-training-claim", "gpu-training-storage-training-volume"]
+    assert after["gpu-lustre-file-system"]["storageCapacity"] == 4800
+
+
+# --- configuration rules ---------------------------------------------------------------------------
+
+
+def fsx(raw: dict[str, Any]) -> dict[str, Any]:
+    return raw["storage"]["fsx"]
+
+
+REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    ("capacity off the PERSISTENT_2 steps", lambda r: fsx(r).update(storageCapacityGib=3600), "storage.fsx.storageCapacityGib: 3600 is not 1200, 2400 or a multiple of 2400"),
+    ("capacity below the smallest", lambda r: fsx(r).update(storageCapacityGib=600), "storage.fsx.storageCapacityGib: Input should be greater than or equal to 1200"),
+    ("throughput FSx does not offer", lambda r: fsx(r).update(throughputMbpsPerTib=300), "storage.fsx.throughputMbpsPerTib: 300 is not one of 125, 250, 500, 1000"),
+    ("file system away from the pools", lambda r: fsx(r).update(availabilityZone="us-west-2a"), "storage.fsx.availabilityZone: 'us-west-2a' is not the GPU pools' AZ (us-west-2b)"),
+    ("file system in an AZ without a subnet", lambda r: fsx(r).update(availabilityZone="us-west-2d"), "storage.fsx.availabilityZone: 'us-west-2d' has no private subnet in the network"),
+    (
+        "pools in two AZs and no file system AZ",
+        lambda r: r["karpenter"]["gpuNodePools"][0].update(availabilityZone="us-west-2c"),
+        "storage.fsx.availabilityZone: is required: the GPU pools are in us-west-2b, us-west-2c",
+    ),
+    ("data repository outside s3Buckets", lambda r: fsx(r)["dataRepository"].update(bucket="other-bucket"), "storage.fsx.dataRepository.bucket: 'other-bucket' is not in s3Buckets (listed: 'gpu-training-prod-datasets', 'gpu-training-prod-checkpoints')"),
+    ("export to a read-only bucket", lambda r: fsx(r)["dataRepository"].update(autoExport=True), "storage.fsx.dataRepository.autoExport: writes to 'gpu-training-prod-datasets', which s3Buckets declares read-only"),
+    ("prefix with a leading slash", lambda r: fsx(r)["dataRepository"].update(prefix="/datasets"), "storage.fsx.dataRepository.prefix: is a key prefix: no leading '/'"),
+    ("mount path that is not absolute", lambda r: fsx(r).update(mountPath="fsx"), "storage.fsx.mountPath: 'fsx' does not match"),
+    ("add-on version that is not an EKS build", lambda r: fsx(r).update(csiDriverVersion="1.7.0"), "storage.fsx.csiDriverVersion: '1.7.0' does not match"),
+]
+
+
+@pytest.mark.parametrize("mutate,expected", [r[1:] for r in REJECTIONS], ids=[r[0] for r in REJECTIONS])
+def test_storage_rules_reject(mutate, expected):
+    raw = prod_raw()
+    mutate(raw)
+    problems = problems_of(raw)
+    assert any(p.startswith(expected) for p in problems), problems
+
+
+# --- instance store ------------------------------------------------------------------------------
+
+
+def test_user_data_is_the_mime_multipart_nodeconfig_nodeadm_reads():
+    text = node_config_user_data()
+    message = email.message_from_string(text, policy=email.policy.default)
+    assert message.is_multipart() and message.get_content_type() == "multipart/mixed"
+    (part,) = list(message.iter_parts())
+    assert part.get_content_type() == NODE_CONFIG_CONTENT_TYPE == "application/node.eks.aws"
+    assert part.get("Content-Transfer-Encoding") == "7bit"
+    node_config = yaml.safe_load(part.get_payload())
+    # Field names of nodeadm's API (awslabs/amazon-eks-ami, nodeadm/api/v1alpha1): NodeConfig.spec.instance
+    # (InstanceOptions).localStorage (LocalStorageOptions).strategy, one of RAID0 | RAID10 | Mount.
+    assert node_config == {
+        "apiVersion": "node.eks.aws/v1alpha1",
+        "kind": "NodeConfig",
+        "spec": {"instance": {"localStorage": {"strategy": "RAID0"}}},
+    }
+
+
+def test_user_data_is_the_same_on_every_run():
+    # A new boundary each run would mean a new launch template version and a rolling replacement of the nodes.
+    assert node_config_user_data() == node_config_user_data()
+    assert re.search(r'boundary="([^"]+)"', node_config_user_data()).group(1) == "==EKS-GPU-TRAINING-NODECONFIG=="
+
+
+def test_every_catalog_type_has_its_instance_store_size():
+    assert sorted(LOCAL_NVME_GB) == sorted(GPU_INSTANCE_TYPES)
+    assert ephemeral_storage_request(["p5.48xlarge", "p4de.24xlarge"]) == "3725Gi"  # p4de's 8000 GB / 2
+    assert ephemeral_storage_request(["m7i.large"]) is None
+
+
+def test_instance_store_sizes_match_karpenters_instance_type_reference(reference_dir: Path):
+    text = (reference_dir / "karpenter-1.14.1" / "docs-instance-types.md").read_text()
+    for instance_type, size in LOCAL_NVME_GB.items():
+        section = re.search(rf"### `{re.escape(instance_type)}`(.*?)(?=\n### `|\Z)", text, re.S)
+        assert section, instance_type
+        found = re.search(r"instance-local-nvme\|(\d+)\|", section.group(1))
+        assert found and int(found.group(1)) == size, instance_type
+
+
+def test_karpenter_pools_ask_for_the_raid0_instance_store_policy(prod_graph):
+    node_class = prod_graph.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+    assert node_class.inputs["spec"]["instanceStorePolicy"] == "RAID0"
+
+
+def test_instance_store_none_leaves_karpenter_nodes_disks_alone():
+    from eks_gpu_training.addons.gpu_node_pool import ec2_node_class_spec
+
+    pool = parse_platform_args(prod_raw()).karpenter.gpu_node_pools[0]
+    assert "instanceStorePolicy" not in ec2_node_class_spec(pool, node_role_name="r", subnet_ids=["subnet-1"], security_group_ids=["sg-1"])
+
+
+def test_managed_gpu_pools_carry_the_raid0_nodeconfig_in_their_launch_template(prod_graph):
+    template = prod_graph.one("aws:ec2/launchTemplate:LaunchTemplate", "gpu-training-p5-training-launch-template")
+    user_data = base64.b64decode(template.inputs["userData"]).decode()
+    assert user_data == node_config_user_data()
+    message = email.message_from_string(user_data, policy=email.policy.default)
+    (part,) = list(message.iter_parts())
+    assert yaml.safe_load(part.get_payload())["spec"]["instance"]["localStorage"]["strategy"] == "RAID0"
+
+
+def test_bottlerocket_pools_and_instance_store_none_get_no_user_data():
+    from eks_gpu_training.aws.storage import instance_store_launch_settings
+
+    assert instance_store_launch_settings("BOTTLEROCKET_x86_64_NVIDIA", True) == {}
+    assert instance_store_launch_settings("AL2023_x86_64_NVIDIA", False) == {}
+    assert set(instance_store_launch_settings("AL2023_x86_64_NVIDIA", True)) == {"user_data"}
+
+
+def test_lustre_storage_refuses_a_size_fsx_does_not_offer_before_registering_anything():
+    from eks_gpu_training import LustreStorage, LustreStorageArgs
+    from eks_gpu_training.config import FsxLustreConfig
+
+    config = FsxLustreConfig(enabled=True, storage_capacity_gib=3000)
+    graph = run_program(lambda: LustreStorage("fs", LustreStorageArgs(config=config, cluster=None, subnet_id="subnet-1", account_id="1")))
+    assert isinstance(graph.error, ConfigError)
+    assert "LustreStorage(fs).config.storageCapacityGib: 3000 is not 1200, 2400 or a multiple of 2400" in str(graph.error)
+    assert graph.resources == []
+
+
+def test_kueue_admits_jobs_without_counting_their_ephemeral_storage():
+    # Kueue refuses a workload requesting a resource its ClusterQueue does not cover; the queues count
+    # what the quota counts, and neither counts the instance-store ephemeral storage.
+    from eks_gpu_training.addons.kueue import kueue_manager_config
+
+    args = parse_platform_args(prod_raw())
+    excluded = kueue_manager_config(args.kueue, ["training"])["resources"]["excludeResourcePrefixes"]
+    assert "ephemeral-storage" in excluded

@@ -25,17 +25,16 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..config import NCCL_MAX_BYTES, TRAINING_APP_NAME_MAX
-from ..facts.gpu_nodes import GPU_RESOURCE, gpu_toleration
+from ..facts.gpu_nodes import GPU_RESOURCE
 from ..facts.nccl_baselines import nccl_baseline
 from .templates import (
     COMPONENT_LABEL,
     PART_OF,
     TrainingJobSpec,
-    gpu_node_affinity,
     label_in,
-    one_pod_per_node,
     rendezvous_service,
     training_job,
+    whole_node_pod,
 )
 
 PREFLIGHT_COMPONENT = "gpu-preflight"
@@ -121,17 +120,7 @@ def dcgm_diag_job(
         },
         "securityContext": {"allowPrivilegeEscalation": False},
     }
-    pod = {
-        "restartPolicy": "Never",
-        "tolerations": [gpu_toleration()],
-        "affinity": {
-            "nodeAffinity": gpu_node_affinity(label_in(key, [value])),
-            "podAntiAffinity": one_pod_per_node(selector),
-        },
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "automountServiceAccountToken": False,
-        "containers": [container],
-    }
+    pod = {**whole_node_pod(container, (key, value), selector), "automountServiceAccountToken": False}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

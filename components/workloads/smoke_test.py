@@ -15,8 +15,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ..config import ConfigError, Problem, image_reference_problem
-from ..facts.gpu_nodes import GPU_POOL_KEY, gpu_toleration
-from .templates import COMPONENT_LABEL, GPU_RESOURCE, PART_OF, gpu_node_affinity, label_in, one_pod_per_node
+from ..facts.gpu_nodes import GPU_POOL_KEY
+from .templates import COMPONENT_LABEL, GPU_RESOURCE, PART_OF, label_in, whole_node_pod
 from ..config.documented import documented_args, documented_component
 
 SMOKE_TEST_COMPONENT = "gpu-smoke-test"
@@ -57,16 +57,7 @@ def smoke_test_job(pool: str, nodes: int, gpus: int, image: str, namespace: str)
         },
         "securityContext": {"allowPrivilegeEscalation": False},
     }
-    pod = {
-        "restartPolicy": "Never",
-        "tolerations": [gpu_toleration()],
-        "affinity": {
-            "nodeAffinity": gpu_node_affinity(label_in(GPU_POOL_KEY, [pool])),
-            "podAntiAffinity": one_pod_per_node(selector),
-        },
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [container],
-    }
+    pod = whole_node_pod(container, (GPU_POOL_KEY, pool), selector)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

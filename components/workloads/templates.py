@@ -265,6 +265,23 @@ def one_pod_per_node(selector: dict[str, Any]) -> dict[str, Any]:
     return {"requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": selector, "topologyKey": HOSTNAME_KEY}]}
 
 
+def whole_node_pod(container: dict[str, Any], node_label: tuple[str, str], selector: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec of a check that takes a whole GPU node (the smoke test, DCGM diagnostics): it
+    tolerates the GPU taint, runs only on nodes labelled ``node_label`` (a pool), and never beside
+    another pod matching ``selector``, so a Job of N such pods covers N nodes."""
+    key, value = node_label
+    return {
+        "restartPolicy": "Never",
+        "tolerations": [gpu_toleration()],
+        "affinity": {
+            "nodeAffinity": gpu_node_affinity(label_in(key, [value])),
+            "podAntiAffinity": one_pod_per_node(selector),
+        },
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+    }
+
+
 def training_affinity(spec: TrainingJobSpec) -> dict[str, Any]:
     """GPU nodes of the allowed types (and pool), one pod per node, close together on the network
     unless Kueue places the pods (see the module docstring)."""

@@ -151,6 +151,8 @@ def test_prod_with_preflight_checks_its_running_pool_dcgm_first_then_nccl(prefli
     checks = preflight_graph.one("eks-gpu-training:index:PreflightChecks")
     waits_for = {preflight_graph.by_urn(u).name for u in checks.dependencies}
     assert {"gpu-training-efa-device-plugin-release", "gpu-training-gpu-operator-release", "gpu-training-scheduling-training"} <= waits_for
+    # Kueue's webhook watches Jobs in the training namespaces and fails closed: it must answer first.
+    assert "gpu-training-kueue-release" in waits_for
     assert any(preflight_graph.by_urn(u).type in ("eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup") for u in checks.dependencies)
     # `pulumi up` waits for them: no skipAwait, and a deadline of preflight.timeoutMinutes.
     assert "annotations" not in nccl.inputs["metadata"]

@@ -302,18 +302,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                     image=smoke.image,
                     timeout_minutes=smoke.timeout_minutes,
                 ),
-                opts=pulumi.ResourceOptions(
-                    parent=self,
-                    providers=kubernetes,
-                    # GPUs are advertised once the nodes exist and the device plugin runs on them. Its Jobs
-                    # go through Kueue's webhook in a training namespace, which must answer first.
-                    depends_on=[
-                        self.scheduling,
-                        self.gpu_operator,
-                        *self.gpu_node_groups.values(),
-                        *([self.kueue.release] if self.kueue is not None else []),
-                    ],
-                ),
+                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=self._gpu_check_dependencies()),
             )
 
         self.preflight = None
@@ -329,12 +318,10 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     providers=kubernetes,
-                    # GPUs and EFA devices are advertised once the nodes exist and the device plugins run on them.
+                    # The NCCL test also needs the EFA devices the EFA device plugin advertises.
                     depends_on=[
-                        self.scheduling,
-                        self.gpu_operator,
+                        *self._gpu_check_dependencies(),
                         *([self.efa_device_plugin] if self.efa_device_plugin else []),
-                        *self.gpu_node_groups.values(),
                     ],
                 ),
             )
@@ -359,3 +346,15 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                 "karpenterPlacementGroupNames": self.karpenter_placement_group_names,
             }
         )
+
+    def _gpu_check_dependencies(self) -> list[pulumi.Resource]:
+        """What a Job that checks GPU nodes (smoke test, pre-flight) waits for: its namespace, the GPU
+        nodes and the GPU Operator (GPUs are advertised once the nodes exist and the device plugin runs
+        on them), and, with Kueue, Kueue's release: its webhook watches Jobs in the training namespaces
+        and must answer before a Job there can be created."""
+        return [
+            self.scheduling,
+            self.gpu_operator,
+            *self.gpu_node_groups.values(),
+            *([self.kueue.release] if self.kueue is not None else []),
+        ]

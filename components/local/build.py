@@ -9,6 +9,8 @@ version, and a second run finds them there.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -159,13 +161,35 @@ def missing_toolchain() -> Optional[str]:
     return None
 
 
+@contextlib.contextmanager
+def _cache_lock(cache: Path):
+    """One build at a time per cache: two test workers or two ``up`` runs wait for each other
+    instead of building the same component twice into the same folder."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def build(
     component: GoComponent, *, root: Optional[Path] = None, log: Callable[[str], None] = print
 ) -> Path:
     """Build ``component`` into its cache folder unless it is there; return the folder."""
+    if is_built(component, root):
+        return bin_dir(component, root)
+    with _cache_lock(root or cache_root()):
+        return _build(component, root=root, log=log)
+
+
+def _build(component: GoComponent, *, root: Optional[Path], log: Callable[[str], None]) -> Path:
     folder = bin_dir(component, root)
     if is_built(component, root):
         return folder
+    for stale in folder.parent.glob(f".{component.name}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     problem = missing_toolchain()
     if problem:
         raise BuildError(f"cannot build {component.name} {component.version}: {problem}")

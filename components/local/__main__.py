@@ -1,0 +1,84 @@
+"""``eks-gpu-training-local``: a local Kubernetes cluster for a stack file, without an AWS account."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional
+
+from ..config import ConfigError
+from ..offline.engine import PROJECT_ROOT
+from ..offline.reference import DEFAULT_REFERENCE
+from ..offline.render import RenderError
+from . import build as builds
+from .cluster import LocalCluster, LocalClusterError, default_state_dir
+from .platform import ApplyError
+from .processes import ProcessFailed
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="eks-gpu-training-local",
+        description="Run a stack's in-cluster half on a local Kubernetes control plane (etcd, kube-apiserver, "
+        "kube-controller-manager, kube-scheduler built from upstream Go modules) with KWOK-simulated GPU nodes, "
+        "Kueue and Karpenter's KWOK provider. Everything listens on loopback.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("up", "build what is missing, start the cluster, create the fleet, apply the platform"),
+                       ("down", "stop every process the cluster started and remove its state"),
+                       ("status", "say which of the cluster's processes run")):
+        command = commands.add_parser(name, help=text, description=text)
+        command.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml) or the path of a stack file")
+        command.add_argument("--state-dir", type=Path, default=None,
+                             help="the cluster's files (default: a folder per stack in the build cache)")
+        if name == "up":
+            command.add_argument("--bare", action="store_true", help="the simulated fleet only, no platform")
+            command.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE,
+                                 help=f"folder with the pinned chart sources in charts/ and the instance-type table "
+                                 f"(default: {DEFAULT_REFERENCE})")
+    commands.add_parser("build", help="build the control plane's components into the cache (what `up` does first)")
+    return parser
+
+
+def _cluster(options) -> LocalCluster:
+    stack, stack_path = options.stack, None
+    if stack.endswith((".yaml", ".yml")) or "/" in stack:
+        stack_path = Path(stack)
+        stack = stack_path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+    project_root = Path.cwd() if (Path.cwd() / "Pulumi.yaml").is_file() else PROJECT_ROOT
+    return LocalCluster(
+        stack, options.state_dir or default_state_dir(stack), project_root=project_root,
+        reference=getattr(options, "reference", DEFAULT_REFERENCE), stack_path=stack_path,
+        log=lambda line: print(line, file=sys.stderr),
+    )
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    options = _parser().parse_args(argv)
+    if options.command == "build":
+        return builds.main([])
+    cluster = _cluster(options)
+    if options.command == "down":
+        killed = cluster.down()
+        print(f"stopped the local cluster of {cluster.stack}" + (f" (killed: {', '.join(killed)})" if killed else ""))
+        return 0
+    if options.command == "status":
+        running = cluster.status()
+        if not running:
+            print(f"no local cluster of {cluster.stack} in {cluster.state}")
+            return 1
+        for name, alive in running.items():
+            print(f"{name}: {'running' if alive else 'NOT RUNNING'}")
+        return 0 if all(running.values()) else 1
+    try:
+        kubeconfig = cluster.up(bare=options.bare)
+    except (LocalClusterError, ApplyError, ProcessFailed, builds.BuildError, ConfigError, RenderError) as error:
+        print(f"local up failed: {error}", file=sys.stderr)
+        return 1
+    print(f"kubeconfig: {kubeconfig}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,254 @@
+"""A local cluster for a stack file: the control plane, the simulated fleet and the platform.
+
+``up`` builds what is missing, starts everything on loopback, creates the stack's nodes, applies
+the stack's objects and its charts' objects, starts Kueue and Karpenter's KWOK provider, and waits
+until every pod the platform creates is placed. A failure stops every process it started before it
+raises. ``down`` stops the processes recorded in the state folder and removes it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..config import GpuTrainingPlatformArgs
+from ..offline.engine import PROJECT_ROOT, stack_config, stack_file
+from ..offline.reference import DEFAULT_REFERENCE
+from ..offline.render.engine import render_stack
+from ..offline.render.files import is_kubernetes_object, is_patch, manifest, write_files
+from ..platform.loading import platform_args_from_settings
+from . import build as builds
+from .control_plane import ControlPlane
+from .controllers import (
+    KUEUE_WEBHOOK_SERVICE, ca_bundle, kwok_crds, start_karpenter, start_kueue,
+)
+from .eks_addons import eks_system_objects
+from .fleet import SimulatedNode, karpenter_instance_types, managed_nodes, write_instance_types
+from .platform import KWOK_NODE_CLASS, Applier, PlatformObjects, collect, localize
+
+PLACED_TIMEOUT_SECONDS = 180
+"""How long ``up`` waits for every pod to be placed before it reports the ones that are not."""
+STATE_ROOT_ENV = "EKS_GPU_TRAINING_LOCAL_STATE"
+
+
+class LocalClusterError(RuntimeError):
+    pass
+
+
+def default_state_dir(stack: str) -> Path:
+    return builds.cache_root() / "clusters" / stack
+
+
+@dataclass
+class LocalCluster:
+    """One local cluster, running or not, described by its state folder."""
+
+    stack: str
+    state: Path
+    project_root: Path = PROJECT_ROOT
+    reference: Path = DEFAULT_REFERENCE
+    stack_path: Optional[Path] = None
+    log: Callable[[str], None] = print
+    args: Optional[GpuTrainingPlatformArgs] = None
+    nodes: list[SimulatedNode] = field(default_factory=list)
+    platform: Optional[PlatformObjects] = None
+    control_plane: Optional[ControlPlane] = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state / "kubeconfig"
+
+    def _stack_path(self) -> Path:
+        return self.stack_path or stack_file(self.stack, self.project_root)
+
+    def up(self, *, bare: bool = False) -> Path:
+        if (self.state / "pids.json").is_file():
+            raise LocalClusterError(
+                f"a local cluster already runs from {self.state}: `eks-gpu-training-local down {self.stack}` first"
+            )
+        started = time.monotonic()
+        missing = builds.missing_toolchain()
+        if missing and not all(builds.is_built(c) for c in builds.CONTROL_PLANE):
+            raise LocalClusterError(f"the local control plane is not built and cannot be: {missing}")
+        builds.build_all(log=self.log)
+        self.timings["build"] = time.monotonic() - started
+        render = self._render()
+        if self.state.exists():
+            shutil.rmtree(self.state)
+        self.state.mkdir(parents=True)
+        self.control_plane = ControlPlane(self.state)
+        try:
+            self.control_plane.start(webhooks=("kueue",), log=self.log)
+            self.timings["control plane"] = time.monotonic() - started
+            self._apply(render, bare=bare)
+            self.timings["placed"] = time.monotonic() - started
+            self.control_plane.check()
+        except BaseException:
+            self.control_plane.stop()
+            raise
+        (self.state / "stack.json").write_text(json.dumps({"stack": self.stack, "stackFile": str(self._stack_path())}))
+        return self.kubeconfig
+
+    def _render(self) -> dict[str, Any]:
+        self.log(f"rendering stack {self.stack} from {self._stack_path()}")
+        path = self._stack_path()
+        settings = stack_config(self.stack, self.project_root) if self.stack_path is None else _settings(path)
+        self.args = platform_args_from_settings(settings)
+        result = render_stack(self.stack, project_root=self.project_root, stack_path=self.stack_path)
+        out = self.state.parent / f".{self.state.name}-render"
+        _, charts = write_files(result, out, self.reference)
+        skipped = [f"{chart.chart} {chart.version}: {chart.skipped or chart.error}" for chart in charts
+                   if chart.skipped or chart.error]
+        if skipped:
+            raise LocalClusterError("charts not rendered, so the platform would be incomplete: " + "; ".join(skipped))
+        resources = [r.as_json() for r in result.resources]
+        stack_objects = [manifest(r) for r in result.resources if is_kubernetes_object(r) and not is_patch(r)]
+        chart_objects = [obj for chart in charts for _, obj in chart.objects]
+        return {"resources": resources, "stack_objects": stack_objects, "chart_objects": chart_objects}
+
+    def _apply(self, render: dict[str, Any], *, bare: bool) -> None:
+        assert self.control_plane is not None and self.args is not None
+        pki = self.control_plane.pki
+        applier = Applier(self.kubeconfig)
+        self.nodes = managed_nodes(self.args, render["resources"], self.reference)
+        self.log(f"creating {len(self.nodes)} simulated nodes: " + ", ".join(
+            f"{n.name} ({n.instance_type})" for n in self.nodes))
+        for node in self.nodes:
+            _create_node(applier, node.manifest())
+        applier.apply_all(eks_system_objects())
+        if bare:
+            wait_until_placed(applier, timeout=PLACED_TIMEOUT_SECONDS, check=self.control_plane.check)
+            return
+        chart_objects = render["chart_objects"]
+        platform = collect(render["stack_objects"], chart_objects)
+        kueue_on = any(o.get("kind") == "ConfigMap" and o["metadata"].get("name") == "kueue-manager-config"
+                       for o in chart_objects)
+        karpenter_on = any(o.get("kind") == "NodePool" for o in platform.objects)
+        crds = platform.crds + (kwok_crds() if karpenter_on else [])
+        # CRDs with conversion webhooks need their webhook's process; it needs the CRDs. So CRDs go
+        # in first as rendered but without conversion, then the process starts, then the CRDs again
+        # pointing at it.
+        out_of_cluster: dict[tuple[str, str], tuple[str, str]] = {}
+        self.log(f"applying {len(crds)} CRDs and {len(platform.namespaces)} namespaces")
+        for crd in _without_conversion(crds):
+            applier.apply(crd)
+        applier.wait_established(crds)
+        applier.apply_all(platform.namespaces)
+        supervisor = self.control_plane.supervisor
+        if kueue_on:
+            self.log("starting Kueue")
+            _, url = start_kueue(supervisor, self.state, pki, self.kubeconfig, chart_objects)
+            out_of_cluster[KUEUE_WEBHOOK_SERVICE] = (url, ca_bundle(pki))
+        localized = localize(PlatformObjects(crds=crds, namespaces=platform.namespaces, objects=platform.objects,
+                                             left_out=platform.left_out), out_of_cluster=out_of_cluster)
+        self.platform = localized
+        for crd in localized.crds:
+            applier.apply(crd)
+        applier.wait_established(localized.crds)
+        if karpenter_on:
+            nodepools = [o for o in render["stack_objects"] if o.get("kind") == "NodePool"]
+            types_file = write_instance_types(
+                self.state / "karpenter-instance-types.json",
+                karpenter_instance_types(self.args, nodepools, self.reference),
+            )
+            applier.apply({"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": KWOK_NODE_CLASS["kind"],
+                           "metadata": {"name": KWOK_NODE_CLASS["name"]}})
+            self.log("starting Karpenter (KWOK provider)")
+            start_karpenter(supervisor, self.state, self.kubeconfig, chart_objects, types_file)
+        self.log(f"applying {len(localized.objects)} objects")
+        applier.apply_all(localized.objects, log=self.log)
+        for reason in localized.left_out:
+            self.log(f"left out: {reason}")
+        wait_until_placed(applier, timeout=PLACED_TIMEOUT_SECONDS, check=self.control_plane.check)
+
+    def down(self) -> list[str]:
+        control_plane = ControlPlane(self.state)
+        killed = control_plane.stop()
+        shutil.rmtree(self.state, ignore_errors=True)
+        shutil.rmtree(self.state.parent / f".{self.state.name}-render", ignore_errors=True)
+        return killed
+
+    def status(self) -> dict[str, bool]:
+        control_plane = ControlPlane(self.state)
+        control_plane.supervisor.load()
+        return control_plane.supervisor.status()
+
+
+def _settings(path: Path) -> dict[str, Any]:
+    import yaml
+
+    return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+
+
+def _without_conversion(crds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    result = []
+    for crd in crds:
+        conversion = (crd.get("spec") or {}).get("conversion")
+        if conversion and conversion.get("strategy") == "Webhook":
+            crd = {**crd, "spec": {**crd["spec"], "conversion": {"strategy": "None"}}}
+        result.append(crd)
+    return result
+
+
+def _create_node(applier: Applier, node: dict[str, Any]) -> None:
+    status = node.pop("status")
+    applier.apply(node)
+    applier.core.patch_node_status(node["metadata"]["name"], {"status": status})
+
+
+def pending_pods(applier: Applier) -> list[dict[str, Any]]:
+    """Pods not bound to a node, with the scheduler's latest reason."""
+    pods = applier.core.list_pod_for_all_namespaces(field_selector="status.phase=Pending").items
+    pending = []
+    for pod in pods:
+        if pod.spec.node_name:
+            continue
+        reason = ""
+        for condition in pod.status.conditions or []:
+            if condition.type == "PodScheduled" and condition.status == "False":
+                reason = condition.message or condition.reason or ""
+        pending.append({"pod": f"{pod.metadata.namespace}/{pod.metadata.name}", "reason": reason})
+    return pending
+
+
+def wait_until_placed(applier: Applier, *, timeout: float, check: Callable[[], None]) -> None:
+    """Wait until the controllers have made their pods and every pod is bound to a node."""
+    deadline = time.monotonic() + timeout
+    settled_since: Optional[float] = None
+    while time.monotonic() < deadline:
+        check()
+        pending = pending_pods(applier)
+        unmade = _workloads_without_pods(applier)
+        if not pending and not unmade:
+            settled_since = settled_since or time.monotonic()
+            if time.monotonic() - settled_since >= 2:
+                return
+        else:
+            settled_since = None
+        time.sleep(0.5)
+    details = [f"{p['pod']}: {p['reason'] or 'not scheduled yet'}" for p in pending_pods(applier)]
+    details += [f"{w}: its controller has not made all its pods" for w in _workloads_without_pods(applier)]
+    raise LocalClusterError(f"not every pod was placed after {timeout:.0f} s:\n  " + "\n  ".join(details))
+
+
+def _workloads_without_pods(applier: Applier) -> list[str]:
+    from kubernetes import client
+
+    apps = client.AppsV1Api(applier.api_client)
+    missing = []
+    for deployment in apps.list_deployment_for_all_namespaces().items:
+        wanted = deployment.spec.replicas if deployment.spec.replicas is not None else 1
+        if (deployment.status.replicas or 0) < wanted:
+            missing.append(f"Deployment {deployment.metadata.namespace}/{deployment.metadata.name}")
+    for daemonset in apps.list_daemon_set_for_all_namespaces().items:
+        status = daemonset.status
+        if status.observed_generation != daemonset.metadata.generation or (
+            (status.current_number_scheduled or 0) < (status.desired_number_scheduled or 0)
+        ):
+            missing.append(f"DaemonSet {daemonset.metadata.namespace}/{daemonset.metadata.name}")
+    return missing

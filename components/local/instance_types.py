@@ -1,0 +1,80 @@
+"""What a node of an EC2 instance type reports to Kubernetes, read from the upstream table.
+
+Source: Karpenter's "Instance Types" reference (aws/karpenter-provider-aws,
+website/content/en/v1.14/reference/instance-types.md), which lists for every type the labels
+Karpenter gives its nodes and the allocatable resources of a node of that type: cpu and memory
+after the EKS AMI's kube-reserved, system-reserved and eviction threshold, ``pods`` from the
+type's ENI limits, ``nvidia.com/gpu`` and ``vpc.amazonaws.com/efa`` as the device plugins report
+them. The local cluster's simulated nodes report exactly these numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+INSTANCE_TYPES_DOC = Path("karpenter-1.14.1") / "docs-instance-types.md"
+"""The table's path inside the upstream reference folder."""
+
+_HEADING = re.compile(r"^### `(?P<name>[^`]+)`\s*$")
+_ROW = re.compile(r"^\s*\|(?P<key>[^|]+)\|(?P<value>[^|]*)\|\s*$")
+
+
+@dataclass(frozen=True)
+class InstanceTypeFacts:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    """Karpenter's well-known labels of the type (``karpenter.k8s.aws/instance-*``, arch, os)."""
+    allocatable: dict[str, str] = field(default_factory=dict)
+    """Resource name -> quantity, as the table writes them."""
+
+    @property
+    def vcpus(self) -> int:
+        return int(self.labels["karpenter.k8s.aws/instance-cpu"])
+
+    @property
+    def memory_mib(self) -> int:
+        return int(self.labels["karpenter.k8s.aws/instance-memory"])
+
+
+class UnknownInstanceType(KeyError):
+    pass
+
+
+@lru_cache(maxsize=4)
+def read_table(path: Path) -> dict[str, InstanceTypeFacts]:
+    """Every instance type of the table at ``path``."""
+    types: dict[str, InstanceTypeFacts] = {}
+    current: InstanceTypeFacts | None = None
+    section = None
+    for line in path.read_text().splitlines():
+        heading = _HEADING.match(line)
+        if heading:
+            current = InstanceTypeFacts(heading["name"])
+            types[current.name] = current
+            section = None
+            continue
+        if current is None:
+            continue
+        if line.startswith("#### "):
+            section = line[5:].strip().lower()
+            continue
+        row = _ROW.match(line)
+        if not row or set(row["key"].strip()) <= {"-"} or row["key"].strip() in ("Label", "Resource"):
+            continue
+        key, value = row["key"].strip(), row["value"].strip()
+        if section == "labels":
+            current.labels[key] = value
+        elif section == "resources":
+            current.allocatable[key] = value
+    return types
+
+
+def instance_type(reference: Path, name: str) -> InstanceTypeFacts:
+    table = read_table(reference / INSTANCE_TYPES_DOC)
+    try:
+        return table[name]
+    except KeyError:
+        raise UnknownInstanceType(f"{name} is not in {reference / INSTANCE_TYPES_DOC}") from None

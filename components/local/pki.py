@@ -1,0 +1,159 @@
+"""The local control plane's certificates: one CA, the API server's serving certificate, an admin
+client certificate, the service-account signing key and the serving certificate of each webhook
+that runs out of cluster (Kueue's), all for loopback names only."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import NameOID
+
+VALIDITY = datetime.timedelta(days=30)
+"""A local cluster lives for a test session or a try-out; a month is plenty and expires by itself."""
+LOOPBACK_NAMES = ("localhost",)
+LOOPBACK_ADDRESSES = ("127.0.0.1",)
+API_SERVER_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
+"""The names in-cluster clients use for the API server (its Service), beside loopback."""
+
+
+@dataclass(frozen=True)
+class Pki:
+    """Paths of the files ``write_pki`` made."""
+
+    folder: Path
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.folder / "ca.crt"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.folder / "ca.key"
+
+    @property
+    def apiserver_cert(self) -> Path:
+        return self.folder / "apiserver.crt"
+
+    @property
+    def apiserver_key(self) -> Path:
+        return self.folder / "apiserver.key"
+
+    @property
+    def admin_cert(self) -> Path:
+        return self.folder / "admin.crt"
+
+    @property
+    def admin_key(self) -> Path:
+        return self.folder / "admin.key"
+
+    @property
+    def service_account_key(self) -> Path:
+        return self.folder / "service-account.key"
+
+    @property
+    def service_account_public_key(self) -> Path:
+        return self.folder / "service-account.pub"
+
+    def webhook_dir(self, name: str) -> Path:
+        """A folder holding ``tls.crt`` and ``tls.key``, the layout controller-runtime's webhook server reads."""
+        return self.folder / f"webhook-{name}"
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _write_key(key, path: Path) -> None:
+    path.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ))
+    path.chmod(0o600)
+
+
+def _name(common_name: str, organization: str | None = None) -> x509.Name:
+    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    if organization:
+        attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+    return x509.Name(attributes)
+
+
+def _certificate(subject: x509.Name, key, issuer: x509.Name, issuer_key, *, ca: bool = False,
+                 names: tuple[str, ...] = (), addresses: tuple[str, ...] = (), client: bool = False):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if ca:
+        builder = builder.add_extension(
+            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                          key_encipherment=False, data_encipherment=False, key_agreement=False,
+                          encipher_only=False, decipher_only=False),
+            critical=True,
+        )
+    else:
+        usage = x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH if client else x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
+        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    if names or addresses:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName(n) for n in names] + [x509.IPAddress(ipaddress.ip_address(a)) for a in addresses]
+            ),
+            critical=False,
+        )
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def _write_cert(cert, path: Path) -> None:
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def write_pki(folder: Path, webhooks: tuple[str, ...] = ()) -> Pki:
+    """Make every certificate and key the control plane needs in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pki = Pki(folder)
+    ca_key = _key()
+    ca_name = _name("eks-gpu-training-local-ca")
+    ca = _certificate(ca_name, ca_key, ca_name, ca_key, ca=True)
+    _write_key(ca_key, pki.ca_key)
+    _write_cert(ca, pki.ca_cert)
+
+    server_key = _key()
+    _write_key(server_key, pki.apiserver_key)
+    _write_cert(_certificate(_name("kube-apiserver"), server_key, ca_name, ca_key,
+                             names=LOOPBACK_NAMES + API_SERVER_NAMES, addresses=LOOPBACK_ADDRESSES), pki.apiserver_cert)
+
+    # system:masters: the controllers and the tests act as cluster admins; RBAC still judges every
+    # ServiceAccount the platform creates, which is what the tests impersonate.
+    admin_key = _key()
+    _write_key(admin_key, pki.admin_key)
+    _write_cert(_certificate(_name("eks-gpu-training-local-admin", "system:masters"), admin_key, ca_name, ca_key,
+                             client=True), pki.admin_cert)
+
+    # The API server verifies service-account tokens with RS256 by default.
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    _write_key(sa_key, pki.service_account_key)
+    pki.service_account_public_key.write_bytes(sa_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ))
+
+    for webhook in webhooks:
+        directory = pki.webhook_dir(webhook)
+        directory.mkdir(exist_ok=True)
+        key = _key()
+        _write_key(key, directory / "tls.key")
+        _write_cert(_certificate(_name(f"{webhook}-webhook"), key, ca_name, ca_key,
+                                 names=LOOPBACK_NAMES, addresses=LOOPBACK_ADDRESSES), directory / "tls.crt")
+    return pki

@@ -1,0 +1,225 @@
+"""The platform applied to a local cluster as the stack renders it.
+
+The stack's program runs under the mock engine (``offline.render``), which gives every Kubernetes
+object it creates and every Helm release's chart rendered by Helm's own engine. They are applied
+by server-side apply, CRDs first and Established, and the API server decides: structural schemas,
+CEL rules, ValidatingAdmissionPolicies, quota admission. A refusal stops ``up`` with the object and
+the server's own message.
+
+What cannot run as a pod here runs beside the cluster instead, and only the objects that point at
+it change (``localize``):
+- Kueue runs out of cluster with the chart's own configuration; its webhooks and CRD conversion
+  point at it on loopback.
+- Karpenter's KWOK provider runs out of cluster; the stack's NodePools keep everything but their
+  ``nodeClassRef``, which points at a ``KWOKNodeClass``.
+- APIServices backed by an in-cluster Service (Kueue's visibility API) are left out: nothing would
+  answer, and an unavailable APIService breaks discovery for every client.
+Every Deployment and DaemonSet of the charts is applied as rendered: its pods are scheduled by the
+real scheduler onto the simulated nodes and become Running there (KWOK), which is what proves they
+fit.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+HOOKS_APPLIED = {"pre-install", "post-install"}
+"""Helm hooks a first install runs; the rest (upgrade, delete, test) never run on ``helm install``."""
+KWOK_NODE_CLASS = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
+FIELD_MANAGER = "eks-gpu-training-local"
+CRD_TIMEOUT_SECONDS = 60
+
+
+class ApplyError(RuntimeError):
+    """The API server refused an object; the message names it and carries the server's words."""
+
+
+@dataclass
+class PlatformObjects:
+    """What a stack's render asks the cluster to hold, in apply order."""
+
+    crds: list[dict[str, Any]] = field(default_factory=list)
+    namespaces: list[dict[str, Any]] = field(default_factory=list)
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+    """Objects not applied, each with the reason."""
+
+    def all(self) -> list[dict[str, Any]]:
+        return self.crds + self.namespaces + self.objects
+
+
+def describe(obj: dict[str, Any]) -> str:
+    metadata = obj.get("metadata") or {}
+    where = f"{metadata['namespace']}/" if metadata.get("namespace") else ""
+    return f"{obj.get('kind')} {where}{metadata.get('name')}"
+
+
+def _hooks(obj: dict[str, Any]) -> set[str]:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get("helm.sh/hook")
+    return {hook.strip() for hook in value.split(",")} if value else set()
+
+
+def collect(stack_objects: Iterable[dict[str, Any]], chart_objects: Iterable[dict[str, Any]]) -> PlatformObjects:
+    """Sort the stack's and the charts' objects into apply order; leave out hooks an install does not run."""
+    result = PlatformObjects()
+    for obj in list(stack_objects) + list(chart_objects):
+        hooks = _hooks(obj)
+        if hooks and not hooks & HOOKS_APPLIED:
+            result.left_out.append(f"{describe(obj)}: a Helm {'/'.join(sorted(hooks))} hook, which an install does not run")
+            continue
+        kind = obj.get("kind")
+        if kind == "CustomResourceDefinition":
+            result.crds.append(obj)
+        elif kind == "Namespace":
+            result.namespaces.append(obj)
+        else:
+            result.objects.append(obj)
+    return result
+
+
+def _webhook_url(endpoint: str, path: Optional[str]) -> str:
+    return endpoint.rstrip("/") + (path or "/")
+
+
+def localize(
+    platform: PlatformObjects, *, out_of_cluster: dict[tuple[str, str], tuple[str, str]],
+) -> PlatformObjects:
+    """Point what runs beside the cluster at it. ``out_of_cluster`` maps a Service
+    ``(namespace, name)`` to the ``(https://127.0.0.1:PORT, caBundle)`` of the process that serves it."""
+    result = PlatformObjects(left_out=list(platform.left_out))
+
+    def client_config(config: dict[str, Any], owner: str) -> Optional[dict[str, Any]]:
+        service = config.get("service")
+        if not service:
+            return config
+        target = out_of_cluster.get((service.get("namespace"), service.get("name")))
+        if target is None:
+            return None
+        endpoint, ca_bundle = target
+        return {"url": _webhook_url(endpoint, service.get("path")), "caBundle": ca_bundle}
+
+    for obj in platform.crds:
+        obj = copy.deepcopy(obj)
+        webhook = ((obj.get("spec") or {}).get("conversion") or {}).get("webhook")
+        if webhook and webhook.get("clientConfig"):
+            config = client_config(webhook["clientConfig"], describe(obj))
+            if config is None:
+                result.left_out.append(f"{describe(obj)}: converted by a Service no process serves here")
+                continue
+            webhook["clientConfig"] = config
+        result.crds.append(obj)
+    result.namespaces = copy.deepcopy(platform.namespaces)
+    for obj in platform.objects:
+        obj = copy.deepcopy(obj)
+        kind = obj.get("kind")
+        if kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            kept = []
+            for webhook in obj.get("webhooks") or []:
+                config = client_config(webhook.get("clientConfig") or {}, describe(obj))
+                if config is None:
+                    result.left_out.append(f"{describe(obj)} webhook {webhook.get('name')}: its Service has no process here")
+                    continue
+                webhook["clientConfig"] = config
+                kept.append(webhook)
+            if not kept:
+                continue
+            obj["webhooks"] = kept
+        elif kind == "APIService" and (obj.get("spec") or {}).get("service"):
+            result.left_out.append(f"{describe(obj)}: served by an in-cluster Service, which nothing answers here")
+            continue
+        elif kind == "NodePool" and obj.get("apiVersion", "").startswith("karpenter.sh/"):
+            obj["spec"]["template"]["spec"]["nodeClassRef"] = dict(KWOK_NODE_CLASS)
+        elif kind == "EC2NodeClass":
+            # Kept: the API server still validates it against the AWS CRD; nothing reads it.
+            pass
+        result.objects.append(obj)
+    return result
+
+
+class Applier:
+    """Server-side apply through the official Kubernetes client's dynamic client."""
+
+    def __init__(self, kubeconfig: Path):
+        from kubernetes import client, config, dynamic
+
+        self._api = config.new_client_from_config(config_file=str(kubeconfig))
+        self.dynamic = dynamic.DynamicClient(self._api)
+        self.core = client.CoreV1Api(self._api)
+        self.extensions = client.ApiextensionsV1Api(self._api)
+
+    @property
+    def api_client(self):
+        return self._api
+
+    def resource(self, obj: dict[str, Any]):
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+        try:
+            return self.dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        except ResourceNotFoundError:
+            self.dynamic.resources.invalidate_cache()
+            return self.dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        from kubernetes.client.exceptions import ApiException
+
+        resource = self.resource(obj)
+        metadata = obj["metadata"]
+        namespace = metadata.get("namespace") if resource.namespaced else None
+        if resource.namespaced and not namespace:
+            namespace = "default"
+            obj = {**obj, "metadata": {**metadata, "namespace": namespace}}
+        try:
+            return resource.server_side_apply(
+                body=obj, name=metadata["name"], namespace=namespace, field_manager=FIELD_MANAGER, force_conflicts=True,
+            ).to_dict()
+        except ApiException as error:
+            raise ApplyError(f"{describe(obj)} refused by the API server: {_server_message(error)}") from None
+
+    def wait_established(self, crds: list[dict[str, Any]], timeout: float = CRD_TIMEOUT_SECONDS) -> None:
+        deadline = time.monotonic() + timeout
+        pending = {crd["metadata"]["name"] for crd in crds}
+        while pending and time.monotonic() < deadline:
+            for name in sorted(pending):
+                status = self.extensions.read_custom_resource_definition(name).status
+                if any(c.type == "Established" and c.status == "True" for c in (status.conditions or [])):
+                    pending.discard(name)
+            if pending:
+                time.sleep(0.2)
+        if pending:
+            raise ApplyError(f"CRDs not Established after {timeout:.0f} s: {', '.join(sorted(pending))}")
+        self.dynamic.resources.invalidate_cache()
+
+    def apply_all(self, objects: list[dict[str, Any]], *, log: Callable[[str], None] = print) -> None:
+        """Apply in order; an object whose kind the server does not serve yet (a CRD still being
+        registered) is retried once the rest is in."""
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+        pending = list(objects)
+        for attempt in range(3):
+            retry = []
+            for obj in pending:
+                try:
+                    self.apply(obj)
+                except ResourceNotFoundError:
+                    retry.append(obj)
+            if not retry:
+                return
+            pending = retry
+            time.sleep(1)
+            self.dynamic.resources.invalidate_cache()
+        raise ApplyError("the API server serves no kind for: " + ", ".join(describe(o) for o in pending))
+
+
+def _server_message(error) -> str:
+    try:
+        body = json.loads(error.body)
+        return body.get("message") or str(error.body)
+    except (TypeError, ValueError):
+        return f"{error.status} {error.reason}"

@@ -9,6 +9,21 @@ import pytest
 from harness import PROJECT_ROOT, run_main, run_stack, stack_config
 
 REFERENCE = PROJECT_ROOT.parent / "shared" / "reference"
+CLUSTER_TIER = Path(__file__).parent / "cluster"
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--cluster", action="store_true",
+        help="run the cluster tier (tests/cluster): a local control plane built from upstream Go modules",
+    )
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The cluster tier runs only when asked for (``--cluster``); the unit tier needs no Go."""
+    if Path(collection_path) == CLUSTER_TIER and not config.getoption("--cluster"):
+        return True
+    return None
 STACKS = sorted(p.name.split(".")[1] for p in (PROJECT_ROOT / "stacks").glob("Pulumi.*.yaml"))
 
 

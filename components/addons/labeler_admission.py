@@ -79,7 +79,9 @@ def node_policy_manifest(name: str, namespace: str, service_account: str, labels
             ],
             "validations": [
                 {
-                    "expression": "request.operation == 'UPDATE' && request.subResource == ''",
+                    # The API server leaves subResource out of the request when there is none, and
+                    # reading an absent field is an evaluation error (which failurePolicy Fail denies).
+                    "expression": "request.operation == 'UPDATE' && (!has(request.subResource) || request.subResource == '')",
                     "message": "the topology labeler may only update a Node's labels (no create, delete or status)",
                 },
                 {

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..config import GpuTrainingPlatformArgs
-from ..offline.engine import PROJECT_ROOT, stack_config, stack_file
+from ..offline.engine import PROJECT_ROOT, PlausibleMocks, stack_config, stack_file
 from ..offline.reference import DEFAULT_REFERENCE
 from ..offline.render.engine import render_stack
 from ..offline.render.files import is_kubernetes_object, is_patch, manifest, write_files
@@ -24,10 +24,11 @@ from ..platform.loading import platform_args_from_settings
 from . import build as builds
 from .control_plane import ControlPlane
 from .controllers import (
-    KUEUE_WEBHOOK_SERVICE, ca_bundle, kwok_crds, start_karpenter, start_kueue,
+    KUEUE_CONFIG_MAP, KUEUE_WEBHOOK_SERVICE, kueue_webhook_secret, kwok_crds, start_karpenter, start_kueue,
 )
 from .eks_addons import eks_system_objects
 from .fleet import SimulatedNode, karpenter_instance_types, managed_nodes, write_instance_types
+from .processes import free_port
 from .platform import KWOK_NODE_CLASS, Applier, PlatformObjects, collect, localize
 
 PLACED_TIMEOUT_SECONDS = 180
@@ -83,7 +84,7 @@ class LocalCluster:
         self.state.mkdir(parents=True)
         self.control_plane = ControlPlane(self.state)
         try:
-            self.control_plane.start(webhooks=("kueue",), log=self.log)
+            self.control_plane.start(log=self.log)
             self.timings["control plane"] = time.monotonic() - started
             self._apply(render, bare=bare)
             self.timings["placed"] = time.monotonic() - started
@@ -99,7 +100,9 @@ class LocalCluster:
         path = self._stack_path()
         settings = stack_config(self.stack, self.project_root) if self.stack_path is None else _settings(path)
         self.args = platform_args_from_settings(settings)
-        result = render_stack(self.stack, project_root=self.project_root, stack_path=self.stack_path)
+        # IDs and ARNs in AWS's own shape (CRD patterns check them), as a deployment would give back.
+        result = render_stack(self.stack, project_root=self.project_root, stack_path=self.stack_path,
+                              mocks=PlausibleMocks())
         out = self.state.parent / f".{self.state.name}-render"
         _, charts = write_files(result, out, self.reference)
         skipped = [f"{chart.chart} {chart.version}: {chart.skipped or chart.error}" for chart in charts
@@ -113,7 +116,6 @@ class LocalCluster:
 
     def _apply(self, render: dict[str, Any], *, bare: bool) -> None:
         assert self.control_plane is not None and self.args is not None
-        pki = self.control_plane.pki
         applier = Applier(self.kubeconfig)
         self.nodes = managed_nodes(self.args, render["resources"], self.reference)
         self.log(f"creating {len(self.nodes)} simulated nodes: " + ", ".join(
@@ -126,30 +128,42 @@ class LocalCluster:
             return
         chart_objects = render["chart_objects"]
         platform = collect(render["stack_objects"], chart_objects)
-        kueue_on = any(o.get("kind") == "ConfigMap" and o["metadata"].get("name") == "kueue-manager-config"
+        kueue_on = any(o.get("kind") == "ConfigMap" and o["metadata"].get("name") == KUEUE_CONFIG_MAP[1]
                        for o in chart_objects)
         karpenter_on = any(o.get("kind") == "NodePool" for o in platform.objects)
-        crds = platform.crds + (kwok_crds() if karpenter_on else [])
-        # CRDs with conversion webhooks need their webhook's process; it needs the CRDs. So CRDs go
-        # in first as rendered but without conversion, then the process starts, then the CRDs again
-        # pointing at it.
-        out_of_cluster: dict[tuple[str, str], tuple[str, str]] = {}
-        self.log(f"applying {len(crds)} CRDs and {len(platform.namespaces)} namespaces")
-        for crd in _without_conversion(crds):
-            applier.apply(crd)
-        applier.wait_established(crds)
-        applier.apply_all(platform.namespaces)
         supervisor = self.control_plane.supervisor
+        # What runs beside the cluster gets its address before anything points at it: Kueue's
+        # webhooks and CRD conversion must name its port when they are created, and Kueue's own
+        # certificate controller waits for them to exist before it reports ready.
+        out_of_cluster: dict[tuple[str, str], tuple[str, str]] = {}
+        replaced: set[tuple[str, str, str]] = set()
+        kueue_secret = None
+        kueue_port = free_port()
         if kueue_on:
-            self.log("starting Kueue")
-            _, url = start_kueue(supervisor, self.state, pki, self.kubeconfig, chart_objects)
-            out_of_cluster[KUEUE_WEBHOOK_SERVICE] = (url, ca_bundle(pki))
-        localized = localize(PlatformObjects(crds=crds, namespaces=platform.namespaces, objects=platform.objects,
-                                             left_out=platform.left_out), out_of_cluster=out_of_cluster)
+            kueue_secret, bundle = kueue_webhook_secret(chart_objects)
+            replaced.add(("Secret", kueue_secret["metadata"]["namespace"], kueue_secret["metadata"]["name"]))
+            out_of_cluster[KUEUE_WEBHOOK_SERVICE] = (f"https://127.0.0.1:{kueue_port}", bundle)
+        crds = platform.crds + (kwok_crds() if karpenter_on else [])
+        localized = localize(
+            PlatformObjects(crds=crds, namespaces=platform.namespaces, objects=platform.objects, left_out=platform.left_out),
+            out_of_cluster=out_of_cluster, replaced=replaced,
+        )
         self.platform = localized
+        self.log(f"applying {len(localized.crds)} CRDs and {len(localized.namespaces)} namespaces")
         for crd in localized.crds:
             applier.apply(crd)
         applier.wait_established(localized.crds)
+        applier.apply_all(localized.namespaces)
+        webhooks = [o for o in localized.objects if o["kind"].endswith("WebhookConfiguration")]
+        rest = [o for o in localized.objects if o not in webhooks]
+        if kueue_on:
+            applier.apply(kueue_secret)
+            applier.apply_all(webhooks)
+            self.log("starting Kueue")
+            start_kueue(supervisor, self.state, self.kubeconfig, chart_objects, webhook_port=kueue_port,
+                        secret=kueue_secret)
+        elif webhooks:
+            applier.apply_all(webhooks)
         if karpenter_on:
             nodepools = [o for o in render["stack_objects"] if o.get("kind") == "NodePool"]
             types_file = write_instance_types(
@@ -160,8 +174,8 @@ class LocalCluster:
                            "metadata": {"name": KWOK_NODE_CLASS["name"]}})
             self.log("starting Karpenter (KWOK provider)")
             start_karpenter(supervisor, self.state, self.kubeconfig, chart_objects, types_file)
-        self.log(f"applying {len(localized.objects)} objects")
-        applier.apply_all(localized.objects, log=self.log)
+        self.log(f"applying {len(rest)} objects")
+        applier.apply_all(rest, log=self.log)
         for reason in localized.left_out:
             self.log(f"left out: {reason}")
         wait_until_placed(applier, timeout=PLACED_TIMEOUT_SECONDS, check=self.control_plane.check)
@@ -183,16 +197,6 @@ def _settings(path: Path) -> dict[str, Any]:
     import yaml
 
     return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-
-
-def _without_conversion(crds: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    result = []
-    for crd in crds:
-        conversion = (crd.get("spec") or {}).get("conversion")
-        if conversion and conversion.get("strategy") == "Webhook":
-            crd = {**crd, "spec": {**crd["spec"], "conversion": {"strategy": "None"}}}
-        result.append(crd)
-    return result
 
 
 def _create_node(applier: Applier, node: dict[str, Any]) -> None:

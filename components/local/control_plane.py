@@ -76,9 +76,9 @@ class ControlPlane:
         with urllib.request.urlopen(url, timeout=5, context=context) as response:  # noqa: S310 - loopback only
             return response.read().decode()
 
-    def start(self, *, webhooks: tuple[str, ...] = (), log=print) -> None:
+    def start(self, *, log=print) -> None:
         self.state.mkdir(parents=True, exist_ok=True)
-        self.pki = write_pki(self.state / "pki", webhooks=webhooks)
+        self.pki = write_pki(self.state / "pki")
         for name in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok"):
             self.ports[name] = free_port()
         (self.state / "ports.json").write_text(json.dumps(self.ports))

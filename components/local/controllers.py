@@ -18,7 +18,7 @@ from typing import Any, Optional
 import yaml
 
 from .build import KARPENTER_KWOK, KUEUE, bin_dir
-from .pki import Pki
+from .pki import kueue_webhook_secret_data
 from .processes import Started, Supervisor, free_port
 
 KUEUE_CONFIG_MAP = ("kueue-system", "kueue-manager-config")
@@ -42,14 +42,15 @@ def _find(objects: list[dict[str, Any]], kind: str, namespace: str, name: str) -
 
 def kueue_configuration(chart_objects: list[dict[str, Any]], *, webhook_port: int, health_port: int,
                         cert_dir: Path) -> dict[str, Any]:
-    """The chart's Kueue configuration, listening on loopback with a certificate it is given."""
+    """The chart's Kueue configuration, listening on loopback. Its own certificate management stays
+    on (with it off, Kueue reads metrics certificates from a fixed path under /etc); it keeps the
+    certificates ``kueue_webhook_secret`` puts in its Secret."""
     config_map = _find(chart_objects, "ConfigMap", *KUEUE_CONFIG_MAP)
     if config_map is None:
         raise ValueError(f"the Kueue chart rendered no ConfigMap {'/'.join(KUEUE_CONFIG_MAP)}")
     configuration = yaml.safe_load(config_map["data"][KUEUE_CONFIG_KEY])
     configuration["webhook"] = {**(configuration.get("webhook") or {}), "port": webhook_port, "host": "127.0.0.1",
                                 "certDir": str(cert_dir)}
-    configuration["internalCertManagement"] = {"enable": False}
     configuration["leaderElection"] = {"leaderElect": False}
     configuration["health"] = {"healthProbeBindAddress": f"127.0.0.1:{health_port}"}
     configuration["metrics"] = {"bindAddress": "0"}
@@ -64,25 +65,44 @@ def _ready(url: str) -> bool:
         return response.status == 200
 
 
-def start_kueue(supervisor: Supervisor, state: Path, pki: Pki, kubeconfig: Path,
-                chart_objects: list[dict[str, Any]]) -> tuple[Started, str]:
-    """Start Kueue; return the process and the URL its webhooks answer on."""
-    webhook_port, health_port = free_port(), free_port()
+def kueue_webhook_secret(chart_objects: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
+    """The Secret Kueue's certificate controller reads (named by the chart's configuration), with
+    certificates valid for loopback; and the CA bundle that verifies them."""
+    configuration = yaml.safe_load(_find(chart_objects, "ConfigMap", *KUEUE_CONFIG_MAP)["data"][KUEUE_CONFIG_KEY])
+    certs = configuration.get("internalCertManagement") or {}
+    namespace = configuration.get("namespace") or KUEUE_CONFIG_MAP[0]
+    data = kueue_webhook_secret_data(f"{certs['webhookServiceName']}.{namespace}.svc")
+    secret = {
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": certs["webhookSecretName"], "namespace": namespace},
+        "data": {key: base64.b64encode(value).decode() for key, value in data.items()},
+    }
+    return secret, base64.b64encode(data["ca.crt"]).decode()
+
+
+def start_kueue(supervisor: Supervisor, state: Path, kubeconfig: Path, chart_objects: list[dict[str, Any]], *,
+                webhook_port: int, secret: dict[str, Any]) -> Started:
+    """Start Kueue, its webhook Secret and webhook configurations already in place. The Secret's
+    files go to its certificate folder, as the chart's Deployment mounts the Secret there."""
+    health_port = free_port()
+    cert_dir = state / "kueue-certs"
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    for key, value in secret["data"].items():
+        (cert_dir / key).write_bytes(base64.b64decode(value))
+        (cert_dir / key).chmod(0o600)
     configuration = kueue_configuration(chart_objects, webhook_port=webhook_port, health_port=health_port,
-                                        cert_dir=pki.webhook_dir("kueue"))
+                                        cert_dir=cert_dir)
     config_file = state / "kueue-config.yaml"
     config_file.write_text(yaml.safe_dump(configuration, sort_keys=False))
     process = supervisor.start("kueue", [
         str(bin_dir(KUEUE) / "kueue"), f"--config={config_file}", f"--kubeconfig={kubeconfig}",
         f"--feature-gates={KUEUE_FEATURE_GATES}", "--zap-log-level=2",
     ], env={"KUBECONFIG": str(kubeconfig)})
+    # Ready once its certificate controller has written the serving certificate and the webhook
+    # server answers with it.
     supervisor.wait_for(process, lambda: _ready(f"http://127.0.0.1:{health_port}/readyz"),
                         timeout=READY_TIMEOUT_SECONDS, what="ready")
-    return process, f"https://127.0.0.1:{webhook_port}"
-
-
-def ca_bundle(pki: Pki) -> str:
-    return base64.b64encode(pki.ca_cert.read_bytes()).decode()
+    return process
 
 
 def karpenter_environment(chart_objects: list[dict[str, Any]]) -> dict[str, str]:

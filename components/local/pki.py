@@ -1,6 +1,6 @@
 """The local control plane's certificates: one CA, the API server's serving certificate, an admin
-client certificate, the service-account signing key and the serving certificate of each webhook
-that runs out of cluster (Kueue's), all for loopback names only."""
+client certificate and the service-account signing key, all for loopback names only; and Kueue's
+webhook certificates, in the layout its own certificate controller keeps."""
 
 from __future__ import annotations
 
@@ -60,9 +60,6 @@ class Pki:
     def service_account_public_key(self) -> Path:
         return self.folder / "service-account.pub"
 
-    def webhook_dir(self, name: str) -> Path:
-        """A folder holding ``tls.crt`` and ``tls.key``, the layout controller-runtime's webhook server reads."""
-        return self.folder / f"webhook-{name}"
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -120,7 +117,7 @@ def _write_cert(cert, path: Path) -> None:
     path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
-def write_pki(folder: Path, webhooks: tuple[str, ...] = ()) -> Pki:
+def write_pki(folder: Path) -> Pki:
     """Make every certificate and key the control plane needs in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     pki = Pki(folder)
@@ -149,11 +146,49 @@ def write_pki(folder: Path, webhooks: tuple[str, ...] = ()) -> Pki:
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     ))
 
-    for webhook in webhooks:
-        directory = pki.webhook_dir(webhook)
-        directory.mkdir(exist_ok=True)
-        key = _key()
-        _write_key(key, directory / "tls.key")
-        _write_cert(_certificate(_name(f"{webhook}-webhook"), key, ca_name, ca_key,
-                                 names=LOOPBACK_NAMES, addresses=LOOPBACK_ADDRESSES), directory / "tls.crt")
     return pki
+
+
+KUEUE_CA_NAME, KUEUE_CA_ORGANIZATION = "kueue-ca", "kueue"
+"""Kueue's certificate controller (open-policy-agent/cert-controller, as Kueue 0.19 configures it)
+keeps the certificates it finds in its Secret only when the CA verifies for the DNS name
+``kueue-ca``, the server certificate for ``<webhook service>.<namespace>.svc``, both beyond its
+90-day look-ahead, and the CA key is PKCS#1 RSA; otherwise it makes its own, for the Service name
+only, which the API server could not verify on loopback."""
+KUEUE_VALIDITY = datetime.timedelta(days=365)
+
+
+def kueue_webhook_secret_data(service_dns_name: str) -> dict[str, bytes]:
+    """``ca.crt``, ``ca.key``, ``tls.crt``, ``tls.key`` for Kueue's webhook Secret: a CA of its own
+    and a serving certificate for its Service name and for 127.0.0.1, where it listens here."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def sign(builder, key):
+        return (builder.serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+                .not_valid_after(now + KUEUE_VALIDITY).sign(key, hashes.SHA256()))
+
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca_name = _name(KUEUE_CA_NAME, KUEUE_CA_ORGANIZATION)
+    ca = sign(x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+              .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+              .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                           content_commitment=False, key_encipherment=True, data_encipherment=False,
+                                           key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+              .add_extension(x509.SubjectAlternativeName([x509.DNSName(KUEUE_CA_NAME)]), critical=False), ca_key)
+    server_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    server = sign(x509.CertificateBuilder().subject_name(_name(service_dns_name)).issuer_name(ca_name)
+                  .public_key(server_key.public_key())
+                  .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                  .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+                  .add_extension(x509.SubjectAlternativeName(
+                      [x509.DNSName(service_dns_name)] + [x509.IPAddress(ipaddress.ip_address(a)) for a in LOOPBACK_ADDRESSES]
+                  ), critical=False), ca_key)
+
+    def rsa_pem(key) -> bytes:
+        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                 serialization.NoEncryption())
+
+    return {
+        "ca.crt": ca.public_bytes(serialization.Encoding.PEM), "ca.key": rsa_pem(ca_key),
+        "tls.crt": server.public_bytes(serialization.Encoding.PEM), "tls.key": rsa_pem(server_key),
+    }

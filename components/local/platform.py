@@ -89,9 +89,12 @@ def _webhook_url(endpoint: str, path: Optional[str]) -> str:
 
 def localize(
     platform: PlatformObjects, *, out_of_cluster: dict[tuple[str, str], tuple[str, str]],
+    replaced: set[tuple[str, str, str]] = frozenset(),
 ) -> PlatformObjects:
     """Point what runs beside the cluster at it. ``out_of_cluster`` maps a Service
-    ``(namespace, name)`` to the ``(https://127.0.0.1:PORT, caBundle)`` of the process that serves it."""
+    ``(namespace, name)`` to the ``(https://127.0.0.1:PORT, caBundle)`` of the process that serves it;
+    ``replaced`` names ``(kind, namespace, name)`` objects the local cluster put in place itself
+    (Kueue's webhook certificate Secret), which the chart's copy must not overwrite."""
     result = PlatformObjects(left_out=list(platform.left_out))
 
     def client_config(config: dict[str, Any], owner: str) -> Optional[dict[str, Any]]:
@@ -118,6 +121,10 @@ def localize(
     for obj in platform.objects:
         obj = copy.deepcopy(obj)
         kind = obj.get("kind")
+        metadata = obj.get("metadata") or {}
+        if (kind, metadata.get("namespace"), metadata.get("name")) in replaced:
+            result.left_out.append(f"{describe(obj)}: replaced by the local cluster's own (certificates for loopback)")
+            continue
         if kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             kept = []
             for webhook in obj.get("webhooks") or []:

@@ -33,10 +33,15 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+LOG_LINE_CHARACTERS = 400
+"""Controllers log JSON with whole stack traces on one line; the tail keeps each line's start."""
+
+
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     if not path.is_file():
         return "(no log)"
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    tail = path.read_text(errors="replace").splitlines()[-lines:]
+    return "\n".join(line if len(line) <= LOG_LINE_CHARACTERS else line[:LOG_LINE_CHARACTERS] + " ..." for line in tail)
 
 
 @dataclass

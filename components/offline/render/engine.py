@@ -268,12 +268,16 @@ class RenderError(RuntimeError):
     """The program failed under the mock engine (invalid configuration, a bug)."""
 
 
-def render_stack(stack: str, *, project_root: Path = PROJECT_ROOT, stack_path: Optional[Path] = None) -> StackRender:
+def render_stack(
+    stack: str, *, project_root: Path = PROJECT_ROOT, stack_path: Optional[Path] = None,
+    mocks: Optional[pulumi.runtime.Mocks] = None,
+) -> StackRender:
     """Run ``__main__.py`` of ``project_root`` with a stack's configuration (from ``stack_path``, or
-    ``stacks/Pulumi.<stack>.yaml``), offline."""
+    ``stacks/Pulumi.<stack>.yaml``), offline. Values AWS would compute are placeholders that say so,
+    unless ``mocks`` gives them (the local cluster needs IDs in AWS's own shape, which CRD patterns check)."""
     config = yaml.safe_load(stack_path.read_text())["config"] if stack_path else stack_config(stack, project_root)
     region = config.get("aws:region", "")
-    mocks = PlaceholderMocks(region)
+    mocks = mocks or PlaceholderMocks(region)
     graph = run_main(config, stack=stack, preview=True, mocks=mocks, project_root=project_root)
     if graph.error is not None:
         raise RenderError(f"stack {stack}: the program failed: {graph.error}") from graph.error
@@ -281,5 +285,5 @@ def render_stack(stack: str, *, project_root: Path = PROJECT_ROOT, stack_path: O
     result = to_render(
         graph, stack=stack, project=PROJECT, region=region, kubernetes_version=args.cluster.kubernetes_version
     )
-    result.unanswered_calls = sorted(mocks.unanswered_calls)
+    result.unanswered_calls = sorted(getattr(mocks, "unanswered_calls", ()))
     return result

@@ -1,0 +1,90 @@
+"""Time the local control plane as a user meets it: the cold build, ``eks-gpu-training-local up``
+per stack (warm, to every pod placed), and the cluster tier.
+
+    python tests/benchmarks/local_bench.py [--cold] [--runs 3] [--no-tier]
+
+``--cold`` builds every component into a fresh cache with an empty Go build cache (the module
+cache is kept: downloads are the proxy's speed, not ours) and reports its wall time and the peak
+memory of the largest process it ran (the Go linker's, for kube-apiserver). Targets on a 2-core
+machine (issue 19): warm ``up prod`` at most 60 s, cluster tier at most 5 min warm, cold build at
+most 45 min, peak memory at most 8 GiB. Prints a Markdown table and exits 1 when a target is
+missed. Not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+TARGETS = {"up prod": 60.0, "cluster tier": 300.0, "cold build": 45 * 60.0}
+PEAK_MEMORY_TARGET_BYTES = 8 * 2**30
+
+
+def _run(command: list[str], env: dict[str, str] | None = None) -> float:
+    started = time.monotonic()
+    subprocess.run(command, cwd=PROJECT_ROOT, env={**os.environ, **(env or {})}, check=True,
+                   stdout=subprocess.DEVNULL)
+    return time.monotonic() - started
+
+
+def cold_build() -> tuple[float, int]:
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as gocache:
+        seconds = _run([str(BIN / "eks-gpu-training-local"), "build"],
+                       env={"EKS_GPU_TRAINING_CACHE": cache, "GOCACHE": gocache})
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return seconds, peak_kib * 1024
+
+
+def warm_up(stack: str, runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        state = Path(tempfile.mkdtemp(prefix=f"local-{stack}-"))
+        try:
+            times.append(_run([str(BIN / "eks-gpu-training-local"), "up", stack, "--state-dir", str(state)]))
+        finally:
+            subprocess.run([str(BIN / "eks-gpu-training-local"), "down", stack, "--state-dir", str(state)],
+                           cwd=PROJECT_ROOT, check=False, stdout=subprocess.DEVNULL)
+            shutil.rmtree(state, ignore_errors=True)
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cold", action="store_true", help="also time a cold build (tens of minutes)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--no-tier", action="store_true", help="skip timing the cluster tier")
+    options = parser.parse_args()
+
+    rows: list[tuple[str, str, str, bool]] = []
+    if options.cold:
+        seconds, peak = cold_build()
+        rows.append(("cold build", f"{seconds / 60:.1f} min", "45 min", seconds <= TARGETS["cold build"]))
+        rows.append(("peak memory of one build process", f"{peak / 2**30:.1f} GiB", "8 GiB", peak <= PEAK_MEMORY_TARGET_BYTES))
+    subprocess.run([str(BIN / "eks-gpu-training-local"), "build"], cwd=PROJECT_ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
+    for stack in ("dev", "prod"):
+        times = warm_up(stack, options.runs)
+        target = TARGETS.get(f"up {stack}")
+        rows.append((f"warm `local up {stack}` (median of {options.runs})", f"{statistics.median(times):.1f} s",
+                     f"{target:.0f} s" if target else "-", target is None or statistics.median(times) <= target))
+    if not options.no_tier:
+        seconds = _run([str(BIN / "python"), "-m", "pytest", "-q", "--cluster", "tests/cluster"])
+        rows.append(("cluster tier (one run)", f"{seconds / 60:.1f} min", "5 min", seconds <= TARGETS["cluster tier"]))
+    print("| measure | figure | target | met |\n|---|---|---|---|")
+    for measure, figure, target, met in rows:
+        print(f"| {measure} | {figure} | {target} | {'yes' if met else 'no'} |")
+    return 0 if all(row[3] for row in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

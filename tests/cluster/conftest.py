@@ -1,0 +1,83 @@
+"""The cluster tier: each stack file's platform on a local Kubernetes control plane (upstream etcd,
+kube-apiserver, kube-controller-manager, kube-scheduler, KWOK, Kueue, Karpenter's KWOK provider).
+
+Each local cluster is started once per session and stopped when the session ends, whatever the
+tests did; a session that cannot build or start one fails and says what is missing (this tier is
+never skipped: CI must run it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import PROJECT_ROOT
+
+from eks_gpu_training.local import build as builds
+from eks_gpu_training.local.cluster import LocalCluster
+
+from kube import Kube
+
+REFERENCE = PROJECT_ROOT.parent / "shared" / "reference"
+
+
+def _require_prerequisites() -> None:
+    missing = []
+    if not REFERENCE.is_dir():
+        missing.append(f"the upstream reference folder {REFERENCE} (pinned chart sources and instance-type table)")
+    unbuilt = [c.name for c in builds.CONTROL_PLANE if not builds.is_built(c)]
+    if unbuilt and builds.missing_toolchain():
+        missing.append(f"{builds.missing_toolchain()}, and {', '.join(unbuilt)} are not built in {builds.cache_root()}")
+    if missing:
+        pytest.fail("the cluster tier cannot run: " + "; ".join(missing), pytrace=False)
+
+
+class RunningCluster:
+    """A started local cluster and a client for it."""
+
+    def __init__(self, cluster: LocalCluster):
+        self.cluster = cluster
+        self.kube = Kube(cluster.kubeconfig)
+
+    @property
+    def stack(self) -> str:
+        return self.cluster.stack
+
+    @property
+    def args(self):
+        return self.cluster.args
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.cluster.kubeconfig
+
+
+def start(stack: str, state: Path, *, stack_path: Path | None = None, bare: bool = False):
+    _require_prerequisites()
+    cluster = LocalCluster(stack, state, project_root=PROJECT_ROOT, reference=REFERENCE, stack_path=stack_path,
+                           log=lambda line: print(f"[{stack}] {line}"))
+    try:
+        cluster.up(bare=bare)
+    except Exception:
+        cluster.down()
+        raise
+    try:
+        yield RunningCluster(cluster)
+    finally:
+        cluster.down()
+
+
+@pytest.fixture(scope="session")
+def dev_cluster(tmp_path_factory):
+    yield from start("dev", tmp_path_factory.mktemp("local-dev"))
+
+
+@pytest.fixture(scope="session")
+def prod_cluster(tmp_path_factory):
+    yield from start("prod", tmp_path_factory.mktemp("local-prod"))
+
+
+@pytest.fixture(scope="session", params=["dev", "prod"])
+def any_cluster(request):
+    return request.getfixturevalue(f"{request.param}_cluster")

@@ -1,0 +1,117 @@
+"""Every controller the charts install fits on the system nodes, and every GPU DaemonSet runs on
+every GPU node: the scheduler's and the controllers' verdict, with the charts' own requests,
+replicas, affinities and tolerations and each instance type's allocatable."""
+
+from __future__ import annotations
+
+import pytest
+
+from eks_gpu_training.facts.gpu_nodes import GPU_TAINT_KEY
+
+from kube import wait_for
+
+GPU_DAEMONSETS = {
+    # (namespace, name) -> what it is; each must run on every GPU node of the fleet
+    ("kube-system", "dcgm-server"): "the node monitoring agent's DCGM host engine",
+    ("kube-system", "eks-node-monitoring-agent"): "the node monitoring agent",
+    ("gpu-operator", "gpu-operator-node-feature-discovery-worker"): "NFD's worker (GPU Operator)",
+}
+"""DaemonSets of both stacks that belong on GPU nodes. Prod adds the EFA device plugin and the
+topology labeler (``_stack_gpu_daemonsets``)."""
+
+
+def _stack_gpu_daemonsets(cluster) -> dict[tuple[str, str], str]:
+    expected = dict(GPU_DAEMONSETS)
+    names = {(d.metadata.namespace, d.metadata.name) for d in cluster.kube.apps.list_daemon_set_for_all_namespaces().items}
+    if cluster.args.topology_labeler.enabled:
+        labeler = [key for key in names if "topology-labeler" in key[1]]
+        assert labeler, "the stack enables the topology labeler, so its DaemonSet is in the cluster"
+        expected.update({key: "the topology labeler" for key in labeler})
+    if any(pool.efa_enabled for pool in cluster.args.gpu_node_groups):
+        efa = [key for key in names if "efa" in key[1]]
+        assert efa, "the stack has EFA pools, so the EFA device plugin's DaemonSet is in the cluster"
+        expected.update({key: "the EFA device plugin" for key in efa})
+    return expected
+
+
+def _chart_deployments(cluster):
+    return [d for d in cluster.kube.apps.list_deployment_for_all_namespaces().items
+            if (d.metadata.labels or {}).get("app.kubernetes.io/managed-by") == "Helm"]
+
+
+def test_every_controller_deployment_of_the_charts_becomes_available_on_the_system_nodes(any_cluster):
+    kube = any_cluster.kube
+    deployments = _chart_deployments(any_cluster)
+    names = {d.metadata.name for d in deployments}
+    assert {"gpu-operator", "kueue-controller-manager", "karpenter"} <= names
+    system_nodes = {n.metadata.name for n in kube.nodes("role=system")}
+    for deployment in deployments:
+        namespace, name = deployment.metadata.namespace, deployment.metadata.name
+        wanted = deployment.spec.replicas
+        wait_for(lambda: (kube.apps.read_namespaced_deployment_status(name, namespace).status.available_replicas or 0) >= wanted,
+                 what=f"Deployment {namespace}/{name} Available with {wanted} replicas")
+        selector = ",".join(f"{k}={v}" for k, v in deployment.spec.selector.match_labels.items())
+        placed = {p.spec.node_name for p in kube.pods(namespace, selector)}
+        assert placed <= system_nodes, f"{namespace}/{name} runs on {placed - system_nodes}, not on system nodes"
+
+
+def _runs_on_every_gpu_node(kube, namespace: str, name: str, what: str, *, timeout: float = 60) -> None:
+    """The DaemonSet controller counts every GPU node among the nodes it must run on (its own
+    verdict on taints and affinity, for the DaemonSet's current template) and a Running pod of it
+    stands on each."""
+    gpu_nodes = {n.metadata.name for n in kube.nodes("role=gpu-training")}
+
+    def placed() -> bool:
+        daemonset = kube.apps.read_namespaced_daemon_set(name, namespace)
+        status = daemonset.status
+        if status.observed_generation != daemonset.metadata.generation:
+            return False
+        if (status.desired_number_scheduled or 0) < len(gpu_nodes) or (status.updated_number_scheduled or 0) < (status.desired_number_scheduled or 0):
+            return False
+        selector = ",".join(f"{k}={v}" for k, v in daemonset.spec.selector.match_labels.items())
+        return {p.spec.node_name for p in kube.pods(namespace, selector) if p.status.phase == "Running"} >= gpu_nodes
+
+    wait_for(placed, what=f"{what} ({namespace}/{name}) running on every GPU node {sorted(gpu_nodes)}", timeout=timeout)
+
+
+def test_every_gpu_daemonset_runs_on_each_gpu_node(any_cluster):
+    for (namespace, name), what in _stack_gpu_daemonsets(any_cluster).items():
+        _runs_on_every_gpu_node(any_cluster.kube, namespace, name, what)
+
+
+def test_gpu_only_daemonsets_run_on_no_system_node(any_cluster):
+    """The DaemonSets that select GPU nodes (the DCGM host engine, EFA plugin, labeler) stay off the
+    system nodes: their DaemonSet controller places no pod there."""
+    kube = any_cluster.kube
+    system_nodes = {n.metadata.name for n in kube.nodes("role=system")}
+    gpu_only = [key for key in _stack_gpu_daemonsets(any_cluster)
+                if key[1] == "dcgm-server" or "efa" in key[1] or "topology-labeler" in key[1]]
+    assert gpu_only
+    for namespace, name in gpu_only:
+        daemonset = kube.apps.read_namespaced_daemon_set(name, namespace)
+        selector = ",".join(f"{k}={v}" for k, v in daemonset.spec.selector.match_labels.items())
+        placed = {p.spec.node_name for p in kube.pods(namespace, selector)}
+        assert not placed & system_nodes, f"{namespace}/{name} runs on system nodes {placed & system_nodes}"
+
+
+def _tolerates_gpu_taint(toleration: dict) -> bool:
+    return toleration.get("key") == GPU_TAINT_KEY or (toleration.get("key") is None and toleration.get("operator") == "Exists")
+
+
+def test_broken_variant_a_daemonset_without_the_gpu_toleration_leaves_the_gpu_nodes(any_cluster):
+    """The GPU toleration dropped from the DCGM DaemonSet: its controller takes it off every GPU
+    node, so the check above fails."""
+    kube = any_cluster.kube
+    namespace, name = "kube-system", "dcgm-server"
+    original = kube.apps.read_namespaced_daemon_set(name, namespace)
+    tolerations = [{k: v for k, v in t.to_dict().items() if v is not None}
+                   for t in original.spec.template.spec.tolerations or []]
+    kept = [t for t in tolerations if not _tolerates_gpu_taint(t)]
+    assert len(kept) < len(tolerations), "the DCGM DaemonSet tolerates the GPU taint"
+    try:
+        kube.apps.patch_namespaced_daemon_set(name, namespace, {"spec": {"template": {"spec": {"tolerations": kept}}}})
+        with pytest.raises(AssertionError):
+            _runs_on_every_gpu_node(kube, namespace, name, "the DCGM host engine without its toleration", timeout=20)
+    finally:
+        kube.apps.patch_namespaced_daemon_set(name, namespace, {"spec": {"template": {"spec": {"tolerations": tolerations}}}})
+        _runs_on_every_gpu_node(kube, namespace, name, "the DCGM host engine, restored", timeout=90)

@@ -103,7 +103,7 @@ def test_features_the_dev_stack_leaves_off_are_skips_that_say_so(dev):
 
 def test_a_stack_file_is_found_by_name_or_path_and_a_missing_one_is_refused(tmp_path, prod):
     assert load_stack_args(PROJECT_ROOT / "stacks" / "Pulumi.prod.yaml") == prod
-    with pytest.raises(ConfigError, match=r"--stack: .*Pulumi\.absent\.yaml: no such stack file"):
+    with pytest.raises(ConfigError, match=r"Pulumi\.absent\.yaml: no such stack file"):
         load_stack_args("absent", tmp_path)
 
 

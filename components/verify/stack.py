@@ -62,7 +62,7 @@ def load_stack_args(stack: StackRef, project_dir: Optional[Path] = None) -> GpuT
         return stack
     path = stack_file(stack, project_dir)
     if not path.is_file():
-        raise ConfigError([Problem("--stack", f"{path}: no such stack file")])
+        raise ConfigError([Problem(str(path), "no such stack file")])
     settings = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
     namespaces = {str(key).split(":", 1)[0] for key in settings if ":" in str(key)} - {"aws"}
     namespace = PROJECT if PROJECT in namespaces or len(namespaces) != 1 else namespaces.pop()

@@ -37,25 +37,34 @@ def test_the_stacks_ship_no_verifier_role_by_default(prod_graph, dev_graph):
     assert not [r for r in prod_graph.of_type(CLUSTER_ROLE) if r.inputs["metadata"]["name"] == "eks-gpu-training-verify"]
 
 
-def test_cluster_role_true_binds_get_and_list_on_exactly_the_commands_reads_to_the_group():
-    graph = run_main(with_verify("prod", clusterRole=True))
+@pytest.fixture(scope="module")
+def verifier_graph():
+    """The prod stack with the verifier role on, bound to a group of the stack's choosing."""
+    graph = run_main(with_verify("prod", clusterRole=True, group="ml-oncall"))
     assert graph.error is None, repr(graph.error)
-    component = graph.one(COMPONENT, "gpu-training-verifier-role")
-    role = graph.subtree(component).one(CLUSTER_ROLE)
+    return graph
+
+
+def test_cluster_role_true_ships_get_and_list_on_exactly_the_commands_reads(verifier_graph):
+    component = verifier_graph.one(COMPONENT, "gpu-training-verifier-role")
+    role = verifier_graph.subtree(component).one(CLUSTER_ROLE)
     assert role.inputs["metadata"]["name"] == "eks-gpu-training-verify"
     assert role.inputs["rules"] == EXPECTED_RULES
-    binding = graph.subtree(component).one(BINDING)
+    provider = verifier_graph.one("pulumi:providers:kubernetes")
+    assert role.provider.rsplit("::", 1)[0] == provider.urn
+
+
+def test_the_binding_grants_the_role_to_the_stacks_group(verifier_graph):
+    binding = verifier_graph.subtree(verifier_graph.one(COMPONENT)).one(BINDING)
     assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "eks-gpu-training-verify"}
-    assert binding.inputs["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "eks-gpu-training-verifiers"}]
-    provider = graph.one("pulumi:providers:kubernetes")
-    assert {r.provider.rsplit("::", 1)[0] for r in (role, binding)} == {provider.urn}
+    assert binding.inputs["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "ml-oncall"}]
 
 
-def test_the_group_is_the_stacks_own_choice():
-    graph = run_main(with_verify("dev", clusterRole=True, group="ml-oncall"))
+def test_the_component_binds_the_default_group_unless_told_otherwise():
+    graph = run_program(lambda: VerifierRole("v", VerifierRoleArgs()))
     assert graph.error is None, repr(graph.error)
-    (binding,) = [b for b in graph.of_type(BINDING) if b.inputs["metadata"]["name"] == "eks-gpu-training-verify"]
-    assert binding.inputs["subjects"][0]["name"] == "ml-oncall"
+    assert graph.one(BINDING).inputs["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "eks-gpu-training-verifiers"}]
+    assert graph.one(CLUSTER_ROLE).inputs["rules"] == EXPECTED_RULES
 
 
 def test_the_stack_refuses_a_system_group_with_its_key_path():

@@ -209,6 +209,17 @@ def test_a_missing_kubeconfig_or_context_exits_2(tmp_path, capsys):
     assert status == 2 and "elsewhere" in err and len(err.splitlines()) == 1
 
 
+def test_without_any_kubeconfig_it_says_where_one_is_looked_for(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    status, _, err = run(capsys)
+    assert status == 2
+    assert err == (
+        "eks-gpu-training-verify: cannot read the cluster: no kubeconfig: pass --kubeconfig, set $KUBECONFIG or write "
+        "~/.kube/config (aws eks update-kubeconfig --name <cluster>)\n"
+    )
+
+
 def test_something_other_than_an_api_server_exits_2(tmp_path, capsys):
     class NotKubernetes(BaseHTTPRequestHandler):
         def log_message(self, *args):

@@ -418,3 +418,10 @@ def test_each_breakage_fails_its_own_row_and_only_that_row(item, breakage):
     breakage(broken)
     assert {i for i, status in statuses(broken).items() if status != "pass"} == {item}
     assert statuses(broken)[item] == "fail"
+
+
+def test_a_fleets_failures_are_listed_five_at_a_time_with_the_count_of_the_rest():
+    nodes = [node(f"gpu-{i}", gpus=7) for i in range(8)]
+    found = seed.gpu_device_plugin(cluster(nodes=nodes, pods=[]))
+    assert found.evidence.startswith("8 of 8 GPU nodes: gpu-0 (p5.48xlarge): allocatable nvidia.com/gpu 7, the type has 8; gpu-1")
+    assert found.evidence.endswith("; gpu-4 (p5.48xlarge): allocatable nvidia.com/gpu 7, the type has 8 and 3 more.")

@@ -23,6 +23,10 @@ from ..workloads.templates import COMPONENT_LABEL, JOB_NAME_LABEL, TRAINING_COMP
 TERMINATED_PHASES = ("Succeeded", "Failed")
 """Pod phases of pods that hold nothing on their node any more."""
 
+NO_GPU_NODE = "no GPU node in the cluster (none labelled role=gpu-training or of a GPU type of the catalog)"
+NO_TRAINING_JOB = "no training job runs (no Running pod labelled app.kubernetes.io/component=training)"
+"""Why a row has nothing to judge: what counts as a GPU node and as a training job (below)."""
+
 
 def name(obj: Mapping[str, Any]) -> str:
     return obj.get("metadata", {}).get("name", "")

@@ -44,7 +44,7 @@ def skipped(item: str, reason: str) -> Row:
     return Row(item, SKIP, reason)
 
 
-def listing(items: list[str], limit: int = 5) -> str:
+def listing(items: list[str], limit: int = 5, separator: str = ", ") -> str:
     """``a, b, c`` with at most ``limit`` entries and the number left out (a fleet has many nodes)."""
-    shown = ", ".join(items[:limit])
+    shown = separator.join(items[:limit])
     return shown if len(items) <= limit else f"{shown} and {len(items) - limit} more"

@@ -16,6 +16,7 @@ job is the unfinished pods of one ``app`` label with ``app.kubernetes.io/compone
 label the training templates put on every pod) in one namespace, of which at least one runs. Each
 judge is a plain function of a ``Snapshot``; with the stack's arguments, it uses what the stack
 declares (which pools have EFA, which PriorityClasses exist) instead of the library's defaults.
+The two "(3+ nodes)" items live in ``topology``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Mapping, Optional
 
-from ..config import DEFAULT_PRIORITY_CLASSES, GpuTrainingPlatformArgs, efa_on
-from ..facts.catalog import EC2_TOPOLOGY_INSTANCE_TYPES, GPU_INSTANCE_TYPES, efa_interface_count
+from ..config import DEFAULT_PRIORITY_CLASSES, GpuPoolConfig, GpuTrainingPlatformArgs, efa_on
+from ..facts.catalog import GPU_INSTANCE_TYPES, efa_interface_count
 from ..facts.gpu_nodes import (
     EFA_RESOURCE,
     GPU_POOL_KEY,
@@ -32,21 +33,18 @@ from ..facts.gpu_nodes import (
     GPU_TAINT_KEY,
     GPU_TAINT_VALUE,
     KARPENTER_NODEPOOL_LABEL,
-    network_layer_key,
 )
-from ..workloads.templates import TOPOLOGY_ANNOTATIONS
 from .objects import (
+    NO_GPU_NODE,
+    NO_TRAINING_JOB,
     PoolKey,
-    TrainingJob,
     allocatable,
-    annotations,
     gpu_nodes,
     instance_type,
     is_active,
     labels,
     name,
     node_name,
-    nodes_by_pool,
     owner_kinds,
     pool_of,
     qualified,
@@ -57,6 +55,7 @@ from .objects import (
 )
 from .rows import Row, failed, listing, passed, skipped
 from .snapshot import Snapshot
+from .topology import TOPOLOGY_AWARE_SPREAD, TOPOLOGY_LABELS, topology_aware_spread, topology_labels
 
 GPU_DEVICE_PLUGIN = "gpu-device-plugin"
 EFA_DEVICE_PLUGIN = "efa-device-plugin"
@@ -64,8 +63,6 @@ PRIORITY_CLASSES = "priority-classes"
 POD_DISRUPTION_BUDGETS = "pod-disruption-budgets"
 GPU_TAINTS = "gpu-taints"
 ONE_POD_PER_NODE = "one-pod-per-node"
-TOPOLOGY_LABELS = "topology-labels"
-TOPOLOGY_AWARE_SPREAD = "topology-aware-spread"
 SEED_ITEMS = (
     GPU_DEVICE_PLUGIN,
     EFA_DEVICE_PLUGIN,
@@ -78,18 +75,9 @@ SEED_ITEMS = (
 )
 """The rows of the seed's checklist, in its order."""
 
-TOPOLOGY_MIN_NODES = 3
-"""The seed's "(3+ nodes)": topology labels and topology-aware placement matter from three nodes on."""
-
-NETWORK_LAYERS = (1, 2, 3)
-"""The network-node layers EC2 reports (1 = top of the network, 3 = the switch closest to the instance)."""
-LAYER_KEYS = tuple(network_layer_key(layer) for layer in NETWORK_LAYERS)
-
 TAINT_EFFECTS_KEEPING_PODS_OFF = ("NoSchedule", "NoExecute")
 """Taint effects that keep pods which do not tolerate them off a node (NoExecute also evicts them)."""
 
-NO_GPU_NODE = "no GPU node in the cluster (none labelled role=gpu-training or of a GPU type of the catalog)"
-NO_TRAINING_JOB = "no training job runs (no Running pod labelled app.kubernetes.io/component=training)"
 
 
 def _by_type(nodes: list[Mapping[str, Any]], resource: str) -> str:
@@ -112,7 +100,7 @@ def gpu_device_plugin(snapshot: Snapshot) -> Row:
     if wrong:
         return failed(
             GPU_DEVICE_PLUGIN,
-            f"{len(wrong)} of {len(nodes)} GPU nodes: " + "; ".join(wrong) + ".",
+            f"{len(wrong)} of {len(nodes)} GPU nodes: {listing(wrong, separator='; ')}.",
             "check the NVIDIA device plugin pod on each node (kubectl -n gpu-operator get pods -o wide "
             "--field-selector spec.nodeName=<node>) and the node's AcceleratedHardwareReady condition; "
             "a node short of GPUs has a failed GPU: cordon it and let repair replace it.",
@@ -120,34 +108,31 @@ def gpu_device_plugin(snapshot: Snapshot) -> Row:
     return passed(GPU_DEVICE_PLUGIN, f"{len(nodes)} GPU nodes offer every GPU of their type ({_by_type(nodes, GPU_RESOURCE)}).")
 
 
-def _efa_off_pools(args: Optional[GpuTrainingPlatformArgs]) -> dict[PoolKey, str]:
-    """Pools the stack runs without EFA, each with the reason."""
+def _declared_pools(args: Optional[GpuTrainingPlatformArgs]) -> dict[PoolKey, GpuPoolConfig]:
+    """The stack's GPU pools by the node label that names their nodes (none without the stack)."""
     if args is None:
         return {}
-    pools = [(GPU_POOL_KEY, p) for p in args.gpu_node_groups]
+    pools = {PoolKey(GPU_POOL_KEY, p.name): p for p in args.gpu_node_groups}
     if args.karpenter.enabled:
-        pools += [(KARPENTER_NODEPOOL_LABEL, p) for p in args.karpenter.gpu_node_pools]
-    return {PoolKey(key, pool.name): f"efa: {pool.efa}" for key, pool in pools if not efa_on(pool.efa, list(pool.instance_types))}
+        pools.update({PoolKey(KARPENTER_NODEPOOL_LABEL, p.name): p for p in args.karpenter.gpu_node_pools})
+    return pools
 
 
-def _expected_efa(node: Mapping[str, Any], args: Optional[GpuTrainingPlatformArgs]) -> int:
-    """EFA devices a node should offer: its pool's layout (the fewest of its types) with the stack,
-    else its type's count in the catalog."""
-    if args is not None:
-        pool = pool_of(node)
-        declared = [p for p in args.gpu_node_groups if (GPU_POOL_KEY, p.name) == (pool.label, pool.value)]
-        if args.karpenter.enabled:
-            declared += [p for p in args.karpenter.gpu_node_pools if (KARPENTER_NODEPOOL_LABEL, p.name) == (pool.label, pool.value)]
-        if declared:
-            return efa_interface_count(list(declared[0].instance_types))
+def _expected_efa(node: Mapping[str, Any], pools: Mapping[PoolKey, GpuPoolConfig]) -> int:
+    """EFA devices a node should offer: its pool's layout (the fewest of the pool's types, as its
+    launch template lays them out) when the stack declares the pool, else its type's count."""
+    pool = pools.get(pool_of(node))
+    if pool is not None:
+        return efa_interface_count(list(pool.instance_types))
     return GPU_INSTANCE_TYPES[instance_type(node)].efa_interfaces
 
 
 def efa_device_plugin(snapshot: Snapshot, args: Optional[GpuTrainingPlatformArgs] = None) -> Row:
     """Every GPU node of a type with EFA offers pods as many ``vpc.amazonaws.com/efa`` as the type
     has EFA interfaces (with the stack: except pools it runs without EFA)."""
-    off = _efa_off_pools(args)
-    capable = [n for n in gpu_nodes(snapshot.nodes) if GPU_INSTANCE_TYPES.get(instance_type(n)) and GPU_INSTANCE_TYPES[instance_type(n)].efa_interfaces > 0]
+    pools = _declared_pools(args)
+    off = {key: f"efa: {pool.efa}" for key, pool in pools.items() if not efa_on(pool.efa, list(pool.instance_types))}
+    capable = [n for n in gpu_nodes(snapshot.nodes) if instance_type(n) in GPU_INSTANCE_TYPES and GPU_INSTANCE_TYPES[instance_type(n)].efa_interfaces > 0]
     judged = [n for n in capable if pool_of(n) not in off]
     if not judged:
         if capable:
@@ -155,13 +140,13 @@ def efa_device_plugin(snapshot: Snapshot, args: Optional[GpuTrainingPlatformArgs
         return skipped(EFA_DEVICE_PLUGIN, "no GPU node of an instance type with EFA" if gpu_nodes(snapshot.nodes) else NO_GPU_NODE)
     wrong = []
     for node in judged:
-        expected, found = _expected_efa(node, args), allocatable(node, EFA_RESOURCE)
+        expected, found = _expected_efa(node, pools), allocatable(node, EFA_RESOURCE)
         if found != expected:
             wrong.append(f"{name(node)} ({instance_type(node)}, {pool_of(node)}): allocatable {EFA_RESOURCE} {found}, expected {expected}")
     if wrong:
         return failed(
             EFA_DEVICE_PLUGIN,
-            f"{len(wrong)} of {len(judged)} EFA-capable GPU nodes: " + "; ".join(wrong) + ".",
+            f"{len(wrong)} of {len(judged)} EFA-capable GPU nodes: {listing(wrong, separator='; ')}.",
             "check the EFA device plugin pod on each node (kubectl -n kube-system get pods -o wide -l "
             "name=aws-efa-k8s-device-plugin --field-selector spec.nodeName=<node>) and that the node was launched "
             "with its EFA interfaces (the pool's launch template)"
@@ -242,7 +227,7 @@ def pod_disruption_budgets(snapshot: Snapshot) -> Row:
     if problems:
         return failed(
             POD_DISRUPTION_BUDGETS,
-            "; ".join(problems) + ".",
+            f"{listing(problems, separator='; ')}.",
             "run `pulumi up` to recreate the job's PDB (TrainingJob makes it; an app deployed elsewhere gets it from "
             "scheduling.trainingApps); its minAvailable must equal the job's pods, so that disruptionsAllowed is 0 while it runs.",
         )
@@ -308,105 +293,6 @@ def one_pod_per_node(snapshot: Snapshot) -> Row:
             "delete the job and resubmit it from the library's training template, which places one pod per node.",
         )
     return passed(ONE_POD_PER_NODE, "; ".join(spread) + ".")
-
-
-def topology_labels(snapshot: Snapshot) -> Row:
-    """Every GPU node of a pool with 3+ nodes carries the layer-1..3 network-node labels (nodes of
-    types EC2 publishes no topology for cannot, and are left out)."""
-    pools = {pool: nodes for pool, nodes in nodes_by_pool(gpu_nodes(snapshot.nodes)).items() if len(nodes) >= TOPOLOGY_MIN_NODES}
-    if not pools:
-        largest = max((len(n), str(p)) for p, n in nodes_by_pool(gpu_nodes(snapshot.nodes)).items()) if gpu_nodes(snapshot.nodes) else None
-        return skipped(
-            TOPOLOGY_LABELS,
-            f"no GPU pool has {TOPOLOGY_MIN_NODES} or more nodes" + (f" (the largest, {largest[1]}, has {largest[0]})" if largest else ""),
-        )
-    problems, judged, untyped = [], 0, []
-    for pool, nodes in pools.items():
-        for node in nodes:
-            if instance_type(node) not in EC2_TOPOLOGY_INSTANCE_TYPES:
-                untyped.append(f"{name(node)} ({instance_type(node) or 'no instance type'})")
-                continue
-            judged += 1
-            lacking = [key.rsplit("-", 1)[1] for key in LAYER_KEYS if not labels(node).get(key)]
-            if lacking:
-                problems.append(f"{pool}: {name(node)} lacks network-node-layer-{', -'.join(lacking)}")
-    note = f" Not judged, EC2 publishes no topology for their types: {listing(untyped)}." if untyped else ""
-    if problems:
-        return failed(
-            TOPOLOGY_LABELS,
-            "; ".join(problems) + "." + note,
-            "EKS labels nodes of these types as they join, and the topology labeler (topologyLabeler.enabled) fills in "
-            "missing labels: check its pod on the node (kubectl -n topology-labeler get pods -o wide) and its log.",
-        )
-    if not judged:
-        return skipped(TOPOLOGY_LABELS, f"the pools with {TOPOLOGY_MIN_NODES}+ nodes are of types EC2 publishes no topology for: {listing(untyped)}.")
-    return passed(TOPOLOGY_LABELS, f"{judged} GPU nodes of {len(pools)} pools with {TOPOLOGY_MIN_NODES}+ nodes carry network-node-layer-1, -2 and -3." + note)
-
-
-def _topology_request(pod: Mapping[str, Any]) -> Optional[tuple[str, str]]:
-    """(mode, level) of a Kueue topology request over a network layer on the pod, if any."""
-    for mode, annotation in TOPOLOGY_ANNOTATIONS.items():
-        level = annotations(pod).get(annotation)
-        if level in LAYER_KEYS:
-            return mode, level
-    return None
-
-
-def _layer_spread(pod: Mapping[str, Any]) -> Optional[str]:
-    keys = [c.get("topologyKey") for c in pod.get("spec", {}).get("topologySpreadConstraints") or []]
-    return next((k for k in keys if k in LAYER_KEYS), None)
-
-
-def _blocks(job: TrainingJob, nodes: Mapping[str, Mapping[str, Any]]) -> tuple[Optional[str], dict[str, set[str]], list[str]]:
-    """The narrowest layer whose network node all the job's running pods on labelled nodes share
-    (None if not even layer 1), each layer's values over those nodes, and the pods on nodes without
-    all three labels (which ``topology-labels`` reports; their block is unknown, so they are left out)."""
-    placed = {name(p): nodes.get(node_name(p), {}) for p in job.running}
-    unlabelled = sorted(pod for pod, n in placed.items() if not all(labels(n).get(key) for key in LAYER_KEYS))
-    labelled = [n for pod, n in placed.items() if pod not in unlabelled]
-    values = {key: {labels(n)[key] for n in labelled} for key in LAYER_KEYS}
-    shared = next((key for key in reversed(LAYER_KEYS) if len(values[key]) <= 1), None)
-    return shared, values, unlabelled
-
-
-def topology_aware_spread(snapshot: Snapshot) -> Row:
-    """Every pod of a training job of 3+ pods carries a spread constraint or a Kueue topology
-    request over a network layer, and the job's running pods stand under one network block (of the
-    requested layer for a required Kueue request, of layer 1 at least otherwise)."""
-    jobs = [j for j in training_jobs(snapshot.pods) if len(j.pods) >= TOPOLOGY_MIN_NODES]
-    if not jobs:
-        return skipped(TOPOLOGY_AWARE_SPREAD, f"no training job runs on {TOPOLOGY_MIN_NODES} or more nodes" if training_jobs(snapshot.pods) else NO_TRAINING_JOB)
-    nodes = {name(n): n for n in snapshot.nodes}
-    problems, placed = [], []
-    for job in jobs:
-        bare = [name(p) for p in job.pods if _topology_request(p) is None and _layer_spread(p) is None]
-        if bare:
-            problems.append(f"job {job}: pods {listing(bare)} carry neither a topology spread constraint nor a Kueue topology request over a network-node layer")
-            continue
-        requests = {_topology_request(p) for p in job.pods} - {None}
-        how = (
-            ", ".join(f"Kueue {mode} topology {level}" for mode, level in sorted(requests))  # type: ignore[misc]
-            if requests
-            else f"spread over {_layer_spread(job.pods[0])}"
-        )
-        shared, values, unlabelled = _blocks(job, nodes)
-        unknown = f" ({len(unlabelled)} on nodes without network-node labels, see {TOPOLOGY_LABELS})" if unlabelled else ""
-        required = [level for mode, level in requests if mode == "required"]  # type: ignore[misc]
-        if required and (shared is None or LAYER_KEYS.index(shared) < LAYER_KEYS.index(required[0])):
-            problems.append(f"job {job} ({how}): its pods stand under {len(values[required[0]])} {required[0]} blocks{unknown}")
-        elif shared is None:
-            problems.append(f"job {job} ({how}): its pods stand under {len(values[LAYER_KEYS[0]])} {LAYER_KEYS[0]} blocks{unknown}")
-        else:
-            block = f"under one {shared} block ({next(iter(values[shared]))})" if values[shared] else "none on a labelled node"
-            placed.append(f"job {job}: {len(job.running)} running pods, {how}, {block}{unknown}")
-    if problems:
-        return failed(
-            TOPOLOGY_AWARE_SPREAD,
-            "; ".join(problems) + ".",
-            "resubmit the job from the library's training template (its pods carry the layer-2 spread, or with Kueue the "
-            "podset topology request); a job split over blocks waits for one block with room with kueue.topologyMode: required.",
-        )
-    return passed(TOPOLOGY_AWARE_SPREAD, "; ".join(placed) + ".")
 
 
 def judge_seed(snapshot: Snapshot, args: Optional[GpuTrainingPlatformArgs] = None) -> list[Row]:

@@ -10,6 +10,7 @@ the cluster from being read raises ``ClusterUnreadable`` with a one-line reason.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +83,11 @@ def _api_client(kubeconfig: Optional[str], context: Optional[str]) -> Any:
         raise ClusterUnreadable("the kubernetes client is not installed: pip install 'eks-gpu-training[verify]'") from None
     if kubeconfig is not None and not Path(kubeconfig).expanduser().is_file():
         raise ClusterUnreadable(f"kubeconfig {kubeconfig}: no such file")
+    if kubeconfig is None and not os.environ.get("KUBECONFIG") and not Path(config.KUBE_CONFIG_DEFAULT_LOCATION).expanduser().is_file():
+        raise ClusterUnreadable(
+            f"no kubeconfig: pass --kubeconfig, set $KUBECONFIG or write {config.KUBE_CONFIG_DEFAULT_LOCATION} "
+            "(aws eks update-kubeconfig --name <cluster>)"
+        )
     configuration = client.Configuration()
     try:
         config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)

@@ -9,7 +9,7 @@ FSx claims Bound. A feature the stack leaves off gives one skip row that says so
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Optional, Union
 
 import yaml
 

@@ -150,6 +150,14 @@ def test_efa_device_plugin_with_the_stack_leaves_out_a_pool_the_stack_runs_witho
     assert (found.status, found.evidence) == ("skip", "the stack runs the GPU nodes of a type with EFA without it (pool p5-training (efa: disabled)).")
 
 
+def test_efa_device_plugin_with_the_stack_expects_the_pools_layout_the_fewest_of_its_types():
+    args = load_stack_args("prod", PROJECT_ROOT)
+    mixed = args.model_copy(update={"gpu_node_groups": [args.gpu_node_groups[0].model_copy(update={"instance_types": ["p5.48xlarge", "p4de.24xlarge"]})]})
+    snapshot = cluster(nodes=[node("gpu-0", efa=4), node("gpu-1", efa=4)])
+    assert seed.efa_device_plugin(snapshot).status == "fail"
+    assert seed.efa_device_plugin(snapshot, mixed).status == "pass"
+
+
 # --- priority-classes ----------------------------------------------------------------------------
 
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Mapping, Optional
 
-from ..config import DEFAULT_PRIORITY_CLASSES, GpuPoolConfig, GpuTrainingPlatformArgs, efa_on
-from ..facts.catalog import GPU_INSTANCE_TYPES, efa_interface_count
+from ..config import DEFAULT_PRIORITY_CLASSES, GpuPoolConfig, GpuTrainingPlatformArgs
+from ..facts.catalog import GPU_INSTANCE_TYPES
 from ..facts.gpu_nodes import (
     EFA_RESOURCE,
     GPU_POOL_KEY,
@@ -122,16 +122,14 @@ def _expected_efa(node: Mapping[str, Any], pools: Mapping[PoolKey, GpuPoolConfig
     """EFA devices a node should offer: its pool's layout (the fewest of the pool's types, as its
     launch template lays them out) when the stack declares the pool, else its type's count."""
     pool = pools.get(pool_of(node))
-    if pool is not None:
-        return efa_interface_count(list(pool.instance_types))
-    return GPU_INSTANCE_TYPES[instance_type(node)].efa_interfaces
+    return pool.efa_interfaces if pool is not None else GPU_INSTANCE_TYPES[instance_type(node)].efa_interfaces
 
 
 def efa_device_plugin(snapshot: Snapshot, args: Optional[GpuTrainingPlatformArgs] = None) -> Row:
     """Every GPU node of a type with EFA offers pods as many ``vpc.amazonaws.com/efa`` as the type
     has EFA interfaces (with the stack: except pools it runs without EFA)."""
     pools = _declared_pools(args)
-    off = {key: f"efa: {pool.efa}" for key, pool in pools.items() if not efa_on(pool.efa, list(pool.instance_types))}
+    off = {key: f"efa: {pool.efa}" for key, pool in pools.items() if not pool.efa_enabled}
     capable = [n for n in gpu_nodes(snapshot.nodes) if instance_type(n) in GPU_INSTANCE_TYPES and GPU_INSTANCE_TYPES[instance_type(n)].efa_interfaces > 0]
     judged = [n for n in capable if pool_of(n) not in off]
     if not judged:

@@ -88,3 +88,13 @@ def test_the_role_is_read_only():
     verbs = {verb for rule in verifier_cluster_role()["rules"] for verb in rule["verbs"]}
     assert verbs == {"get", "list"}
     assert not any("secrets" in rule["resources"] for rule in verifier_cluster_role()["rules"])
+
+
+def test_the_component_outputs_the_roles_name():
+    names = []
+
+    def program():
+        VerifierRole("v", VerifierRoleArgs()).role_name.apply(names.append)
+
+    graph = run_program(program)
+    assert graph.error is None and names == ["eks-gpu-training-verify"]

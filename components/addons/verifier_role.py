@@ -133,5 +133,5 @@ class VerifierRole(pulumi.ComponentResource):
             subjects=binding_body["subjects"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[role]),
         )
-        self.role_name = role.metadata.apply(lambda metadata: metadata["name"])
+        self.role_name = role.metadata.name
         self.register_outputs({"roleName": self.role_name})

@@ -258,6 +258,12 @@ def test_the_agent_row_reports_a_gpu_fault_the_agent_found(prod):
     assert row.evidence == "gpu-1: AcceleratedHardwareReady False (NvidiaXID79Error)." and "node repair replaces it" in row.fix
 
 
+def test_the_agent_row_skips_when_the_stack_runs_no_node_monitoring(prod):
+    off = prod.model_copy(update={"node_monitoring": prod.node_monitoring.model_copy(update={"enabled": False})})
+    row = checks.node_monitoring_agent(prod_cluster(), off)
+    assert (row.status, row.evidence) == ("skip", "nodeMonitoring.enabled is false in the stack.")
+
+
 # --- fsx-claim -------------------------------------------------------------------------------------
 
 

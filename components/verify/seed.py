@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Mapping, Optional
 
+from ..addons import efa_device_plugin as efa_plugin, gpu_operator
 from ..config import DEFAULT_PRIORITY_CLASSES, GpuPoolConfig, GpuTrainingPlatformArgs
 from ..facts.catalog import GPU_INSTANCE_TYPES
 from ..facts.gpu_nodes import (
@@ -101,7 +102,7 @@ def gpu_device_plugin(snapshot: Snapshot) -> Row:
         return failed(
             GPU_DEVICE_PLUGIN,
             f"{len(wrong)} of {len(nodes)} GPU nodes: {listing(wrong, separator='; ')}.",
-            "check the NVIDIA device plugin pod on each node (kubectl -n gpu-operator get pods -o wide "
+            f"check the NVIDIA device plugin pod on each node (kubectl -n {gpu_operator.NAMESPACE} get pods -o wide "
             "--field-selector spec.nodeName=<node>) and the node's AcceleratedHardwareReady condition; "
             "a node short of GPUs has a failed GPU: cordon it and let repair replace it.",
         )
@@ -145,8 +146,8 @@ def efa_device_plugin(snapshot: Snapshot, args: Optional[GpuTrainingPlatformArgs
         return failed(
             EFA_DEVICE_PLUGIN,
             f"{len(wrong)} of {len(judged)} EFA-capable GPU nodes: {listing(wrong, separator='; ')}.",
-            "check the EFA device plugin pod on each node (kubectl -n kube-system get pods -o wide -l "
-            "name=aws-efa-k8s-device-plugin --field-selector spec.nodeName=<node>) and that the node was launched "
+            f"check the EFA device plugin pod on each node (kubectl -n {efa_plugin.NAMESPACE} get pods -o wide -l "
+            f"app.kubernetes.io/name={efa_plugin.CHART} --field-selector spec.nodeName=<node>) and that the node was launched "
             "with its EFA interfaces (the pool's launch template)"
             + ("" if args is not None else "; a pool that runs without EFA on purpose shows here too: pass --stack so the stack's efa setting is known")
             + ".",

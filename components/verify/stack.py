@@ -14,8 +14,9 @@ from typing import Any, Optional, Union
 import yaml
 
 from ..addons import topology_labeler
+from ..addons.kueue import KUEUE_NAMESPACE
 from ..aws.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
-from ..config import PROJECT, ConfigError, GpuTrainingPlatformArgs, Problem
+from ..config import NODE_MONITORING_AGENT_ADDON, PROJECT, ConfigError, GpuTrainingPlatformArgs, Problem
 from ..facts.gpu_nodes import GPU_POOL_KEY
 from ..facts.quantity import parse_quantity
 from ..platform.loading import platform_args_from_settings
@@ -151,7 +152,7 @@ def kueue_queues(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]
             failed(
                 "kueue-queues",
                 "the cluster serves no kueue.x-k8s.io ClusterQueues or LocalQueues: Kueue's CRDs are not installed.",
-                "run `pulumi up` (it installs Kueue's chart and then the queues); check the release with helm -n kueue-system status.",
+                f"run `pulumi up` (it installs Kueue's chart and then the queues); check the release with helm -n {KUEUE_NAMESPACE} list.",
             )
         ]
     flavors = sorted(f.name for f in pool_flavors(args))
@@ -205,7 +206,7 @@ def topology_labeler_running(snapshot: Snapshot, args: GpuTrainingPlatformArgs) 
         return skipped(item, "topologyLabeler.enabled is false in the stack.")
     problem = _daemon_on_gpu_nodes(
         snapshot, item, topology_labeler.NAMESPACE, topology_labeler.NAME,
-        "check the labeler's pods (kubectl -n topology-labeler get pods -o wide) and their events: an image it cannot pull, "
+        f"check the labeler's pods (kubectl -n {topology_labeler.NAMESPACE} get pods -o wide) and their events: an image it cannot pull, "
         "or a node it does not tolerate; `pulumi up` restores a deleted DaemonSet.",
     )
     return problem or passed(item, f"DaemonSet {topology_labeler.NAMESPACE}/{topology_labeler.NAME} has a Ready pod on each of the {len(gpu_nodes(snapshot.nodes))} GPU nodes.")
@@ -218,7 +219,7 @@ def node_monitoring_agent(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> 
     if not args.node_monitoring.enabled:
         return skipped(item, "nodeMonitoring.enabled is false in the stack.")
     fix = (
-        "check the add-on (aws eks describe-addon --addon-name eks-node-monitoring-agent) and its pods in kube-system; "
+        f"check the add-on (aws eks describe-addon --cluster-name <cluster> --addon-name {NODE_MONITORING_AGENT_ADDON}) and its pods in {AGENT_NAMESPACE}; "
         "a dcgm-server pod missing from a GPU node means its toleration of the GPU taint is gone (`pulumi up` restores the configuration)."
     )
     problems = [row for row in (_daemon_on_gpu_nodes(snapshot, item, AGENT_NAMESPACE, d, fix) for d in AGENT_DAEMONSETS) if row is not None]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from ..addons import topology_labeler
 from ..facts.catalog import EC2_TOPOLOGY_INSTANCE_TYPES
 from ..facts.gpu_nodes import network_layer_key
 from ..workloads.templates import TOPOLOGY_ANNOTATIONS
@@ -51,7 +52,7 @@ def topology_labels(snapshot: Snapshot) -> Row:
             TOPOLOGY_LABELS,
             f"{listing(problems, separator='; ')}.{note}",
             "EKS labels nodes of these types as they join, and the topology labeler (topologyLabeler.enabled) fills in "
-            "missing labels: check its pod on the node (kubectl -n topology-labeler get pods -o wide) and its log.",
+            f"missing labels: check its pod on the node (kubectl -n {topology_labeler.NAMESPACE} get pods -o wide) and its log.",
         )
     if not judged:
         return skipped(TOPOLOGY_LABELS, f"the pools with {TOPOLOGY_MIN_NODES}+ nodes are of types EC2 publishes no topology for: {listing(untyped)}.")

@@ -3,8 +3,9 @@
 The package is installed as ``eks_gpu_training`` (its source folder in the repository is
 ``components/``). Its subpackages are layers, each importing only those below it: ``facts``,
 ``config``, ``aws`` (AWS resources), ``addons`` (what runs in the cluster), ``workloads``
-(scheduling policy and training jobs), ``platform`` (one stack composed), and ``offline`` (mock
-engine, render, check). ``labeler`` is the topology labeler's own program, built into its image.
+(scheduling policy and training jobs), ``platform`` (one stack composed), ``offline`` (mock
+engine, render, check) and ``verify`` (the seed's checklist run against a live cluster).
+``labeler`` is the topology labeler's own program, built into its image.
 
 Import what you need into your own Pulumi program::
 
@@ -53,6 +54,7 @@ from .config import (
     TrainingJobConfig,
     TrainingNamespaceConfig,
     TrainingServiceAccountConfig,
+    VerifyConfig,
 )
 from .facts.node_os import GpuNodeOs, node_os_of
 from .addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
@@ -73,6 +75,7 @@ from .workloads.fleet_capacity import PoolCapacity, ResolvedQuota, fleet_gpu_cap
 from .workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, SchedulingPoliciesArgs
 from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
 from .addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from .addons.verifier_role import VerifierRole, VerifierRoleArgs, verifier_cluster_role
 from .aws.training_identity import TrainingIdentity, TrainingIdentityArgs, s3_access_policy
 from .workloads.storage import TrainingStorage, TrainingStorageArgs
 from .workloads.training_job import TrainingJob, TrainingJobArgs
@@ -175,6 +178,9 @@ __all__ = [
     "TrainingServiceAccountConfig",
     "TrainingStorage",
     "TrainingStorageArgs",
+    "VerifierRole",
+    "VerifierRoleArgs",
+    "VerifyConfig",
     "adopted_network",
     "dcgm_dashboard_config_map",
     "dcgm_diag_job",
@@ -204,4 +210,5 @@ __all__ = [
     "training_job",
     "training_pdb",
     "training_pod_template",
+    "verifier_cluster_role",
 ]

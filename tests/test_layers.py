@@ -10,7 +10,7 @@ import pytest
 from harness import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "components"
-LAYERS = ("labeler", "facts", "config", "aws", "addons", "workloads", "platform", "offline", "local")
+LAYERS = ("labeler", "facts", "config", "aws", "addons", "workloads", "platform", "offline", "verify", "local")
 """Bottom to top. ``labeler`` is the topology labeler's own program (its image copies the folder
 alone), so it imports nothing of the library at all."""
 

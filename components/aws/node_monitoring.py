@@ -29,6 +29,12 @@ from ..config.documented import documented_args, documented_component
 from ..facts.gpu_nodes import gpu_toleration
 from .cluster import ClusterRef
 
+AGENT_NAMESPACE = "kube-system"
+"""Namespace EKS installs the add-on's objects in."""
+AGENT_DAEMONSETS = ("eks-node-monitoring-agent", "dcgm-server")
+"""The add-on's DaemonSets: the agent (the chart's ``fullnameOverride``) and its DCGM host engine
+(eks-node-monitoring-agent 1.7.0 chart, ``templates/daemonset.yaml`` and ``templates/dcgm-daemonset.yaml``)."""
+
 RESOLVE_CONFLICTS = "OVERWRITE"
 """The stack owns the add-on's configuration: EKS overwrites fields changed by hand, at creation and
 on every update (EKS API ``ResolveConflicts``)."""

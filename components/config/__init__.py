@@ -13,7 +13,8 @@ Pulumi program builds the arguments.
 
 The model is one package, a module per part of the stack: ``base`` (problems, the base model, AWS
 enum checks), ``network``, ``storage``, ``cluster``, ``pools`` (managed GPU pools and the rules all GPU pools share), ``karpenter``, ``addons`` (GPU Operator,
-topology labeler), ``scheduling``, ``health`` (node monitoring, pre-flight checks) and ``stack``
+topology labeler), ``scheduling``, ``health`` (node monitoring, pre-flight checks), ``verify`` (the verify command's
+read-only access) and ``stack``
 (the whole stack's arguments). Reading a stack and the rules that span layers live in
 ``platform``. ``inputs`` holds the field types of values another resource can supply (a string, or
 a ``pulumi.Output`` in a program), ``arguments`` the check of a dict given where a component expects
@@ -142,6 +143,7 @@ from .health import (
     NodeMonitoringConfig,
     PreflightConfig,
 )
+from .verify import VERIFIER_GROUP, VerifyConfig
 from .stack import (
     GpuTrainingPlatformArgs,
     gpu_pool_zones,
@@ -250,6 +252,8 @@ __all__ = [
     "NcclTestConfig",
     "NodeMonitoringConfig",
     "PreflightConfig",
+    "VERIFIER_GROUP",
+    "VerifyConfig",
     "GpuTrainingPlatformArgs",
     "gpu_pool_zones",
     "validate_platform",

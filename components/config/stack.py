@@ -26,6 +26,7 @@ from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
 from .kueue import KueueConfig
 from .scheduling import SchedulingConfig, SmokeTestConfig
 from .storage import StorageConfig, validate_storage
+from .verify import VerifyConfig
 
 
 class GpuTrainingPlatformArgs(_Model):
@@ -59,6 +60,8 @@ class GpuTrainingPlatformArgs(_Model):
     """The EKS node monitoring agent add-on, whose node conditions drive node auto repair. Default: installed."""
     preflight: PreflightConfig = PreflightConfig()
     """DCGM diagnostics and the NCCL all-reduce test on the GPU pools, awaited by `pulumi up`. Default: off."""
+    verify: VerifyConfig = VerifyConfig()
+    """Read-only access for `eks-gpu-training-verify` (a ClusterRole bound to a group). Default: none."""
     s3_buckets: list[S3BucketConfig] = []
     """S3 buckets of the stack's training data and checkpoints, named once: training pods get least-privilege access to exactly these through the training ServiceAccount's EKS Pod Identity role. Default: none."""
     tags: dict[str, str] = {}

@@ -22,6 +22,7 @@ from ..addons.karpenter import Karpenter, KarpenterArgs
 from ..addons.kueue import Kueue, KueueArgs
 from ..aws.training_identity import TrainingIdentity, TrainingIdentityArgs, training_role_needed
 from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from ..addons.verifier_role import VerifierRole, VerifierRoleArgs
 from ..aws.node_monitoring import NodeMonitoringAgent, NodeMonitoringAgentArgs
 from ..workloads.preflight_checks import PreflightChecks, PreflightChecksArgs, preflight_namespace, preflight_pools
 from ..workloads.queues import KueueQueues, kueue_queues_args
@@ -53,7 +54,8 @@ from ..config.documented import documented_component
 class GpuTrainingPlatform(pulumi.ComponentResource):
     """VPC (when created), EKS cluster, system node group, GPU training pools, GPU Operator, EFA device
     plugin, topology labeler, node monitoring agent, Karpenter, Kueue, storage, scheduling policy,
-    training jobs and the checks (smoke test, pre-flight), in one stack graph."""
+    training jobs, the checks (smoke test, pre-flight) and the verify command's read-only role, in
+    one stack graph."""
 
     network: Optional[Network]
     """The VPC this stack created; None when it adopts one (``network.create`` false)."""
@@ -103,6 +105,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """The EKS node monitoring agent add-on; None when ``nodeMonitoring.enabled`` is false."""
     preflight: Optional[PreflightChecks]
     """DCGM diagnostics and the NCCL test; None unless ``preflight.enabled``."""
+    verifier_role: Optional[VerifierRole]
+    """The read-only ClusterRole of ``eks-gpu-training-verify``; None unless ``verify.clusterRole``."""
 
     def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # Checked before the component registers, so invalid arguments create nothing at all.
@@ -325,6 +329,16 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                     ],
                 ),
             )
+
+        self.verifier_role = (
+            VerifierRole(
+                f"{name}-verifier-role",
+                VerifierRoleArgs(group=args.verify.group),
+                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes),
+            )
+            if args.verify.cluster_role
+            else None
+        )
 
         self.cluster_name = self.cluster.cluster_name
         self.kubeconfig = self.cluster.kubeconfig

@@ -1,0 +1,7 @@
+"""``python -m eks_gpu_training.verify``: the same command as ``eks-gpu-training-verify``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,112 @@
+"""``eks-gpu-training-verify``: the seed's validation checklist, run against a live cluster.
+
+    eks-gpu-training-verify [--kubeconfig PATH] [--context NAME] [--stack STACK] [--json]
+
+Reads the cluster once (list calls only: it changes nothing) and prints one row per check: pass,
+fail or skip, the evidence, and for a fail what to do. ``--stack`` adds what the stack file
+declares. Exit status: 0 when no row fails, 1 when one does, 2 when the cluster cannot be reached
+or read (or the stack file is invalid), with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional, Sequence, TextIO
+
+from ..config import ConfigError
+from .rows import FAIL, PASS, SKIP, Row
+from .seed import judge_seed
+from .snapshot import ClusterUnreadable, Snapshot, read_snapshot
+from .stack import StackRef, judge_stack, load_stack_args
+
+EXIT_PASSED, EXIT_FAILED, EXIT_UNREADABLE = 0, 1, 2
+
+COLOURS = {PASS: "\033[32m", FAIL: "\033[31m", SKIP: "\033[33m"}
+"""ANSI colours of the statuses (green, red, yellow), used only on a terminal."""
+RESET = "\033[0m"
+
+
+def judge(snapshot: Snapshot, stack: Optional[StackRef] = None, project_dir: Optional[Path] = None) -> list[Row]:
+    """The rows of a snapshot: the seed's eight, then with ``stack`` what the stack declares."""
+    args = load_stack_args(stack, project_dir) if stack is not None else None
+    rows = judge_seed(snapshot, args)
+    return rows + judge_stack(snapshot, args) if args is not None else rows
+
+
+def verify(
+    kubeconfig: Optional[str] = None,
+    context: Optional[str] = None,
+    stack: Optional[StackRef] = None,
+    project_dir: Optional[Path] = None,
+) -> list[Row]:
+    """Read the cluster of ``context`` in ``kubeconfig`` and judge it. ``stack`` is a stack name
+    (``<project_dir>/stacks/Pulumi.<stack>.yaml``, the current folder by default), a stack file's
+    path, or ``GpuTrainingPlatformArgs``. Raises ``ClusterUnreadable`` (the cluster cannot be read)
+    or ``ConfigError`` (the stack file is invalid), before any read for the latter."""
+    args = load_stack_args(stack, project_dir) if stack is not None else None
+    snapshot = read_snapshot(kubeconfig, context, with_stack=args is not None)
+    return judge(snapshot, args)
+
+
+def exit_status(rows: Sequence[Row]) -> int:
+    return EXIT_FAILED if any(row.status == FAIL for row in rows) else EXIT_PASSED
+
+
+def table(rows: Sequence[Row], colour: bool = False) -> str:
+    """The rows aligned in columns, each fail's fix on the line below its evidence, and a count."""
+    item_width = max([len("CHECK"), *(len(r.item) for r in rows)])
+    status_width = len("STATUS")
+    lines = [f"{'CHECK':<{item_width}}  {'STATUS':<{status_width}}  DETAIL"]
+    for row in rows:
+        status = f"{row.status:<{status_width}}"
+        if colour:
+            status = f"{COLOURS[row.status]}{status}{RESET}"
+        lines.append(f"{row.item:<{item_width}}  {status}  {row.evidence}")
+        if row.fix:
+            lines.append(f"{'':<{item_width}}  {'':<{status_width}}  fix: {row.fix}")
+    counts = {status: sum(1 for r in rows if r.status == status) for status in (PASS, FAIL, SKIP)}
+    lines.append(f"{len(rows)} checks: {counts[PASS]} pass, {counts[FAIL]} fail, {counts[SKIP]} skip")
+    return "\n".join(lines) + "\n"
+
+
+def as_json(rows: Sequence[Row]) -> str:
+    return json.dumps({"rows": [row.as_json() for row in rows]}, indent=2) + "\n"
+
+
+def _wants_colour(stream: TextIO) -> bool:
+    # NO_COLOR (no-color.org) turns colour off even on a terminal.
+    return stream.isatty() and "NO_COLOR" not in os.environ
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(
+        prog="eks-gpu-training-verify",
+        description="Run the seed's validation checklist against a live cluster (read-only: list calls only).",
+        epilog="Exit status: 0 no row fails, 1 a row fails, 2 the cluster cannot be reached or read.",
+    )
+    root.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
+    root.add_argument("--context", help="kubeconfig context (default: its current context)")
+    root.add_argument(
+        "--stack", help="also check what this stack declares: a stack name (stacks/Pulumi.<stack>.yaml of the project in the current folder) or a stack file's path"
+    )
+    root.add_argument("--json", action="store_true", help='print {"rows": [{"item", "status", "detail"}, ...]} instead of a table')
+    return root
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    options = parser().parse_args(argv)
+    try:
+        rows = verify(options.kubeconfig, options.context, options.stack)
+    except ClusterUnreadable as error:
+        print(f"eks-gpu-training-verify: cannot read the cluster: {error}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except ConfigError as error:
+        problems = "; ".join(f"{p.path}: {p.message}" for p in error.problems)
+        print(f"eks-gpu-training-verify: --stack {options.stack}: {problems}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    sys.stdout.write(as_json(rows) if options.json else table(rows, colour=_wants_colour(sys.stdout)))
+    return exit_status(rows)

@@ -1,0 +1,169 @@
+"""Reading a cluster once: every object the checks judge, as plain dicts.
+
+``read_snapshot`` lists each resource of ``VERIFY_READS`` across all namespaces with the official
+``kubernetes`` client (the ``[verify]`` extra) and keeps the API server's JSON as it came (the
+shape ``kubectl get -o json`` prints), so the judges are plain functions of a ``Snapshot`` that
+tests build from dicts. It only lists: nothing is written, watched or exec'd. Anything that keeps
+the cluster from being read raises ``ClusterUnreadable`` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ..addons.verifier_role import VERIFY_READS, VERIFY_VERB, ApiRead
+
+PAGE_SIZE = 500
+"""Objects per list call; the API server pages large lists (``limit`` and ``continue``)."""
+
+CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS = 10, 60
+"""How long a read waits to connect and then for the answer: an endpoint that drops packets (a
+private endpoint outside its VPN) fails within seconds instead of hanging."""
+
+CONNECT_RETRIES = 1
+"""Retries of a failed connection (urllib3's default, 3, only delays the answer when nothing listens)."""
+
+
+class ClusterUnreadable(Exception):
+    """The cluster cannot be reached or read; the message is one line saying why."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the cluster showed, one list of API objects (plain dicts) per resource."""
+
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    pod_disruption_budgets: list[dict[str, Any]] = field(default_factory=list)
+    priority_classes: list[dict[str, Any]] = field(default_factory=list)
+    resource_quotas: list[dict[str, Any]] = field(default_factory=list)
+    """Read with ``--stack`` only."""
+    persistent_volume_claims: list[dict[str, Any]] = field(default_factory=list)
+    """Read with ``--stack`` only."""
+    daemon_sets: list[dict[str, Any]] = field(default_factory=list)
+    """Read with ``--stack`` only."""
+    cluster_queues: Optional[list[dict[str, Any]]] = None
+    """Kueue's ClusterQueues; None when the cluster does not serve them (Kueue not installed) or
+    they were not read (no ``--stack``)."""
+    local_queues: Optional[list[dict[str, Any]]] = None
+    """Kueue's LocalQueues; None as for ``cluster_queues``."""
+
+
+SNAPSHOT_FIELDS = {
+    "nodes": "nodes",
+    "pods": "pods",
+    "poddisruptionbudgets": "pod_disruption_budgets",
+    "priorityclasses": "priority_classes",
+    "resourcequotas": "resource_quotas",
+    "persistentvolumeclaims": "persistent_volume_claims",
+    "daemonsets": "daemon_sets",
+    "clusterqueues": "cluster_queues",
+    "localqueues": "local_queues",
+}
+"""The snapshot field each read of ``VERIFY_READS`` fills, by resource."""
+
+
+def _forbidden(read: ApiRead) -> str:
+    return (
+        f"forbidden: the credentials may not {VERIFY_VERB} {read.resource} ({read.api_version}) in all namespaces; "
+        f"grant '{VERIFY_VERB}' on '{read.resource}' of API group '{read.group}' "
+        "(the stack's read-only ClusterRole does, with verify.clusterRole: true)"
+    )
+
+
+def _api_client(kubeconfig: Optional[str], context: Optional[str]) -> Any:
+    try:
+        from kubernetes import client, config
+    except ImportError:
+        raise ClusterUnreadable("the kubernetes client is not installed: pip install 'eks-gpu-training[verify]'") from None
+    if kubeconfig is not None and not Path(kubeconfig).expanduser().is_file():
+        raise ClusterUnreadable(f"kubeconfig {kubeconfig}: no such file")
+    if kubeconfig is None and not os.environ.get("KUBECONFIG") and not Path(config.KUBE_CONFIG_DEFAULT_LOCATION).expanduser().is_file():
+        raise ClusterUnreadable(
+            f"no kubeconfig: pass --kubeconfig, set $KUBECONFIG or write {config.KUBE_CONFIG_DEFAULT_LOCATION} "
+            "(aws eks update-kubeconfig --name <cluster>)"
+        )
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+    except Exception as error:  # the loader raises ConfigException, and whatever an exec plugin raises
+        raise ClusterUnreadable(f"kubeconfig: {_one_line(error)}") from None
+    configuration.retries = CONNECT_RETRIES
+    return client.ApiClient(configuration)
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text or type(error).__name__
+
+
+def _reason(error: BaseException) -> str:
+    """The innermost cause of a connection failure (urllib3 wraps it in MaxRetryError)."""
+    reason = getattr(error, "reason", None)
+    while getattr(reason, "reason", None) is not None and reason is not reason.reason:
+        reason = reason.reason
+    text = _one_line(reason if reason is not None else error)
+    # NewConnectionError names the connection object first ("HTTPSConnection(host=..., port=...): Failed
+    # to establish a new connection: [Errno 111] Connection refused"); the host is said already.
+    return re.sub(r"^(<[^>]*>|HTTPS?Connection\([^)]*\)): ", "", text)
+
+
+def _list(api: Any, read: ApiRead) -> Optional[list[dict[str, Any]]]:
+    """Every object of one resource, page by page; None for an optional resource not served."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    items: list[dict[str, Any]] = []
+    token: Optional[str] = None
+    host = api.configuration.host
+    while True:
+        query: list[tuple[str, Any]] = [("limit", PAGE_SIZE)] + ([("continue", token)] if token else [])
+        try:
+            request = api.param_serialize(
+                "GET", read.path, query_params=query, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
+            )
+            response = api.call_api(*request, _request_timeout=(CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS))
+            body = response.read()
+        except ApiException as error:
+            raise ClusterUnreadable(f"{host}: {_one_line(error)}") from None
+        except HTTPError as error:
+            raise ClusterUnreadable(f"cannot reach the API server at {host}: {_reason(error)}") from None
+        except Exception as error:  # an exec plugin (aws eks get-token) failing to refresh the token
+            raise ClusterUnreadable(f"{host}: {_one_line(error)}") from None
+        if response.status == 404 and read.optional:
+            return None
+        if response.status == 403:
+            raise ClusterUnreadable(_forbidden(read))
+        if response.status == 401:
+            raise ClusterUnreadable(f"unauthorized: the API server at {host} refused the kubeconfig's credentials (expired or unknown)")
+        if not 200 <= response.status <= 299:
+            raise ClusterUnreadable(f"{host}: {VERIFY_VERB} {read.resource} answered {response.status} {response.reason}")
+        try:
+            page = json.loads(body)
+        except ValueError:
+            raise ClusterUnreadable(f"{host}: {VERIFY_VERB} {read.resource} answered something other than JSON; is it a Kubernetes API server?") from None
+        items.extend(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+
+
+def read_snapshot(kubeconfig: Optional[str] = None, context: Optional[str] = None, *, with_stack: bool = False) -> Snapshot:
+    """List what the checks judge from the cluster of ``context`` (default: the kubeconfig's current
+    context) in ``kubeconfig`` (default: ``$KUBECONFIG``, else ``~/.kube/config``); with
+    ``with_stack``, also the objects of the ``--stack`` checks. Raises ``ClusterUnreadable``."""
+    api = _api_client(kubeconfig, context)
+    try:
+        values: dict[str, Any] = {}
+        for read in VERIFY_READS:
+            if read.with_stack and not with_stack:
+                continue
+            values[SNAPSHOT_FIELDS[read.resource]] = _list(api, read)
+        return Snapshot(**values)
+    finally:
+        api.close()

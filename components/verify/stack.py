@@ -1,0 +1,275 @@
+"""With ``--stack``: what the stack file declares, judged on the cluster.
+
+Each managed pool's node count, the PriorityClasses' values, each training namespace's quota
+against what the stack computes, Kueue's ClusterQueue (active, with the pools' flavors) and
+LocalQueues, the topology labeler and the node monitoring agent running on every GPU node, and the
+FSx claims Bound. A feature the stack leaves off gives one skip row that says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import yaml
+
+from ..addons import topology_labeler
+from ..addons.kueue import KUEUE_NAMESPACE
+from ..aws.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
+from ..config import NODE_MONITORING_AGENT_ADDON, PROJECT, ConfigError, GpuTrainingPlatformArgs, Problem
+from ..facts.gpu_nodes import GPU_POOL_KEY
+from ..facts.quantity import parse_quantity
+from ..platform.loading import platform_args_from_settings
+from ..workloads.fleet_capacity import resolve_quota
+from ..workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, pool_flavors
+from ..workloads.scheduling_policies import QUOTA_NAME
+from ..workloads.storage import FSX_CLAIM
+from .objects import condition, condition_true, gpu_nodes, labels, name, namespace, node_name, owned_by
+from .rows import Row, failed, listing, passed, skipped
+from .snapshot import Snapshot
+
+ACCELERATED_HARDWARE_READY = "AcceleratedHardwareReady"
+"""The node condition the node monitoring agent sets on GPU nodes (docs.aws.amazon.com/eks/latest/userguide/node-health.html)."""
+
+StackRef = Union[str, Path, GpuTrainingPlatformArgs]
+"""A stack: its name (``stacks/Pulumi.<name>.yaml`` of the project), the path of a stack file, or
+the checked arguments themselves."""
+
+
+# --- reading the stack file ----------------------------------------------------------------------
+
+
+def stack_file(stack: Union[str, Path], project_dir: Optional[Path] = None) -> Path:
+    """The stack file of a stack name (in the project's ``stackConfigDir``, ``stacks`` by default)
+    or a path given as is."""
+    text = str(stack)
+    if text.endswith((".yaml", ".yml")) or "/" in text:
+        return Path(text)
+    project_dir = Path.cwd() if project_dir is None else project_dir
+    project = _project(project_dir)
+    return project_dir / project.get("stackConfigDir", "stacks") / f"Pulumi.{text}.yaml"
+
+
+def _project(project_dir: Path) -> dict[str, Any]:
+    path = project_dir / "Pulumi.yaml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+
+
+def load_stack_args(stack: StackRef, project_dir: Optional[Path] = None) -> GpuTrainingPlatformArgs:
+    """The checked arguments of a stack file. The settings are read from ``eks-gpu-training:``, or
+    from the one other project namespace the file sets (a program named ``acme`` keeps them under
+    ``acme:``), as ``load_stack_config`` reads a running stack's. Raises ``ConfigError``."""
+    if isinstance(stack, GpuTrainingPlatformArgs):
+        return stack
+    path = stack_file(stack, project_dir)
+    if not path.is_file():
+        raise ConfigError([Problem(str(path), "no such stack file")])
+    settings = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    namespaces = {str(key).split(":", 1)[0] for key in settings if ":" in str(key)} - {"aws"}
+    namespace = PROJECT if PROJECT in namespaces or len(namespaces) != 1 else namespaces.pop()
+    return platform_args_from_settings(settings, namespace)
+
+
+# --- the rows --------------------------------------------------------------------------------------
+
+
+def pool_nodes(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]:
+    """Each managed pool has its declared nodes Ready (``desiredSize``, else ``minSize``), and no
+    more than ``maxSize``. Karpenter pools declare no count."""
+    rows = []
+    for pool in args.gpu_node_groups:
+        item = f"pool-nodes/{pool.name}"
+        nodes = [n for n in snapshot.nodes if labels(n).get(GPU_POOL_KEY) == pool.name]
+        ready = [n for n in nodes if condition_true(n, "Ready")]
+        expected = pool.initial_size
+        counts = f"{len(ready)} Ready of {len(nodes)} nodes labelled {GPU_POOL_KEY}={pool.name}; the stack declares {expected} (minSize {pool.min_size}, maxSize {pool.max_size})"
+        if len(ready) < expected or len(nodes) > pool.max_size:
+            not_ready = [name(n) for n in nodes if n not in ready]
+            rows.append(
+                failed(
+                    item,
+                    counts + (f"; not Ready: {listing(not_ready)}" if not_ready else "") + ".",
+                    "a node that is missing or not Ready is being replaced or failed to join: see the node group's health "
+                    "in the EKS console (aws eks describe-nodegroup) and `kubectl describe node`; a job on this pool waits for it.",
+                )
+            )
+        else:
+            rows.append(passed(item, counts + "."))
+    return rows
+
+
+def priority_class_values(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> Row:
+    """Each of the stack's PriorityClasses exists with its value, preemption policy and global default."""
+    item = "priority-class-values"
+    found = {name(c): c for c in snapshot.priority_classes}
+    wrong = []
+    for config in args.scheduling.priority_classes:
+        actual = found.get(config.name)
+        if actual is None:
+            wrong.append(f"{config.name} is missing")
+            continue
+        declared = {"value": config.value, "preemptionPolicy": config.preemption_policy, "globalDefault": config.global_default}
+        shown = {"value": actual.get("value"), "preemptionPolicy": actual.get("preemptionPolicy", "PreemptLowerPriority"), "globalDefault": bool(actual.get("globalDefault"))}
+        wrong += [f"{config.name}: {key} {shown[key]}, the stack declares {declared[key]}" for key in declared if shown[key] != declared[key]]
+    if wrong:
+        return failed(item, "; ".join(wrong) + ".", "run `pulumi up`: it recreates a missing class and replaces one whose value differs (a class's value is immutable).")
+    return passed(item, "; ".join(f"{c.name} {c.value}" for c in args.scheduling.priority_classes) + ", as the stack declares.")
+
+
+def resource_quotas(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]:
+    """Each training namespace's ResourceQuota ``gpu-quota`` holds what the stack computes."""
+    rows = []
+    for config in args.scheduling.namespaces:
+        item = f"resource-quota/{config.name}"
+        expected = resolve_quota(config.quota, args).hard()
+        quota = next((q for q in snapshot.resource_quotas if namespace(q) == config.name and name(q) == QUOTA_NAME), None)
+        if quota is None:
+            rows.append(failed(item, f"no ResourceQuota {QUOTA_NAME} in namespace {config.name}.", "run `pulumi up` to recreate it (SchedulingPolicies makes it)."))
+            continue
+        hard = quota.get("spec", {}).get("hard") or {}
+        wrong = [
+            f"{key} {hard.get(key, 'unset')}, the stack computes {value}"
+            for key, value in expected.items()
+            if key not in hard or parse_quantity(str(hard[key])) != parse_quantity(value)
+        ]
+        extra = sorted(set(hard) - set(expected))
+        if extra:
+            wrong.append(f"limits the stack does not set: {', '.join(extra)}")
+        if wrong:
+            rows.append(failed(item, f"{config.name}/{QUOTA_NAME}: " + "; ".join(wrong) + ".", "run `pulumi up` to restore the quota the stack computes from its pools (or change scheduling.namespaces[].quota)."))
+        else:
+            rows.append(passed(item, f"{config.name}/{QUOTA_NAME}: " + ", ".join(f"{k} {v}" for k, v in expected.items()) + ", as the stack computes."))
+    return rows
+
+
+def kueue_queues(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]:
+    """Per training namespace: its ClusterQueue Active with one flavor per pool, and its LocalQueues
+    pointing at it."""
+    if not args.kueue.enabled:
+        return [skipped("kueue-queues", "kueue.enabled is false in the stack.")]
+    if snapshot.cluster_queues is None or snapshot.local_queues is None:
+        return [
+            failed(
+                "kueue-queues",
+                "the cluster serves no kueue.x-k8s.io ClusterQueues or LocalQueues: Kueue's CRDs are not installed.",
+                f"run `pulumi up` (it installs Kueue's chart and then the queues); check the release with helm -n {KUEUE_NAMESPACE} list.",
+            )
+        ]
+    flavors = sorted(f.name for f in pool_flavors(args))
+    rows = []
+    for config in args.scheduling.namespaces:
+        item = f"kueue-queues/{config.name}"
+        problems = []
+        queue = next((q for q in snapshot.cluster_queues if name(q) == config.name), None)
+        if queue is None:
+            problems.append(f"no ClusterQueue {config.name}")
+        else:
+            active = condition(queue, "Active")
+            if active is None or active.get("status") != "True":
+                reason = f"{active.get('reason')}: {active.get('message')}" if active else "no Active condition yet"
+                problems.append(f"ClusterQueue {config.name} is not active ({reason})")
+            listed = sorted(f.get("name") for g in queue.get("spec", {}).get("resourceGroups") or [] for f in g.get("flavors") or [])
+            if listed != flavors:
+                problems.append(f"ClusterQueue {config.name} lists flavors {', '.join(listed) or 'none'}, the stack's pools make {', '.join(flavors) or 'none'}")
+        for local in (LOCAL_QUEUE, HELD_LOCAL_QUEUE):
+            found = next((q for q in snapshot.local_queues if namespace(q) == config.name and name(q) == local), None)
+            if found is None:
+                problems.append(f"no LocalQueue {config.name}/{local}")
+            elif found.get("spec", {}).get("clusterQueue") != config.name:
+                problems.append(f"LocalQueue {config.name}/{local} points at ClusterQueue {found.get('spec', {}).get('clusterQueue')}")
+        if problems:
+            rows.append(failed(item, "; ".join(problems) + ".", "run `pulumi up` to restore the queues; an inactive ClusterQueue names the cause in its Active condition (kubectl describe clusterqueue " + config.name + ")."))
+        else:
+            rows.append(passed(item, f"ClusterQueue {config.name} active with flavors {', '.join(flavors)}; LocalQueues {LOCAL_QUEUE} and {HELD_LOCAL_QUEUE} point at it."))
+    return rows
+
+
+def _daemon_on_gpu_nodes(snapshot: Snapshot, item: str, daemon_namespace: str, daemon: str, fix: str) -> Optional[Row]:
+    """A fail row when the DaemonSet is missing or lacks a Ready pod on some GPU node, else None."""
+    if not any(namespace(d) == daemon_namespace and name(d) == daemon for d in snapshot.daemon_sets):
+        return failed(item, f"no DaemonSet {daemon_namespace}/{daemon}.", fix)
+    ready_on = {
+        node_name(p)
+        for p in snapshot.pods
+        if namespace(p) == daemon_namespace and owned_by(p, "DaemonSet", daemon) and condition_true(p, "Ready")
+    }
+    lacking = [name(n) for n in gpu_nodes(snapshot.nodes) if name(n) not in ready_on]
+    if lacking:
+        return failed(item, f"DaemonSet {daemon_namespace}/{daemon} has no Ready pod on GPU nodes {listing(lacking)}.", fix)
+    return None
+
+
+def topology_labeler_running(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> Row:
+    """With ``topologyLabeler.enabled``, the labeler's DaemonSet has a Ready pod on every GPU node."""
+    item = "topology-labeler"
+    if not args.topology_labeler.enabled:
+        return skipped(item, "topologyLabeler.enabled is false in the stack.")
+    problem = _daemon_on_gpu_nodes(
+        snapshot, item, topology_labeler.NAMESPACE, topology_labeler.NAME,
+        f"check the labeler's pods (kubectl -n {topology_labeler.NAMESPACE} get pods -o wide) and their events: an image it cannot pull, "
+        "or a node it does not tolerate; `pulumi up` restores a deleted DaemonSet.",
+    )
+    return problem or passed(item, f"DaemonSet {topology_labeler.NAMESPACE}/{topology_labeler.NAME} has a Ready pod on each of the {len(gpu_nodes(snapshot.nodes))} GPU nodes.")
+
+
+def node_monitoring_agent(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> Row:
+    """With ``nodeMonitoring.enabled``, the agent and its DCGM host engine have a Ready pod on every
+    GPU node, and every GPU node shows ``AcceleratedHardwareReady`` True."""
+    item = "node-monitoring-agent"
+    if not args.node_monitoring.enabled:
+        return skipped(item, "nodeMonitoring.enabled is false in the stack.")
+    fix = (
+        f"check the add-on (aws eks describe-addon --cluster-name <cluster> --addon-name {NODE_MONITORING_AGENT_ADDON}) and its pods in {AGENT_NAMESPACE}; "
+        "a dcgm-server pod missing from a GPU node means its toleration of the GPU taint is gone (`pulumi up` restores the configuration)."
+    )
+    problems = [row for row in (_daemon_on_gpu_nodes(snapshot, item, AGENT_NAMESPACE, d, fix) for d in AGENT_DAEMONSETS) if row is not None]
+    unhealthy = []
+    for node in gpu_nodes(snapshot.nodes):
+        found = condition(node, ACCELERATED_HARDWARE_READY)
+        if found is None:
+            unhealthy.append(f"{name(node)} has no {ACCELERATED_HARDWARE_READY} condition")
+        elif found.get("status") != "True":
+            unhealthy.append(f"{name(node)}: {ACCELERATED_HARDWARE_READY} {found.get('status')} ({found.get('reason')})")
+    if problems or unhealthy:
+        evidence = " ".join(r.evidence for r in problems) + (" " if problems and unhealthy else "") + ("; ".join(unhealthy) + "." if unhealthy else "")
+        fixes = fix + (
+            f" A node whose {ACCELERATED_HARDWARE_READY} is False has a GPU fault: node repair replaces it after 10 minutes (docs/health.md)."
+            if unhealthy else ""
+        )
+        return failed(item, evidence, fixes)
+    return passed(item, f"{' and '.join(AGENT_DAEMONSETS)} have a Ready pod on each of the {len(gpu_nodes(snapshot.nodes))} GPU nodes, all {ACCELERATED_HARDWARE_READY}.")
+
+
+def fsx_claims(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]:
+    """With ``storage.fsx.enabled``, each training namespace's claim ``fsx-lustre`` is Bound."""
+    if not args.storage.fsx.enabled:
+        return [skipped("fsx-claim", "storage.fsx.enabled is false in the stack.")]
+    rows = []
+    for config in args.scheduling.namespaces:
+        item = f"fsx-claim/{config.name}"
+        claim = next((c for c in snapshot.persistent_volume_claims if namespace(c) == config.name and name(c) == FSX_CLAIM), None)
+        phase = claim.get("status", {}).get("phase") if claim is not None else None
+        if phase == "Bound":
+            rows.append(passed(item, f"{config.name}/{FSX_CLAIM} is Bound to {claim['spec'].get('volumeName')}."))  # type: ignore[index]
+        else:
+            rows.append(
+                failed(
+                    item,
+                    f"{config.name}/{FSX_CLAIM} " + ("does not exist." if claim is None else f"is {phase or 'without a phase'}."),
+                    "run `pulumi up` (TrainingStorage makes the claim and its PersistentVolume); a Pending claim names the cause in its events (kubectl describe pvc).",
+                )
+            )
+    return rows
+
+
+def judge_stack(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]:
+    """The rows of what the stack declares."""
+    return [
+        *pool_nodes(snapshot, args),
+        priority_class_values(snapshot, args),
+        *resource_quotas(snapshot, args),
+        *kueue_queues(snapshot, args),
+        topology_labeler_running(snapshot, args),
+        node_monitoring_agent(snapshot, args),
+        *fsx_claims(snapshot, args),
+    ]

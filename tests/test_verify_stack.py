@@ -1,0 +1,288 @@
+"""``--stack``: what the stack files declare, judged on snapshots of a cluster the stack built (and
+of the same cluster with one thing changed by hand)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from eks_gpu_training.config import ConfigError
+from eks_gpu_training.verify import Snapshot, judge, judge_stack, load_stack_args
+from eks_gpu_training.verify import stack as checks
+from cluster_objects import SEED_CLASSES, daemon_pods, daemon_set, node, pdb, priority_class, system_node, training_pods
+from harness import PROJECT_ROOT
+
+PROD_QUOTA = {"requests.nvidia.com/gpu": "32", "requests.cpu": "768", "requests.memory": "8Ti", "persistentvolumeclaims": "6"}
+"""What prod's training quota computes to: 2 × p5.48xlarge plus Karpenter's gpuLimit of 16 (32 GPUs,
+768 vCPUs, 8 TiB), 5 claims plus the FSx claim (the stack file's own comment says so)."""
+
+
+@pytest.fixture(scope="module")
+def prod():
+    return load_stack_args("prod", PROJECT_ROOT)
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return load_stack_args("dev", PROJECT_ROOT)
+
+
+def queue(name: str, flavors: list[str], active: str = "True") -> dict:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": f, "resources": []} for f in flavors]}]},
+        "status": {"conditions": [{"type": "Active", "status": active, "reason": "Ready" if active == "True" else "FlavorNotFound", "message": "Can admit new workloads" if active == "True" else "Can't admit new workloads: references missing ResourceFlavor(s): p5-training-tas."}]},
+    }
+
+
+def local_queue(namespace: str, name: str, cluster_queue: str) -> dict:
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": name, "namespace": namespace}, "spec": {"clusterQueue": cluster_queue}}
+
+
+def prod_cluster() -> Snapshot:
+    """The prod stack's cluster as `pulumi up` leaves it, with its training job running."""
+    gpu = ["gpu-0", "gpu-1"]
+    return Snapshot(
+        nodes=[system_node("system-0"), *(node(n) for n in gpu)],
+        pods=[
+            *training_pods("rl-training", gpu),
+            *daemon_pods("topology-labeler", "topology-labeler", gpu),
+            *daemon_pods("eks-node-monitoring-agent", "kube-system", ["system-0", *gpu]),
+            *daemon_pods("dcgm-server", "kube-system", gpu),
+        ],
+        pod_disruption_budgets=[pdb("rl-training", "training", "rl-training-multi", min_available=2)],
+        priority_classes=list(SEED_CLASSES),
+        resource_quotas=[{"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu-quota", "namespace": "training"}, "spec": {"hard": dict(PROD_QUOTA)}}],
+        persistent_volume_claims=[
+            {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "fsx-lustre", "namespace": "training"}, "spec": {"volumeName": "fsx-lustre-training"}, "status": {"phase": "Bound"}}
+        ],
+        daemon_sets=[daemon_set("topology-labeler", "topology-labeler"), daemon_set("eks-node-monitoring-agent", "kube-system"), daemon_set("dcgm-server", "kube-system")],
+        cluster_queues=[queue("training", ["p5-training-tas", "karpenter-gpu-training"])],
+        local_queues=[local_queue("training", "gpu-queue", "training"), local_queue("training", "gpu-queue-held", "training")],
+    )
+
+
+def rows_of(snapshot, args) -> dict[str, object]:
+    return {r.item: r for r in judge_stack(snapshot, args)}
+
+
+def test_prods_cluster_as_pulumi_up_leaves_it_passes_every_stack_row(prod):
+    rows = rows_of(prod_cluster(), prod)
+    assert {item: r.status for item, r in rows.items()} == {
+        "pool-nodes/p5-training": "pass",
+        "priority-class-values": "pass",
+        "resource-quota/training": "pass",
+        "kueue-queues/training": "pass",
+        "topology-labeler": "pass",
+        "node-monitoring-agent": "pass",
+        "fsx-claim/training": "pass",
+    }
+    assert rows["resource-quota/training"].evidence == (
+        "training/gpu-quota: requests.nvidia.com/gpu 32, requests.cpu 768, requests.memory 8Ti, persistentvolumeclaims 6, as the stack computes."
+    )
+    assert rows["kueue-queues/training"].evidence == (
+        "ClusterQueue training active with flavors karpenter-gpu-training, p5-training-tas; LocalQueues gpu-queue and gpu-queue-held point at it."
+    )
+
+
+def test_with_the_stack_the_seed_rows_come_first_then_the_stacks(prod):
+    items = [r.item for r in judge(prod_cluster(), prod)]
+    assert items[:8] == ["gpu-device-plugin", "efa-device-plugin", "priority-classes", "pod-disruption-budgets", "gpu-taints", "one-pod-per-node", "topology-labels", "topology-aware-spread"]
+    assert items[8:] == ["pool-nodes/p5-training", "priority-class-values", "resource-quota/training", "kueue-queues/training", "topology-labeler", "node-monitoring-agent", "fsx-claim/training"]
+
+
+def test_features_the_dev_stack_leaves_off_are_skips_that_say_so(dev):
+    snapshot = Snapshot(nodes=[node("dev-0", "g6e.xlarge", pool="dev-gpu")])
+    rows = rows_of(snapshot, dev)
+    assert (rows["topology-labeler"].status, rows["topology-labeler"].evidence) == ("skip", "topologyLabeler.enabled is false in the stack.")
+    assert (rows["fsx-claim"].status, rows["fsx-claim"].evidence) == ("skip", "storage.fsx.enabled is false in the stack.")
+
+
+def test_a_stack_file_is_found_by_name_or_path_and_a_missing_one_is_refused(tmp_path, prod):
+    assert load_stack_args(PROJECT_ROOT / "stacks" / "Pulumi.prod.yaml") == prod
+    with pytest.raises(ConfigError, match=r"Pulumi\.absent\.yaml: no such stack file"):
+        load_stack_args("absent", tmp_path)
+
+
+def test_a_stack_file_in_another_projects_namespace_is_read_from_it(tmp_path, dev):
+    text = (PROJECT_ROOT / "stacks" / "Pulumi.dev.yaml").read_text().replace("eks-gpu-training:", "acme:")
+    (tmp_path / "Pulumi.dev.yaml").write_text(text)
+    assert load_stack_args(tmp_path / "Pulumi.dev.yaml") == dev
+
+
+# --- pool-nodes ------------------------------------------------------------------------------------
+
+
+def test_pool_nodes_fail_when_a_declared_node_is_missing(prod):
+    snapshot = prod_cluster()
+    del snapshot.nodes[2]
+    (row,) = checks.pool_nodes(snapshot, prod)
+    assert row.status == "fail"
+    assert row.evidence == "1 Ready of 1 nodes labelled eks-gpu-training/pool=p5-training; the stack declares 2 (minSize 2, maxSize 2)."
+
+
+def test_pool_nodes_fail_when_a_node_is_not_ready(prod):
+    snapshot = prod_cluster()
+    snapshot.nodes[2] = node("gpu-1", ready=False)
+    (row,) = checks.pool_nodes(snapshot, prod)
+    assert row.status == "fail" and row.evidence.endswith("; not Ready: gpu-1.")
+
+
+def test_pool_nodes_fail_above_max_size(prod):
+    snapshot = prod_cluster()
+    snapshot.nodes.append(node("gpu-2"))
+    (row,) = checks.pool_nodes(snapshot, prod)
+    assert row.status == "fail" and "3 Ready of 3 nodes" in row.evidence
+
+
+# --- priority-class-values -------------------------------------------------------------------------
+
+
+def test_priority_class_values_fail_on_a_value_edited_by_hand(prod):
+    snapshot = prod_cluster()
+    snapshot.priority_classes[1] = priority_class("evaluation-normal", 2_000_000)
+    row = checks.priority_class_values(snapshot, prod)
+    assert (row.status, row.evidence) == ("fail", "evaluation-normal: value 2000000, the stack declares 500000.")
+
+
+def test_priority_class_values_fail_on_a_class_made_the_global_default(prod):
+    snapshot = prod_cluster()
+    snapshot.priority_classes[2] = priority_class("data-prep-low", 100_000, global_default=True)
+    assert "data-prep-low: globalDefault True, the stack declares False" in checks.priority_class_values(snapshot, prod).evidence
+
+
+def test_priority_class_values_fail_on_a_missing_class(prod):
+    snapshot = prod_cluster()
+    snapshot.priority_classes.pop(0)
+    assert checks.priority_class_values(snapshot, prod).evidence == "training-critical is missing."
+
+
+# --- resource-quota --------------------------------------------------------------------------------
+
+
+def test_a_quota_in_the_api_servers_canonical_form_equals_the_stacks():
+    args = load_stack_args("prod", PROJECT_ROOT)
+    snapshot = prod_cluster()
+    snapshot.resource_quotas[0]["spec"]["hard"]["requests.memory"] = str(8 * 1024**4)
+    snapshot.resource_quotas[0]["spec"]["hard"]["requests.cpu"] = "768000m"
+    assert checks.resource_quotas(snapshot, args)[0].status == "pass"
+
+
+def test_a_quota_edited_by_hand_fails_naming_the_key(prod):
+    snapshot = prod_cluster()
+    snapshot.resource_quotas[0]["spec"]["hard"]["requests.nvidia.com/gpu"] = "64"
+    (row,) = checks.resource_quotas(snapshot, prod)
+    assert (row.status, row.evidence) == ("fail", "training/gpu-quota: requests.nvidia.com/gpu 64, the stack computes 32.")
+
+
+def test_a_quota_with_a_limit_the_stack_does_not_set_fails(prod):
+    snapshot = prod_cluster()
+    snapshot.resource_quotas[0]["spec"]["hard"]["pods"] = "10"
+    assert "limits the stack does not set: pods" in checks.resource_quotas(snapshot, prod)[0].evidence
+
+
+def test_a_deleted_quota_fails(prod):
+    snapshot = prod_cluster()
+    snapshot.resource_quotas.clear()
+    assert checks.resource_quotas(snapshot, prod)[0].evidence == "no ResourceQuota gpu-quota in namespace training."
+
+
+# --- kueue-queues ----------------------------------------------------------------------------------
+
+
+def test_an_inactive_cluster_queue_fails_with_kueues_reason(prod):
+    snapshot = prod_cluster()
+    snapshot.cluster_queues[0] = queue("training", ["p5-training-tas", "karpenter-gpu-training"], active="False")
+    (row,) = checks.kueue_queues(snapshot, prod)
+    assert row.status == "fail" and "ClusterQueue training is not active (FlavorNotFound: Can't admit new workloads" in row.evidence
+
+
+def test_a_cluster_queue_missing_a_pools_flavor_fails(prod):
+    snapshot = prod_cluster()
+    snapshot.cluster_queues[0] = queue("training", ["p5-training-tas"])
+    (row,) = checks.kueue_queues(snapshot, prod)
+    assert "lists flavors p5-training-tas, the stack's pools make karpenter-gpu-training, p5-training-tas" in row.evidence
+
+
+def test_a_missing_or_misdirected_local_queue_fails(prod):
+    snapshot = prod_cluster()
+    snapshot.local_queues[:] = [local_queue("training", "gpu-queue", "other")]
+    (row,) = checks.kueue_queues(snapshot, prod)
+    assert row.evidence == "LocalQueue training/gpu-queue points at ClusterQueue other; no LocalQueue training/gpu-queue-held."
+
+
+def test_kueue_queues_skip_when_the_stack_runs_no_kueue(prod):
+    no_kueue = prod.model_copy(update={"kueue": prod.kueue.model_copy(update={"enabled": False})})
+    assert [(r.item, r.status) for r in checks.kueue_queues(prod_cluster(), no_kueue)] == [("kueue-queues", "skip")]
+
+
+# --- topology-labeler and node-monitoring-agent -------------------------------------------------------
+
+
+def test_the_labeler_fails_on_a_gpu_node_without_its_ready_pod(prod):
+    snapshot = prod_cluster()
+    snapshot.pods[:] = [p for p in snapshot.pods if not (p["metadata"]["name"] == "topology-labeler-gpu-1")]
+    row = checks.topology_labeler_running(snapshot, prod)
+    assert (row.status, row.evidence) == ("fail", "DaemonSet topology-labeler/topology-labeler has no Ready pod on GPU nodes gpu-1.")
+
+
+def test_the_labeler_fails_when_its_daemonset_is_gone(prod):
+    snapshot = prod_cluster()
+    snapshot.daemon_sets.pop(0)
+    assert checks.topology_labeler_running(snapshot, prod).evidence == "no DaemonSet topology-labeler/topology-labeler."
+
+
+def test_the_agent_fails_when_dcgm_server_is_not_ready_on_a_gpu_node(prod):
+    snapshot = prod_cluster()
+    for p in snapshot.pods:
+        if p["metadata"]["name"] == "dcgm-server-gpu-0":
+            p["status"]["conditions"][0]["status"] = "False"
+    row = checks.node_monitoring_agent(snapshot, prod)
+    assert row.status == "fail" and row.evidence == "DaemonSet kube-system/dcgm-server has no Ready pod on GPU nodes gpu-0."
+
+
+def test_the_agent_fails_on_a_gpu_node_without_accelerated_hardware_ready(prod):
+    snapshot = prod_cluster()
+    snapshot.nodes[1] = node("gpu-0", accelerated_hardware_ready=None)
+    row = checks.node_monitoring_agent(snapshot, prod)
+    assert row.status == "fail" and row.evidence == "gpu-0 has no AcceleratedHardwareReady condition."
+
+
+def test_the_agent_row_reports_a_gpu_fault_the_agent_found(prod):
+    snapshot = prod_cluster()
+    snapshot.nodes[2] = node("gpu-1", accelerated_hardware_ready="False")
+    row = checks.node_monitoring_agent(snapshot, prod)
+    assert row.evidence == "gpu-1: AcceleratedHardwareReady False (NvidiaXID79Error)." and "node repair replaces it" in row.fix
+
+
+def test_the_agent_row_skips_when_the_stack_runs_no_node_monitoring(prod):
+    off = prod.model_copy(update={"node_monitoring": prod.node_monitoring.model_copy(update={"enabled": False})})
+    row = checks.node_monitoring_agent(prod_cluster(), off)
+    assert (row.status, row.evidence) == ("skip", "nodeMonitoring.enabled is false in the stack.")
+
+
+# --- fsx-claim -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("phase", ["Pending", "Lost"])
+def test_an_fsx_claim_that_is_not_bound_fails(prod, phase):
+    snapshot = prod_cluster()
+    snapshot.persistent_volume_claims[0]["status"]["phase"] = phase
+    (row,) = checks.fsx_claims(snapshot, prod)
+    assert (row.status, row.evidence) == ("fail", f"training/fsx-lustre is {phase}.")
+
+
+def test_a_deleted_fsx_claim_fails(prod):
+    snapshot = prod_cluster()
+    snapshot.persistent_volume_claims.clear()
+    assert checks.fsx_claims(snapshot, prod)[0].evidence == "training/fsx-lustre does not exist."
+
+
+def test_stack_rows_judge_the_snapshot_without_changing_it(prod):
+    snapshot = prod_cluster()
+    before = copy.deepcopy(snapshot)
+    judge(snapshot, prod)
+    assert snapshot == before

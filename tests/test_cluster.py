@@ -161,9 +161,9 @@ def test_private_endpoint_opens_port_443_of_the_cluster_security_group_to_the_li
     rules = {r.name: r.inputs for r in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")}
     endpoint_rules = {name: inputs for name, inputs in rules.items() if name.startswith("gpu-training-cluster-api-ingress-")}
     assert {name: {k: v for k, v in inputs.items() if k not in ("description", "tags")} for name, inputs in endpoint_rules.items()} == {
-        "gpu-training-cluster-api-ingress-cidr-0": {"securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "cidrIpv4": "10.20.0.0/16"},
-        "gpu-training-cluster-api-ingress-cidr-1": {"securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "cidrIpv6": "fd00::/8"},
-        "gpu-training-cluster-api-ingress-sg-0": {"securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "referencedSecurityGroupId": "sg-0123456789abcdef0"},
+        "gpu-training-cluster-api-ingress-cidr-0": {"region": "us-west-2", "securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "cidrIpv4": "10.20.0.0/16"},
+        "gpu-training-cluster-api-ingress-cidr-1": {"region": "us-west-2", "securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "cidrIpv6": "fd00::/8"},
+        "gpu-training-cluster-api-ingress-sg-0": {"region": "us-west-2", "securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "referencedSecurityGroupId": "sg-0123456789abcdef0"},
     }
 
 

@@ -120,7 +120,7 @@ def test_launch_template_requires_imdsv2_and_an_encrypted_gp3_root_volume():
 def test_placement_group_is_created_without_efa_when_asked():
     graph = build(gpu_pool(instanceTypes=["g6e.xlarge"]))
     placement = graph.one("aws:ec2/placementGroup:PlacementGroup")
-    assert placement.inputs == {"name": "research-train", "strategy": "cluster", "tags": {"team": "ml"}}
+    assert placement.inputs == {"name": "research-train", "strategy": "cluster", "tags": {"team": "ml"}, "region": "us-west-2"}
     template = graph.one("aws:ec2/launchTemplate:LaunchTemplate")
     assert template.inputs["placement"] == {"groupName": "research-train"}
     assert "networkInterfaces" not in template.inputs

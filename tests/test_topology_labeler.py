@@ -108,6 +108,7 @@ def test_prod_iam_role_is_for_pod_identity_and_allows_exactly_describe_instance_
 def test_prod_pod_identity_association_binds_the_role_to_the_service_account(prod_graph):
     association = labeler_of(prod_graph).one(ASSOCIATION)
     assert association.inputs == {
+        "region": "us-west-2",
         "clusterName": "gpu-training-prod",
         "namespace": "topology-labeler",
         "serviceAccount": "topology-labeler",

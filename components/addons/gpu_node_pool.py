@@ -216,7 +216,7 @@ class GpuNodePool(pulumi.ComponentResource):
         tags = dict(args.tags)
 
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: karpenter_placement_group_name(cluster, pool)), tags, parent=self, protect=args.protect
+            name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: karpenter_placement_group_name(cluster, pool)), tags, parent=self, region=ref.region, protect=args.protect
         )
 
         security_group_ids: list[pulumi.Input[str]] = [ref.cluster_security_group_id]

@@ -208,6 +208,7 @@ class Karpenter(pulumi.ComponentResource):
             principal_arn=self.node_role.arn,
             type="EC2_LINUX",
             tags=tags,
+            region=ref.region,
             opts=after_cluster,
         )
 
@@ -216,6 +217,7 @@ class Karpenter(pulumi.ComponentResource):
             message_retention_seconds=INTERRUPTION_QUEUE_RETENTION_SECONDS,
             sqs_managed_sse_enabled=True,
             tags=tags,
+            region=ref.region,
             opts=pulumi.ResourceOptions(parent=self),
         )
         rule_arns = []
@@ -225,6 +227,7 @@ class Karpenter(pulumi.ComponentResource):
                 description=pulumi.Output.concat("Karpenter interruption handling for ", ref.name, f": {detail_type}"),
                 event_pattern=json.dumps(karpenter_iam.interruption_event_pattern(source, detail_type)),
                 tags=tags,
+                region=ref.region,
                 opts=pulumi.ResourceOptions(parent=queue),
             )
             aws.cloudwatch.EventTarget(
@@ -232,6 +235,7 @@ class Karpenter(pulumi.ComponentResource):
                 rule=rule.name,
                 target_id="KarpenterInterruptionQueueTarget",
                 arn=queue.arn,
+                region=ref.region,
                 opts=pulumi.ResourceOptions(parent=rule),
             )
             rule_arns.append(rule.arn)
@@ -242,6 +246,7 @@ class Karpenter(pulumi.ComponentResource):
             policy=pulumi.Output.all(queue.arn, *rule_arns).apply(
                 lambda arns: json.dumps(karpenter_iam.interruption_queue_policy(arns[0], arns[1:]))
             ),
+            region=ref.region,
             opts=pulumi.ResourceOptions(parent=queue),
         )
 
@@ -284,6 +289,7 @@ class Karpenter(pulumi.ComponentResource):
             service_account=KARPENTER_SERVICE_ACCOUNT,
             role_arn=controller_role.arn,
             tags=tags,
+            region=ref.region,
             # Karpenter's pods get credentials only through the Pod Identity agent add-on.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *ref.pod_identity]),
         )

@@ -369,13 +369,14 @@ class TopologyLabeler(pulumi.ComponentResource):
             service_account=SERVICE_ACCOUNT,
             role_arn=role.arn,
             tags=tags,
+            region=ref.region,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *ref.pod_identity]),
         )
 
         self.image = (
             pulumi.Output.from_input(config.image)
             if config.image is not None
-            else build_and_push(name, ref.name, tags, parent=self)
+            else build_and_push(name, ref.name, tags, parent=self, region=ref.region)
         )
 
         # Pod Identity injects credentials when a pod is created, so the pods must not start before

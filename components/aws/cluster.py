@@ -33,6 +33,7 @@ from ..config.documented import documented_args, documented_component
 from .iam import create_node_role, node_role_resource_name
 from .network import NetworkRef, adopted_network
 from .node_launch import launch_template_ref, node_launch_template
+from .region import aws_provider_of, check_provider_region, cluster_aws_provider, stack_region, without_aws_provider
 from ..facts.aws_names import PhysicalName
 
 API_PORT = 443
@@ -133,6 +134,19 @@ class ClusterRef:
         ``eks-pod-identity-agent`` add-on, which Karpenter and the topology labeler need.
         ``node_ssm_access`` gives node roles made for it AmazonSSMManagedInstanceCore (default: no).
         """
+        cluster_provider = aws_provider_of(resource=cluster)
+        if cluster_provider is None and stack_region() not in (None, region):
+            raise ConfigError(
+                [
+                    Problem(
+                        "ClusterRef.from_eks_cluster.region",
+                        f"the cluster has no AWS provider of its own, so it is in the stack's aws:region "
+                        f"{stack_region()}, not {region}; pass region={stack_region()!r}, or create the "
+                        f"cluster with an AWS provider for {region}",
+                    )
+                ]
+            )
+        check_provider_region(cluster_provider, region, "ClusterRef.from_eks_cluster.region")
         kubeconfig = cluster.kubeconfig_json
         if provider is None:
             # pulumi.Resource has no public accessor for its name; the provider is named after the cluster.
@@ -188,7 +202,9 @@ class ClusterRef:
                 raise TypeError("ClusterRef.from_existing: pass resource_name when the cluster name is an Output")
             resource_name = name
         opts = opts or pulumi.ResourceOptions()
-        lookup = aws.eks.get_cluster_output(name=name, opts=pulumi.InvokeOutputOptions(parent=opts.parent))
+        # The look-up goes to ``region`` whatever provider opts name, but one for another region is a mistake.
+        check_provider_region(aws_provider_of(opts), region, f"ClusterRef.from_existing({resource_name}).region")
+        lookup = aws.eks.get_cluster_output(name=name, region=region, opts=pulumi.InvokeOutputOptions(parent=opts.parent))
         kubeconfig = pulumi.Output.all(name, lookup).apply(
             lambda values: kubeconfig_for(
                 values[0],
@@ -206,7 +222,8 @@ class ClusterRef:
             kubernetes_version=lookup.version,
             cluster_security_group_id=lookup.apply(lambda c: c.vpc_config.cluster_security_group_id if c.vpc_config else None),
             kubeconfig=kubeconfig,
-            provider=k8s.Provider(f"{resource_name}-k8s", kubeconfig=kubeconfig, opts=opts),
+            # An AWS provider in opts serves the look-up only; the Kubernetes provider cannot take it.
+            provider=k8s.Provider(f"{resource_name}-k8s", kubeconfig=kubeconfig, opts=without_aws_provider(opts)),
             system_node_selector=dict(system_node_selector or {}),
             ready=tuple(ready),
             endpoint=lookup.endpoint,
@@ -322,7 +339,11 @@ class EksCluster(pulumi.ComponentResource):
         pod_identity: list[pulumi.Resource] = []
         self.eks_cluster = None
 
+        # Every AWS resource and look-up below takes ``region``; the pulumi-eks cluster, which has no
+        # such input, gets a provider for it. The region an AWS provider in opts points at must agree.
+        check_provider_region(aws_provider_of(resource=self), args.region, f"EksCluster({name}).region")
         if config.create:
+            cluster_provider = cluster_aws_provider(name, args.region, parent=self)
             cluster = eks.Cluster(
                 f"{name}-eks",
                 eks.ClusterArgs(
@@ -358,7 +379,12 @@ class EksCluster(pulumi.ComponentResource):
                     tags=dict(args.tags),
                 ),
                 # Nodes launch only once a created network routes to NAT and its endpoints exist.
-                opts=pulumi.ResourceOptions(parent=self, protect=config.protect, depends_on=list(network.ready)),
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    protect=config.protect,
+                    depends_on=list(network.ready),
+                    providers={"aws": cluster_provider} if cluster_provider is not None else None,
+                ),
             )
             # The cluster name may be a plain string here, so the add-on must wait for the cluster explicitly.
             pod_identity_addon = aws.eks.Addon(
@@ -366,17 +392,18 @@ class EksCluster(pulumi.ComponentResource):
                 cluster_name=config.name,
                 addon_name=POD_IDENTITY_ADDON,
                 tags=dict(args.tags),
+                region=args.region,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
             )
             ready.append(cluster)
             control_plane.append(cluster)
             pod_identity.append(pod_identity_addon)
             self.eks_cluster = cluster
-            self._endpoint_ingress(name, config, cluster.cluster_security_group_id, args.tags)
+            self._endpoint_ingress(name, config, cluster.cluster_security_group_id, args.tags, args.region)
             # pulumi-eks hands the endpoint out only inside its CoreData; reading the cluster back once it
             # exists gives it as a plain output, the same way as for an adopted cluster below.
             endpoint = aws.eks.get_cluster_output(
-                name=config.name, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[cluster])
+                name=config.name, region=args.region, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[cluster])
             ).endpoint
             cluster_security_group_id = cluster.cluster_security_group_id
             kubeconfig = cluster.kubeconfig_json
@@ -387,7 +414,7 @@ class EksCluster(pulumi.ComponentResource):
             # cluster must already run: reading the add-on fails the preview, before anything is
             # created, when it is missing (a created cluster gets the add-on above).
             aws.eks.get_addon_output(
-                cluster_name=config.name, addon_name=POD_IDENTITY_ADDON, opts=pulumi.InvokeOutputOptions(parent=self)
+                cluster_name=config.name, addon_name=POD_IDENTITY_ADDON, region=args.region, opts=pulumi.InvokeOutputOptions(parent=self)
             )
             adopted = ClusterRef.from_existing(
                 config.name,
@@ -440,7 +467,7 @@ class EksCluster(pulumi.ComponentResource):
         )
 
     def _endpoint_ingress(
-        self, name: str, config: ClusterConfig, security_group_id: pulumi.Input[str], tags: Mapping[str, str]
+        self, name: str, config: ClusterConfig, security_group_id: pulumi.Input[str], tags: Mapping[str, str], region: str
     ) -> None:
         """Port 443 of the cluster security group, opened to the networks and security groups that
         may reach the private endpoint. EKS: "you must ensure that your Amazon EKS control plane
@@ -462,6 +489,7 @@ class EksCluster(pulumi.ComponentResource):
                 description=pulumi.Output.concat("EKS private API endpoint of ", config.name),
                 tags=dict(tags),
                 **source,
+                region=region,
                 opts=pulumi.ResourceOptions(parent=self),
             )
 
@@ -490,6 +518,7 @@ class EksCluster(pulumi.ComponentResource):
             instance_tags={},
             tags=args.tags,
             parent=self,
+            region=args.region,
         )
         return aws.eks.NodeGroup(
             system_node_group_resource_name(name),
@@ -509,6 +538,7 @@ class EksCluster(pulumi.ComponentResource):
             launch_template=launch_template_ref(launch_template),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=SYSTEM_MAX_UNAVAILABLE),
             tags=dict(args.tags),
+            region=args.region,
             opts=pulumi.ResourceOptions(
                 parent=self, depends_on=list(control_plane), ignore_changes=["scalingConfig.desiredSize"]
             ),

@@ -196,7 +196,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.node_role = role = create_node_role(name, ref.partition, tags, parent=self, ssm_access=ref.node_ssm_access)
 
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: placement_group_physical_name(cluster, pool)), tags, parent=self, protect=args.protect
+            name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: placement_group_physical_name(cluster, pool)), tags, parent=self, region=ref.region, protect=args.protect
         )
 
         self.efa_interfaces = pool.efa_interfaces
@@ -217,6 +217,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             instance_tags=pool.instance_tags,
             tags=tags,
             parent=self,
+            region=ref.region,
             placement_group_name=placement_group_name,
             **network_settings,
             **capacity_options(pool),
@@ -244,6 +245,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             update_config=aws.eks.NodeGroupUpdateConfigArgs(**update_settings(pool)),
             node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(**node_repair_settings(pool.node_repair)),
             tags=tags,
+            region=ref.region,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=list(ref.control_plane),

@@ -77,6 +77,7 @@ class NodeMonitoringAgent(pulumi.ComponentResource):
                 addon_name=NODE_MONITORING_AGENT_ADDON,
                 kubernetes_version=ref.kubernetes_version,
                 most_recent=True,
+                region=ref.region,
                 opts=pulumi.InvokeOutputOptions(parent=self),
             ).version
         )
@@ -91,6 +92,7 @@ class NodeMonitoringAgent(pulumi.ComponentResource):
             tags=dict(args.tags),
             # The cluster name is a plain string, so the add-on waits for the cluster (and the system
             # nodes) explicitly; GPU nodes get the agent's pods whenever they join.
+            region=ref.region,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
         )
         self.addon_version = addon.addon_version

@@ -35,18 +35,20 @@ def placement_group_name(
     group_name: pulumi.Input[str],
     tags: Mapping[str, str],
     parent: pulumi.Resource,
+    region: str,
     protect: bool = False,
 ) -> Optional[pulumi.Input[str]]:
     """The name of the placement group a pool's nodes launch in: a cluster placement group
     ``{name}-placement-group`` called ``group_name`` that this creates (mode ``create``), the
     existing group named in the configuration (mode ``existing``), or None (mode ``none``). ``protect``
-    keeps a created group from being deleted while its pool runs in it."""
+    keeps a created group from being deleted while its pool runs in it; ``region`` is the cluster's."""
     if placement.mode == "create":
         group = aws.ec2.PlacementGroup(
             f"{name}-placement-group",
             name=group_name,
             strategy=placement.strategy,
             tags=dict(tags),
+            region=region,
             opts=pulumi.ResourceOptions(parent=parent, protect=protect),
         )
         return group.name
@@ -63,6 +65,7 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
         vpc_id=ref.vpc_id,
         description=pulumi.Output.concat("EFA traffic between GPU nodes of ", ref.name),
         tags=dict(tags),
+        region=ref.region,
         opts=pulumi.ResourceOptions(parent=parent),
     )
     aws.vpc.SecurityGroupIngressRule(
@@ -72,6 +75,7 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
         ip_protocol="-1",
         description="EFA: all traffic from the group itself",
         tags=dict(tags),
+        region=ref.region,
         opts=pulumi.ResourceOptions(parent=group),
     )
     aws.vpc.SecurityGroupEgressRule(
@@ -81,6 +85,7 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
         ip_protocol="-1",
         description="EFA: all traffic to the group itself",
         tags=dict(tags),
+        region=ref.region,
         opts=pulumi.ResourceOptions(parent=group),
     )
     return group

@@ -219,6 +219,7 @@ class LustreStorage(pulumi.ComponentResource):
             # The cluster name may be an Output: never formatted into text.
             description=pulumi.Output.concat("FSx for Lustre of EKS cluster ", ref.name, ": Lustre ports to and from the cluster's nodes"),
             tags=tags,
+            region=ref.region,
             opts=child,
         )
         peers = {"filesystem": group.id, "clients": ref.cluster_security_group_id}
@@ -235,6 +236,7 @@ class LustreStorage(pulumi.ComponentResource):
                     to_port=rule.to_port,
                     description=f"Lustre {rule.from_port}-{rule.to_port} {'from' if rule.direction == 'ingress' else 'to'} {rule.peer}",
                     tags=tags,
+                    region=ref.region,
                     opts=pulumi.ResourceOptions(parent=group),
                 )
             )
@@ -252,6 +254,7 @@ class LustreStorage(pulumi.ComponentResource):
             subnet_ids=args.subnet_id,
             security_group_ids=[group.id],
             tags={**tags, "Name": pulumi.Output.concat(ref.name, "-training")},
+            region=ref.region,
             opts=pulumi.ResourceOptions(parent=self, depends_on=rules),
         )
 
@@ -269,6 +272,7 @@ class LustreStorage(pulumi.ComponentResource):
                 batch_import_meta_data_on_create=True,
                 s3=s3,
                 tags=tags,
+                region=ref.region,
                 opts=pulumi.ResourceOptions(parent=file_system),
             )
 
@@ -305,6 +309,7 @@ class LustreStorage(pulumi.ComponentResource):
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             tags=tags,
+            region=ref.region,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
         )
 

@@ -152,6 +152,7 @@ class TrainingIdentity(pulumi.ComponentResource):
                 service_account=args.service_account,
                 role_arn=role.arn,
                 tags=tags,
+                region=ref.region,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *ref.pod_identity]),
             )
             for namespace in args.namespaces

@@ -16,7 +16,7 @@ from eks_gpu_training.aws.gpu_node_group import (
     image_volume_device,
 )
 from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES
-from harness import research_cluster, run_program
+from harness import research_cluster, run_program, stand_in_ref
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 
@@ -200,7 +200,7 @@ def test_component_validates_its_pool_before_registering_anything():
     bad = GpuNodeGroupConfig.model_validate({"name": "train"})  # placement group without an AZ
 
     def program():
-        GpuNodeGroup("train", GpuNodeGroupArgs(cluster=None, pool=bad, network=NETWORK))  # type: ignore[arg-type]
+        GpuNodeGroup("train", GpuNodeGroupArgs(cluster=stand_in_ref(), pool=bad, network=NETWORK))  # type: ignore[arg-type]
 
     graph = run_program(program)
     assert isinstance(graph.error, ConfigError)

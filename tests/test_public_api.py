@@ -23,7 +23,7 @@ from eks_gpu_training import (
 from eks_gpu_training.config import ClusterConfig, GpuTrainingPlatformArgs, TopologyLabelerConfig, validate_platform
 from eks_gpu_training.config.documented import field_docstrings
 from eks_gpu_training.platform.loading import load_stack_config
-from harness import run_program
+from harness import run_program, stand_in_ref
 
 COMPONENTS = [
     getattr(eks_gpu_training, name)
@@ -103,14 +103,14 @@ NETWORK = {
 
 
 def test_a_dict_given_for_a_configuration_model_is_checked_into_the_model():
-    args = GpuNodeGroupArgs(cluster=None, pool={"name": "h100", "instanceTypes": ["p5.48xlarge"]}, network=NETWORK)
+    args = GpuNodeGroupArgs(cluster=stand_in_ref(), pool={"name": "h100", "instanceTypes": ["p5.48xlarge"]}, network=NETWORK)
     assert args.pool == GpuNodeGroupConfig(name="h100", instance_types=["p5.48xlarge"])
     assert isinstance(args.network, NetworkConfig)
 
 
 def test_a_dict_with_bad_keys_is_refused_with_key_paths_not_a_pydantic_trace():
     with pytest.raises(ConfigError) as raised:
-        GpuNodeGroupArgs(cluster=None, pool={"name": "h100", "instanceType": "p5.48xlarge"}, network={"vpcId": "vpc-1"})
+        GpuNodeGroupArgs(cluster=stand_in_ref(), pool={"name": "h100", "instanceType": "p5.48xlarge"}, network={"vpcId": "vpc-1"})
     allowed = ", ".join(field.alias for field in GpuNodeGroupConfig.model_fields.values())
     assert [str(p) for p in raised.value.problems] == [
         f"GpuNodeGroupArgs.pool.instanceType: unknown key; allowed: {allowed}",
@@ -120,7 +120,7 @@ def test_a_dict_with_bad_keys_is_refused_with_key_paths_not_a_pydantic_trace():
 
 def test_something_other_than_a_model_or_dict_is_refused_naming_the_expected_model():
     with pytest.raises(ConfigError, match=r"GpuNodeGroupArgs.pool: expected a GpuNodeGroupConfig \(or a dict of its keys\), got str"):
-        GpuNodeGroupArgs(cluster=None, pool="h100", network=NETWORK)
+        GpuNodeGroupArgs(cluster=stand_in_ref(), pool="h100", network=NETWORK)
 
 
 def test_the_platform_checks_a_dict_given_as_its_arguments_before_registering_anything():

@@ -27,7 +27,7 @@ from eks_gpu_training.config import ConfigError, FSX_CSI_ADDON_VERSION
 from eks_gpu_training.facts.instance_store import LOCAL_NVME_GB, ephemeral_storage_request
 from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
 from eks_gpu_training.platform import GpuTrainingPlatform, parse_platform_args
-from harness import run_program, stack_config
+from harness import run_program, stack_config, stand_in_ref
 
 NS = "eks-gpu-training"
 INGRESS, EGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
@@ -326,7 +326,7 @@ def test_lustre_storage_refuses_a_size_fsx_does_not_offer_before_registering_any
     from eks_gpu_training.config import FsxLustreConfig
 
     config = FsxLustreConfig(enabled=True, storage_capacity_gib=3000)
-    graph = run_program(lambda: LustreStorage("fs", LustreStorageArgs(config=config, cluster=None, subnet_id="subnet-1", account_id="1")))
+    graph = run_program(lambda: LustreStorage("fs", LustreStorageArgs(config=config, cluster=stand_in_ref(), subnet_id="subnet-1", account_id="1")))
     assert isinstance(graph.error, ConfigError)
     assert "LustreStorage(fs).config.storageCapacityGib: 3000 is not 1200, 2400 or a multiple of 2400" in str(graph.error)
     assert graph.resources == []

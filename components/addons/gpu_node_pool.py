@@ -15,7 +15,7 @@ from typing import Any, Mapping, Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterRef
+from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
 from ..config import (
     ConfigError,
     KarpenterConfig,
@@ -159,8 +159,8 @@ def node_pool_spec(pool: KarpenterGpuNodePoolConfig, *, node_class_name: str, zo
 class GpuNodePoolArgs:
     """Arguments of ``GpuNodePool``."""
 
-    cluster: ClusterRef
-    """The cluster the nodes join."""
+    cluster: ClusterInput
+    """The cluster the nodes join: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     pool: KarpenterGpuNodePoolConfig
     """The pool's settings (instance types, capacity, GPU limit, placement, EFA, disruption)."""
     network: NetworkConfig
@@ -180,7 +180,7 @@ class GpuNodePoolArgs:
     removed from the program (``karpenter.retainOnRemoval``). Default: true."""
 
     def __post_init__(self) -> None:
-        check_model_fields(self)
+        check_model_fields(self, cluster_field(self))
 
 def karpenter_placement_group_name(cluster_name: str, pool: KarpenterGpuNodePoolConfig) -> str:
     """Name of the placement group a Karpenter pool with ``placementGroup.mode: create`` gets;

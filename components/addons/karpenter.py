@@ -23,7 +23,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from ..aws import karpenter_iam
-from ..aws.cluster import ClusterRef
+from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
 from ..config import KarpenterConfig
 from ..aws.iam import create_node_role, create_pod_identity_role, node_role_resource_name
 from ..facts.aws_names import PhysicalName
@@ -130,15 +130,15 @@ def karpenter_crd_values(retain_on_removal: bool) -> dict[str, Any]:
 class KarpenterArgs:
     """Arguments of ``Karpenter``."""
 
-    cluster: ClusterRef
-    """The cluster Karpenter provisions nodes for."""
+    cluster: ClusterInput
+    """The cluster Karpenter provisions nodes for: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     config: KarpenterConfig
     """Chart version and ``retainOnRemoval`` (the GPU pools are ``GpuNodePool`` components of their own)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
     def __post_init__(self) -> None:
-        check_model_fields(self)
+        check_model_fields(self, cluster_field(self))
 
 CONTROLLER_POLICY_ROLES = ("node-lifecycle", "iam-integration", "eks-integration", "interruption", "zonal-shift", "resource-discovery")
 """The controller's policies, by the suffix of upstream's policy names (``karpenter_iam.controller_policies``)."""

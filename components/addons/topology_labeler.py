@@ -21,7 +21,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterRef
+from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
 from ..config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
 from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
 from ..aws.iam import create_pod_identity_role
@@ -263,8 +263,8 @@ def describe_topology_policy(region: str) -> str:
 class TopologyLabelerArgs:
     """Arguments of ``TopologyLabeler``."""
 
-    cluster: ClusterRef
-    """The cluster whose GPU nodes get labelled."""
+    cluster: ClusterInput
+    """The cluster whose GPU nodes get labelled: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     config: TopologyLabelerConfig
     """Image, interval and resources (``enabled`` is read by ``GpuTrainingPlatform``, which creates
     this component only when it is true)."""
@@ -272,7 +272,7 @@ class TopologyLabelerArgs:
     """Tags for every AWS resource. Default: none."""
 
     def __post_init__(self) -> None:
-        check_model_fields(self)
+        check_model_fields(self, cluster_field(self))
 
 def labeler_role_resource_name(name: str) -> str:
     """Logical name of the labeler's Pod Identity role (auto-named)."""

@@ -8,6 +8,7 @@ Kubernetes provider.
 from __future__ import annotations
 
 import json
+import weakref
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence, Union
 
@@ -543,3 +544,48 @@ class EksCluster(pulumi.ComponentResource):
                 parent=self, depends_on=list(control_plane), ignore_changes=["scalingConfig.desiredSize"]
             ),
         )
+
+
+ClusterInput = Union[ClusterRef, EksCluster, eks.Cluster]
+"""What a component takes as its cluster: a ``ClusterRef``, this library's ``EksCluster``, or your
+own ``pulumi_eks.Cluster``."""
+
+_EKS_CLUSTER_REFS: "weakref.WeakKeyDictionary[eks.Cluster, ClusterRef]" = weakref.WeakKeyDictionary()
+"""The ref made for each ``pulumi_eks.Cluster`` given to a component, so that every component given
+the same cluster shares one ref and one Kubernetes provider."""
+
+
+def as_cluster_ref(value: object, path: str) -> ClusterRef:
+    """``value`` (a ``ClusterInput``) as a ``ClusterRef``. A ``pulumi_eks.Cluster`` becomes
+    ``ClusterRef.from_eks_cluster(cluster, region=<the stack's aws:region>)`` once per cluster; one
+    made with an AWS provider of its own, or in a stack without ``aws:region``, needs its region said,
+    so it must be passed as ``ClusterRef.from_eks_cluster(cluster, region=...)``; anything else is a
+    ``ConfigError`` naming ``path``."""
+    if isinstance(value, ClusterRef):
+        return value
+    if isinstance(value, EksCluster):
+        return value.ref
+    if isinstance(value, eks.Cluster):
+        if value in _EKS_CLUSTER_REFS:
+            return _EKS_CLUSTER_REFS[value]
+        region = stack_region()
+        if aws_provider_of(resource=value) is not None or region is None:
+            why = "it has an AWS provider of its own" if region is not None else "the stack sets no aws:region"
+            raise ConfigError(
+                [Problem(path, f"the region of this pulumi_eks.Cluster is not known ({why}); pass ClusterRef.from_eks_cluster(cluster, region=...)")]
+            )
+        _EKS_CLUSTER_REFS[value] = ref = ClusterRef.from_eks_cluster(value, region=region)
+        return ref
+    raise ConfigError(
+        [Problem(path, f"expected a ClusterRef, an EksCluster or a pulumi_eks.Cluster, got {type(value).__name__}")]
+    )
+
+
+def cluster_field(args: object) -> list[Problem]:
+    """Turn the ``cluster`` field of a component's Args into a ``ClusterRef`` (``as_cluster_ref``); the
+    problems, for ``check_model_fields`` to raise with those of the other fields."""
+    try:
+        object.__setattr__(args, "cluster", as_cluster_ref(getattr(args, "cluster"), f"{type(args).__name__}.cluster"))
+    except ConfigError as error:
+        return list(error.problems)
+    return []

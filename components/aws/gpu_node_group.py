@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
-from .cluster import ClusterRef
+from .cluster import ClusterRef, ClusterInput, cluster_field
 from ..config import (
     GPU_NODE_ROLE_LABEL,
     ConfigError,
@@ -146,8 +146,8 @@ def gpu_node_group_physical_names(name: str, pool: GpuNodeGroupConfig, cluster_n
 class GpuNodeGroupArgs:
     """Arguments of ``GpuNodeGroup``."""
 
-    cluster: ClusterRef
-    """The cluster the nodes join."""
+    cluster: ClusterInput
+    """The cluster the nodes join: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     pool: GpuNodeGroupConfig
     """The pool's settings (instance types, capacity, placement, EFA, sizes, labels)."""
     network: NetworkConfig
@@ -160,7 +160,7 @@ class GpuNodeGroupArgs:
     """Make the nodes' instance-store NVMe one RAID0 array for kubelet and containerd (AL2023 AMIs). Default: true."""
 
     def __post_init__(self) -> None:
-        check_model_fields(self)
+        check_model_fields(self, cluster_field(self))
 
 
 @documented_component(GpuNodeGroupArgs)

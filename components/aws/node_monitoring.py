@@ -25,9 +25,10 @@ import pulumi
 import pulumi_aws as aws
 
 from ..config import NODE_MONITORING_AGENT_ADDON
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 from ..facts.gpu_nodes import gpu_toleration
-from .cluster import ClusterRef
+from .cluster import ClusterRef, ClusterInput, cluster_field
 
 RESOLVE_CONFLICTS = "OVERWRITE"
 """The stack owns the add-on's configuration: EKS overwrites fields changed by hand, at creation and
@@ -47,13 +48,16 @@ def node_monitoring_agent_configuration() -> dict[str, Any]:
 class NodeMonitoringAgentArgs:
     """Arguments of ``NodeMonitoringAgent``."""
 
-    cluster: ClusterRef
-    """The cluster to install the add-on into."""
+    cluster: ClusterInput
+    """The cluster to install the add-on into: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     addon_version: Optional[str] = None
     """A pinned add-on version. Default: the newest EKS offers for the cluster's Kubernetes version
     (``ClusterRef.kubernetes_version``: the configured one, or the one an adopted cluster runs)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags of the add-on. Default: none."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self, cluster_field(self))
 
 
 @documented_component(NodeMonitoringAgentArgs)

@@ -25,7 +25,7 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
-from .cluster import ClusterRef
+from .cluster import ClusterRef, ClusterInput, cluster_field
 from .iam import create_pod_identity_role, managed_policy_arn
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
@@ -178,8 +178,8 @@ class LustreStorageArgs:
 
     config: FsxLustreConfig
     """The file system's settings."""
-    cluster: ClusterRef
-    """The cluster whose nodes mount it: their security group (the cluster's) becomes the client group."""
+    cluster: ClusterInput
+    """The cluster whose nodes mount it: their security group (the cluster's) becomes the client group: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     subnet_id: pulumi.Input[str]
     """The private subnet of the file system's AZ."""
     account_id: pulumi.Input[str]
@@ -188,7 +188,7 @@ class LustreStorageArgs:
     """Tags for every AWS resource. Default: none."""
 
     def __post_init__(self) -> None:
-        check_model_fields(self)
+        check_model_fields(self, cluster_field(self))
 
 
 @documented_component(LustreStorageArgs)

@@ -4,16 +4,20 @@ Args dataclasses document each field with a docstring under it, as the configura
 Python keeps those strings only in the source. ``documented_args`` reads them back (with ``ast``)
 and appends an ``Args:`` section to the class docstring, and ``documented_component`` appends the
 same section to a component's docstring, so ``help(GpuNodeGroup)`` lists every argument with its
-type, default and meaning.
+type, default and meaning. ``documented_component`` also gives the component pulumi-eks's calling
+convention: ``Name(name, args=NameArgs(...), opts=...)`` or the same fields as keywords.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import textwrap
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Optional, TypeVar
+
+from .base import ConfigError, Problem
 
 T = TypeVar("T", bound=type)
 
@@ -79,9 +83,72 @@ def outputs_section(component_cls: type) -> str:
     return "\n".join(lines)
 
 
+def _field_names(args_cls: type) -> tuple[list[str], list[str]]:
+    """All field names of an Args dataclass or configuration model, and the required ones."""
+    model_fields = getattr(args_cls, "model_fields", None)
+    if model_fields is not None:
+        return list(model_fields), [n for n, f in model_fields.items() if f.is_required()]
+    fields = dataclasses.fields(args_cls)
+    required = [
+        f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+    ]
+    return [f.name for f in fields], required
+
+
+def component_args(args_cls: type, component: str, name: str, args: Any, fields: dict[str, Any]) -> Any:
+    """The ``args_cls`` instance a component was called with: ``args`` as given, or built from the
+    keyword ``fields``; giving both, unknown keywords or missing required ones are one ``ConfigError``
+    naming ``<Component>(<name>).<field>``, raised before anything is registered."""
+    path = f"{component}({name})"
+    if args is not None and fields:
+        raise ConfigError([Problem(path, f"give args= or the fields as keywords, not both (keywords: {', '.join(fields)})")])
+    if args is not None:
+        return args
+    names, required = _field_names(args_cls)
+    aliases = {f.alias: n for n, f in getattr(args_cls, "model_fields", {}).items() if f.alias}
+    problems = [
+        Problem(f"{path}.{key}", f"unknown argument; allowed: {', '.join(names)}")
+        for key in fields
+        if key not in names and key not in aliases
+    ]
+    given = {aliases.get(key, key) for key in fields}
+    problems += [Problem(f"{path}.{key}", "is required") for key in required if key not in given]
+    if problems:
+        raise ConfigError(problems)
+    if hasattr(args_cls, "model_fields"):
+        return dict(fields)  # the component checks a dict into its model, with key paths
+    return args_cls(**fields)
+
+
+def _signature(args_cls: type) -> inspect.Signature:
+    """``(name, args=None, opts=None, *, <field>=<default>, ...)`` for ``help()`` and editors."""
+    names, required = _field_names(args_cls)
+    parameters = [
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str),
+        inspect.Parameter("args", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=Optional[args_cls]),
+        inspect.Parameter("opts", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation="Optional[pulumi.ResourceOptions]"),
+    ]
+    parameters += [
+        inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=inspect.Parameter.empty if n in required else _default(args_cls, n))
+        for n in names
+    ]
+    return inspect.Signature(parameters)
+
+
+def _default(args_cls: type, field_name: str) -> Any:
+    """The default of an optional field, for display."""
+    model_fields = getattr(args_cls, "model_fields", None)
+    if model_fields is not None:
+        return model_fields[field_name].get_default(call_default_factory=True)
+    field = next(f for f in dataclasses.fields(args_cls) if f.name == field_name)
+    return field.default_factory() if field.default is dataclasses.MISSING else field.default  # type: ignore[misc]
+
+
 def documented_component(args_cls: type) -> Callable[[T], T]:
     """Class decorator for a component: its docstring gains the fields of ``args_cls`` and the
-    component's own documented attributes, and ``__init__`` says what it takes (instead of showing
+    component's own documented attributes, and ``__init__`` takes ``args`` or the same fields as
+    keywords (pulumi-eks's convention) and says what it takes (instead of showing
     ``ComponentResource``'s own parameters)."""
 
     def decorate(cls: T) -> T:
@@ -90,11 +157,20 @@ def documented_component(args_cls: type) -> Callable[[T], T]:
             sections.append(outputs_section(cls))
         cls.__doc__ = _append(cls.__doc__, "\n\n".join(sections))
         init = cls.__dict__.get("__init__")
-        if init is not None and init.__doc__ is None:
-            init.__doc__ = (
-                f"Register the component. ``name``: its Pulumi name (children are ``<name>-<role>``); "
-                f"``args``: its ``{args_cls.__name__}`` (fields above); ``opts``: its resource options."
-            )
+        if init is not None:
+
+            @functools.wraps(init)
+            def __init__(self: Any, name: str, args: Any = None, opts: Any = None, **fields: Any) -> None:
+                init(self, name, component_args(args_cls, cls.__name__, name, args, fields), opts)
+
+            if init.__doc__ is None:
+                __init__.__doc__ = (
+                    f"Register the component. ``name``: its Pulumi name (children are ``<name>-<role>``); "
+                    f"``args``: its ``{args_cls.__name__}`` (fields above), or the same fields as keywords; "
+                    "``opts``: its resource options."
+                )
+            __init__.__signature__ = _signature(args_cls)  # type: ignore[attr-defined]
+            cls.__init__ = __init__  # type: ignore[misc]
         return cls
 
     return decorate

@@ -159,3 +159,54 @@ def test_every_component_signature_lists_args_opts_and_each_field_as_a_keyword(c
     fields = getattr(args_cls, "model_fields", None) or {f: None for f in args_cls.__dataclass_fields__}
     assert list(parameters)[3:] == list(fields)
     assert all(parameters[f].kind is inspect.Parameter.KEYWORD_ONLY for f in fields)
+
+
+def _job_spec():
+    from eks_gpu_training import TrainingJobSpec
+
+    return TrainingJobSpec(
+        name="llama-sft", nodes=2, instance_types=("p5.48xlarge",), priority_class="training-critical",
+        namespace="training", efa=True, command=("torchrun",), args=("train.py",),
+        image="public.ecr.aws/deep-learning-containers/pytorch-training:2.7.1-gpu-py312-cu128-ubuntu22.04-ec2",
+    )
+
+
+def test_a_workload_given_a_cluster_puts_its_objects_on_the_clusters_kubernetes_provider():
+    from eks_gpu_training import TrainingJob
+
+    def program():
+        cluster = research_cluster(NETWORK)
+        TrainingJob("llama-sft", job=_job_spec(), cluster=cluster)
+
+    graph = run_program(program, STACK)
+    assert graph.error is None, repr(graph.error)
+    provider = graph.one("pulumi:providers:kubernetes")
+    job_objects = [r for r in graph.resources if r.type.startswith("kubernetes:") and r.name.startswith("llama-sft")]
+    assert {r.type for r in job_objects} == {"kubernetes:batch/v1:Job", "kubernetes:core/v1:Service", "kubernetes:policy/v1:PodDisruptionBudget"}
+    assert {r.provider.rsplit("::", 1)[0] for r in job_objects} == {provider.urn}
+
+
+def test_refuses_a_kubernetes_provider_in_opts_beside_a_cluster_with_another():
+    import pulumi_kubernetes as k8s
+    from eks_gpu_training import TrainingJob
+
+    def program():
+        cluster = research_cluster(NETWORK)
+        other = k8s.Provider("other")
+        TrainingJob("llama-sft", job=_job_spec(), cluster=cluster, opts=pulumi.ResourceOptions(provider=other))
+
+    graph = run_program(program, STACK)
+    assert isinstance(graph.error, ConfigError)
+    assert [str(p) for p in graph.error.problems] == [
+        "TrainingJob(llama-sft).opts: names a Kubernetes provider other than its cluster's; pass one of them, not both"
+    ]
+    assert not [r for r in graph.resources if r.name.startswith("llama-sft")]
+
+
+def test_an_addon_accepts_its_clusters_own_kubernetes_provider_in_opts():
+    def program():
+        cluster = research_cluster(NETWORK)
+        EfaDevicePlugin("efa", cluster=cluster, opts=pulumi.ResourceOptions(providers={"kubernetes": cluster.provider}))
+
+    graph = run_program(program, STACK)
+    assert graph.error is None, repr(graph.error)

@@ -63,9 +63,10 @@ class ClusterRef:
     Every value another resource may supply is a ``pulumi.Input``: components never format one into
     text, they pass it on or combine it with ``pulumi.Output.concat``/``apply``.
 
-    Kubernetes provider: a component that takes a ``ClusterRef`` puts every Kubernetes object on
-    ``provider`` (its ``opts`` cannot redirect them); components without one (``SchedulingPolicies``,
-    ``TrainingJob``, ``GpuSmokeTest``) take the provider from their ``opts`` like any Pulumi resource.
+    Providers: a component given a cluster puts every Kubernetes object on ``provider`` and every AWS
+    resource in ``region``; one given none takes the Kubernetes provider in its ``opts``. A Kubernetes
+    provider in ``opts`` other than the cluster's, or an AWS provider for another region, is a
+    ``ConfigError``.
     """
 
     name: pulumi.Input[str]
@@ -589,3 +590,8 @@ def cluster_field(args: object) -> list[Problem]:
     except ConfigError as error:
         return list(error.problems)
     return []
+
+
+def optional_cluster_field(args: object) -> list[Problem]:
+    """``cluster_field`` for Args whose ``cluster`` may be left out (None)."""
+    return [] if getattr(args, "cluster") is None else cluster_field(args)

@@ -120,6 +120,35 @@ def component_args(args_cls: type, component: str, name: str, args: Any, fields:
     return args_cls(**fields)
 
 
+def _kubernetes_provider_in(opts: Any) -> Any:
+    if opts is None:
+        return None
+    if getattr(opts.provider, "package", None) == "kubernetes":
+        return opts.provider
+    providers = opts.providers
+    if isinstance(providers, dict):
+        return providers.get("kubernetes")
+    return next((p for p in providers or () if getattr(p, "package", None) == "kubernetes"), None)
+
+
+def with_cluster_provider(opts: Any, cluster: Any, path: str) -> Any:
+    """The one Kubernetes provider convention: a component given a cluster puts its Kubernetes
+    objects on the cluster's provider, which its ``opts`` then carry for every child; one without
+    takes the provider in ``opts``, like any Pulumi component. A different Kubernetes provider in
+    ``opts`` beside a cluster is a ``ConfigError``, never silently ignored."""
+    import pulumi  # the configuration layer's models do not need the SDK; only components reach here
+
+    provider = getattr(cluster, "provider", None)
+    if provider is None:
+        return opts
+    given = _kubernetes_provider_in(opts)
+    if given is not None and given is not provider:
+        raise ConfigError(
+            [Problem(f"{path}.opts", "names a Kubernetes provider other than its cluster's; pass one of them, not both")]
+        )
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": provider}))
+
+
 def _signature(args_cls: type) -> inspect.Signature:
     """``(name, args=None, opts=None, *, <field>=<default>, ...)`` for ``help()`` and editors."""
     names, required = _field_names(args_cls)
@@ -161,7 +190,8 @@ def documented_component(args_cls: type) -> Callable[[T], T]:
 
             @functools.wraps(init)
             def __init__(self: Any, name: str, args: Any = None, opts: Any = None, **fields: Any) -> None:
-                init(self, name, component_args(args_cls, cls.__name__, name, args, fields), opts)
+                args = component_args(args_cls, cls.__name__, name, args, fields)
+                init(self, name, args, with_cluster_provider(opts, getattr(args, "cluster", None), f"{cls.__name__}({name})"))
 
             if init.__doc__ is None:
                 __init__.__doc__ = (

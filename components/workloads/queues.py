@@ -46,6 +46,8 @@ from ..facts.quantity import cpu_quantity, memory_quantity, parse_quantity
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, resolve_quota
 from .templates import PART_OF
 from .training_job import _dependencies
+from ..aws.cluster import ClusterInput, optional_cluster_field
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -328,12 +330,18 @@ def kueue_queues_args(args: GpuTrainingPlatformArgs, namespace_resources: Option
         namespaces=[NamespaceQueues(ns.name, flavor_quotas(flavors, resolve_quota(ns.quota, args))) for ns in args.scheduling.namespaces],
         namespace_resources=dict(namespace_resources or {}),
     )
+    cluster: Optional[ClusterInput] = None
+    """The cluster whose Kubernetes provider the objects go on (a ``ClusterRef``, ``EksCluster`` or
+    ``pulumi_eks.Cluster``); default: the Kubernetes provider in ``opts``."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self, optional_cluster_field(self))
 
 
 @documented_component(KueueQueuesArgs)
 class KueueQueues(pulumi.ComponentResource):
     """Kueue's Topology, a ResourceFlavor per GPU pool, and per training namespace a ClusterQueue with
-    its LocalQueues. Pass the cluster's Kubernetes provider in ``opts`` and make it depend on the
+    its LocalQueues. Give it the ``cluster`` (or its Kubernetes provider in ``opts``) and make it depend on the
     Kueue release (its CRDs and webhooks); the LocalQueues also wait for ``namespace_resources``."""
 
     cluster_queue_names: pulumi.Output[list[str]]

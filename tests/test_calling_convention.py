@@ -108,7 +108,6 @@ def test_refuses_unknown_and_missing_keywords_together_with_what_is_allowed():
     assert [str(p) for p in raised.value.problems] == [
         "GpuNodeGroup(h100).pools: unknown argument; allowed: cluster, pool, network, tags, protect, instance_store_raid0",
         "GpuNodeGroup(h100).pool: is required",
-        "GpuNodeGroup(h100).network: is required",
     ]
 
 

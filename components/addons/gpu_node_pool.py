@@ -26,7 +26,7 @@ from ..config import (
     validate_karpenter_gpu_node_pool,
     validate_tags,
 )
-from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_names
+from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_field, pool_network_names
 from ..facts.aws_names import PhysicalName
 from ..aws.gpu_node_group import GP3_THROUGHPUT_MIBPS, GPU_TAINT_KEY, GPU_TAINT_VALUE, IMDS_HOP_LIMIT, gpu_node_selector
 from ..config.arguments import check_model_fields
@@ -163,8 +163,8 @@ class GpuNodePoolArgs:
     """The cluster the nodes join: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     pool: KarpenterGpuNodePoolConfig
     """The pool's settings (instance types, capacity, GPU limit, placement, EFA, disruption)."""
-    network: NetworkConfig
-    """The network, whose subnets the pool chooses from."""
+    network: Optional[NetworkConfig] = field(default=None, kw_only=True)
+    """The network, whose subnets the pool chooses from (a dict may leave out ``vpcId``). Default: the cluster ref's subnets."""
     node_role_name: pulumi.Input[str]
     """The Karpenter node role (``Karpenter.node_role_name``)."""
     karpenter_release: pulumi.Resource
@@ -180,7 +180,8 @@ class GpuNodePoolArgs:
     removed from the program (``karpenter.retainOnRemoval``). Default: true."""
 
     def __post_init__(self) -> None:
-        check_model_fields(self, cluster_field(self))
+        problems = cluster_field(self)
+        check_model_fields(self, problems + pool_network_field(self))
 
 def karpenter_placement_group_name(cluster_name: str, pool: KarpenterGpuNodePoolConfig) -> str:
     """Name of the placement group a Karpenter pool with ``placementGroup.mode: create`` gets;

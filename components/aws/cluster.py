@@ -291,17 +291,23 @@ class EksClusterArgs:
     network: Union[NetworkRef, NetworkConfig]
     """VPC and private subnets of the cluster: ``Network(...).ref`` for a created network, or the
     configuration of an adopted one (``create: false``)."""
-    system_node_group: SystemNodeGroupConfig
-    """The untainted node group for controllers."""
     region: str
-    """AWS region."""
-    partition: str
-    """ARN partition of the region."""
+    """AWS region: every AWS resource and look-up of the cluster goes there."""
+    system_node_group: Optional[SystemNodeGroupConfig] = None
+    """The untainted node group for controllers. Default: ``SystemNodeGroupConfig()`` for a created
+    cluster; none for an adopted one, which has its own nodes (give one to add it)."""
+    partition: Optional[str] = None
+    """ARN partition of the region. Default: the region's (``aws``, ``aws-cn``, ``aws-us-gov``)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
     def __post_init__(self) -> None:
         check_model_fields(self)
+        if self.system_node_group is None:
+            created = self.cluster.create if isinstance(self.cluster, ClusterConfig) else True
+            self.system_node_group = SystemNodeGroupConfig(enabled=created)
+        if self.partition is None:
+            self.partition = aws_enums.partition_of(self.region)
 
 
 @documented_component(EksClusterArgs)

@@ -44,7 +44,7 @@ from ..facts.gpu_nodes import (
 from .iam import create_node_role, node_role_resource_name
 from ..facts.aws_names import PhysicalName
 from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, image_volume_device, launch_template_ref, node_launch_template
-from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_names
+from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_field, pool_network_names
 from .storage import instance_store_launch_settings
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
@@ -150,8 +150,8 @@ class GpuNodeGroupArgs:
     """The cluster the nodes join: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     pool: GpuNodeGroupConfig
     """The pool's settings (instance types, capacity, placement, EFA, sizes, labels)."""
-    network: NetworkConfig
-    """The cluster's network; the pool takes its subnets from it."""
+    network: Optional[NetworkConfig] = None
+    """The cluster's network; the pool takes its subnets from it (a dict may leave out ``vpcId``). Default: the cluster ref's subnets."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags for every AWS resource; they never reach instances (see ``pool.instance_tags``). Default: none."""
     protect: bool = False
@@ -160,7 +160,8 @@ class GpuNodeGroupArgs:
     """Make the nodes' instance-store NVMe one RAID0 array for kubelet and containerd (AL2023 AMIs). Default: true."""
 
     def __post_init__(self) -> None:
-        check_model_fields(self, cluster_field(self))
+        problems = cluster_field(self)
+        check_model_fields(self, problems + pool_network_field(self))
 
 
 @documented_component(GpuNodeGroupArgs)

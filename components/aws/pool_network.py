@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from .cluster import ClusterRef
-from ..config import PlacementGroupConfig
+from ..config import NetworkConfig, PlacementGroupConfig, Problem, SubnetConfig
 from ..facts.aws_names import PhysicalName
 
 
@@ -89,3 +89,25 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
         opts=pulumi.ResourceOptions(parent=group),
     )
     return group
+
+
+def pool_network_field(args: object) -> list[Problem]:
+    """Complete the ``network`` of a pool's Args (after ``cluster_field``) from its cluster: left
+    out, it is the cluster's VPC and subnets (a ref that holds them: ``EksCluster``'s, or one built
+    with ``subnets=``); given as a dict without ``vpcId``, the cluster's VPC, since a pool only
+    chooses among the subnets. The problems, for ``check_model_fields`` to raise with the others."""
+    ref = getattr(args, "cluster")
+    network = getattr(args, "network")
+    path = f"{type(args).__name__}.network"
+    if not isinstance(ref, ClusterRef):
+        return []  # the cluster's own problem is reported
+    if network is None:
+        if not ref.subnets:
+            return [Problem(path, "is required: the cluster ref holds no subnets (give the network, or a ref built with subnets=)")]
+        network = NetworkConfig(
+            vpc_id=ref.vpc_id, subnets=[SubnetConfig(id=s.id, availability_zone=s.availability_zone) for s in ref.subnets]
+        )
+    elif isinstance(network, dict) and not network.get("create") and "vpcId" not in network and "vpc_id" not in network:
+        network = {**network, "vpcId": ref.vpc_id}
+    object.__setattr__(args, "network", network)
+    return []

@@ -133,10 +133,13 @@ def test_only_what_uses_pod_identity_waits_for_its_add_on(prod_graph):
     waiters = sorted(r.name for r in graph.resources if graph.depends_on(r, addon))
     assert waiters == [
         "gpu-training-karpenter-pod-identity",
+        "gpu-training-lustre-csi-driver",
         "gpu-training-topology-labeler-pod-identity",
         "gpu-training-training-identity-training",
     ]
-    assert all(graph.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", name) for name in waiters)
+    # The Pod Identity associations, and the FSx CSI driver add-on whose association it makes itself.
+    assert all(graph.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", name) for name in waiters if "csi" not in name)
+    assert graph.one("aws:eks/addon:Addon", "gpu-training-lustre-csi-driver").inputs["podIdentityAssociations"]
 
 
 def test_system_node_group_follows_the_cluster_version_with_its_own_hardened_launch_template(tuned_prod_graph):

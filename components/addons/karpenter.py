@@ -23,7 +23,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from ..aws import karpenter_iam
-from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
+from ..aws.cluster import ClusterRef, ClusterInput, cluster_field, pod_identity_agent
 from ..config import KarpenterConfig
 from ..aws.iam import create_node_role, create_pod_identity_role, node_role_resource_name
 from ..facts.aws_names import PhysicalName
@@ -291,7 +291,7 @@ class Karpenter(pulumi.ComponentResource):
             tags=tags,
             region=ref.region,
             # Karpenter's pods get credentials only through the Pod Identity agent add-on.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *ref.pod_identity]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *pod_identity_agent(ref, self)]),
         )
 
         in_cluster = dict(parent=self, provider=ref.provider)

@@ -21,7 +21,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
+from ..aws.cluster import ClusterRef, ClusterInput, cluster_field, pod_identity_agent
 from ..config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
 from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
 from ..aws.iam import create_pod_identity_role
@@ -370,7 +370,7 @@ class TopologyLabeler(pulumi.ComponentResource):
             role_arn=role.arn,
             tags=tags,
             region=ref.region,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *ref.pod_identity]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *pod_identity_agent(ref, self)]),
         )
 
         self.image = (

@@ -96,8 +96,11 @@ class ClusterRef:
     data flow alone does not order them); empty for an adopted cluster."""
     pod_identity: Sequence[pulumi.Resource] = field(default_factory=tuple)
     """The Pod Identity agent add-on a created cluster gets; only what gets AWS credentials through
-    Pod Identity (Karpenter, the topology labeler) waits for it. Empty for an adopted cluster, which
-    must already run it."""
+    Pod Identity (Karpenter, the topology labeler, training pods, the FSx CSI driver) waits for it.
+    Empty for an adopted cluster, which must already run it (``pod_identity_agent`` looks it up)."""
+    creates_pod_identity_agent: bool = False
+    """Whether the first component that needs the Pod Identity agent creates the add-on (a cluster
+    made by this program that has none); otherwise an empty ``pod_identity`` is looked up."""
     subnets: tuple[SubnetRef, ...] = ()
     """The cluster's private subnets with their AZs, which pools choose from; empty in a hand-built ref
     (pools then take the subnets of their network configuration)."""
@@ -120,7 +123,7 @@ class ClusterRef:
         provider: Optional[k8s.Provider] = None,
         system_node_selector: Optional[Mapping[str, str]] = None,
         ready: Sequence[pulumi.Resource] = (),
-        pod_identity: Sequence[pulumi.Resource] = (),
+        pod_identity: Optional[Sequence[pulumi.Resource]] = None,
         node_ssm_access: bool = False,
     ) -> "ClusterRef":
         """The ref of a ``pulumi_eks.Cluster`` made by your program.
@@ -133,7 +136,10 @@ class ClusterRef:
         Kubernetes provider ``<cluster>-k8s`` (a child of the cluster) on its ``kubeconfig_json``.
         ``system_node_selector`` places controllers (default: none); ``ready`` lists what must exist
         before they install besides the cluster (e.g. your system node group); ``pod_identity`` your
-        ``eks-pod-identity-agent`` add-on, which Karpenter and the topology labeler need.
+        ``eks-pod-identity-agent`` add-on, which Karpenter, the topology labeler, training pods' roles
+        and the FSx CSI driver need: left out (None), the first component that needs it creates the
+        add-on ``<cluster>-pod-identity-agent``; ``()`` says the cluster runs it already, and it is
+        looked up.
         ``node_ssm_access`` gives node roles made for it AmazonSSMManagedInstanceCore (default: no).
         """
         cluster_provider = aws_provider_of(resource=cluster)
@@ -168,7 +174,8 @@ class ClusterRef:
             system_node_selector=dict(system_node_selector or {}),
             ready=(cluster, *ready),
             control_plane=(cluster,),
-            pod_identity=tuple(pod_identity),
+            pod_identity=tuple(pod_identity or ()),
+            creates_pod_identity_agent=pod_identity is None,
             endpoint=cluster.core.endpoint,
             node_ssm_access=node_ssm_access,
         )
@@ -418,12 +425,8 @@ class EksCluster(pulumi.ComponentResource):
             kubernetes_version: pulumi.Input[str] = config.kubernetes_version
             self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=self))
         else:
-            # Karpenter and the labeler get AWS credentials through Pod Identity, which an adopted
-            # cluster must already run: reading the add-on fails the preview, before anything is
-            # created, when it is missing (a created cluster gets the add-on above).
-            aws.eks.get_addon_output(
-                cluster_name=config.name, addon_name=POD_IDENTITY_ADDON, region=args.region, opts=pulumi.InvokeOutputOptions(parent=self)
-            )
+            # An adopted cluster must already run the Pod Identity agent: the components that need it
+            # look it up (``pod_identity_agent``); a created cluster gets the add-on above.
             adopted = ClusterRef.from_existing(
                 config.name,
                 args.region,
@@ -601,3 +604,42 @@ def cluster_field(args: object) -> list[Problem]:
 def optional_cluster_field(args: object) -> list[Problem]:
     """``cluster_field`` for Args whose ``cluster`` may be left out (None)."""
     return [] if getattr(args, "cluster") is None else cluster_field(args)
+
+
+_POD_IDENTITY_AGENTS: dict[int, tuple[ClusterRef, tuple[pulumi.Resource, ...]]] = {}
+"""What each ref's components wait for of the Pod Identity agent, once per ref (keyed by identity;
+the ref is kept so its id stays its own)."""
+
+
+def pod_identity_agent(ref: ClusterRef, parent: pulumi.Resource) -> tuple[pulumi.Resource, ...]:
+    """The Pod Identity agent a component that gets AWS credentials through Pod Identity waits for,
+    on every path: the ref's add-on if it has one; for a cluster made by this program without one
+    (``creates_pod_identity_agent``), an add-on ``<cluster>-pod-identity-agent`` created once, a child
+    of the cluster; for any other cluster a look-up of the add-on, which fails the preview, before
+    anything is created, when the cluster does not run it (nothing to wait for then)."""
+    if ref.pod_identity:
+        return tuple(ref.pod_identity)
+    known = _POD_IDENTITY_AGENTS.get(id(ref))
+    if known is not None and known[0] is ref:
+        return known[1]
+    agents: tuple[pulumi.Resource, ...] = ()
+    if ref.creates_pod_identity_agent and ref.control_plane:
+        cluster = ref.control_plane[0]
+        agents = (
+            aws.eks.Addon(
+                f"{cluster._name}-pod-identity-agent",
+                cluster_name=ref.name,
+                addon_name=POD_IDENTITY_ADDON,
+                region=ref.region,
+                opts=pulumi.ResourceOptions(parent=cluster, depends_on=list(ref.control_plane)),
+            ),
+        )
+    else:
+        aws.eks.get_addon_output(
+            cluster_name=ref.name,
+            addon_name=POD_IDENTITY_ADDON,
+            region=ref.region,
+            opts=pulumi.InvokeOutputOptions(parent=parent, depends_on=list(ref.control_plane)),
+        )
+    _POD_IDENTITY_AGENTS[id(ref)] = (ref, agents)
+    return agents

@@ -25,7 +25,7 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
-from .cluster import ClusterRef, ClusterInput, cluster_field
+from .cluster import ClusterRef, ClusterInput, cluster_field, pod_identity_agent
 from .iam import create_pod_identity_role, managed_policy_arn
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
@@ -310,7 +310,8 @@ class LustreStorage(pulumi.ComponentResource):
             resolve_conflicts_on_update="OVERWRITE",
             tags=tags,
             region=ref.region,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
+            # The controller's credentials come through the Pod Identity association, so through the agent.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *pod_identity_agent(ref, self)]),
         )
 
         self.volume = LustreVolume(

@@ -13,7 +13,7 @@ import pulumi
 import pulumi_aws as aws
 
 from ..config import S3BucketConfig
-from .cluster import ClusterRef, ClusterInput, cluster_field
+from .cluster import ClusterRef, ClusterInput, cluster_field, pod_identity_agent
 from .iam import create_pod_identity_role
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
@@ -153,7 +153,7 @@ class TrainingIdentity(pulumi.ComponentResource):
                 role_arn=role.arn,
                 tags=tags,
                 region=ref.region,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *ref.pod_identity]),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *pod_identity_agent(ref, self)]),
             )
             for namespace in args.namespaces
         ]

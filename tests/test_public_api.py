@@ -8,6 +8,7 @@ import pydoc
 import typing
 
 import pulumi
+import pydantic
 import pytest
 
 import eks_gpu_training
@@ -144,7 +145,7 @@ def test_configuration_models_take_outputs_where_another_resource_supplies_the_v
 
 
 def test_known_values_are_still_checked_where_outputs_are_allowed():
-    with pytest.raises(ValueError, match="string_pattern_mismatch"):
+    with pytest.raises(ConfigError, match=r"SubnetConfig.id: 'subnet-nothex' does not match \^subnet-"):
         SubnetConfig(id="subnet-nothex", availability_zone="us-west-2a")
     with pytest.raises(ValueError, match="must be a string or a pulumi.Output, not int"):
         NetworkConfig(vpc_id=12, subnets=[])
@@ -240,3 +241,31 @@ def test_a_dict_for_a_field_taking_a_ref_or_a_model_is_checked_into_the_model():
     assert EksClusterArgs(cluster={"name": "research"}, network=ref, system_node_group={}, region="us-west-2", partition="aws").network is ref
     with pytest.raises(ConfigError, match=r"EksClusterArgs.network.vpc: unknown key"):
         EksClusterArgs(cluster={"name": "research"}, network={"vpc": "x"}, system_node_group={}, region="us-west-2", partition="aws")
+
+
+CONFIG_MODELS = sorted(
+    {
+        getattr(eks_gpu_training, name)
+        for name in eks_gpu_training.__all__
+        if isinstance(getattr(eks_gpu_training, name), type) and issubclass(getattr(eks_gpu_training, name), pydantic.BaseModel)
+    },
+    key=lambda model: model.__name__,
+)
+
+
+@pytest.mark.parametrize("model", CONFIG_MODELS, ids=lambda m: m.__name__)
+def test_help_of_every_config_model_shows_snake_case_parameters_with_the_references_descriptions(model):
+    import inspect
+
+    parameters = inspect.signature(model).parameters
+    assert list(parameters) == list(model.model_fields)
+    text = pydoc.render_doc(model, renderer=pydoc.plaintext)
+    for name, info in model.model_fields.items():
+        # The same text docs/configuration.md's table shows for the key.
+        assert f"    {name} (" in text and (info.description or "").replace("\n", " ") in text
+
+
+def test_a_model_built_with_a_wrong_type_is_a_config_error_with_the_key_path():
+    with pytest.raises(ConfigError) as raised:
+        GpuNodeGroupConfig(name="h100", max_size=pulumi.Output.from_input(4), labels=["team"])
+    assert sorted(p.path for p in raised.value.problems) == ["GpuNodeGroupConfig.labels", "GpuNodeGroupConfig.max_size"]

@@ -43,6 +43,34 @@ def field_docstrings(cls: type) -> dict[str, str]:
     return docs
 
 
+def type_text(annotation: Any, markdown: bool = False) -> str:
+    """A configuration field's type as the reference (``docs/configuration.md``, ``markdown``) and
+    ``help()`` show it: ``list of str``, ``str (optional)``, ``object`` for a nested model."""
+    import types
+    import typing
+
+    import pulumi
+    from pydantic import BaseModel
+
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return type_text(args[0], markdown)
+    if origin in (typing.Union, types.UnionType):
+        # A program may pass an Output where a value comes from another resource; a stack file holds text.
+        names = [type_text(a, markdown) for a in args if a is not type(None) and (typing.get_origin(a) or a) is not pulumi.Output]
+        return " | ".join(names) + (" (optional)" if type(None) in args else "")
+    if origin is typing.Literal:
+        return (" \\| " if markdown else " | ").join(f"`{a}`" if markdown else repr(a) for a in args)
+    if origin in (list, typing.List):
+        return f"list of {type_text(args[0], markdown)}"
+    if origin in (dict, typing.Dict):
+        return f"map of {type_text(args[1], markdown)}"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "object" if markdown else annotation.__name__
+    return getattr(annotation, "__name__", str(annotation))
+
+
 def _type_text(annotation: Any) -> str:
     return annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
 
@@ -55,7 +83,8 @@ def args_section(args_cls: type) -> str:
     if model_fields is not None:
         for name, info in model_fields.items():
             text = (info.description or "").replace("\n", " ")
-            lines.append(f"    {name} ({_type_text(info.annotation)}): {text}")
+            key = f"; stack key {info.alias}" if info.alias and info.alias != name else ""
+            lines.append(f"    {name} ({type_text(info.annotation)}{key}): {text}")
         return "\n".join(lines)
     docs = field_docstrings(args_cls)
     for field in dataclasses.fields(args_cls):

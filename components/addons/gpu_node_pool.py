@@ -169,7 +169,7 @@ class GpuNodePoolArgs:
     """The Karpenter node role (``Karpenter.node_role_name``)."""
     karpenter_release: pulumi.Resource
     """The Karpenter Helm release; the custom resources wait for it (and so for its CRDs)."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource, the nodes Karpenter launches included. Default: none."""
     instance_store_raid0: bool = True
     """Make the nodes' instance-store NVMe one RAID0 array for ephemeral storage. Default: true."""

@@ -268,7 +268,7 @@ class TopologyLabelerArgs:
     config: TopologyLabelerConfig
     """Image, interval and resources (``enabled`` is read by ``GpuTrainingPlatform``, which creates
     this component only when it is true)."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
     def __post_init__(self) -> None:

@@ -305,7 +305,7 @@ class EksClusterArgs:
     cluster; none for an adopted one, which has its own nodes (give one to add it)."""
     partition: Optional[str] = None
     """ARN partition of the region. Default: the region's (``aws``, ``aws-cn``, ``aws-us-gov``)."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
     def __post_init__(self) -> None:

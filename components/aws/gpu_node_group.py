@@ -152,7 +152,7 @@ class GpuNodeGroupArgs:
     """The pool's settings (instance types, capacity, placement, EFA, sizes, labels)."""
     network: Optional[NetworkConfig] = None
     """The cluster's network; the pool takes its subnets from it (a dict may leave out ``vpcId``). Default: the cluster ref's subnets."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource; they never reach instances (see ``pool.instance_tags``). Default: none."""
     protect: bool = False
     """Protect the node group and the placement group it creates from deletion. Default: false."""

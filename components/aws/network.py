@@ -106,7 +106,7 @@ class NetworkArgs:
     """AWS region (endpoint service names)."""
     name_prefix: pulumi.Input[str]
     """Prefix of the resources' ``Name`` tags (the cluster name, which may be an Output)."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
     def __post_init__(self) -> None:

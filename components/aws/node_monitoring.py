@@ -53,7 +53,7 @@ class NodeMonitoringAgentArgs:
     addon_version: Optional[str] = None
     """A pinned add-on version. Default: the newest EKS offers for the cluster's Kubernetes version
     (``ClusterRef.kubernetes_version``: the configured one, or the one an adopted cluster runs)."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags of the add-on. Default: none."""
 
     def __post_init__(self) -> None:

@@ -184,7 +184,7 @@ class LustreStorageArgs:
     """The private subnet of the file system's AZ."""
     account_id: pulumi.Input[str]
     """The AWS account (Pod Identity trust of the CSI driver's role)."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
     def __post_init__(self) -> None:

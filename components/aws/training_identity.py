@@ -80,7 +80,7 @@ class TrainingIdentityArgs:
     """Buckets the role may reach, each with its access. Default: none."""
     policy_arns: Sequence[pulumi.Input[str]] = ()
     """Further IAM policies attached to the role. Default: none."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
     def __post_init__(self) -> None:

@@ -9,6 +9,7 @@ import sys
 import typing
 from typing import Any, Optional
 
+import pulumi
 import pydantic
 from pydantic import BaseModel
 
@@ -102,6 +103,10 @@ def check_model_fields(args: Any, problems: Optional[list[Problem]] = None) -> N
                 continue
         value = getattr(args, field.name)
         path = f"{type(args).__name__}.{field.name}"
+        if isinstance(value, pulumi.Output) and typing.get_origin(annotation) in (dict, collections.abc.Mapping):
+            # Tags and labels are merged with the component's own, which needs their keys now.
+            problems.append(Problem(path, "must be a dict (its values may be Outputs), not an Output of one"))
+            continue
         members = typing.get_args(annotation) if typing.get_origin(annotation) is typing.Union else ()
         union_models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):

@@ -186,9 +186,11 @@ def validate_tags(tags: dict[str, str], path: str = "tags") -> list[Problem]:
             problems.append(Problem(f"{path}.{key}", "tag keys starting with 'aws:' are reserved for AWS"))
         if not aws_enums.iam_tag_text_ok(key):
             problems.append(Problem(f"{path}.{key}", f"the key has characters IAM refuses in tags; allowed: {alphabet}"))
-        if len(value) > TAG_VALUE_LIMITS[1]:
+        if isinstance(value, pulumi.Output):
+            pass  # known only once its resource exists: AWS checks it
+        elif len(value) > TAG_VALUE_LIMITS[1]:
             problems.append(Problem(f"{path}.{key}", f"tag values have at most {TAG_VALUE_LIMITS[1]} characters ({len(value)} here)"))
-        if not aws_enums.iam_tag_text_ok(value):
+        if not isinstance(value, pulumi.Output) and not aws_enums.iam_tag_text_ok(value):
             problems.append(
                 Problem(
                     f"{path}.{key}",

@@ -41,3 +41,13 @@ def resource_input(pattern: str, what: str, hint: str | None = None) -> Any:
         return value
 
     return Annotated[Union[str, pulumi.Output[str]], PlainValidator(check), WithJsonSchema({"type": "string", "pattern": pattern})]
+
+
+def _text_or_output(value: Any) -> Any:
+    if is_unknown(value) or isinstance(value, str):
+        return value
+    raise PydanticCustomError("input_type", f"must be a string or a pulumi.Output, not {type(value).__name__}")
+
+
+InputText = Annotated[Union[str, pulumi.Output[str]], PlainValidator(_text_or_output), WithJsonSchema({"type": "string"})]
+"""A tag or label value: text, checked by the rules of its map, or an Output, passed on unchecked."""

@@ -20,7 +20,7 @@ from .addons import (
 )
 from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model, validate_tags
 from .cluster import ClusterConfig, SystemNodeGroupConfig, validate_cluster_endpoint
-from .inputs import is_unknown
+from .inputs import InputText, is_unknown
 from .health import NodeMonitoringConfig, PreflightConfig
 from .network import NetworkConfig, validate_network
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
@@ -63,8 +63,8 @@ class GpuTrainingPlatformArgs(_Model):
     """DCGM diagnostics and the NCCL all-reduce test on the GPU pools, awaited by `pulumi up`. Default: off."""
     s3_buckets: list[S3BucketConfig] = []
     """S3 buckets of the stack's training data and checkpoints, named once: training pods get least-privilege access to exactly these through the training ServiceAccount's EKS Pod Identity role. Default: none."""
-    tags: dict[str, str] = {}
-    """Tags added to every AWS resource. Default: none."""
+    tags: dict[str, InputText] = {}
+    """Tags added to every AWS resource (a value may be an Output in a program). Default: none."""
 
     @model_validator(mode="before")
     @classmethod

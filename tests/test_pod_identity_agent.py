@@ -80,3 +80,15 @@ def test_the_fsx_csi_driver_waits_for_the_agent_its_credentials_come_through(pro
     agent = prod_graph.one(ADDON, "gpu-training-cluster-pod-identity-agent")
     driver = prod_graph.one(ADDON, "gpu-training-lustre-csi-driver")
     assert prod_graph.depends_on(driver, agent)
+
+
+def test_two_refs_of_your_own_cluster_share_its_kubernetes_provider_and_agent():
+    def program():
+        cluster = _own_cluster()
+        Karpenter("karpenter", cluster=cluster, config=KarpenterConfig(enabled=True))
+        TopologyLabeler("labeler", cluster=ClusterRef.from_eks_cluster(cluster, region="us-west-2"), config=LABELER)
+
+    graph = run_program(program, STACK)
+    assert graph.error is None, repr(graph.error)
+    assert [p.name for p in graph.of_type("pulumi:providers:kubernetes")] == ["research-k8s"]
+    assert [a.name for a in graph.of_type(ADDON)] == ["research-pod-identity-agent"]

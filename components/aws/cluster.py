@@ -54,6 +54,11 @@ POD_IDENTITY_ADDON = "eks-pod-identity-agent"
 Pod Identity associations instead of IRSA."""
 
 
+_EKS_CLUSTER_PROVIDERS: "weakref.WeakKeyDictionary[eks.Cluster, k8s.Provider]" = weakref.WeakKeyDictionary()
+"""The Kubernetes provider ``ClusterRef.from_eks_cluster`` made for each cluster, so that every ref
+of one cluster uses one provider."""
+
+
 @dataclass(frozen=True)
 class ClusterRef:
     """What components need of a cluster; the same shape for a created and an adopted cluster.
@@ -156,11 +161,15 @@ class ClusterRef:
             )
         check_provider_region(cluster_provider, region, "ClusterRef.from_eks_cluster.region")
         kubeconfig = cluster.kubeconfig_json
+        if provider is None and cluster in _EKS_CLUSTER_PROVIDERS:
+            # A second ref of the same cluster (e.g. one a component made from the cluster itself).
+            provider = _EKS_CLUSTER_PROVIDERS[cluster]
         if provider is None:
             # pulumi.Resource has no public accessor for its name; the provider is named after the cluster.
             provider = k8s.Provider(
                 f"{cluster._name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=cluster)
             )
+            _EKS_CLUSTER_PROVIDERS[cluster] = provider
         return cls(
             name=name if name is not None else cluster.eks_cluster.name,
             region=region,
@@ -606,9 +615,9 @@ def optional_cluster_field(args: object) -> list[Problem]:
     return [] if getattr(args, "cluster") is None else cluster_field(args)
 
 
-_POD_IDENTITY_AGENTS: dict[int, tuple[ClusterRef, tuple[pulumi.Resource, ...]]] = {}
-"""What each ref's components wait for of the Pod Identity agent, once per ref (keyed by identity;
-the ref is kept so its id stays its own)."""
+_POD_IDENTITY_AGENTS: dict[int, tuple[object, tuple[pulumi.Resource, ...]]] = {}
+"""What components wait for of the Pod Identity agent: the add-on created once per cluster, or
+nothing after one look-up per ref (keyed by identity; the key's object is kept so its id stays its own)."""
 
 
 def pod_identity_agent(ref: ClusterRef, parent: pulumi.Resource) -> tuple[pulumi.Resource, ...]:
@@ -619,11 +628,14 @@ def pod_identity_agent(ref: ClusterRef, parent: pulumi.Resource) -> tuple[pulumi
     anything is created, when the cluster does not run it (nothing to wait for then)."""
     if ref.pod_identity:
         return tuple(ref.pod_identity)
-    known = _POD_IDENTITY_AGENTS.get(id(ref))
-    if known is not None and known[0] is ref:
+    creates = ref.creates_pod_identity_agent and bool(ref.control_plane)
+    # One add-on per cluster however many refs of it there are; one look-up per ref.
+    owner: object = ref.control_plane[0] if creates else ref
+    known = _POD_IDENTITY_AGENTS.get(id(owner))
+    if known is not None and known[0] is owner:
         return known[1]
     agents: tuple[pulumi.Resource, ...] = ()
-    if ref.creates_pod_identity_agent and ref.control_plane:
+    if creates:
         cluster = ref.control_plane[0]
         agents = (
             aws.eks.Addon(
@@ -641,5 +653,5 @@ def pod_identity_agent(ref: ClusterRef, parent: pulumi.Resource) -> tuple[pulumi
             region=ref.region,
             opts=pulumi.InvokeOutputOptions(parent=parent, depends_on=list(ref.control_plane)),
         )
-    _POD_IDENTITY_AGENTS[id(ref)] = (ref, agents)
+    _POD_IDENTITY_AGENTS[id(owner)] = (owner, agents)
     return agents

@@ -201,3 +201,33 @@ def test_pulumi_up_shows_a_provider_region_mismatch_as_its_message_not_a_traceba
     assert "Traceback" not in shown
     assert shown.endswith("ClusterRef.from_existing(research).region: the AWS provider in opts is for us-west-2, the component for "
                           "us-east-1; pass a provider for the same region, or none")
+
+
+def test_refuses_a_component_given_an_aws_provider_for_another_region_than_its_clusters():
+    from eks_gpu_training import EfaDevicePlugin
+    from harness import stand_in_ref
+
+    def program():
+        west = aws.Provider("west", region="us-west-2")
+        EfaDevicePlugin("efa", cluster=stand_in_ref("us-east-1"), opts=pulumi.ResourceOptions(providers={"aws": west}))
+
+    graph = run_program(program, STACK)
+    assert isinstance(graph.error, ConfigError)
+    assert [p.path for p in graph.error.problems] == ["EfaDevicePlugin(efa).opts"]
+
+
+def test_a_component_may_be_given_an_aws_provider_for_its_clusters_region():
+    from eks_gpu_training import GpuNodeGroup, GpuNodeGroupConfig
+    from harness import research_cluster
+
+    def program():
+        west = aws.Provider("west", region="us-west-2")
+        network = _cluster_args("us-west-2").network
+        GpuNodeGroup("h100", cluster=research_cluster(network), pool=GpuNodeGroupConfig(name="h100", availability_zone="us-west-2a"),
+                     opts=pulumi.ResourceOptions(providers={"aws": west}))
+
+    graph = run_program(program, STACK)
+    assert graph.error is None, repr(graph.error)
+    west = graph.one("pulumi:providers:aws")
+    pool = next(r for r in graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs["nodeGroupNamePrefix"] == "h100-")
+    assert pool.provider.startswith(west.urn) and pool.inputs["region"] == "us-west-2"

@@ -115,6 +115,11 @@ class ClusterRef:
     node_ssm_access: bool = False
     """Whether node roles made for this cluster get AmazonSSMManagedInstanceCore (``cluster.nodeSsmAccess``)."""
 
+    def check_aws_provider(self, opts: Optional[pulumi.ResourceOptions], path: str) -> None:
+        """Refuse (``ConfigError`` naming ``<path>.opts``) an AWS provider in a component's ``opts``
+        for another region than this cluster's, once its region is known."""
+        check_provider_region(aws_provider_of(opts), self.region, f"{path}.opts")
+
     @classmethod
     def from_eks_cluster(
         cls,

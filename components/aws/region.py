@@ -8,7 +8,7 @@ its AWS provider points, so ``cluster_aws_provider`` chooses that provider.
 
 An AWS provider whose region differs from the component's is a mistake (the ref would describe a
 cluster in one region while the provider talks to another); the region of a provider is an Output,
-so ``provider_region_problem`` checks it once it resolves, which under ``pulumi preview`` happens
+so ``check_provider_region`` checks it once it resolves, which under ``pulumi preview`` happens
 before anything is created.
 """
 
@@ -79,9 +79,10 @@ def check_provider_region(provider: Optional[pulumi.ProviderResource], region: s
 
 def cluster_aws_provider(name: str, region: str, parent: pulumi.Resource) -> Optional[pulumi.ProviderResource]:
     """The AWS provider a ``pulumi_eks.Cluster`` in ``region`` under ``parent`` is created with: the
-    one ``parent`` passes on (from its ``opts`` or its own parent) if any; none (the stack's default) when the stack's ``aws:region`` is
-    ``region``; otherwise a provider ``<name>-aws`` for ``region``, which, like the default provider,
-    takes its credentials from the environment (pass your own in ``opts`` to set a profile or role)."""
+    one ``parent`` passes on (from its ``opts`` or its own parent) if any; none (the stack's default)
+    when the stack's ``aws:region`` is ``region``; otherwise a provider ``<name>-aws`` for ``region``,
+    which, like the default provider, takes its credentials from the environment (pass your own in
+    ``opts`` to set a profile or role)."""
     given = aws_provider_of(resource=parent)
     if given is not None:
         return given

@@ -161,12 +161,16 @@ def _kubernetes_provider_in(opts: Any) -> Any:
 
 
 def with_cluster_provider(opts: Any, cluster: Any, path: str) -> Any:
-    """The one Kubernetes provider convention: a component given a cluster puts its Kubernetes
-    objects on the cluster's provider, which its ``opts`` then carry for every child; one without
-    takes the provider in ``opts``, like any Pulumi component. A different Kubernetes provider in
-    ``opts`` beside a cluster is a ``ConfigError``, never silently ignored."""
+    """The one provider convention: a component given a cluster puts its Kubernetes objects on the
+    cluster's provider, which its ``opts`` then carry for every child; one without takes the provider
+    in ``opts``, like any Pulumi component. A different Kubernetes provider in ``opts`` beside a
+    cluster, or an AWS provider for another region than the cluster's, is a ``ConfigError``, never
+    silently ignored."""
     import pulumi  # the configuration layer's models do not need the SDK; only components reach here
 
+    check_aws_provider = getattr(cluster, "check_aws_provider", None)
+    if check_aws_provider is not None:
+        check_aws_provider(opts, path)
     provider = getattr(cluster, "provider", None)
     if provider is None:
         return opts

@@ -80,3 +80,41 @@ def test_refuses_an_output_of_a_whole_tag_map_with_its_key_path():
     with pytest.raises(ConfigError) as raised:
         GpuNodeGroupArgs(cluster=stand_in_ref(), pool=GpuNodeGroupConfig(name="h100"), network=NETWORK, tags=pulumi.Output.from_input({"a": "b"}))
     assert [str(p) for p in raised.value.problems] == ["GpuNodeGroupArgs.tags: must be a dict (its values may be Outputs), not an Output of one"]
+
+
+def test_a_node_group_takes_output_sizes_and_skips_the_size_rules_for_them():
+    def program():
+        # Any Output will do: here a count that waits for a bucket made in the same program.
+        size = aws.s3.Bucket("sizes").bucket.apply(lambda _: 4)
+        pool = GpuNodeGroupConfig(name="h100", availability_zone="us-west-2a", min_size=1, desired_size=size, max_size=size)
+        GpuNodeGroup("h100", cluster=research_cluster(NETWORK), pool=pool)
+
+    graph = run_program(program, {"aws:region": "us-west-2"})
+    assert graph.error is None, repr(graph.error)
+    node_group = next(r for r in graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs["nodeGroupNamePrefix"] == "h100-")
+    scaling = node_group.inputs["scalingConfig"]
+    assert (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (1, 4, 4)
+    assert graph.depends_on(node_group, graph.one("aws:s3/bucket:Bucket"))
+
+
+def test_known_sizes_are_still_checked_beside_the_output_fields():
+    with pytest.raises(ConfigError) as raised:
+        GpuNodeGroupConfig(name="h100", min_size=-1)
+    assert [str(p) for p in raised.value.problems] == ["GpuNodeGroupConfig.min_size: Input should be greater than or equal to 0"]
+    from eks_gpu_training.config import validate_gpu_node_group
+
+    pool = GpuNodeGroupConfig(name="h100", availability_zone="us-west-2a", min_size=3, max_size=2)
+    assert [str(p).split(":")[0] for p in validate_gpu_node_group(pool, NETWORK, "pool")] == ["pool.minSize"]
+
+
+def test_the_platform_refuses_output_sizes_naming_the_key():
+    with pytest.raises(ConfigError) as raised:
+        parse_platform_args(
+            {
+                "region": "us-west-2",
+                "cluster": {"name": "research", "endpointPublicAccessCidrs": ["192.0.2.0/24"]},
+                "network": {"vpcId": NETWORK.vpc_id, "subnets": [{"id": s.id, "availabilityZone": s.availability_zone} for s in NETWORK.subnets]},
+                "gpuNodeGroups": [{"name": "h100", "availabilityZone": "us-west-2a", "maxSize": pulumi.Output.from_input(4)}],
+            }
+        )
+    assert [p.path for p in raised.value.problems] == ["gpuNodeGroups[0].maxSize"]

@@ -267,5 +267,8 @@ def test_help_of_every_config_model_shows_snake_case_parameters_with_the_referen
 
 def test_a_model_built_with_a_wrong_type_is_a_config_error_with_the_key_path():
     with pytest.raises(ConfigError) as raised:
-        GpuNodeGroupConfig(name="h100", max_size=pulumi.Output.from_input(4), labels=["team"])
-    assert sorted(p.path for p in raised.value.problems) == ["GpuNodeGroupConfig.labels", "GpuNodeGroupConfig.max_size"]
+        GpuNodeGroupConfig(name="h100", max_size="4", labels=["team"])
+    assert sorted(str(p) for p in raised.value.problems) == [
+        "GpuNodeGroupConfig.labels: Input should be a valid dictionary",
+        "GpuNodeGroupConfig.max_size: must be an integer or a pulumi.Output, not str",
+    ]

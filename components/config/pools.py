@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Sequence, Union
+from typing import Any, Literal, Optional, Sequence, Union
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -27,7 +27,7 @@ from .base import (
     _Model,
 )
 from ..facts.gpu_nodes import GPU_POOL_KEY
-from .inputs import InputText, is_unknown, shown
+from .inputs import InputText, NodeCount, PositiveNodeCount, is_unknown, shown
 from .cluster import RELEASE_VERSION_PATTERN
 from .network import NetworkConfig, SubnetId, SubnetRef, network_zones, planned_subnets
 from .node_repair import NodeRepairConfig, check_node_repair
@@ -132,11 +132,11 @@ class GpuNodeGroupConfig(GpuPoolConfig):
     """ON_DEMAND or CAPACITY_BLOCK (SPOT is refused for training). Default: ON_DEMAND."""
     capacity_reservation_id: Optional[str] = Field(default=None, pattern=r"^cr-[0-9a-f]{17}$")
     """Capacity reservation (ODCR or Capacity Block) the pool launches into; required for CAPACITY_BLOCK. Default: none."""
-    min_size: int = Field(default=0, ge=0)
+    min_size: NodeCount = 0
     """Minimum number of nodes. Default: 0."""
-    desired_size: Optional[int] = Field(default=None, ge=0)
+    desired_size: Optional[NodeCount] = None
     """Number of nodes at creation; later changes are left to autoscalers and ignored by `pulumi up`. Default: min size."""
-    max_size: int = Field(default=2, ge=1)
+    max_size: PositiveNodeCount = 2
     """Maximum number of nodes. Default: 2 (the seed's two-node training job)."""
     update_max_unavailable: int = Field(default=1, ge=1, le=100)
     """Nodes replaced at once during a node group update. Default: 1."""
@@ -171,7 +171,14 @@ class GpuNodeGroupConfig(GpuPoolConfig):
         return value
 
     @property
-    def initial_size(self) -> int:
+    def computed_sizes(self) -> list[str]:
+        """The size keys a program gave as Outputs (``GpuNodeGroup`` takes them; the platform, which
+        derives quotas and Kueue's flavors from the sizes, does not)."""
+        sizes = {"minSize": self.min_size, "desiredSize": self.desired_size, "maxSize": self.max_size}
+        return [key for key, size in sizes.items() if is_unknown(size)]
+
+    @property
+    def initial_size(self) -> Any:
         """Nodes at creation: ``desired_size`` when set, else ``min_size``."""
         return self.min_size if self.desired_size is None else self.desired_size
 
@@ -232,7 +239,10 @@ def _check_reservation_placement(has_reservation: bool, placement: PlacementGrou
 
 
 def _check_sizes(min_size: int, desired_size: Optional[int], max_size: int, problem: ProblemSink) -> None:
-    """minSize <= desiredSize <= maxSize, each problem under the key the user set."""
+    """minSize <= desiredSize <= maxSize, each problem under the key the user set; a program's Output
+    size is known only at deployment, so EKS checks it."""
+    if any(is_unknown(size) for size in (min_size, desired_size, max_size)):
+        return
     if min_size > max_size:
         problem("minSize", f"must not exceed maxSize ({max_size})")
     elif desired_size is not None and not min_size <= desired_size <= max_size:

@@ -13,7 +13,7 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pytest
 
-from eks_gpu_training import ClusterRef, ConfigError, EksCluster, EksClusterArgs, GpuTrainingPlatform, parse_platform_args
+from eks_gpu_training import ClusterRef, ConfigError, EksCluster, EksClusterArgs
 from eks_gpu_training.aws.region import provider_region_problem
 from harness import readme_examples, run_example, run_program
 

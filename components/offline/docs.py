@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import types
 import typing
 from pathlib import Path
 from typing import Any
 
-import pulumi
 from pydantic import BaseModel
 
 from ..config import PROJECT, GpuTrainingPlatformArgs

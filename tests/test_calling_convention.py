@@ -219,3 +219,19 @@ def test_pulumi_up_shows_a_calling_mistake_as_its_message_not_a_traceback():
 
     shown = language_host_log(run_program(program, STACK).error)
     assert "Traceback" not in shown and "GpuNodeGroup(h100).pools: unknown argument" in shown
+
+
+def test_refuses_a_pulumi_eks_cluster_with_an_aws_provider_of_its_own_given_without_its_region():
+    import pulumi_aws as aws
+
+    def program():
+        east = aws.Provider("east", region="us-east-1")
+        cluster = eks.Cluster("research", name="research", opts=pulumi.ResourceOptions(providers={"aws": east}))
+        GpuNodeGroup("h100", cluster=cluster, network=NETWORK, pool=POOL)
+
+    graph = run_program(program, STACK)
+    assert isinstance(graph.error, ConfigError)
+    assert [str(p) for p in graph.error.problems] == [
+        "GpuNodeGroupArgs.cluster: the region of this pulumi_eks.Cluster is not known (it has an AWS provider of its own); "
+        "pass ClusterRef.from_eks_cluster(cluster, region=...)"
+    ]

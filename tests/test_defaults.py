@@ -77,3 +77,26 @@ def test_refuses_a_pool_without_a_network_when_its_cluster_ref_holds_no_subnets(
     with pytest.raises(ConfigError) as raised:
         GpuNodeGroupArgs(cluster=stand_in_ref(), pool=POOL)
     assert [p.path for p in raised.value.problems] == ["GpuNodeGroupArgs.network"]
+
+
+def test_system_node_sizes_take_outputs_and_known_ones_are_still_checked():
+    import pulumi
+
+    def program():
+        from eks_gpu_training import EksCluster
+
+        size = pulumi.Output.from_input(3)
+        EksCluster("c", cluster=ClusterConfig(name="r", endpoint_public_access_cidrs=["192.0.2.0/24"]), network=NETWORK,
+                   region="us-west-2", system_node_group=SystemNodeGroupConfig(desired_size=size, max_size=size))
+
+    graph = run_program(program, {"aws:region": "us-west-2"})
+    assert graph.error is None, repr(graph.error)
+    scaling = graph.one("aws:eks/nodeGroup:NodeGroup").inputs["scalingConfig"]
+    assert (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (2, 3, 3)
+    assert [p.split(":")[0] for p in _problems(systemNodeGroup={"minSize": 5, "maxSize": 4})] == ["systemNodeGroup.minSize"]
+
+
+def _problems(**overrides) -> list[str]:
+    with pytest.raises(ConfigError) as raised:
+        _platform(cluster={"name": "research", "endpointPublicAccessCidrs": ["192.0.2.0/24"]}, **overrides)
+    return [str(p) for p in raised.value.problems]

@@ -17,6 +17,8 @@ import inspect
 import textwrap
 from typing import Any, Callable, Optional, TypeVar
 
+import pulumi
+
 from .base import ConfigError, Problem
 
 T = TypeVar("T", bound=type)
@@ -49,7 +51,6 @@ def type_text(annotation: Any, markdown: bool = False) -> str:
     import types
     import typing
 
-    import pulumi
     from pydantic import BaseModel
 
     origin = typing.get_origin(annotation)
@@ -166,8 +167,6 @@ def with_cluster_provider(opts: Any, cluster: Any, path: str) -> Any:
     in ``opts``, like any Pulumi component. A different Kubernetes provider in ``opts`` beside a
     cluster, or an AWS provider for another region than the cluster's, is a ``ConfigError``, never
     silently ignored."""
-    import pulumi  # the configuration layer's models do not need the SDK; only components reach here
-
     check_aws_provider = getattr(cluster, "check_aws_provider", None)
     if check_aws_provider is not None:
         check_aws_provider(opts, path)

@@ -43,3 +43,20 @@ def readme_examples(section: str) -> dict[str, str]:
 def run_example(code: str, name: str = "README example", **kwargs) -> Graph:
     """Run example code as a Pulumi program under mocks."""
     return run_program(lambda: exec(compile(code, name, "exec"), {"__name__": "__main__"}), **kwargs)
+
+
+def stand_in_ref(region: str = "us-west-2"):
+    """A hand-built ``ClusterRef`` without a Kubernetes provider, for tests whose component refuses its
+    other arguments before it would use the cluster."""
+    from eks_gpu_training import ClusterRef
+
+    return ClusterRef(
+        name="research",
+        region=region,
+        partition="aws",
+        vpc_id="vpc-0123456789abcdef0",
+        kubernetes_version="1.34",
+        cluster_security_group_id="sg-0123456789abcdef0",
+        kubeconfig="{}",
+        provider=None,  # type: ignore[arg-type]
+    )

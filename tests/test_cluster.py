@@ -133,10 +133,13 @@ def test_only_what_uses_pod_identity_waits_for_its_add_on(prod_graph):
     waiters = sorted(r.name for r in graph.resources if graph.depends_on(r, addon))
     assert waiters == [
         "gpu-training-karpenter-pod-identity",
+        "gpu-training-lustre-csi-driver",
         "gpu-training-topology-labeler-pod-identity",
         "gpu-training-training-identity-training",
     ]
-    assert all(graph.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", name) for name in waiters)
+    # The Pod Identity associations, and the FSx CSI driver add-on whose association it makes itself.
+    assert all(graph.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", name) for name in waiters if "csi" not in name)
+    assert graph.one("aws:eks/addon:Addon", "gpu-training-lustre-csi-driver").inputs["podIdentityAssociations"]
 
 
 def test_system_node_group_follows_the_cluster_version_with_its_own_hardened_launch_template(tuned_prod_graph):
@@ -161,9 +164,9 @@ def test_private_endpoint_opens_port_443_of_the_cluster_security_group_to_the_li
     rules = {r.name: r.inputs for r in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")}
     endpoint_rules = {name: inputs for name, inputs in rules.items() if name.startswith("gpu-training-cluster-api-ingress-")}
     assert {name: {k: v for k, v in inputs.items() if k not in ("description", "tags")} for name, inputs in endpoint_rules.items()} == {
-        "gpu-training-cluster-api-ingress-cidr-0": {"securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "cidrIpv4": "10.20.0.0/16"},
-        "gpu-training-cluster-api-ingress-cidr-1": {"securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "cidrIpv6": "fd00::/8"},
-        "gpu-training-cluster-api-ingress-sg-0": {"securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "referencedSecurityGroupId": "sg-0123456789abcdef0"},
+        "gpu-training-cluster-api-ingress-cidr-0": {"region": "us-west-2", "securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "cidrIpv4": "10.20.0.0/16"},
+        "gpu-training-cluster-api-ingress-cidr-1": {"region": "us-west-2", "securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "cidrIpv6": "fd00::/8"},
+        "gpu-training-cluster-api-ingress-sg-0": {"region": "us-west-2", "securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "referencedSecurityGroupId": "sg-0123456789abcdef0"},
     }
 
 

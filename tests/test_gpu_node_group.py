@@ -16,7 +16,7 @@ from eks_gpu_training.aws.gpu_node_group import (
     image_volume_device,
 )
 from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES
-from harness import research_cluster, run_program
+from harness import research_cluster, run_program, stand_in_ref
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 
@@ -120,7 +120,7 @@ def test_launch_template_requires_imdsv2_and_an_encrypted_gp3_root_volume():
 def test_placement_group_is_created_without_efa_when_asked():
     graph = build(gpu_pool(instanceTypes=["g6e.xlarge"]))
     placement = graph.one("aws:ec2/placementGroup:PlacementGroup")
-    assert placement.inputs == {"name": "research-train", "strategy": "cluster", "tags": {"team": "ml"}}
+    assert placement.inputs == {"name": "research-train", "strategy": "cluster", "tags": {"team": "ml"}, "region": "us-west-2"}
     template = graph.one("aws:ec2/launchTemplate:LaunchTemplate")
     assert template.inputs["placement"] == {"groupName": "research-train"}
     assert "networkInterfaces" not in template.inputs
@@ -200,7 +200,7 @@ def test_component_validates_its_pool_before_registering_anything():
     bad = GpuNodeGroupConfig.model_validate({"name": "train"})  # placement group without an AZ
 
     def program():
-        GpuNodeGroup("train", GpuNodeGroupArgs(cluster=None, pool=bad, network=NETWORK))  # type: ignore[arg-type]
+        GpuNodeGroup("train", GpuNodeGroupArgs(cluster=stand_in_ref(), pool=bad, network=NETWORK))  # type: ignore[arg-type]
 
     graph = run_program(program)
     assert isinstance(graph.error, ConfigError)

@@ -21,7 +21,7 @@ from eks_gpu_training.platform.loading import parse_platform_args
 from eks_gpu_training.workloads.fleet_capacity import pool_capacity
 from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, TOPOLOGY_LEVELS, cluster_queue, pool_flavor
 from eks_gpu_training.workloads.templates import TrainingJobSpec, training_job, validate_training_job
-from harness import Graph, stack_config
+from harness import Graph, run_main, stack_config
 from k8s_semantics import gpu_node_taint, tolerates
 from test_seed_checklist import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects
 
@@ -339,11 +339,76 @@ def test_rejects_a_topology_request_without_kueue():
     assert problems(values) == ["scheduling.trainingApps[0].topology: is only used with kueue.enabled: true"]
 
 
-def test_rejects_a_namespace_quota_below_what_the_cluster_queue_may_admit():
-    values = raw()
-    values["scheduling"]["namespaces"][0]["quota"]["gpus"] = 16
-    [problem] = problems(values)
-    assert problem.startswith("scheduling.namespaces[0].quota.gpus: 16 is less than the pools' capacities together")
+def capped_prod_graph(quota: dict[str, Any]) -> Graph:
+    config = copy.deepcopy(stack_config("prod"))
+    config[f"{NAMESPACE}scheduling"]["namespaces"][0]["quota"].update(quota)
+    graph = run_main(config, stack="prod")
+    assert graph.error is None, repr(graph.error)
+    return graph
+
+
+def admission_bounds(graph: Graph) -> list[tuple[str, str, Fraction, Fraction]]:
+    """For every ClusterQueue of the generated objects and every resource it covers: the most Kueue
+    can admit (the flavors' nominal quotas together; with neither a cohort nor borrowing limits the
+    queue borrows nothing) and what the ResourceQuota of its namespace allows."""
+    quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"] for r in graph.of_type("kubernetes:core/v1:ResourceQuota")}
+    bounds = []
+    for queue in graph.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"):
+        spec = queue.inputs["spec"]
+        assert "cohort" not in spec and "cohortName" not in spec
+        [namespace] = spec["namespaceSelector"]["matchLabels"].values()
+        for group in spec["resourceGroups"]:
+            for resource in group["coveredResources"]:
+                entries = [e for f in group["flavors"] for e in f["resources"] if e["name"] == resource]
+                assert all("borrowingLimit" not in e and "lendingLimit" not in e for e in entries)
+                admitted = sum((parse_quantity(e["nominalQuota"]) for e in entries), Fraction(0))
+                bounds.append((namespace, resource, admitted, parse_quantity(quotas[namespace][f"requests.{resource}"])))
+    return bounds
+
+
+@pytest.mark.parametrize(
+    "quota",
+    [{}, {"gpus": 24}, {"gpus": 16}, {"gpus": 17}, {"gpus": 24, "cpu": "500500m", "memory": "5000Gi"}],
+    ids=["fleet", "24-of-32-gpus", "one-pool-of-gpus", "a-gpu-past-one-pool", "gpus-cpu-and-memory"],
+)
+def test_kueue_can_never_admit_more_than_the_namespaces_resource_quota(quota):
+    bounds = admission_bounds(capped_prod_graph(quota))
+    assert {resource for _, resource, _, _ in bounds} == {"cpu", "memory", "nvidia.com/gpu"}
+    assert [(ns, r, str(a), str(q)) for ns, r, a, q in bounds if a > q] == []
+
+
+def test_a_namespace_capped_below_the_fleet_splits_its_quota_between_flavors_in_pool_order():
+    graph = capped_prod_graph({"gpus": 24})
+    [queue] = graph.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")
+    gpus = {f["name"]: next(e["nominalQuota"] for e in f["resources"] if e["name"] == "nvidia.com/gpu") for f in queue.inputs["spec"]["resourceGroups"][0]["flavors"]}
+    # The managed pool first, whole (its 16 GPUs, so a two-node job still fits it), then what is left.
+    assert gpus == {"p5-training-tas": "16", "karpenter-gpu-training": "8"}
+    [quota] = graph.of_type("kubernetes:core/v1:ResourceQuota")
+    assert quota.inputs["spec"]["hard"]["requests.nvidia.com/gpu"] == "24"
+
+
+def test_cpu_and_memory_caps_are_split_like_gpus_and_rounded_down():
+    from eks_gpu_training.workloads.fleet_capacity import ResolvedQuota
+    from eks_gpu_training.workloads.queues import flavor_quotas, pool_flavors
+
+    flavors = pool_flavors(parse_platform_args(raw()))
+    # prod's pools each hold 2 × p5.48xlarge: 16 GPUs, 384 vCPUs and 4Ti of memory.
+    quotas = flavor_quotas(flavors, ResolvedQuota(gpus=20, cpu="500500m", memory="5000Gi", persistent_volume_claims=5))
+    assert quotas == {
+        "p5-training-tas": {"cpu": "384", "memory": "4Ti", "nvidia.com/gpu": "16"},
+        "karpenter-gpu-training": {"cpu": "116500m", "memory": "904Gi", "nvidia.com/gpu": "4"},
+    }
+
+
+def test_the_fleets_own_quota_gives_every_flavor_its_whole_pool():
+    from eks_gpu_training.workloads.fleet_capacity import ResolvedQuota
+    from eks_gpu_training.workloads.queues import flavor_quotas, pool_flavors
+
+    flavors = pool_flavors(parse_platform_args(raw()))
+    quotas = flavor_quotas(flavors, ResolvedQuota(gpus=32, cpu="768", memory="8Ti", persistent_volume_claims=5))
+    assert set(map(frozenset, (q.items() for q in quotas.values()))) == {
+        frozenset({"cpu": "384", "memory": "4Ti", "nvidia.com/gpu": "16"}.items())
+    }
 
 
 def test_a_namespace_quota_below_the_fleet_is_accepted_with_a_single_pool():

@@ -10,7 +10,7 @@ EXAMPLES = readme_examples("Use from your own program")
 
 
 def run(heading: str):
-    graph = run_example(EXAMPLES[heading], heading)
+    graph = run_example(EXAMPLES[heading], heading, config={"aws:region": "us-west-2"})
     assert graph.error is None, repr(graph.error)
     assert graph.output_text() == []
     assert [urn for urn, n in Counter(r.urn for r in graph.resources).items() if n > 1] == []

@@ -27,7 +27,7 @@ from eks_gpu_training.config import ConfigError, FSX_CSI_ADDON_VERSION
 from eks_gpu_training.facts.instance_store import LOCAL_NVME_GB, ephemeral_storage_request
 from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
 from eks_gpu_training.platform import GpuTrainingPlatform, parse_platform_args
-from harness import run_program, stack_config
+from harness import run_main, run_program, stack_config, stand_in_ref
 
 NS = "eks-gpu-training"
 INGRESS, EGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
@@ -233,7 +233,13 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "pools in two AZs and no file system AZ",
         lambda r: r["karpenter"]["gpuNodePools"][0].update(availabilityZone="us-west-2c"),
-        "storage.fsx.availabilityZone: is required: the GPU pools are in us-west-2b, us-west-2c",
+        "storage.fsx.availabilityZone: is required: the GPU pools are in us-west-2b, us-west-2c; choose one of us-west-2b, us-west-2c",
+    ),
+    (
+        "pools in two AZs and a file system in neither",
+        lambda r: (r["karpenter"]["gpuNodePools"][0].update(availabilityZone="us-west-2c"), fsx(r).update(availabilityZone="us-west-2a")),
+        "storage.fsx.availabilityZone: 'us-west-2a' is none of the GPU pools' AZs (us-west-2b, us-west-2c): Lustre traffic "
+        "would cross AZs for every pool (latency, transfer charges); choose us-west-2b or us-west-2c",
     ),
     ("data repository outside s3Buckets", lambda r: fsx(r)["dataRepository"].update(bucket="other-bucket"), "storage.fsx.dataRepository.bucket: 'other-bucket' is not in s3Buckets (listed: 'gpu-training-prod-datasets', 'gpu-training-prod-checkpoints')"),
     ("export to a read-only bucket", lambda r: fsx(r)["dataRepository"].update(autoExport=True), "storage.fsx.dataRepository.autoExport: writes to 'gpu-training-prod-datasets', which s3Buckets declares read-only"),
@@ -249,6 +255,20 @@ def test_storage_rules_reject(mutate, expected):
     mutate(raw)
     problems = problems_of(raw)
     assert any(p.startswith(expected) for p in problems), problems
+
+
+def test_with_pools_in_two_azs_every_az_the_message_offers_is_accepted_and_used():
+    raw = prod_raw()
+    raw["karpenter"]["gpuNodePools"][0]["availabilityZone"] = "us-west-2c"
+    [problem] = [p for p in problems_of(raw) if p.startswith("storage.fsx.availabilityZone")]
+    offered = problem.rsplit("choose one of ", 1)[1].split(", ")
+    assert offered == ["us-west-2b", "us-west-2c"]
+    for zone in offered:
+        fsx(raw)["availabilityZone"] = zone
+        graph = run_main({**stack_config("prod"), **{f"eks-gpu-training:{k}": v for k, v in raw.items() if k != "region"}}, stack="prod")
+        assert graph.error is None, repr(graph.error)
+        subnets = {s.availability_zone: s.id for s in parse_platform_args(raw).network.subnets}
+        assert graph.one("aws:fsx/lustreFileSystem:LustreFileSystem").inputs["subnetIds"] == subnets[zone]
 
 
 # --- instance store ------------------------------------------------------------------------------
@@ -326,7 +346,7 @@ def test_lustre_storage_refuses_a_size_fsx_does_not_offer_before_registering_any
     from eks_gpu_training.config import FsxLustreConfig
 
     config = FsxLustreConfig(enabled=True, storage_capacity_gib=3000)
-    graph = run_program(lambda: LustreStorage("fs", LustreStorageArgs(config=config, cluster=None, subnet_id="subnet-1", account_id="1")))
+    graph = run_program(lambda: LustreStorage("fs", LustreStorageArgs(config=config, cluster=stand_in_ref(), subnet_id="subnet-1", account_id="1")))
     assert isinstance(graph.error, ConfigError)
     assert "LustreStorage(fs).config.storageCapacityGib: 3000 is not 1200, 2400 or a multiple of 2400" in str(graph.error)
     assert graph.resources == []

@@ -16,7 +16,7 @@ from eks_gpu_training.addons import topology_labeler as tl
 from eks_gpu_training.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError, TopologyLabelerConfig
 from eks_gpu_training.platform import parse_platform_args
 from eks_gpu_training.aws.gpu_node_group import gpu_toleration
-from harness import ACCOUNT_ID, PROJECT_ROOT, run_main, run_program, stack_config
+from harness import ACCOUNT_ID, PROJECT_ROOT, run_main, run_program, stack_config, stand_in_ref
 
 NS = "kubernetes:core/v1:Namespace"
 SA = "kubernetes:core/v1:ServiceAccount"
@@ -108,6 +108,7 @@ def test_prod_iam_role_is_for_pod_identity_and_allows_exactly_describe_instance_
 def test_prod_pod_identity_association_binds_the_role_to_the_service_account(prod_graph):
     association = labeler_of(prod_graph).one(ASSOCIATION)
     assert association.inputs == {
+        "region": "us-west-2",
         "clusterName": "gpu-training-prod",
         "namespace": "topology-labeler",
         "serviceAccount": "topology-labeler",
@@ -346,8 +347,8 @@ def test_invalid_labeler_settings_are_refused(labeler, path):
 
 def test_component_refuses_invalid_resources_before_registering_anything():
     bad = TopologyLabelerConfig.model_validate({"resources": {"memoryRequest": "1Gi", "memoryLimit": "128Mi"}})
-    # Validation comes first, so no ClusterRef is needed to see it fail.
-    graph = run_program(lambda: tl.TopologyLabeler("labeler", tl.TopologyLabelerArgs(cluster=None, config=bad)))
+    # Validation comes first, so a ref without a provider is enough to see it fail.
+    graph = run_program(lambda: tl.TopologyLabeler("labeler", tl.TopologyLabelerArgs(cluster=stand_in_ref(), config=bad)))
     assert isinstance(graph.error, ConfigError)
     assert "TopologyLabeler(labeler).resources.memoryRequest" in str(graph.error)
     assert graph.resources == []

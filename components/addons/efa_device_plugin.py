@@ -17,9 +17,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ..facts.catalog import GPU_INSTANCE_TYPES
-from ..aws.cluster import ClusterRef
+from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
 from ..config import GpuTrainingPlatformArgs
 from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
 CHART = "aws-efa-k8s-device-plugin"
@@ -83,8 +84,11 @@ def efa_device_plugin_values() -> dict[str, Any]:
 class EfaDevicePluginArgs:
     """Arguments of ``EfaDevicePlugin``."""
 
-    cluster: ClusterRef
-    """The cluster to install into."""
+    cluster: ClusterInput
+    """The cluster to install into: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self, cluster_field(self))
 
 
 @documented_component(EfaDevicePluginArgs)

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterRef
+from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
 from ..config import (
     ConfigError,
     KarpenterConfig,
@@ -26,7 +26,7 @@ from ..config import (
     validate_karpenter_gpu_node_pool,
     validate_tags,
 )
-from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_names
+from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_field, pool_network_names
 from ..facts.aws_names import PhysicalName
 from ..aws.gpu_node_group import GP3_THROUGHPUT_MIBPS, GPU_TAINT_KEY, GPU_TAINT_VALUE, IMDS_HOP_LIMIT, gpu_node_selector
 from ..config.arguments import check_model_fields
@@ -159,17 +159,17 @@ def node_pool_spec(pool: KarpenterGpuNodePoolConfig, *, node_class_name: str, zo
 class GpuNodePoolArgs:
     """Arguments of ``GpuNodePool``."""
 
-    cluster: ClusterRef
-    """The cluster the nodes join."""
+    cluster: ClusterInput
+    """The cluster the nodes join: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     pool: KarpenterGpuNodePoolConfig
     """The pool's settings (instance types, capacity, GPU limit, placement, EFA, disruption)."""
-    network: NetworkConfig
-    """The network, whose subnets the pool chooses from."""
+    network: Optional[NetworkConfig] = field(default=None, kw_only=True)
+    """The network, whose subnets the pool chooses from (a dict may leave out ``vpcId``). Default: the cluster ref's subnets."""
     node_role_name: pulumi.Input[str]
     """The Karpenter node role (``Karpenter.node_role_name``)."""
     karpenter_release: pulumi.Resource
     """The Karpenter Helm release; the custom resources wait for it (and so for its CRDs)."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource, the nodes Karpenter launches included. Default: none."""
     instance_store_raid0: bool = True
     """Make the nodes' instance-store NVMe one RAID0 array for ephemeral storage. Default: true."""
@@ -180,7 +180,8 @@ class GpuNodePoolArgs:
     removed from the program (``karpenter.retainOnRemoval``). Default: true."""
 
     def __post_init__(self) -> None:
-        check_model_fields(self)
+        problems = cluster_field(self)
+        check_model_fields(self, problems + pool_network_field(self))
 
 def karpenter_placement_group_name(cluster_name: str, pool: KarpenterGpuNodePoolConfig) -> str:
     """Name of the placement group a Karpenter pool with ``placementGroup.mode: create`` gets;
@@ -216,7 +217,7 @@ class GpuNodePool(pulumi.ComponentResource):
         tags = dict(args.tags)
 
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: karpenter_placement_group_name(cluster, pool)), tags, parent=self, protect=args.protect
+            name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: karpenter_placement_group_name(cluster, pool)), tags, parent=self, region=ref.region, protect=args.protect
         )
 
         security_group_ids: list[pulumi.Input[str]] = [ref.cluster_security_group_id]

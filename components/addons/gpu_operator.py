@@ -14,16 +14,17 @@ node's GPUs), so they need neither AWS credentials nor ``AWS_REGION``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Union
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterRef
+from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
 from ..config import (
     ConfigError,
     GpuNodeGroupConfig,
+    Problem,
     GpuOperatorConfig,
     GpuTrainingPlatformArgs,
     gpu_pool_ami_types,
@@ -31,7 +32,7 @@ from ..config import (
 )
 from ..aws.gpu_node_group import gpu_toleration
 from .dcgm_dashboard import dcgm_dashboard_config_map
-from ..facts.node_os import GpuNodeOs, node_os_of
+from ..facts.node_os import NODE_OS_BY_AMI_TYPE, GpuNodeOs, node_os_of
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
@@ -52,6 +53,10 @@ pods keep their allocated GPUs meanwhile. The ClusterPolicy carries the chart's 
 ``helm.sh/resource-policy: keep``, so neither a rollback nor an uninstall deletes it."""
 
 
+DEFAULT_GPU_AMI_TYPE = GpuNodeGroupConfig.model_fields["ami_type"].default
+"""The AMI type of a GPU pool that names none, and so of the nodes ``GpuOperator`` serves by default."""
+
+
 def gpu_node_os(args: GpuTrainingPlatformArgs) -> GpuNodeOs:
     """The one node OS of the platform's GPU pools (``validate_gpu_node_os`` refuses a mix).
 
@@ -59,8 +64,7 @@ def gpu_node_os(args: GpuTrainingPlatformArgs) -> GpuNodeOs:
     nodes added later (an autoscaler's, or another program's) get the operator they need.
     """
     ami_types = list(gpu_pool_ami_types(args).values())
-    default = GpuNodeGroupConfig.model_fields["ami_type"].default
-    return node_os_of(ami_types[0] if ami_types else default)
+    return node_os_of(ami_types[0] if ami_types else DEFAULT_GPU_AMI_TYPE)
 
 
 def _required_node_affinity(selector: Mapping[str, str]) -> dict[str, Any]:
@@ -160,15 +164,26 @@ def gpu_operator_values(
 class GpuOperatorArgs:
     """Arguments of ``GpuOperator``."""
 
-    cluster: ClusterRef
-    """The cluster to install into (its provider, readiness and system node selector)."""
-    config: GpuOperatorConfig
-    """Chart version, Prometheus operator presence, sharing (refused)."""
-    node_os: GpuNodeOs
-    """The OS of the GPU nodes (``gpu_node_os``): decides driver, toolkit and device plugin."""
+    cluster: ClusterInput
+    """The cluster to install into (its provider, readiness and system node selector): a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
+    config: GpuOperatorConfig = field(default_factory=GpuOperatorConfig)
+    """Chart version, Prometheus operator presence, sharing (refused). Default: the defaults of ``GpuOperatorConfig``."""
+    node_os: Union[str, GpuNodeOs] = DEFAULT_GPU_AMI_TYPE
+    """The GPU nodes' EKS AMI type (decides driver, toolkit and device plugin). Default: AL2023_x86_64_NVIDIA."""
 
     def __post_init__(self) -> None:
-        check_model_fields(self)
+        problems = cluster_field(self)
+        if isinstance(self.node_os, str):
+            if self.node_os in NODE_OS_BY_AMI_TYPE:
+                self.node_os = node_os_of(self.node_os)
+            else:
+                problems.append(
+                    Problem(
+                        "GpuOperatorArgs.node_os",
+                        f"{self.node_os!r} is not an NVIDIA GPU AMI type; allowed: {', '.join(NODE_OS_BY_AMI_TYPE)}",
+                    )
+                )
+        check_model_fields(self, problems)
 
 
 @documented_component(GpuOperatorArgs)

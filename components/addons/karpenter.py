@@ -23,7 +23,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from ..aws import karpenter_iam
-from ..aws.cluster import ClusterRef
+from ..aws.cluster import ClusterRef, ClusterInput, cluster_field, pod_identity_agent
 from ..config import KarpenterConfig
 from ..aws.iam import create_node_role, create_pod_identity_role, node_role_resource_name
 from ..facts.aws_names import PhysicalName
@@ -130,15 +130,15 @@ def karpenter_crd_values(retain_on_removal: bool) -> dict[str, Any]:
 class KarpenterArgs:
     """Arguments of ``Karpenter``."""
 
-    cluster: ClusterRef
-    """The cluster Karpenter provisions nodes for."""
+    cluster: ClusterInput
+    """The cluster Karpenter provisions nodes for: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     config: KarpenterConfig
     """Chart version and ``retainOnRemoval`` (the GPU pools are ``GpuNodePool`` components of their own)."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
     def __post_init__(self) -> None:
-        check_model_fields(self)
+        check_model_fields(self, cluster_field(self))
 
 CONTROLLER_POLICY_ROLES = ("node-lifecycle", "iam-integration", "eks-integration", "interruption", "zonal-shift", "resource-discovery")
 """The controller's policies, by the suffix of upstream's policy names (``karpenter_iam.controller_policies``)."""
@@ -208,6 +208,7 @@ class Karpenter(pulumi.ComponentResource):
             principal_arn=self.node_role.arn,
             type="EC2_LINUX",
             tags=tags,
+            region=ref.region,
             opts=after_cluster,
         )
 
@@ -216,6 +217,7 @@ class Karpenter(pulumi.ComponentResource):
             message_retention_seconds=INTERRUPTION_QUEUE_RETENTION_SECONDS,
             sqs_managed_sse_enabled=True,
             tags=tags,
+            region=ref.region,
             opts=pulumi.ResourceOptions(parent=self),
         )
         rule_arns = []
@@ -225,6 +227,7 @@ class Karpenter(pulumi.ComponentResource):
                 description=pulumi.Output.concat("Karpenter interruption handling for ", ref.name, f": {detail_type}"),
                 event_pattern=json.dumps(karpenter_iam.interruption_event_pattern(source, detail_type)),
                 tags=tags,
+                region=ref.region,
                 opts=pulumi.ResourceOptions(parent=queue),
             )
             aws.cloudwatch.EventTarget(
@@ -232,6 +235,7 @@ class Karpenter(pulumi.ComponentResource):
                 rule=rule.name,
                 target_id="KarpenterInterruptionQueueTarget",
                 arn=queue.arn,
+                region=ref.region,
                 opts=pulumi.ResourceOptions(parent=rule),
             )
             rule_arns.append(rule.arn)
@@ -242,6 +246,7 @@ class Karpenter(pulumi.ComponentResource):
             policy=pulumi.Output.all(queue.arn, *rule_arns).apply(
                 lambda arns: json.dumps(karpenter_iam.interruption_queue_policy(arns[0], arns[1:]))
             ),
+            region=ref.region,
             opts=pulumi.ResourceOptions(parent=queue),
         )
 
@@ -284,8 +289,9 @@ class Karpenter(pulumi.ComponentResource):
             service_account=KARPENTER_SERVICE_ACCOUNT,
             role_arn=controller_role.arn,
             tags=tags,
+            region=ref.region,
             # Karpenter's pods get credentials only through the Pod Identity agent add-on.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *ref.pod_identity]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *pod_identity_agent(ref, self)]),
         )
 
         in_cluster = dict(parent=self, provider=ref.provider)

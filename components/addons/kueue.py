@@ -33,9 +33,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from ..aws.cluster import ClusterRef
+from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
 from ..config import KueueConfig
 from ..facts.gpu_nodes import EFA_RESOURCE
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
@@ -137,12 +138,15 @@ def kueue_values(config: KueueConfig, namespaces: Sequence[str], system_node_sel
 class KueueArgs:
     """Arguments of ``Kueue``."""
 
-    cluster: ClusterRef
-    """The cluster to install into (its provider, readiness and system node selector)."""
+    cluster: ClusterInput
+    """The cluster to install into (its provider, readiness and system node selector): a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     config: KueueConfig
     """Chart version and admission timeouts."""
     namespaces: Sequence[str]
     """The training namespaces: Kueue manages Jobs there and nowhere else."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self, cluster_field(self))
 
 
 @documented_component(KueueArgs)

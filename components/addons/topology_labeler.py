@@ -21,7 +21,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterRef
+from ..aws.cluster import ClusterRef, ClusterInput, cluster_field, pod_identity_agent
 from ..config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
 from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
 from ..aws.iam import create_pod_identity_role
@@ -263,16 +263,16 @@ def describe_topology_policy(region: str) -> str:
 class TopologyLabelerArgs:
     """Arguments of ``TopologyLabeler``."""
 
-    cluster: ClusterRef
-    """The cluster whose GPU nodes get labelled."""
+    cluster: ClusterInput
+    """The cluster whose GPU nodes get labelled: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     config: TopologyLabelerConfig
     """Image, interval and resources (``enabled`` is read by ``GpuTrainingPlatform``, which creates
     this component only when it is true)."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
     def __post_init__(self) -> None:
-        check_model_fields(self)
+        check_model_fields(self, cluster_field(self))
 
 def labeler_role_resource_name(name: str) -> str:
     """Logical name of the labeler's Pod Identity role (auto-named)."""
@@ -369,13 +369,14 @@ class TopologyLabeler(pulumi.ComponentResource):
             service_account=SERVICE_ACCOUNT,
             role_arn=role.arn,
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *ref.pod_identity]),
+            region=ref.region,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *pod_identity_agent(ref, self)]),
         )
 
         self.image = (
             pulumi.Output.from_input(config.image)
             if config.image is not None
-            else build_and_push(name, ref.name, tags, parent=self)
+            else build_and_push(name, ref.name, tags, parent=self, region=ref.region)
         )
 
         # Pod Identity injects credentials when a pod is created, so the pods must not start before

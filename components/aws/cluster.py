@@ -8,6 +8,7 @@ Kubernetes provider.
 from __future__ import annotations
 
 import json
+import weakref
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence, Union
 
@@ -33,6 +34,7 @@ from ..config.documented import documented_args, documented_component
 from .iam import create_node_role, node_role_resource_name
 from .network import NetworkRef, adopted_network
 from .node_launch import launch_template_ref, node_launch_template
+from .region import aws_provider_of, check_provider_region, cluster_aws_provider, stack_region, without_aws_provider
 from ..facts.aws_names import PhysicalName
 
 API_PORT = 443
@@ -52,6 +54,11 @@ POD_IDENTITY_ADDON = "eks-pod-identity-agent"
 Pod Identity associations instead of IRSA."""
 
 
+_EKS_CLUSTER_PROVIDERS: "weakref.WeakKeyDictionary[eks.Cluster, k8s.Provider]" = weakref.WeakKeyDictionary()
+"""The Kubernetes provider ``ClusterRef.from_eks_cluster`` made for each cluster, so that every ref
+of one cluster uses one provider."""
+
+
 @dataclass(frozen=True)
 class ClusterRef:
     """What components need of a cluster; the same shape for a created and an adopted cluster.
@@ -61,9 +68,10 @@ class ClusterRef:
     Every value another resource may supply is a ``pulumi.Input``: components never format one into
     text, they pass it on or combine it with ``pulumi.Output.concat``/``apply``.
 
-    Kubernetes provider: a component that takes a ``ClusterRef`` puts every Kubernetes object on
-    ``provider`` (its ``opts`` cannot redirect them); components without one (``SchedulingPolicies``,
-    ``TrainingJob``, ``GpuSmokeTest``) take the provider from their ``opts`` like any Pulumi resource.
+    Providers: a component given a cluster puts every Kubernetes object on ``provider`` and every AWS
+    resource in ``region``; one given none takes the Kubernetes provider in its ``opts``. A Kubernetes
+    provider in ``opts`` other than the cluster's, or an AWS provider for another region, is a
+    ``ConfigError``.
     """
 
     name: pulumi.Input[str]
@@ -93,8 +101,11 @@ class ClusterRef:
     data flow alone does not order them); empty for an adopted cluster."""
     pod_identity: Sequence[pulumi.Resource] = field(default_factory=tuple)
     """The Pod Identity agent add-on a created cluster gets; only what gets AWS credentials through
-    Pod Identity (Karpenter, the topology labeler) waits for it. Empty for an adopted cluster, which
-    must already run it."""
+    Pod Identity (Karpenter, the topology labeler, training pods, the FSx CSI driver) waits for it.
+    Empty for an adopted cluster, which must already run it (``pod_identity_agent`` looks it up)."""
+    creates_pod_identity_agent: bool = False
+    """Whether the first component that needs the Pod Identity agent creates the add-on (a cluster
+    made by this program that has none); otherwise an empty ``pod_identity`` is looked up."""
     subnets: tuple[SubnetRef, ...] = ()
     """The cluster's private subnets with their AZs, which pools choose from; empty in a hand-built ref
     (pools then take the subnets of their network configuration)."""
@@ -103,6 +114,11 @@ class ClusterRef:
     Karpenter discovers it itself."""
     node_ssm_access: bool = False
     """Whether node roles made for this cluster get AmazonSSMManagedInstanceCore (``cluster.nodeSsmAccess``)."""
+
+    def check_aws_provider(self, opts: Optional[pulumi.ResourceOptions], path: str) -> None:
+        """Refuse (``ConfigError`` naming ``<path>.opts``) an AWS provider in a component's ``opts``
+        for another region than this cluster's, once its region is known."""
+        check_provider_region(aws_provider_of(opts), self.region, f"{path}.opts")
 
     @classmethod
     def from_eks_cluster(
@@ -117,7 +133,7 @@ class ClusterRef:
         provider: Optional[k8s.Provider] = None,
         system_node_selector: Optional[Mapping[str, str]] = None,
         ready: Sequence[pulumi.Resource] = (),
-        pod_identity: Sequence[pulumi.Resource] = (),
+        pod_identity: Optional[Sequence[pulumi.Resource]] = None,
         node_ssm_access: bool = False,
     ) -> "ClusterRef":
         """The ref of a ``pulumi_eks.Cluster`` made by your program.
@@ -130,15 +146,35 @@ class ClusterRef:
         Kubernetes provider ``<cluster>-k8s`` (a child of the cluster) on its ``kubeconfig_json``.
         ``system_node_selector`` places controllers (default: none); ``ready`` lists what must exist
         before they install besides the cluster (e.g. your system node group); ``pod_identity`` your
-        ``eks-pod-identity-agent`` add-on, which Karpenter and the topology labeler need.
+        ``eks-pod-identity-agent`` add-on, which Karpenter, the topology labeler, training pods' roles
+        and the FSx CSI driver need: left out (None), the first component that needs it creates the
+        add-on ``<cluster>-pod-identity-agent``; ``()`` says the cluster runs it already, and it is
+        looked up.
         ``node_ssm_access`` gives node roles made for it AmazonSSMManagedInstanceCore (default: no).
         """
+        cluster_provider = aws_provider_of(resource=cluster)
+        if cluster_provider is None and stack_region() not in (None, region):
+            raise ConfigError(
+                [
+                    Problem(
+                        "ClusterRef.from_eks_cluster.region",
+                        f"the cluster has no AWS provider of its own, so it is in the stack's aws:region "
+                        f"{stack_region()}, not {region}; pass region={stack_region()!r}, or create the "
+                        f"cluster with an AWS provider for {region}",
+                    )
+                ]
+            )
+        check_provider_region(cluster_provider, region, "ClusterRef.from_eks_cluster.region")
         kubeconfig = cluster.kubeconfig_json
+        if provider is None and cluster in _EKS_CLUSTER_PROVIDERS:
+            # A second ref of the same cluster (e.g. one a component made from the cluster itself).
+            provider = _EKS_CLUSTER_PROVIDERS[cluster]
         if provider is None:
             # pulumi.Resource has no public accessor for its name; the provider is named after the cluster.
             provider = k8s.Provider(
                 f"{cluster._name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=cluster)
             )
+            _EKS_CLUSTER_PROVIDERS[cluster] = provider
         return cls(
             name=name if name is not None else cluster.eks_cluster.name,
             region=region,
@@ -152,7 +188,8 @@ class ClusterRef:
             system_node_selector=dict(system_node_selector or {}),
             ready=(cluster, *ready),
             control_plane=(cluster,),
-            pod_identity=tuple(pod_identity),
+            pod_identity=tuple(pod_identity or ()),
+            creates_pod_identity_agent=pod_identity is None,
             endpoint=cluster.core.endpoint,
             node_ssm_access=node_ssm_access,
         )
@@ -188,7 +225,9 @@ class ClusterRef:
                 raise TypeError("ClusterRef.from_existing: pass resource_name when the cluster name is an Output")
             resource_name = name
         opts = opts or pulumi.ResourceOptions()
-        lookup = aws.eks.get_cluster_output(name=name, opts=pulumi.InvokeOutputOptions(parent=opts.parent))
+        # The look-up goes to ``region`` whatever provider opts name, but one for another region is a mistake.
+        check_provider_region(aws_provider_of(opts), region, f"ClusterRef.from_existing({resource_name}).region")
+        lookup = aws.eks.get_cluster_output(name=name, region=region, opts=pulumi.InvokeOutputOptions(parent=opts.parent))
         kubeconfig = pulumi.Output.all(name, lookup).apply(
             lambda values: kubeconfig_for(
                 values[0],
@@ -206,7 +245,8 @@ class ClusterRef:
             kubernetes_version=lookup.version,
             cluster_security_group_id=lookup.apply(lambda c: c.vpc_config.cluster_security_group_id if c.vpc_config else None),
             kubeconfig=kubeconfig,
-            provider=k8s.Provider(f"{resource_name}-k8s", kubeconfig=kubeconfig, opts=opts),
+            # An AWS provider in opts serves the look-up only; the Kubernetes provider cannot take it.
+            provider=k8s.Provider(f"{resource_name}-k8s", kubeconfig=kubeconfig, opts=without_aws_provider(opts)),
             system_node_selector=dict(system_node_selector or {}),
             ready=tuple(ready),
             endpoint=lookup.endpoint,
@@ -272,17 +312,23 @@ class EksClusterArgs:
     network: Union[NetworkRef, NetworkConfig]
     """VPC and private subnets of the cluster: ``Network(...).ref`` for a created network, or the
     configuration of an adopted one (``create: false``)."""
-    system_node_group: SystemNodeGroupConfig
-    """The untainted node group for controllers."""
     region: str
-    """AWS region."""
-    partition: str
-    """ARN partition of the region."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    """AWS region: every AWS resource and look-up of the cluster goes there."""
+    system_node_group: Optional[SystemNodeGroupConfig] = None
+    """The untainted node group for controllers. Default: ``SystemNodeGroupConfig()`` for a created
+    cluster; none for an adopted one, which has its own nodes (give one to add it)."""
+    partition: Optional[str] = None
+    """ARN partition of the region. Default: the region's (``aws``, ``aws-cn``, ``aws-us-gov``)."""
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
     def __post_init__(self) -> None:
         check_model_fields(self)
+        if self.system_node_group is None:
+            created = self.cluster.create if isinstance(self.cluster, ClusterConfig) else True
+            self.system_node_group = SystemNodeGroupConfig(enabled=created)
+        if self.partition is None:
+            self.partition = aws_enums.partition_of(self.region)
 
 
 @documented_component(EksClusterArgs)
@@ -322,7 +368,11 @@ class EksCluster(pulumi.ComponentResource):
         pod_identity: list[pulumi.Resource] = []
         self.eks_cluster = None
 
+        # Every AWS resource and look-up below takes ``region``; the pulumi-eks cluster, which has no
+        # such input, gets a provider for it. The region an AWS provider in opts points at must agree.
+        check_provider_region(aws_provider_of(resource=self), args.region, f"EksCluster({name}).region")
         if config.create:
+            cluster_provider = cluster_aws_provider(name, args.region, parent=self)
             cluster = eks.Cluster(
                 f"{name}-eks",
                 eks.ClusterArgs(
@@ -358,7 +408,12 @@ class EksCluster(pulumi.ComponentResource):
                     tags=dict(args.tags),
                 ),
                 # Nodes launch only once a created network routes to NAT and its endpoints exist.
-                opts=pulumi.ResourceOptions(parent=self, protect=config.protect, depends_on=list(network.ready)),
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    protect=config.protect,
+                    depends_on=list(network.ready),
+                    providers={"aws": cluster_provider} if cluster_provider is not None else None,
+                ),
             )
             # The cluster name may be a plain string here, so the add-on must wait for the cluster explicitly.
             pod_identity_addon = aws.eks.Addon(
@@ -366,29 +421,26 @@ class EksCluster(pulumi.ComponentResource):
                 cluster_name=config.name,
                 addon_name=POD_IDENTITY_ADDON,
                 tags=dict(args.tags),
+                region=args.region,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
             )
             ready.append(cluster)
             control_plane.append(cluster)
             pod_identity.append(pod_identity_addon)
             self.eks_cluster = cluster
-            self._endpoint_ingress(name, config, cluster.cluster_security_group_id, args.tags)
+            self._endpoint_ingress(name, config, cluster.cluster_security_group_id, args.tags, args.region)
             # pulumi-eks hands the endpoint out only inside its CoreData; reading the cluster back once it
             # exists gives it as a plain output, the same way as for an adopted cluster below.
             endpoint = aws.eks.get_cluster_output(
-                name=config.name, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[cluster])
+                name=config.name, region=args.region, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[cluster])
             ).endpoint
             cluster_security_group_id = cluster.cluster_security_group_id
             kubeconfig = cluster.kubeconfig_json
             kubernetes_version: pulumi.Input[str] = config.kubernetes_version
             self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=self))
         else:
-            # Karpenter and the labeler get AWS credentials through Pod Identity, which an adopted
-            # cluster must already run: reading the add-on fails the preview, before anything is
-            # created, when it is missing (a created cluster gets the add-on above).
-            aws.eks.get_addon_output(
-                cluster_name=config.name, addon_name=POD_IDENTITY_ADDON, opts=pulumi.InvokeOutputOptions(parent=self)
-            )
+            # An adopted cluster must already run the Pod Identity agent: the components that need it
+            # look it up (``pod_identity_agent``); a created cluster gets the add-on above.
             adopted = ClusterRef.from_existing(
                 config.name,
                 args.region,
@@ -440,7 +492,7 @@ class EksCluster(pulumi.ComponentResource):
         )
 
     def _endpoint_ingress(
-        self, name: str, config: ClusterConfig, security_group_id: pulumi.Input[str], tags: Mapping[str, str]
+        self, name: str, config: ClusterConfig, security_group_id: pulumi.Input[str], tags: Mapping[str, str], region: str
     ) -> None:
         """Port 443 of the cluster security group, opened to the networks and security groups that
         may reach the private endpoint. EKS: "you must ensure that your Amazon EKS control plane
@@ -462,6 +514,7 @@ class EksCluster(pulumi.ComponentResource):
                 description=pulumi.Output.concat("EKS private API endpoint of ", config.name),
                 tags=dict(tags),
                 **source,
+                region=region,
                 opts=pulumi.ResourceOptions(parent=self),
             )
 
@@ -490,6 +543,7 @@ class EksCluster(pulumi.ComponentResource):
             instance_tags={},
             tags=args.tags,
             parent=self,
+            region=args.region,
         )
         return aws.eks.NodeGroup(
             system_node_group_resource_name(name),
@@ -509,7 +563,100 @@ class EksCluster(pulumi.ComponentResource):
             launch_template=launch_template_ref(launch_template),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=SYSTEM_MAX_UNAVAILABLE),
             tags=dict(args.tags),
+            region=args.region,
             opts=pulumi.ResourceOptions(
                 parent=self, depends_on=list(control_plane), ignore_changes=["scalingConfig.desiredSize"]
             ),
         )
+
+
+ClusterInput = Union[ClusterRef, EksCluster, eks.Cluster]
+"""What a component takes as its cluster: a ``ClusterRef``, this library's ``EksCluster``, or your
+own ``pulumi_eks.Cluster``."""
+
+_EKS_CLUSTER_REFS: "weakref.WeakKeyDictionary[eks.Cluster, ClusterRef]" = weakref.WeakKeyDictionary()
+"""The ref made for each ``pulumi_eks.Cluster`` given to a component, so that every component given
+the same cluster shares one ref and one Kubernetes provider."""
+
+
+def as_cluster_ref(value: object, path: str) -> ClusterRef:
+    """``value`` (a ``ClusterInput``) as a ``ClusterRef``. A ``pulumi_eks.Cluster`` becomes
+    ``ClusterRef.from_eks_cluster(cluster, region=<the stack's aws:region>)`` once per cluster; one
+    made with an AWS provider of its own, or in a stack without ``aws:region``, needs its region said,
+    so it must be passed as ``ClusterRef.from_eks_cluster(cluster, region=...)``; anything else is a
+    ``ConfigError`` naming ``path``."""
+    if isinstance(value, ClusterRef):
+        return value
+    if isinstance(value, EksCluster):
+        return value.ref
+    if isinstance(value, eks.Cluster):
+        if value in _EKS_CLUSTER_REFS:
+            return _EKS_CLUSTER_REFS[value]
+        region = stack_region()
+        if aws_provider_of(resource=value) is not None or region is None:
+            why = "it has an AWS provider of its own" if region is not None else "the stack sets no aws:region"
+            raise ConfigError(
+                [Problem(path, f"the region of this pulumi_eks.Cluster is not known ({why}); pass ClusterRef.from_eks_cluster(cluster, region=...)")]
+            )
+        _EKS_CLUSTER_REFS[value] = ref = ClusterRef.from_eks_cluster(value, region=region)
+        return ref
+    raise ConfigError(
+        [Problem(path, f"expected a ClusterRef, an EksCluster or a pulumi_eks.Cluster, got {type(value).__name__}")]
+    )
+
+
+def cluster_field(args: object) -> list[Problem]:
+    """Turn the ``cluster`` field of a component's Args into a ``ClusterRef`` (``as_cluster_ref``); the
+    problems, for ``check_model_fields`` to raise with those of the other fields."""
+    try:
+        object.__setattr__(args, "cluster", as_cluster_ref(getattr(args, "cluster"), f"{type(args).__name__}.cluster"))
+    except ConfigError as error:
+        return list(error.problems)
+    return []
+
+
+def optional_cluster_field(args: object) -> list[Problem]:
+    """``cluster_field`` for Args whose ``cluster`` may be left out (None)."""
+    return [] if getattr(args, "cluster") is None else cluster_field(args)
+
+
+_POD_IDENTITY_AGENTS: dict[int, tuple[object, tuple[pulumi.Resource, ...]]] = {}
+"""What components wait for of the Pod Identity agent: the add-on created once per cluster, or
+nothing after one look-up per ref (keyed by identity; the key's object is kept so its id stays its own)."""
+
+
+def pod_identity_agent(ref: ClusterRef, parent: pulumi.Resource) -> tuple[pulumi.Resource, ...]:
+    """The Pod Identity agent a component that gets AWS credentials through Pod Identity waits for,
+    on every path: the ref's add-on if it has one; for a cluster made by this program without one
+    (``creates_pod_identity_agent``), an add-on ``<cluster>-pod-identity-agent`` created once, a child
+    of the cluster; for any other cluster a look-up of the add-on, which fails the preview, before
+    anything is created, when the cluster does not run it (nothing to wait for then)."""
+    if ref.pod_identity:
+        return tuple(ref.pod_identity)
+    creates = ref.creates_pod_identity_agent and bool(ref.control_plane)
+    # One add-on per cluster however many refs of it there are; one look-up per ref.
+    owner: object = ref.control_plane[0] if creates else ref
+    known = _POD_IDENTITY_AGENTS.get(id(owner))
+    if known is not None and known[0] is owner:
+        return known[1]
+    agents: tuple[pulumi.Resource, ...] = ()
+    if creates:
+        cluster = ref.control_plane[0]
+        agents = (
+            aws.eks.Addon(
+                f"{cluster._name}-pod-identity-agent",
+                cluster_name=ref.name,
+                addon_name=POD_IDENTITY_ADDON,
+                region=ref.region,
+                opts=pulumi.ResourceOptions(parent=cluster, depends_on=list(ref.control_plane)),
+            ),
+        )
+    else:
+        aws.eks.get_addon_output(
+            cluster_name=ref.name,
+            addon_name=POD_IDENTITY_ADDON,
+            region=ref.region,
+            opts=pulumi.InvokeOutputOptions(parent=parent, depends_on=list(ref.control_plane)),
+        )
+    _POD_IDENTITY_AGENTS[id(owner)] = (owner, agents)
+    return agents

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
-from .cluster import ClusterRef
+from .cluster import ClusterRef, ClusterInput, cluster_field
 from ..config import (
     GPU_NODE_ROLE_LABEL,
     ConfigError,
@@ -44,7 +44,7 @@ from ..facts.gpu_nodes import (
 from .iam import create_node_role, node_role_resource_name
 from ..facts.aws_names import PhysicalName
 from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, image_volume_device, launch_template_ref, node_launch_template
-from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_names
+from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_field, pool_network_names
 from .storage import instance_store_launch_settings
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
@@ -146,13 +146,13 @@ def gpu_node_group_physical_names(name: str, pool: GpuNodeGroupConfig, cluster_n
 class GpuNodeGroupArgs:
     """Arguments of ``GpuNodeGroup``."""
 
-    cluster: ClusterRef
-    """The cluster the nodes join."""
+    cluster: ClusterInput
+    """The cluster the nodes join: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     pool: GpuNodeGroupConfig
     """The pool's settings (instance types, capacity, placement, EFA, sizes, labels)."""
-    network: NetworkConfig
-    """The cluster's network; the pool takes its subnets from it."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    network: Optional[NetworkConfig] = None
+    """The cluster's network; the pool takes its subnets from it (a dict may leave out ``vpcId``). Default: the cluster ref's subnets."""
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource; they never reach instances (see ``pool.instance_tags``). Default: none."""
     protect: bool = False
     """Protect the node group and the placement group it creates from deletion. Default: false."""
@@ -160,7 +160,8 @@ class GpuNodeGroupArgs:
     """Make the nodes' instance-store NVMe one RAID0 array for kubelet and containerd (AL2023 AMIs). Default: true."""
 
     def __post_init__(self) -> None:
-        check_model_fields(self)
+        problems = cluster_field(self)
+        check_model_fields(self, problems + pool_network_field(self))
 
 
 @documented_component(GpuNodeGroupArgs)
@@ -196,7 +197,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.node_role = role = create_node_role(name, ref.partition, tags, parent=self, ssm_access=ref.node_ssm_access)
 
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: placement_group_physical_name(cluster, pool)), tags, parent=self, protect=args.protect
+            name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: placement_group_physical_name(cluster, pool)), tags, parent=self, region=ref.region, protect=args.protect
         )
 
         self.efa_interfaces = pool.efa_interfaces
@@ -217,6 +218,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             instance_tags=pool.instance_tags,
             tags=tags,
             parent=self,
+            region=ref.region,
             placement_group_name=placement_group_name,
             **network_settings,
             **capacity_options(pool),
@@ -244,6 +246,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             update_config=aws.eks.NodeGroupUpdateConfigArgs(**update_settings(pool)),
             node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(**node_repair_settings(pool.node_repair)),
             tags=tags,
+            region=ref.region,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=list(ref.control_plane),

@@ -107,9 +107,9 @@ def build_context_location(directory: Path = LABELER_DIR, working_directory: Pat
 
 
 def build_and_push(
-    name: str, cluster_name: pulumi.Input[str], tags: Mapping[str, str], parent: pulumi.Resource
+    name: str, cluster_name: pulumi.Input[str], tags: Mapping[str, str], parent: pulumi.Resource, region: str
 ) -> pulumi.Output[str]:
-    """Build ``components/labeler``, push it to a private ECR repository (children ``{name}-repository``
+    """Build ``components/labeler``, push it to a private ECR repository in ``region`` (children ``{name}-repository``
     and ``{name}-image`` of ``parent``) and return the digest reference of the push."""
     tags = dict(tags)
     repository = aws.ecr.Repository(
@@ -123,16 +123,18 @@ def build_and_push(
         # The repository holds nothing but this stack's build output.
         force_delete=True,
         tags=tags,
+        region=region,
         opts=pulumi.ResourceOptions(parent=parent),
     )
     aws.ecr.LifecyclePolicy(
         f"{name}-repository-lifecycle",
         repository=repository.name,
         policy=ECR_LIFECYCLE_POLICY,
+        region=region,
         opts=pulumi.ResourceOptions(parent=repository),
     )
     token = aws.ecr.get_authorization_token_output(
-        registry_id=repository.registry_id, opts=pulumi.InvokeOutputOptions(parent=parent)
+        registry_id=repository.registry_id, region=region, opts=pulumi.InvokeOutputOptions(parent=parent)
     )
     tag = build_context_tag()
     image = docker_build.Image(

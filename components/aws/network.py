@@ -106,7 +106,7 @@ class NetworkArgs:
     """AWS region (endpoint service names)."""
     name_prefix: pulumi.Input[str]
     """Prefix of the resources' ``Name`` tags (the cluster name, which may be an Output)."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
     def __post_init__(self) -> None:
@@ -150,17 +150,19 @@ class Network(pulumi.ComponentResource):
             enable_dns_support=True,
             enable_dns_hostnames=True,
             tags=named("vpc"),
+            region=args.region,
             opts=child,
         )
         in_vpc = pulumi.ResourceOptions(parent=vpc)
-        gateway = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=named("igw"), opts=in_vpc)
+        gateway = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=named("igw"), region=args.region, opts=in_vpc)
 
-        public_table = aws.ec2.RouteTable(f"{name}-public-routes", vpc_id=vpc.id, tags=named("public"), opts=in_vpc)
+        public_table = aws.ec2.RouteTable(f"{name}-public-routes", vpc_id=vpc.id, tags=named("public"), region=args.region, opts=in_vpc)
         internet_route = aws.ec2.Route(
             f"{name}-public-default",
             route_table_id=public_table.id,
             destination_cidr_block="0.0.0.0/0",
             gateway_id=gateway.id,
+            region=args.region,
             opts=pulumi.ResourceOptions(parent=public_table),
         )
         public_subnets: dict[str, aws.ec2.Subnet] = {}
@@ -171,18 +173,20 @@ class Network(pulumi.ComponentResource):
                 cidr_block=layout.public[zone],
                 availability_zone=zone,
                 tags=named(f"public-{zone}", {PUBLIC_ELB_TAG: "1"}),
+                region=args.region,
                 opts=in_vpc,
             )
             aws.ec2.RouteTableAssociation(
                 f"{name}-public-{zone}-association",
                 subnet_id=public_subnets[zone].id,
                 route_table_id=public_table.id,
+                region=args.region,
                 opts=pulumi.ResourceOptions(parent=public_subnets[zone]),
             )
 
         nat_gateways: dict[str, aws.ec2.NatGateway] = {}
         for zone in nat_gateway_zones(config):
-            address = aws.ec2.Eip(f"{name}-nat-{zone}-address", domain="vpc", tags=named(f"nat-{zone}"), opts=in_vpc)
+            address = aws.ec2.Eip(f"{name}-nat-{zone}-address", domain="vpc", tags=named(f"nat-{zone}"), region=args.region, opts=in_vpc)
             # A NAT gateway forwards nothing until its subnet routes to the internet gateway.
             nat_gateways[zone] = aws.ec2.NatGateway(
                 f"{name}-nat-{zone}",
@@ -190,6 +194,7 @@ class Network(pulumi.ComponentResource):
                 allocation_id=address.allocation_id,
                 connectivity_type="public",
                 tags=named(f"nat-{zone}"),
+                region=args.region,
                 opts=pulumi.ResourceOptions(parent=public_subnets[zone], depends_on=[internet_route]),
             )
 
@@ -203,12 +208,13 @@ class Network(pulumi.ComponentResource):
                 cidr_block=layout.private[zone],
                 availability_zone=zone,
                 tags=named(f"private-{zone}", {INTERNAL_ELB_TAG: "1"}),
+                region=args.region,
                 opts=in_vpc,
             )
             private_subnets[zone] = subnet
             # One table per private subnet whatever the NAT mode, so switching modes changes a route,
             # not the tables or the subnets' associations.
-            table = aws.ec2.RouteTable(f"{name}-private-{zone}-routes", vpc_id=vpc.id, tags=named(f"private-{zone}"), opts=in_vpc)
+            table = aws.ec2.RouteTable(f"{name}-private-{zone}-routes", vpc_id=vpc.id, tags=named(f"private-{zone}"), region=args.region, opts=in_vpc)
             private_tables.append(table)
             ready.append(
                 aws.ec2.Route(
@@ -216,6 +222,7 @@ class Network(pulumi.ComponentResource):
                     route_table_id=table.id,
                     destination_cidr_block="0.0.0.0/0",
                     nat_gateway_id=nat_gateways[nat_zone_for(config, zone)].id,
+                    region=args.region,
                     opts=pulumi.ResourceOptions(parent=table),
                 )
             )
@@ -224,6 +231,7 @@ class Network(pulumi.ComponentResource):
                     f"{name}-private-{zone}-association",
                     subnet_id=subnet.id,
                     route_table_id=table.id,
+                    region=args.region,
                     opts=pulumi.ResourceOptions(parent=subnet),
                 )
             )
@@ -250,6 +258,7 @@ class Network(pulumi.ComponentResource):
             vpc_id=vpc.id,
             description="HTTPS from the VPC to its interface endpoints",
             tags=named("endpoints"),
+            region=args.region,
             opts=in_vpc,
         )
         aws.vpc.SecurityGroupIngressRule(
@@ -261,6 +270,7 @@ class Network(pulumi.ComponentResource):
             to_port=HTTPS_PORT,
             description="HTTPS from the VPC",
             tags=dict(args.tags),
+            region=args.region,
             opts=pulumi.ResourceOptions(parent=group),
         )
         endpoints: list[pulumi.Resource] = []
@@ -273,6 +283,7 @@ class Network(pulumi.ComponentResource):
                     vpc_endpoint_type="Gateway",
                     route_table_ids=[t.id for t in private_tables],
                     tags=named(service),
+                    region=args.region,
                     opts=in_vpc,
                 )
             )
@@ -287,6 +298,7 @@ class Network(pulumi.ComponentResource):
                     subnet_ids=[s.id for s in private_subnets],
                     security_group_ids=[group.id],
                     tags=named(service),
+                    region=args.region,
                     opts=in_vpc,
                 )
             )

@@ -48,10 +48,11 @@ def node_launch_template(
     instance_tags: Mapping[str, str],
     tags: Mapping[str, str],
     parent: pulumi.Resource,
+    region: str,
     placement_group_name: Optional[pulumi.Input[str]] = None,
     **settings: Any,
 ) -> aws.ec2.LaunchTemplate:
-    """A launch template with the settings every node of this library has; ``settings`` adds the
+    """A launch template in ``region`` with the settings every node of this library has; ``settings`` adds the
     pool's own (EFA network interfaces, capacity reservation)."""
     return aws.ec2.LaunchTemplate(
         resource_name,
@@ -78,6 +79,7 @@ def node_launch_template(
         update_default_version=True,
         tags=dict(tags),
         **settings,
+        region=region,
         opts=pulumi.ResourceOptions(parent=parent),
     )
 

@@ -25,9 +25,10 @@ import pulumi
 import pulumi_aws as aws
 
 from ..config import NODE_MONITORING_AGENT_ADDON
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 from ..facts.gpu_nodes import gpu_toleration
-from .cluster import ClusterRef
+from .cluster import ClusterRef, ClusterInput, cluster_field
 
 AGENT_NAMESPACE = "kube-system"
 """Namespace EKS installs the add-on's objects in."""
@@ -53,13 +54,16 @@ def node_monitoring_agent_configuration() -> dict[str, Any]:
 class NodeMonitoringAgentArgs:
     """Arguments of ``NodeMonitoringAgent``."""
 
-    cluster: ClusterRef
-    """The cluster to install the add-on into."""
+    cluster: ClusterInput
+    """The cluster to install the add-on into: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     addon_version: Optional[str] = None
     """A pinned add-on version. Default: the newest EKS offers for the cluster's Kubernetes version
     (``ClusterRef.kubernetes_version``: the configured one, or the one an adopted cluster runs)."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags of the add-on. Default: none."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self, cluster_field(self))
 
 
 @documented_component(NodeMonitoringAgentArgs)
@@ -83,6 +87,7 @@ class NodeMonitoringAgent(pulumi.ComponentResource):
                 addon_name=NODE_MONITORING_AGENT_ADDON,
                 kubernetes_version=ref.kubernetes_version,
                 most_recent=True,
+                region=ref.region,
                 opts=pulumi.InvokeOutputOptions(parent=self),
             ).version
         )
@@ -97,6 +102,7 @@ class NodeMonitoringAgent(pulumi.ComponentResource):
             tags=dict(args.tags),
             # The cluster name is a plain string, so the add-on waits for the cluster (and the system
             # nodes) explicitly; GPU nodes get the agent's pods whenever they join.
+            region=ref.region,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
         )
         self.addon_version = addon.addon_version

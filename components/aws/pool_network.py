@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from .cluster import ClusterRef
-from ..config import PlacementGroupConfig
+from ..config import NetworkConfig, PlacementGroupConfig, Problem, SubnetConfig
 from ..facts.aws_names import PhysicalName
 
 
@@ -35,18 +35,20 @@ def placement_group_name(
     group_name: pulumi.Input[str],
     tags: Mapping[str, str],
     parent: pulumi.Resource,
+    region: str,
     protect: bool = False,
 ) -> Optional[pulumi.Input[str]]:
     """The name of the placement group a pool's nodes launch in: a cluster placement group
     ``{name}-placement-group`` called ``group_name`` that this creates (mode ``create``), the
     existing group named in the configuration (mode ``existing``), or None (mode ``none``). ``protect``
-    keeps a created group from being deleted while its pool runs in it."""
+    keeps a created group from being deleted while its pool runs in it; ``region`` is the cluster's."""
     if placement.mode == "create":
         group = aws.ec2.PlacementGroup(
             f"{name}-placement-group",
             name=group_name,
             strategy=placement.strategy,
             tags=dict(tags),
+            region=region,
             opts=pulumi.ResourceOptions(parent=parent, protect=protect),
         )
         return group.name
@@ -63,6 +65,7 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
         vpc_id=ref.vpc_id,
         description=pulumi.Output.concat("EFA traffic between GPU nodes of ", ref.name),
         tags=dict(tags),
+        region=ref.region,
         opts=pulumi.ResourceOptions(parent=parent),
     )
     aws.vpc.SecurityGroupIngressRule(
@@ -72,6 +75,7 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
         ip_protocol="-1",
         description="EFA: all traffic from the group itself",
         tags=dict(tags),
+        region=ref.region,
         opts=pulumi.ResourceOptions(parent=group),
     )
     aws.vpc.SecurityGroupEgressRule(
@@ -81,6 +85,29 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
         ip_protocol="-1",
         description="EFA: all traffic to the group itself",
         tags=dict(tags),
+        region=ref.region,
         opts=pulumi.ResourceOptions(parent=group),
     )
     return group
+
+
+def pool_network_field(args: object) -> list[Problem]:
+    """Complete the ``network`` of a pool's Args (after ``cluster_field``) from its cluster: left
+    out, it is the cluster's VPC and subnets (a ref that holds them: ``EksCluster``'s, or one built
+    with ``subnets=``); given as a dict without ``vpcId``, the cluster's VPC, since a pool only
+    chooses among the subnets. The problems, for ``check_model_fields`` to raise with the others."""
+    ref = getattr(args, "cluster")
+    network = getattr(args, "network")
+    path = f"{type(args).__name__}.network"
+    if not isinstance(ref, ClusterRef):
+        return []  # the cluster's own problem is reported
+    if network is None:
+        if not ref.subnets:
+            return [Problem(path, "is required: the cluster ref holds no subnets (give the network, or a ref built with subnets=)")]
+        network = NetworkConfig(
+            vpc_id=ref.vpc_id, subnets=[SubnetConfig(id=s.id, availability_zone=s.availability_zone) for s in ref.subnets]
+        )
+    elif isinstance(network, dict) and not network.get("create") and "vpcId" not in network and "vpc_id" not in network:
+        network = {**network, "vpcId": ref.vpc_id}
+    object.__setattr__(args, "network", network)
+    return []

@@ -25,7 +25,7 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
-from .cluster import ClusterRef
+from .cluster import ClusterRef, ClusterInput, cluster_field, pod_identity_agent
 from .iam import create_pod_identity_role, managed_policy_arn
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
@@ -178,17 +178,17 @@ class LustreStorageArgs:
 
     config: FsxLustreConfig
     """The file system's settings."""
-    cluster: ClusterRef
-    """The cluster whose nodes mount it: their security group (the cluster's) becomes the client group."""
+    cluster: ClusterInput
+    """The cluster whose nodes mount it: their security group (the cluster's) becomes the client group: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     subnet_id: pulumi.Input[str]
     """The private subnet of the file system's AZ."""
     account_id: pulumi.Input[str]
     """The AWS account (Pod Identity trust of the CSI driver's role)."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
     def __post_init__(self) -> None:
-        check_model_fields(self)
+        check_model_fields(self, cluster_field(self))
 
 
 @documented_component(LustreStorageArgs)
@@ -219,6 +219,7 @@ class LustreStorage(pulumi.ComponentResource):
             # The cluster name may be an Output: never formatted into text.
             description=pulumi.Output.concat("FSx for Lustre of EKS cluster ", ref.name, ": Lustre ports to and from the cluster's nodes"),
             tags=tags,
+            region=ref.region,
             opts=child,
         )
         peers = {"filesystem": group.id, "clients": ref.cluster_security_group_id}
@@ -235,6 +236,7 @@ class LustreStorage(pulumi.ComponentResource):
                     to_port=rule.to_port,
                     description=f"Lustre {rule.from_port}-{rule.to_port} {'from' if rule.direction == 'ingress' else 'to'} {rule.peer}",
                     tags=tags,
+                    region=ref.region,
                     opts=pulumi.ResourceOptions(parent=group),
                 )
             )
@@ -252,6 +254,7 @@ class LustreStorage(pulumi.ComponentResource):
             subnet_ids=args.subnet_id,
             security_group_ids=[group.id],
             tags={**tags, "Name": pulumi.Output.concat(ref.name, "-training")},
+            region=ref.region,
             opts=pulumi.ResourceOptions(parent=self, depends_on=rules),
         )
 
@@ -269,6 +272,7 @@ class LustreStorage(pulumi.ComponentResource):
                 batch_import_meta_data_on_create=True,
                 s3=s3,
                 tags=tags,
+                region=ref.region,
                 opts=pulumi.ResourceOptions(parent=file_system),
             )
 
@@ -305,7 +309,9 @@ class LustreStorage(pulumi.ComponentResource):
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
+            region=ref.region,
+            # The controller's credentials come through the Pod Identity association, so through the agent.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *pod_identity_agent(ref, self)]),
         )
 
         self.volume = LustreVolume(

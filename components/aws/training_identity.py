@@ -13,7 +13,7 @@ import pulumi
 import pulumi_aws as aws
 
 from ..config import S3BucketConfig
-from .cluster import ClusterRef
+from .cluster import ClusterRef, ClusterInput, cluster_field, pod_identity_agent
 from .iam import create_pod_identity_role
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
@@ -70,8 +70,8 @@ def training_role_needed(buckets: Sequence[S3BucketConfig], policy_arns: Sequenc
 class TrainingIdentityArgs:
     """Arguments of ``TrainingIdentity``."""
 
-    cluster: ClusterRef
-    """The cluster whose training pods get the role."""
+    cluster: ClusterInput
+    """The cluster whose training pods get the role: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     namespaces: Sequence[str]
     """Training namespaces; each one's ServiceAccount gets an association."""
     service_account: str
@@ -80,11 +80,11 @@ class TrainingIdentityArgs:
     """Buckets the role may reach, each with its access. Default: none."""
     policy_arns: Sequence[pulumi.Input[str]] = ()
     """Further IAM policies attached to the role. Default: none."""
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
 
     def __post_init__(self) -> None:
-        check_model_fields(self)
+        check_model_fields(self, cluster_field(self))
 
 def training_role_resource_name(name: str) -> str:
     """Logical name of the training pods' role (auto-named)."""
@@ -152,7 +152,8 @@ class TrainingIdentity(pulumi.ComponentResource):
                 service_account=args.service_account,
                 role_arn=role.arn,
                 tags=tags,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *ref.pod_identity]),
+                region=ref.region,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *pod_identity_agent(ref, self)]),
             )
             for namespace in args.namespaces
         ]

@@ -7,8 +7,9 @@ import collections.abc
 import dataclasses
 import sys
 import typing
-from typing import Any
+from typing import Any, Optional
 
+import pulumi
 import pydantic
 from pydantic import BaseModel
 
@@ -77,13 +78,14 @@ def as_model(value: Any, model: type[BaseModel], path: str) -> BaseModel:
     raise ConfigError([Problem(path, f"expected a {model.__name__} (or a dict of its keys), got {type(value).__name__}")])
 
 
-def check_model_fields(args: Any) -> None:
+def check_model_fields(args: Any, problems: Optional[list[Problem]] = None) -> None:
     """Turn every field of the dataclass ``args`` that is declared as a configuration model (or a list
     of them) into that model, so a component given a dict gets its keys checked; every problem of
     every field is raised together in one ``ConfigError`` naming ``<ArgsClass>.<field>.<key>``. A
-    component's Args call this in ``__post_init__``."""
+    component's Args call this in ``__post_init__``, passing the ``problems`` their own checks found
+    so that all are raised together."""
     namespace = vars(sys.modules[type(args).__module__])
-    problems: list[Problem] = []
+    problems = list(problems or [])
 
     def checked(value: Any, model: type[BaseModel], path: str) -> Any:
         try:
@@ -101,6 +103,10 @@ def check_model_fields(args: Any) -> None:
                 continue
         value = getattr(args, field.name)
         path = f"{type(args).__name__}.{field.name}"
+        if isinstance(value, pulumi.Output) and typing.get_origin(annotation) in (dict, collections.abc.Mapping):
+            # Tags and labels are merged with the component's own, which needs their keys now.
+            problems.append(Problem(path, "must be a dict (its values may be Outputs), not an Output of one"))
+            continue
         members = typing.get_args(annotation) if typing.get_origin(annotation) is typing.Union else ()
         union_models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):

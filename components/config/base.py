@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Annotated, Callable
 
 import pulumi
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -60,7 +60,20 @@ class Problem:
         return f"{self.path}: {self.message}"
 
 
-class _Model(BaseModel):
+class _ModelMeta(type(BaseModel)):  # type: ignore[misc]
+    def __call__(cls, *args: object, **kwargs: object) -> object:
+        # A model built in a program with a wrong value is refused like a stack file's: one
+        # ConfigError naming each key path, not pydantic's own error. Only a program's own call
+        # comes through here; pydantic validates nested models and model_validate without it.
+        try:
+            return super().__call__(*args, **kwargs)
+        except ValidationError as error:
+            from .arguments import problems_from_validation_error
+
+            raise ConfigError(problems_from_validation_error(error, cls, cls.__name__)) from None
+
+
+class _Model(BaseModel, metaclass=_ModelMeta):
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
@@ -68,6 +81,29 @@ class _Model(BaseModel):
         frozen=True,
         use_attribute_docstrings=True,
     )
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: object) -> None:
+        """``help()`` and editors show what a program passes: snake_case parameters, each with the
+        one-line description docs/configuration.md shows (both read the field docstrings)."""
+        import inspect
+
+        from .documented import args_section, type_text
+
+        super().__pydantic_init_subclass__(**kwargs)
+        cls.__signature__ = inspect.Signature(  # type: ignore[misc]
+            [
+                inspect.Parameter(
+                    name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=inspect.Parameter.empty if info.is_required() else info.get_default(call_default_factory=True),
+                    annotation=type_text(info.annotation),
+                )
+                for name, info in cls.model_fields.items()
+            ]
+        )
+        own = (cls.__dict__.get("__doc__") or "").split("\n\n" + cls.__name__ + " fields:")[0]
+        cls.__doc__ = f"{inspect.cleandoc(own)}\n\n{args_section(cls)}\n"
 
 
 def _enum_error(value: str, allowed: frozenset[str], what: str, source: str) -> PydanticCustomError:
@@ -150,9 +186,11 @@ def validate_tags(tags: dict[str, str], path: str = "tags") -> list[Problem]:
             problems.append(Problem(f"{path}.{key}", "tag keys starting with 'aws:' are reserved for AWS"))
         if not aws_enums.iam_tag_text_ok(key):
             problems.append(Problem(f"{path}.{key}", f"the key has characters IAM refuses in tags; allowed: {alphabet}"))
-        if len(value) > TAG_VALUE_LIMITS[1]:
+        if isinstance(value, pulumi.Output):
+            pass  # known only once its resource exists: AWS checks it
+        elif len(value) > TAG_VALUE_LIMITS[1]:
             problems.append(Problem(f"{path}.{key}", f"tag values have at most {TAG_VALUE_LIMITS[1]} characters ({len(value)} here)"))
-        if not aws_enums.iam_tag_text_ok(value):
+        if not isinstance(value, pulumi.Output) and not aws_enums.iam_tag_text_ok(value):
             problems.append(
                 Problem(
                     f"{path}.{key}",

@@ -20,7 +20,7 @@ from .base import (
     _Model,
     supported_version,
 )
-from .inputs import resource_input
+from .inputs import NodeCount, PositiveNodeCount, resource_input
 
 ClusterName = resource_input(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$", "an EKS cluster name")
 """An EKS cluster name, or an Output that names one (e.g. a stack reference's)."""
@@ -152,16 +152,16 @@ class SystemNodeGroupConfig(_Model):
     """A small untainted managed node group for controllers (Karpenter, the GPU Operator's operator, CoreDNS)."""
 
     enabled: bool = True
-    """Create the system node group. Default: true (an adopted cluster that already runs its controllers elsewhere may turn it off)."""
+    """Create the system node group. Default: true; a stack whose cluster is adopted gets none unless `systemNodeGroup` is given."""
     instance_types: list[InstanceType] = Field(default=["m7i.xlarge"], min_length=1)
     """Instance types of system nodes. Default: m7i.xlarge."""
     ami_type: AmiType = "AL2023_x86_64_STANDARD"
     """EKS AMI type of system nodes. Default: AL2023_x86_64_STANDARD."""
-    min_size: int = Field(default=2, ge=0)
+    min_size: NodeCount = 2
     """Minimum number of system nodes. Default: 2 (controllers survive one node's loss)."""
-    desired_size: int = Field(default=2, ge=0)
+    desired_size: NodeCount = 2
     """Number of system nodes at creation; later changes are left to autoscalers. Default: 2."""
-    max_size: int = Field(default=4, ge=1)
+    max_size: PositiveNodeCount = 4
     """Maximum number of system nodes. Default: 4."""
     disk_size_gib: int = Field(default=50, ge=20, le=16384)
     """Encrypted gp3 root volume of system nodes in GiB. Default: 50."""

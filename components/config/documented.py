@@ -4,16 +4,22 @@ Args dataclasses document each field with a docstring under it, as the configura
 Python keeps those strings only in the source. ``documented_args`` reads them back (with ``ast``)
 and appends an ``Args:`` section to the class docstring, and ``documented_component`` appends the
 same section to a component's docstring, so ``help(GpuNodeGroup)`` lists every argument with its
-type, default and meaning.
+type, default and meaning. ``documented_component`` also gives the component pulumi-eks's calling
+convention: ``Name(name, args=NameArgs(...), opts=...)`` or the same fields as keywords.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import textwrap
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Optional, TypeVar
+
+import pulumi
+
+from .base import ConfigError, Problem
 
 T = TypeVar("T", bound=type)
 
@@ -39,6 +45,33 @@ def field_docstrings(cls: type) -> dict[str, str]:
     return docs
 
 
+def type_text(annotation: Any, markdown: bool = False) -> str:
+    """A configuration field's type as the reference (``docs/configuration.md``, ``markdown``) and
+    ``help()`` show it: ``list of str``, ``str (optional)``, ``object`` for a nested model."""
+    import types
+    import typing
+
+    from pydantic import BaseModel
+
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return type_text(args[0], markdown)
+    if origin in (typing.Union, types.UnionType):
+        # A program may pass an Output where a value comes from another resource; a stack file holds text.
+        names = [type_text(a, markdown) for a in args if a is not type(None) and (typing.get_origin(a) or a) is not pulumi.Output]
+        return " | ".join(names) + (" (optional)" if type(None) in args else "")
+    if origin is typing.Literal:
+        return (" \\| " if markdown else " | ").join(f"`{a}`" if markdown else repr(a) for a in args)
+    if origin in (list, typing.List):
+        return f"list of {type_text(args[0], markdown)}"
+    if origin in (dict, typing.Dict):
+        return f"map of {type_text(args[1], markdown)}"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "object" if markdown else annotation.__name__
+    return getattr(annotation, "__name__", str(annotation))
+
+
 def _type_text(annotation: Any) -> str:
     return annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
 
@@ -51,7 +84,8 @@ def args_section(args_cls: type) -> str:
     if model_fields is not None:
         for name, info in model_fields.items():
             text = (info.description or "").replace("\n", " ")
-            lines.append(f"    {name} ({_type_text(info.annotation)}): {text}")
+            key = f"; stack key {info.alias}" if info.alias and info.alias != name else ""
+            lines.append(f"    {name} ({type_text(info.annotation)}{key}): {text}")
         return "\n".join(lines)
     docs = field_docstrings(args_cls)
     for field in dataclasses.fields(args_cls):
@@ -79,9 +113,103 @@ def outputs_section(component_cls: type) -> str:
     return "\n".join(lines)
 
 
+def _field_names(args_cls: type) -> tuple[list[str], list[str]]:
+    """All field names of an Args dataclass or configuration model, and the required ones."""
+    model_fields = getattr(args_cls, "model_fields", None)
+    if model_fields is not None:
+        return list(model_fields), [n for n, f in model_fields.items() if f.is_required()]
+    fields = dataclasses.fields(args_cls)
+    required = [
+        f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+    ]
+    return [f.name for f in fields], required
+
+
+def component_args(args_cls: type, component: str, name: str, args: Any, fields: dict[str, Any]) -> Any:
+    """The ``args_cls`` instance a component was called with: ``args`` as given, or built from the
+    keyword ``fields``; giving both, unknown keywords or missing required ones are one ``ConfigError``
+    naming ``<Component>(<name>).<field>``, raised before anything is registered."""
+    path = f"{component}({name})"
+    if args is not None and fields:
+        raise ConfigError([Problem(path, f"give args= or the fields as keywords, not both (keywords: {', '.join(fields)})")])
+    if args is not None:
+        return args
+    names, required = _field_names(args_cls)
+    aliases = {f.alias: n for n, f in getattr(args_cls, "model_fields", {}).items() if f.alias}
+    problems = [
+        Problem(f"{path}.{key}", f"unknown argument; allowed: {', '.join(names)}")
+        for key in fields
+        if key not in names and key not in aliases
+    ]
+    given = {aliases.get(key, key) for key in fields}
+    problems += [Problem(f"{path}.{key}", "is required") for key in required if key not in given]
+    if problems:
+        raise ConfigError(problems)
+    if hasattr(args_cls, "model_fields"):
+        return dict(fields)  # the component checks a dict into its model, with key paths
+    return args_cls(**fields)
+
+
+def _kubernetes_provider_in(opts: Any) -> Any:
+    if opts is None:
+        return None
+    if getattr(opts.provider, "package", None) == "kubernetes":
+        return opts.provider
+    providers = opts.providers
+    if isinstance(providers, dict):
+        return providers.get("kubernetes")
+    return next((p for p in providers or () if getattr(p, "package", None) == "kubernetes"), None)
+
+
+def with_cluster_provider(opts: Any, cluster: Any, path: str) -> Any:
+    """The one provider convention: a component given a cluster puts its Kubernetes objects on the
+    cluster's provider, which its ``opts`` then carry for every child; one without takes the provider
+    in ``opts``, like any Pulumi component. A different Kubernetes provider in ``opts`` beside a
+    cluster, or an AWS provider for another region than the cluster's, is a ``ConfigError``, never
+    silently ignored."""
+    check_aws_provider = getattr(cluster, "check_aws_provider", None)
+    if check_aws_provider is not None:
+        check_aws_provider(opts, path)
+    provider = getattr(cluster, "provider", None)
+    if provider is None:
+        return opts
+    given = _kubernetes_provider_in(opts)
+    if given is not None and given is not provider:
+        raise ConfigError(
+            [Problem(f"{path}.opts", "names a Kubernetes provider other than its cluster's; pass one of them, not both")]
+        )
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": provider}))
+
+
+def _signature(args_cls: type) -> inspect.Signature:
+    """``(name, args=None, opts=None, *, <field>=<default>, ...)`` for ``help()`` and editors."""
+    names, required = _field_names(args_cls)
+    parameters = [
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str),
+        inspect.Parameter("args", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=Optional[args_cls]),
+        inspect.Parameter("opts", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation="Optional[pulumi.ResourceOptions]"),
+    ]
+    parameters += [
+        inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=inspect.Parameter.empty if n in required else _default(args_cls, n))
+        for n in names
+    ]
+    return inspect.Signature(parameters)
+
+
+def _default(args_cls: type, field_name: str) -> Any:
+    """The default of an optional field, for display."""
+    model_fields = getattr(args_cls, "model_fields", None)
+    if model_fields is not None:
+        return model_fields[field_name].get_default(call_default_factory=True)
+    field = next(f for f in dataclasses.fields(args_cls) if f.name == field_name)
+    return field.default_factory() if field.default is dataclasses.MISSING else field.default  # type: ignore[misc]
+
+
 def documented_component(args_cls: type) -> Callable[[T], T]:
     """Class decorator for a component: its docstring gains the fields of ``args_cls`` and the
-    component's own documented attributes, and ``__init__`` says what it takes (instead of showing
+    component's own documented attributes, and ``__init__`` takes ``args`` or the same fields as
+    keywords (pulumi-eks's convention) and says what it takes (instead of showing
     ``ComponentResource``'s own parameters)."""
 
     def decorate(cls: T) -> T:
@@ -90,11 +218,21 @@ def documented_component(args_cls: type) -> Callable[[T], T]:
             sections.append(outputs_section(cls))
         cls.__doc__ = _append(cls.__doc__, "\n\n".join(sections))
         init = cls.__dict__.get("__init__")
-        if init is not None and init.__doc__ is None:
-            init.__doc__ = (
-                f"Register the component. ``name``: its Pulumi name (children are ``<name>-<role>``); "
-                f"``args``: its ``{args_cls.__name__}`` (fields above); ``opts``: its resource options."
-            )
+        if init is not None:
+
+            @functools.wraps(init)
+            def __init__(self: Any, name: str, args: Any = None, opts: Any = None, **fields: Any) -> None:
+                args = component_args(args_cls, cls.__name__, name, args, fields)
+                init(self, name, args, with_cluster_provider(opts, getattr(args, "cluster", None), f"{cls.__name__}({name})"))
+
+            if init.__doc__ is None:
+                __init__.__doc__ = (
+                    f"Register the component. ``name``: its Pulumi name (children are ``<name>-<role>``); "
+                    f"``args``: its ``{args_cls.__name__}`` (fields above), or the same fields as keywords; "
+                    "``opts``: its resource options."
+                )
+            __init__.__signature__ = _signature(args_cls)  # type: ignore[attr-defined]
+            cls.__init__ = __init__  # type: ignore[misc]
         return cls
 
     return decorate

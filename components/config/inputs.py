@@ -41,3 +41,35 @@ def resource_input(pattern: str, what: str, hint: str | None = None) -> Any:
         return value
 
     return Annotated[Union[str, pulumi.Output[str]], PlainValidator(check), WithJsonSchema({"type": "string", "pattern": pattern})]
+
+
+def _text_or_output(value: Any) -> Any:
+    if is_unknown(value) or isinstance(value, str):
+        return value
+    raise PydanticCustomError("input_type", f"must be a string or a pulumi.Output, not {type(value).__name__}")
+
+
+InputText = Annotated[Union[str, pulumi.Output[str]], PlainValidator(_text_or_output), WithJsonSchema({"type": "string"})]
+"""A tag or label value: text, checked by the rules of its map, or an Output, passed on unchecked."""
+
+
+def count_input(minimum: int) -> Any:
+    """The field type of a node count a program may compute: an int of at least ``minimum``, or an
+    Output, passed on unchecked (the rules that compare sizes skip it)."""
+
+    def check(value: Any) -> Any:
+        if is_unknown(value):
+            return value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PydanticCustomError("input_type", f"must be an integer or a pulumi.Output, not {type(value).__name__}")
+        if value < minimum:
+            raise PydanticCustomError("greater_than_equal", f"Input should be greater than or equal to {minimum}")
+        return value
+
+    return Annotated[Union[int, pulumi.Output[int]], PlainValidator(check), WithJsonSchema({"type": "integer", "minimum": minimum})]
+
+
+NodeCount = count_input(0)
+"""A node count (0 or more), or an Output."""
+PositiveNodeCount = count_input(1)
+"""A node count of at least 1, or an Output."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Sequence, Union
+from typing import Any, Literal, Optional, Sequence, Union
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -27,7 +27,7 @@ from .base import (
     _Model,
 )
 from ..facts.gpu_nodes import GPU_POOL_KEY
-from .inputs import is_unknown, shown
+from .inputs import InputText, NodeCount, PositiveNodeCount, is_unknown, shown
 from .cluster import RELEASE_VERSION_PATTERN
 from .network import NetworkConfig, SubnetId, SubnetRef, network_zones, planned_subnets
 from .node_repair import NodeRepairConfig, check_node_repair
@@ -100,7 +100,7 @@ class GpuPoolConfig(_Model):
     """EFA network interfaces: auto turns them on when every instance type has EFA. Default: auto."""
     root_volume_size_gib: int = Field(default=500, ge=100, le=16384)
     """Encrypted gp3 root volume in GiB, sized for multi-GB CUDA/PyTorch images. Default: 500."""
-    labels: dict[str, str] = {}
+    labels: dict[str, InputText] = {}
     """Node labels added to `role=gpu-training`; GPU-sharing labels (`nvidia.com/mig.config`, `nvidia.com/device-plugin.config`) are refused. Default: none."""
 
     @property
@@ -132,11 +132,11 @@ class GpuNodeGroupConfig(GpuPoolConfig):
     """ON_DEMAND or CAPACITY_BLOCK (SPOT is refused for training). Default: ON_DEMAND."""
     capacity_reservation_id: Optional[str] = Field(default=None, pattern=r"^cr-[0-9a-f]{17}$")
     """Capacity reservation (ODCR or Capacity Block) the pool launches into; required for CAPACITY_BLOCK. Default: none."""
-    min_size: int = Field(default=0, ge=0)
+    min_size: NodeCount = 0
     """Minimum number of nodes. Default: 0."""
-    desired_size: Optional[int] = Field(default=None, ge=0)
+    desired_size: Optional[NodeCount] = None
     """Number of nodes at creation; later changes are left to autoscalers and ignored by `pulumi up`. Default: min size."""
-    max_size: int = Field(default=2, ge=1)
+    max_size: PositiveNodeCount = 2
     """Maximum number of nodes. Default: 2 (the seed's two-node training job)."""
     update_max_unavailable: int = Field(default=1, ge=1, le=100)
     """Nodes replaced at once during a node group update. Default: 1."""
@@ -144,7 +144,7 @@ class GpuNodeGroupConfig(GpuPoolConfig):
     """EKS update strategy of a roll: MINIMAL terminates an old node before launching its replacement (no surge instance), which the EKS API suggests when hardware accelerators such as GPUs constrain capacity; DEFAULT launches first. Default: MINIMAL."""
     release_version: Optional[str] = Field(default=None, pattern=RELEASE_VERSION_PATTERN)
     """EKS AMI release version to pin, e.g. 1.34.2-20251120; changing it rolls the nodes. Default: none (the latest AMI for the cluster version at creation)."""
-    instance_tags: dict[str, str] = {}
+    instance_tags: dict[str, InputText] = {}
     """Tags put on the pool's instances and volumes through its launch template; changing them rolls every node (stack `tags` never reach instances, so a cost tag does not). Default: none."""
     node_repair: NodeRepairConfig = NodeRepairConfig()
     """EKS node auto repair of the pool. Default: on, one node at a time, halting above 50% unhealthy."""
@@ -171,7 +171,14 @@ class GpuNodeGroupConfig(GpuPoolConfig):
         return value
 
     @property
-    def initial_size(self) -> int:
+    def computed_sizes(self) -> list[str]:
+        """The size keys a program gave as Outputs (``GpuNodeGroup`` takes them; the platform, which
+        derives quotas and Kueue's flavors from the sizes, does not)."""
+        sizes = {"minSize": self.min_size, "desiredSize": self.desired_size, "maxSize": self.max_size}
+        return [key for key, size in sizes.items() if is_unknown(size)]
+
+    @property
+    def initial_size(self) -> Any:
         """Nodes at creation: ``desired_size`` when set, else ``min_size``."""
         return self.min_size if self.desired_size is None else self.desired_size
 
@@ -232,7 +239,10 @@ def _check_reservation_placement(has_reservation: bool, placement: PlacementGrou
 
 
 def _check_sizes(min_size: int, desired_size: Optional[int], max_size: int, problem: ProblemSink) -> None:
-    """minSize <= desiredSize <= maxSize, each problem under the key the user set."""
+    """minSize <= desiredSize <= maxSize, each problem under the key the user set; a program's Output
+    size is known only at deployment, so EKS checks it."""
+    if any(is_unknown(size) for size in (min_size, desired_size, max_size)):
+        return
     if min_size > max_size:
         problem("minSize", f"must not exceed maxSize ({max_size})")
     elif desired_size is not None and not min_size <= desired_size <= max_size:
@@ -322,7 +332,7 @@ def _check_node_labels(labels: dict[str, str], problem: ProblemSink) -> None:
                 f"{', '.join(sorted(KUBELET_LABEL_NAMESPACES))} (and subdomains) and the well-known labels; "
                 "the node would never join (NodeRestriction); use a label under your own domain, e.g. example.com/role",
             )
-        if not _LABEL_VALUE.match(value):
+        if not is_unknown(value) and not _LABEL_VALUE.match(value):
             problem(f"labels.{key}", f"'{value}' is not a valid Kubernetes label value (63 characters, alphanumerics, '-', '_', '.')")
 
 
@@ -334,7 +344,7 @@ def _check_eks_labels(labels: dict[str, str], problem: ProblemSink) -> None:
     for key, value in labels.items():
         if not key_min <= len(key) <= key_max:
             problem(f"labels.{key}", f"EKS node group label keys have {key_min}-{key_max} characters, prefix included ({len(key)} here)")
-        if not value_min <= len(value) <= value_max:
+        if not is_unknown(value) and not value_min <= len(value) <= value_max:
             problem(f"labels.{key}", f"EKS node group label values have {value_min}-{value_max} characters ({len(value)} here)")
 
 
@@ -374,7 +384,7 @@ def validate_gpu_node_group(pool: GpuNodeGroupConfig, network: NetworkConfig, pa
     check_node_repair(pool.node_repair, problem)
     # Instance tags reach EC2 only (never IAM), so EC2's rules apply, not the stack tags' IAM alphabet.
     for key, value in pool.instance_tags.items():
-        if not 1 <= len(key) <= 128 or key.lower().startswith("aws:") or len(value) > 256:
+        if not 1 <= len(key) <= 128 or key.lower().startswith("aws:") or (not is_unknown(value) and len(value) > 256):
             problem(f"instanceTags.{key}", "tag keys have 1-128 characters and must not start with 'aws:'; values at most 256")
         if key == "Name":
             problem("instanceTags.Name", "is set by the pool (cluster and pool name)")

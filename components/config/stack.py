@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import field_validator
+from typing import Any
+
+from pydantic import field_validator, model_validator
 
 from ..facts import aws_enums
 from .access import S3BucketConfig, unique_bucket_names
@@ -18,7 +20,7 @@ from .addons import (
 )
 from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model, validate_tags
 from .cluster import ClusterConfig, SystemNodeGroupConfig, validate_cluster_endpoint
-from .inputs import is_unknown
+from .inputs import InputText, is_unknown
 from .health import NodeMonitoringConfig, PreflightConfig
 from .network import NetworkConfig, validate_network
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
@@ -39,7 +41,7 @@ class GpuTrainingPlatformArgs(_Model):
     network: NetworkConfig
     """The VPC and private subnets: created by the stack or adopted (required)."""
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
-    """The system node group. Default: two m7i.xlarge nodes."""
+    """The system node group. Default: two m7i.xlarge nodes for a created cluster; none for an adopted one, which has its own (give one to add it)."""
     gpu_node_groups: list[GpuNodeGroupConfig] = []
     """GPU training pools (managed node groups). Default: none."""
     gpu_operator: GpuOperatorConfig = GpuOperatorConfig()
@@ -64,8 +66,20 @@ class GpuTrainingPlatformArgs(_Model):
     """Read-only access for `eks-gpu-training-verify` (a ClusterRole bound to a group). Default: none."""
     s3_buckets: list[S3BucketConfig] = []
     """S3 buckets of the stack's training data and checkpoints, named once: training pods get least-privilege access to exactly these through the training ServiceAccount's EKS Pod Identity role. Default: none."""
-    tags: dict[str, str] = {}
-    """Tags added to every AWS resource. Default: none."""
+    tags: dict[str, InputText] = {}
+    """Tags added to every AWS resource (a value may be an Output in a program). Default: none."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _adopted_cluster_keeps_its_own_nodes(cls, data: Any) -> Any:
+        """An adopted cluster already runs nodes for its controllers: it gets no system node group
+        unless one is given."""
+        if isinstance(data, dict) and "systemNodeGroup" not in data and "system_node_group" not in data:
+            cluster = data.get("cluster")
+            create = cluster.get("create", True) if isinstance(cluster, dict) else getattr(cluster, "create", True)
+            if create is False:
+                return {**data, "system_node_group": {"enabled": False}}
+        return data
 
     @field_validator("s3_buckets")
     @classmethod

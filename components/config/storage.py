@@ -69,9 +69,9 @@ class StorageConfig(_Model):
 
 
 def fsx_zone(storage: StorageConfig, network: NetworkConfig, pool_zones: list[Optional[str]]) -> Optional[str]:
-    """The file system's AZ: the configured one, else the one AZ the GPU pools with a fixed AZ share,
-    else (no pool fixes one) the network's first AZ. None when the pools are in several AZs
-    (``validate_storage`` reports it)."""
+    """The file system's AZ: the configured one (with pools in several AZs, one of theirs), else the
+    one AZ the GPU pools with a fixed AZ share, else (no pool fixes one) the network's first AZ. None
+    when the pools are in several AZs and none is configured (``validate_storage`` reports it)."""
     if storage.fsx.availability_zone is not None:
         return storage.fsx.availability_zone
     fixed = {zone for zone in pool_zones if zone is not None}
@@ -95,7 +95,8 @@ def validate_fsx_sizes(fsx: FsxLustreConfig, path: str) -> list[Problem]:
 def validate_storage(
     storage: StorageConfig, network: NetworkConfig, pool_zones: list[Optional[str]], s3_buckets: Sequence[S3BucketConfig] = ()
 ) -> list[Problem]:
-    """Rules of the storage section: FSx sizes, an AZ shared with the GPU pools that has a subnet,
+    """Rules of the storage section: FSx sizes, an AZ of the GPU pools' (one of them, named, when
+    they are in several) that has a subnet,
     and a data repository in a bucket of the stack's `s3Buckets` (the one place buckets are named),
     declared `readWrite` when the file system exports to it."""
     problems: list[Problem] = []
@@ -107,17 +108,22 @@ def validate_storage(
     zones = network_zones(network)
     fixed = sorted({zone for zone in pool_zones if zone is not None})
     zone = fsx_zone(storage, network, pool_zones)
+    # With pools in several AZs the file system sits in the one named, and the other pools' Lustre
+    # traffic crosses AZs: the stack chooses which pools that is, among the pools' own AZs.
+    choices = [z for z in fixed if z in zones] or zones
     if zone is None:
         problems.append(
-            Problem(f"{path}.availabilityZone", f"is required: the GPU pools are in {', '.join(fixed)}; choose one of {', '.join(zones)}")
+            Problem(f"{path}.availabilityZone", f"is required: the GPU pools are in {', '.join(fixed)}; choose one of {', '.join(choices)}")
         )
     elif zone not in zones:
-        problems.append(Problem(f"{path}.availabilityZone", f"'{zone}' has no private subnet in the network; allowed: {', '.join(zones)}"))
-    elif fixed and fixed != [zone]:
+        problems.append(Problem(f"{path}.availabilityZone", f"'{zone}' has no private subnet in the network; allowed: {', '.join(choices)}"))
+    elif fixed and zone not in fixed:
+        which = f"not the GPU pools' AZ ({fixed[0]})" if len(fixed) == 1 else f"none of the GPU pools' AZs ({', '.join(fixed)})"
         problems.append(
             Problem(
                 f"{path}.availabilityZone",
-                f"'{zone}' is not the GPU pools' AZ ({', '.join(fixed)}): Lustre traffic would cross AZs (latency, transfer charges)",
+                f"'{zone}' is {which}: Lustre traffic would cross AZs for every pool (latency, transfer charges); "
+                f"choose {' or '.join(choices)}",
             )
         )
     repository = fsx.data_repository

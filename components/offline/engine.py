@@ -73,6 +73,8 @@ class Registration:
     remote: bool
     transforms: int
     read: bool = False
+    providers: dict[str, str] = field(default_factory=dict)
+    """The provider references a remote component (pulumi-eks's) is given, by package."""
     id: Optional[str] = None
     protect: bool = False
     retain_on_delete: bool = False
@@ -221,8 +223,9 @@ class PlausibleMocks(pulumi.runtime.Mocks):
             outputs["arn"] = f"arn:aws:iam::{ACCOUNT_ID}:role/{outputs['name']}"
         elif typ == "aws:sqs/queue:Queue":
             outputs.setdefault("name", f"{name}-4d5e6f")
-            outputs["arn"] = f"arn:aws:sqs:us-west-2:{ACCOUNT_ID}:{outputs['name']}"
-            outputs["url"] = f"https://sqs.us-west-2.amazonaws.com/{ACCOUNT_ID}/{outputs['name']}"
+            region = outputs.get("region", "us-west-2")
+            outputs["arn"] = f"arn:aws:sqs:{region}:{ACCOUNT_ID}:{outputs['name']}"
+            outputs["url"] = f"https://sqs.{region}.amazonaws.com/{ACCOUNT_ID}/{outputs['name']}"
         elif typ in ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2"):
             # An unnamed bucket gets a generated name, like an IAM role.
             outputs.setdefault("bucket", f"{name}-7g8h9i")
@@ -232,7 +235,7 @@ class PlausibleMocks(pulumi.runtime.Mocks):
             repository = outputs.get("name", name)
             outputs.update(
                 registryId=ACCOUNT_ID,
-                repositoryUrl=f"{ACCOUNT_ID}.dkr.ecr.us-west-2.amazonaws.com/{repository}",
+                repositoryUrl=f"{ACCOUNT_ID}.dkr.ecr.{outputs.get('region', 'us-west-2')}.amazonaws.com/{repository}",
                 arn=_arn("ecr", "repository", repository),
             )
         elif typ == "docker-build:index:Image":
@@ -338,6 +341,7 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
                     ignore_changes=list(request.ignoreChanges),
                     remote=request.remote,
                     transforms=len(request.transforms),
+                    providers=dict(request.providers),
                     id=response.id or None,
                     protect=bool(request.protect),
                     retain_on_delete=bool(request.retainOnDelete),

@@ -21,10 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-import pydantic
 import yaml
 
-from ..config import NCCL_MAX_BYTES, DcgmDiagConfig, NcclTestConfig, PreflightConfig
+from ..config import NCCL_MAX_BYTES, ConfigError, DcgmDiagConfig, NcclTestConfig, PreflightConfig
 from ..facts.catalog import GPU_INSTANCE_TYPES, efa_interface_count
 from ..facts.gpu_nodes import GPU_POOL_KEY
 from ..facts.nccl_baselines import nccl_baseline
@@ -157,11 +156,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     options = parser().parse_args(argv)
     try:
         return options.run(options)
-    except pydantic.ValidationError as error:
+    except ConfigError as error:
+        # The settings models refuse a bad option as a ConfigError whose key path ends in its field.
         options_by_field = {"min_bus_bandwidth_fraction": "fraction"}
-        for problem in error.errors():
-            field = str(problem["loc"][0]) if problem["loc"] else ""
-            print(f"--{options_by_field.get(field, field).replace('_', '-')}: {problem['msg']}", file=sys.stderr)
+        for problem in error.problems:
+            field = problem.path.rsplit(".", 1)[-1]
+            print(f"--{options_by_field.get(field, field).replace('_', '-')}: {problem.message}", file=sys.stderr)
         return 2
 
 

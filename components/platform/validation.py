@@ -14,6 +14,17 @@ from .names import PLATFORM_NAME, validate_names
 def validate_stack(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> list[Problem]:
     """Every rule of the stack that involves more than one key, each problem with its key path, and
     the AWS names ``GpuTrainingPlatform(name, args)`` would generate."""
+    computed = [
+        Problem(
+            f"gpuNodeGroups[{i}].{key}",
+            "is an Output: GpuNodeGroup takes one, but the platform derives the fleet's capacity, the namespace "
+            "quotas and Kueue's flavors from the pools' sizes before anything is created; give a number",
+        )
+        for i, pool in enumerate(args.gpu_node_groups)
+        for key in pool.computed_sizes
+    ]
+    if computed:
+        return computed  # the rules below compute with the sizes
     return [
         *validate_platform(args),
         *validate_scheduling(args),

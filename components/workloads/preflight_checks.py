@@ -19,6 +19,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_tls as tls
 
+from ..aws.cluster import ClusterInput, optional_cluster_field
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 from ..config import GpuTrainingPlatformArgs, PreflightConfig, Problem, ResourceQuotaConfig
 from ..facts.gpu_nodes import GPU_POOL_KEY
@@ -176,13 +178,19 @@ class PreflightChecksArgs:
     """PriorityClass of the NCCL pods (they take whole nodes like training). Default: none."""
     config: PreflightConfig
     """DCGM level and image, NCCL image and threshold, timeout."""
+    cluster: Optional[ClusterInput] = None
+    """The cluster whose Kubernetes provider the objects go on (a ``ClusterRef``, ``EksCluster`` or
+    ``pulumi_eks.Cluster``); default: the Kubernetes provider in ``opts``."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self, optional_cluster_field(self))
 
 
 @documented_component(PreflightChecksArgs)
 class PreflightChecks(pulumi.ComponentResource):
     """DCGM diagnostics and the NCCL all-reduce test on each pool, as Jobs `pulumi up` waits for.
     Make it depend on the node groups, the GPU Operator and EFA device plugin, and the namespace;
-    pass the Kubernetes provider in ``opts``."""
+    give it the ``cluster`` (or its Kubernetes provider in ``opts``)."""
 
     def __init__(self, name: str, args: PreflightChecksArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("eks-gpu-training:index:PreflightChecks", name, None, opts)

@@ -3,10 +3,14 @@ ClusterQueue per training namespace and its LocalQueues, and the rules that keep
 
 Who decides what:
 
-- **quota**: the namespace's ResourceQuota (``scheduling_policies.py``) and its ClusterQueue hold the
-  same numbers, both from ``fleet_capacity.py``: each flavor's nominal quota is its pool's capacity
-  (capped at the namespace's quota), and the flavors together never exceed the ResourceQuota, so
-  Kueue never admits a pod the ResourceQuota would then refuse (kubernetes-sigs/kueue#1403);
+- **quota**: the namespace's ResourceQuota (``scheduling_policies.py``) holds the cap, and its
+  ClusterQueue splits the same numbers between the flavors (``flavor_quotas``): each flavor in turn
+  (managed pools first, in configuration order, then Karpenter pools) gets its pool's capacity or
+  what the flavors before it left of the namespace's quota, whichever is less, per resource. The
+  nominal quotas together never exceed the ResourceQuota and the ClusterQueue is in no cohort, so it
+  borrows nothing: Kueue never admits a pod the ResourceQuota would then refuse
+  (kubernetes-sigs/kueue#1403), and a job beyond the cap waits in Kueue instead of being refused at
+  pod creation;
 - **admission**: Kueue admits a job whole or not at all (quota for every pod, and with a topology
   request, Ready nodes for every pod in one network block), then resumes it;
 - **placement**: on a topology flavor Kueue picks each pod's node; on a quota-only flavor the
@@ -46,6 +50,8 @@ from ..facts.quantity import cpu_quantity, memory_quantity, parse_quantity
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, resolve_quota
 from .templates import PART_OF
 from .training_job import _dependencies
+from ..aws.cluster import ClusterInput, optional_cluster_field
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -169,13 +175,33 @@ def _namespace_limits(quota: ResolvedQuota) -> dict[str, str]:
 
 
 def flavor_quotas(flavors: Sequence[PoolFlavor], quota: ResolvedQuota) -> dict[str, dict[str, str]]:
-    """Nominal quota per flavor and resource: the pool's capacity, at most the namespace's quota."""
-    limits = _namespace_limits(quota)
+    """Nominal quota per flavor and resource, splitting the namespace's quota between the flavors in
+    order: each gets its pool's capacity or what the flavors before it left, whichever is less. The
+    first pools keep whole-pool quotas, so the largest job a pool can run stays admissible on it
+    (an even split could leave no flavor with room for it), and the quotas together never exceed
+    the namespace's. A flavor left with nothing gets 0, and Kueue admits nothing onto it."""
+    remaining = {r: parse_quantity(v) for r, v in _namespace_limits(quota).items()}
     result = {}
     for flavor in flavors:
         own = _capacity_quota(flavor.capacity)
-        result[flavor.name] = {r: own[r] if parse_quantity(own[r]) <= parse_quantity(limits[r]) else limits[r] for r in QUOTA_RESOURCES}
+        nominal: dict[str, str] = {}
+        for r in QUOTA_RESOURCES:
+            if parse_quantity(own[r]) <= remaining[r]:
+                nominal[r] = own[r]
+            else:
+                nominal[r] = _quantity_text(r, remaining[r])
+            remaining[r] -= parse_quantity(nominal[r])
+        result[flavor.name] = nominal
     return result
+
+
+def _quantity_text(resource: str, amount: Fraction) -> str:
+    """``amount`` of ``resource`` as a quantity, rounded down so it never exceeds what it stands for."""
+    if resource == "cpu":
+        return cpu_quantity(int(amount * 1000))
+    if resource == "memory":
+        return memory_quantity(int(amount / (1024 * 1024)))
+    return str(int(amount))
 
 
 def quota_totals(quotas: dict[str, dict[str, str]]) -> dict[str, Fraction]:
@@ -222,7 +248,8 @@ def local_queue(namespace: str, name: str, held: bool = False) -> dict[str, Any]
 
 
 def validate_kueue(args: GpuTrainingPlatformArgs) -> list[Problem]:
-    """Combinations Kueue could never admit, and quotas Kueue could exceed."""
+    """Combinations Kueue could never admit. (Quotas need no rule: ``flavor_quotas`` keeps every
+    ClusterQueue within its namespace's ResourceQuota.)"""
     kueue = args.kueue
     apps = args.scheduling.training_apps
     if not kueue.enabled:
@@ -233,20 +260,6 @@ def validate_kueue(args: GpuTrainingPlatformArgs) -> list[Problem]:
         ]
     flavors = pool_flavors(args)
     problems = []
-    for i, namespace in enumerate(args.scheduling.namespaces):
-        quota = resolve_quota(namespace.quota, args)
-        totals = quota_totals(flavor_quotas(flavors, quota))
-        limits = _namespace_limits(quota)
-        for key, resource in (("gpus", GPU_RESOURCE), ("cpu", "cpu"), ("memory", "memory")):
-            if totals[resource] > parse_quantity(limits[resource]):
-                problems.append(
-                    Problem(
-                        f"scheduling.namespaces[{i}].quota.{key}",
-                        f"{limits[resource]} is less than the pools' capacities together, which Kueue's ClusterQueue holds per pool "
-                        f"(each capped at this quota), so Kueue could admit pods this ResourceQuota then refuses "
-                        f"(kubernetes-sigs/kueue#1403); leave it unset (the fleet's capacity), or run a single GPU pool",
-                    )
-                )
     names = [f.name for f in flavors]
     for i, flavor in enumerate(flavors):
         if names.index(flavor.name) != i:
@@ -328,12 +341,18 @@ def kueue_queues_args(args: GpuTrainingPlatformArgs, namespace_resources: Option
         namespaces=[NamespaceQueues(ns.name, flavor_quotas(flavors, resolve_quota(ns.quota, args))) for ns in args.scheduling.namespaces],
         namespace_resources=dict(namespace_resources or {}),
     )
+    cluster: Optional[ClusterInput] = None
+    """The cluster whose Kubernetes provider the objects go on (a ``ClusterRef``, ``EksCluster`` or
+    ``pulumi_eks.Cluster``); default: the Kubernetes provider in ``opts``."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self, optional_cluster_field(self))
 
 
 @documented_component(KueueQueuesArgs)
 class KueueQueues(pulumi.ComponentResource):
     """Kueue's Topology, a ResourceFlavor per GPU pool, and per training namespace a ClusterQueue with
-    its LocalQueues. Pass the cluster's Kubernetes provider in ``opts`` and make it depend on the
+    its LocalQueues. Give it the ``cluster`` (or its Kubernetes provider in ``opts``) and make it depend on the
     Kueue release (its CRDs and webhooks); the LocalQueues also wait for ``namespace_resources``."""
 
     cluster_queue_names: pulumi.Output[list[str]]

@@ -34,6 +34,7 @@ from .smoke_test import SmokeTestPool
 from .storage import training_storage_fields
 from .templates import PART_OF, TrainingJobSpec, training_pdb, validate_training_job
 from ..config.arguments import check_model_fields
+from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.documented import documented_args, documented_component
 
 QUOTA_NAME = "gpu-quota"
@@ -399,8 +400,12 @@ class SchedulingPoliciesArgs:
     service_account: Optional[str] = None
     """ServiceAccount created in every namespace for training pods. Default: none."""
 
+    cluster: Optional[ClusterInput] = None
+    """The cluster whose Kubernetes provider the objects go on (a ``ClusterRef``, ``EksCluster`` or
+    ``pulumi_eks.Cluster``); default: the Kubernetes provider in ``opts``."""
+
     def __post_init__(self) -> None:
-        check_model_fields(self)
+        check_model_fields(self, optional_cluster_field(self))
 
 
 def scheduling_policies_args(args: GpuTrainingPlatformArgs) -> SchedulingPoliciesArgs:
@@ -418,7 +423,7 @@ def scheduling_policies_args(args: GpuTrainingPlatformArgs) -> SchedulingPolicie
 @documented_component(SchedulingPoliciesArgs)
 class SchedulingPolicies(pulumi.ComponentResource):
     """PriorityClasses, training namespaces with ResourceQuotas, and PodDisruptionBudgets for training
-    apps. Pass the cluster's Kubernetes provider in ``opts``."""
+    apps. Give it the ``cluster`` (or its Kubernetes provider in ``opts``)."""
 
     priority_class_names: pulumi.Output[list[str]]
     """Names of the PriorityClasses created."""

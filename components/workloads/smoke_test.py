@@ -17,6 +17,8 @@ import pulumi_kubernetes as k8s
 from ..config import ConfigError, Problem, image_reference_problem
 from ..facts.gpu_nodes import GPU_POOL_KEY
 from .templates import COMPONENT_LABEL, GPU_RESOURCE, PART_OF, label_in, whole_node_pod
+from ..aws.cluster import ClusterInput, optional_cluster_field
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
 SMOKE_TEST_COMPONENT = "gpu-smoke-test"
@@ -96,13 +98,19 @@ class GpuSmokeTestArgs:
     """Image with nvidia-smi (an Output of an image built in the same program will do)."""
     timeout_minutes: int
     """How long `pulumi up` waits for each Job to complete."""
+    cluster: Optional[ClusterInput] = None
+    """The cluster whose Kubernetes provider the objects go on (a ``ClusterRef``, ``EksCluster`` or
+    ``pulumi_eks.Cluster``); default: the Kubernetes provider in ``opts``."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self, optional_cluster_field(self))
 
 
 @documented_component(GpuSmokeTestArgs)
 class GpuSmokeTest(pulumi.ComponentResource):
     """One Job per GPU pool that runs nvidia-smi on each of its nodes; `pulumi up` waits for them
     and fails if a node does not show all its GPUs. Make it depend on the node groups and the GPU
-    device plugin, and pass the Kubernetes provider in ``opts``."""
+    device plugin, and give it the ``cluster`` (or its Kubernetes provider in ``opts``)."""
 
     def __init__(self, name: str, args: GpuSmokeTestArgs, opts: Optional[pulumi.ResourceOptions] = None):
         image_problem = image_reference_problem(args.image)

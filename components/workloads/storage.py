@@ -17,6 +17,8 @@ from typing import Any, Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from ..aws.cluster import ClusterInput, optional_cluster_field
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 from ..aws.storage import FSX_CSI_DRIVER, LustreVolume
 from ..config import GpuTrainingPlatformArgs
@@ -104,11 +106,17 @@ class TrainingStorageArgs:
     """Training namespaces that each get a claim."""
     depends_on: Sequence[pulumi.Resource] = ()
     """What must exist first: the namespaces and the CSI driver. Default: nothing."""
+    cluster: Optional[ClusterInput] = None
+    """The cluster whose Kubernetes provider the objects go on (a ``ClusterRef``, ``EksCluster`` or
+    ``pulumi_eks.Cluster``); default: the Kubernetes provider in ``opts``."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self, optional_cluster_field(self))
 
 
 @documented_component(TrainingStorageArgs)
 class TrainingStorage(pulumi.ComponentResource):
-    """A PersistentVolume and its claim in each training namespace. Pass the Kubernetes provider in ``opts``."""
+    """A PersistentVolume and its claim in each training namespace. Give it the ``cluster`` (or its Kubernetes provider in ``opts``)."""
 
     claim_name: pulumi.Output[str]
     """The claim's name, the same in every namespace."""

@@ -19,6 +19,8 @@ from .templates import (
     training_pdb,
     validate_training_job,
 )
+from ..aws.cluster import ClusterInput, optional_cluster_field
+from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
 
@@ -60,6 +62,12 @@ class TrainingJobArgs:
 
     job: TrainingJobSpec
     """The job; its ``image`` is required."""
+    cluster: Optional[ClusterInput] = None
+    """The cluster whose Kubernetes provider the objects go on (a ``ClusterRef``, ``EksCluster`` or
+    ``pulumi_eks.Cluster``); default: the Kubernetes provider in ``opts``."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self, optional_cluster_field(self))
 
 
 @documented_component(TrainingJobArgs)
@@ -67,7 +75,7 @@ class TrainingJob(pulumi.ComponentResource):
     """A distributed training job as multi-node PyTorch runs on Kubernetes: an Indexed Job, the
     headless Service its ranks rendezvous through, and the PodDisruptionBudget that keeps every rank.
 
-    Pass the cluster's Kubernetes provider in ``opts`` (``providers={"kubernetes": provider}``), and
+    Give it the ``cluster`` (or its Kubernetes provider in ``opts``, ``providers={"kubernetes": provider}``), and
     make the component depend on the PriorityClass, namespace and ServiceAccount it uses and the Pod
     Identity association of that ServiceAccount (its children wait for them).
 

@@ -1,0 +1,120 @@
+"""Tags and labels take Outputs as values, like the IDs and names AWS and Kubernetes take as Inputs:
+rules that need the value skip them; a wrong type is a ConfigError with its key path."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+import pytest
+
+from eks_gpu_training import (
+    ConfigError,
+    GpuNodeGroup,
+    GpuNodeGroupArgs,
+    GpuNodeGroupConfig,
+    NetworkConfig,
+    SubnetConfig,
+    parse_platform_args,
+)
+from eks_gpu_training.config import validate_tags
+from harness import research_cluster, run_program, stand_in_ref
+
+NETWORK = NetworkConfig(
+    vpc_id="vpc-0123456789abcdef0",
+    subnets=[
+        SubnetConfig(id="subnet-0123456789abcdef0", availability_zone="us-west-2a"),
+        SubnetConfig(id="subnet-0123456789abcdef1", availability_zone="us-west-2b"),
+    ],
+)
+
+
+def test_output_tag_and_label_values_reach_the_node_group():
+    def program():
+        # Any Output will do: here the name of a bucket made in the same program.
+        owner = aws.s3.Bucket("owner").bucket
+        pool = GpuNodeGroupConfig(
+            name="h100", availability_zone="us-west-2a", labels={"example.com/owner": owner}, instance_tags={"owner": owner}
+        )
+        GpuNodeGroup("h100", cluster=research_cluster(NETWORK), pool=pool, tags={"owner": owner, "team": "ml"})
+
+    graph = run_program(program, {"aws:region": "us-west-2"})
+    assert graph.error is None, repr(graph.error)
+    node_group = next(r for r in graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs["nodeGroupNamePrefix"] == "h100-")
+    assert node_group.inputs["tags"] == {"owner": "owner-7g8h9i", "team": "ml"}
+    assert node_group.inputs["labels"]["example.com/owner"] == "owner-7g8h9i"
+    template = next(r for r in graph.of_type("aws:ec2/launchTemplate:LaunchTemplate") if r.name == "h100-launch-template")
+    assert template.inputs["tagSpecifications"][0]["tags"]["owner"] == "owner-7g8h9i"
+    assert graph.output_text() == []
+
+
+def test_rules_on_tag_and_label_values_skip_outputs_and_still_check_text():
+    unknown = pulumi.Output.from_input("x" * 300)
+    assert validate_tags({"owner": unknown}) == []
+    assert [p.path for p in validate_tags({"owner": "a,b"})] == ["tags.owner"]
+    pool = GpuNodeGroupConfig(name="h100", availability_zone="us-west-2a", labels={"example.com/owner": unknown, "example.com/bad": "no spaces"})
+    args = GpuNodeGroupArgs(cluster=stand_in_ref(), pool=pool, network=NETWORK)
+    from eks_gpu_training.config import validate_gpu_node_group
+
+    assert [str(p).split(":")[0] for p in validate_gpu_node_group(args.pool, NETWORK, "pool")] == ["pool.labels.example.com/bad"]
+
+
+def test_stack_tags_take_output_values_in_a_program():
+    args = parse_platform_args(
+        {
+            "region": "us-west-2",
+            "cluster": {"name": "research", "endpointPublicAccessCidrs": ["192.0.2.0/24"]},
+            "network": {"vpcId": NETWORK.vpc_id, "subnets": [{"id": s.id, "availabilityZone": s.availability_zone} for s in NETWORK.subnets]},
+            "tags": {"owner": pulumi.Output.from_input("ml-platform")},
+        }
+    )
+    assert isinstance(args.tags["owner"], pulumi.Output)
+
+
+def test_refuses_a_tag_value_that_is_neither_text_nor_an_output():
+    with pytest.raises(ConfigError) as raised:
+        GpuNodeGroupConfig(name="h100", labels={"example.com/owner": 7})
+    assert [str(p) for p in raised.value.problems] == ["GpuNodeGroupConfig.labels.example.com/owner: must be a string or a pulumi.Output, not int"]
+
+
+def test_refuses_an_output_of_a_whole_tag_map_with_its_key_path():
+    with pytest.raises(ConfigError) as raised:
+        GpuNodeGroupArgs(cluster=stand_in_ref(), pool=GpuNodeGroupConfig(name="h100"), network=NETWORK, tags=pulumi.Output.from_input({"a": "b"}))
+    assert [str(p) for p in raised.value.problems] == ["GpuNodeGroupArgs.tags: must be a dict (its values may be Outputs), not an Output of one"]
+
+
+def test_a_node_group_takes_output_sizes_and_skips_the_size_rules_for_them():
+    def program():
+        # Any Output will do: here a count that waits for a bucket made in the same program.
+        size = aws.s3.Bucket("sizes").bucket.apply(lambda _: 4)
+        pool = GpuNodeGroupConfig(name="h100", availability_zone="us-west-2a", min_size=1, desired_size=size, max_size=size)
+        GpuNodeGroup("h100", cluster=research_cluster(NETWORK), pool=pool)
+
+    graph = run_program(program, {"aws:region": "us-west-2"})
+    assert graph.error is None, repr(graph.error)
+    node_group = next(r for r in graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs["nodeGroupNamePrefix"] == "h100-")
+    scaling = node_group.inputs["scalingConfig"]
+    assert (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (1, 4, 4)
+    assert graph.depends_on(node_group, graph.one("aws:s3/bucket:Bucket"))
+
+
+def test_known_sizes_are_still_checked_beside_the_output_fields():
+    with pytest.raises(ConfigError) as raised:
+        GpuNodeGroupConfig(name="h100", min_size=-1)
+    assert [str(p) for p in raised.value.problems] == ["GpuNodeGroupConfig.min_size: Input should be greater than or equal to 0"]
+    from eks_gpu_training.config import validate_gpu_node_group
+
+    pool = GpuNodeGroupConfig(name="h100", availability_zone="us-west-2a", min_size=3, max_size=2)
+    assert [str(p).split(":")[0] for p in validate_gpu_node_group(pool, NETWORK, "pool")] == ["pool.minSize"]
+
+
+def test_the_platform_refuses_output_sizes_naming_the_key():
+    with pytest.raises(ConfigError) as raised:
+        parse_platform_args(
+            {
+                "region": "us-west-2",
+                "cluster": {"name": "research", "endpointPublicAccessCidrs": ["192.0.2.0/24"]},
+                "network": {"vpcId": NETWORK.vpc_id, "subnets": [{"id": s.id, "availabilityZone": s.availability_zone} for s in NETWORK.subnets]},
+                "gpuNodeGroups": [{"name": "h100", "availabilityZone": "us-west-2a", "maxSize": pulumi.Output.from_input(4)}],
+            }
+        )
+    assert [p.path for p in raised.value.problems] == ["gpuNodeGroups[0].maxSize"]

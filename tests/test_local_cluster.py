@@ -1,0 +1,143 @@
+"""The local cluster's plain parts, without Go: the wrappers' pins, the simulated fleet built from a
+stack's render, and what changes for the processes that run beside the cluster. The cluster tier
+(tests/cluster) runs the real thing."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from harness import stack_config
+
+from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
+from eks_gpu_training.facts.gpu_nodes import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, network_layer_key
+from eks_gpu_training.local import build as builds
+from eks_gpu_training.local.fleet import (
+    KWOK_NODE_ANNOTATION, NODES_PER_LAYER3_BLOCK, ephemeral_storage, karpenter_instance_types, managed_nodes,
+    topology_labels,
+)
+from eks_gpu_training.local.instance_types import instance_type
+from eks_gpu_training.local.platform import KWOK_NODE_CLASS, PlatformObjects, collect, localize
+from eks_gpu_training.offline.engine import PlausibleMocks
+from eks_gpu_training.offline.render.engine import render_stack
+from eks_gpu_training.platform.loading import platform_args_from_settings
+
+
+@pytest.mark.parametrize("component", builds.CONTROL_PLANE, ids=lambda c: c.name)
+def test_each_wrapper_pins_its_upstream_module_and_every_hash(component):
+    go_mod = (component.wrapper / "go.mod").read_text()
+    assert re.match(r"^v\d+\.\d+\.\d+$", component.version), component.version
+    go_sum = (component.wrapper / "go.sum").read_text()
+    assert f"{component.module} {component.version} h1:" in go_sum
+    assert not list(component.wrapper.glob("*.go")), "wrappers hold no Go source"
+    assert "module eks-gpu-training.local/" in go_mod
+
+
+def test_the_kubernetes_wrapper_pins_every_staging_module_to_the_matching_release():
+    go_mod = (builds.KUBERNETES.wrapper / "go.mod").read_text()
+    minor_patch = builds.KUBERNETES.version.removeprefix("v1.")
+    replaced = re.findall(r"^\s+(k8s\.io/\S+) => (\S+) (v\S+)$", go_mod, re.M)
+    assert len(replaced) >= 30
+    assert all(left == right and version == f"v0.{minor_patch}" for left, right, version in replaced)
+
+
+def test_binaries_are_cached_by_component_and_version(tmp_path):
+    folder = builds.bin_dir(builds.KUEUE, tmp_path)
+    assert folder == tmp_path / "bin" / f"kueue-{builds.KUEUE.version}"
+    assert not builds.is_built(builds.KUEUE, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def prod_render():
+    result = render_stack("prod", mocks=PlausibleMocks())
+    args = platform_args_from_settings(stack_config("prod"))
+    return args, [r.as_json() for r in result.resources]
+
+
+def test_each_managed_pool_node_carries_what_its_node_group_registers(prod_render, reference_dir):
+    args, resources = prod_render
+    nodes = managed_nodes(args, resources, reference_dir)
+    gpu = [n for n in nodes if n.pool == "p5-training"]
+    assert len(gpu) == 2
+    manifest = gpu[0].manifest()
+    labels = manifest["metadata"]["labels"]
+    assert labels["role"] == "gpu-training" and labels["eks-gpu-training/pool"] == "p5-training"
+    assert labels["topology.kubernetes.io/zone"] == "us-west-2b"
+    assert labels["node.kubernetes.io/instance-type"] == "p5.48xlarge"
+    assert manifest["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
+    assert manifest["metadata"]["annotations"] == {KWOK_NODE_ANNOTATION[0]: KWOK_NODE_ANNOTATION[1]}
+    assert all(network_layer_key(layer) in labels for layer in (1, 2, 3))
+    allocatable = manifest["status"]["allocatable"]
+    assert allocatable[GPU_RESOURCE] == str(GPU_INSTANCE_TYPES["p5.48xlarge"].gpus)
+    assert allocatable[EFA_RESOURCE] == str(GPU_INSTANCE_TYPES["p5.48xlarge"].efa_interfaces)
+    assert allocatable[HUGEPAGES_RESOURCE] == "10256Mi"
+    system = [n for n in nodes if n.pool == "system"]
+    assert len(system) == 3 and all(n.labels["role"] == "system" and not n.taints for n in system)
+
+
+def test_the_instance_store_array_is_the_gpu_nodes_ephemeral_storage(prod_render, reference_dir):
+    args, resources = prod_render
+    node = next(n for n in managed_nodes(args, resources, reference_dir) if n.pool == "p5-training")
+    assert node.capacity["ephemeral-storage"] == str(30400 * 10**9)
+
+
+def test_ephemeral_storage_keeps_the_eks_amis_reserve_as_karpenters_table_does(reference_dir):
+    # Karpenter's table lists 17Gi allocatable for its 20Gi default root volume.
+    _, allocatable = ephemeral_storage(20 * 2**30)
+    assert allocatable == 17 * 2**30
+    assert instance_type(reference_dir, "m7i.large").allocatable["ephemeral-storage"] == "17Gi"
+
+
+def test_pool_nodes_are_laid_out_in_blocks_under_one_spine():
+    layouts = [topology_labels("pool", index) for index in range(NODES_PER_LAYER3_BLOCK * 2)]
+    assert len({layout[network_layer_key(1)] for layout in layouts}) == 1
+    assert len({layout[network_layer_key(3)] for layout in layouts}) == 2
+    assert layouts[0][network_layer_key(3)] == layouts[NODES_PER_LAYER3_BLOCK - 1][network_layer_key(3)]
+    assert all(re.fullmatch(r"nn-[0-9a-f]{17}", value) for layout in layouts for value in layout.values())
+
+
+def test_karpenter_is_offered_only_the_types_zones_and_capacity_its_nodepools_allow(reference_dir):
+    args = platform_args_from_settings(stack_config("dev"))
+    nodepool = {"metadata": {"name": "gpu-training"}, "spec": {"template": {"spec": {"requirements": [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["g6e.xlarge"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2a", "us-west-2b"]},
+    ]}}}}
+    [offered] = karpenter_instance_types(args, [nodepool], reference_dir)
+    assert offered["name"] == "g6e.xlarge" and offered["resources"][GPU_RESOURCE] == "1"
+    zones = sorted(o["Requirements"][1]["values"][0] for o in offered["offerings"])
+    assert zones == ["us-west-2a", "us-west-2b"]
+
+
+def _webhook_config(kind: str) -> dict:
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "kueue"},
+            "webhooks": [{"name": "w", "clientConfig": {"service": {"namespace": "kueue-system",
+                                                                    "name": "kueue-webhook-service", "path": "/mutate"}}}]}
+
+
+def test_webhooks_served_beside_the_cluster_point_at_loopback_and_others_are_left_out():
+    platform = collect([], [_webhook_config("MutatingWebhookConfiguration"), {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "other"},
+        "webhooks": [{"name": "x", "clientConfig": {"service": {"namespace": "a", "name": "b"}}}]}])
+    result = localize(platform, out_of_cluster={("kueue-system", "kueue-webhook-service"): ("https://127.0.0.1:9", "Q0E=")})
+    [kept] = result.objects
+    assert kept["webhooks"][0]["clientConfig"] == {"url": "https://127.0.0.1:9/mutate", "caBundle": "Q0E="}
+    assert any("ValidatingWebhookConfiguration other" in reason for reason in result.left_out)
+
+
+def test_nodepools_keep_everything_but_their_node_class():
+    nodepool = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "p"},
+                "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                                                "name": "p"}, "requirements": []}}, "limits": {"x": 1}}}
+    [local] = localize(PlatformObjects(objects=[nodepool]), out_of_cluster={}).objects
+    assert local["spec"]["template"]["spec"]["nodeClassRef"] == KWOK_NODE_CLASS
+    assert local["spec"]["limits"] == {"x": 1}
+
+
+def test_helm_hooks_an_install_does_not_run_are_left_out_with_the_reason():
+    hook = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "cleanup", "namespace": "n",
+                                                                  "annotations": {"helm.sh/hook": "pre-delete"}}}
+    platform = collect([], [hook])
+    assert platform.objects == [] and "pre-delete hook" in platform.left_out[0]

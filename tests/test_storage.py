@@ -144,7 +144,9 @@ def test_each_training_namespace_gets_a_static_volume_bound_to_its_claim(prod_gr
     assert spec["persistentVolumeReclaimPolicy"] == "Retain" and spec["accessModes"] == ["ReadWriteMany"]
     assert claim.inputs["metadata"] == {"name": "fsx-lustre", "namespace": "training"}
     assert claim.inputs["spec"]["volumeName"] == volume.inputs["metadata"]["name"]
-    assert claim.inputs["spec"]["storageClassName"] == "" and claim.inputs["spec"]["resources"] == {"requests": {"storage": "2400Gi"}}
+    # The claim asks for FSx's smallest size, not the file system's (2400 GiB): any size binds it.
+    assert claim.inputs["spec"]["storageClassName"] == "" and claim.inputs["spec"]["resources"] == {"requests": {"storage": "1200Gi"}}
+    assert spec["capacity"] == {"storage": "2400Gi"}
     addon = prod_graph.one("aws:eks/addon:Addon", "gpu-training-lustre-csi-driver")
     assert prod_graph.depends_on(volume, addon) and prod_graph.depends_on(claim, volume)
 
@@ -199,9 +201,10 @@ def test_instance_store_none_requests_no_ephemeral_storage():
     assert training_job_spec(args.scheduling.training_apps[0], args).ephemeral_storage is None
 
 
-def test_growing_the_file_system_changes_its_capacity_and_the_volumes_only():
+def test_growing_the_file_system_changes_its_capacity_and_the_volumes_but_never_the_claim():
     """FSx grows a file system in place (UpdateFileSystem StorageCapacity); the graph shows the
-    change reaches the file system's capacity and the volumes' sizes, nothing else."""
+    change reaches the file system's capacity and the volumes' sizes, nothing else: the claim's
+    request is not tied to the size, so pulumi-kubernetes has no reason to replace it."""
 
     def graph(capacity: int):
         raw = prod_raw(topologyLabeler={"enabled": False})
@@ -213,7 +216,7 @@ def test_growing_the_file_system_changes_its_capacity_and_the_volumes_only():
 
     before, after = graph(2400), graph(4800)
     changed = sorted(name for name in before if before[name] != after[name])
-    assert changed == ["gpu-lustre-file-system", "gpu-training-storage-training-claim", "gpu-training-storage-training-volume"]
+    assert changed == ["gpu-lustre-file-system", "gpu-training-storage-training-volume"]
     assert after["gpu-lustre-file-system"]["storageCapacity"] == 4800
 
 

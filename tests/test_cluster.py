@@ -7,7 +7,7 @@ import json
 from eks_gpu_training.aws.cluster import kubeconfig_for
 import pytest
 
-from harness import run_main, stack_config
+from harness import PlausibleMocks, run_main, stack_config
 
 PROJECT = "eks-gpu-training"
 
@@ -234,3 +234,33 @@ def test_kubeconfig_for_authenticates_with_aws_eks_get_token():
     assert config["users"][0]["user"]["exec"]["args"] == [
         "eks", "get-token", "--cluster-name", "c1", "--region", "eu-west-1", "--output", "json"
     ]
+
+
+class DeployerIsPlatformAdmin(PlausibleMocks):
+    """`pulumi up` run from an assumed-role session of the role prod lists as admin."""
+
+    def call(self, args):
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            arn = "arn:aws:sts::444455556666:assumed-role/platform-admin/ci-session"
+            return {"accountId": "444455556666", "arn": arn, "userId": "AROATEST:ci-session"}
+        return super().call(args)
+
+
+def test_the_deployers_own_role_is_left_out_of_the_admin_access_entries():
+    config = stack_config("prod")
+    other = "arn:aws:iam::444455556666:role/oncall"
+    config[f"{PROJECT}:cluster"] = {**config[f"{PROJECT}:cluster"], "adminPrincipalArns": ["arn:aws:iam::444455556666:role/platform-admin", other]}
+    graph = run_main(config, mocks=DeployerIsPlatformAdmin())
+    assert graph.error is None, repr(graph.error)
+    entries = graph.one("eks:index:Cluster").inputs["accessEntries"]
+    # EKS already made the deployer's entry (bootstrapClusterCreatorAdminPermissions); the other keeps its key.
+    assert {key: entry["principalArn"] for key, entry in entries.items()} == {"admin-1": other}
+
+
+def test_admin_entries_keep_every_principal_that_is_not_the_deployer():
+    from eks_gpu_training.aws.cluster import admin_access_entries
+
+    listed = ["arn:aws:iam::1:role/a", "arn:aws:iam::1:user/b"]
+    assert admin_access_entries(listed, "arn:aws:iam::1:role/c") == {"admin-0": listed[0], "admin-1": listed[1]}
+    assert admin_access_entries(listed, "arn:aws:iam::1:user/b") == {"admin-0": listed[0]}
+    assert admin_access_entries(listed, None) == {"admin-0": listed[0], "admin-1": listed[1]}

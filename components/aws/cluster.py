@@ -235,6 +235,31 @@ def kubeconfig_for(cluster_name: str, region: str, endpoint: Optional[str], ca_d
     )
 
 
+def deployer_principal_arn(parent: pulumi.Resource) -> Optional[str]:
+    """The IAM principal running this `pulumi up`: the role of an assumed-role session (STS names
+    the session, access entries name the role), or the user. ``aws.iam.get_session_context`` turns
+    ``arn:aws:sts::<account>:assumed-role/<role>/<session>`` into the role's ARN, path included."""
+    caller = aws.get_caller_identity(opts=pulumi.InvokeOptions(parent=parent))
+    return aws.iam.get_session_context(arn=caller.arn, opts=pulumi.InvokeOptions(parent=parent)).issuer_arn
+
+
+def admin_access_entries(
+    admin_principal_arns: Sequence[pulumi.Input[str]], deployer_arn: Optional[str]
+) -> dict[str, pulumi.Input[str]]:
+    """Access entries for ``cluster.adminPrincipalArns``, keyed ``admin-<index in the list>`` so an
+    entry keeps its name when another is left out, without the deployer's own principal: pulumi-eks
+    creates the cluster with ``bootstrapClusterCreatorAdminPermissions``, so EKS has already made an
+    admin access entry for it, and a second one fails the first `pulumi up` with
+    ``409 ResourceInUseException`` (docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html;
+    terraform-aws-modules/terraform-aws-eks#2969). An ARN that is an Output (a role this program
+    makes) is never the deployer and is kept."""
+    return {
+        f"admin-{i}": arn
+        for i, arn in enumerate(admin_principal_arns)
+        if not (isinstance(arn, str) and deployer_arn is not None and arn == deployer_arn)
+    }
+
+
 def system_node_labels() -> dict[str, str]:
     """Labels of system nodes; controllers' node selectors match them."""
     key, value = SYSTEM_NODE_ROLE_LABEL
@@ -332,7 +357,7 @@ class EksCluster(pulumi.ComponentResource):
                     subnet_ids=subnet_ids,
                     authentication_mode=eks.AuthenticationMode.API,
                     access_entries={
-                        f"admin-{i}": eks.AccessEntryArgs(
+                        key: eks.AccessEntryArgs(
                             principal_arn=arn,
                             access_policies={
                                 "cluster-admin": eks.AccessPolicyAssociationArgs(
@@ -341,7 +366,7 @@ class EksCluster(pulumi.ComponentResource):
                                 )
                             },
                         )
-                        for i, arn in enumerate(config.admin_principal_arns)
+                        for key, arn in admin_access_entries(config.admin_principal_arns, deployer_principal_arn(self)).items()
                     },
                     skip_default_node_group=True,
                     skip_default_security_groups=True,

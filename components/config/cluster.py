@@ -63,7 +63,7 @@ class ClusterConfig(_Model):
     protect: bool = False
     """Protect the cluster, GPU node groups and the placement groups of every GPU pool from deletion (Pulumi `protect`): `pulumi destroy` or a change that would replace them fails until it is turned off. Default: false."""
     admin_principal_arns: list[PrincipalArn] = []
-    """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster). Default: none."""
+    """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster); the principal running `pulumi up` (its role, for an assumed-role session) is left out, since EKS already gave it an admin entry when it created the cluster. Default: none."""
     enabled_log_types: list[str] = ["api", "audit", "authenticator"]
     """Control-plane log types sent to CloudWatch (a created cluster). Default: api, audit, authenticator."""
     node_ssm_access: bool = False

@@ -27,11 +27,13 @@ def adopted_graph():
 
 @pytest.fixture(scope="module")
 def tuned_prod_graph():
-    """Prod with a pinned system AMI release and private endpoint sources of every kind."""
+    """Prod on 1.34 with a pinned system AMI release and private endpoint sources of every kind."""
     config = stack_config("prod")
     config[f"{PROJECT}:systemNodeGroup"] = {**config[f"{PROJECT}:systemNodeGroup"], "releaseVersion": "1.34.2-20251120"}
     config[f"{PROJECT}:cluster"] = {
         **config[f"{PROJECT}:cluster"],
+        # The pinned AMI release is one built for 1.34.
+        "kubernetesVersion": "1.34",
         "endpointPrivateAccessCidrs": ["10.20.0.0/16", "fd00::/8"],
         "endpointPrivateAccessSecurityGroupIds": ["sg-0123456789abcdef0"],
     }
@@ -44,7 +46,7 @@ def test_created_cluster_uses_api_authentication_with_admin_access_entries(prod_
     graph = prod_graph
     cluster = graph.one("eks:index:Cluster")
     assert cluster.inputs["authenticationMode"] == "API"
-    assert cluster.inputs["version"] == "1.34"
+    assert cluster.inputs["version"] == "1.35"
     assert cluster.inputs["endpointPublicAccess"] is False
     assert cluster.inputs["skipDefaultSecurityGroups"] is True
     (entry,) = cluster.inputs["accessEntries"].values()

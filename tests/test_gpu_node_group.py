@@ -216,7 +216,7 @@ def test_efa_interfaces_follow_the_instance_type(instance_types, interfaces):
 
 def test_node_group_follows_the_cluster_version_and_pins_the_release_version_when_asked():
     node_group = build(gpu_pool(releaseVersion="1.34.2-20251120")).one(NODE_GROUP)
-    assert node_group.inputs["version"] == "1.34"
+    assert node_group.inputs["version"] == "1.35"  # the default of the cluster research_cluster creates
     assert node_group.inputs["releaseVersion"] == "1.34.2-20251120"
     assert "releaseVersion" not in build(gpu_pool()).one(NODE_GROUP).inputs
 

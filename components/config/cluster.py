@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
+from ..facts.kubernetes_versions import DEFAULT_KUBERNETES_VERSION
 from .base import (
     SUPPORTED_KUBERNETES_VERSIONS,
     AmiType,
@@ -48,8 +49,8 @@ class ClusterConfig(_Model):
     """EKS cluster name (required): the cluster to create, or the existing one to adopt."""
     create: bool = True
     """Create the cluster (true) or adopt an existing cluster of that name (false). Default: true."""
-    kubernetes_version: Annotated[str, supported_version(SUPPORTED_KUBERNETES_VERSIONS)] = "1.34"
-    """Kubernetes version of a created cluster. Default: 1.34."""
+    kubernetes_version: Annotated[str, supported_version(SUPPORTED_KUBERNETES_VERSIONS)] = DEFAULT_KUBERNETES_VERSION
+    """Kubernetes version of a created cluster (components/facts/kubernetes_versions.py lists what each needs). Default: 1.35."""
     endpoint_public_access: bool = True
     """Expose the API server endpoint publicly (a created cluster); needs `endpointPublicAccessCidrs`. Default: true."""
     endpoint_public_access_cidrs: list[str] = []

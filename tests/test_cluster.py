@@ -266,3 +266,19 @@ def test_admin_entries_keep_every_principal_that_is_not_the_deployer():
     assert admin_access_entries(listed, "arn:aws:iam::1:role/c") == {"admin-0": listed[0], "admin-1": listed[1]}
     assert admin_access_entries(listed, "arn:aws:iam::1:user/b") == {"admin-0": listed[0]}
     assert admin_access_entries(listed, None) == {"admin-0": listed[0], "admin-1": listed[1]}
+
+
+def test_in_cluster_objects_wait_for_the_443_rules_that_let_pulumi_reach_a_private_endpoint(tuned_prod_graph):
+    graph = tuned_prod_graph
+    rules = [r for r in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule") if "api-ingress" in r.name]
+    assert len(rules) == 3
+    for release in graph.of_type("kubernetes:helm.sh/v3:Release"):
+        assert all(graph.depends_on(release, rule) for rule in rules), release.name
+
+
+def test_node_groups_wait_for_their_roles_policy_attachments(prod_graph):
+    for node_group in prod_graph.of_type("aws:eks/nodeGroup:NodeGroup"):
+        role = next(r for r in prod_graph.of_type("aws:iam/role:Role") if prod_graph.depends_on(node_group, r))
+        attachments = [a for a in prod_graph.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if a.parent == role.urn]
+        assert len(attachments) == 3, node_group.name
+        assert all(prod_graph.depends_on(node_group, a) for a in attachments), node_group.name

@@ -292,3 +292,21 @@ def test_protect_covers_the_node_group_and_the_placement_group_it_creates():
     assert not graph.one("aws:ec2/launchTemplate:LaunchTemplate").protect
     unprotected = build(gpu_pool())
     assert not unprotected.one(NODE_GROUP).protect
+
+
+def test_a_reserved_pool_is_replaced_old_group_first_so_it_never_needs_its_reservation_twice():
+    block = gpu_pool(
+        capacityType="CAPACITY_BLOCK", capacityReservationId="cr-0123456789abcdef0", placementGroup={"mode": "none"}
+    )
+    assert build(block).one(NODE_GROUP).delete_before_replace is True
+    odcr = gpu_pool(capacityReservationId="cr-0123456789abcdef0", placementGroup={"mode": "none"})
+    assert build(odcr).one(NODE_GROUP).delete_before_replace is True
+
+
+def test_an_on_demand_pool_is_replaced_new_group_first():
+    assert build(gpu_pool()).one(NODE_GROUP).delete_before_replace is False
+
+
+def test_rolls_respect_pod_disruption_budgets_unless_the_pool_opts_in_to_force():
+    assert build(gpu_pool()).one(NODE_GROUP).inputs["forceUpdateVersion"] is False
+    assert build(gpu_pool(forceUpdateVersion=True)).one(NODE_GROUP).inputs["forceUpdateVersion"] is True

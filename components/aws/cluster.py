@@ -30,7 +30,9 @@ from ..config import (
 from ..facts import aws_enums
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
+from .addon_versions import addon_version
 from .iam import create_node_role, node_role_resource_name
+from .node_group_sizes import desired_size_and_ignored
 from .network import NetworkRef, adopted_network
 from .node_launch import launch_template_ref, node_launch_template
 from ..facts.aws_names import PhysicalName
@@ -46,6 +48,16 @@ SYSTEM_MAX_UNAVAILABLE = 1
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 """EKS access policy granted to ``cluster.adminPrincipalArns`` (cluster-wide scope)."""
+
+COREDNS_ADDON = "coredns"
+"""EKS add-on of the cluster's DNS. EKS installs CoreDNS self-managed when it creates a cluster, and
+pulumi-eks makes it a managed add-on only with a default node group, which this stack has none of:
+left so, CoreDNS is never upgraded with the control plane. Managed here, its build follows
+``cluster.kubernetesVersion`` (docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html)."""
+
+ADOPT_SELF_MANAGED = "OVERWRITE"
+"""How the managed add-on takes over the self-managed CoreDNS EKS installed: EKS overwrites the
+Deployment's fields with the add-on's (EKS API ``ResolveConflicts``), at creation and on updates."""
 
 POD_IDENTITY_ADDON = "eks-pod-identity-agent"
 """EKS add-on that lets controllers (Karpenter, the topology labeler) get AWS credentials through
@@ -320,6 +332,8 @@ class EksCluster(pulumi.ComponentResource):
     """The ``pulumi_eks.Cluster`` this component created; None for an adopted cluster."""
     system_node_group: Optional[aws.eks.NodeGroup]
     """The system node group; None when ``systemNodeGroup.enabled`` is false."""
+    coredns: Optional[aws.eks.Addon]
+    """The ``coredns`` EKS add-on of a created cluster; None for an adopted one."""
     provider: k8s.Provider
     """The Kubernetes provider of the cluster (also ``ref.provider``)."""
     cluster_name: pulumi.Output[str]
@@ -369,6 +383,8 @@ class EksCluster(pulumi.ComponentResource):
                         for key, arn in admin_access_entries(config.admin_principal_arns, deployer_principal_arn(self)).items()
                     },
                     skip_default_node_group=True,
+                    # CoreDNS is the add-on below, at a build resolved for the version.
+                    coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
                     skip_default_security_groups=True,
                     endpoint_public_access=config.endpoint_public_access,
                     public_access_cidrs=config.endpoint_public_access_cidrs or None,
@@ -390,6 +406,7 @@ class EksCluster(pulumi.ComponentResource):
                 f"{name}-pod-identity-agent",
                 cluster_name=config.name,
                 addon_name=POD_IDENTITY_ADDON,
+                addon_version=addon_version(POD_IDENTITY_ADDON, config.kubernetes_version, config.pod_identity_agent_version, self),
                 tags=dict(args.tags),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
             )
@@ -397,7 +414,8 @@ class EksCluster(pulumi.ComponentResource):
             control_plane.append(cluster)
             pod_identity.append(pod_identity_addon)
             self.eks_cluster = cluster
-            self._endpoint_ingress(name, config, cluster.cluster_security_group_id, args.tags)
+            # `pulumi up` reaches a private endpoint through these rules, so in-cluster objects wait for them.
+            ready.extend(self._endpoint_ingress(name, config, cluster.cluster_security_group_id, args.tags))
             # pulumi-eks hands the endpoint out only inside its CoreData; reading the cluster back once it
             # exists gives it as a plain output, the same way as for an adopted cluster below.
             endpoint = aws.eks.get_cluster_output(
@@ -435,6 +453,20 @@ class EksCluster(pulumi.ComponentResource):
         )
         if self.system_node_group is not None:
             ready.append(self.system_node_group)
+        self.coredns = None
+        if config.create:
+            # CoreDNS pods run on the system nodes (every other node is tainted), and EKS reports the
+            # add-on active only once they do.
+            self.coredns = aws.eks.Addon(
+                f"{name}-coredns",
+                cluster_name=config.name,
+                addon_name=COREDNS_ADDON,
+                addon_version=addon_version(COREDNS_ADDON, config.kubernetes_version, config.coredns_version, self),
+                resolve_conflicts_on_create=ADOPT_SELF_MANAGED,
+                resolve_conflicts_on_update=ADOPT_SELF_MANAGED,
+                tags=dict(args.tags),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(ready)),
+            )
 
         self.ref = ClusterRef(
             name=config.name,
@@ -461,12 +493,13 @@ class EksCluster(pulumi.ComponentResource):
                 "kubeconfig": self.kubeconfig,
                 "eksCluster": self.eks_cluster,
                 "systemNodeGroup": self.system_node_group,
+                "coredns": self.coredns,
             }
         )
 
     def _endpoint_ingress(
         self, name: str, config: ClusterConfig, security_group_id: pulumi.Input[str], tags: Mapping[str, str]
-    ) -> None:
+    ) -> list[aws.vpc.SecurityGroupIngressRule]:
         """Port 443 of the cluster security group, opened to the networks and security groups that
         may reach the private endpoint. EKS: "you must ensure that your Amazon EKS control plane
         security group contains rules to allow ingress traffic on port 443 from your connected
@@ -477,7 +510,7 @@ class EksCluster(pulumi.ComponentResource):
             sources.append((f"{name}-api-ingress-cidr-{i}", {key: cidr}))
         for i, group_id in enumerate(config.endpoint_private_access_security_group_ids):
             sources.append((f"{name}-api-ingress-sg-{i}", {"referenced_security_group_id": group_id}))
-        for resource_name, source in sources:
+        return [
             aws.vpc.SecurityGroupIngressRule(
                 resource_name,
                 security_group_id=security_group_id,
@@ -489,6 +522,8 @@ class EksCluster(pulumi.ComponentResource):
                 **source,
                 opts=pulumi.ResourceOptions(parent=self),
             )
+            for resource_name, source in sources
+        ]
 
     def _system_node_group(
         self,
@@ -502,10 +537,11 @@ class EksCluster(pulumi.ComponentResource):
         the GPU pools (IMDSv2 with hop limit 1, encrypted gp3). It waits for the cluster only, not
         for the Pod Identity add-on, so the critical path is cluster, system nodes, slowest release."""
         system = args.system_node_group
-        role = create_node_role(
+        node_role = create_node_role(
             system_node_group_resource_name(name), args.partition, args.tags, parent=self,
             ssm_access=args.cluster.node_ssm_access,
         )
+        role = node_role.role
         launch_template = node_launch_template(
             system_launch_template_resource_name(name),
             description=pulumi.Output.concat("System nodes of EKS cluster ", args.cluster.name),
@@ -515,6 +551,10 @@ class EksCluster(pulumi.ComponentResource):
             instance_tags={},
             tags=args.tags,
             parent=self,
+        )
+        # Desired size ignored after creation, unless new bounds exclude it (node_group_sizes).
+        desired_size, ignored = desired_size_and_ignored(
+            args.cluster.name, SYSTEM_NODE_GROUP_PREFIX, system.desired_size, system.min_size, system.max_size, self
         )
         return aws.eks.NodeGroup(
             system_node_group_resource_name(name),
@@ -529,12 +569,15 @@ class EksCluster(pulumi.ComponentResource):
             capacity_type="ON_DEMAND",
             labels=system_node_labels(),
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=system.min_size, desired_size=system.desired_size, max_size=system.max_size
+                min_size=system.min_size, desired_size=desired_size, max_size=system.max_size
             ),
             launch_template=launch_template_ref(launch_template),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=SYSTEM_MAX_UNAVAILABLE),
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=list(control_plane), ignore_changes=["scalingConfig.desiredSize"]
+                parent=self,
+                # Nodes join only with the role's policies attached.
+                depends_on=[*control_plane, *node_role.policy_attachments],
+                ignore_changes=ignored,
             ),
         )

@@ -48,7 +48,6 @@ from .network import (
     validate_network,
 )
 from .storage import (
-    FSX_CSI_ADDON_VERSION,
     DataRepositoryConfig,
     FsxLustreConfig,
     StorageConfig,
@@ -164,7 +163,6 @@ __all__ = [
     "ProblemSink",
     "SubnetConfig",
     "NetworkConfig",
-    "FSX_CSI_ADDON_VERSION",
     "DataRepositoryConfig",
     "FsxLustreConfig",
     "StorageConfig",

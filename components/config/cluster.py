@@ -67,6 +67,10 @@ class ClusterConfig(_Model):
     """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster); the principal running `pulumi up` (its role, for an assumed-role session) is left out, since EKS already gave it an admin entry when it created the cluster. Default: none."""
     enabled_log_types: list[str] = ["api", "audit", "authenticator"]
     """Control-plane log types sent to CloudWatch (a created cluster). Default: api, audit, authenticator."""
+    coredns_version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
+    """Build of the `coredns` EKS add-on to pin (a created cluster). Default: the newest EKS offers for the cluster's Kubernetes version, looked up at deployment."""
+    pod_identity_agent_version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
+    """Build of the `eks-pod-identity-agent` EKS add-on to pin (a created cluster). Default: the newest EKS offers for the cluster's Kubernetes version, looked up at deployment."""
     node_ssm_access: bool = False
     """Attach AmazonSSMManagedInstanceCore to every node role this stack creates, so Session Manager can open a shell on a node (root on every job's data). Default: false."""
 

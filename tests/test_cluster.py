@@ -274,6 +274,9 @@ def test_in_cluster_objects_wait_for_the_443_rules_that_let_pulumi_reach_a_priva
     assert len(rules) == 3
     for release in graph.of_type("kubernetes:helm.sh/v3:Release"):
         assert all(graph.depends_on(release, rule) for rule in rules), release.name
+    # Every other in-cluster object through the one Kubernetes provider.
+    provider = graph.one("pulumi:providers:kubernetes", "gpu-training-cluster-k8s")
+    assert all(graph.depends_on(provider, rule) for rule in rules)
 
 
 def test_node_groups_wait_for_their_roles_policy_attachments(prod_graph):

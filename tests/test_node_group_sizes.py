@@ -30,12 +30,14 @@ def test_the_desired_size_sent_is_the_running_one_clamped_to_the_new_bounds(curr
 
 
 class RunningProd(PlausibleMocks):
-    """Prod already deployed: its GPU group runs 2 nodes, its system group 3."""
+    """Prod already deployed at its version: its GPU group runs 2 nodes, its system group 3."""
 
     def call(self, args):
         running = {f"p5-training-{SUFFIX}": 2, f"system-{SUFFIX}": 3, "p5-training-other-20261201093000000000000002": 7}
         if args.token == "aws:eks/getClusters:getClusters":
             return {"names": ["gpu-training-prod"], "id": "us-west-2"}
+        if args.token == "aws:eks/getCluster:getCluster":
+            return {**super().call(args), "version": "1.35"}  # already at the stack's version
         if args.token == "aws:eks/getNodeGroups:getNodeGroups":
             return {"clusterName": args.args["clusterName"], "names": sorted(running), "id": "gpu-training-prod"}
         if args.token == "aws:eks/getNodeGroup:getNodeGroup":

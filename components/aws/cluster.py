@@ -414,8 +414,10 @@ class EksCluster(pulumi.ComponentResource):
             control_plane.append(cluster)
             pod_identity.append(pod_identity_addon)
             self.eks_cluster = cluster
-            # `pulumi up` reaches a private endpoint through these rules, so in-cluster objects wait for them.
-            ready.extend(self._endpoint_ingress(name, config, cluster.cluster_security_group_id, args.tags))
+            # `pulumi up` reaches a private endpoint through these rules, so the Kubernetes provider, and
+            # with it every in-cluster object, waits for them.
+            endpoint_rules = self._endpoint_ingress(name, config, cluster.cluster_security_group_id, args.tags)
+            ready.extend(endpoint_rules)
             # pulumi-eks hands the endpoint out only inside its CoreData; reading the cluster back once it
             # exists gives it as a plain output, the same way as for an adopted cluster below.
             endpoint = aws.eks.get_cluster_output(
@@ -424,7 +426,9 @@ class EksCluster(pulumi.ComponentResource):
             cluster_security_group_id = cluster.cluster_security_group_id
             kubeconfig = cluster.kubeconfig_json
             kubernetes_version: pulumi.Input[str] = config.kubernetes_version
-            self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=self))
+            self.provider = k8s.Provider(
+                f"{name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=self, depends_on=endpoint_rules)
+            )
         else:
             # Karpenter and the labeler get AWS credentials through Pod Identity, which an adopted
             # cluster must already run: reading the add-on fails the preview, before anything is

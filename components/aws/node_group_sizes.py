@@ -15,7 +15,7 @@ Raising ``minSize`` then launches nodes up to it; lowering ``maxSize`` terminate
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Any, Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -36,21 +36,39 @@ def _generated_name(prefix: str) -> re.Pattern[str]:
     return re.compile(rf"^{re.escape(prefix)}\d{{18}}[0-9a-f]{{8}}$")
 
 
-def running_desired_size(cluster_name: pulumi.Input[str], name_prefix: str, parent: pulumi.Resource) -> Optional[int]:
-    """The desired size of the cluster's one node group named ``name_prefix`` plus a generated
-    suffix; None when the cluster or the group does not exist yet, when the cluster name is known
-    only after deployment, or when two such groups exist (a replacement under way)."""
+def _invoke(parent: Optional[pulumi.Resource]) -> pulumi.InvokeOptions:
+    return pulumi.InvokeOptions(parent=parent)
+
+
+def running_cluster(cluster_name: pulumi.Input[str], parent: Optional[pulumi.Resource] = None) -> Optional[Any]:
+    """The running EKS cluster of that name (DescribeCluster); None when it does not exist yet or its
+    name is known only after deployment."""
     if not isinstance(cluster_name, str):
         return None
-    invoke = pulumi.InvokeOptions(parent=parent)
-    if cluster_name not in (aws.eks.get_clusters(opts=invoke).names or []):
+    if cluster_name not in (aws.eks.get_clusters(opts=_invoke(parent)).names or []):
+        return None
+    return aws.eks.get_cluster(name=cluster_name, opts=_invoke(parent))
+
+
+def running_node_group(cluster_name: pulumi.Input[str], name_prefix: str, parent: Optional[pulumi.Resource] = None) -> Optional[Any]:
+    """The cluster's one node group named ``name_prefix`` plus a generated suffix (DescribeNodegroup);
+    None when the cluster or the group does not exist yet, when the cluster name is known only after
+    deployment, or when two such groups exist (a replacement under way)."""
+    if not isinstance(cluster_name, str):
+        return None
+    if cluster_name not in (aws.eks.get_clusters(opts=_invoke(parent)).names or []):
         return None
     pattern = _generated_name(name_prefix)
-    groups = [g for g in aws.eks.get_node_groups(cluster_name=cluster_name, opts=invoke).names or [] if pattern.match(g)]
+    groups = [g for g in aws.eks.get_node_groups(cluster_name=cluster_name, opts=_invoke(parent)).names or [] if pattern.match(g)]
     if len(groups) != 1:
         return None
-    group = aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=groups[0], opts=invoke)
-    return group.scaling_configs[0].desired_size if group.scaling_configs else None
+    return aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=groups[0], opts=_invoke(parent))
+
+
+def running_desired_size(cluster_name: pulumi.Input[str], name_prefix: str, parent: pulumi.Resource) -> Optional[int]:
+    """The desired size of the running node group (``running_node_group``); None without one."""
+    group = running_node_group(cluster_name, name_prefix, parent)
+    return group.scaling_configs[0].desired_size if group is not None and group.scaling_configs else None
 
 
 def desired_size_and_ignored(

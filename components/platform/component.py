@@ -46,6 +46,7 @@ from .names import (
     topology_labeler_child_name,
     training_identity_child_name,
 )
+from .rolls import live_roll_problems
 from .validation import validate_stack
 from ..config.documented import documented_component
 
@@ -109,6 +110,9 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         # Checked before the component registers, so invalid arguments create nothing at all.
         args = as_model(args, GpuTrainingPlatformArgs, "GpuTrainingPlatformArgs")
         problems = validate_stack(args, name)
+        if not problems:
+            # What runs now decides whether a version change rolls pools: read before registering.
+            problems = live_roll_problems(args)
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuTrainingPlatform", name, None, opts)

@@ -71,8 +71,19 @@ CHANGE_EFFECTS: tuple[ChangeEffect, ...] = (
     ChangeEffect(f"{_POOL}.capacityReservationId", ROLLS_NODES, LAUNCH_TEMPLATE, "the reservation target lives in the launch template"),
     ChangeEffect(f"{_POOL}.rootVolumeSizeGib", ROLLS_NODES, LAUNCH_TEMPLATE, "the root volume lives in the launch template"),
     ChangeEffect(f"{_POOL}.instanceTags", ROLLS_NODES, LAUNCH_TEMPLATE, "instance tags live in the launch template (opt-in for that reason)"),
-    ChangeEffect(f"{_POOL}.releaseVersion", ROLLS_NODES, "releaseVersion", "new AMI, node by node"),
-    ChangeEffect("cluster.kubernetesVersion", ROLLS_NODES, "version", "control plane first, then every node group follows the version"),
+    ChangeEffect(
+        f"{_POOL}.releaseVersion",
+        ROLLS_NODES,
+        "releaseVersion",
+        "new AMI, node by node; refused for a running pool without `forceUpdateVersion`",
+    ),
+    ChangeEffect(
+        "cluster.kubernetesVersion",
+        ROLLS_NODES,
+        "version",
+        "control plane first, then every node group follows the version (refused for a running GPU pool without "
+        "`forceUpdateVersion`); the EKS add-ons move to their builds for the version, in place",
+    ),
     ChangeEffect("storage.instanceStore", ROLLS_NODES, LAUNCH_TEMPLATE, "the RAID0 NodeConfig is the launch template's user data (AL2023 GPU pools)"),
     ChangeEffect(f"{_POOL}.labels", IN_PLACE, "labels", "labels are updated on running nodes"),
     ChangeEffect(

@@ -3,7 +3,9 @@
 Dates are the EKS Kubernetes release calendar's
 (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html): the release on EKS, the end of
 standard support (after which EKS charges for extended support) and the end of extended support
-(after which EKS upgrades the control plane itself). A minor without a recorded EKS release is one
+(after which EKS upgrades the control plane itself), as endoflife.date/amazon-eks tabulates that
+calendar. EKS publishes no Amazon Linux 2 AMI from 1.33 on (EKS user guide, "Review release notes
+for Kubernetes versions", Kubernetes 1.33). A minor without a recorded EKS release is one
 this library accepts for clusters that already run it, not one it ships as the default.
 """
 
@@ -32,9 +34,9 @@ _AL2023_ONLY = (
 )
 
 EKS_KUBERNETES_VERSIONS: dict[str, EksKubernetesVersion] = {
-    "1.32": EksKubernetesVersion(date(2025, 1, 23), date(2026, 3, 23), "the last minor with AL2 AMIs; this stack refuses AL2 anyway (end of support)"),
-    "1.33": EksKubernetesVersion(date(2025, 5, 29), date(2026, 7, 29), _AL2023_ONLY),
-    "1.34": EksKubernetesVersion(date(2025, 10, 2), date(2026, 12, 2), _AL2023_ONLY),
+    "1.32": EksKubernetesVersion(date(2025, 1, 25), date(2026, 3, 23), "the last minor with AL2 AMIs; this stack refuses AL2 anyway (end of support)"),
+    "1.33": EksKubernetesVersion(date(2025, 5, 28), date(2026, 7, 29), _AL2023_ONLY),
+    "1.34": EksKubernetesVersion(date(2025, 10, 6), date(2026, 12, 2), _AL2023_ONLY),
     "1.35": EksKubernetesVersion(
         date(2026, 1, 28),
         date(2027, 3, 27),

@@ -89,10 +89,10 @@ NODE_MONITORING_CHART_VERSION = "1.7.0"
 figures are those of the newest chart this library has checked."""
 
 COREDNS = PodFootprint("coredns", replicas=2, cpu_millicores=100, memory_mib=70)
-"""CoreDNS as the EKS add-on runs it: two replicas requesting 100m CPU and 70Mi (the add-on's
-Deployment, as upstream's kubernetes/kubernetes cluster/addons/dns/coredns manifest); its
-hostname anti-affinity is preferred, not required. It lands on system nodes, the only untainted
-ones."""
+"""CoreDNS as the EKS add-on runs it: two replicas (the add-on's default ``replicaCount``), each
+requesting 100m CPU and 70Mi with a preferred, not required, hostname anti-affinity, as upstream's
+manifest sets them (kubernetes/kubernetes cluster/addons/dns/coredns/coredns.yaml.base). It lands on
+system nodes, the only untainted ones."""
 
 EKS_NODE_DAEMONSETS = (
     # amazon-vpc-cni-k8s charts/aws-vpc-cni values.yaml: ``resources.requests.cpu: 25m``.
@@ -100,16 +100,18 @@ EKS_NODE_DAEMONSETS = (
     # The EKS kube-proxy add-on's DaemonSet requests 100m CPU and no memory, fixed by the add-on
     # (aws/containers-roadmap#1509, #2852 ask for them to be configurable).
     PodFootprint("kube-proxy", 1, 100, 0),
-    # aws/eks-pod-identity-agent sets no requests; it still takes one pod slot on each node.
+    # aws/eks-pod-identity-agent charts/eks-pod-identity-agent values.yaml: ``resources: {}``; it
+    # still takes one pod slot on each node.
     PodFootprint("eks-pod-identity-agent", 1, 0, 0),
 )
 """The EKS add-ons' DaemonSets on every node of a created cluster."""
 
-FSX_CSI_CONTROLLER = PodFootprint("fsx-csi-controller", replicas=2, cpu_millicores=0, memory_mib=0)
-"""The FSx CSI add-on's controller: two replicas; no requests in the add-on's default configuration
-(kubernetes-sigs/aws-fsx-csi-driver charts values.yaml ``controller.resources: {}``), so it counts
-for pod slots only."""
+FSX_CSI_CONTROLLER = PodFootprint("fsx-csi-controller", replicas=2, cpu_millicores=40, memory_mib=136)
+"""The FSx CSI add-on's controller: two replicas, each the driver (10m, 40Mi) and its provisioner,
+resizer and liveness-probe sidecars (10m, 32Mi each) (kubernetes-sigs/aws-fsx-csi-driver
+charts/aws-fsx-csi-driver/values.yaml, chart of driver v1.10.0: ``controller.replicaCount``,
+``controller.resources``, ``sidecars.*.resources``)."""
 
-FSX_CSI_NODE = PodFootprint("fsx-csi-node", 1, 0, 0)
-"""The FSx CSI add-on's node DaemonSet (no requests in its default configuration; a pod slot)."""
-
+FSX_CSI_NODE = PodFootprint("fsx-csi-node", 1, 30, 104)
+"""The FSx CSI add-on's node DaemonSet: the driver (10m, 40Mi) with its node-driver-registrar and
+liveness-probe sidecars (10m, 32Mi each), same chart values; it tolerates every taint."""

@@ -40,8 +40,8 @@ EKS_KUBERNETES_VERSIONS: dict[str, EksKubernetesVersion] = {
     "1.35": EksKubernetesVersion(
         date(2026, 1, 28),
         date(2027, 3, 27),
-        _AL2023_ONLY + "; cgroup v2 nodes (the kubelet of 1.35 refuses to start on cgroup v1, which "
-        "AL2023 and Bottlerocket never use)",
+        _AL2023_ONLY + "; cgroup v2 nodes (the 1.35 kubelet refuses to start on cgroup v1, its "
+        "failCgroupV1 now on by default: Kubernetes v1.35 release notes; AL2023 and Bottlerocket use cgroup v2)",
     ),
     "1.36": EksKubernetesVersion(None, None, _AL2023_ONLY + "; no NVIDIA AL2023 AMI release for 1.36 is cited here, so it is not the default"),
 }

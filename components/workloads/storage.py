@@ -31,8 +31,9 @@ CSI driver's static-provisioning example mounts with them)."""
 
 CLAIM_REQUEST_GIB = 1200
 """What each namespace's claim requests: FSx for Lustre's smallest file system, never its actual size.
-A claim binds to a volume whose capacity is at least its request, so the pre-bound volume satisfies
-it at any size. Tied to the file system's size, a growth would change the claim's
+A claim binds to a volume whose capacity is at least its request (Kubernetes docs, "Persistent
+Volumes", Binding: "the bound volume may be in excess of what was requested"), so the pre-bound
+volume satisfies it at any size. Tied to the file system's size, a growth would change the claim's
 ``spec.resources.requests``, which the API server refuses for a claim without an expandable storage
 class, so pulumi-kubernetes would replace the claim: delete it first (it has a fixed name), hang on
 ``kubernetes.io/pvc-protection`` while pods mount it, and leave the retained volume bound to the old

@@ -7,7 +7,7 @@ import json
 from eks_gpu_training.aws.cluster import kubeconfig_for
 import pytest
 
-from harness import run_main, stack_config
+from harness import PlausibleMocks, run_main, stack_config
 
 PROJECT = "eks-gpu-training"
 
@@ -27,11 +27,13 @@ def adopted_graph():
 
 @pytest.fixture(scope="module")
 def tuned_prod_graph():
-    """Prod with a pinned system AMI release and private endpoint sources of every kind."""
+    """Prod on 1.34 with a pinned system AMI release and private endpoint sources of every kind."""
     config = stack_config("prod")
     config[f"{PROJECT}:systemNodeGroup"] = {**config[f"{PROJECT}:systemNodeGroup"], "releaseVersion": "1.34.2-20251120"}
     config[f"{PROJECT}:cluster"] = {
         **config[f"{PROJECT}:cluster"],
+        # The pinned AMI release is one built for 1.34.
+        "kubernetesVersion": "1.34",
         "endpointPrivateAccessCidrs": ["10.20.0.0/16", "fd00::/8"],
         "endpointPrivateAccessSecurityGroupIds": ["sg-0123456789abcdef0"],
     }
@@ -44,7 +46,7 @@ def test_created_cluster_uses_api_authentication_with_admin_access_entries(prod_
     graph = prod_graph
     cluster = graph.one("eks:index:Cluster")
     assert cluster.inputs["authenticationMode"] == "API"
-    assert cluster.inputs["version"] == "1.34"
+    assert cluster.inputs["version"] == "1.35"
     assert cluster.inputs["endpointPublicAccess"] is False
     assert cluster.inputs["skipDefaultSecurityGroups"] is True
     (entry,) = cluster.inputs["accessEntries"].values()
@@ -237,3 +239,52 @@ def test_kubeconfig_for_authenticates_with_aws_eks_get_token():
     assert config["users"][0]["user"]["exec"]["args"] == [
         "eks", "get-token", "--cluster-name", "c1", "--region", "eu-west-1", "--output", "json"
     ]
+
+
+class DeployerIsPlatformAdmin(PlausibleMocks):
+    """`pulumi up` run from an assumed-role session of the role prod lists as admin."""
+
+    def call(self, args):
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            arn = "arn:aws:sts::444455556666:assumed-role/platform-admin/ci-session"
+            return {"accountId": "444455556666", "arn": arn, "userId": "AROATEST:ci-session"}
+        return super().call(args)
+
+
+def test_the_deployers_own_role_is_left_out_of_the_admin_access_entries():
+    config = stack_config("prod")
+    other = "arn:aws:iam::444455556666:role/oncall"
+    config[f"{PROJECT}:cluster"] = {**config[f"{PROJECT}:cluster"], "adminPrincipalArns": ["arn:aws:iam::444455556666:role/platform-admin", other]}
+    graph = run_main(config, mocks=DeployerIsPlatformAdmin())
+    assert graph.error is None, repr(graph.error)
+    entries = graph.one("eks:index:Cluster").inputs["accessEntries"]
+    # EKS already made the deployer's entry (bootstrapClusterCreatorAdminPermissions); the other keeps its key.
+    assert {key: entry["principalArn"] for key, entry in entries.items()} == {"admin-1": other}
+
+
+def test_admin_entries_keep_every_principal_that_is_not_the_deployer():
+    from eks_gpu_training.aws.cluster import admin_access_entries
+
+    listed = ["arn:aws:iam::1:role/a", "arn:aws:iam::1:user/b"]
+    assert admin_access_entries(listed, "arn:aws:iam::1:role/c") == {"admin-0": listed[0], "admin-1": listed[1]}
+    assert admin_access_entries(listed, "arn:aws:iam::1:user/b") == {"admin-0": listed[0]}
+    assert admin_access_entries(listed, None) == {"admin-0": listed[0], "admin-1": listed[1]}
+
+
+def test_in_cluster_objects_wait_for_the_443_rules_that_let_pulumi_reach_a_private_endpoint(tuned_prod_graph):
+    graph = tuned_prod_graph
+    rules = [r for r in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule") if "api-ingress" in r.name]
+    assert len(rules) == 3
+    for release in graph.of_type("kubernetes:helm.sh/v3:Release"):
+        assert all(graph.depends_on(release, rule) for rule in rules), release.name
+    # Every other in-cluster object through the one Kubernetes provider.
+    provider = graph.one("pulumi:providers:kubernetes", "gpu-training-cluster-k8s")
+    assert all(graph.depends_on(provider, rule) for rule in rules)
+
+
+def test_node_groups_wait_for_their_roles_policy_attachments(prod_graph):
+    for node_group in prod_graph.of_type("aws:eks/nodeGroup:NodeGroup"):
+        role = next(r for r in prod_graph.of_type("aws:iam/role:Role") if prod_graph.depends_on(node_group, r))
+        attachments = [a for a in prod_graph.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if a.parent == role.urn]
+        assert len(attachments) == 3, node_group.name
+        assert all(prod_graph.depends_on(node_group, a) for a in attachments), node_group.name

@@ -52,7 +52,7 @@ def test_valid_config_fills_in_documented_defaults():
     assert gpu.placement_group.mode == "create" and gpu.placement_group.strategy == "cluster"
     assert gpu.efa_enabled and gpu.efa_interfaces == 32
     assert gpu.root_volume_size_gib == 500
-    assert args.cluster.create is True and args.cluster.kubernetes_version == "1.34"
+    assert args.cluster.create is True and args.cluster.kubernetes_version == "1.35"
     assert args.system_node_group.enabled and args.system_node_group.instance_types == ["m7i.xlarge"]
 
 
@@ -130,7 +130,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("IPv6 public CIDR", lambda c: c["cluster"].update(endpointPublicAccessCidrs=["2001:db8::/32"]), "cluster.endpointPublicAccessCidrs: '2001:db8::/32' is IPv6; EKS public access CIDRs are IPv4"),
     ("malformed private security group", lambda c: c["cluster"].update(endpointPrivateAccessSecurityGroupIds=["web"]), "cluster.endpointPrivateAccessSecurityGroupIds[0]: 'web' is not a security group ID"),
     ("malformed release version", lambda c: pool(c).update(releaseVersion="latest"), "gpuNodeGroups[0].releaseVersion: 'latest' does not match"),
-    ("release version of another Kubernetes version", lambda c: pool(c).update(releaseVersion="1.33.5-20251120"), "gpuNodeGroups[0].releaseVersion: '1.33.5-20251120' is an AMI for another Kubernetes version than cluster.kubernetesVersion 1.34"),
+    ("release version of another Kubernetes version", lambda c: pool(c).update(releaseVersion="1.33.5-20251120"), "gpuNodeGroups[0].releaseVersion: '1.33.5-20251120' is an AMI for another Kubernetes version than cluster.kubernetesVersion 1.35"),
     ("malformed system release version", lambda c: c.update(systemNodeGroup={"releaseVersion": "v1"}), "systemNodeGroup.releaseVersion: 'v1' does not match"),
     ("unknown update strategy", lambda c: pool(c).update(updateStrategy="SURGE"), "gpuNodeGroups[0].updateStrategy: 'SURGE' is not an EKS update strategy (botocore eks NodegroupUpdateStrategies)"),
     ("repair threshold as count and percentage", lambda c: pool(c).update(nodeRepair={"maxUnhealthyNodeThresholdCount": 1, "maxUnhealthyNodeThresholdPercentage": 50}), "gpuNodeGroups[0].nodeRepair.maxUnhealthyNodeThresholdCount: set either maxUnhealthyNodeThresholdCount or maxUnhealthyNodeThresholdPercentage, not both"),

@@ -135,6 +135,8 @@ INVALID: list[tuple[str, Mutation, str]] = [
     ("system instance type misspelt", S("systemNodeGroup.instanceTypes", ["m7i.xl"]), "systemNodeGroup.instanceTypes[0]"),
     ("system instance types empty", S("systemNodeGroup.instanceTypes", []), "systemNodeGroup.instanceTypes"),
     ("system group on an NVIDIA AMI", S("systemNodeGroup.amiType", "AL2023_x86_64_NVIDIA"), "systemNodeGroup.amiType"),
+    ("system type whose allocatable is unknown", S("systemNodeGroup.instanceTypes", ["t3.large"]), "systemNodeGroup.instanceTypes[0]"),
+    ("add-on pin that is not an EKS build", S("cluster.corednsVersion", "1.11.4"), "cluster.corednsVersion"),
     ("system group on an end-of-life AMI", S("systemNodeGroup.amiType", "AL2_x86_64"), "systemNodeGroup.amiType"),
     ("system AMI type unknown", S("systemNodeGroup.amiType", "UBUNTU"), "systemNodeGroup.amiType"),
     ("system minSize above maxSize", S("systemNodeGroup.minSize", 5), "systemNodeGroup.minSize"),

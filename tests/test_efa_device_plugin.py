@@ -75,8 +75,8 @@ def test_plugin_runs_only_on_efa_capable_gpu_training_nodes():
     assert {t for t, f in GPU_INSTANCE_TYPES.items() if f.efa_interfaces} == set(labels["values"])
 
 
-def test_efa_plugin_release_waits_for_the_cluster_not_the_gpu_nodes(prod_graph):
+def test_efa_plugin_release_waits_for_the_gpu_node_groups_so_helm_never_waits_for_a_boot(prod_graph):
     (release,) = efa_releases(prod_graph)
     assert prod_graph.depends_on(release, prod_graph.one("eks:index:Cluster"))
-    for group in (r for r in prod_graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs.get("taints")):
-        assert not prod_graph.depends_on(release, group)
+    groups = [r for r in prod_graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs.get("taints")]
+    assert groups and all(prod_graph.depends_on(release, group) for group in groups)

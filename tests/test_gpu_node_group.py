@@ -216,7 +216,7 @@ def test_efa_interfaces_follow_the_instance_type(instance_types, interfaces):
 
 def test_node_group_follows_the_cluster_version_and_pins_the_release_version_when_asked():
     node_group = build(gpu_pool(releaseVersion="1.34.2-20251120")).one(NODE_GROUP)
-    assert node_group.inputs["version"] == "1.34"
+    assert node_group.inputs["version"] == "1.35"  # the default of the cluster research_cluster creates
     assert node_group.inputs["releaseVersion"] == "1.34.2-20251120"
     assert "releaseVersion" not in build(gpu_pool()).one(NODE_GROUP).inputs
 
@@ -292,3 +292,21 @@ def test_protect_covers_the_node_group_and_the_placement_group_it_creates():
     assert not graph.one("aws:ec2/launchTemplate:LaunchTemplate").protect
     unprotected = build(gpu_pool())
     assert not unprotected.one(NODE_GROUP).protect
+
+
+def test_a_reserved_pool_is_replaced_old_group_first_so_it_never_needs_its_reservation_twice():
+    block = gpu_pool(
+        capacityType="CAPACITY_BLOCK", capacityReservationId="cr-0123456789abcdef0", placementGroup={"mode": "none"}
+    )
+    assert build(block).one(NODE_GROUP).delete_before_replace is True
+    odcr = gpu_pool(capacityReservationId="cr-0123456789abcdef0", placementGroup={"mode": "none"})
+    assert build(odcr).one(NODE_GROUP).delete_before_replace is True
+
+
+def test_an_on_demand_pool_is_replaced_new_group_first():
+    assert build(gpu_pool()).one(NODE_GROUP).delete_before_replace is False
+
+
+def test_rolls_respect_pod_disruption_budgets_unless_the_pool_opts_in_to_force():
+    assert build(gpu_pool()).one(NODE_GROUP).inputs["forceUpdateVersion"] is False
+    assert build(gpu_pool(forceUpdateVersion=True)).one(NODE_GROUP).inputs["forceUpdateVersion"] is True

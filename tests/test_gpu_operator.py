@@ -183,24 +183,19 @@ def upstream(graph: Graph, resource: Registration) -> list[Registration]:
     return list(seen.values())
 
 
-def test_operator_release_waits_for_cluster_and_system_nodes_but_no_gpu_node_group(stack_graph):
+def test_operator_release_waits_for_the_managed_gpu_node_groups_so_helm_never_waits_for_a_boot(stack_graph):
     _, graph = stack_graph
     (release,) = operator_releases(graph)
-    # Directly: exactly ClusterRef.ready (cluster, system node group) and the namespace; not the Pod
-    # Identity add-on, which the operator does not use.
+    # Directly: ClusterRef.ready (cluster, system node group), the managed GPU node groups and the
+    # namespace; not the Pod Identity add-on, which the operator does not use.
+    gpu_groups = [r for r in graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs.get("taints")]
+    assert gpu_groups
     direct = {graph.by_urn(u).name for u in release.dependencies}
-    assert direct == {
-        "gpu-training-cluster-eks",
-        "gpu-training-cluster-system",
-        "gpu-training-gpu-operator-namespace",
-    }
-    # Transitively, through its inputs, provider and component parents too: no GPU node group anywhere.
-    waits_for = upstream(graph, release)
-    assert [r.name for r in waits_for if is_gpu_node_group(graph, r)] == []
-    assert graph.one("eks:index:Cluster") in waits_for
-    assert graph.one("aws:eks/nodeGroup:NodeGroup", "gpu-training-cluster-system") in waits_for
-    # and the GPU node groups do not wait for the operator either: the two proceed in parallel
-    for group in (r for r in graph.resources if r.type == "aws:eks/nodeGroup:NodeGroup" and r.inputs.get("taints")):
+    assert {"gpu-training-cluster-eks", "gpu-training-cluster-system", "gpu-training-gpu-operator-namespace"} <= direct
+    assert all(graph.depends_on(release, group) for group in gpu_groups)
+    assert "gpu-training-cluster-pod-identity-agent" not in direct
+    # The GPU node groups do not wait for the operator: no cycle, and the nodes boot first.
+    for group in gpu_groups:
         assert release not in upstream(graph, group)
 
 

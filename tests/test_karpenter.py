@@ -246,6 +246,18 @@ def test_node_class_pins_an_al2023_ami_and_requires_imdsv2_and_an_encrypted_root
     assert (ebs["volumeType"], ebs["volumeSize"], ebs["encrypted"]) == ("gp3", "500Gi", True)
 
 
+def test_a_stack_tag_change_leaves_the_node_class_alone_so_no_karpenter_node_drifts():
+    def node_class(tags):
+        config = stack_config("prod")
+        config[f"{PROJECT}:tags"] = tags
+        graph = run_main(config)
+        assert graph.error is None, repr(graph.error)
+        return graph.one(NODE_CLASS).inputs["spec"]
+
+    before, after = node_class({"team": "ml"}), node_class({"team": "ml", "cost-center": "4711"})
+    assert "tags" not in before and before == after
+
+
 def test_existing_placement_group_is_selected_by_name_not_created():
     graph = build(karpenter_pool(placementGroup={"mode": "existing", "name": "shared-pg"}))
     assert graph.of_type(PLACEMENT_GROUP) == []

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from eks_gpu_training.aws.node_monitoring import node_monitoring_agent_configuration
+from eks_gpu_training.config import NODE_MONITORING_AGENT_ADDON
 from eks_gpu_training.offline.engine import run_main, stack_config
 from k8s_semantics import gpu_node_taint, tolerates
 
@@ -58,8 +59,8 @@ def test_prod_installs_the_addon_at_the_version_eks_resolves_for_its_kubernetes_
     assert addon.inputs["clusterName"] == "gpu-training-prod"
     # The version is the invoke's answer (PlausibleMocks answers with the 1.7.0 chart's build).
     assert addon.inputs["addonVersion"] == "v1.7.0-eksbuild.1"
-    lookups = [args for token, args in prod_graph.invokes if token == GET_ADDON_VERSION]
-    assert [(a["addonName"], a["kubernetesVersion"], a["mostRecent"]) for a in lookups] == [("eks-node-monitoring-agent", "1.34", True)]
+    lookups = [args for token, args in prod_graph.invokes if token == GET_ADDON_VERSION and args["addonName"] == NODE_MONITORING_AGENT_ADDON]
+    assert [(a["addonName"], a["kubernetesVersion"], a["mostRecent"]) for a in lookups] == [("eks-node-monitoring-agent", "1.35", True)]
     assert json.loads(addon.inputs["configurationValues"]) == node_monitoring_agent_configuration()
     assert (addon.inputs["resolveConflictsOnCreate"], addon.inputs["resolveConflictsOnUpdate"]) == ("OVERWRITE", "OVERWRITE")
 
@@ -80,7 +81,7 @@ def test_an_adopted_cluster_resolves_the_version_for_the_kubernetes_version_it_r
     graph = run_main(config)
     assert graph.error is None, repr(graph.error)
     # The mocked DescribeCluster answers 1.34: the running cluster's version wins over the stack's.
-    lookups = [args["kubernetesVersion"] for token, args in graph.invokes if token == GET_ADDON_VERSION]
+    lookups = [args["kubernetesVersion"] for token, args in graph.invokes if token == GET_ADDON_VERSION and args["addonName"] == NODE_MONITORING_AGENT_ADDON]
     assert lookups == ["1.34"]
 
 
@@ -89,9 +90,11 @@ def test_turning_monitoring_off_installs_no_agent():
     config["eks-gpu-training:nodeMonitoring"] = {"enabled": False}
     graph = run_main(config)
     assert graph.error is None, repr(graph.error)
-    # What remains are the add-ons other sections ask for: Pod Identity (a created cluster) and the FSx CSI driver (storage.fsx).
-    assert sorted(a.name for a in graph.of_type(ADDON)) == ["gpu-training-cluster-pod-identity-agent", "gpu-training-lustre-csi-driver"]
-    assert not [token for token, _ in graph.invokes if token == GET_ADDON_VERSION]
+    # What remains are the add-ons other sections ask for: CoreDNS and Pod Identity (a created cluster) and the FSx CSI driver (storage.fsx).
+    assert sorted(a.name for a in graph.of_type(ADDON)) == [
+        "gpu-training-cluster-coredns", "gpu-training-cluster-pod-identity-agent", "gpu-training-lustre-csi-driver",
+    ]
+    assert not [token for token, args in graph.invokes if token == GET_ADDON_VERSION and args["addonName"] == NODE_MONITORING_AGENT_ADDON]
 
 
 def test_the_gpu_operator_starts_no_second_host_engine_on_port_5555(prod_graph):
@@ -123,7 +126,7 @@ def test_check_fails_an_addon_configuration_eks_would_refuse_and_passes_the_stac
 def test_a_pinned_addon_version_is_used_as_is_and_nothing_is_resolved(health_graph):
     graph = health_graph
     assert graph.one(ADDON, AGENT).inputs["addonVersion"] == "v1.6.7-eksbuild.2"
-    assert not [token for token, _ in graph.invokes if token == GET_ADDON_VERSION]
+    assert not [token for token, args in graph.invokes if token == GET_ADDON_VERSION and args["addonName"] == NODE_MONITORING_AGENT_ADDON]
 
 
 def test_an_addon_version_eks_would_not_name_is_refused():

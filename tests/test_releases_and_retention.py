@@ -52,6 +52,54 @@ def test_node_pools_and_node_classes_are_retained_when_removed_from_the_program(
     assert [r.name for r in objects if not r.retain_on_delete] == []
 
 
+WHAT_RETAINED_NODES_RUN_ON = {
+    "aws:iam/role:Role": "karpenter-node-role",
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": "gpu-training-karpenter-AmazonE",
+    "aws:eks/accessEntry:AccessEntry": "karpenter-node-access-entry",
+    "aws:ec2/securityGroup:SecurityGroup": "-efa",
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": "-efa-ingress-self",
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": "-efa-egress-self",
+    "aws:ec2/placementGroup:PlacementGroup": "placement-group",
+}
+"""What a Karpenter node keeps running on after its pool is removed: its kubelet authenticates with
+the node role (policies, access entry), its interfaces sit in the EFA group, it runs in the
+placement group."""
+
+
+def karpenter_node_dependencies(graph):
+    """The Karpenter component's node role pieces and every Karpenter pool's AWS resources."""
+    roots = [r for r in graph.resources if r.type in ("eks-gpu-training:index:Karpenter", "eks-gpu-training:index:GpuNodePool")]
+    found = []
+    for root in roots:
+        for resource in graph.subtree(root).resources:
+            pattern = WHAT_RETAINED_NODES_RUN_ON.get(resource.type)
+            if pattern is not None and pattern in resource.name and "controller" not in resource.name:
+                found.append(resource)
+    return found
+
+
+def test_a_removed_pool_keeps_what_its_retained_nodes_run_on(prod_graph):
+    kept = karpenter_node_dependencies(prod_graph)
+    assert {r.type for r in kept} == set(WHAT_RETAINED_NODES_RUN_ON)
+    assert [r.name for r in kept if not r.retain_on_delete] == []
+
+
+def test_opting_out_of_retention_deletes_the_node_role_groups_and_placement_groups_too():
+    config = stack_config("prod")
+    config[KARPENTER_CONFIG] = {**config[KARPENTER_CONFIG], "retainOnRemoval": False}
+    graph = run_main(config)
+    assert graph.error is None, graph.error
+    kept = karpenter_node_dependencies(graph)
+    assert kept and not any(r.retain_on_delete for r in kept)
+
+
+def test_karpenter_launches_nodes_only_once_their_role_can_join(prod_graph):
+    node_class = prod_graph.one(NODE_CLASS)
+    role_pieces = [r for r in karpenter_node_dependencies(prod_graph) if r.type in (
+        "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "aws:eks/accessEntry:AccessEntry")]
+    assert role_pieces and all(prod_graph.depends_on(node_class, r) for r in role_pieces)
+
+
 def test_karpenter_crds_carry_helms_keep_policy_so_uninstalling_the_release_keeps_them(stack_graph):
     _, graph = stack_graph
     assert release(graph, "karpenter-crd").inputs["values"] == {"additionalAnnotations": {"helm.sh/resource-policy": "keep"}}

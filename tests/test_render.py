@@ -46,7 +46,7 @@ def test_render_lists_every_resource_the_program_registers_with_its_wiring(rende
         assert set(resource) == RESOURCE_KEYS
         assert resource["parent"] is None or resource["parent"] in urns
         assert set(resource["dependencies"]) <= urns
-    assert document["stack"] == stack and document["kubernetesVersion"] == "1.34"
+    assert document["stack"] == stack and document["kubernetesVersion"] == "1.35"
 
 
 def test_render_lists_parents_before_children(rendered_stack):
@@ -338,7 +338,7 @@ def test_render_shows_every_node_group_setting_sent_to_aws(rendered_stack):
     pool = {"prod": "p5-training", "dev": "dev-gpu"}[stack]
     node_group = one(document, "aws:eks/nodeGroup:NodeGroup", f"gpu-training-{pool}-node-group")
     inputs = node_group["inputs"]
-    assert inputs["version"] == "1.34"
+    assert inputs["version"] == "1.35"
     assert inputs["nodeGroupNamePrefix"] == f"{pool}-"
     assert inputs["updateConfig"] == {"maxUnavailable": 1, "updateStrategy": "MINIMAL"}
     assert inputs["nodeRepairConfig"] == {

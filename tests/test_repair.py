@@ -27,7 +27,7 @@ def test_the_node_monitoring_agent_and_its_gpu_toleration_are_in_the_render(rend
     assert json.loads(addon["inputs"]["configurationValues"])["dcgmAgent"]["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     ]
-    assert addon["inputs"]["addonVersion"].startswith("<unknown: version of aws:eks/getAddonVersion eks-node-monitoring-agent on Kubernetes 1.34")
+    assert addon["inputs"]["addonVersion"].startswith("<unknown: version of aws:eks/getAddonVersion eks-node-monitoring-agent on Kubernetes 1.35")
 
 
 def test_managed_gpu_pools_repair_is_in_the_render_for_expensive_nodes(rendered_stack):

@@ -23,7 +23,7 @@ from eks_gpu_training.aws.storage import (
     data_repository_path,
     node_config_user_data,
 )
-from eks_gpu_training.config import ConfigError, FSX_CSI_ADDON_VERSION
+from eks_gpu_training.config import ConfigError
 from eks_gpu_training.facts.instance_store import LOCAL_NVME_GB, ephemeral_storage_request
 from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
 from eks_gpu_training.platform import GpuTrainingPlatform, parse_platform_args
@@ -116,9 +116,10 @@ def test_a_bucket_made_in_the_same_program_links_by_identity_and_its_path_stays_
     assert isinstance(data_repository_path(bucket, "datasets"), pulumi.Output)
 
 
-def test_csi_driver_is_the_pinned_eks_add_on_with_its_pod_identity_role(prod_graph):
+def test_csi_driver_is_the_eks_add_on_built_for_the_clusters_version_with_its_pod_identity_role(prod_graph):
     addon = prod_graph.one("aws:eks/addon:Addon", "gpu-training-lustre-csi-driver")
-    assert (addon.inputs["addonName"], addon.inputs["addonVersion"]) == (FSX_CSI_ADDON, FSX_CSI_ADDON_VERSION)
+    # The version is the answer of the add-on version lookup (PlausibleMocks answers v1.0.0-eksbuild.1).
+    assert (addon.inputs["addonName"], addon.inputs["addonVersion"]) == (FSX_CSI_ADDON, "v1.0.0-eksbuild.1")
     (association,) = addon.inputs["podIdentityAssociations"]
     assert association["serviceAccount"] == FSX_CSI_CONTROLLER_SERVICE_ACCOUNT
     role = prod_graph.one("aws:iam/role:Role", "gpu-training-lustre-csi-driver-role")
@@ -144,7 +145,9 @@ def test_each_training_namespace_gets_a_static_volume_bound_to_its_claim(prod_gr
     assert spec["persistentVolumeReclaimPolicy"] == "Retain" and spec["accessModes"] == ["ReadWriteMany"]
     assert claim.inputs["metadata"] == {"name": "fsx-lustre", "namespace": "training"}
     assert claim.inputs["spec"]["volumeName"] == volume.inputs["metadata"]["name"]
-    assert claim.inputs["spec"]["storageClassName"] == "" and claim.inputs["spec"]["resources"] == {"requests": {"storage": "2400Gi"}}
+    # The claim asks for FSx's smallest size, not the file system's (2400 GiB): any size binds it.
+    assert claim.inputs["spec"]["storageClassName"] == "" and claim.inputs["spec"]["resources"] == {"requests": {"storage": "1200Gi"}}
+    assert spec["capacity"] == {"storage": "2400Gi"}
     addon = prod_graph.one("aws:eks/addon:Addon", "gpu-training-lustre-csi-driver")
     assert prod_graph.depends_on(volume, addon) and prod_graph.depends_on(claim, volume)
 
@@ -199,9 +202,10 @@ def test_instance_store_none_requests_no_ephemeral_storage():
     assert training_job_spec(args.scheduling.training_apps[0], args).ephemeral_storage is None
 
 
-def test_growing_the_file_system_changes_its_capacity_and_the_volumes_only():
+def test_growing_the_file_system_changes_its_capacity_and_the_volumes_but_never_the_claim():
     """FSx grows a file system in place (UpdateFileSystem StorageCapacity); the graph shows the
-    change reaches the file system's capacity and the volumes' sizes, nothing else."""
+    change reaches the file system's capacity and the volumes' sizes, nothing else: the claim's
+    request is not tied to the size, so pulumi-kubernetes has no reason to replace it."""
 
     def graph(capacity: int):
         raw = prod_raw(topologyLabeler={"enabled": False})
@@ -213,7 +217,7 @@ def test_growing_the_file_system_changes_its_capacity_and_the_volumes_only():
 
     before, after = graph(2400), graph(4800)
     changed = sorted(name for name in before if before[name] != after[name])
-    assert changed == ["gpu-lustre-file-system", "gpu-training-storage-training-claim", "gpu-training-storage-training-volume"]
+    assert changed == ["gpu-lustre-file-system", "gpu-training-storage-training-volume"]
     assert after["gpu-lustre-file-system"]["storageCapacity"] == 4800
 
 

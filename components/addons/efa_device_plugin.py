@@ -33,12 +33,12 @@ NAMESPACE = "kube-system"
 """Namespace of the plugin, like the other node-level EKS add-ons."""
 RELEASE_TIMEOUT_SECONDS = 600
 """Helm waits for the plugin's DaemonSet to be ready on every EFA GPU node that has joined. The
-release waits for the system nodes only, so GPU nodes join while Helm waits, and the pod of a node
-that registers late still pulls its image then: ten minutes covers a GPU node's join (several
-minutes for p5 instances) plus the pull. Atomic: a failed upgrade rolls back to the previous plugin.
-A device plugin restart does not touch running pods (devices already allocated stay with them), so
-the rollback never interrupts training; a failed first install is uninstalled and `pulumi up` fails
-loudly instead of leaving a plugin that advertises no EFA devices."""
+platform installs the release once its managed GPU node groups are active, so their nodes have
+joined and Helm waits for image pulls only, not for boots (``GpuTrainingPlatform``; Karpenter pools
+start empty). Ten minutes covers a pull on a fresh node. Atomic: a failed upgrade rolls back to the
+previous plugin. A device plugin restart does not touch running pods (devices already allocated stay
+with them), so the rollback never interrupts training; a failed first install is uninstalled and
+`pulumi up` fails loudly instead of leaving a plugin that advertises no EFA devices."""
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 """Well-known node label with the EC2 instance type."""
 

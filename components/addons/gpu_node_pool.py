@@ -170,7 +170,7 @@ class GpuNodePoolArgs:
     karpenter_release: pulumi.Resource
     """The Karpenter Helm release; the custom resources wait for it (and so for its CRDs)."""
     tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
-    """Tags for every AWS resource, the nodes Karpenter launches included. Default: none."""
+    """Tags for the pool's AWS resources (placement group, EFA security group); never the nodes Karpenter launches, whose EC2NodeClass a tag change would drift. Default: none."""
     instance_store_raid0: bool = True
     """Make the nodes' instance-store NVMe one RAID0 array for ephemeral storage. Default: true."""
     protect: bool = False
@@ -216,13 +216,17 @@ class GpuNodePool(pulumi.ComponentResource):
         super().__init__("eks-gpu-training:index:GpuNodePool", name, None, opts)
         tags = dict(args.tags)
 
+        # Retained pools keep their nodes, and the nodes keep what they run on: their placement group
+        # and EFA security group (with its rules) stay in AWS with the NodePool and EC2NodeClass.
+        retain = args.retain_on_removal
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: karpenter_placement_group_name(cluster, pool)), tags, parent=self, region=ref.region, protect=args.protect
+            name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: karpenter_placement_group_name(cluster, pool)), tags, parent=self, region=ref.region, protect=args.protect,
+            retain_on_delete=retain,
         )
 
         security_group_ids: list[pulumi.Input[str]] = [ref.cluster_security_group_id]
         if pool.efa_enabled:
-            security_group_ids.append(efa_security_group(name, ref, tags, parent=self).id)
+            security_group_ids.append(efa_security_group(name, ref, tags, parent=self, retain_on_delete=retain).id)
 
         subnets = pool_subnets(pool, ref.subnets or args.network)
         # Custom resources are cluster-scoped and named after the pool, so `kubectl get nodepool` shows its name.
@@ -240,7 +244,9 @@ class GpuNodePool(pulumi.ComponentResource):
                 subnet_ids=[s.id for s in subnets],
                 security_group_ids=security_group_ids,
                 placement_group_name=placement_group_name,
-                tags=tags,
+                # No stack tags: Karpenter hashes the EC2NodeClass spec, tags included, and replaces
+                # every node of a changed class as drifted (docs-disruption.md, "Drift"), so a cost
+                # tag change would roll the pool's GPU nodes under running jobs.
                 instance_store_raid0=args.instance_store_raid0,
             ),
             opts=pulumi.ResourceOptions(**custom, depends_on=[args.karpenter_release]),

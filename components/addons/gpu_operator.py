@@ -4,9 +4,9 @@
 and the system node selector into the chart's values, so tests can check them against the chart's
 own ``values.yaml`` without a cluster. ``GpuOperator`` creates the namespace and the release.
 
-The release waits for the cluster and its system node group (``ClusterRef.ready``) and for nothing
-else: the operator deploys its operands as nodes appear, so GPU node groups and the operator
-install proceed in parallel.
+The release waits for what ``ClusterRef.ready`` lists: the platform puts its managed GPU node
+groups there besides the cluster and system nodes, so Helm does not wait for DaemonSet pods on
+nodes still booting. The operator deploys its operands as further nodes appear (Karpenter's).
 
 Neither the operator nor its operands call AWS APIs (they talk to the Kubernetes API and the
 node's GPUs), so they need neither AWS credentials nor ``AWS_REGION``.
@@ -44,12 +44,13 @@ NAMESPACE = "gpu-operator"
 """Namespace of the operator and its operands; created by ``GpuOperator``."""
 RELEASE_TIMEOUT_SECONDS = 900
 """How long Helm waits for the chart's own workloads: the operator and NFD's master and garbage
-collector on system nodes, and NFD's worker DaemonSet on every node, GPU nodes that join while Helm
-waits included (their pods pull images on a fresh node). The operands (device plugin, DCGM, GFD,
-validators) are created later by the operator, not by Helm, so Helm never waits for GPU drivers.
-Fifteen minutes covers a GPU node's join plus the pulls. Atomic: a failed upgrade rolls back to
-the previous operator, whose operands then return to their previous versions; running training
-pods keep their allocated GPUs meanwhile. The ClusterPolicy carries the chart's own
+collector on system nodes, and NFD's worker DaemonSet on every node. The platform installs the
+release once its managed GPU node groups are active, so their nodes have already joined and Helm
+waits for image pulls, not for boots (a p5 takes minutes to boot; two slow boots used to outlast the
+timeout and roll the release back). The operands (device plugin, DCGM, GFD, validators) are created
+later by the operator, not by Helm, so Helm never waits for GPU drivers. Atomic: a failed upgrade
+rolls back to the previous operator, whose operands then return to their previous versions; running
+training pods keep their allocated GPUs meanwhile. The ClusterPolicy carries the chart's own
 ``helm.sh/resource-policy: keep``, so neither a rollback nor an uninstall deletes it."""
 
 

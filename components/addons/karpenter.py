@@ -201,7 +201,12 @@ class Karpenter(pulumi.ComponentResource):
         after_cluster = pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready))
         account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
 
-        self.node_role = create_node_role(name, ref.partition, tags, parent=self, ssm_access=ref.node_ssm_access)
+        # With retainOnRemoval the NodePools and their nodes outlive the controller, so the nodes keep
+        # what their kubelets authenticate with: the role, its policies and its access entry. Deleted,
+        # the kubelets get Unauthorized and the kept nodes go NotReady.
+        retain = args.config.retain_on_removal
+        node_role = create_node_role(name, ref.partition, tags, parent=self, ssm_access=ref.node_ssm_access, retain_on_delete=retain)
+        self.node_role = node_role.role
         node_access = aws.eks.AccessEntry(
             f"{name}-node-access-entry",
             cluster_name=ref.name,
@@ -209,7 +214,7 @@ class Karpenter(pulumi.ComponentResource):
             type="EC2_LINUX",
             tags=tags,
             region=ref.region,
-            opts=after_cluster,
+            opts=pulumi.ResourceOptions.merge(after_cluster, pulumi.ResourceOptions(retain_on_delete=retain)),
         )
 
         queue = aws.sqs.Queue(
@@ -330,6 +335,10 @@ class Karpenter(pulumi.ComponentResource):
             ),
         )
 
-        self.node_role_name = self.node_role.name
+        # The EC2NodeClass takes the role by name; resolving the name only once the policies are
+        # attached and the access entry exists keeps Karpenter from launching nodes that cannot join.
+        self.node_role_name = pulumi.Output.all(
+            self.node_role.name, node_access.id, *(attachment.id for attachment in node_role.policy_attachments)
+        ).apply(lambda values: values[0])
         self.interruption_queue_name = queue.name
         self.register_outputs({"nodeRoleName": self.node_role_name, "interruptionQueueName": self.interruption_queue_name})

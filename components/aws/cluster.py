@@ -31,7 +31,9 @@ from ..config import (
 from ..facts import aws_enums
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
+from .addon_versions import addon_version
 from .iam import create_node_role, node_role_resource_name
+from .node_group_sizes import desired_size_and_ignored
 from .network import NetworkRef, adopted_network
 from .node_launch import launch_template_ref, node_launch_template
 from .region import aws_provider_of, check_provider_region, cluster_aws_provider, stack_region, without_aws_provider
@@ -48,6 +50,16 @@ SYSTEM_MAX_UNAVAILABLE = 1
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 """EKS access policy granted to ``cluster.adminPrincipalArns`` (cluster-wide scope)."""
+
+COREDNS_ADDON = "coredns"
+"""EKS add-on of the cluster's DNS. EKS installs CoreDNS self-managed when it creates a cluster, and
+pulumi-eks makes it a managed add-on only with a default node group, which this stack has none of:
+left so, CoreDNS is never upgraded with the control plane. Managed here, its build follows
+``cluster.kubernetesVersion`` (docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html)."""
+
+ADOPT_SELF_MANAGED = "OVERWRITE"
+"""How the managed add-on takes over the self-managed CoreDNS EKS installed: EKS overwrites the
+Deployment's fields with the add-on's (EKS API ``ResolveConflicts``), at creation and on updates."""
 
 POD_IDENTITY_ADDON = "eks-pod-identity-agent"
 """EKS add-on that lets controllers (Karpenter, the topology labeler) get AWS credentials through
@@ -275,6 +287,31 @@ def kubeconfig_for(cluster_name: str, region: str, endpoint: Optional[str], ca_d
     )
 
 
+def deployer_principal_arn(parent: pulumi.Resource) -> Optional[str]:
+    """The IAM principal running this `pulumi up`: the role of an assumed-role session (STS names
+    the session, access entries name the role), or the user. ``aws.iam.get_session_context`` turns
+    ``arn:aws:sts::<account>:assumed-role/<role>/<session>`` into the role's ARN, path included."""
+    caller = aws.get_caller_identity(opts=pulumi.InvokeOptions(parent=parent))
+    return aws.iam.get_session_context(arn=caller.arn, opts=pulumi.InvokeOptions(parent=parent)).issuer_arn
+
+
+def admin_access_entries(
+    admin_principal_arns: Sequence[pulumi.Input[str]], deployer_arn: Optional[str]
+) -> dict[str, pulumi.Input[str]]:
+    """Access entries for ``cluster.adminPrincipalArns``, keyed ``admin-<index in the list>`` so an
+    entry keeps its name when another is left out, without the deployer's own principal: pulumi-eks
+    creates the cluster with ``bootstrapClusterCreatorAdminPermissions``, so EKS has already made an
+    admin access entry for it, and a second one fails the first `pulumi up` with
+    ``409 ResourceInUseException`` (docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html;
+    terraform-aws-modules/terraform-aws-eks#2969). An ARN that is an Output (a role this program
+    makes) is never the deployer and is kept."""
+    return {
+        f"admin-{i}": arn
+        for i, arn in enumerate(admin_principal_arns)
+        if not (isinstance(arn, str) and deployer_arn is not None and arn == deployer_arn)
+    }
+
+
 def system_node_labels() -> dict[str, str]:
     """Labels of system nodes; controllers' node selectors match them."""
     key, value = SYSTEM_NODE_ROLE_LABEL
@@ -341,6 +378,8 @@ class EksCluster(pulumi.ComponentResource):
     """The ``pulumi_eks.Cluster`` this component created; None for an adopted cluster."""
     system_node_group: Optional[aws.eks.NodeGroup]
     """The system node group; None when ``systemNodeGroup.enabled`` is false."""
+    coredns: Optional[aws.eks.Addon]
+    """The ``coredns`` EKS add-on of a created cluster; None for an adopted one."""
     provider: k8s.Provider
     """The Kubernetes provider of the cluster (also ``ref.provider``)."""
     cluster_name: pulumi.Output[str]
@@ -382,7 +421,7 @@ class EksCluster(pulumi.ComponentResource):
                     subnet_ids=subnet_ids,
                     authentication_mode=eks.AuthenticationMode.API,
                     access_entries={
-                        f"admin-{i}": eks.AccessEntryArgs(
+                        key: eks.AccessEntryArgs(
                             principal_arn=arn,
                             access_policies={
                                 "cluster-admin": eks.AccessPolicyAssociationArgs(
@@ -391,9 +430,11 @@ class EksCluster(pulumi.ComponentResource):
                                 )
                             },
                         )
-                        for i, arn in enumerate(config.admin_principal_arns)
+                        for key, arn in admin_access_entries(config.admin_principal_arns, deployer_principal_arn(self)).items()
                     },
                     skip_default_node_group=True,
+                    # CoreDNS is the add-on below, at a build resolved for the version.
+                    coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
                     skip_default_security_groups=True,
                     endpoint_public_access=config.endpoint_public_access,
                     public_access_cidrs=config.endpoint_public_access_cidrs or None,
@@ -420,6 +461,8 @@ class EksCluster(pulumi.ComponentResource):
                 f"{name}-pod-identity-agent",
                 cluster_name=config.name,
                 addon_name=POD_IDENTITY_ADDON,
+                addon_version=addon_version(POD_IDENTITY_ADDON, config.kubernetes_version, config.pod_identity_agent_version, self,
+                                            args.region),
                 tags=dict(args.tags),
                 region=args.region,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
@@ -428,7 +471,10 @@ class EksCluster(pulumi.ComponentResource):
             control_plane.append(cluster)
             pod_identity.append(pod_identity_addon)
             self.eks_cluster = cluster
-            self._endpoint_ingress(name, config, cluster.cluster_security_group_id, args.tags, args.region)
+            # `pulumi up` reaches a private endpoint through these rules, so the Kubernetes provider, and
+            # with it every in-cluster object, waits for them.
+            endpoint_rules = self._endpoint_ingress(name, config, cluster.cluster_security_group_id, args.tags, args.region)
+            ready.extend(endpoint_rules)
             # pulumi-eks hands the endpoint out only inside its CoreData; reading the cluster back once it
             # exists gives it as a plain output, the same way as for an adopted cluster below.
             endpoint = aws.eks.get_cluster_output(
@@ -437,7 +483,9 @@ class EksCluster(pulumi.ComponentResource):
             cluster_security_group_id = cluster.cluster_security_group_id
             kubeconfig = cluster.kubeconfig_json
             kubernetes_version: pulumi.Input[str] = config.kubernetes_version
-            self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=self))
+            self.provider = k8s.Provider(
+                f"{name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=self, depends_on=endpoint_rules)
+            )
         else:
             # An adopted cluster must already run the Pod Identity agent: the components that need it
             # look it up (``pod_identity_agent``); a created cluster gets the add-on above.
@@ -462,6 +510,22 @@ class EksCluster(pulumi.ComponentResource):
         )
         if self.system_node_group is not None:
             ready.append(self.system_node_group)
+        self.coredns = None
+        if config.create:
+            # CoreDNS pods run on the system nodes (every other node is tainted), and EKS reports the
+            # add-on active only once they do.
+            self.coredns = aws.eks.Addon(
+                f"{name}-coredns",
+                cluster_name=config.name,
+                addon_name=COREDNS_ADDON,
+                addon_version=addon_version(COREDNS_ADDON, config.kubernetes_version, config.coredns_version, self,
+                                            args.region),
+                resolve_conflicts_on_create=ADOPT_SELF_MANAGED,
+                resolve_conflicts_on_update=ADOPT_SELF_MANAGED,
+                tags=dict(args.tags),
+                region=args.region,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(ready)),
+            )
 
         self.ref = ClusterRef(
             name=config.name,
@@ -488,12 +552,13 @@ class EksCluster(pulumi.ComponentResource):
                 "kubeconfig": self.kubeconfig,
                 "eksCluster": self.eks_cluster,
                 "systemNodeGroup": self.system_node_group,
+                "coredns": self.coredns,
             }
         )
 
     def _endpoint_ingress(
         self, name: str, config: ClusterConfig, security_group_id: pulumi.Input[str], tags: Mapping[str, str], region: str
-    ) -> None:
+    ) -> list[aws.vpc.SecurityGroupIngressRule]:
         """Port 443 of the cluster security group, opened to the networks and security groups that
         may reach the private endpoint. EKS: "you must ensure that your Amazon EKS control plane
         security group contains rules to allow ingress traffic on port 443 from your connected
@@ -504,7 +569,7 @@ class EksCluster(pulumi.ComponentResource):
             sources.append((f"{name}-api-ingress-cidr-{i}", {key: cidr}))
         for i, group_id in enumerate(config.endpoint_private_access_security_group_ids):
             sources.append((f"{name}-api-ingress-sg-{i}", {"referenced_security_group_id": group_id}))
-        for resource_name, source in sources:
+        return [
             aws.vpc.SecurityGroupIngressRule(
                 resource_name,
                 security_group_id=security_group_id,
@@ -517,6 +582,8 @@ class EksCluster(pulumi.ComponentResource):
                 region=region,
                 opts=pulumi.ResourceOptions(parent=self),
             )
+            for resource_name, source in sources
+        ]
 
     def _system_node_group(
         self,
@@ -530,10 +597,11 @@ class EksCluster(pulumi.ComponentResource):
         the GPU pools (IMDSv2 with hop limit 1, encrypted gp3). It waits for the cluster only, not
         for the Pod Identity add-on, so the critical path is cluster, system nodes, slowest release."""
         system = args.system_node_group
-        role = create_node_role(
+        node_role = create_node_role(
             system_node_group_resource_name(name), args.partition, args.tags, parent=self,
             ssm_access=args.cluster.node_ssm_access,
         )
+        role = node_role.role
         launch_template = node_launch_template(
             system_launch_template_resource_name(name),
             description=pulumi.Output.concat("System nodes of EKS cluster ", args.cluster.name),
@@ -544,6 +612,11 @@ class EksCluster(pulumi.ComponentResource):
             tags=args.tags,
             parent=self,
             region=args.region,
+        )
+        # Desired size ignored after creation, unless new bounds exclude it (node_group_sizes).
+        desired_size, ignored = desired_size_and_ignored(
+            args.cluster.name, SYSTEM_NODE_GROUP_PREFIX, system.desired_size, system.min_size, system.max_size, self,
+            args.region,
         )
         return aws.eks.NodeGroup(
             system_node_group_resource_name(name),
@@ -558,14 +631,17 @@ class EksCluster(pulumi.ComponentResource):
             capacity_type="ON_DEMAND",
             labels=system_node_labels(),
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=system.min_size, desired_size=system.desired_size, max_size=system.max_size
+                min_size=system.min_size, desired_size=desired_size, max_size=system.max_size
             ),
             launch_template=launch_template_ref(launch_template),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=SYSTEM_MAX_UNAVAILABLE),
             tags=dict(args.tags),
             region=args.region,
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=list(control_plane), ignore_changes=["scalingConfig.desiredSize"]
+                parent=self,
+                # Nodes join only with the role's policies attached.
+                depends_on=[*control_plane, *node_role.policy_attachments],
+                ignore_changes=ignored,
             ),
         )
 

@@ -42,6 +42,7 @@ from ..facts.gpu_nodes import (
     gpu_toleration,
 )
 from .iam import create_node_role, node_role_resource_name
+from .node_group_sizes import desired_size_and_ignored
 from ..facts.aws_names import PhysicalName
 from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, image_volume_device, launch_template_ref, node_launch_template
 from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_field, pool_network_names
@@ -113,6 +114,13 @@ def node_group_instance_types(pool: GpuNodeGroupConfig) -> Optional[list[str]]:
     """Instance types the node group itself names: none when the launch template names the type
     (a Capacity Block), since EKS refuses a type in both."""
     return None if pool.capacity_type == "CAPACITY_BLOCK" else list(pool.instance_types)
+
+
+def replaces_old_first(pool: GpuNodeGroupConfig) -> bool:
+    """Whether replacing the pool's node group deletes the old group first: for a pool that launches
+    into a capacity reservation (ODCR or Capacity Block), whose nodes the reservation holds. Any
+    other pool gets its new group first, so its capacity is there before the old nodes go."""
+    return pool.capacity_reservation_id is not None
 
 
 def placement_group_physical_name(cluster_name: str, pool: GpuNodeGroupConfig) -> str:
@@ -194,7 +202,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
         super().__init__("eks-gpu-training:index:GpuNodeGroup", name, None, opts)
         tags = dict(args.tags)
 
-        self.node_role = role = create_node_role(name, ref.partition, tags, parent=self, ssm_access=ref.node_ssm_access)
+        node_role = create_node_role(name, ref.partition, tags, parent=self, ssm_access=ref.node_ssm_access)
+        self.node_role = role = node_role.role
 
         placement_group_name = pool_placement_group_name(
             name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: placement_group_physical_name(cluster, pool)), tags, parent=self, region=ref.region, protect=args.protect
@@ -225,6 +234,10 @@ class GpuNodeGroup(pulumi.ComponentResource):
             **instance_store_launch_settings(pool.ami_type, args.instance_store_raid0),
         )
 
+        desired_size, ignored = desired_size_and_ignored(
+            ref.name, node_group_name_prefix(pool.name), pool.initial_size, pool.min_size, pool.max_size, self,
+            ref.region,
+        )
         # The cluster name may be a plain string, so the node group waits for a created cluster explicitly.
         self.node_group = aws.eks.NodeGroup(
             f"{name}-node-group",
@@ -240,19 +253,25 @@ class GpuNodeGroup(pulumi.ComponentResource):
             labels=gpu_node_labels(pool),
             taints=[aws.eks.NodeGroupTaintArgs(**gpu_taint())],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=pool.min_size, desired_size=pool.initial_size, max_size=pool.max_size
+                min_size=pool.min_size, desired_size=desired_size, max_size=pool.max_size
             ),
             launch_template=launch_template_ref(launch_template),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(**update_settings(pool)),
             node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(**node_repair_settings(pool.node_repair)),
+            force_update_version=pool.force_update_version,
             tags=tags,
             region=ref.region,
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=list(ref.control_plane),
+                # Nodes join only with the role's policies attached (EKS user guide, "Amazon EKS node IAM role").
+                depends_on=[*ref.control_plane, *node_role.policy_attachments],
                 protect=args.protect,
-                # An autoscaler (or a person) owns the node count after creation; `pulumi up` must not reset it.
-                ignore_changes=["scalingConfig.desiredSize"],
+                # A reserved pool's capacity is exactly its reservation, so a replacement made before the
+                # old group is deleted would need the reservation twice and never get its nodes.
+                delete_before_replace=replaces_old_first(pool),
+                # An autoscaler (or a person) owns the node count after creation; `pulumi up` must not
+                # reset it, unless new bounds exclude it (node_group_sizes).
+                ignore_changes=ignored,
             ),
         )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import pulumi
@@ -132,6 +133,16 @@ def node_role_resource_name(name: str) -> str:
     return f"{name}-node-role"
 
 
+@dataclass(frozen=True)
+class NodeRole:
+    """A node IAM role and its policy attachments: a node launched before the attachments exist
+    cannot join (no ``AmazonEKSWorkerNodePolicy``) or give pods addresses (no CNI policy), so what
+    launches nodes waits for ``policy_attachments``, not only for the role."""
+
+    role: aws.iam.Role
+    policy_attachments: tuple[aws.iam.RolePolicyAttachment, ...]
+
+
 def create_node_role(
     name: str,
     partition: str,
@@ -139,20 +150,25 @@ def create_node_role(
     parent: pulumi.Resource,
     extra_policy_names: Optional[tuple[str, ...]] = None,
     ssm_access: bool = False,
-) -> aws.iam.Role:
+    retain_on_delete: bool = False,
+) -> NodeRole:
     """A node IAM role named ``{name}-node-role`` with ``NODE_MANAGED_POLICIES`` attached, and
-    ``AmazonSSMManagedInstanceCore`` when ``ssm_access``."""
+    ``AmazonSSMManagedInstanceCore`` when ``ssm_access``. With ``retain_on_delete``, removing it from
+    the program leaves the role and its attachments in AWS (nodes that outlive the program keep
+    running on them)."""
     role = aws.iam.Role(
         node_role_resource_name(name),
         assume_role_policy=ec2_assume_role_policy(partition),
         tags=dict(tags),
-        opts=pulumi.ResourceOptions(parent=parent),
+        opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=retain_on_delete),
     )
-    for policy_name in node_policy_names(ssm_access) + (extra_policy_names or ()):
+    attachments = tuple(
         aws.iam.RolePolicyAttachment(
             f"{name}-{policy_name}",
             role=role.name,
             policy_arn=managed_policy_arn(partition, policy_name),
-            opts=pulumi.ResourceOptions(parent=role),
+            opts=pulumi.ResourceOptions(parent=role, retain_on_delete=retain_on_delete),
         )
-    return role
+        for policy_name in node_policy_names(ssm_access) + (extra_policy_names or ())
+    )
+    return NodeRole(role, attachments)

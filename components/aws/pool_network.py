@@ -37,11 +37,13 @@ def placement_group_name(
     parent: pulumi.Resource,
     region: str,
     protect: bool = False,
+    retain_on_delete: bool = False,
 ) -> Optional[pulumi.Input[str]]:
     """The name of the placement group a pool's nodes launch in: a cluster placement group
     ``{name}-placement-group`` called ``group_name`` that this creates (mode ``create``), the
     existing group named in the configuration (mode ``existing``), or None (mode ``none``). ``protect``
-    keeps a created group from being deleted while its pool runs in it; ``region`` is the cluster's."""
+    keeps a created group from being deleted while its pool runs in it; ``retain_on_delete`` leaves
+    it in AWS when the pool is removed from the program; ``region`` is the cluster's."""
     if placement.mode == "create":
         group = aws.ec2.PlacementGroup(
             f"{name}-placement-group",
@@ -49,7 +51,7 @@ def placement_group_name(
             strategy=placement.strategy,
             tags=dict(tags),
             region=region,
-            opts=pulumi.ResourceOptions(parent=parent, protect=protect),
+            opts=pulumi.ResourceOptions(parent=parent, protect=protect, retain_on_delete=retain_on_delete),
         )
         return group.name
     if placement.mode == "existing":
@@ -57,16 +59,20 @@ def placement_group_name(
     return None
 
 
-def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], parent: pulumi.Resource) -> aws.ec2.SecurityGroup:
+def efa_security_group(
+    name: str, ref: ClusterRef, tags: Mapping[str, str], parent: pulumi.Resource, retain_on_delete: bool = False
+) -> aws.ec2.SecurityGroup:
     """A security group named ``{name}-efa`` that lets EFA traffic flow between a pool's nodes: EFA
-    needs all traffic allowed to and from the group itself (OS-bypass traffic is not IP-filtered)."""
+    needs all traffic allowed to and from the group itself (OS-bypass traffic is not IP-filtered).
+    With ``retain_on_delete`` the group and its rules stay in AWS when the pool is removed from the
+    program (EC2 refuses to delete a group that running nodes' interfaces use)."""
     group = aws.ec2.SecurityGroup(
         efa_security_group_resource_name(name),
         vpc_id=ref.vpc_id,
         description=pulumi.Output.concat("EFA traffic between GPU nodes of ", ref.name),
         tags=dict(tags),
         region=ref.region,
-        opts=pulumi.ResourceOptions(parent=parent),
+        opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=retain_on_delete),
     )
     aws.vpc.SecurityGroupIngressRule(
         f"{name}-efa-ingress-self",
@@ -76,7 +82,7 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
         description="EFA: all traffic from the group itself",
         tags=dict(tags),
         region=ref.region,
-        opts=pulumi.ResourceOptions(parent=group),
+        opts=pulumi.ResourceOptions(parent=group, retain_on_delete=retain_on_delete),
     )
     aws.vpc.SecurityGroupEgressRule(
         f"{name}-efa-egress-self",
@@ -86,7 +92,7 @@ def efa_security_group(name: str, ref: ClusterRef, tags: Mapping[str, str], pare
         description="EFA: all traffic to the group itself",
         tags=dict(tags),
         region=ref.region,
-        opts=pulumi.ResourceOptions(parent=group),
+        opts=pulumi.ResourceOptions(parent=group, retain_on_delete=retain_on_delete),
     )
     return group
 

@@ -26,6 +26,7 @@ import pulumi_aws as aws
 import yaml
 
 from .cluster import ClusterRef, ClusterInput, cluster_field, pod_identity_agent
+from .addon_versions import addon_version
 from .iam import create_pod_identity_role, managed_policy_arn
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
@@ -299,7 +300,7 @@ class LustreStorage(pulumi.ComponentResource):
             f"{name}-csi-driver",
             cluster_name=ref.name,
             addon_name=FSX_CSI_ADDON,
-            addon_version=config.csi_driver_version,
+            addon_version=addon_version(FSX_CSI_ADDON, ref.kubernetes_version, config.csi_driver_version, self, ref.region),
             # No configuration values: pods get IMDS hop limit 1, and the controller then reads its
             # region from the Kubernetes API (its node's labels) instead (aws-fsx-csi-driver
             # pkg/driver/controller.go, newControllerService; pkg/cloud metadata fallback).

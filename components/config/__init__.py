@@ -49,7 +49,6 @@ from .network import (
     validate_network,
 )
 from .storage import (
-    FSX_CSI_ADDON_VERSION,
     DataRepositoryConfig,
     FsxLustreConfig,
     StorageConfig,
@@ -166,7 +165,6 @@ __all__ = [
     "ProblemSink",
     "SubnetConfig",
     "NetworkConfig",
-    "FSX_CSI_ADDON_VERSION",
     "DataRepositoryConfig",
     "FsxLustreConfig",
     "StorageConfig",

@@ -13,6 +13,7 @@ from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
 from ..facts.gpu_nodes import GPU_NODE_ROLE_LABEL, SYSTEM_NODE_ROLE_LABEL
+from ..facts.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, EKS_KUBERNETES_VERSIONS
 from ..facts.quantity import QUANTITY_PATTERN
 
 PROJECT = "eks-gpu-training"
@@ -29,9 +30,10 @@ END_OF_LIFE_AMI_TYPES = {
 }
 """AMI types EKS still accepts but this library refuses, with the reason."""
 
-SUPPORTED_KUBERNETES_VERSIONS = ("1.32", "1.33", "1.34", "1.35", "1.36")
+SUPPORTED_KUBERNETES_VERSIONS = tuple(EKS_KUBERNETES_VERSIONS)
 """EKS Kubernetes versions in standard or extended support on the EKS release calendar
-(docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html) that this library is tested for."""
+(docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html) that this library is tested for;
+``facts.kubernetes_versions`` says what each needs."""
 
 
 class ConfigError(pulumi.RunError, ValueError):

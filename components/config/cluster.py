@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
+from ..facts.kubernetes_versions import DEFAULT_KUBERNETES_VERSION
 from .base import (
     SUPPORTED_KUBERNETES_VERSIONS,
     AmiType,
@@ -48,8 +49,8 @@ class ClusterConfig(_Model):
     """EKS cluster name (required): the cluster to create, or the existing one to adopt."""
     create: bool = True
     """Create the cluster (true) or adopt an existing cluster of that name (false). Default: true."""
-    kubernetes_version: Annotated[str, supported_version(SUPPORTED_KUBERNETES_VERSIONS)] = "1.34"
-    """Kubernetes version of a created cluster. Default: 1.34."""
+    kubernetes_version: Annotated[str, supported_version(SUPPORTED_KUBERNETES_VERSIONS)] = DEFAULT_KUBERNETES_VERSION
+    """Kubernetes version of a created cluster (components/facts/kubernetes_versions.py lists what each needs). Default: 1.35."""
     endpoint_public_access: bool = True
     """Expose the API server endpoint publicly (a created cluster); needs `endpointPublicAccessCidrs`. Default: true."""
     endpoint_public_access_cidrs: list[str] = []
@@ -63,9 +64,13 @@ class ClusterConfig(_Model):
     protect: bool = False
     """Protect the cluster, GPU node groups and the placement groups of every GPU pool from deletion (Pulumi `protect`): `pulumi destroy` or a change that would replace them fails until it is turned off. Default: false."""
     admin_principal_arns: list[PrincipalArn] = []
-    """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster). Default: none."""
+    """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster); the principal running `pulumi up` (its role, for an assumed-role session) is left out, since EKS already gave it an admin entry when it created the cluster. Default: none."""
     enabled_log_types: list[str] = ["api", "audit", "authenticator"]
     """Control-plane log types sent to CloudWatch (a created cluster). Default: api, audit, authenticator."""
+    coredns_version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
+    """Build of the `coredns` EKS add-on to pin (a created cluster). Default: the newest EKS offers for the cluster's Kubernetes version, looked up at deployment."""
+    pod_identity_agent_version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
+    """Build of the `eks-pod-identity-agent` EKS add-on to pin (a created cluster). Default: the newest EKS offers for the cluster's Kubernetes version, looked up at deployment."""
     node_ssm_access: bool = False
     """Attach AmazonSSMManagedInstanceCore to every node role this stack creates, so Session Manager can open a shell on a node (root on every job's data). Default: false."""
 

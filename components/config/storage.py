@@ -19,12 +19,6 @@ FSX_PERSISTENT_2_CAPACITY_STEP_GIB = 2400
 FSX_PERSISTENT_2_THROUGHPUTS = (125, 250, 500, 1000)
 """MB/s per TiB of storage a PERSISTENT_2 file system offers (same page, PerUnitStorageThroughput)."""
 
-FSX_CSI_ADDON_VERSION = "v1.7.0-eksbuild.1"
-"""The EKS add-on version of the FSx CSI driver installed unless configured otherwise: the first
-release EKS lists for every node type it supports (EKS user guide, hybrid nodes add-ons table).
-`aws eks describe-addon-versions --addon-name aws-fsx-csi-driver --kubernetes-version <v>` lists
-newer ones; pin one of them in `storage.fsx.csiDriverVersion`."""
-
 
 class DataRepositoryConfig(_Model):
     """An S3 prefix linked to a directory of the file system: files load from S3 on first read, and
@@ -55,8 +49,8 @@ class FsxLustreConfig(_Model):
     """Where training containers mount the file system. Default: /fsx."""
     data_repository: Optional[DataRepositoryConfig] = None
     """An S3 data repository association. Default: none."""
-    csi_driver_version: str = Field(default=FSX_CSI_ADDON_VERSION, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
-    """Version of the EKS add-on aws-fsx-csi-driver. Default: v1.7.0-eksbuild.1."""
+    csi_driver_version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
+    """Build of the EKS add-on aws-fsx-csi-driver to pin. Default: the newest EKS offers for the cluster's Kubernetes version, looked up at deployment."""
 
 
 class StorageConfig(_Model):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
@@ -281,6 +282,24 @@ class PlausibleMocks(pulumi.runtime.Mocks):
             }
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
             return {"accountId": ACCOUNT_ID, "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/test", "userId": "AIDATEST"}
+        if args.token == "aws:iam/getSessionContext:getSessionContext":
+            # STS names an assumed-role session arn:aws:sts::<account>:assumed-role/<role>/<session>;
+            # the issuer is the role. Any other principal is its own issuer.
+            arn = args.args["arn"]
+            match = re.match(r"^arn:([^:]+):sts::(\d{12}):assumed-role/([^/]+)/(.+)$", arn)
+            if match is None:
+                return {"arn": arn, "issuerArn": arn, "id": arn}
+            partition, account, role, session = match.groups()
+            return {
+                "arn": arn,
+                "issuerArn": f"arn:{partition}:iam::{account}:role/{role}",
+                "issuerName": role,
+                "sessionName": session,
+                "id": arn,
+            }
+        if args.token == "aws:eks/getClusters:getClusters":
+            # No cluster exists yet: every program runs as its first deployment unless a test says otherwise.
+            return {"names": [], "id": "us-west-2"}
         if args.token in ("aws:index/getRegion:getRegion",):
             return {"name": "us-west-2", "region": "us-west-2", "id": "us-west-2"}
         if args.token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":

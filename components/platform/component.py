@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import pulumi
@@ -46,6 +47,7 @@ from .names import (
     topology_labeler_child_name,
     training_identity_child_name,
 )
+from .rolls import live_roll_problems
 from .validation import validate_stack
 from ..config.documented import documented_component
 
@@ -112,6 +114,9 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         # Checked before the component registers, so invalid arguments create nothing at all.
         args = as_model(args, GpuTrainingPlatformArgs, "GpuTrainingPlatformArgs")
         problems = validate_stack(args, name)
+        if not problems:
+            # What runs now decides whether a version change rolls pools: read before registering.
+            problems = live_roll_problems(args)
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuTrainingPlatform", name, None, opts)
@@ -169,11 +174,17 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             )
             for pool in args.gpu_node_groups
         }
-        # The in-cluster add-ons take the cluster reference only, never the GPU node groups, so they
-        # install while the GPU nodes are still launching.
+        # The GPU Operator's and the EFA plugin's releases wait for DaemonSets on GPU nodes, which Helm
+        # cannot see ready while those nodes are still joining (a p5 takes minutes to boot): two slow
+        # boots would outlast the release timeout and roll it back. So they install once the managed
+        # GPU node groups are active (EKS reports a node group active once its nodes joined); Karpenter
+        # pools start empty, so nothing of theirs is waited for.
+        after_gpu_nodes = dataclasses.replace(
+            self.cluster.ref, ready=(*self.cluster.ref.ready, *self.gpu_node_groups.values())
+        )
         self.gpu_operator = GpuOperator(
             f"{name}-gpu-operator",
-            GpuOperatorArgs(cluster=self.cluster.ref, config=args.gpu_operator, node_os=gpu_node_os(args)),
+            GpuOperatorArgs(cluster=after_gpu_nodes, config=args.gpu_operator, node_os=gpu_node_os(args)),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.node_monitoring_agent = None
@@ -186,7 +197,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         self.efa_device_plugin = (
             EfaDevicePlugin(
                 f"{name}-efa-device-plugin",
-                EfaDevicePluginArgs(cluster=self.cluster.ref),
+                EfaDevicePluginArgs(cluster=after_gpu_nodes),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             if efa_needed(args)

@@ -9,6 +9,7 @@ from ..workloads.preflight_checks import validate_preflight
 from ..workloads.queues import validate_kueue
 from ..workloads.scheduling_policies import validate_scheduling
 from .names import PLATFORM_NAME, validate_names
+from .system_capacity import validate_system_capacity
 
 
 def validate_stack(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> list[Problem]:
@@ -31,6 +32,7 @@ def validate_stack(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> 
         *validate_preflight(args),
         *validate_kueue(args),
         *validate_addon_namespaces(args),
+        *validate_system_capacity(args),
         *validate_names(args, name),
     ]
 

@@ -31,6 +31,16 @@ LUSTRE_MOUNT_OPTIONS = ("flock",)
 """Cluster-wide coherent file locks, which checkpoint writers and dataset caches rely on (the FSx
 CSI driver's static-provisioning example mounts with them)."""
 
+CLAIM_REQUEST_GIB = 1200
+"""What each namespace's claim requests: FSx for Lustre's smallest file system, never its actual size.
+A claim binds to a volume whose capacity is at least its request (Kubernetes docs, "Persistent
+Volumes", Binding: "the bound volume may be in excess of what was requested"), so the pre-bound
+volume satisfies it at any size. Tied to the file system's size, a growth would change the claim's
+``spec.resources.requests``, which the API server refuses for a claim without an expandable storage
+class, so pulumi-kubernetes would replace the claim: delete it first (it has a fixed name), hang on
+``kubernetes.io/pvc-protection`` while pods mount it, and leave the retained volume bound to the old
+claim's uid. Fixed, a growth changes the file system and the volumes' capacity only."""
+
 STACK_CLAIMS_WITH_FSX = 1
 """Claims the stack itself makes in each training namespace when FSx is on; the quota's
 ``persistentvolumeclaims`` gets them on top of the users' own."""
@@ -64,8 +74,9 @@ def lustre_persistent_volume(namespace: str, volume: LustreVolume) -> dict[str, 
     }
 
 
-def lustre_claim(namespace: str, capacity_gib: int) -> dict[str, Any]:
-    """The namespace's claim on its PersistentVolume (no storage class: static binding only)."""
+def lustre_claim(namespace: str) -> dict[str, Any]:
+    """The namespace's claim on its PersistentVolume (no storage class: static binding only); its
+    request is ``CLAIM_REQUEST_GIB`` whatever the file system's size."""
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
@@ -74,7 +85,7 @@ def lustre_claim(namespace: str, capacity_gib: int) -> dict[str, Any]:
             "accessModes": ["ReadWriteMany"],
             "storageClassName": "",
             "volumeName": persistent_volume_name(namespace),
-            "resources": {"requests": {"storage": f"{capacity_gib}Gi"}},
+            "resources": {"requests": {"storage": f"{CLAIM_REQUEST_GIB}Gi"}},
         },
     }
 
@@ -129,7 +140,7 @@ class TrainingStorage(pulumi.ComponentResource):
             volume = k8s.core.v1.PersistentVolume(
                 f"{name}-{namespace}-volume", metadata=volume_body["metadata"], spec=volume_body["spec"], opts=after
             )
-            claim_body = lustre_claim(namespace, args.volume.capacity_gib)
+            claim_body = lustre_claim(namespace)
             k8s.core.v1.PersistentVolumeClaim(
                 f"{name}-{namespace}-claim",
                 metadata=claim_body["metadata"],

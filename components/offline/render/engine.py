@@ -80,6 +80,15 @@ class PlaceholderMocks(pulumi.runtime.Mocks):
                 attribute: placeholder(attribute, "aws:index/getCallerIdentity", "(the deploying account)")
                 for attribute in ("accountId", "arn", "userId", "id")
             }
+        if token == "aws:iam/getSessionContext:getSessionContext":
+            return {
+                attribute: placeholder(attribute, "aws:iam/getSessionContext", "(the deploying principal)")
+                for attribute in ("arn", "issuerArn", "issuerId", "issuerName", "sessionName", "id")
+            }
+        if token == "aws:eks/getClusters:getClusters":
+            # Offline there is no account to list: the render shows the stack as a first deployment
+            # creates it (node groups at their configured sizes).
+            return {"names": [], "id": self.region}
         if token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
             # ECR's registry user name is always AWS; the password is a 12-hour token.
             return {

@@ -1,0 +1,82 @@
+"""New size bounds move a running node group's desired size into them, so EKS accepts the update."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from harness import PlausibleMocks, run_main, stack_config
+
+from eks_gpu_training.aws.node_group_sizes import clamped_desired_size
+
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+GPU_GROUP = "gpu-training-p5-training-node-group"
+SYSTEM_GROUP = "gpu-training-cluster-system"
+SUFFIX = "20261201093000000000000001"  # what the provider appends: 18-digit timestamp, 8 hex digits
+
+
+@pytest.mark.parametrize(
+    ("current", "bounds", "sent"),
+    [
+        (2, (0, 2), None),  # inside the bounds: nothing to send, the size stays ignored
+        (2, (3, 4), 3),  # minSize raised above it: up to the new minimum
+        (4, (0, 2), 2),  # maxSize lowered below it: down to the new maximum
+        (None, (3, 4), None),  # no running group: the size at creation applies
+    ],
+)
+def test_the_desired_size_sent_is_the_running_one_clamped_to_the_new_bounds(current, bounds, sent):
+    assert clamped_desired_size(current, *bounds) == sent
+
+
+class RunningProd(PlausibleMocks):
+    """Prod already deployed at its version: its GPU group runs 2 nodes, its system group 3."""
+
+    def call(self, args):
+        running = {f"p5-training-{SUFFIX}": 2, f"system-{SUFFIX}": 3, "p5-training-other-20261201093000000000000002": 7}
+        if args.token == "aws:eks/getClusters:getClusters":
+            return {"names": ["gpu-training-prod"], "id": "us-west-2"}
+        if args.token == "aws:eks/getCluster:getCluster":
+            return {**super().call(args), "version": "1.35"}  # already at the stack's version
+        if args.token == "aws:eks/getNodeGroups:getNodeGroups":
+            return {"clusterName": args.args["clusterName"], "names": sorted(running), "id": "gpu-training-prod"}
+        if args.token == "aws:eks/getNodeGroup:getNodeGroup":
+            name = args.args["nodeGroupName"]
+            return {"clusterName": "gpu-training-prod", "nodeGroupName": name, "scalingConfigs": [{"desiredSize": running[name], "minSize": 0, "maxSize": 9}], "id": name}
+        return super().call(args)
+
+
+def prod_with(**pool):
+    config = copy.deepcopy(stack_config("prod"))
+    config["eks-gpu-training:gpuNodeGroups"][0].update(pool)
+    graph = run_main(config, mocks=RunningProd())
+    assert graph.error is None, repr(graph.error)
+    return graph
+
+
+def test_raising_min_size_above_the_running_desired_size_sends_the_new_minimum():
+    group = prod_with(minSize=3, desiredSize=3, maxSize=4).one(NODE_GROUP, GPU_GROUP)
+    assert group.inputs["scalingConfig"] == {"minSize": 3, "desiredSize": 3, "maxSize": 4}
+    assert group.ignore_changes == []
+
+
+def test_lowering_max_size_below_the_running_desired_size_sends_the_new_maximum():
+    config = copy.deepcopy(stack_config("prod"))
+    config["eks-gpu-training:systemNodeGroup"].update(minSize=2, desiredSize=2, maxSize=2)
+    graph = run_main(config, mocks=RunningProd())
+    assert graph.error is None, repr(graph.error)
+    group = graph.one(NODE_GROUP, SYSTEM_GROUP)  # runs 3 nodes
+    assert group.inputs["scalingConfig"] == {"minSize": 2, "desiredSize": 2, "maxSize": 2}
+    assert group.ignore_changes == []
+
+
+def test_bounds_that_hold_the_running_size_leave_it_to_whoever_owns_it():
+    graph = prod_with()
+    assert graph.one(NODE_GROUP, GPU_GROUP).ignore_changes == ["scalingConfig.desiredSize"]
+    # The system group runs 3 nodes inside its bounds (2-4): ignored as well.
+    assert graph.one(NODE_GROUP, SYSTEM_GROUP).ignore_changes == ["scalingConfig.desiredSize"]
+
+
+def test_a_first_deployment_creates_the_groups_at_their_configured_size(prod_graph):
+    group = prod_graph.one(NODE_GROUP, GPU_GROUP)
+    assert group.inputs["scalingConfig"]["desiredSize"] == 2 and group.ignore_changes == ["scalingConfig.desiredSize"]

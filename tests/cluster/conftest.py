@@ -81,3 +81,22 @@ def prod_cluster(tmp_path_factory):
 @pytest.fixture(scope="session", params=["dev", "prod"])
 def any_cluster(request):
     return request.getfixturevalue(f"{request.param}_cluster")
+
+
+def _stack_of(item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "any_cluster" in callspec.params:
+        return callspec.params["any_cluster"]
+    for stack in ("prod", "dev"):
+        if f"{stack}_cluster" in getattr(item, "fixturenames", ()):
+            return stack
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """One xdist group per stack (``-n 2 --dist loadgroup``): each worker starts one stack's local
+    cluster and runs that stack's tests, so the two clusters run side by side, never twice."""
+    for item in items:
+        stack = _stack_of(item)
+        if stack:
+            item.add_marker(pytest.mark.xdist_group(stack))

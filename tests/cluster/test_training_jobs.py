@@ -5,6 +5,7 @@ protected from eviction, and on Karpenter's nodes within the pool's GPU limit.""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 from kubernetes.client.exceptions import ApiException
@@ -287,3 +288,44 @@ def test_kueue_places_the_two_node_job_in_the_block_that_holds_it_whole(prod_thr
         assert sorted(p.spec.node_name for p in pods) == sorted(whole_block)
     finally:
         _delete_job(kube, namespace, name)
+
+
+def _prod_variant(tmp_path_factory, label: str, change) -> Path:
+    import yaml
+
+    from harness import PROJECT_ROOT
+
+    stack = yaml.safe_load((PROJECT_ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
+    change(stack["config"])
+    folder = tmp_path_factory.mktemp(label)
+    (folder / "Pulumi.prod.yaml").write_text(yaml.safe_dump(stack, sort_keys=False))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def prod_capped(tmp_path_factory):
+    """Prod with the training namespace capped at its job's 16 GPUs, below the fleet's 32."""
+    from conftest import start
+
+    def cap(config):
+        config["eks-gpu-training:scheduling"]["namespaces"][0]["quota"]["gpus"] = 16
+
+    folder = _prod_variant(tmp_path_factory, "prod-capped", cap)
+    yield from start("prod", folder / "state", stack_path=folder / "Pulumi.prod.yaml")
+
+
+def test_a_job_beyond_an_explicit_namespace_cap_waits_in_kueue_instead_of_being_refused(prod_capped):
+    kube = prod_capped.kube
+    assert _quota(kube) == 16
+    # Three nodes' worth: within the fleet (two managed nodes and Karpenter's 16 GPUs), beyond the cap.
+    namespace, name = _copy_job(prod_capped, "rl-training", parallelism=3)
+    try:
+        workload = _stays_suspended(kube, namespace, name)
+        reserved = _condition(workload, "QuotaReserved")
+        assert reserved.get("status") == "False" and "insufficient" in reserved.get("message", "").lower(), reserved
+    finally:
+        _delete_job(kube, namespace, name)
+
+
+def _quota(kube) -> int:
+    return int(kube.core.read_namespaced_resource_quota("gpu-quota", "training").spec.hard[f"requests.{GPU_RESOURCE}"])

@@ -5,6 +5,7 @@ stack's render, and what changes for the processes that run beside the cluster. 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +142,68 @@ def test_helm_hooks_an_install_does_not_run_are_left_out_with_the_reason():
                                                                   "annotations": {"helm.sh/hook": "pre-delete"}}}
     platform = collect([], [hook])
     assert platform.objects == [] and "pre-delete hook" in platform.left_out[0]
+
+
+def _wait_gone(pid: int, seconds: float = 10) -> bool:
+    import os
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_attached_processes_end_with_the_process_that_started_them_even_when_it_is_killed(tmp_path):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    starter = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from eks_gpu_training.local.processes import Supervisor
+        supervisor = Supervisor(Path({str(tmp_path)!r}), attached=True)
+        supervisor.start("sleeper", ["/bin/sleep", "300"])
+        print("started", flush=True)
+        time.sleep(300)
+    """)], stdout=subprocess.PIPE, text=True)
+    assert starter.stdout.readline().strip() == "started"
+    pid = json.loads((tmp_path / "pids.json").read_text())["sleeper"]["pid"]
+    os.kill(starter.pid, signal.SIGKILL)
+    starter.wait()
+    assert _wait_gone(pid), "the attached process outlived its starter"
+
+
+def test_stop_all_stops_each_recorded_process_and_never_a_pid_running_another_binary(tmp_path):
+    import json
+    import subprocess
+
+    from eks_gpu_training.local.processes import Supervisor
+
+    supervisor = Supervisor(tmp_path)
+    started = supervisor.start("sleeper", ["/bin/sleep", "300"])
+    stranger = subprocess.Popen(["/bin/sleep", "300"])
+    try:
+        record = json.loads((tmp_path / "pids.json").read_text())
+        record["stranger"] = {"pid": stranger.pid, "binary": "/usr/bin/not-sleep", "log": str(tmp_path / "x.log")}
+        (tmp_path / "pids.json").write_text(json.dumps(record))
+        again = Supervisor(tmp_path)
+        again.load()
+        assert again.status() == {"sleeper": True, "stranger": False}
+        again.stop_all()
+        started.popen.wait(timeout=10)
+        assert stranger.poll() is None, "a pid whose binary differs from the record is left alone"
+        assert not (tmp_path / "pids.json").exists()
+    finally:
+        stranger.kill()
+        stranger.wait()

@@ -54,6 +54,9 @@ class LocalCluster:
     reference: Path = DEFAULT_REFERENCE
     stack_path: Optional[Path] = None
     log: Callable[[str], None] = print
+    attached: bool = False
+    """Its processes end with the process that started them, however it ends: a test session's
+    cluster. ``eks-gpu-training-local up`` leaves its cluster running instead."""
     args: Optional[GpuTrainingPlatformArgs] = None
     nodes: list[SimulatedNode] = field(default_factory=list)
     platform: Optional[PlatformObjects] = None
@@ -82,7 +85,7 @@ class LocalCluster:
         if self.state.exists():
             shutil.rmtree(self.state)
         self.state.mkdir(parents=True)
-        self.control_plane = ControlPlane(self.state)
+        self.control_plane = ControlPlane(self.state, attached=self.attached)
         try:
             self.control_plane.start(log=self.log)
             self.timings["control plane"] = time.monotonic() - started

@@ -50,12 +50,14 @@ class ControlPlane:
     """The running control plane of one local cluster."""
 
     state: Path
+    attached: bool = False
+    """Processes end with the process that started them (see ``Supervisor``)."""
     supervisor: Supervisor = field(init=False)
     ports: dict[str, int] = field(default_factory=dict)
     pki: Optional[Pki] = None
 
     def __post_init__(self) -> None:
-        self.supervisor = Supervisor(self.state)
+        self.supervisor = Supervisor(self.state, attached=self.attached)
 
     @property
     def kubeconfig(self) -> Path:

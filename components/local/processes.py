@@ -7,6 +7,7 @@ still runs the binary it was started with, so a recycled pid is never signalled.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -75,10 +76,23 @@ def _runs(pid: int, binary: str) -> bool:
     return bool(cmdline) and cmdline[0].decode(errors="replace") == binary
 
 
-class Supervisor:
-    """The processes of one local cluster, recorded in ``<state>/pids.json``."""
+PR_SET_PDEATHSIG = 1
+"""prctl(2) option: the signal the kernel sends a process when the thread that started it exits."""
 
-    def __init__(self, state: Path):
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGTERM it when its starter goes, however that one ends (a
+    killed test session included)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class Supervisor:
+    """The processes of one local cluster, recorded in ``<state>/pids.json``. ``attached``
+    processes end with the process that started them (a test session's cluster); detached ones
+    outlive it (``eks-gpu-training-local up`` leaves the cluster running for ``down``)."""
+
+    def __init__(self, state: Path, *, attached: bool = False):
+        self.attached = attached
         self.state = state
         self.logs = state / "logs"
         self.record = state / "pids.json"
@@ -92,6 +106,7 @@ class Supervisor:
             popen = subprocess.Popen(
                 command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True,
+                preexec_fn=_die_with_parent if self.attached else None,
             )
         process = Started(name, popen.pid, command[0], log, popen)
         self.started[name] = process

@@ -56,7 +56,7 @@ class RunningCluster:
 def start(stack: str, state: Path, *, stack_path: Path | None = None, bare: bool = False):
     _require_prerequisites()
     cluster = LocalCluster(stack, state, project_root=PROJECT_ROOT, reference=REFERENCE, stack_path=stack_path,
-                           log=lambda line: print(f"[{stack}] {line}"))
+                           log=lambda line: print(f"[{stack}] {line}"), attached=True)
     try:
         cluster.up(bare=bare)
     except Exception:

@@ -329,3 +329,25 @@ def test_a_job_beyond_an_explicit_namespace_cap_waits_in_kueue_instead_of_being_
 
 def _quota(kube) -> int:
     return int(kube.core.read_namespaced_resource_quota("gpu-quota", "training").spec.hard[f"requests.{GPU_RESOURCE}"])
+
+
+def test_broken_variant_a_raised_gpu_limit_lets_karpenter_launch_for_every_pod(dev_cluster, karpenter_pool):
+    """The limit is what holds Karpenter back: raised by one, the pod that waited gets its node."""
+    kube = dev_cluster.kube
+    limit = int(karpenter_pool["spec"]["limits"][GPU_RESOURCE])
+    kube.custom.patch_cluster_custom_object("karpenter.sh", "v1", "nodepools", "gpu-training",
+                                            {"spec": {"limits": {GPU_RESOURCE: str(limit + 1)}}})
+    kube.ensure_namespace("karpenter-probe")
+    names = [unique("gpu-demand") for _ in range(limit + 1)]
+    try:
+        for pod in names:
+            kube.apply(pod_manifest(pod, "karpenter-probe", requests={GPU_RESOURCE: "1"}, tolerations=[gpu_toleration()],
+                                    node_selector={"karpenter.sh/nodepool": "gpu-training"}))
+        wait_for(lambda: len([p for p in kube.pods("karpenter-probe") if p.spec.node_name]) == limit + 1,
+                 what=f"all {limit + 1} pods placed on Karpenter nodes", timeout=120)
+    finally:
+        for pod in names:
+            kube.delete_pod("karpenter-probe", pod)
+        kube.custom.patch_cluster_custom_object("karpenter.sh", "v1", "nodepools", "gpu-training",
+                                                {"spec": {"limits": {GPU_RESOURCE: str(limit)}}})
+    wait_for(lambda: not _karpenter_nodes(kube), what="Karpenter removing the empty nodes", timeout=120)

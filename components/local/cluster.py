@@ -2,7 +2,8 @@
 
 ``up`` builds what is missing, starts everything on loopback, creates the stack's nodes, applies
 the stack's objects and its charts' objects, starts Kueue and Karpenter's KWOK provider, and waits
-until every pod the platform creates is placed. A failure stops every process it started before it
+until every pod the platform creates is placed; then reports the node monitoring agent's
+``AcceleratedHardwareReady`` where its pods stand (``node_health``). A failure stops every process it started before it
 raises. ``down`` stops the processes recorded in the state folder and removes it.
 """
 
@@ -27,6 +28,7 @@ from .controllers import (
     KUEUE_CONFIG_MAP, KUEUE_WEBHOOK_SERVICE, kueue_webhook_secret, kwok_crds, start_karpenter, start_kueue,
 )
 from .eks_addons import eks_system_objects
+from .node_health import report_accelerated_hardware
 from .fleet import SimulatedNode, karpenter_instance_types, managed_nodes, write_instance_types
 from .processes import free_port
 from .platform import KWOK_NODE_CLASS, Applier, PlatformObjects, collect, localize
@@ -179,6 +181,9 @@ class LocalCluster:
         for reason in localized.left_out:
             self.log(f"left out: {reason}")
         wait_until_placed(applier, timeout=PLACED_TIMEOUT_SECONDS, check=self.control_plane.check)
+        reported = report_accelerated_hardware(applier.core)
+        if reported:
+            self.log(f"AcceleratedHardwareReady reported, for the node monitoring agent, on {', '.join(reported)}")
 
     def down(self) -> list[str]:
         control_plane = ControlPlane(self.state)

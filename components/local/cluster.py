@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,6 +185,9 @@ class LocalCluster:
         reported = report_accelerated_hardware(applier.core)
         if reported:
             self.log(f"AcceleratedHardwareReady reported, for the node monitoring agent, on {', '.join(reported)}")
+        if self.args.node_monitoring.enabled:
+            supervisor.start("node-health", [sys.executable, "-m", "eks_gpu_training.local.node_health",
+                                             f"--kubeconfig={self.kubeconfig}"])
 
     def down(self) -> list[str]:
         control_plane = ControlPlane(self.state)

@@ -61,9 +61,17 @@ def _healthy(cluster, *, stack: bool):
     return status == EXIT_PASSED and not _failing(rows) and rows
 
 
+def _failures(rows: dict[str, dict]) -> str:
+    return "; ".join(f"{item}: {row['detail']}" for item, row in rows.items() if row["status"] == FAIL)
+
+
 def _wait_healthy(cluster, *, stack: bool = True) -> dict[str, dict]:
-    return wait_for(lambda: _healthy(cluster, stack=stack), what="every row of eks-gpu-training-verify passing or skipping",
-                    timeout=VERIFY_TIMEOUT, interval=1)
+    try:
+        return wait_for(lambda: _healthy(cluster, stack=stack), what="every row of eks-gpu-training-verify passing or skipping",
+                        timeout=VERIFY_TIMEOUT, interval=1)
+    except AssertionError:
+        status, rows, errors = _verify(cluster, stack=stack)
+        raise AssertionError(f"exit {status} {errors.strip()}, failing: {_failures(rows)}") from None
 
 
 def _fails_alone(cluster, item: str, *, with_stack: tuple[str, ...] = ()) -> dict[str, dict]:
@@ -80,8 +88,7 @@ def _fails_alone(cluster, item: str, *, with_stack: tuple[str, ...] = ()) -> dic
                  timeout=VERIFY_TIMEOUT, interval=1)
     except AssertionError:
         status, rows, _ = _verify(cluster, stack=True)
-        raise AssertionError(f"exit {status}, failing: " + "; ".join(
-            f"{i}: {r['detail']}" for i, r in rows.items() if r["status"] == FAIL)) from None
+        raise AssertionError(f"exit {status}, failing: {_failures(rows)}") from None
     return rows[item]
 
 

@@ -23,7 +23,7 @@ from harness import PROJECT_ROOT
 
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, GPU_TAINT_KEY, network_layer_key
 from eks_gpu_training.facts.quantity import parse_quantity
-from eks_gpu_training.verify import EXIT_FAILED, EXIT_PASSED, EXIT_UNREADABLE, FAIL, PASS, SKIP, main
+from eks_gpu_training.verify import EXIT_FAILED, EXIT_PASSED, EXIT_UNREADABLE, FAIL, PASS, SKIP, main, verify
 from eks_gpu_training.workloads.templates import TOPOLOGY_ANNOTATIONS
 
 from conftest import start
@@ -151,12 +151,17 @@ def _assert_passes_or_skips_with_reasons(rows: dict[str, dict]) -> None:
 
 
 def test_with_the_training_job_running_every_row_passes_or_skips_with_its_reason(any_cluster, any_running):
+    """The command and ``verify()``, with and without the stack."""
     for stack in (False, True):
         rows = _wait_healthy(any_cluster, stack=stack)
         _assert_passes_or_skips_with_reasons(rows)
         for item in ("gpu-device-plugin", "priority-classes", "pod-disruption-budgets", "gpu-taints"):
             assert rows[item]["status"] == PASS, rows[item]
     assert {"pool-nodes/" + p.name for p in any_cluster.args.gpu_node_groups} <= set(rows)
+    for stack in (None, _stack_file(any_cluster), any_cluster.args):
+        from_python = verify(kubeconfig=str(any_cluster.kubeconfig), stack=stack)
+        assert {row.item: row.status for row in from_python} == {
+            item: row["status"] for item, row in _wait_healthy(any_cluster, stack=stack is not None).items()}
 
 
 def test_on_prod_the_rows_judge_the_two_node_job_and_the_stack(prod_cluster, prod_running):

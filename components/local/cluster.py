@@ -2,7 +2,8 @@
 
 ``up`` builds what is missing, starts everything on loopback, creates the stack's nodes, applies
 the stack's objects and its charts' objects, starts Kueue and Karpenter's KWOK provider, and waits
-until every pod the platform creates is placed. A failure stops every process it started before it
+until every pod the platform creates is placed; then reports the node monitoring agent's
+``AcceleratedHardwareReady`` where its pods stand (``node_health``). A failure stops every process it started before it
 raises. ``down`` stops the processes recorded in the state folder and removes it.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +29,7 @@ from .controllers import (
     KUEUE_CONFIG_MAP, KUEUE_WEBHOOK_SERVICE, kueue_webhook_secret, kwok_crds, start_karpenter, start_kueue,
 )
 from .eks_addons import eks_system_objects
+from .node_health import report_accelerated_hardware
 from .fleet import SimulatedNode, karpenter_instance_types, managed_nodes, write_instance_types
 from .processes import free_port
 from .platform import KWOK_NODE_CLASS, Applier, PlatformObjects, collect, localize
@@ -182,6 +185,12 @@ class LocalCluster:
         for reason in localized.left_out:
             self.log(f"left out: {reason}")
         wait_until_placed(applier, timeout=PLACED_TIMEOUT_SECONDS, check=self.control_plane.check)
+        reported = report_accelerated_hardware(applier.core)
+        if reported:
+            self.log(f"AcceleratedHardwareReady reported, for the node monitoring agent, on {', '.join(reported)}")
+        if self.args.node_monitoring.enabled:
+            supervisor.start("node-health", [sys.executable, "-m", "eks_gpu_training.local.node_health",
+                                             f"--kubeconfig={self.kubeconfig}"])
 
     def down(self) -> list[str]:
         control_plane = ControlPlane(self.state)

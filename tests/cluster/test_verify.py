@@ -1,0 +1,385 @@
+"""``eks-gpu-training-verify`` against real Kubernetes components: on each stack's local cluster,
+with the stack's training job submitted and running, every row passes or skips with its reason;
+then one breakage per row makes that row fail, the exit status 1, and no other row; an API server
+that does not answer gives exit status 2 and its reason. Every breakage is undone before the test
+ends, and the test waits until the command sees the cluster healthy again.
+
+The two "(3+ nodes)" rows need a pool of three nodes, which no stack file has: they run on a
+variant of prod's stack file with its managed pool and its training job at three nodes.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness import PROJECT_ROOT
+
+from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, GPU_TAINT_KEY, network_layer_key
+from eks_gpu_training.facts.quantity import parse_quantity
+from eks_gpu_training.verify import EXIT_FAILED, EXIT_PASSED, EXIT_UNREADABLE, FAIL, PASS, SKIP, main, verify
+from eks_gpu_training.workloads.templates import TOPOLOGY_ANNOTATIONS
+
+from conftest import start
+from kube import wait_for
+from test_training_jobs import QUEUE_LABEL, SUBMITTED_QUEUE, _copy_job, _delete_job, _rendered_job, _running
+
+VERIFY_TIMEOUT = 60
+"""How long a breakage or its repair may take to show in the command's rows (the disruption
+controller recomputes a PDB's status, the DaemonSet controller places pods)."""
+
+
+# --- running the command ---------------------------------------------------------------------------
+
+
+def _stack_file(cluster) -> Path:
+    return cluster.cluster.stack_path or PROJECT_ROOT / "stacks" / f"Pulumi.{cluster.stack}.yaml"
+
+
+def _verify(cluster, *, stack: bool) -> tuple[int, dict[str, dict], str]:
+    """``main``'s exit status, its ``--json`` rows by item, and what it printed on stderr."""
+    argv = ["--kubeconfig", str(cluster.kubeconfig), "--json"] + (["--stack", str(_stack_file(cluster))] if stack else [])
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        status = main(argv)
+    rows = {row["item"]: row for row in json.loads(out.getvalue())["rows"]} if out.getvalue() else {}
+    return status, rows, err.getvalue()
+
+
+def _failing(rows: dict[str, dict]) -> set[str]:
+    return {item for item, row in rows.items() if row["status"] == FAIL}
+
+
+def _healthy(cluster, *, stack: bool):
+    status, rows, _ = _verify(cluster, stack=stack)
+    return status == EXIT_PASSED and not _failing(rows) and rows
+
+
+def _failures(rows: dict[str, dict]) -> str:
+    return "; ".join(f"{item}: {row['detail']}" for item, row in rows.items() if row["status"] == FAIL)
+
+
+def _wait_healthy(cluster, *, stack: bool = True) -> dict[str, dict]:
+    try:
+        return wait_for(lambda: _healthy(cluster, stack=stack), what="every row of eks-gpu-training-verify passing or skipping",
+                        timeout=VERIFY_TIMEOUT, interval=1)
+    except AssertionError:
+        status, rows, errors = _verify(cluster, stack=stack)
+        raise AssertionError(f"exit {status} {errors.strip()}, failing: {_failures(rows)}") from None
+
+
+def _fails_alone(cluster, item: str, *, with_stack: tuple[str, ...] = ()) -> dict[str, dict]:
+    """Wait until ``item`` fails and nothing else does, without and with ``--stack`` (where the
+    stack rows in ``with_stack``, which judge the same objects, fail too); the row."""
+    def only(stack: bool):
+        status, rows, _ = _verify(cluster, stack=stack)
+        wanted = {item, *with_stack} if stack else {item}
+        return (status, _failing(rows)) == (EXIT_FAILED, wanted) and rows
+
+    try:
+        rows = wait_for(lambda: only(False), what=f"only {item} failing", timeout=VERIFY_TIMEOUT, interval=1)
+        wait_for(lambda: only(True), what=f"only {', '.join((item, *with_stack))} failing with --stack",
+                 timeout=VERIFY_TIMEOUT, interval=1)
+    except AssertionError:
+        status, rows, _ = _verify(cluster, stack=True)
+        raise AssertionError(f"exit {status}, failing: {_failures(rows)}") from None
+    return rows[item]
+
+
+# --- the training job --------------------------------------------------------------------------------
+
+
+def _training_app(cluster):
+    apps = [app for app in cluster.args.scheduling.training_apps]
+    assert apps, f"stack {cluster.stack} declares no training app"
+    return apps[0]
+
+
+def _submitted(cluster):
+    """A run of the stack's training job, submitted to Kueue's queue and running; deleted afterwards."""
+    app = _training_app(cluster)
+    namespace, name = _copy_job(cluster, app.name)
+    try:
+        _running(cluster.kube, namespace, name, app.nodes)
+        yield namespace, name
+    finally:
+        _delete_job(cluster.kube, namespace, name)
+
+
+@pytest.fixture
+def prod_running(prod_cluster):
+    yield from _submitted(prod_cluster)
+
+
+@pytest.fixture
+def any_running(any_cluster):
+    yield from _submitted(any_cluster)
+
+
+@pytest.fixture(scope="module")
+def three_node_cluster(tmp_path_factory):
+    """Prod's stack file with its managed pool and its training job at three nodes."""
+    folder = tmp_path_factory.mktemp("stack-three-nodes")
+    document = yaml.safe_load((PROJECT_ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
+    config = document["config"]
+    pool = config["eks-gpu-training:gpuNodeGroups"][0]
+    pool.update(minSize=3, desiredSize=3, maxSize=3)
+    config["eks-gpu-training:scheduling"]["trainingApps"][0]["nodes"] = 3
+    path = folder / "Pulumi.prod.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    yield from start("prod", tmp_path_factory.mktemp("local-prod-three-nodes"), stack_path=path)
+
+
+@pytest.fixture
+def three_node_running(three_node_cluster):
+    yield from _submitted(three_node_cluster)
+
+
+# --- a healthy cluster ---------------------------------------------------------------------------------
+
+
+def _assert_passes_or_skips_with_reasons(rows: dict[str, dict]) -> None:
+    assert not _failing(rows), {i: r["detail"] for i, r in rows.items() if r["status"] == FAIL}
+    for item, row in rows.items():
+        assert row["status"] in (PASS, SKIP) and row["detail"], (item, row)
+
+
+def test_with_the_training_job_running_every_row_passes_or_skips_with_its_reason(any_cluster, any_running):
+    """The command and ``verify()``, with and without the stack."""
+    for stack in (False, True):
+        rows = _wait_healthy(any_cluster, stack=stack)
+        _assert_passes_or_skips_with_reasons(rows)
+        for item in ("gpu-device-plugin", "priority-classes", "pod-disruption-budgets", "gpu-taints"):
+            assert rows[item]["status"] == PASS, rows[item]
+    assert {"pool-nodes/" + p.name for p in any_cluster.args.gpu_node_groups} <= set(rows)
+    for stack in (None, _stack_file(any_cluster), any_cluster.args):
+        from_python = verify(kubeconfig=str(any_cluster.kubeconfig), stack=stack)
+        assert {row.item: row.status for row in from_python} == {
+            item: row["status"] for item, row in _wait_healthy(any_cluster, stack=stack is not None).items()}
+
+
+def test_on_prod_the_rows_judge_the_two_node_job_and_the_stack(prod_cluster, prod_running):
+    rows = _wait_healthy(prod_cluster)
+    namespace, name = prod_running
+    statuses = {item: row["status"] for item, row in rows.items()}
+    assert statuses == {
+        "gpu-device-plugin": PASS, "efa-device-plugin": PASS, "priority-classes": PASS, "pod-disruption-budgets": PASS,
+        "gpu-taints": PASS, "one-pod-per-node": PASS, "topology-labels": SKIP, "topology-aware-spread": SKIP,
+        "pool-nodes/p5-training": PASS, "priority-class-values": PASS, "resource-quota/training": PASS,
+        "kueue-queues/training": PASS, "topology-labeler": PASS, "node-monitoring-agent": PASS, "fsx-claim/training": PASS,
+    }
+    assert rows["one-pod-per-node"]["detail"] == "job training/rl-training-multi: 2 running pods on 2 nodes."
+    assert "2 × p5.48xlarge: 8 each" in rows["gpu-device-plugin"]["detail"]
+    assert "2 × p5.48xlarge: 32 each" in rows["efa-device-plugin"]["detail"]
+    assert "2 pods kept by rl-training (minAvailable 2, disruptionsAllowed 0)" in rows["pod-disruption-budgets"]["detail"]
+    assert rows["topology-labels"]["detail"] == "no GPU pool has 3 or more nodes (the largest, pool p5-training, has 2)"
+    assert rows["topology-aware-spread"]["detail"] == "no training job runs on 3 or more nodes"
+
+
+def test_with_no_training_job_running_the_job_rows_skip_saying_so(prod_cluster):
+    rows = _wait_healthy(prod_cluster)
+    for item in ("pod-disruption-budgets", "one-pod-per-node", "topology-aware-spread"):
+        assert rows[item]["status"] == SKIP and rows[item]["detail"].startswith("no training job runs"), rows[item]
+
+
+def test_on_a_three_node_pool_the_topology_rows_pass(three_node_cluster, three_node_running):
+    rows = _wait_healthy(three_node_cluster)
+    _assert_passes_or_skips_with_reasons(rows)
+    assert rows["topology-labels"]["status"] == PASS, rows["topology-labels"]
+    assert rows["topology-labels"]["detail"].startswith("3 GPU nodes of 1 pools with 3+ nodes carry network-node-layer-1, -2 and -3.")
+    assert rows["topology-aware-spread"]["status"] == PASS, rows["topology-aware-spread"]
+    assert "3 running pods, Kueue preferred topology topology.k8s.aws/network-node-layer-3" in rows["topology-aware-spread"]["detail"]
+    assert rows["one-pod-per-node"]["detail"] == "job training/rl-training-multi: 3 running pods on 3 nodes."
+
+
+# --- one breakage per row --------------------------------------------------------------------------------
+
+
+def _gpu_node(cluster, index: int = 0):
+    return sorted(cluster.kube.nodes(f"{GPU_POOL_KEY}=p5-training"), key=lambda n: n.metadata.name)[index]
+
+
+def _taints(node) -> list[dict]:
+    return [{k: v for k, v in t.to_dict().items() if v is not None and k != "time_added"} for t in node.spec.taints or []]
+
+
+def test_a_gpu_node_without_the_gpu_taint_fails_gpu_taints(prod_cluster, prod_running):
+    kube = prod_cluster.kube
+    node = _gpu_node(prod_cluster)
+    name, taints = node.metadata.name, _taints(node)
+    before = {(p.metadata.namespace, p.metadata.name) for p in kube.core.list_pod_for_all_namespaces(
+        field_selector=f"spec.nodeName={name}").items}
+    kube.core.patch_node(name, {"spec": {"taints": [t for t in taints if t["key"] != GPU_TAINT_KEY]}})
+    try:
+        row = _fails_alone(prod_cluster, "gpu-taints")
+        assert f"GPU nodes without the {GPU_TAINT_KEY} NoSchedule taint: {name}." in row["detail"]
+    finally:
+        kube.core.patch_node(name, {"spec": {"taints": taints}})
+        # Pods placed while the taint was gone stay (NoSchedule evicts nothing): remove them, as
+        # their controllers no longer place them there.
+        for pod in kube.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}").items:
+            if (pod.metadata.namespace, pod.metadata.name) not in before:
+                kube.delete_pod(pod.metadata.namespace, pod.metadata.name)
+        _wait_healthy(prod_cluster)
+
+
+def test_a_gpu_node_short_of_gpus_fails_gpu_device_plugin(prod_cluster, prod_running):
+    kube = prod_cluster.kube
+    node = _gpu_node(prod_cluster, 1)
+    name, gpus = node.metadata.name, node.status.allocatable[GPU_RESOURCE]
+    kube.core.patch_node_status(name, {"status": {"allocatable": {GPU_RESOURCE: str(int(gpus) - 1)}}})
+    try:
+        row = _fails_alone(prod_cluster, "gpu-device-plugin")
+        assert f"{name} (p5.48xlarge): allocatable {GPU_RESOURCE} {int(gpus) - 1}, the type has {gpus}" in row["detail"]
+    finally:
+        kube.core.patch_node_status(name, {"status": {"allocatable": {GPU_RESOURCE: gpus}}})
+        _wait_healthy(prod_cluster)
+
+
+def _platform_object(cluster, kind: str, name: str) -> dict:
+    for obj in cluster.cluster.platform.objects:
+        if obj["kind"] == kind and obj["metadata"]["name"] == name:
+            return copy.deepcopy(obj)
+    raise AssertionError(f"the platform applied no {kind} {name}")
+
+
+def test_the_jobs_pdb_deleted_fails_pod_disruption_budgets(prod_cluster, prod_running):
+    kube = prod_cluster.kube
+    namespace, _ = prod_running
+    pdb = _platform_object(prod_cluster, "PodDisruptionBudget", "rl-training")
+    kube.delete("policy/v1", "PodDisruptionBudget", "rl-training", namespace)
+    try:
+        row = _fails_alone(prod_cluster, "pod-disruption-budgets")
+        assert "is selected by no PDB" in row["detail"]
+    finally:
+        kube.apply(pdb)
+        _wait_healthy(prod_cluster)
+
+
+def test_the_jobs_priority_class_deleted_fails_priority_classes(prod_cluster, prod_running):
+    kube = prod_cluster.kube
+    priority_class = _platform_object(prod_cluster, "PriorityClass", "training-critical")
+    kube.delete("scheduling.k8s.io/v1", "PriorityClass", "training-critical")
+    try:
+        row = _fails_alone(prod_cluster, "priority-classes", with_stack=("priority-class-values",))
+        assert "missing PriorityClasses of the library's default" in row["detail"]
+        assert "classes: training-critical;" in row["detail"]
+        assert "training pods naming a class that does not exist" in row["detail"]
+    finally:
+        kube.apply(priority_class)
+        _wait_healthy(prod_cluster)
+
+
+def _halved(resources: dict[str, str]) -> dict[str, str]:
+    """Half of each quantity (whole units; CPU in millicores)."""
+    halved = {}
+    for resource, value in resources.items():
+        quantity = parse_quantity(str(value))
+        halved[resource] = f"{int(quantity * 1000) // 2}m" if resource == "cpu" else str(int(quantity) // 2)
+    return halved
+
+
+def test_two_pods_of_the_job_on_one_node_fail_one_pod_per_node(prod_cluster):
+    """A run of the job with its anti-affinity and hostname spread stripped and both pods forced
+    onto one node by a nodeSelector (each asking for half the node, so that the scheduler, not
+    only KWOK, accepts them there)."""
+    kube = prod_cluster.kube
+    app = _training_app(prod_cluster)
+    node = _gpu_node(prod_cluster).metadata.name
+    job = _rendered_job(prod_cluster, app.name)
+    pod = job["spec"]["template"]["spec"]
+    pod["affinity"].pop("podAntiAffinity")
+    pod.pop("topologySpreadConstraints", None)
+    pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), "kubernetes.io/hostname": node}
+    for container in pod["containers"]:
+        container["resources"] = {key: _halved(values) for key, values in container["resources"].items()}
+    namespace = job["metadata"]["namespace"]
+    name = "rl-training-one-node"
+    job["metadata"] = {"name": name, "namespace": namespace,
+                       "labels": {**job["metadata"]["labels"], QUEUE_LABEL: SUBMITTED_QUEUE}}
+    job["spec"]["template"]["metadata"]["labels"][QUEUE_LABEL] = SUBMITTED_QUEUE
+    kube.apply(job)
+    try:
+        pods = _running(kube, namespace, name, app.nodes)
+        assert {p.spec.node_name for p in pods} == {node}
+        row = _fails_alone(prod_cluster, "one-pod-per-node")
+        assert row["detail"].startswith(f"job training/rl-training-multi: ") and f"on {node}." in row["detail"]
+    finally:
+        _delete_job(kube, namespace, name)
+        _wait_healthy(prod_cluster)
+
+
+LAYER_KEYS = [network_layer_key(layer) for layer in (1, 2, 3)]
+
+
+def test_a_node_of_a_three_node_pool_without_layer_labels_fails_topology_labels(three_node_cluster, three_node_running):
+    kube = three_node_cluster.kube
+    node = _gpu_node(three_node_cluster, 2)
+    name, labels = node.metadata.name, {key: node.metadata.labels[key] for key in LAYER_KEYS}
+    kube.core.patch_node(name, {"metadata": {"labels": {key: None for key in LAYER_KEYS}}})
+    try:
+        row = _fails_alone(three_node_cluster, "topology-labels")
+        assert row["detail"].startswith(f"pool p5-training: {name} lacks network-node-layer-1, -2, -3.")
+    finally:
+        kube.core.patch_node(name, {"metadata": {"labels": labels}})
+        _wait_healthy(three_node_cluster)
+
+
+def test_the_jobs_topology_request_stripped_fails_topology_aware_spread(three_node_cluster):
+    """A run of the three-node job whose pods carry neither Kueue's topology request nor a spread
+    over a network layer. Kueue refuses such a job the pool's topology-aware flavor, so it is
+    submitted past Kueue (no queue label), as a job created by hand would be: the scheduler places
+    its pods one per node, over both of the pool's layer-3 blocks."""
+    kube = three_node_cluster.kube
+    app = _training_app(three_node_cluster)
+    job = _rendered_job(three_node_cluster, app.name)
+    template = job["spec"]["template"]
+    for annotation in TOPOLOGY_ANNOTATIONS.values():
+        (template["metadata"].get("annotations") or {}).pop(annotation, None)
+    template["spec"]["topologySpreadConstraints"] = [
+        c for c in template["spec"].get("topologySpreadConstraints") or [] if c["topologyKey"] not in LAYER_KEYS]
+    template["metadata"]["labels"].pop(QUEUE_LABEL, None)
+    namespace = job["metadata"]["namespace"]
+    name = "rl-training-unspread"
+    job["metadata"] = {"name": name, "namespace": namespace,
+                       "labels": {k: v for k, v in job["metadata"]["labels"].items() if k != QUEUE_LABEL}}
+    job["spec"]["suspend"] = False
+    kube.apply(job)
+    try:
+        pods = _running(kube, namespace, name, app.nodes)
+        assert not any(set(TOPOLOGY_ANNOTATIONS.values()) & set(p.metadata.annotations or {}) for p in pods)
+        row = _fails_alone(three_node_cluster, "topology-aware-spread")
+        assert "carry neither a topology spread constraint nor a Kueue topology request" in row["detail"]
+    finally:
+        _delete_job(kube, namespace, name)
+        _wait_healthy(three_node_cluster)
+
+
+# --- a cluster that does not answer -----------------------------------------------------------------
+
+
+def test_an_api_server_that_does_not_answer_gives_exit_2_and_its_reason(prod_cluster, tmp_path):
+    from eks_gpu_training.local.processes import free_port
+
+    kubeconfig = yaml.safe_load(prod_cluster.kubeconfig.read_text())
+    address = f"https://127.0.0.1:{free_port()}"
+    for entry in kubeconfig["clusters"]:
+        entry["cluster"]["server"] = address
+    unreachable = tmp_path / "kubeconfig"
+    unreachable.write_text(yaml.safe_dump(kubeconfig))
+    for extra in ([], ["--stack", str(_stack_file(prod_cluster))]):
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            status = main(["--kubeconfig", str(unreachable), *extra])
+        assert status == EXIT_UNREADABLE
+        assert out.getvalue() == ""
+        message = err.getvalue()
+        assert message.count("\n") == 1 and "Traceback" not in message
+        assert message.startswith(f"eks-gpu-training-verify: cannot read the cluster: cannot reach the API server at {address}: ")
+        assert "Connection refused" in message, message

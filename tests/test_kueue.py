@@ -23,7 +23,7 @@ from eks_gpu_training.workloads.fleet_capacity import pool_capacity
 from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, TOPOLOGY_LEVELS, cluster_queue, pool_flavor
 from eks_gpu_training.workloads.templates import TrainingJobSpec, training_job, validate_training_job
 from harness import Graph, run_main, stack_config
-from test_seed_checklist import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects
+from test_seed_prechecks import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects
 
 NAMESPACE = "eks-gpu-training:"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

@@ -1,12 +1,17 @@
-"""Every controller the charts install fits on the system nodes, and every GPU DaemonSet runs on
-every GPU node: the scheduler's and the controllers' verdict, with the charts' own requests,
-replicas, affinities and tolerations and each instance type's allocatable."""
+"""Every controller the charts install fits on the system nodes, every GPU DaemonSet runs on
+every GPU node, and the pre-flight DCGM job covers its pool: the scheduler's and the controllers'
+verdict, with the charts' own requests, replicas, affinities and tolerations and each instance
+type's allocatable."""
 
 from __future__ import annotations
 
 import pytest
 
-from eks_gpu_training.facts.gpu_nodes import GPU_TAINT_KEY
+from kubernetes.client.exceptions import ApiException
+
+from eks_gpu_training.config.health import DcgmDiagConfig
+from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, GPU_TAINT_KEY
+from eks_gpu_training.workloads.preflight import dcgm_diag_job
 
 from kube import wait_for
 
@@ -115,3 +120,63 @@ def test_broken_variant_a_daemonset_without_the_gpu_toleration_leaves_the_gpu_no
     finally:
         kube.apps.patch_namespaced_daemon_set(name, namespace, {"spec": {"template": {"spec": {"tolerations": tolerations}}}})
         _runs_on_every_gpu_node(kube, namespace, name, "the DCGM host engine, restored", timeout=90)
+
+
+PREFLIGHT_NAMESPACE = "preflight-probe"
+"""A namespace of the tests' own, without quota or Kueue, so only the scheduler decides."""
+
+
+def _preflight_dcgm_job(cluster) -> tuple[dict, set[str]]:
+    """The pre-flight DCGM diagnostics Job for the stack's first managed pool, as the pre-flight
+    component renders it (the stacks turn pre-flight off, so the platform holds none), and the
+    pool's nodes."""
+    pool = cluster.args.gpu_node_groups[0]
+    nodes = cluster.kube.nodes(f"{GPU_POOL_KEY}={pool.name}")
+    config = DcgmDiagConfig()
+    job = dcgm_diag_job(pool.name, (GPU_POOL_KEY, pool.name), len(nodes), int(nodes[0].status.allocatable[GPU_RESOURCE]),
+                        config.level, config.image, PREFLIGHT_NAMESPACE, 600)
+    return job, {n.metadata.name for n in nodes}
+
+
+def _run_job(kube, job: dict):
+    kube.ensure_namespace(PREFLIGHT_NAMESPACE)
+    kube.apply(job)
+    name = job["metadata"]["name"]
+    return lambda: kube.pods(PREFLIGHT_NAMESPACE, f"batch.kubernetes.io/job-name={name}")
+
+
+def _delete_job(kube, job: dict) -> None:
+    name = job["metadata"]["name"]
+    try:
+        kube.batch.delete_namespaced_job(name, PREFLIGHT_NAMESPACE, propagation_policy="Foreground", grace_period_seconds=0)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+    wait_for(lambda: not kube.pods(PREFLIGHT_NAMESPACE, f"batch.kubernetes.io/job-name={name}"),
+             what=f"job {name}'s pods gone", timeout=90)
+
+
+def test_the_preflight_dcgm_job_runs_one_pod_on_each_node_of_its_pool(any_cluster):
+    kube = any_cluster.kube
+    job, pool_nodes = _preflight_dcgm_job(any_cluster)
+    pods = _run_job(kube, job)
+    try:
+        running = wait_for(lambda: len(r := [p for p in pods() if p.status.phase == "Running"]) == len(pool_nodes) and r,
+                           what=f"a DCGM pod Running on each of {sorted(pool_nodes)}", timeout=60)
+        assert sorted(p.spec.node_name for p in running) == sorted(pool_nodes)
+    finally:
+        _delete_job(kube, job)
+
+
+def test_broken_variant_a_preflight_job_without_the_gpu_toleration_never_binds(any_cluster):
+    kube = any_cluster.kube
+    job, pool_nodes = _preflight_dcgm_job(any_cluster)
+    job["spec"]["template"]["spec"]["tolerations"] = []
+    pods = _run_job(kube, job)
+    try:
+        pod = wait_for(lambda: (p := pods()) and p[0], what="the DCGM job's first pod created", timeout=30)
+        message = kube.wait_unschedulable(PREFLIGHT_NAMESPACE, pod.metadata.name)
+        assert "untolerated taint" in message, message
+        assert not any(p.spec.node_name for p in pods())
+    finally:
+        _delete_job(kube, job)

@@ -15,7 +15,7 @@ Nothing here decides what Kubernetes decides: no taint, toleration or label sele
 | Priority classes are created and applied to training jobs         | (none)                       | ``test_priority_and_quota.py`` (preemption), the platform applied by the API server (Priority admission) |
 | PDB is protecting running training pods                           | ``pod_disruption_budgets``   | ``test_training_jobs.py::test_the_running_jobs_pdb_refuses_to_evict_a_training_pod`` |
 | GPU taints prevent non-GPU workloads from scheduling on GPU nodes | (none)                       | ``test_gpu_taint.py``                                                  |
-| Training pods are anti-affined (one per node for multi-node)      | ``one_pod_per_node``         | ``test_training_jobs.py::test_kueue_admits_the_prod_job_whole_one_pod_per_gpu_node_under_one_layer3_block`` |
+| Training pods are anti-affined (one per node for multi-node)      | ``one_pod_per_node``         | ``test_placement.py::test_two_pods_of_one_training_app_never_share_a_node_even_when_resources_would_allow_it``, ``test_training_jobs.py::test_kueue_admits_the_prod_job_whole_one_pod_per_gpu_node_under_one_layer3_block`` |
 | (3+ nodes) Topology labels applied to GPU nodes                   | ``topology_labels``          | ``test_placement.py`` (the labeler on every GPU node), ``test_admission_policies.py`` (what it may write) |
 | (3+ nodes) Training pods use topology-aware spread constraints    | ``topology_aware_spread``    | ``test_training_jobs.py::test_kueue_admits_the_prod_job_whole_one_pod_per_gpu_node_under_one_layer3_block`` |
 

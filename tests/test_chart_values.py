@@ -27,7 +27,7 @@ from eks_gpu_training.addons.efa_device_plugin import efa_device_plugin_values, 
 from eks_gpu_training.addons.gpu_operator import CHART as GPU_OPERATOR_CHART
 from eks_gpu_training.addons.gpu_operator import gpu_operator_values
 from eks_gpu_training.facts.node_os import NODE_OS_BY_AMI_TYPE
-from k8s_semantics import gpu_node_taint, tolerates
+from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 
 NFD = "node-feature-discovery"
 NFD_VERSION = "0.19.0"
@@ -130,8 +130,8 @@ def test_efa_plugin_values_exist_in_the_chart(reference_dir):
 
 def test_efa_plugin_chart_tolerates_nothing_by_default_so_the_gpu_taint_needs_our_toleration(reference_dir):
     chart = load(reference_dir / "efa-device-plugin" / f"values-{EFA_CHART_VERSION}.yaml")
-    assert not tolerates(chart["tolerations"], gpu_node_taint())
-    assert tolerates(efa_device_plugin_values()["tolerations"], gpu_node_taint())
+    assert chart["tolerations"] == []
+    assert gpu_toleration() in efa_device_plugin_values()["tolerations"]
 
 
 def test_efa_instance_types_are_ones_upstream_lists_as_efa_capable(reference_dir):
@@ -144,7 +144,7 @@ def test_efa_instance_types_are_ones_upstream_lists_as_efa_capable(reference_dir
 def test_nfd_subchart_worker_tolerates_nothing_by_default(reference_dir):
     # The NFD subchart's own default leaves the worker off tainted GPU nodes; the values set the
     # worker's tolerations explicitly (a list replaces the GPU Operator chart's list wholesale).
-    assert not tolerates(nfd_chart(reference_dir)["worker"]["tolerations"], gpu_node_taint())
+    assert nfd_chart(reference_dir)["worker"]["tolerations"] == []
 
 
 def test_nfd_values_satisfy_the_subchart_schema(reference_dir):
@@ -156,6 +156,6 @@ def test_nfd_values_satisfy_the_subchart_schema(reference_dir):
         values = gpu_operator_values(config, node_os, selector)[NFD]
         assert [e.message for e in validator.iter_errors(values)] == []
         tolerations = values["worker"]["tolerations"]
-        assert tolerates(tolerations, gpu_node_taint())
+        assert gpu_toleration() in tolerations
     # and the schema does check tolerations (a wrong type is caught)
     assert list(validator.iter_errors({"worker": {"tolerations": [{"key": 1}]}}))

@@ -16,7 +16,7 @@ from eks_gpu_training.platform import parse_platform_args
 from eks_gpu_training.addons.gpu_operator import CHART, CHART_REPOSITORY, NAMESPACE, gpu_node_os, gpu_operator_values
 from eks_gpu_training.facts.node_os import AL2023_NVIDIA, BOTTLEROCKET_NVIDIA, NODE_OS_BY_AMI_TYPE
 from harness import Graph, Registration, run_main, stack_config
-from k8s_semantics import gpu_node_taint, tolerates
+from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NS = "eks-gpu-training"
@@ -83,8 +83,8 @@ def test_dcgm_exporter_and_gfd_on_and_no_gpu_sharing(node_os):
 @pytest.mark.parametrize("node_os", [AL2023_NVIDIA, BOTTLEROCKET_NVIDIA], ids=lambda o: o.name)
 def test_operands_and_nfd_worker_tolerate_the_gpu_taint(node_os):
     values = gpu_operator_values(GpuOperatorConfig(), node_os, SYSTEM)
-    assert tolerates(values["daemonsets"]["tolerations"], gpu_node_taint())
-    assert tolerates(values["node-feature-discovery"]["worker"]["tolerations"], gpu_node_taint())
+    assert gpu_toleration() in values["daemonsets"]["tolerations"]
+    assert gpu_toleration() in values["node-feature-discovery"]["worker"]["tolerations"]
 
 
 def test_operator_and_nfd_controllers_run_on_system_nodes():
@@ -153,8 +153,8 @@ def test_each_stack_has_exactly_one_gpu_operator_release(stack_graph):
     assert values["dcgmExporter"]["enabled"] is True and values["gfd"]["enabled"] is True
     assert values["dcgmExporter"]["serviceMonitor"]["enabled"] is False  # no Prometheus operator in either
     assert values["mig"] == {"strategy": "none"} and values["migManager"] == {"enabled": False}
-    assert tolerates(values["daemonsets"]["tolerations"], gpu_node_taint())
-    assert tolerates(values["node-feature-discovery"]["worker"]["tolerations"], gpu_node_taint())
+    assert gpu_toleration() in values["daemonsets"]["tolerations"]
+    assert gpu_toleration() in values["node-feature-discovery"]["worker"]["tolerations"]
 
 
 def is_gpu_node_group(graph: Graph, resource: Registration) -> bool:

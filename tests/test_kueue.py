@@ -13,6 +13,7 @@ import yaml
 from eks_gpu_training.addons.kueue import KUEUE_CHART, kueue_manager_config
 from eks_gpu_training.config import ConfigError, GpuNodeGroupConfig, KarpenterGpuNodePoolConfig, KueueConfig
 from eks_gpu_training.facts.quantity import parse_quantity
+from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 import pulumi_kubernetes as k8s
 
 from eks_gpu_training.offline.check import check_render
@@ -22,8 +23,7 @@ from eks_gpu_training.workloads.fleet_capacity import pool_capacity
 from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, TOPOLOGY_LEVELS, cluster_queue, pool_flavor
 from eks_gpu_training.workloads.templates import TrainingJobSpec, training_job, validate_training_job
 from harness import Graph, run_main, stack_config
-from k8s_semantics import gpu_node_taint, tolerates
-from test_seed_checklist import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects
+from test_seed_prechecks import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects
 
 NAMESPACE = "eks-gpu-training:"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -95,7 +95,7 @@ def test_every_gpu_pool_has_exactly_one_flavor_whose_labels_select_only_its_node
     }
     assert all(len(pools) == 1 for pools in selected.values()), selected
     assert sorted(p for pools in selected.values() for p in pools) == sorted(gpu_sources)
-    assert all(tolerates(f["spec"]["tolerations"], gpu_node_taint()) for f in flavors)
+    assert all(gpu_toleration() in f["spec"]["tolerations"] for f in flavors)
 
 
 def test_prod_rl_training_is_queued_with_a_layer_3_topology_request(prod_graph):
@@ -158,7 +158,7 @@ def test_kueue_runs_on_system_nodes_with_all_or_nothing_admission(prod_graph):
     assert (release.inputs["version"], release.inputs["atomic"]) == ("0.19.2", True)
     manager = release.inputs["values"]["controllerManager"]
     assert manager["nodeSelector"] == {"kubernetes.io/os": "linux", "role": "system"}
-    assert not tolerates(manager["tolerations"], gpu_node_taint())
+    assert manager["tolerations"] == [{"key": "CriticalAddonsOnly", "operator": "Exists"}]  # no GPU toleration
     config = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert config["waitForPodsReady"]["timeout"] == "30m"
     assert config["waitForPodsReady"]["recoveryTimeout"] == "15m"

@@ -11,7 +11,7 @@ import yaml
 from eks_gpu_training.aws.node_monitoring import node_monitoring_agent_configuration
 from eks_gpu_training.config import NODE_MONITORING_AGENT_ADDON
 from eks_gpu_training.offline.engine import run_main, stack_config
-from k8s_semantics import gpu_node_taint, tolerates
+from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 
 ADDON = "aws:eks/addon:Addon"
 AGENT = "gpu-training-node-monitoring-addon"
@@ -45,9 +45,9 @@ def test_the_charts_dcgm_daemonset_tolerates_the_gpu_taint_only_with_this_config
         rendered = chart.render(values, name="eks-node-monitoring-agent", namespace="kube-system", is_install=True)
         return yaml.safe_load(rendered["eks-node-monitoring-agent/templates/dcgm-daemonset.yaml"])["spec"]["template"]["spec"]
 
-    assert not tolerates(dcgm_pod({}).get("tolerations") or [], gpu_node_taint())
+    assert (dcgm_pod({}).get("tolerations") or []) == []
     pod = dcgm_pod(node_monitoring_agent_configuration())
-    assert tolerates(pod["tolerations"], gpu_node_taint())
+    assert gpu_toleration() in pod["tolerations"]
     instance_types = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]
     assert instance_types["key"] == "node.kubernetes.io/instance-type"
     assert {"p5.48xlarge", "p4de.24xlarge", "g6e.xlarge", "p6-b200.48xlarge"} <= set(instance_types["values"])

@@ -15,10 +15,10 @@ from eks_gpu_training.offline.check import check_render
 from eks_gpu_training.offline.engine import run_main, stack_config
 from eks_gpu_training.offline.render import render
 from eks_gpu_training.platform import platform_args_from_settings
+from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 from eks_gpu_training.platform.validation import validate_stack
 from eks_gpu_training.workloads.preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects, nccl_test_script
 from conftest import HEALTH_NCCL_IMAGE as NCCL_IMAGE, health_config
-from k8s_semantics import gpu_node_taint, tolerates
 
 NS = "eks-gpu-training:"
 JOB = "kubernetes:batch/v1:Job"
@@ -61,7 +61,7 @@ def test_dcgm_diag_runs_the_configured_level_once_per_node_with_every_gpu():
     spec = job["spec"]
     assert (spec["completions"], spec["parallelism"], spec["backoffLimit"]) == (2, 2, 0)
     pod = spec["template"]["spec"]
-    assert tolerates(pod["tolerations"], gpu_node_taint())
+    assert gpu_toleration() in pod["tolerations"]
     (term,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert term["topologyKey"] == "kubernetes.io/hostname"
     expressions = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]

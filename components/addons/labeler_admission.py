@@ -62,7 +62,10 @@ def node_policy_manifest(name: str, namespace: str, service_account: str, labels
             "variables": [
                 {
                     "name": "callerNode",
-                    "expression": f"'{NODE_NAME_EXTRA}' in request.userInfo.extra && "
+                    # A token with no extras at all (a legacy Secret-based one) has no
+                    # userInfo.extra, and reading it would be an evaluation error: denied, but
+                    # without saying why.
+                    "expression": f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
                     f"size(request.userInfo.extra['{NODE_NAME_EXTRA}']) == 1 ? "
                     f"request.userInfo.extra['{NODE_NAME_EXTRA}'][0] : ''",
                 },

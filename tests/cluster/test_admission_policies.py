@@ -1,28 +1,53 @@
 """The ValidatingAdmissionPolicies the platform installs, evaluated by the API server itself for
-the identities they are written for (impersonation, with the ServiceAccount's node-name claim)."""
+the identities they are written for (impersonation, with the ServiceAccount's node-name claim).
+
+Each refusal is checked to come from the policy (the API server names the policy and its message),
+not from RBAC or another admission plugin; where the labeler's RBAC alone would already refuse a
+request (deleting a node, writing its status), the test widens the RBAC first, so only the policy
+stands in the way.
+"""
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from eks_gpu_training.addons import topology_labeler as tl
 from eks_gpu_training.facts.gpu_nodes import network_layer_key
 from eks_gpu_training.workloads.host_network_admission import (
-    POLICY_NAME, host_network_policy_binding_manifest, host_network_policy_manifest,
+    PART_OF, PART_OF_LABEL, POD_SECURITY_LABEL, POLICY_NAME, host_network_policy_binding_manifest,
+    host_network_policy_manifest,
 )
+from eks_gpu_training.workloads.templates import TrainingJobSpec, training_pod_template
 
 from kube import pod_manifest, unique, wait_for
 
-LABELER_SA = ("topology-labeler", "topology-labeler")
+LABELER_SA = (tl.NAMESPACE, tl.SERVICE_ACCOUNT)
+LABELER_POLICY = tl.NAME
 NODE_NAME_CLAIM = "authentication.kubernetes.io/node-name"
 """The extra the API server puts on a projected ServiceAccount token of a pod bound to a node."""
+RBAC = "rbac.authorization.k8s.io/v1"
+VAP = "admissionregistration.k8s.io/v1"
+PROBE_LABEL = "eks-gpu-training/probe"
+LAYER_4 = network_layer_key(4)
+
+ONLY_ITS_NODE = "the topology labeler may change only the node its own pod runs on"
+ONLY_ADD_LAYER_LABELS = "the topology labeler may only add topology.k8s.aws/network-node-layer-* labels, never change or remove one"
+NO_SPEC_OR_ANNOTATIONS = "the topology labeler may not change a Node's spec (taints, unschedulable) or annotations"
+ONLY_LABEL_UPDATES = "the topology labeler may only update a Node's labels (no create, delete or status)"
 
 
-def _labeler(cluster, node: str):
+def _labeler_user() -> str:
     namespace, name = LABELER_SA
-    return cluster.kube.as_user(
-        f"system:serviceaccount:{namespace}:{name}", groups=("system:serviceaccounts",), extra={NODE_NAME_CLAIM: node},
-    )
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+def _labeler(cluster, node: str | None):
+    """The labeler's identity as its pod on ``node`` presents it (``None``: a token without the claim)."""
+    return cluster.kube.as_user(_labeler_user(), groups=("system:serviceaccounts",),
+                                extra={NODE_NAME_CLAIM: node} if node else None)
 
 
 def _refusal(call) -> str:
@@ -34,6 +59,16 @@ def _refusal(call) -> str:
     raise AssertionError("the API server allowed it")
 
 
+def _refused_by(policy: str, message: str, body: str) -> None:
+    """The refusal is the named policy's, with the validation's own message."""
+    assert f"ValidatingAdmissionPolicy '{policy}'" in body, body
+    assert message in body, body
+
+
+def _labeler_policy_refuses(call, message: str) -> None:
+    _refused_by(LABELER_POLICY, message, _refusal(call))
+
+
 @pytest.fixture
 def labeler_nodes(prod_cluster):
     """Two GPU nodes, the first stripped of its layer labels (as a node the labeler has not seen)."""
@@ -43,7 +78,17 @@ def labeler_nodes(prod_cluster):
     saved = {network_layer_key(layer): own.metadata.labels.get(network_layer_key(layer)) for layer in (1, 2, 3)}
     kube.core.patch_node(own.metadata.name, {"metadata": {"labels": {key: None for key in saved}}})
     yield own.metadata.name, other.metadata.name, saved
-    kube.core.patch_node(own.metadata.name, {"metadata": {"labels": saved}})
+    for name in (own.metadata.name, other.metadata.name):
+        kube.core.patch_node(name, {"metadata": {"labels": {LAYER_4: None, PROBE_LABEL: None}}})
+    kube.core.patch_node(own.metadata.name, {"metadata": {"labels": saved}, "spec": {"unschedulable": None}})
+
+
+@pytest.fixture
+def labelled_node(prod_cluster, labeler_nodes):
+    """The labeler's own node with its layer 1-3 labels in place (as after the labeler's first pass)."""
+    own, _, saved = labeler_nodes
+    prod_cluster.kube.core.patch_node(own, {"metadata": {"labels": saved}})
+    return own, saved
 
 
 def test_the_labeler_may_add_layer_labels_to_its_own_node(prod_cluster, labeler_nodes):
@@ -53,52 +98,206 @@ def test_the_labeler_may_add_layer_labels_to_its_own_node(prod_cluster, labeler_
     assert all(labels[key] == value for key, value in saved.items())
 
 
+def test_the_labeler_may_add_a_fourth_layer_label_beside_existing_ones(prod_cluster, labelled_node):
+    own, saved = labelled_node
+    _labeler(prod_cluster, own).core.patch_node(own, {"metadata": {"labels": {LAYER_4: "nn-4"}}})
+    labels = prod_cluster.kube.core.read_node(own).metadata.labels
+    assert labels[LAYER_4] == "nn-4" and all(labels[key] == value for key, value in saved.items())
+
+
 def test_the_labeler_may_not_set_other_labels(prod_cluster, labeler_nodes):
     own, _, _ = labeler_nodes
-    message = _refusal(lambda: _labeler(prod_cluster, own).core.patch_node(own, {"metadata": {"labels": {"role": "system"}}}))
-    assert "may only add topology.k8s.aws/network-node-layer-* labels" in message
+    labeler = _labeler(prod_cluster, own)
+    _labeler_policy_refuses(lambda: labeler.core.patch_node(own, {"metadata": {"labels": {"role": "system"}}}),
+                            ONLY_ADD_LAYER_LABELS)
+    _labeler_policy_refuses(lambda: labeler.core.patch_node(own, {"metadata": {"labels": {
+        "node-role.kubernetes.io/control-plane": ""}}}), ONLY_ADD_LAYER_LABELS)
+
+
+def test_the_labeler_may_not_change_or_remove_a_topology_label(prod_cluster, labelled_node):
+    own, saved = labelled_node
+    labeler = _labeler(prod_cluster, own)
+    layer_3 = network_layer_key(3)
+    _labeler_policy_refuses(lambda: labeler.core.patch_node(own, {"metadata": {"labels": {layer_3: "nn-other"}}}),
+                            ONLY_ADD_LAYER_LABELS)
+    _labeler_policy_refuses(lambda: labeler.core.patch_node(own, {"metadata": {"labels": {network_layer_key(1): None}}}),
+                            ONLY_ADD_LAYER_LABELS)
+    assert prod_cluster.kube.core.read_node(own).metadata.labels[layer_3] == saved[layer_3]
 
 
 def test_the_labeler_may_not_label_another_node(prod_cluster, labeler_nodes):
     own, other, saved = labeler_nodes
-    message = _refusal(lambda: _labeler(prod_cluster, own).core.patch_node(
-        other, {"metadata": {"labels": {network_layer_key(3): "nn-00000000000000000"}}}))
-    assert "may change only the node its own pod runs on" in message
+    _labeler_policy_refuses(lambda: _labeler(prod_cluster, own).core.patch_node(
+        other, {"metadata": {"labels": {LAYER_4: "nn-00000000000000000"}}}), ONLY_ITS_NODE)
+
+
+def test_a_labeler_token_without_the_node_name_may_label_no_node(prod_cluster, labeler_nodes):
+    own, _, saved = labeler_nodes
+    _labeler_policy_refuses(lambda: _labeler(prod_cluster, None).core.patch_node(own, {"metadata": {"labels": saved}}),
+                            ONLY_ITS_NODE)
 
 
 def test_the_labeler_may_not_taint_its_node(prod_cluster, labeler_nodes):
     own, _, _ = labeler_nodes
-    message = _refusal(lambda: _labeler(prod_cluster, own).core.patch_node(
-        own, {"spec": {"taints": [{"key": "x", "value": "y", "effect": "NoSchedule"}]}}))
-    assert "may not change a Node's spec" in message
+    _labeler_policy_refuses(lambda: _labeler(prod_cluster, own).core.patch_node(
+        own, {"spec": {"taints": [{"key": "x", "value": "y", "effect": "NoSchedule"}]}}), NO_SPEC_OR_ANNOTATIONS)
+
+
+def test_the_labeler_may_not_cordon_or_annotate_its_node(prod_cluster, labeler_nodes):
+    own, _, _ = labeler_nodes
+    labeler = _labeler(prod_cluster, own)
+    _labeler_policy_refuses(lambda: labeler.core.patch_node(own, {"spec": {"unschedulable": True}}), NO_SPEC_OR_ANNOTATIONS)
+    _labeler_policy_refuses(lambda: labeler.core.patch_node(own, {"metadata": {"annotations": {PROBE_LABEL: "x"}}}),
+                            NO_SPEC_OR_ANNOTATIONS)
+    assert not prod_cluster.kube.core.read_node(own).spec.unschedulable
+
+
+@pytest.fixture
+def widened_labeler(prod_cluster):
+    """The labeler's ServiceAccount granted more than its ClusterRole gives (create, delete, update
+    and status writes on Nodes), and a Node of its own that no kubelet or KWOK manages: what the
+    policy alone must then refuse."""
+    kube = prod_cluster.kube
+    name = unique("labeler-widened")
+    namespace, account = LABELER_SA
+    kube.apply({"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": name}, "rules": [
+        {"apiGroups": [""], "resources": ["nodes", "nodes/status"],
+         "verbs": ["get", "create", "update", "patch", "delete"]}]})
+    kube.apply({"apiVersion": RBAC, "kind": "ClusterRoleBinding", "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
+    node = unique("labeler-probe-node")
+    kube.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {PROBE_LABEL: "x"}}})
+    yield _labeler(prod_cluster, node), node
+    kube.delete("v1", "Node", node)
+    kube.delete(RBAC, "ClusterRoleBinding", name)
+    kube.delete(RBAC, "ClusterRole", name)
+
+
+def _eventually_refused_by(policy: str, call, what: str, *, on_admitted=lambda result: None) -> str:
+    """The API server's refusal of ``call`` naming ``policy``, once what the test just changed is in
+    force; until then a refusal by RBAC (naming no policy) or an admission is retried."""
+    last = []
+
+    def attempt():
+        try:
+            result = call()
+        except ApiException as error:
+            assert error.status in (403, 422), error.body
+            last[:] = [error.body]
+            return error.body if f"ValidatingAdmissionPolicy '{policy}'" in error.body else None
+        last[:] = ["admitted"]
+        on_admitted(result)
+        return None
+
+    try:
+        return wait_for(attempt, what=what, timeout=30)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; the last answer: {last[0] if last else None}") from None
+
+
+def _policy_refuses_once_rbac_allows(call, message: str) -> None:
+    """The request refused by the labeler's policy, once the widened RBAC is in force."""
+    _refused_by(LABELER_POLICY, message, _eventually_refused_by(LABELER_POLICY, call, "the labeler policy refusing it"))
+
+
+def test_the_labeler_may_not_delete_its_node_even_when_rbac_allows_it(prod_cluster, widened_labeler):
+    labeler, node = widened_labeler
+    _policy_refuses_once_rbac_allows(lambda: labeler.core.delete_node(node), ONLY_LABEL_UPDATES)
+    assert prod_cluster.kube.core.read_node(node).metadata.deletion_timestamp is None
+
+
+def test_the_labeler_may_not_write_its_nodes_status_even_when_rbac_allows_it(prod_cluster, widened_labeler):
+    labeler, node = widened_labeler
+    _policy_refuses_once_rbac_allows(lambda: labeler.core.patch_node_status(node, {"metadata": {"labels": {
+        LAYER_4: "nn-4"}}}), ONLY_LABEL_UPDATES)
+    _policy_refuses_once_rbac_allows(lambda: labeler.core.patch_node_status(node, {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "Probe", "message": "written by the labeler"}]}}),
+        ONLY_LABEL_UPDATES)
+
+
+def test_the_labeler_may_not_create_a_node_even_when_rbac_allows_it(prod_cluster, widened_labeler):
+    labeler, node = widened_labeler
+    created = f"{node}-created"
+    try:
+        _policy_refuses_once_rbac_allows(lambda: labeler.core.create_node({
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": created}}), ONLY_LABEL_UPDATES)
+    finally:
+        prod_cluster.kube.delete("v1", "Node", created)
+
+
+def test_the_labeler_policy_does_not_match_other_users(prod_cluster, labeler_nodes):
+    """The write the policy refuses the labeler (a label that is no layer label) is the policy's
+    business only for the labeler: the node's own kubelet identity and a same-named ServiceAccount
+    of another namespace, with the same RBAC, make it."""
+    own, _, _ = labeler_nodes
+    kube = prod_cluster.kube
+    probe = {"metadata": {"labels": {PROBE_LABEL: "x"}}}
+    _labeler_policy_refuses(lambda: _labeler(prod_cluster, own).core.patch_node(own, probe), ONLY_ADD_LAYER_LABELS)
+
+    # The Node authorizer and NodeRestriction let a kubelet label its own node (outside their reserved prefixes).
+    kube.as_user(f"system:node:{own}", groups=("system:nodes",)).core.patch_node(own, probe)
+    assert kube.core.read_node(own).metadata.labels[PROBE_LABEL] == "x"
+    kube.core.patch_node(own, {"metadata": {"labels": {PROBE_LABEL: None}}})
+
+    _, account = LABELER_SA
+    elsewhere = unique("elsewhere")
+    kube.ensure_namespace(elsewhere)
+    kube.apply({"apiVersion": RBAC, "kind": "ClusterRoleBinding", "metadata": {"name": elsewhere},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": tl.NAME},
+                "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": elsewhere}]})
+    try:
+        other = kube.as_user(f"system:serviceaccount:{elsewhere}:{account}", groups=("system:serviceaccounts",),
+                             extra={NODE_NAME_CLAIM: own})
+
+        def labelled():
+            try:
+                other.core.patch_node(own, probe)
+            except ApiException as error:
+                # Until the binding is in force RBAC refuses; the labeler's policy must never be the one.
+                assert f"ValidatingAdmissionPolicy '{LABELER_POLICY}'" not in error.body, error.body
+                return False
+            return True
+
+        wait_for(labelled, what=f"{elsewhere}'s {account} labelling the node", timeout=30)
+        assert kube.core.read_node(own).metadata.labels[PROBE_LABEL] == "x"
+    finally:
+        kube.delete(RBAC, "ClusterRoleBinding", elsewhere)
+        kube.delete("v1", "Namespace", elsewhere)
 
 
 def test_broken_variant_without_the_policy_the_labeler_could_relabel_its_node(prod_cluster, labeler_nodes):
     """The binding removed: the API server no longer stops the write the policy exists to stop."""
     own, _, _ = labeler_nodes
     kube = prod_cluster.kube
-    binding = kube.get("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", "topology-labeler")
-    kube.delete("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", "topology-labeler")
+    binding = kube.get(VAP, "ValidatingAdmissionPolicyBinding", LABELER_POLICY)
+    kube.delete(VAP, "ValidatingAdmissionPolicyBinding", LABELER_POLICY)
     try:
         def relabelled():
             try:
-                _labeler(prod_cluster, own).core.patch_node(own, {"metadata": {"labels": {"eks-gpu-training/probe": "x"}}})
+                _labeler(prod_cluster, own).core.patch_node(own, {"metadata": {"labels": {PROBE_LABEL: "x"}}})
                 return True
             except ApiException:
                 return False
         wait_for(relabelled, what="the labeler's write allowed once the policy is unbound", timeout=30)
     finally:
-        kube.core.patch_node(own, {"metadata": {"labels": {"eks-gpu-training/probe": None}}})
+        kube.core.patch_node(own, {"metadata": {"labels": {PROBE_LABEL: None}}})
         kube.apply({"apiVersion": binding["apiVersion"], "kind": binding["kind"],
                     "metadata": {"name": binding["metadata"]["name"], "labels": binding["metadata"].get("labels") or {}},
                     "spec": binding["spec"]})
+    # Back in force before the next test (its informer needs a moment).
+    # (a fresh value each time: rewriting a label to the value it has changes nothing, which the policy allows)
+    wait_for(lambda: _try(lambda: _labeler_policy_refuses(lambda: _labeler(prod_cluster, own).core.patch_node(
+        own, {"metadata": {"labels": {PROBE_LABEL: unique("x")}}}), ONLY_ADD_LAYER_LABELS) or True),
+        what="the labeler policy back in force", timeout=30)
+
+
+# --- host networking without the rest of privileged --------------------------------------------------
 
 
 @pytest.fixture
 def host_network_namespace(prod_cluster):
     """A namespace as the platform makes one with ``podSecurity: privileged``, and the policy for it."""
-    from eks_gpu_training.workloads.host_network_admission import PART_OF, PART_OF_LABEL, POD_SECURITY_LABEL
-
     kube = prod_cluster.kube
     namespace = unique("host-network-probe")
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {
@@ -106,8 +305,8 @@ def host_network_namespace(prod_cluster):
     kube.apply(host_network_policy_manifest())
     kube.apply(host_network_policy_binding_manifest())
     yield kube, namespace
-    kube.delete("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", POLICY_NAME)
-    kube.delete("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", POLICY_NAME)
+    kube.delete(VAP, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
+    kube.delete(VAP, "ValidatingAdmissionPolicy", POLICY_NAME)
     kube.delete("v1", "Namespace", namespace)
 
 
@@ -118,50 +317,143 @@ def _create_pod(target, **spec):
     return name
 
 
-def test_the_host_network_policy_allows_host_networking(host_network_namespace):
-    wait_for(lambda: _try(lambda: _create_pod(host_network_namespace, hostNetwork=True)),
-             what="a host-network pod admitted", timeout=30)
-
-
 def _try(call):
     try:
         return call()
-    except ApiException:
+    except (ApiException, AssertionError):
         return None
 
 
-def _eventually_refused(target, what: str, **spec) -> str:
-    """The API server's refusal of a pod, once the new policy is in force (its informer needs a moment)."""
+def _training_pod_spec(**changes) -> dict:
+    """The pod a host-network training app's Job creates, as the templates render it."""
+    spec = TrainingJobSpec(
+        name="rl", nodes=2, instance_types=("p5.48xlarge",), priority_class="training-critical",
+        namespace="training", efa=True, host_network=True, image="repo/train@sha256:" + "a" * 64,
+    )
+    pod = copy.deepcopy(training_pod_template(spec)["spec"])
+    pod.update(changes)
+    return pod
+
+
+def _admitted(target, what: str, create) -> str:
     kube, namespace = target
+    name = wait_for(lambda: _try(create), what=what, timeout=30)
+    kube.delete_pod(namespace, name)
+    return name
 
-    def attempt():
-        try:
-            name = _create_pod(target, **spec)
-        except ApiException as error:
-            assert error.status in (403, 422), error.body
-            return error.body
-        kube.delete_pod(namespace, name)
-        return None
 
-    return wait_for(attempt, what=what, timeout=30)
+def _create_pod_spec(target, spec: dict, kube=None) -> str:
+    default_kube, namespace = target
+    name = unique("hostnet")
+    (kube or default_kube).apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+                                  "spec": spec})
+    return name
+
+
+def test_the_host_network_policy_allows_host_networking(host_network_namespace):
+    _admitted(host_network_namespace, "a host-network pod admitted",
+              lambda: _create_pod(host_network_namespace, hostNetwork=True))
+
+
+def test_the_host_network_policy_admits_the_rendered_host_network_training_pod(host_network_namespace):
+    _admitted(host_network_namespace, "the training pod admitted",
+              lambda: _create_pod_spec(host_network_namespace, _training_pod_spec()))
+
+
+def _eventually_refused(target, what: str, *, spec: dict | None = None, kube=None, **pod_spec) -> str:
+    """The host-network policy's refusal of a pod, once the policy (and any RBAC the test just
+    granted) is in force: their informers need a moment, and until then the pod is admitted or RBAC
+    refuses it."""
+    default_kube, namespace = target
+    client = kube or default_kube
+
+    def create():
+        return _create_pod_spec(target, spec, client) if spec is not None else _create_pod((client, namespace), **pod_spec)
+
+    return _eventually_refused_by(POLICY_NAME, create, what, on_admitted=lambda name: default_kube.delete_pod(namespace, name))
 
 
 PRIVILEGED = {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
                               "securityContext": {"privileged": True}}]}
+NO_PRIVILEGED = "privileged containers are not allowed here: this namespace allows host networking only"
+NO_HOST_PATH = "hostPath volumes are not allowed here: this namespace allows host networking only"
+NO_HOST_NAMESPACES = "the host's PID and IPC namespaces are not allowed here: this namespace allows host networking only"
+BASELINE_CAPABILITIES_ONLY = "only the baseline Pod Security Standard's capabilities may be added here"
 
 
 def test_the_host_network_policy_denies_privileged_pods_and_host_paths(host_network_namespace):
     message = _eventually_refused(host_network_namespace, "the policy refusing a privileged pod", **PRIVILEGED)
-    assert "privileged containers are not allowed here" in message, message
+    _refused_by(POLICY_NAME, NO_PRIVILEGED, message)
     message = _eventually_refused(host_network_namespace, "the policy refusing a hostPath volume",
                                   volumes=[{"name": "root", "hostPath": {"path": "/"}}])
-    assert "hostPath volumes are not allowed here" in message, message
+    _refused_by(POLICY_NAME, NO_HOST_PATH, message)
+
+
+@pytest.fixture
+def namespace_editors(host_network_namespace):
+    """Identities other than the cluster admin that may create pods in the namespace: a user and
+    two of the namespace's service accounts (the built-in ``edit`` role, bound in the namespace)."""
+    kube, namespace = host_network_namespace
+    accounts = ("default", "other")
+    kube.apply({"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "editors", "namespace": namespace},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}] + [
+                    {"kind": "ServiceAccount", "name": account, "namespace": namespace} for account in accounts]})
+    return [kube.as_user("alice")] + [
+        kube.as_user(f"system:serviceaccount:{namespace}:{account}", groups=("system:serviceaccounts",))
+        for account in accounts]
+
+
+def test_a_privileged_container_is_denied_whoever_creates_it(host_network_namespace, namespace_editors):
+    spec = _training_pod_spec()
+    # (privileged with allowPrivilegeEscalation false is a pod the API server's validation refuses anyway)
+    spec["containers"][0]["securityContext"].update(privileged=True, allowPrivilegeEscalation=True)
+    for editor in namespace_editors:
+        message = _eventually_refused(host_network_namespace, "the policy refusing a privileged training pod",
+                                      spec=spec, kube=editor)
+        _refused_by(POLICY_NAME, NO_PRIVILEGED, message)
+
+
+def test_a_privileged_init_container_is_denied_too(host_network_namespace):
+    spec = _training_pod_spec(initContainers=[{"name": "setup", "image": "registry.k8s.io/pause:3.10",
+                                               "securityContext": {"privileged": True}}])
+    message = _eventually_refused(host_network_namespace, "the policy refusing a privileged init container", spec=spec)
+    _refused_by(POLICY_NAME, NO_PRIVILEGED, message)
+
+
+@pytest.mark.parametrize("host_namespace", ["hostPID", "hostIPC"])
+def test_the_hosts_pid_and_ipc_namespaces_are_denied(host_network_namespace, host_namespace):
+    message = _eventually_refused(host_network_namespace, f"the policy refusing {host_namespace}",
+                                  spec=_training_pod_spec(**{host_namespace: True}))
+    _refused_by(POLICY_NAME, NO_HOST_NAMESPACES, message)
+
+
+def test_capabilities_beyond_baseline_are_denied(host_network_namespace):
+    spec = _training_pod_spec()
+    spec["containers"][0]["securityContext"]["capabilities"]["add"].append("NET_ADMIN")
+    message = _eventually_refused(host_network_namespace, "the policy refusing NET_ADMIN", spec=spec)
+    _refused_by(POLICY_NAME, BASELINE_CAPABILITIES_ONLY, message)
+
+
+def test_a_privileged_namespace_the_project_did_not_make_is_not_matched(host_network_namespace):
+    """The policy selects only this project's privileged namespaces: in another privileged
+    namespace a privileged pod is admitted, while in the project's it is refused."""
+    kube, _ = host_network_namespace
+    _eventually_refused(host_network_namespace, "the policy in force", **PRIVILEGED)
+    foreign = unique("privileged-elsewhere")
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": foreign, "labels": {
+        POD_SECURITY_LABEL: "privileged"}}})
+    try:
+        _admitted((kube, foreign), "a privileged pod admitted in a namespace of someone else's",
+                  lambda: _create_pod((kube, foreign), **PRIVILEGED))
+    finally:
+        kube.delete("v1", "Namespace", foreign)
 
 
 def test_broken_variant_without_the_policy_a_privileged_pod_is_admitted(host_network_namespace):
     kube, _ = host_network_namespace
     _eventually_refused(host_network_namespace, "the policy in force", **PRIVILEGED)
-    kube.delete("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", POLICY_NAME)
+    kube.delete(VAP, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
     wait_for(lambda: _try(lambda: _create_pod(host_network_namespace, **PRIVILEGED)),
              what="a privileged pod admitted without the policy",
              timeout=30)

@@ -1,14 +1,20 @@
-"""Every controller the charts install fits on the system nodes, and every GPU DaemonSet runs on
-every GPU node: the scheduler's and the controllers' verdict, with the charts' own requests,
-replicas, affinities and tolerations and each instance type's allocatable."""
+"""Every controller the charts install fits on the system nodes, every GPU DaemonSet runs on
+every GPU node, the pre-flight DCGM job covers its pool, and two training pods never share a node:
+the scheduler's and the controllers' verdict, with the charts' own requests, replicas, affinities and tolerations and each instance
+type's allocatable."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
+from kubernetes.client.exceptions import ApiException
 
-from eks_gpu_training.facts.gpu_nodes import GPU_TAINT_KEY
+from eks_gpu_training.config.health import DcgmDiagConfig
+from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, GPU_TAINT_KEY
+from eks_gpu_training.workloads.preflight import dcgm_diag_job
 
-from kube import wait_for
+from kube import unique, wait_for
 
 GPU_DAEMONSETS = {
     # (namespace, name) -> what it is; each must run on every GPU node of the fleet
@@ -115,3 +121,120 @@ def test_broken_variant_a_daemonset_without_the_gpu_toleration_leaves_the_gpu_no
     finally:
         kube.apps.patch_namespaced_daemon_set(name, namespace, {"spec": {"template": {"spec": {"tolerations": tolerations}}}})
         _runs_on_every_gpu_node(kube, namespace, name, "the DCGM host engine, restored", timeout=90)
+
+
+PREFLIGHT_NAMESPACE = "preflight-probe"
+"""A namespace of the tests' own, without quota or Kueue, so only the scheduler decides."""
+
+
+def _preflight_dcgm_job(cluster) -> tuple[dict, set[str]]:
+    """The pre-flight DCGM diagnostics Job for the stack's first managed pool, as the pre-flight
+    component renders it (the stacks turn pre-flight off, so the platform holds none), and the
+    pool's nodes."""
+    pool = cluster.args.gpu_node_groups[0]
+    nodes = cluster.kube.nodes(f"{GPU_POOL_KEY}={pool.name}")
+    config = DcgmDiagConfig()
+    job = dcgm_diag_job(pool.name, (GPU_POOL_KEY, pool.name), len(nodes), int(nodes[0].status.allocatable[GPU_RESOURCE]),
+                        config.level, config.image, PREFLIGHT_NAMESPACE, 600)
+    return job, {n.metadata.name for n in nodes}
+
+
+def _run_job(kube, job: dict):
+    kube.ensure_namespace(PREFLIGHT_NAMESPACE)
+    kube.apply(job)
+    name = job["metadata"]["name"]
+    return lambda: kube.pods(PREFLIGHT_NAMESPACE, f"batch.kubernetes.io/job-name={name}")
+
+
+def _delete_job(kube, job: dict) -> None:
+    name = job["metadata"]["name"]
+    try:
+        kube.batch.delete_namespaced_job(name, PREFLIGHT_NAMESPACE, propagation_policy="Foreground", grace_period_seconds=0)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+    wait_for(lambda: not kube.pods(PREFLIGHT_NAMESPACE, f"batch.kubernetes.io/job-name={name}"),
+             what=f"job {name}'s pods gone", timeout=90)
+
+
+def test_the_preflight_dcgm_job_runs_one_pod_on_each_node_of_its_pool(any_cluster):
+    kube = any_cluster.kube
+    job, pool_nodes = _preflight_dcgm_job(any_cluster)
+    pods = _run_job(kube, job)
+    try:
+        running = wait_for(lambda: len(r := [p for p in pods() if p.status.phase == "Running"]) == len(pool_nodes) and r,
+                           what=f"a DCGM pod Running on each of {sorted(pool_nodes)}", timeout=60)
+        assert sorted(p.spec.node_name for p in running) == sorted(pool_nodes)
+    finally:
+        _delete_job(kube, job)
+
+
+def test_broken_variant_a_preflight_job_without_the_gpu_toleration_never_binds(any_cluster):
+    kube = any_cluster.kube
+    job, pool_nodes = _preflight_dcgm_job(any_cluster)
+    job["spec"]["template"]["spec"]["tolerations"] = []
+    pods = _run_job(kube, job)
+    try:
+        pod = wait_for(lambda: (p := pods()) and p[0], what="the DCGM job's first pod created", timeout=30)
+        message = kube.wait_unschedulable(PREFLIGHT_NAMESPACE, pod.metadata.name)
+        assert "untolerated taint" in message, message
+        assert not any(p.spec.node_name for p in pods())
+    finally:
+        _delete_job(kube, job)
+
+
+def _training_pod(cluster, node: str, *, anti_affinity: bool = True) -> dict:
+    """A pod of the stack's training Job as rendered (its labels, tolerations, affinities and spread),
+    asking one GPU and little CPU and memory, so resources would let many share a node, and pinned
+    to ``node`` (a node-affinity term added), so only the template's own rules can keep it off."""
+    (job,) = [o for o in cluster.cluster.platform.objects if o["kind"] == "Job" and o["metadata"]["name"] == "rl-training"]
+    template = copy.deepcopy(job["spec"]["template"])
+    spec = template["spec"]
+    for container in spec["containers"]:
+        container["resources"] = {"requests": {"cpu": "100m", "memory": "64Mi", GPU_RESOURCE: "1"},
+                                  "limits": {GPU_RESOURCE: "1"}}
+    spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"].append({"key": "kubernetes.io/hostname", "operator": "In", "values": [node]})
+    # The training namespace's own ServiceAccount and volume claims stay there; neither places the pod.
+    spec.pop("serviceAccountName", None)
+    spec["volumes"] = [{"name": v["name"], "emptyDir": {}} if "persistentVolumeClaim" in v else v for v in spec.get("volumes") or []]
+    if not anti_affinity:
+        spec["affinity"].pop("podAntiAffinity")
+    labels = {k: v for k, v in template["metadata"]["labels"].items() if not k.startswith("kueue.x-k8s.io/")}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": unique("rl-training-pod"), "namespace": PREFLIGHT_NAMESPACE, "labels": labels},
+            "spec": spec}
+
+
+def _scheduled(kube, name: str) -> str:
+    """The scheduler's decision on a pod: the node it bound it to, or its message why it could not."""
+    return wait_for(lambda: kube.node_of(PREFLIGHT_NAMESPACE, name) or kube.scheduling_message(PREFLIGHT_NAMESPACE, name),
+                    what=f"the scheduler deciding on {name}")
+
+
+def _second_pod_on_one_node(cluster, *, anti_affinity: bool) -> tuple[str, str]:
+    """Two pods of the training app pinned to one GPU node: (the second's node or '', the scheduler's message)."""
+    kube = cluster.kube
+    node = kube.nodes(f"{GPU_POOL_KEY}={cluster.args.gpu_node_groups[0].name}")[0].metadata.name
+    kube.ensure_namespace(PREFLIGHT_NAMESPACE)
+    first, second = (_training_pod(cluster, node, anti_affinity=anti_affinity) for _ in range(2))
+    try:
+        kube.apply(first)
+        assert _scheduled(kube, first["metadata"]["name"]) == node
+        kube.apply(second)
+        outcome = _scheduled(kube, second["metadata"]["name"])
+        return (outcome, "") if outcome == node else ("", outcome)
+    finally:
+        for pod in (first, second):
+            kube.delete_pod(PREFLIGHT_NAMESPACE, pod["metadata"]["name"])
+
+
+def test_two_pods_of_one_training_app_never_share_a_node_even_when_resources_would_allow_it(any_cluster):
+    node, message = _second_pod_on_one_node(any_cluster, anti_affinity=True)
+    assert node == "", "the second pod was bound beside the first"
+    assert "anti-affinity" in message, message
+
+
+def test_broken_variant_without_the_anti_affinity_two_training_pods_share_a_node(any_cluster):
+    node, message = _second_pod_on_one_node(any_cluster, anti_affinity=False)
+    assert node, f"the second pod should have been bound beside the first: {message}"

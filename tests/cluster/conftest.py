@@ -87,9 +87,14 @@ def _stack_of(item) -> str | None:
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "any_cluster" in callspec.params:
         return callspec.params["any_cluster"]
+    names = getattr(item, "fixturenames", ())
     for stack in ("prod", "dev"):
-        if f"{stack}_cluster" in getattr(item, "fixturenames", ()):
+        if f"{stack}_cluster" in names:
             return stack
+    # Clusters of prod variants (a wider pool, a capped namespace) run on prod's worker, one at a
+    # time beside prod's own, so no more than three clusters share the machine.
+    if any(name.startswith("prod_") or name.startswith("three_node") for name in names):
+        return "prod"
     return None
 
 

@@ -229,12 +229,13 @@ def _second_pod_on_one_node(cluster, *, anti_affinity: bool) -> tuple[str, str]:
             kube.delete_pod(PREFLIGHT_NAMESPACE, pod["metadata"]["name"])
 
 
-def test_two_pods_of_one_training_app_never_share_a_node_even_when_resources_would_allow_it(any_cluster):
-    node, message = _second_pod_on_one_node(any_cluster, anti_affinity=True)
+# Prod's app runs on its managed pool's nodes; dev's on Karpenter's, which has none until a job asks.
+def test_two_pods_of_one_training_app_never_share_a_node_even_when_resources_would_allow_it(prod_cluster):
+    node, message = _second_pod_on_one_node(prod_cluster, anti_affinity=True)
     assert node == "", "the second pod was bound beside the first"
     assert "anti-affinity" in message, message
 
 
-def test_broken_variant_without_the_anti_affinity_two_training_pods_share_a_node(any_cluster):
-    node, message = _second_pod_on_one_node(any_cluster, anti_affinity=False)
+def test_broken_variant_without_the_anti_affinity_two_training_pods_share_a_node(prod_cluster):
+    node, message = _second_pod_on_one_node(prod_cluster, anti_affinity=False)
     assert node, f"the second pod should have been bound beside the first: {message}"

@@ -62,7 +62,7 @@ def _job_pods(kube, namespace: str, name: str):
 
 def _running(kube, namespace: str, name: str, count: int):
     return wait_for(lambda: len(pods := [p for p in _job_pods(kube, namespace, name) if p.status.phase == "Running"]) == count
-                    and pods, what=f"{count} pods of job {name} Running", timeout=120)
+                    and pods, what=f"{count} pods of job {name} Running", timeout=180)
 
 
 def _workload(kube, namespace: str, job: str) -> dict:

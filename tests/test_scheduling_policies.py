@@ -148,6 +148,13 @@ def test_default_priority_classes_are_the_seeds_and_none_is_the_global_default(p
     assert all(c["description"] for c in classes)
 
 
+def test_a_new_priority_class_value_replaces_the_class_deleting_it_first(prod_graph):
+    # The value is immutable and the Kubernetes provider would plan an update the API server refuses
+    # (tests/cluster/test_engine.py shows both with the real engine).
+    classes = [r for r in prod_graph.resources if r.inputs.get("kind") == "PriorityClass"]
+    assert classes and all((c.replace_on_changes, c.delete_before_replace) == (["value"], True) for c in classes)
+
+
 def test_priority_classes_are_configurable():
     values = raw()
     values["scheduling"]["priorityClasses"] = [

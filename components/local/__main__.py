@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
                                  help=f"folder with the pinned chart sources in charts/ and the instance-type table "
                                  f"(default: {DEFAULT_REFERENCE})")
     commands.add_parser("build", help="build the control plane's components into the cache (what `up` does first)")
+    commands.add_parser("tools", help="build the Pulumi CLI and the Kubernetes provider into the cache if missing "
+                        "and print the folder to put on PATH")
     return parser
 
 
@@ -58,6 +60,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     options = _parser().parse_args(argv)
     if options.command == "build":
         return builds.main([])
+    if options.command == "tools":
+        try:
+            folder = builds.tools_dir(log=lambda line: print(line, file=sys.stderr))
+        except builds.BuildError as error:
+            print(f"build failed: {error}", file=sys.stderr)
+            return 1
+        print(f"bin: {folder}")
+        return 0
     cluster = _cluster(options)
     if options.command == "down":
         killed = cluster.down()

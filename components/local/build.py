@@ -47,6 +47,13 @@ class GoComponent:
     data: tuple[str, ...] = ()
     """Files of the upstream module copied beside the binaries (stage definitions, CRDs), by
     their path inside the module; they are read from the module exactly as it was built."""
+    generate: tuple[str, ...] = ()
+    """Packages of the upstream module, by their path inside it, whose ``go:generate`` steps make
+    files the build embeds but the module zip does not carry. The build runs them in a copy of the
+    module in the cache and builds from that copy (the wrapper's pin and hashes still choose it)."""
+    release: Optional[str] = None
+    """The release a pseudo-version pin is, stamped as the binary's version (and given to the
+    generate steps as ``VERSION``); default: the pinned version itself."""
 
     @property
     def wrapper(self) -> Path:
@@ -55,6 +62,10 @@ class GoComponent:
     @property
     def version(self) -> str:
         return required_version(self.wrapper / "go.mod", self.module)
+
+    @property
+    def stamp(self) -> str:
+        return self.release or self.version
 
 
 KUBERNETES = GoComponent(
@@ -94,6 +105,28 @@ KARPENTER_KWOK = GoComponent(
         "kwok/charts/crds/karpenter.sh_nodeclaims.yaml",
     ),
 )
+PULUMI = GoComponent(
+    "pulumi", "github.com/pulumi/pulumi/pkg/v3", {"pulumi": "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"},
+    version_variable="github.com/pulumi/pulumi/sdk/v3/go/common/version.Version",
+)
+PULUMI_KUBERNETES = GoComponent(
+    "pulumi-kubernetes", "github.com/pulumi/pulumi-kubernetes/provider/v4",
+    {"pulumi-resource-kubernetes": "github.com/pulumi/pulumi-kubernetes/provider/v4/cmd/pulumi-resource-kubernetes"},
+    version_variable="github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version",
+    # main.go embeds schema-embed.json, which its go:generate step makes from schema.json.
+    generate=("cmd/pulumi-resource-kubernetes",),
+    # The release tag v4.25.0 is commit f47bc2d6f199, the pinned pseudo-version.
+    release="4.25.0",
+)
+TOOLS = (PULUMI, PULUMI_KUBERNETES)
+"""What the engine tests run: the Pulumi CLI and the Kubernetes provider plugin.
+
+The Python language host (``github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3``,
+a module of its own with pseudo-versions only) is not among them: the module proxy refuses its
+version list, ``@latest`` and every release commit tried (v3.248.0 to v3.259.0, "This module
+version is not available"), and the commit of the v3.274.0 release is not known offline. The
+engine tests drive Python programs through the SDK's Automation API instead, whose inline
+programs run in the SDK's own language server that the CLI connects to."""
 CONTROL_PLANE = (ETCD, KUBERNETES, KWOK, KUEUE, KARPENTER_KWOK)
 """What ``eks-gpu-training-local up`` runs, in build order (smallest first, so a missing toolchain
 or proxy shows within seconds)."""
@@ -143,15 +176,47 @@ def _copy_data(component: GoComponent, work: Path, folder: Path) -> None:
     puts it in the module cache and says where)."""
     if not component.data:
         return
+    module_dir = _module_dir(component, work)
+    for name in component.data:
+        shutil.copy(module_dir / name, folder / Path(name).name)
+
+
+def _module_dir(component: GoComponent, work: Path) -> Path:
+    """The pinned upstream module in the module cache (``go mod download`` checks it against the
+    wrapper's go.sum and says where it is)."""
     result = subprocess.run(
         ["go", "mod", "download", "-json", f"{component.module}@{component.version}"],
         cwd=work, env=_go_env(component), capture_output=True, text=True,
     )
     if result.returncode != 0:
         raise BuildError(f"go mod download of {component.module} {component.version} failed: {result.stderr.strip()}")
-    module_dir = Path(json.loads(result.stdout)["Dir"])
-    for name in component.data:
-        shutil.copy(module_dir / name, folder / Path(name).name)
+    return Path(json.loads(result.stdout)["Dir"])
+
+
+def _generate(component: GoComponent, work: Path) -> None:
+    """Run the component's ``go generate`` steps in a writable copy of the module under ``work``
+    and point the work copy of the wrapper at it.
+
+    The copy's replaces of sibling folders are dropped (the module zip has no siblings, and a
+    non-main module's replaces never applied to the wrapper's build anyway)."""
+    copy = work / "module"
+    shutil.copytree(_module_dir(component, work), copy)
+    for path in [copy, *copy.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    env = _go_env(component)
+    edit = subprocess.run(["go", "mod", "edit", "-json"], cwd=copy, env=env, capture_output=True, text=True, check=True)
+    for replace in json.loads(edit.stdout).get("Replace") or []:
+        if "Version" not in replace["New"]:
+            subprocess.run(["go", "mod", "edit", f"-dropreplace={replace['Old']['Path']}"], cwd=copy, env=env, check=True)
+    # The generator is a `go run` in the module copy, whose go.sum is the module's own: let it
+    # record what it resolves there (the build itself stays -mod=readonly on the wrapper's go.sum).
+    generate_env = {**env, "GOFLAGS": "-mod=mod -buildvcs=false", "VERSION": component.stamp}
+    for package in component.generate:
+        result = subprocess.run(["go", "generate", "./" + package], cwd=copy, env=generate_env, capture_output=True, text=True)
+        if result.returncode != 0:
+            tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
+            raise BuildError(f"go generate of {component.module} {component.version} ./{package} failed:\n{tail}")
+    subprocess.run(["go", "mod", "edit", f"-replace={component.module}=./module"], cwd=work, env=env, check=True)
 
 
 def missing_toolchain() -> Optional[str]:
@@ -204,12 +269,14 @@ def _build(component: GoComponent, *, root: Optional[Path], log: Callable[[str],
         return folder
     ldflags = "-s -w"
     if component.version_variable:
-        ldflags += f" -X {component.version_variable}={component.version}"
+        ldflags += f" -X {component.version_variable}={component.stamp}"
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{component.name}-", dir=folder.parent))
     env = _go_env(component)
     log(f"building {component.name} {component.version} ({', '.join(component.binaries)}) into {folder}")
     started = time.monotonic()
+    if component.generate:
+        _generate(component, work)
     command = ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(staging) + "/", *component.binaries.values()]
     outputs = _built_names(component)
     result = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
@@ -251,6 +318,24 @@ def build_all(
         folder = build(component, root=root, log=log)
         paths.update({binary: folder / binary for binary in component.binaries})
     return paths
+
+
+def tools_dir(
+    components: Iterable[GoComponent] = TOOLS, *, root: Optional[Path] = None,
+    log: Callable[[str], None] = print,
+) -> Path:
+    """Build the missing tools and return one folder holding all their binaries (links into the
+    per-version folders), the folder to put on ``PATH``. It is ``<cache>/tools/bin``: an
+    installation root as the Automation API's ``PulumiCommand(root=...)`` expects one."""
+    paths = build_all(components, root=root, log=log)
+    folder = (root or cache_root()) / "tools" / "bin"
+    folder.mkdir(parents=True, exist_ok=True)
+    for binary, path in paths.items():
+        link = folder / binary
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(path)
+    return folder
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -82,6 +82,8 @@ class Registration:
     """``retain_on_delete``: deleting it in Pulumi leaves the object in the cloud or cluster."""
     delete_before_replace: bool = False
     """``delete_before_replace``: a replacement deletes the old object before creating the new one."""
+    replace_on_changes: list[str] = field(default_factory=list)
+    """``replace_on_changes``: properties whose change replaces the object even where the provider would update it."""
 
 
 @dataclass
@@ -365,6 +367,7 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
                     protect=bool(request.protect),
                     retain_on_delete=bool(request.retainOnDelete),
                     delete_before_replace=request.deleteBeforeReplace,
+                    replace_on_changes=list(request.replaceOnChanges),
                 )
             )
         return response

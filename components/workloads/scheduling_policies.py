@@ -454,8 +454,10 @@ class SchedulingPolicies(pulumi.ComponentResource):
                 global_default=body["globalDefault"],
                 description=body["description"],
                 preemption_policy=body["preemptionPolicy"],
-                # The value is immutable: a new value replaces the class, whose name must be free first.
-                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+                # The value is immutable, and the Kubernetes provider does not know it (it plans an
+                # update, which the API server refuses): a new value replaces the class, whose name
+                # must be free first.
+                opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["value"], delete_before_replace=True),
             )
 
         if any(policy.pod_security == "privileged" for policy in args.namespaces):

@@ -1,0 +1,227 @@
+"""The real Pulumi engine deploys in-cluster components to a bare local cluster.
+
+The Pulumi CLI and the Kubernetes provider are built from their Go modules (``eks-gpu-training-local
+tools``); the engine plans, diffs and applies against the local API server, with a file backend,
+a passphrase and no plugin downloads. The programs run through the Automation API as inline
+programs: the SDK serves the language runtime itself, since the Python language host is not
+buildable from the module proxy (see ``build.TOOLS``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from pulumi import automation as auto
+
+from eks_gpu_training.config.scheduling import PriorityClassConfig
+from eks_gpu_training.local import build as builds
+from eks_gpu_training.workloads.fleet_capacity import ResolvedQuota
+from eks_gpu_training.workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, SchedulingPoliciesArgs
+from eks_gpu_training.workloads.templates import TrainingJobSpec
+from eks_gpu_training.workloads.training_job import TrainingJob, TrainingJobArgs
+
+from conftest import start
+from kube import wait_for
+
+JOB = "kubernetes:batch/v1:Job"
+PRIORITY_CLASS_TYPE = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
+QUOTA = "kubernetes:core/v1:ResourceQuota"
+NAMESPACE = "engine-training"
+PRIORITY_CLASS = "engine-training"
+APP = "engine-trainer"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a test changes between two runs of the same program."""
+
+    priority: int = 1000
+    gpus: int = 16
+    image: Optional[str] = "registry.local/trainer:1"
+    """The training job's image; None leaves the job out of the program."""
+
+
+def program(kubeconfig: Path, settings: Settings):
+    def run() -> None:
+        provider = k8s.Provider("local", kubeconfig=str(kubeconfig))
+        on_cluster = pulumi.ResourceOptions(provider=provider)
+        policies = SchedulingPolicies(
+            "engine",
+            SchedulingPoliciesArgs(
+                priority_classes=[PriorityClassConfig(name=PRIORITY_CLASS, value=settings.priority)],
+                namespaces=[NamespacePolicy(NAMESPACE, ResolvedQuota(gpus=settings.gpus, cpu="1000", memory="4Ti",
+                                                                      persistent_volume_claims=4))],
+            ),
+            opts=on_cluster,
+        )
+        if settings.image is not None:
+            job = TrainingJobSpec(name=APP, nodes=2, instance_types=("p5.48xlarge",), priority_class=PRIORITY_CLASS,
+                                  namespace=NAMESPACE, image=settings.image)
+            TrainingJob(APP, TrainingJobArgs(job=job),
+                        opts=pulumi.ResourceOptions(provider=provider, depends_on=[policies]))
+
+    return run
+
+
+def _recorder(steps: dict[str, list[str]]):
+    """An event handler that collects each resource's planned steps into ``steps``."""
+
+    def record(event: auto.EngineEvent) -> None:
+        if event.resource_pre_event is not None:
+            metadata = event.resource_pre_event.metadata
+            steps.setdefault(f"{metadata.type} {metadata.urn.rsplit('::', 1)[-1]}", []).append(metadata.op.value)
+
+    return record
+
+
+class Engine:
+    """One stack of the inline program on a file backend, run by the CLI built from source."""
+
+    def __init__(self, tools: Path, kubeconfig: Path, state: Path):
+        self.kubeconfig = kubeconfig
+        backend = state / "backend"
+        backend.mkdir(parents=True)
+        self.env = {
+            "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
+            "PULUMI_HOME": str(state / "home"),
+            "PULUMI_CONFIG_PASSPHRASE": "engine-tests",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+        }
+        self.options = auto.LocalWorkspaceOptions(
+            work_dir=str(state),
+            pulumi_command=auto.PulumiCommand(root=str(tools.parent)),
+            project_settings=auto.ProjectSettings(name="engine", runtime="python",
+                                                  backend=auto.ProjectBackend(url=backend.as_uri())),
+            env_vars=self.env,
+        )
+        self.stack: Optional[auto.Stack] = None
+
+    def _stack(self, settings: Settings) -> auto.Stack:
+        self.stack = auto.create_or_select_stack("local", project_name="engine", program=program(self.kubeconfig, settings),
+                                                 opts=self.options)
+        return self.stack
+
+    def up(self, settings: Settings) -> auto.UpResult:
+        return self._stack(settings).up(on_output=print)
+
+    def plan(self, settings: Settings, **options) -> dict[str, list[str]]:
+        """``"<type> <name>"`` -> the engine's steps for that resource in a preview of ``settings``."""
+        steps: dict[str, list[str]] = {}
+        self._stack(settings).preview(on_event=_recorder(steps), on_output=print, **options)
+        return steps
+
+    def failed_plan(self, settings: Settings) -> tuple[dict[str, list[str]], str]:
+        """The steps the engine planned before a preview of ``settings`` failed, and its output."""
+        steps: dict[str, list[str]] = {}
+        with pytest.raises(auto.CommandError) as failure:
+            self._stack(settings).preview(on_event=_recorder(steps), on_output=print)
+        return steps, str(failure.value)
+
+    def destroy(self) -> None:
+        assert self.stack is not None
+        self.stack.destroy(on_output=print)
+
+
+def changed(plan: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {name: ops for name, ops in plan.items() if ops != ["same"]}
+
+
+@pytest.fixture(scope="module")
+def tools() -> Path:
+    return builds.tools_dir(log=print)
+
+
+@pytest.fixture(scope="module")
+def bare_cluster(tmp_path_factory):
+    yield from start("dev", tmp_path_factory.mktemp("local-engine"), bare=True)
+
+
+@pytest.fixture(scope="module")
+def engine(tools, bare_cluster, tmp_path_factory):
+    engine = Engine(tools, bare_cluster.kubeconfig, tmp_path_factory.mktemp("engine-state"))
+    yield engine
+    # The last test destroys the stack; after a failure earlier on, this removes what is left (the
+    # cluster goes with the session anyway, so a failing destroy here only prints).
+    if engine.stack is not None:
+        try:
+            engine.destroy()
+        except auto.CommandError as error:
+            print(f"destroy after the engine tests failed: {error}")
+
+
+def exists(read) -> bool:
+    try:
+        read()
+        return True
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+
+
+# The tests below run in order on one stack: each starts from the state the previous one left.
+
+def test_up_creates_the_in_cluster_objects_and_a_second_preview_is_empty(engine, bare_cluster):
+    kube = bare_cluster.kube
+    engine.up(Settings())
+    scheduling = client.SchedulingV1Api(kube.api)
+    assert scheduling.read_priority_class(PRIORITY_CLASS).value == 1000
+    assert kube.core.read_namespaced_resource_quota("gpu-quota", NAMESPACE).spec.hard["requests.nvidia.com/gpu"] == "16"
+    job = kube.batch.read_namespaced_job(APP, NAMESPACE)
+    assert job.spec.template.spec.containers[0].image == "registry.local/trainer:1"
+    # expect_no_changes makes the preview itself fail on any change.
+    assert changed(engine.plan(Settings(), expect_no_changes=True)) == {}
+
+
+def test_a_job_image_change_neither_replaces_nor_deletes_the_job(engine, bare_cluster):
+    plan = changed(engine.plan(Settings(image="registry.local/trainer:2")))
+    assert f"{JOB} {APP}-job" not in plan, plan
+    engine.up(Settings(image="registry.local/trainer:2"))
+    job = bare_cluster.kube.batch.read_namespaced_job(APP, NAMESPACE)
+    assert job.spec.template.spec.containers[0].image == "registry.local/trainer:1"
+
+
+def test_a_priority_class_value_change_replaces_the_class(engine, bare_cluster):
+    # The plan is a delete-before-replace; the preview then fails, because its dry run of the
+    # replacement's create meets the class that only `pulumi up` deletes first (docs/operations.md).
+    plan, output = engine.failed_plan(Settings(priority=2000))
+    assert {name: sorted(ops) for name, ops in changed(plan).items()} == {
+        f"{PRIORITY_CLASS_TYPE} engine-{PRIORITY_CLASS}": ["create-replacement", "delete-replaced", "replace"]}, plan
+    assert f'PriorityClass.scheduling.k8s.io "{PRIORITY_CLASS}" is invalid: value: Forbidden: may not be changed in an update' in output
+    engine.up(Settings(priority=2000))
+    scheduling = client.SchedulingV1Api(bare_cluster.kube.api)
+    assert scheduling.read_priority_class(PRIORITY_CLASS).value == 2000
+
+
+def test_a_quota_change_updates_the_quota_in_place(engine, bare_cluster):
+    plan = changed(engine.plan(Settings(priority=2000, gpus=32)))
+    assert plan == {f"{QUOTA} engine-{NAMESPACE}-quota": ["update"]}, plan
+    engine.up(Settings(priority=2000, gpus=32))
+    quota = bare_cluster.kube.core.read_namespaced_resource_quota("gpu-quota", NAMESPACE)
+    assert quota.spec.hard["requests.nvidia.com/gpu"] == "32"
+
+
+def test_removing_the_training_job_keeps_the_job_and_deletes_its_service_and_pdb(engine, bare_cluster):
+    kube = bare_cluster.kube
+    engine.up(Settings(priority=2000, gpus=32, image=None))
+    assert kube.batch.read_namespaced_job(APP, NAMESPACE).metadata.name == APP
+    assert not exists(lambda: kube.core.read_namespaced_service(APP, NAMESPACE))
+    assert not exists(lambda: kube.policy.read_namespaced_pod_disruption_budget(APP, NAMESPACE))
+
+
+def test_destroy_removes_the_managed_objects(engine, bare_cluster):
+    kube = bare_cluster.kube
+    engine.destroy()
+    scheduling = client.SchedulingV1Api(kube.api)
+    assert not exists(lambda: scheduling.read_priority_class(PRIORITY_CLASS))
+    wait_for(lambda: not exists(lambda: kube.core.read_namespace(NAMESPACE)), timeout=120,
+             what=f"namespace {NAMESPACE} going")

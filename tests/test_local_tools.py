@@ -1,0 +1,44 @@
+"""The engine tests' tools as build.py describes them: pins read from the wrappers, the names the
+binaries get, and the one folder ``eks-gpu-training-local tools`` prints. No Go is run here."""
+
+from __future__ import annotations
+
+from eks_gpu_training.local import build as builds
+
+
+def test_the_cli_is_pinned_to_pkg_and_sdk_at_one_version():
+    go_mod = builds.PULUMI.wrapper / "go.mod"
+    assert builds.PULUMI.version == "v3.274.0"
+    assert builds.required_version(go_mod, "github.com/pulumi/pulumi/sdk/v3") == builds.PULUMI.version
+
+
+def test_the_cli_wrapper_repeats_the_clipboard_replace_of_pkg():
+    text = (builds.PULUMI.wrapper / "go.mod").read_text()
+    assert "replace github.com/atotto/clipboard => github.com/tgummerer/clipboard v0.0.0-20241001131231-d02d263e614e" in text
+
+
+def test_the_provider_is_pinned_to_the_v4_25_0_release_commit_and_stamped_with_that_release():
+    assert builds.PULUMI_KUBERNETES.version == "v4.0.0-20260115033456-f47bc2d6f199"
+    assert builds.PULUMI_KUBERNETES.stamp == "4.25.0"
+    assert builds.PULUMI.stamp == builds.PULUMI.version
+
+
+def test_the_provider_build_generates_its_embedded_schema_first():
+    assert builds.PULUMI_KUBERNETES.generate == ("cmd/pulumi-resource-kubernetes",)
+
+
+def test_go_build_names_the_tools_after_their_binaries():
+    for component in builds.TOOLS:
+        assert builds._built_names(component) == {name: name for name in component.binaries}
+
+
+def test_tools_folder_links_every_built_tool(tmp_path):
+    for component in builds.TOOLS:
+        folder = builds.bin_dir(component, tmp_path)
+        folder.mkdir(parents=True)
+        for binary in component.binaries:
+            (folder / binary).write_text("#!/bin/sh\n")
+    folder = builds.tools_dir(root=tmp_path, log=lambda line: None)
+    assert folder == tmp_path / "tools" / "bin"
+    assert sorted(path.name for path in folder.iterdir()) == ["pulumi", "pulumi-resource-kubernetes"]
+    assert (folder / "pulumi").resolve() == builds.bin_dir(builds.PULUMI, tmp_path) / "pulumi"

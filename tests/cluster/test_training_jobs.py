@@ -61,8 +61,15 @@ def _job_pods(kube, namespace: str, name: str):
 
 
 def _running(kube, namespace: str, name: str, count: int):
-    return wait_for(lambda: len(pods := [p for p in _job_pods(kube, namespace, name) if p.status.phase == "Running"]) == count
-                    and pods, what=f"{count} pods of job {name} Running", timeout=180)
+    try:
+        return wait_for(lambda: len(pods := [p for p in _job_pods(kube, namespace, name) if p.status.phase == "Running"]) == count
+                        and pods, what=f"{count} pods of job {name} Running", timeout=180)
+    except AssertionError as error:
+        workload = _workload(kube, namespace, name)
+        conditions = [(c["type"], c["status"], c.get("message", "")) for c in (workload.get("status") or {}).get("conditions") or []]
+        pods = [(p.metadata.name, p.status.phase, p.spec.node_name, kube.scheduling_message(namespace, p.metadata.name))
+                for p in _job_pods(kube, namespace, name)]
+        raise AssertionError(f"{error}; workload conditions {conditions}; pods {pods}") from None
 
 
 def _workload(kube, namespace: str, job: str) -> dict:

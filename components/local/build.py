@@ -332,9 +332,14 @@ def tools_dir(
     folder.mkdir(parents=True, exist_ok=True)
     for binary, path in paths.items():
         link = folder / binary
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(path)
+        if link.is_symlink() and os.readlink(link) == str(path):
+            continue
+        # A new link under a name of its own, then renamed over the old one: two test workers
+        # asking at once never see the name missing or taken.
+        staged = folder / f".{binary}.{os.getpid()}"
+        staged.unlink(missing_ok=True)
+        staged.symlink_to(path)
+        os.replace(staged, link)
     return folder
 
 

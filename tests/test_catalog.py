@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 
 import pytest
 
@@ -15,16 +14,14 @@ from eks_gpu_training.facts.catalog import (
 )
 from eks_gpu_training.config import END_OF_LIFE_AMI_TYPES, NVIDIA_AMI_TYPES
 from eks_gpu_training.aws.gpu_node_group import GPU_TAINT_EFFECT
+from eks_gpu_training.local.instance_types import INSTANCE_TYPES_DOC, read_table
 
 
 def instance_type_docs(reference_dir) -> dict[str, dict[str, str]]:
-    """Karpenter's instance-type reference: labels and resources per instance type."""
-    text = (reference_dir / "karpenter-1.14.1" / "docs-instance-types.md").read_text()
-    sections = re.split(r"^### `([^`]+)`\n", text, flags=re.M)
-    facts = {}
-    for name, body in zip(sections[1::2], sections[2::2]):
-        facts[name] = dict(re.findall(r"^ \|([^|]+)\|([^|]*)\|$", body, flags=re.M))
-    return facts
+    """Karpenter's instance-type reference: labels and resources per instance type, read by the
+    same parser the local cluster's fleet uses."""
+    table = read_table(reference_dir / INSTANCE_TYPES_DOC)
+    return {name: {**facts.labels, **facts.allocatable} for name, facts in table.items()}
 
 
 def test_catalog_matches_karpenters_instance_type_reference(reference_dir):

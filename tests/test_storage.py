@@ -28,6 +28,7 @@ from eks_gpu_training.facts.instance_store import LOCAL_NVME_GB, ephemeral_stora
 from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
 from eks_gpu_training.platform import GpuTrainingPlatform, parse_platform_args
 from harness import run_main, run_program, stack_config, stand_in_ref
+from test_catalog import instance_type_docs
 
 NS = "eks-gpu-training"
 INGRESS, EGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
@@ -308,12 +309,9 @@ def test_every_catalog_type_has_its_instance_store_size():
 
 
 def test_instance_store_sizes_match_karpenters_instance_type_reference(reference_dir: Path):
-    text = (reference_dir / "karpenter-1.14.1" / "docs-instance-types.md").read_text()
+    docs = instance_type_docs(reference_dir)
     for instance_type, size in LOCAL_NVME_GB.items():
-        section = re.search(rf"### `{re.escape(instance_type)}`(.*?)(?=\n### `|\Z)", text, re.S)
-        assert section, instance_type
-        found = re.search(r"instance-local-nvme\|(\d+)\|", section.group(1))
-        assert found and int(found.group(1)) == size, instance_type
+        assert int(docs[instance_type]["karpenter.k8s.aws/instance-local-nvme"]) == size, instance_type
 
 
 def test_karpenter_pools_ask_for_the_raid0_instance_store_policy(prod_graph):

@@ -10,21 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..addons.system_footprints import COREDNS, EKS_NODE_DAEMONSETS, PodFootprint
+
 NAMESPACE = "kube-system"
-COREDNS_REPLICAS = 2
-COREDNS_REQUESTS = {"cpu": "100m", "memory": "70Mi"}
-"""CoreDNS as the EKS add-on installs it: two replicas, each requesting 100m CPU and 70Mi memory,
-spread over nodes by a preferred anti-affinity (EKS user guide, "Manage CoreDNS for DNS in Amazon EKS
-clusters"; the add-on's Deployment, as coredns/deployment's kubernetes manifest it derives from)."""
-KUBE_PROXY_REQUESTS = {"cpu": "100m"}
-"""kube-proxy DaemonSet of the EKS add-on: 100m CPU on every node, tolerating every taint."""
-AWS_NODE_REQUESTS = {"cpu": "25m"}
-AWS_NODE_AGENT_REQUESTS = {"cpu": "25m"}
-"""The VPC CNI DaemonSet's two containers (aws/eks-charts stable/aws-vpc-cni values.yaml:
-``resources.requests.cpu: 25m`` for aws-node, ``nodeAgent.resources.requests.cpu: 25m``), on every
-node, tolerating every taint."""
-POD_IDENTITY_AGENT_REQUESTS: dict[str, str] = {}
-"""The Pod Identity agent DaemonSet (aws/eks-pod-identity-agent chart) sets no requests."""
+"""Requests and replicas are the figures the system-capacity check uses
+(``addons.system_footprints``), each with its source there."""
+
+
+def _requests(footprint: PodFootprint) -> dict[str, str]:
+    requests = {}
+    if footprint.cpu_millicores:
+        requests["cpu"] = f"{footprint.cpu_millicores}m"
+    if footprint.memory_mib:
+        requests["memory"] = f"{footprint.memory_mib}Mi"
+    return requests
 
 
 def _container(name: str, requests: dict[str, str]) -> dict[str, Any]:
@@ -55,14 +54,14 @@ def _daemonset(name: str, containers: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def eks_system_objects(*, pod_identity_agent: bool = True) -> list[dict[str, Any]]:
+def eks_system_objects() -> list[dict[str, Any]]:
     labels = {"k8s-app": "kube-dns"}
     coredns = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "coredns", "namespace": NAMESPACE, "labels": labels},
         "spec": {
-            "replicas": COREDNS_REPLICAS,
+            "replicas": COREDNS.replicas,
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
@@ -75,18 +74,10 @@ def eks_system_objects(*, pod_identity_agent: bool = True) -> list[dict[str, Any
                         "podAffinityTerm": {"labelSelector": {"matchLabels": labels},
                                             "topologyKey": "kubernetes.io/hostname"},
                     }]}},
-                    "containers": [_container("coredns", COREDNS_REQUESTS)],
+                    "containers": [_container("coredns", _requests(COREDNS))],
                 },
             },
         },
     }
-    objects = [
-        coredns,
-        _daemonset("kube-proxy", [_container("kube-proxy", KUBE_PROXY_REQUESTS)]),
-        _daemonset("aws-node", [_container("aws-node", AWS_NODE_REQUESTS),
-                                _container("aws-eks-nodeagent", AWS_NODE_AGENT_REQUESTS)]),
-    ]
-    if pod_identity_agent:
-        objects.append(_daemonset("eks-pod-identity-agent", [_container("eks-pod-identity-agent",
-                                                                        POD_IDENTITY_AGENT_REQUESTS)]))
-    return objects
+    return [coredns] + [_daemonset(footprint.name, [_container(footprint.name, _requests(footprint))])
+                        for footprint in EKS_NODE_DAEMONSETS]

@@ -129,6 +129,17 @@ class Kube:
             if error.status != 404:
                 raise
 
+    def delete_job(self, namespace: str, name: str, timeout: float = 90) -> None:
+        """Delete a Job and wait until its pods are gone (a Job left running would hold its nodes
+        and its Kueue quota for the next test)."""
+        try:
+            self.batch.delete_namespaced_job(name, namespace, propagation_policy="Foreground", grace_period_seconds=0)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+        wait_for(lambda: not self.pods(namespace, f"batch.kubernetes.io/job-name={name}"),
+                 what=f"job {name}'s pods gone", timeout=timeout)
+
     def ensure_namespace(self, name: str) -> None:
         self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 

@@ -42,26 +42,24 @@ def test_a_pod_without_the_gpu_toleration_never_binds_to_a_gpu_node(any_cluster)
     assert f"{gpu_nodes} node(s) had untolerated taint(s)" in message, message
 
 
-def test_a_pod_without_the_gpu_toleration_binds_to_a_system_node(any_cluster):
-    kube = any_cluster.kube
-    name = unique("plain")
-    kube.apply(pod_manifest(name, PROBE_NAMESPACE))
+def _role_of_node_bound_to(kube, prefix: str, **spec) -> str:
+    """The ``role`` label of the node the scheduler binds a probe pod to."""
+    name = unique(prefix)
+    kube.apply(pod_manifest(name, PROBE_NAMESPACE, **spec))
     try:
-        node = kube.wait_bound(PROBE_NAMESPACE, name)
-        assert kube.core.read_node(node).metadata.labels["role"] == "system"
+        return kube.core.read_node(kube.wait_bound(PROBE_NAMESPACE, name)).metadata.labels["role"]
     finally:
         kube.delete_pod(PROBE_NAMESPACE, name)
+
+
+def test_a_pod_without_the_gpu_toleration_binds_to_a_system_node(any_cluster):
+    assert _role_of_node_bound_to(any_cluster.kube, "plain") == "system"
 
 
 def test_a_pod_with_the_gpu_toleration_binds_to_a_gpu_node(any_cluster):
-    kube = any_cluster.kube
-    name = unique("tolerating")
-    kube.apply(pod_manifest(name, PROBE_NAMESPACE, node_selector=gpu_node_selector(), tolerations=[gpu_toleration()]))
-    try:
-        node = kube.wait_bound(PROBE_NAMESPACE, name)
-        assert kube.core.read_node(node).metadata.labels["role"] == "gpu-training"
-    finally:
-        kube.delete_pod(PROBE_NAMESPACE, name)
+    role = _role_of_node_bound_to(any_cluster.kube, "tolerating", node_selector=gpu_node_selector(),
+                                  tolerations=[gpu_toleration()])
+    assert role == "gpu-training"
 
 
 def test_broken_variant_without_the_taint_lets_the_untolerating_pod_onto_a_gpu_node(any_cluster):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from eks_gpu_training.config.health import DcgmDiagConfig
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, GPU_TAINT_KEY
@@ -147,14 +146,7 @@ def _run_job(kube, job: dict):
 
 
 def _delete_job(kube, job: dict) -> None:
-    name = job["metadata"]["name"]
-    try:
-        kube.batch.delete_namespaced_job(name, PREFLIGHT_NAMESPACE, propagation_policy="Foreground", grace_period_seconds=0)
-    except ApiException as error:
-        if error.status != 404:
-            raise
-    wait_for(lambda: not kube.pods(PREFLIGHT_NAMESPACE, f"batch.kubernetes.io/job-name={name}"),
-             what=f"job {name}'s pods gone", timeout=90)
+    kube.delete_job(PREFLIGHT_NAMESPACE, job["metadata"]["name"])
 
 
 def test_the_preflight_dcgm_job_runs_one_pod_on_each_node_of_its_pool(any_cluster):

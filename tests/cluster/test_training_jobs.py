@@ -47,13 +47,7 @@ def _copy_job(cluster, app: str, *, parallelism: int | None = None) -> tuple[str
 
 
 def _delete_job(kube, namespace: str, name: str) -> None:
-    try:
-        kube.batch.delete_namespaced_job(name, namespace, propagation_policy="Foreground", grace_period_seconds=0)
-    except ApiException as error:
-        if error.status != 404:
-            raise
-    wait_for(lambda: not kube.pods(namespace, f"batch.kubernetes.io/job-name={name}"), what=f"job {name}'s pods gone",
-             timeout=90)
+    kube.delete_job(namespace, name)
 
 
 def _job_pods(kube, namespace: str, name: str):
@@ -89,8 +83,8 @@ def _condition(workload: dict, kind: str) -> dict:
 
 
 def _stays_suspended(kube, namespace: str, name: str, seconds: float = 8) -> dict:
-    workload = wait_for(lambda: (w := _workload(kube, namespace, name)) and _condition(w, "QuotaReserved") and w,
-                        what=f"Kueue to consider job {name}", timeout=60)
+    wait_for(lambda: (w := _workload(kube, namespace, name)) and _condition(w, "QuotaReserved"),
+             what=f"Kueue to consider job {name}", timeout=60)
     holds_for(lambda: kube.batch.read_namespaced_job(name, namespace).spec.suspend and not _job_pods(kube, namespace, name),
               seconds=seconds, what=f"job {name} suspended with no pods")
     return _workload(kube, namespace, name)

@@ -309,7 +309,7 @@ def test_two_pods_of_the_job_on_one_node_fail_one_pod_per_node(prod_cluster):
         pods = _running(kube, namespace, name, app.nodes)
         assert {p.spec.node_name for p in pods} == {node}
         row = _fails_alone(prod_cluster, "one-pod-per-node")
-        assert row["detail"].startswith(f"job training/rl-training-multi: ") and f"on {node}." in row["detail"]
+        assert row["detail"].startswith("job training/rl-training-multi: ") and f"on {node}." in row["detail"]
     finally:
         _delete_job(kube, namespace, name)
         _wait_healthy(prod_cluster)

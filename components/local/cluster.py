@@ -36,7 +36,6 @@ from .platform import KWOK_NODE_CLASS, Applier, PlatformObjects, collect, locali
 
 PLACED_TIMEOUT_SECONDS = 180
 """How long ``up`` waits for every pod to be placed before it reports the ones that are not."""
-STATE_ROOT_ENV = "EKS_GPU_TRAINING_LOCAL_STATE"
 
 
 class LocalClusterError(RuntimeError):
@@ -181,7 +180,7 @@ class LocalCluster:
             self.log("starting Karpenter (KWOK provider)")
             start_karpenter(supervisor, self.state, self.kubeconfig, chart_objects, types_file)
         self.log(f"applying {len(rest)} objects")
-        applier.apply_all(rest, log=self.log)
+        applier.apply_all(rest)
         for reason in localized.left_out:
             self.log(f"left out: {reason}")
         wait_until_placed(applier, timeout=PLACED_TIMEOUT_SECONDS, check=self.control_plane.check)

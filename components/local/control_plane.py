@@ -18,6 +18,7 @@ from typing import Optional
 import yaml
 
 from .build import ETCD, KUBERNETES, KWOK, bin_dir
+from .fleet import KWOK_NODE_ANNOTATION
 from .pki import Pki, write_pki
 from .processes import Supervisor, free_port
 
@@ -167,7 +168,7 @@ class ControlPlane:
         self.supervisor.start("kwok", [
             str(kwok_dir / "kwok"), f"--kubeconfig={kubeconfig}", f"--config={config}",
             "--manage-all-nodes=false",
-            f"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION[0]}={KWOK_NODE_ANNOTATION[1]}",
             f"--cidr={POD_CIDR}", "--node-ip=127.0.0.1",
             f"--server-address=127.0.0.1:{self.ports['kwok']}",
             f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",

@@ -40,15 +40,20 @@ def _find(objects: list[dict[str, Any]], kind: str, namespace: str, name: str) -
     return None
 
 
+def _chart_kueue_configuration(chart_objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Kueue configuration the chart renders into its ConfigMap."""
+    config_map = _find(chart_objects, "ConfigMap", *KUEUE_CONFIG_MAP)
+    if config_map is None:
+        raise ValueError(f"the Kueue chart rendered no ConfigMap {'/'.join(KUEUE_CONFIG_MAP)}")
+    return yaml.safe_load(config_map["data"][KUEUE_CONFIG_KEY])
+
+
 def kueue_configuration(chart_objects: list[dict[str, Any]], *, webhook_port: int, health_port: int,
                         cert_dir: Path) -> dict[str, Any]:
     """The chart's Kueue configuration, listening on loopback. Its own certificate management stays
     on (with it off, Kueue reads metrics certificates from a fixed path under /etc); it keeps the
     certificates ``kueue_webhook_secret`` puts in its Secret."""
-    config_map = _find(chart_objects, "ConfigMap", *KUEUE_CONFIG_MAP)
-    if config_map is None:
-        raise ValueError(f"the Kueue chart rendered no ConfigMap {'/'.join(KUEUE_CONFIG_MAP)}")
-    configuration = yaml.safe_load(config_map["data"][KUEUE_CONFIG_KEY])
+    configuration = _chart_kueue_configuration(chart_objects)
     configuration["webhook"] = {**(configuration.get("webhook") or {}), "port": webhook_port, "host": "127.0.0.1",
                                 "certDir": str(cert_dir)}
     configuration["leaderElection"] = {"leaderElect": False}
@@ -68,7 +73,7 @@ def _ready(url: str) -> bool:
 def kueue_webhook_secret(chart_objects: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
     """The Secret Kueue's certificate controller reads (named by the chart's configuration), with
     certificates valid for loopback; and the CA bundle that verifies them."""
-    configuration = yaml.safe_load(_find(chart_objects, "ConfigMap", *KUEUE_CONFIG_MAP)["data"][KUEUE_CONFIG_KEY])
+    configuration = _chart_kueue_configuration(chart_objects)
     certs = configuration.get("internalCertManagement") or {}
     namespace = configuration.get("namespace") or KUEUE_CONFIG_MAP[0]
     data = kueue_webhook_secret_data(f"{certs['webhookServiceName']}.{namespace}.svc")

@@ -26,7 +26,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Iterable, Optional
 
 HOOKS_APPLIED = {"pre-install", "post-install"}
 """Helm hooks a first install runs; the rest (upgrade, delete, test) never run on ``helm install``."""
@@ -97,7 +97,7 @@ def localize(
     (Kueue's webhook certificate Secret), which the chart's copy must not overwrite."""
     result = PlatformObjects(left_out=list(platform.left_out))
 
-    def client_config(config: dict[str, Any], owner: str) -> Optional[dict[str, Any]]:
+    def client_config(config: dict[str, Any]) -> Optional[dict[str, Any]]:
         service = config.get("service")
         if not service:
             return config
@@ -111,7 +111,7 @@ def localize(
         obj = copy.deepcopy(obj)
         webhook = ((obj.get("spec") or {}).get("conversion") or {}).get("webhook")
         if webhook and webhook.get("clientConfig"):
-            config = client_config(webhook["clientConfig"], describe(obj))
+            config = client_config(webhook["clientConfig"])
             if config is None:
                 result.left_out.append(f"{describe(obj)}: converted by a Service no process serves here")
                 continue
@@ -128,7 +128,7 @@ def localize(
         if kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             kept = []
             for webhook in obj.get("webhooks") or []:
-                config = client_config(webhook.get("clientConfig") or {}, describe(obj))
+                config = client_config(webhook.get("clientConfig") or {})
                 if config is None:
                     result.left_out.append(f"{describe(obj)} webhook {webhook.get('name')}: its Service has no process here")
                     continue
@@ -142,9 +142,6 @@ def localize(
             continue
         elif kind == "NodePool" and obj.get("apiVersion", "").startswith("karpenter.sh/"):
             obj["spec"]["template"]["spec"]["nodeClassRef"] = dict(KWOK_NODE_CLASS)
-        elif kind == "EC2NodeClass":
-            # Kept: the API server still validates it against the AWS CRD; nothing reads it.
-            pass
         result.objects.append(obj)
     return result
 
@@ -203,7 +200,7 @@ class Applier:
             raise ApplyError(f"CRDs not Established after {timeout:.0f} s: {', '.join(sorted(pending))}")
         self.dynamic.resources.invalidate_cache()
 
-    def apply_all(self, objects: list[dict[str, Any]], *, log: Callable[[str], None] = print) -> None:
+    def apply_all(self, objects: list[dict[str, Any]]) -> None:
         """Apply in order; an object whose kind the server does not serve yet (a CRD still being
         registered) is retried once the rest is in."""
         from kubernetes.dynamic.exceptions import ResourceNotFoundError

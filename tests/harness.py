@@ -45,6 +45,20 @@ def run_example(code: str, name: str = "README example", **kwargs) -> Graph:
     return run_program(lambda: exec(compile(code, name, "exec"), {"__name__": "__main__"}), **kwargs)
 
 
+def two_az_network():
+    """An adopted VPC with one subnet in each of us-west-2a and us-west-2b, the network of the
+    ``research`` cluster the component tests compose."""
+    from eks_gpu_training.config import NetworkConfig, SubnetConfig
+
+    return NetworkConfig(
+        vpc_id="vpc-0123456789abcdef0",
+        subnets=[
+            SubnetConfig(id="subnet-0123456789abcdef0", availability_zone="us-west-2a"),
+            SubnetConfig(id="subnet-0123456789abcdef1", availability_zone="us-west-2b"),
+        ],
+    )
+
+
 def stand_in_ref(region: str = "us-west-2"):
     """A hand-built ``ClusterRef`` without a Kubernetes provider, for tests whose component refuses its
     other arguments before it would use the cluster."""

@@ -19,19 +19,11 @@ from eks_gpu_training import (
     GpuNodeGroupArgs,
     GpuNodeGroupConfig,
     GpuOperator,
-    NetworkConfig,
-    SubnetConfig,
 )
-from harness import research_cluster, run_program
+from harness import research_cluster, run_program, two_az_network
 
 STACK = {"aws:region": "us-west-2"}
-NETWORK = NetworkConfig(
-    vpc_id="vpc-0123456789abcdef0",
-    subnets=[
-        SubnetConfig(id="subnet-0123456789abcdef0", availability_zone="us-west-2a"),
-        SubnetConfig(id="subnet-0123456789abcdef1", availability_zone="us-west-2b"),
-    ],
-)
+NETWORK = two_az_network()
 POOL = GpuNodeGroupConfig(name="h100", instance_types=["p5.48xlarge"], availability_zone="us-west-2a")
 COMPONENTS = [
     getattr(eks_gpu_training, name)

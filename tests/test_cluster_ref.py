@@ -13,19 +13,11 @@ from eks_gpu_training import (
     GpuNodeGroup,
     GpuNodeGroupArgs,
     GpuNodeGroupConfig,
-    NetworkConfig,
-    SubnetConfig,
 )
 from eks_gpu_training.aws.iam import SSM_POLICY
-from harness import research_cluster, run_program
+from harness import research_cluster, run_program, two_az_network
 
-NETWORK = NetworkConfig(
-    vpc_id="vpc-0123456789abcdef0",
-    subnets=[
-        SubnetConfig(id="subnet-0123456789abcdef0", availability_zone="us-west-2a"),
-        SubnetConfig(id="subnet-0123456789abcdef1", availability_zone="us-west-2b"),
-    ],
-)
+NETWORK = two_az_network()
 
 
 def _refs(program):

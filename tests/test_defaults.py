@@ -12,20 +12,12 @@ from eks_gpu_training import (
     GpuNodeGroup,
     GpuNodeGroupArgs,
     GpuNodeGroupConfig,
-    NetworkConfig,
-    SubnetConfig,
     SystemNodeGroupConfig,
     parse_platform_args,
 )
-from harness import research_cluster, run_program, stand_in_ref
+from harness import research_cluster, run_program, stand_in_ref, two_az_network
 
-NETWORK = NetworkConfig(
-    vpc_id="vpc-0123456789abcdef0",
-    subnets=[
-        SubnetConfig(id="subnet-0123456789abcdef0", availability_zone="us-west-2a"),
-        SubnetConfig(id="subnet-0123456789abcdef1", availability_zone="us-west-2b"),
-    ],
-)
+NETWORK = two_az_network()
 POOL = GpuNodeGroupConfig(name="h100", instance_types=["p5.48xlarge"], availability_zone="us-west-2a")
 
 

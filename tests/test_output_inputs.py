@@ -37,15 +37,9 @@ from eks_gpu_training import (
     TrainingIdentityArgs,
     node_os_of,
 )
-from harness import ACCOUNT_ID, run_program
+from harness import ACCOUNT_ID, run_program, two_az_network
 
-NETWORK = NetworkConfig(
-    vpc_id="vpc-0123456789abcdef0",
-    subnets=[
-        SubnetConfig(id="subnet-0123456789abcdef0", availability_zone="us-west-2a"),
-        SubnetConfig(id="subnet-0123456789abcdef1", availability_zone="us-west-2b"),
-    ],
-)
+NETWORK = two_az_network()
 TAGS = {"team": "ml-platform"}
 
 

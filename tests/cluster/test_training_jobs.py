@@ -13,6 +13,7 @@ from kubernetes.client.exceptions import ApiException
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, gpu_toleration, network_layer_key
 
 from kube import holds_for, pod_manifest, unique, wait_for
+from test_priority_and_quota import _quota_gpus
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 SUBMITTED_QUEUE = "gpu-queue"
@@ -192,8 +193,18 @@ def test_a_job_beyond_the_cluster_queues_quota_stays_pending(prod_cluster):
     queue = kube.custom.get_cluster_custom_object(group, version, "clusterqueues", "training")
     gpus = sum(int(r["nominalQuota"]) for g in queue["spec"]["resourceGroups"] for f in g["flavors"]
                for r in f["resources"] if r["name"] == GPU_RESOURCE)
-    per_pod = 8
-    namespace, name = _copy_job(prod_cluster, "rl-training", parallelism=gpus // per_pod + 1)
+    _waits_for_quota(prod_cluster, parallelism=gpus // _gpus_per_pod(prod_cluster, "rl-training") + 1)
+
+
+def _gpus_per_pod(cluster, app: str) -> int:
+    container = _rendered_job(cluster, app)["spec"]["template"]["spec"]["containers"][0]
+    return int(container["resources"]["requests"][GPU_RESOURCE])
+
+
+def _waits_for_quota(cluster, *, parallelism: int) -> None:
+    """A run of the stack's job at ``parallelism`` pods stays suspended, Kueue reserving no quota for it."""
+    kube = cluster.kube
+    namespace, name = _copy_job(cluster, "rl-training", parallelism=parallelism)
     try:
         workload = _stays_suspended(kube, namespace, name)
         reserved = _condition(workload, "QuotaReserved")
@@ -284,20 +295,9 @@ def prod_capped(tmp_path_factory):
 
 
 def test_a_job_beyond_an_explicit_namespace_cap_waits_in_kueue_instead_of_being_refused(prod_capped):
-    kube = prod_capped.kube
-    assert _quota(kube) == 16
+    assert _quota_gpus(prod_capped.kube, "training") == 16
     # Three nodes' worth: within the fleet (two managed nodes and Karpenter's 16 GPUs), beyond the cap.
-    namespace, name = _copy_job(prod_capped, "rl-training", parallelism=3)
-    try:
-        workload = _stays_suspended(kube, namespace, name)
-        reserved = _condition(workload, "QuotaReserved")
-        assert reserved.get("status") == "False" and "insufficient" in reserved.get("message", "").lower(), reserved
-    finally:
-        _delete_job(kube, namespace, name)
-
-
-def _quota(kube) -> int:
-    return int(kube.core.read_namespaced_resource_quota("gpu-quota", "training").spec.hard[f"requests.{GPU_RESOURCE}"])
+    _waits_for_quota(prod_capped, parallelism=3)
 
 
 def test_broken_variant_a_raised_gpu_limit_lets_karpenter_launch_for_every_pod(dev_cluster, karpenter_pool):

@@ -21,6 +21,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from pulumi import automation as auto
 
+from eks_gpu_training.addons.verifier_role import VERIFIER_ROLE_NAME, VerifierRole, VerifierRoleArgs
 from eks_gpu_training.config.scheduling import PriorityClassConfig
 from eks_gpu_training.local import build as builds
 from eks_gpu_training.workloads.fleet_capacity import ResolvedQuota
@@ -47,6 +48,8 @@ class Settings:
     gpus: int = 16
     image: Optional[str] = "registry.local/trainer:1"
     """The training job's image; None leaves the job out of the program."""
+    verifier_group: str = "engine-verifiers"
+    """The group the verify command's read-only ClusterRole is bound to (``verify.group``)."""
 
 
 def program(kubeconfig: Path, settings: Settings):
@@ -62,6 +65,7 @@ def program(kubeconfig: Path, settings: Settings):
             ),
             opts=on_cluster,
         )
+        VerifierRole("engine-verify", VerifierRoleArgs(group=settings.verifier_group), opts=on_cluster)
         if settings.image is not None:
             job = TrainingJobSpec(name=APP, nodes=2, instance_types=("p5.48xlarge",), priority_class=PRIORITY_CLASS,
                                   namespace=NAMESPACE, image=settings.image)
@@ -210,9 +214,21 @@ def test_a_quota_change_updates_the_quota_in_place(engine, bare_cluster):
     assert quota.spec.hard["requests.nvidia.com/gpu"] == "32"
 
 
+def test_a_verifier_group_change_updates_the_binding_in_place(engine, bare_cluster):
+    # A binding's roleRef is immutable, its subjects are not (kubernetes.io/docs/reference/
+    # access-authn-authz/rbac/#clusterrolebinding-example): the role's name never changes, so a new
+    # group is an update of the subjects, with no window in which nobody may read.
+    settings = Settings(priority=2000, gpus=32, verifier_group="platform-oncall")
+    plan = changed(engine.plan(settings))
+    assert plan == {"kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding engine-verify-cluster-role-binding": ["update"]}, plan
+    engine.up(settings)
+    binding = client.RbacAuthorizationV1Api(bare_cluster.kube.api).read_cluster_role_binding(VERIFIER_ROLE_NAME)
+    assert [(s.kind, s.name) for s in binding.subjects] == [("Group", "platform-oncall")]
+
+
 def test_removing_the_training_job_keeps_the_job_and_deletes_its_service_and_pdb(engine, bare_cluster):
     kube = bare_cluster.kube
-    engine.up(Settings(priority=2000, gpus=32, image=None))
+    engine.up(Settings(priority=2000, gpus=32, image=None, verifier_group="platform-oncall"))
     assert kube.batch.read_namespaced_job(APP, NAMESPACE).metadata.name == APP
     assert not exists(lambda: kube.core.read_namespaced_service(APP, NAMESPACE))
     assert not exists(lambda: kube.policy.read_namespaced_pod_disruption_budget(APP, NAMESPACE))
@@ -223,5 +239,6 @@ def test_destroy_removes_the_managed_objects(engine, bare_cluster):
     engine.destroy()
     scheduling = client.SchedulingV1Api(kube.api)
     assert not exists(lambda: scheduling.read_priority_class(PRIORITY_CLASS))
+    assert not exists(lambda: client.RbacAuthorizationV1Api(kube.api).read_cluster_role(VERIFIER_ROLE_NAME))
     wait_for(lambda: not exists(lambda: kube.core.read_namespace(NAMESPACE)), timeout=120,
              what=f"namespace {NAMESPACE} going")

@@ -207,3 +207,12 @@ def test_stop_all_stops_each_recorded_process_and_never_a_pid_running_another_bi
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_without_go_a_missing_component_fails_saying_what_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(builds.BuildError) as refused:
+        builds.build_all(root=tmp_path, log=lambda line: None)
+    assert str(refused.value) == (
+        f"cannot build etcd {builds.ETCD.version}: the Go toolchain (`go`, 1.26 or newer) is not on PATH"
+    )

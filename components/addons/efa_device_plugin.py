@@ -21,6 +21,7 @@ from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
 from ..config import GpuTrainingPlatformArgs
 from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
 from ..config.arguments import check_model_fields
+from .chart_source import release_chart
 from ..config.documented import documented_args, documented_component
 
 CHART = "aws-efa-k8s-device-plugin"
@@ -86,6 +87,8 @@ class EfaDevicePluginArgs:
 
     cluster: ClusterInput
     """The cluster to install into: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
+    chart_directory: Optional[str] = None
+    """A local folder holding the chart at its pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of the EKS charts repository (``charts.directory``). Default: none, the repository."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -103,15 +106,16 @@ class EfaDevicePlugin(pulumi.ComponentResource):
     """Helm's status of the release (``deployed`` once installed)."""
 
     def __init__(self, name: str, args: EfaDevicePluginArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        # A missing local chart is refused before anything registers.
+        chart = release_chart(CHART, CHART_VERSION, CHART_REPOSITORY, args.chart_directory,
+                              f"EfaDevicePlugin({name}).chart_directory")
         super().__init__("eks-gpu-training:index:EfaDevicePlugin", name, None, opts)
         ref = args.cluster
         self.values = efa_device_plugin_values()
         self.release = k8s.helm.v3.Release(
             f"{name}-release",
             name=CHART,
-            chart=CHART,
-            version=CHART_VERSION,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CHART_REPOSITORY),
+            **chart,
             namespace=NAMESPACE,
             create_namespace=False,
             values=self.values,

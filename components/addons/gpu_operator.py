@@ -31,6 +31,7 @@ from ..config import (
     validate_gpu_operator,
 )
 from ..aws.gpu_node_group import gpu_toleration
+from .chart_source import release_chart
 from .dcgm_dashboard import dcgm_dashboard_config_map
 from ..facts.node_os import NODE_OS_BY_AMI_TYPE, GpuNodeOs, node_os_of
 from ..config.arguments import check_model_fields
@@ -171,6 +172,8 @@ class GpuOperatorArgs:
     """Chart version, Prometheus operator presence, sharing (refused). Default: the defaults of ``GpuOperatorConfig``."""
     node_os: Union[str, GpuNodeOs] = DEFAULT_GPU_AMI_TYPE
     """The GPU nodes' EKS AMI type (decides driver, toolkit and device plugin). Default: AL2023_x86_64_NVIDIA."""
+    chart_directory: Optional[str] = None
+    """A local folder holding the chart at its pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of NVIDIA's repository (``charts.directory``). Default: none, the repository."""
 
     def __post_init__(self) -> None:
         problems = cluster_field(self)
@@ -204,6 +207,8 @@ class GpuOperator(pulumi.ComponentResource):
         problems = validate_gpu_operator(args.config, path=f"GpuOperator({name}).config")
         if problems:
             raise ConfigError(problems)
+        chart = release_chart(CHART, args.config.chart_version, CHART_REPOSITORY, args.chart_directory,
+                              f"GpuOperator({name}).chart_directory")
         super().__init__("eks-gpu-training:index:GpuOperator", name, None, opts)
         ref = args.cluster
         # Only the cluster and the system node group: never the GPU node groups.
@@ -222,9 +227,7 @@ class GpuOperator(pulumi.ComponentResource):
         self.release = k8s.helm.v3.Release(
             f"{name}-release",
             name=CHART,
-            chart=CHART,
-            version=args.config.chart_version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CHART_REPOSITORY),
+            **chart,
             namespace=namespace.metadata.name,
             create_namespace=False,
             values=self.values,

@@ -28,6 +28,7 @@ from ..config import KarpenterConfig
 from ..aws.iam import create_node_role, create_pod_identity_role, node_role_resource_name
 from ..facts.aws_names import PhysicalName
 from ..config.arguments import check_model_fields
+from .chart_source import release_chart
 from ..config.documented import documented_args, documented_component
 
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
@@ -136,6 +137,8 @@ class KarpenterArgs:
     """Chart version and ``retainOnRemoval`` (the GPU pools are ``GpuNodePool`` components of their own)."""
     tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
+    chart_directory: Optional[str] = None
+    """A local folder holding the charts karpenter and karpenter-crd at their pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of upstream's OCI repository (``charts.directory``). Default: none, the repository."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -195,6 +198,10 @@ class Karpenter(pulumi.ComponentResource):
     """The SQS queue Karpenter reads spot interruptions, rebalance and health events from."""
 
     def __init__(self, name: str, args: KarpenterArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        # A missing local chart is refused before anything registers.
+        path = f"Karpenter({name}).chart_directory"
+        crd_chart = release_chart(KARPENTER_CRD_CHART, args.config.chart_version, None, args.chart_directory, path)
+        controller_chart = release_chart(KARPENTER_CHART, args.config.chart_version, None, args.chart_directory, path)
         super().__init__("eks-gpu-training:index:Karpenter", name, None, opts)
         ref, tags = args.cluster, dict(args.tags)
         # Cluster-side AWS objects (access entry, association) need the cluster; in-cluster ones its nodes too.
@@ -304,8 +311,7 @@ class Karpenter(pulumi.ComponentResource):
             f"{name}-crd",
             k8s.helm.v3.ReleaseArgs(
                 name="karpenter-crd",
-                chart=KARPENTER_CRD_CHART,
-                version=args.config.chart_version,
+                **crd_chart,
                 namespace=KARPENTER_NAMESPACE,
                 values=karpenter_crd_values(args.config.retain_on_removal),
                 atomic=True,
@@ -319,8 +325,7 @@ class Karpenter(pulumi.ComponentResource):
             f"{name}-release",
             k8s.helm.v3.ReleaseArgs(
                 name="karpenter",
-                chart=KARPENTER_CHART,
-                version=args.config.chart_version,
+                **controller_chart,
                 namespace=KARPENTER_NAMESPACE,
                 skip_crds=True,
                 values=karpenter_values(

@@ -37,6 +37,7 @@ from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
 from ..config import KueueConfig
 from ..facts.gpu_nodes import EFA_RESOURCE
 from ..config.arguments import check_model_fields
+from .chart_source import release_chart
 from ..config.documented import documented_args, documented_component
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
@@ -144,6 +145,8 @@ class KueueArgs:
     """Chart version and admission timeouts."""
     namespaces: Sequence[str]
     """The training namespaces: Kueue manages Jobs there and nowhere else."""
+    chart_directory: Optional[str] = None
+    """A local folder holding the chart at its pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of registry.k8s.io's OCI repository (``charts.directory``). Default: none, the repository."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -161,6 +164,8 @@ class Kueue(pulumi.ComponentResource):
     """Kueue's namespace (``kueue-system``)."""
 
     def __init__(self, name: str, args: KueueArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        # A missing local chart is refused before anything registers.
+        chart = release_chart(KUEUE_CHART, args.config.chart_version, None, args.chart_directory, f"Kueue({name}).chart_directory")
         super().__init__("eks-gpu-training:index:Kueue", name, None, opts)
         ref = args.cluster
         ready = list(ref.ready)
@@ -173,8 +178,7 @@ class Kueue(pulumi.ComponentResource):
         self.release = k8s.helm.v3.Release(
             f"{name}-release",
             name="kueue",
-            chart=KUEUE_CHART,
-            version=args.config.chart_version,
+            **chart,
             namespace=namespace.metadata.name,
             create_namespace=False,
             values=self.values,

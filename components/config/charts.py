@@ -1,0 +1,17 @@
+"""Where the stack's Helm releases take their charts from: their upstream repositories, or a local
+folder for clusters that cannot reach them (an air-gapped install, or a chart mirror in the repo)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import Field
+
+from .base import _Model
+
+
+class ChartsConfig(_Model):
+    """The source of every Helm release's chart (GPU Operator, EFA device plugin, Kueue, Karpenter and its CRDs)."""
+
+    directory: Optional[str] = Field(default=None, min_length=1)
+    """A local folder holding each chart the stack installs, at its pinned version, as a chart folder `<chart>-<version>/` or an archive `<chart>-<version>.tgz` (what `helm pull` and `helm package` write; `v` before the version optional), checked before anything is created; relative to the directory `pulumi up` runs in. Default: none (each chart comes from its repository)."""

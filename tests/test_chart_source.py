@@ -1,0 +1,116 @@
+"""Helm releases from a local chart folder or archive (``charts.directory``): found by name and
+version, refused with the key path when missing or mislabelled, before anything is registered."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import yaml
+
+from eks_gpu_training import ConfigError
+from eks_gpu_training.addons import gpu_operator, kueue
+from eks_gpu_training.addons.chart_source import chart_problems, local_chart, release_chart
+from harness import run_main, stack_config
+
+PROJECT = "eks-gpu-training"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def write_chart(folder: Path, name: str, version: str) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "Chart.yaml").write_text(yaml.safe_dump({"apiVersion": "v2", "name": name, "version": version}))
+    return folder
+
+
+def package(source: Path, archive: Path, name: str) -> Path:
+    """What `helm package` writes: the chart under a top folder named after the chart."""
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(source, arcname=name)
+    return archive
+
+
+def all_stack_charts(directory: Path) -> Path:
+    """A folder holding every chart prod installs, at its pinned version (only their Chart.yaml)."""
+    for chart, version in [
+        ("gpu-operator", "v26.7.0"),
+        ("aws-efa-k8s-device-plugin", "v0.5.30"),
+        ("kueue", "0.19.2"),
+        ("karpenter", "1.14.1"),
+        ("karpenter-crd", "1.14.1"),
+    ]:
+        write_chart(directory / f"{chart}-{version}", chart, version)
+    return directory
+
+
+def test_a_chart_folder_or_archive_at_the_pinned_version_is_found(tmp_path):
+    folder = write_chart(tmp_path / "kueue-0.19.2", "kueue", "0.19.2")
+    assert local_chart(tmp_path, kueue.KUEUE_CHART, "0.19.2") == (folder, "")
+    archive = package(write_chart(tmp_path / "src" / "gpu-operator", "gpu-operator", "v26.7.0"),
+                      tmp_path / "gpu-operator-v26.7.0.tgz", "gpu-operator")
+    assert local_chart(tmp_path, "gpu-operator", "v26.7.0") == (archive, "")
+    # `v` before the version is optional in the file name, as helm and upstream tags spell it.
+    write_chart(tmp_path / "karpenter-v1.14.1", "karpenter", "1.14.1")
+    assert local_chart(tmp_path, "oci://public.ecr.aws/karpenter/karpenter", "1.14.1")[0].name == "karpenter-v1.14.1"
+
+
+def test_a_chart_whose_chart_yaml_names_another_version_is_refused(tmp_path):
+    write_chart(tmp_path / "kueue-0.19.2", "kueue", "0.18.0")
+    source, reason = local_chart(tmp_path, kueue.KUEUE_CHART, "0.19.2")
+    assert source is None
+    assert reason == "kueue-0.19.2's Chart.yaml is kueue 0.18.0, not kueue 0.19.2"
+
+
+def test_an_archive_without_the_charts_top_folder_is_refused(tmp_path):
+    source = write_chart(tmp_path / "src" / "other", "other", "1.0.0")
+    package(source, tmp_path / "kueue-0.19.2.tgz", "other")
+    assert local_chart(tmp_path, kueue.KUEUE_CHART, "0.19.2") == (None, "kueue-0.19.2.tgz holds no kueue/Chart.yaml")
+
+
+def test_a_missing_chart_says_which_file_names_would_do(tmp_path):
+    assert chart_problems(str(tmp_path), [("gpu-operator", "v26.7.0")], "charts.directory")[0].message == (
+        "has no gpu-operator v26.7.0: expected gpu-operator-v26.7.0/ or gpu-operator-v26.7.0.tgz in it"
+    )
+    missing = str(tmp_path / "absent")
+    problems = chart_problems(missing, [("gpu-operator", "v26.7.0"), ("kueue", "0.19.2")], "charts.directory")
+    assert [(p.path, p.message) for p in problems] == [
+        ("charts.directory", f"'{missing}' is not a folder; give the folder that holds the charts")
+    ]
+
+
+def test_a_release_takes_the_repository_or_the_local_path(tmp_path):
+    remote = release_chart("gpu-operator", "v26.7.0", gpu_operator.CHART_REPOSITORY, None, "x")
+    assert (remote["chart"], remote["version"], remote["repository_opts"].repo) == (
+        "gpu-operator", "v26.7.0", gpu_operator.CHART_REPOSITORY)
+    assert release_chart(kueue.KUEUE_CHART, "0.19.2", None, None, "x") == {"chart": kueue.KUEUE_CHART, "version": "0.19.2"}
+    folder = write_chart(tmp_path / "kueue-0.19.2", "kueue", "0.19.2")
+    # A local path has no repository, and Helm installs the folder as it is (its version was checked).
+    assert release_chart(kueue.KUEUE_CHART, "0.19.2", None, str(tmp_path), "x") == {"chart": str(folder)}
+
+
+def test_the_stack_installs_every_release_from_the_local_folder(tmp_path):
+    config = stack_config("prod")
+    config[f"{PROJECT}:charts"] = {"directory": str(all_stack_charts(tmp_path))}
+    graph = run_main(config)
+    assert graph.error is None
+    releases = {r.inputs["name"]: r.inputs for r in graph.of_type(RELEASE)}
+    assert set(releases) == {"gpu-operator", "aws-efa-k8s-device-plugin", "kueue", "karpenter", "karpenter-crd"}
+    for name, inputs in releases.items():
+        assert Path(inputs["chart"]).parent == tmp_path, name
+        assert "repositoryOpts" not in inputs and "version" not in inputs, name
+
+
+def test_a_stack_whose_folder_lacks_a_chart_registers_nothing_and_names_each(tmp_path):
+    charts = all_stack_charts(tmp_path)
+    (charts / "kueue-0.19.2" / "Chart.yaml").unlink()
+    (charts / "kueue-0.19.2").rmdir()
+    (charts / "karpenter-1.14.1" / "Chart.yaml").write_text(yaml.safe_dump({"name": "karpenter", "version": "1.13.0"}))
+    config = stack_config("prod")
+    config[f"{PROJECT}:charts"] = {"directory": str(charts)}
+    graph = run_main(config)
+    assert isinstance(graph.error, ConfigError)
+    assert graph.resources == []
+    assert [(p.path, p.message) for p in graph.error.problems] == [
+        ("charts.directory", "has no kueue 0.19.2: expected kueue-0.19.2/ or kueue-0.19.2.tgz in it"),
+        ("charts.directory", "karpenter-1.14.1's Chart.yaml is karpenter 1.13.0, not karpenter 1.14.1"),
+    ]

@@ -83,13 +83,14 @@ KWOK = GoComponent(
     "kwok", "sigs.k8s.io/kwok", {"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
     # KWOK's own stages for the simulated kubelets: nodes become Ready and keep their leases, bound
     # pods become Running and Ready, deleted pods go. KWOK's default set also has pod-complete,
-    # which finishes every Job's pods at once; a training job runs until it is stopped, so it is
-    # left out and Job pods keep running.
+    # which finishes every Job's pods at once; a training job runs until it is stopped, so the
+    # local control plane narrows it to the one-shot Jobs of Helm charts (``control_plane.kwok_stages``).
     data=(
         "kustomize/stage/node/fast/node-initialize.yaml",
         "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
         "kustomize/stage/pod/fast/pod-ready.yaml",
         "kustomize/stage/pod/fast/pod-delete.yaml",
+        "kustomize/stage/pod/fast/pod-complete.yaml",
     ),
 )
 KUEUE = GoComponent(

@@ -31,6 +31,30 @@ NODE_LEASE_SECONDS = 40
 """The kubelet's default node lease duration; KWOK renews each simulated node's lease like a kubelet."""
 
 
+HELM_MANAGED = ("app.kubernetes.io/managed-by", "Helm")
+"""The label Helm's charts put on what they create, hook Jobs' pods included (the chart labels
+convention, helm.sh/docs/chart_best_practices/labels); training pods never carry it."""
+
+
+def kwok_stages(kwok_dir: Path) -> list[dict]:
+    """KWOK's stages for the simulated kubelets, as KWOK ships them, with its pod-complete stage
+    narrowed to pods of Jobs that Helm charts create: hook Jobs (NFD's post-delete prune, the GPU
+    Operator's CRD upgrade) that Helm waits for, whose containers a real kubelet runs to completion.
+    Their work itself (pruning labels, applying CRDs) is not done here. A training job's pods keep
+    running until it is stopped, as on real nodes."""
+    stages = []
+    for name in KWOK.data:
+        stage = yaml.safe_load((kwok_dir / Path(name).name).read_text())
+        if stage["metadata"]["name"] == "pod-complete":
+            key, value = HELM_MANAGED
+            stage["metadata"]["name"] = "helm-job-pod-complete"
+            stage["spec"]["selector"]["matchExpressions"].append(
+                {"key": f'.metadata.labels["{key}"]', "operator": "In", "values": [value]}
+            )
+        stages.append(stage)
+    return stages
+
+
 def _kubeconfig(server: str, pki: Pki, path: Path) -> Path:
     document = {
         "apiVersion": "v1",
@@ -162,9 +186,7 @@ class ControlPlane:
         ])
         kwok_dir = bin_dir(KWOK)
         config = self.state / "kwok.yaml"
-        config.write_text(yaml.safe_dump_all(
-            [yaml.safe_load((kwok_dir / Path(stage).name).read_text()) for stage in KWOK.data], sort_keys=False
-        ))
+        config.write_text(yaml.safe_dump_all(kwok_stages(kwok_dir), sort_keys=False))
         self.supervisor.start("kwok", [
             str(kwok_dir / "kwok"), f"--kubeconfig={kubeconfig}", f"--config={config}",
             "--manage-all-nodes=false",

@@ -1,15 +1,12 @@
-"""The real Pulumi engine deploys in-cluster components to a bare local cluster.
+"""The real Pulumi engine deploys in-cluster components to a bare local cluster, and plans each
+change of the change table's in-cluster rows (docs/operations.md) as the table says.
 
 The Pulumi CLI and the Kubernetes provider are built from their Go modules (``eks-gpu-training-local
-tools``); the engine plans, diffs and applies against the local API server, with a file backend,
-a passphrase and no plugin downloads. The programs run through the Automation API as inline
-programs: the SDK serves the language runtime itself, since the Python language host is not
-buildable from the module proxy (see ``build.TOOLS``).
+tools``); the engine plans, diffs and applies against the local API server (``engine.Engine``).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -18,8 +15,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-from pulumi import automation as auto
 
 from eks_gpu_training.addons.verifier_role import VERIFIER_ROLE_NAME, VerifierRole, VerifierRoleArgs
 from eks_gpu_training.config.scheduling import PriorityClassConfig
@@ -30,6 +25,7 @@ from eks_gpu_training.workloads.templates import TrainingJobSpec
 from eks_gpu_training.workloads.training_job import TrainingJob, TrainingJobArgs
 
 from conftest import start
+from engine import Engine, changed, exists
 from kube import wait_for
 
 JOB = "kubernetes:batch/v1:Job"
@@ -75,70 +71,6 @@ def program(kubeconfig: Path, settings: Settings):
     return run
 
 
-def _recorder(steps: dict[str, list[str]]):
-    """An event handler that collects each resource's planned steps into ``steps``."""
-
-    def record(event: auto.EngineEvent) -> None:
-        if event.resource_pre_event is not None:
-            metadata = event.resource_pre_event.metadata
-            steps.setdefault(f"{metadata.type} {metadata.urn.rsplit('::', 1)[-1]}", []).append(metadata.op.value)
-
-    return record
-
-
-class Engine:
-    """One stack of the inline program on a file backend, run by the CLI built from source."""
-
-    def __init__(self, tools: Path, kubeconfig: Path, state: Path):
-        self.kubeconfig = kubeconfig
-        backend = state / "backend"
-        backend.mkdir(parents=True)
-        self.env = {
-            "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
-            "PULUMI_HOME": str(state / "home"),
-            "PULUMI_CONFIG_PASSPHRASE": "engine-tests",
-            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-            "PULUMI_SKIP_UPDATE_CHECK": "true",
-        }
-        self.options = auto.LocalWorkspaceOptions(
-            work_dir=str(state),
-            pulumi_command=auto.PulumiCommand(root=str(tools.parent)),
-            project_settings=auto.ProjectSettings(name="engine", runtime="python",
-                                                  backend=auto.ProjectBackend(url=backend.as_uri())),
-            env_vars=self.env,
-        )
-        self.stack: Optional[auto.Stack] = None
-
-    def _stack(self, settings: Settings) -> auto.Stack:
-        self.stack = auto.create_or_select_stack("local", project_name="engine", program=program(self.kubeconfig, settings),
-                                                 opts=self.options)
-        return self.stack
-
-    def up(self, settings: Settings) -> auto.UpResult:
-        return self._stack(settings).up(on_output=print)
-
-    def plan(self, settings: Settings, **options) -> dict[str, list[str]]:
-        """``"<type> <name>"`` -> the engine's steps for that resource in a preview of ``settings``."""
-        steps: dict[str, list[str]] = {}
-        self._stack(settings).preview(on_event=_recorder(steps), on_output=print, **options)
-        return steps
-
-    def failed_plan(self, settings: Settings) -> tuple[dict[str, list[str]], str]:
-        """The steps the engine planned before a preview of ``settings`` failed, and its output."""
-        steps: dict[str, list[str]] = {}
-        with pytest.raises(auto.CommandError) as failure:
-            self._stack(settings).preview(on_event=_recorder(steps), on_output=print)
-        return steps, str(failure.value)
-
-    def destroy(self) -> None:
-        assert self.stack is not None
-        self.stack.destroy(on_output=print)
-
-
-def changed(plan: dict[str, list[str]]) -> dict[str, list[str]]:
-    return {name: ops for name, ops in plan.items() if ops != ["same"]}
-
-
 @pytest.fixture(scope="module")
 def tools() -> Path:
     return builds.tools_dir(log=print)
@@ -151,25 +83,9 @@ def bare_cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engine(tools, bare_cluster, tmp_path_factory):
-    engine = Engine(tools, bare_cluster.kubeconfig, tmp_path_factory.mktemp("engine-state"))
+    engine = Engine(tools, tmp_path_factory.mktemp("engine-state"), lambda settings: program(bare_cluster.kubeconfig, settings))
     yield engine
-    # The last test destroys the stack; after a failure earlier on, this removes what is left (the
-    # cluster goes with the session anyway, so a failing destroy here only prints).
-    if engine.stack is not None:
-        try:
-            engine.destroy()
-        except auto.CommandError as error:
-            print(f"destroy after the engine tests failed: {error}")
-
-
-def exists(read) -> bool:
-    try:
-        read()
-        return True
-    except ApiException as error:
-        if error.status == 404:
-            return False
-        raise
+    engine.destroy_after_tests()
 
 
 # The tests below run in order on one stack: each starts from the state the previous one left.

@@ -17,6 +17,7 @@ from .aws.cluster import ClusterRef, EksCluster, EksClusterArgs
 from .aws.network import Network, NetworkArgs, NetworkRef, adopted_network
 from .aws.storage import LustreStorage, LustreStorageArgs, LustreVolume, node_config_user_data
 from .config import (
+    ChartsConfig,
     ClusterConfig,
     ConfigError,
     DataRepositoryConfig,
@@ -26,6 +27,7 @@ from .config import (
     GpuOperatorConfig,
     GpuPoolConfig,
     GpuTrainingPlatformArgs,
+    InClusterConfig,
     KarpenterConfig,
     KarpenterDisruptionConfig,
     KarpenterGpuNodePoolConfig,
@@ -70,7 +72,7 @@ from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_s
 from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
 from .addons.kueue import Kueue, KueueArgs, kueue_values
 from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, PoolFlavor, kueue_queues_args, pool_flavors
-from .platform import PLATFORM_NAME, GpuTrainingPlatform, load_stack_config, parse_platform_args
+from .platform import PLATFORM_NAME, GpuTrainingInCluster, GpuTrainingInClusterArgs, GpuTrainingPlatform, load_stack_config, parse_platform_args
 from .workloads.fleet_capacity import PoolCapacity, ResolvedQuota, fleet_gpu_capacity
 from .workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, SchedulingPoliciesArgs
 from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
@@ -112,7 +114,11 @@ __all__ = [
     "GpuSmokeTest",
     "GpuSmokeTestArgs",
     "GpuTrainingPlatform",
+    "GpuTrainingInCluster",
+    "GpuTrainingInClusterArgs",
     "GpuTrainingPlatformArgs",
+    "ChartsConfig",
+    "InClusterConfig",
     "Karpenter",
     "KarpenterArgs",
     "KarpenterConfig",

@@ -143,6 +143,8 @@ from .health import (
     PreflightConfig,
 )
 from .verify import VERIFIER_GROUP, VerifyConfig
+from .charts import ChartsConfig
+from .in_cluster import InClusterConfig
 from .stack import (
     GpuTrainingPlatformArgs,
     gpu_pool_zones,
@@ -252,6 +254,8 @@ __all__ = [
     "PreflightConfig",
     "VERIFIER_GROUP",
     "VerifyConfig",
+    "ChartsConfig",
+    "InClusterConfig",
     "GpuTrainingPlatformArgs",
     "gpu_pool_zones",
     "validate_platform",

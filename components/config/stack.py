@@ -19,9 +19,11 @@ from .addons import (
     validate_topology_labeler,
 )
 from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model, validate_tags
+from .charts import ChartsConfig
 from .cluster import ClusterConfig, SystemNodeGroupConfig, validate_cluster_endpoint
 from .inputs import InputText, is_unknown
 from .health import NodeMonitoringConfig, PreflightConfig
+from .in_cluster import InClusterConfig
 from .network import NetworkConfig, validate_network
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
@@ -68,6 +70,10 @@ class GpuTrainingPlatformArgs(_Model):
     """S3 buckets of the stack's training data and checkpoints, named once: training pods get least-privilege access to exactly these through the training ServiceAccount's EKS Pod Identity role. Default: none."""
     tags: dict[str, InputText] = {}
     """Tags added to every AWS resource (a value may be an Output in a program). Default: none."""
+    charts: ChartsConfig = ChartsConfig()
+    """Where the Helm releases' charts come from. Default: their upstream repositories."""
+    in_cluster: InClusterConfig = InClusterConfig()
+    """Deploy only the stack's in-cluster half to the cluster a kubeconfig reaches, creating nothing in AWS (`GpuTrainingInCluster`); the other settings still describe the cluster and its pools, which another program made. Default: off (the whole stack)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -2,12 +2,15 @@
 layers, and ``GpuTrainingPlatform``, which composes every layer below."""
 
 from .component import GpuTrainingPlatform
+from .in_cluster import GpuTrainingInCluster, GpuTrainingInClusterArgs
 from .loading import load_stack_config, parse_platform_args, platform_args_from_settings, problems_from_validation_error
 from .names import PLATFORM_NAME, generated_names, validate_names
 from .validation import validate_stack
 
 __all__ = [
     "GpuTrainingPlatform",
+    "GpuTrainingInCluster",
+    "GpuTrainingInClusterArgs",
     "PLATFORM_NAME",
     "generated_names",
     "validate_names",

@@ -13,7 +13,7 @@ from ..aws.cluster import EksCluster, EksClusterArgs
 from ..aws.network import Network, NetworkArgs, adopted_network
 from ..aws.storage import LustreStorage, LustreStorageArgs, subnet_in_zone
 from ..config import fsx_zone, gpu_pool_zones
-from ..config import ConfigError, GpuTrainingPlatformArgs
+from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.arguments import as_model
 from ..addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
 from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
@@ -114,6 +114,9 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         # Checked before the component registers, so invalid arguments create nothing at all.
         args = as_model(args, GpuTrainingPlatformArgs, "GpuTrainingPlatformArgs")
         problems = validate_stack(args, name)
+        if args.in_cluster.enabled:
+            problems.append(Problem("inCluster", "deploys the in-cluster half alone, with GpuTrainingInCluster; "
+                                    "GpuTrainingPlatform builds the whole stack: remove inCluster for it"))
         if not problems:
             # What runs now decides whether a version change rolls pools: read before registering.
             problems = live_roll_problems(args)
@@ -184,7 +187,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         )
         self.gpu_operator = GpuOperator(
             f"{name}-gpu-operator",
-            GpuOperatorArgs(cluster=after_gpu_nodes, config=args.gpu_operator, node_os=gpu_node_os(args)),
+            GpuOperatorArgs(cluster=after_gpu_nodes, config=args.gpu_operator, node_os=gpu_node_os(args),
+                            chart_directory=args.charts.directory),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.node_monitoring_agent = None
@@ -197,7 +201,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         self.efa_device_plugin = (
             EfaDevicePlugin(
                 f"{name}-efa-device-plugin",
-                EfaDevicePluginArgs(cluster=after_gpu_nodes),
+                EfaDevicePluginArgs(cluster=after_gpu_nodes, chart_directory=args.charts.directory),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             if efa_needed(args)
@@ -219,7 +223,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         if args.karpenter.enabled:
             self.karpenter = Karpenter(
                 karpenter_child_name(name),
-                KarpenterArgs(cluster=self.cluster.ref, config=args.karpenter, tags=tags),
+                KarpenterArgs(cluster=self.cluster.ref, config=args.karpenter, tags=tags, chart_directory=args.charts.directory),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self.gpu_node_pools = {
@@ -285,7 +289,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         if args.kueue.enabled:
             self.kueue = Kueue(
                 f"{name}-kueue",
-                KueueArgs(cluster=self.cluster.ref, config=args.kueue, namespaces=[ns.name for ns in args.scheduling.namespaces]),
+                KueueArgs(cluster=self.cluster.ref, config=args.kueue, namespaces=[ns.name for ns in args.scheduling.namespaces],
+                          chart_directory=args.charts.directory),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             # Kueue's CRDs and webhooks come with the release; LocalQueues live in the training namespaces.

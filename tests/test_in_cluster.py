@@ -1,0 +1,76 @@
+"""The in-cluster half alone (``inCluster``): through a kubeconfig, nothing in AWS, and refused
+where it would need what only the AWS half creates."""
+
+from __future__ import annotations
+
+from eks_gpu_training import ConfigError
+from harness import run_main, stack_config
+
+PROJECT = "eks-gpu-training"
+KUBECONFIG = "/home/ml/.kube/config"
+
+
+def in_cluster_config(stack: str = "prod", **settings) -> dict:
+    config = stack_config(stack)
+    config[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": KUBECONFIG, **settings}
+    config[f"{PROJECT}:storage"] = {**config[f"{PROJECT}:storage"], "fsx": {"enabled": False}}
+    config[f"{PROJECT}:s3Buckets"] = []
+    return config
+
+
+def test_the_in_cluster_half_registers_no_aws_resource_and_one_kubernetes_provider():
+    graph = run_main(in_cluster_config(context="training"))
+    assert graph.error is None
+    types = {r.type for r in graph.resources}
+    assert not [t for t in types if t.startswith(("aws:", "eks:"))]
+    provider = graph.one("pulumi:providers:kubernetes")
+    assert (provider.inputs["kubeconfig"], provider.inputs["context"]) == (KUBECONFIG, "training")
+    assert {r.provider.rsplit("::", 1)[0] for r in graph.resources if r.custom and r.type.startswith("kubernetes:")} == {
+        provider.urn}
+    releases = {r.inputs["name"] for r in graph.of_type("kubernetes:helm.sh/v3:Release")}
+    # Karpenter needs its IAM role and queue, so it stays with the AWS half.
+    assert releases == {"gpu-operator", "aws-efa-k8s-device-plugin", "kueue"}
+    for kind in ("PriorityClass", "ResourceQuota", "LocalQueue", "ClusterQueue", "Job"):
+        assert [r for r in graph.resources if r.type.endswith(f":{kind}")], kind
+    assert graph.exports == {"gpuOperatorStatus": graph.exports["gpuOperatorStatus"]}
+
+
+def test_controllers_go_on_the_system_nodes_the_stack_describes():
+    graph = run_main(in_cluster_config())
+    release = next(r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue")
+    assert release.inputs["values"]["controllerManager"]["nodeSelector"]["role"] == "system"
+
+
+def test_what_needs_the_aws_half_is_refused_together_and_nothing_is_registered():
+    config = stack_config("prod")  # FSx for Lustre, and S3 buckets for the training role
+    config[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": KUBECONFIG}
+    graph = run_main(config)
+    assert isinstance(graph.error, ConfigError)
+    assert graph.resources == []
+    paths = [p.path for p in graph.error.problems]
+    assert "storage.fsx.enabled" in paths and "s3Buckets" in paths
+
+
+def test_in_cluster_needs_a_kubeconfig():
+    config = in_cluster_config()
+    config[f"{PROJECT}:inCluster"] = {"enabled": True}
+    graph = run_main(config)
+    assert isinstance(graph.error, ConfigError)
+    assert [(p.path, p.message) for p in graph.error.problems] == [
+        ("inCluster.kubeconfig", "is required when inCluster.enabled: a kubeconfig file's path or its content")
+    ]
+
+
+def test_the_whole_platform_refuses_in_cluster_and_the_half_refuses_its_absence():
+    from eks_gpu_training import GpuTrainingInCluster, GpuTrainingPlatform
+    from eks_gpu_training.platform.loading import platform_args_from_settings
+    from harness import run_program
+
+    whole = platform_args_from_settings(in_cluster_config())
+    graph = run_program(lambda: GpuTrainingPlatform("gpu-training", whole))
+    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert [p.path for p in graph.error.problems] == ["inCluster"]
+    half = platform_args_from_settings(stack_config("dev"))
+    graph = run_program(lambda: GpuTrainingInCluster("gpu-training", half))
+    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert [p.path for p in graph.error.problems] == ["inCluster.enabled"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from eks_gpu_training.aws.cluster import kubeconfig_for
+from eks_gpu_training.aws.cluster_ref import kubeconfig_for
 import pytest
 
 from harness import PlausibleMocks, run_main, stack_config

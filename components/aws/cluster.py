@@ -33,6 +33,7 @@ from .addon_versions import addon_version
 from .cluster_ref import ClusterRef
 from .iam import node_role_resource_name
 from .network import NetworkRef, adopted_network
+from .pod_identity import POD_IDENTITY_ADDON
 from .region import aws_provider_of, check_provider_region, cluster_aws_provider, stack_region
 from .system_node_group import (
     SYSTEM_NODE_GROUP_PREFIX,
@@ -58,11 +59,6 @@ left so, CoreDNS is never upgraded with the control plane. Managed here, its bui
 ADOPT_SELF_MANAGED = "OVERWRITE"
 """How the managed add-on takes over the self-managed CoreDNS EKS installed: EKS overwrites the
 Deployment's fields with the add-on's (EKS API ``ResolveConflicts``), at creation and on updates."""
-
-POD_IDENTITY_ADDON = "eks-pod-identity-agent"
-"""EKS add-on that lets controllers (Karpenter, the topology labeler) get AWS credentials through
-Pod Identity associations instead of IRSA."""
-
 
 
 def deployer_principal_arn(parent: pulumi.Resource) -> Optional[str]:
@@ -407,45 +403,3 @@ def cluster_field(args: object) -> list[Problem]:
 def optional_cluster_field(args: object) -> list[Problem]:
     """``cluster_field`` for Args whose ``cluster`` may be left out (None)."""
     return [] if getattr(args, "cluster") is None else cluster_field(args)
-
-
-_POD_IDENTITY_AGENTS: dict[int, tuple[object, tuple[pulumi.Resource, ...]]] = {}
-"""What components wait for of the Pod Identity agent: the add-on created once per cluster, or
-nothing after one look-up per ref (keyed by identity; the key's object is kept so its id stays its own)."""
-
-
-def pod_identity_agent(ref: ClusterRef, parent: pulumi.Resource) -> tuple[pulumi.Resource, ...]:
-    """The Pod Identity agent a component that gets AWS credentials through Pod Identity waits for,
-    on every path: the ref's add-on if it has one; for a cluster made by this program without one
-    (``creates_pod_identity_agent``), an add-on ``<cluster>-pod-identity-agent`` created once, a child
-    of the cluster; for any other cluster a look-up of the add-on, which fails the preview, before
-    anything is created, when the cluster does not run it (nothing to wait for then)."""
-    if ref.pod_identity:
-        return tuple(ref.pod_identity)
-    creates = ref.creates_pod_identity_agent and bool(ref.control_plane)
-    # One add-on per cluster however many refs of it there are; one look-up per ref.
-    owner: object = ref.control_plane[0] if creates else ref
-    known = _POD_IDENTITY_AGENTS.get(id(owner))
-    if known is not None and known[0] is owner:
-        return known[1]
-    agents: tuple[pulumi.Resource, ...] = ()
-    if creates:
-        cluster = ref.control_plane[0]
-        agents = (
-            aws.eks.Addon(
-                f"{cluster._name}-pod-identity-agent",
-                cluster_name=ref.name,
-                addon_name=POD_IDENTITY_ADDON,
-                region=ref.region,
-                opts=pulumi.ResourceOptions(parent=cluster, depends_on=list(ref.control_plane)),
-            ),
-        )
-    else:
-        aws.eks.get_addon_output(
-            cluster_name=ref.name,
-            addon_name=POD_IDENTITY_ADDON,
-            region=ref.region,
-            opts=pulumi.InvokeOutputOptions(parent=parent, depends_on=list(ref.control_plane)),
-        )
-    _POD_IDENTITY_AGENTS[id(owner)] = (owner, agents)
-    return agents

@@ -27,7 +27,8 @@ from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_ca
 from .queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, app_topology, pool_flavor
 from .smoke_test import SmokeTestPool
 from .storage import training_storage_fields
-from .templates import PART_OF, TrainingJobSpec, training_pdb
+from .templates import training_pdb
+from .training_spec import PART_OF, TrainingJobSpec
 from ..config.arguments import check_model_fields
 from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.documented import documented_args, documented_component

@@ -22,7 +22,7 @@ from ..config import (
 from ..facts.quantity import parse_quantity
 from .fleet_capacity import ResolvedQuota, fleet_capacity, resolve_quota
 from .scheduling_policies import app_pool, duplicate_indices, smoke_test_pools, training_job_spec, validate_priority_classes
-from .templates import TrainingJobSpec, validate_training_job
+from .training_spec import TrainingJobSpec, validate_training_job
 
 EFA_ON_KARPENTER_REFUSED = (
     "EFA training pods request hugepages-2Mi, and Karpenter launches nodes only for resources it knows an "

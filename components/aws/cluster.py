@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional, Union
 
 import pulumi
 import pulumi_aws as aws
@@ -30,6 +30,7 @@ from ..facts import aws_enums
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 from .addon_versions import addon_version
+from .cluster_access import cluster_admin_access_entries
 from .cluster_ref import ClusterRef
 from .iam import node_role_resource_name
 from .network import NetworkRef, adopted_network
@@ -47,9 +48,6 @@ from ..facts.aws_names import PhysicalName
 API_PORT = 443
 """The port of the EKS API endpoint."""
 
-CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
-"""EKS access policy granted to ``cluster.adminPrincipalArns`` (cluster-wide scope)."""
-
 COREDNS_ADDON = "coredns"
 """EKS add-on of the cluster's DNS. EKS installs CoreDNS self-managed when it creates a cluster, and
 pulumi-eks makes it a managed add-on only with a default node group, which this stack has none of:
@@ -59,31 +57,6 @@ left so, CoreDNS is never upgraded with the control plane. Managed here, its bui
 ADOPT_SELF_MANAGED = "OVERWRITE"
 """How the managed add-on takes over the self-managed CoreDNS EKS installed: EKS overwrites the
 Deployment's fields with the add-on's (EKS API ``ResolveConflicts``), at creation and on updates."""
-
-
-def deployer_principal_arn(parent: pulumi.Resource) -> Optional[str]:
-    """The IAM principal running this `pulumi up`: the role of an assumed-role session (STS names
-    the session, access entries name the role), or the user. ``aws.iam.get_session_context`` turns
-    ``arn:aws:sts::<account>:assumed-role/<role>/<session>`` into the role's ARN, path included."""
-    caller = aws.get_caller_identity(opts=pulumi.InvokeOptions(parent=parent))
-    return aws.iam.get_session_context(arn=caller.arn, opts=pulumi.InvokeOptions(parent=parent)).issuer_arn
-
-
-def admin_access_entries(
-    admin_principal_arns: Sequence[pulumi.Input[str]], deployer_arn: Optional[str]
-) -> dict[str, pulumi.Input[str]]:
-    """Access entries for ``cluster.adminPrincipalArns``, keyed ``admin-<index in the list>`` so an
-    entry keeps its name when another is left out, without the deployer's own principal: pulumi-eks
-    creates the cluster with ``bootstrapClusterCreatorAdminPermissions``, so EKS has already made an
-    admin access entry for it, and a second one fails the first `pulumi up` with
-    ``409 ResourceInUseException`` (docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html;
-    terraform-aws-modules/terraform-aws-eks#2969). An ARN that is an Output (a role this program
-    makes) is never the deployer and is kept."""
-    return {
-        f"admin-{i}": arn
-        for i, arn in enumerate(admin_principal_arns)
-        if not (isinstance(arn, str) and deployer_arn is not None and arn == deployer_arn)
-    }
 
 
 def eks_cluster_physical_names(name: str, system_node_group: SystemNodeGroupConfig) -> list[PhysicalName]:
@@ -178,18 +151,7 @@ class EksCluster(pulumi.ComponentResource):
                     vpc_id=network.vpc_id,
                     subnet_ids=subnet_ids,
                     authentication_mode=eks.AuthenticationMode.API,
-                    access_entries={
-                        key: eks.AccessEntryArgs(
-                            principal_arn=arn,
-                            access_policies={
-                                "cluster-admin": eks.AccessPolicyAssociationArgs(
-                                    policy_arn=f"arn:{args.partition}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}",
-                                    access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
-                                )
-                            },
-                        )
-                        for key, arn in admin_access_entries(config.admin_principal_arns, deployer_principal_arn(self)).items()
-                    },
+                    access_entries=cluster_admin_access_entries(config.admin_principal_arns, args.partition, parent=self),
                     skip_default_node_group=True,
                     # CoreDNS is the add-on below, at a build resolved for the version.
                     coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),

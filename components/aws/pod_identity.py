@@ -119,10 +119,10 @@ def pod_identity_role(
     """An IAM role ``resource_name`` (auto-named, a child of ``parent``) that EKS Pod Identity of
     ``cluster`` (and only that cluster) may hand to the ServiceAccount ``namespace/service_account``
     (and only that one; or that ServiceAccount in each of several namespaces), described as
-``<holder> of EKS cluster <name> (EKS Pod Identity)``. ``account_id`` is the
-    cluster's account; default: the deployer's (``aws.get_caller_identity``). The caller attaches the
-    role's permissions, then makes its associations with ``associate`` (or, for an EKS add-on, passes
-    ``role.arn`` in the add-on's ``pod_identity_associations``)."""
+    ``<holder> of EKS cluster <name> (EKS Pod Identity)``. ``account_id`` is the cluster's account;
+    default: the deployer's (``aws.get_caller_identity``). The caller attaches the role's permissions,
+    then makes its associations with ``associate`` (or, for an EKS add-on, passes ``role.arn`` in the
+    add-on's ``pod_identity_associations``)."""
     if account_id is None:
         account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=parent)).account_id
     role = aws.iam.Role(

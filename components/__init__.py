@@ -81,13 +81,8 @@ from .addons.verifier_role import VerifierRole, VerifierRoleArgs, verifier_clust
 from .aws.training_identity import TrainingIdentity, TrainingIdentityArgs, s3_access_policy
 from .workloads.storage import TrainingStorage, TrainingStorageArgs
 from .workloads.training_job import TrainingJob, TrainingJobArgs
-from .workloads.templates import (
-    TrainingJobSpec,
-    rendezvous_service,
-    training_job,
-    training_pdb,
-    training_pod_template,
-)
+from .workloads.templates import rendezvous_service, training_job, training_pdb, training_pod_template
+from .workloads.training_spec import TrainingJobSpec
 
 __all__ = [
     "ClusterConfig",

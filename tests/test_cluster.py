@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from eks_gpu_training.aws.cluster import kubeconfig_for
+from eks_gpu_training.aws.cluster_ref import kubeconfig_for
 import pytest
 
 from harness import PlausibleMocks, run_main, stack_config
@@ -263,7 +263,7 @@ def test_the_deployers_own_role_is_left_out_of_the_admin_access_entries():
 
 
 def test_admin_entries_keep_every_principal_that_is_not_the_deployer():
-    from eks_gpu_training.aws.cluster import admin_access_entries
+    from eks_gpu_training.aws.cluster_access import admin_access_entries
 
     listed = ["arn:aws:iam::1:role/a", "arn:aws:iam::1:user/b"]
     assert admin_access_entries(listed, "arn:aws:iam::1:role/c") == {"admin-0": listed[0], "admin-1": listed[1]}

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from eks_gpu_training.aws import karpenter_iam
-from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES, node_policy_names, pod_identity_trust_policy
+from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES, node_policy_names
+from eks_gpu_training.aws.pod_identity import pod_identity_trust_policy
 from eks_gpu_training.addons.karpenter import INTERRUPTION_QUEUE_RETENTION_SECONDS
 
 PARTITION, REGION, ACCOUNT, CLUSTER = "aws", "us-west-2", "123456789012", "research"

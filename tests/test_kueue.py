@@ -21,7 +21,8 @@ from eks_gpu_training.offline.check.kubernetes import CustomResourceSchemas
 from eks_gpu_training.platform.loading import parse_platform_args
 from eks_gpu_training.workloads.fleet_capacity import pool_capacity
 from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, TOPOLOGY_LEVELS, cluster_queue, pool_flavor
-from eks_gpu_training.workloads.templates import TrainingJobSpec, training_job, validate_training_job
+from eks_gpu_training.workloads.templates import training_job
+from eks_gpu_training.workloads.training_spec import TrainingJobSpec, validate_training_job
 from harness import Graph, run_main, stack_config
 from test_seed_prechecks import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects
 

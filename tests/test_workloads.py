@@ -10,13 +10,12 @@ from eks_gpu_training.aws.gpu_node_group import gpu_toleration
 from eks_gpu_training.workloads.training_job import TrainingJob, TrainingJobArgs
 from eks_gpu_training.workloads.templates import (
     EFA_HUGEPAGES,
-    TrainingJobSpec,
     rendezvous_service,
     training_job,
     training_pdb,
     training_pod_template,
-    validate_training_job,
 )
+from eks_gpu_training.workloads.training_spec import TrainingJobSpec, validate_training_job
 from eks_gpu_training.workloads.smoke_test import smoke_test_job, smoke_test_name
 from harness import run_program
 

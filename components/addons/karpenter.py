@@ -23,9 +23,10 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from ..aws import karpenter_iam
-from ..aws.cluster import ClusterRef, ClusterInput, cluster_field, pod_identity_agent
+from ..aws.cluster import ClusterInput, cluster_field
 from ..config import KarpenterConfig
-from ..aws.iam import create_node_role, create_pod_identity_role, node_role_resource_name
+from ..aws.iam import create_node_role, node_role_resource_name
+from ..aws.pod_identity import pod_identity_role
 from ..facts.aws_names import PhysicalName
 from ..config.arguments import check_model_fields
 from .chart_source import release_chart
@@ -262,18 +263,17 @@ class Karpenter(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=queue),
         )
 
-        controller_role = create_pod_identity_role(
+        controller = pod_identity_role(
             controller_role_resource_name(name),
-            account_id=account_id,
-            partition=ref.partition,
-            region=ref.region,
-            cluster_name=ref.name,
+            ref,
             namespace=KARPENTER_NAMESPACE,
             service_account=KARPENTER_SERVICE_ACCOUNT,
-            description=pulumi.Output.concat("Karpenter controller of EKS cluster ", ref.name, " (EKS Pod Identity)"),
+            holder="Karpenter controller",
             tags=tags,
             parent=self,
+            account_id=account_id,
         )
+        controller_role = controller.role
         documents = pulumi.Output.all(account_id, ref.name, self.node_role.arn, queue.arn).apply(
             lambda values: karpenter_iam.controller_policies(ref.partition, ref.region, *values)
         )
@@ -294,17 +294,8 @@ class Karpenter(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=controller_role),
                 )
             )
-        pod_identity = aws.eks.PodIdentityAssociation(
-            f"{name}-pod-identity",
-            cluster_name=ref.name,
-            namespace=KARPENTER_NAMESPACE,
-            service_account=KARPENTER_SERVICE_ACCOUNT,
-            role_arn=controller_role.arn,
-            tags=tags,
-            region=ref.region,
-            # Karpenter's pods get credentials only through the Pod Identity agent add-on.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *pod_identity_agent(ref, self)]),
-        )
+        # Karpenter's pods get credentials only through the Pod Identity agent add-on.
+        pod_identity = controller.associate(f"{name}-pod-identity")
 
         in_cluster = dict(parent=self, provider=ref.provider)
         crds = k8s.helm.v3.Release(

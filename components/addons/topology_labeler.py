@@ -21,11 +21,11 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterRef, ClusterInput, cluster_field, pod_identity_agent
+from ..aws.cluster import ClusterInput, cluster_field
 from ..config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
 from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
-from ..aws.iam import create_pod_identity_role
 from ..aws.labeler_image import build_and_push, ecr_repository_name
+from ..aws.pod_identity import pod_identity_role
 from ..facts.aws_names import PhysicalName
 from . import labeler_admission
 from ..labeler.settings import (
@@ -342,36 +342,23 @@ class TopologyLabeler(pulumi.ComponentResource):
             opts=in_cluster(node_policy),
         )
 
-        role = create_pod_identity_role(
+        identity = pod_identity_role(
             labeler_role_resource_name(name),
-            account_id=aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id,
-            partition=ref.partition,
-            region=ref.region,
-            cluster_name=ref.name,
+            ref,
             namespace=NAMESPACE,
             service_account=SERVICE_ACCOUNT,
-            description=pulumi.Output.concat("Topology labeler of EKS cluster ", ref.name, " (EKS Pod Identity)"),
+            holder="Topology labeler",
             tags=tags,
             parent=self,
         )
+        role = identity.role
         policy = aws.iam.RolePolicy(
             labeler_policy_resource_name(name),
             role=role.id,
             policy=describe_topology_policy(ref.region),
             opts=pulumi.ResourceOptions(parent=role),
         )
-        # The cluster name may be a plain string, so the association waits for the cluster (and its Pod
-        # Identity agent add-on) explicitly.
-        association = aws.eks.PodIdentityAssociation(
-            f"{name}-pod-identity",
-            cluster_name=ref.name,
-            namespace=NAMESPACE,
-            service_account=SERVICE_ACCOUNT,
-            role_arn=role.arn,
-            tags=tags,
-            region=ref.region,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *pod_identity_agent(ref, self)]),
-        )
+        association = identity.associate(f"{name}-pod-identity")
 
         self.image = (
             pulumi.Output.from_input(config.image)

@@ -1,10 +1,11 @@
-"""IAM pieces shared by components: node IAM role, Pod Identity trust."""
+"""IAM pieces shared by components: node IAM roles, managed policy and cluster ARNs (the Pod
+Identity roles are ``pod_identity.py``'s)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -53,79 +54,9 @@ def ec2_assume_role_policy(partition: str) -> str:
     )
 
 
-POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
-"""The service principal EKS Pod Identity assumes roles as."""
-
-
 def cluster_arn(partition: str, region: str, account_id: str, cluster_name: str) -> str:
     """ARN of an EKS cluster."""
     return f"arn:{partition}:eks:{region}:{account_id}:cluster/{cluster_name}"
-
-
-def pod_identity_trust_policy(
-    partition: str,
-    region: str,
-    account_id: str,
-    cluster_name: str,
-    namespace: Union[str, Sequence[str]],
-    service_account: str,
-) -> dict[str, Any]:
-    """Trust policy that lets EKS Pod Identity hand a role to one ServiceAccount of this cluster only:
-    ``aws:SourceAccount`` and ``aws:SourceArn`` guard against a confused deputy in another cluster or
-    account (docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html), and the session tags Pod
-    Identity adds to its AssumeRole request, ``kubernetes-namespace`` and ``kubernetes-service-account``
-    (docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html), keep another association in the same
-    cluster (a mistaken or malicious one) from handing the role to any other ServiceAccount. The
-    association must therefore keep session tags on (``disableSessionTags`` false, the default).
-    ``namespace`` may list several namespaces whose ServiceAccount of that name gets the role."""
-    namespaces = [namespace] if isinstance(namespace, str) else sorted(set(namespace))
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
-                "Action": ["sts:AssumeRole", "sts:TagSession"],
-                "Condition": {
-                    "StringEquals": {
-                        "aws:SourceAccount": account_id,
-                        "aws:RequestTag/kubernetes-namespace": namespaces[0] if len(namespaces) == 1 else namespaces,
-                        "aws:RequestTag/kubernetes-service-account": service_account,
-                    },
-                    "ArnEquals": {"aws:SourceArn": cluster_arn(partition, region, account_id, cluster_name)},
-                },
-            }
-        ],
-    }
-
-
-def create_pod_identity_role(
-    resource_name: str,
-    *,
-    account_id: pulumi.Input[str],
-    partition: str,
-    region: str,
-    cluster_name: pulumi.Input[str],
-    namespace: Union[str, Sequence[str]],
-    service_account: str,
-    description: pulumi.Input[str],
-    tags: Mapping[str, str],
-    parent: pulumi.Resource,
-) -> aws.iam.Role:
-    """An IAM role that EKS Pod Identity of this cluster (and only this cluster) may hand to the
-    ServiceAccount ``namespace/service_account`` (and only that one; or that ServiceAccount in each of
-    several namespaces); the caller attaches its permissions and makes the association."""
-    return aws.iam.Role(
-        resource_name,
-        description=description,
-        assume_role_policy=pulumi.Output.all(account_id, cluster_name).apply(
-            lambda values: json.dumps(
-                pod_identity_trust_policy(partition, region, values[0], values[1], namespace, service_account)
-            )
-        ),
-        tags=dict(tags),
-        opts=pulumi.ResourceOptions(parent=parent),
-    )
 
 
 def node_role_resource_name(name: str) -> str:

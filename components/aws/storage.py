@@ -25,9 +25,10 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
-from .cluster import ClusterRef, ClusterInput, cluster_field, pod_identity_agent
+from .cluster import ClusterInput, cluster_field
 from .addon_versions import addon_version
-from .iam import create_pod_identity_role, managed_policy_arn
+from .iam import managed_policy_arn
+from .pod_identity import pod_identity_agent, pod_identity_role
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 from ..config import ConfigError, FsxLustreConfig, validate_fsx_sizes
@@ -277,19 +278,17 @@ class LustreStorage(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=file_system),
             )
 
-        driver_role = create_pod_identity_role(
+        driver_role = pod_identity_role(
             csi_driver_role_resource_name(name),
-            account_id=args.account_id,
-            partition=ref.partition,
-            region=ref.region,
-            cluster_name=ref.name,
+            ref,
             # Only the controller calls the FSx API; the add-on installs it in kube-system.
             namespace=FSX_CSI_NAMESPACE,
             service_account=FSX_CSI_CONTROLLER_SERVICE_ACCOUNT,
-            description=pulumi.Output.concat("FSx CSI driver of EKS cluster ", ref.name, " (EKS Pod Identity)"),
+            holder="FSx CSI driver",
             tags=tags,
             parent=self,
-        )
+            account_id=args.account_id,
+        ).role
         aws.iam.RolePolicyAttachment(
             f"{name}-csi-driver-policy",
             role=driver_role.name,

@@ -13,8 +13,8 @@ import pulumi
 import pulumi_aws as aws
 
 from ..config import S3BucketConfig
-from .cluster import ClusterRef, ClusterInput, cluster_field, pod_identity_agent
-from .iam import create_pod_identity_role
+from .cluster import ClusterInput, cluster_field
+from .pod_identity import pod_identity_role
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 from ..facts.aws_names import PhysicalName
@@ -116,18 +116,16 @@ class TrainingIdentity(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingIdentityArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("eks-gpu-training:index:TrainingIdentity", name, None, opts)
         ref, tags = args.cluster, dict(args.tags)
-        role = create_pod_identity_role(
+        identity = pod_identity_role(
             training_role_resource_name(name),
-            account_id=aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id,
-            partition=ref.partition,
-            region=ref.region,
-            cluster_name=ref.name,
+            ref,
             namespace=list(args.namespaces),
             service_account=args.service_account,
-            description=pulumi.Output.concat("Training pods of EKS cluster ", ref.name, " (EKS Pod Identity)"),
+            holder="Training pods",
             tags=tags,
             parent=self,
         )
+        role = identity.role
         if args.s3_buckets:
             aws.iam.RolePolicy(
                 s3_access_policy_resource_name(name),
@@ -142,20 +140,6 @@ class TrainingIdentity(pulumi.ComponentResource):
             aws.iam.RolePolicyAttachment(
                 f"{name}-policy-{index}", role=role.name, policy_arn=policy_arn, opts=pulumi.ResourceOptions(parent=self)
             )
-        # The cluster name may be a plain string, so each association waits for the cluster (and its Pod
-        # Identity agent add-on) explicitly.
-        self.associations = [
-            aws.eks.PodIdentityAssociation(
-                f"{name}-{namespace}",
-                cluster_name=ref.name,
-                namespace=namespace,
-                service_account=args.service_account,
-                role_arn=role.arn,
-                tags=tags,
-                region=ref.region,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *pod_identity_agent(ref, self)]),
-            )
-            for namespace in args.namespaces
-        ]
+        self.associations = [identity.associate(f"{name}-{namespace}", namespace) for namespace in args.namespaces]
         self.role_arn = role.arn
         self.register_outputs({"roleArn": self.role_arn})

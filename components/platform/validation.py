@@ -8,7 +8,7 @@ from ..addons.chart_source import chart_problems
 from ..config import GpuTrainingPlatformArgs, Problem, validate_platform
 from ..workloads.preflight_checks import validate_preflight
 from ..workloads.queues import validate_kueue
-from ..workloads.scheduling_policies import validate_scheduling
+from ..workloads.scheduling_validation import validate_scheduling
 from .names import PLATFORM_NAME, validate_names
 from .system_capacity import validate_system_capacity
 

@@ -18,7 +18,7 @@ from ..facts.gpu_nodes import (
     KARPENTER_NODEPOOL_LABEL,
 )
 from ..facts.quantity import parse_quantity
-from ..workloads.templates import COMPONENT_LABEL, JOB_NAME_LABEL, TRAINING_COMPONENT
+from ..workloads.training_spec import COMPONENT_LABEL, JOB_NAME_LABEL, TRAINING_COMPONENT
 
 TERMINATED_PHASES = ("Succeeded", "Failed")
 """Pod phases of pods that hold nothing on their node any more."""

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Optional
 from ..addons import topology_labeler
 from ..facts.catalog import EC2_TOPOLOGY_INSTANCE_TYPES
 from ..facts.gpu_nodes import network_layer_key
-from ..workloads.templates import TOPOLOGY_ANNOTATIONS
+from ..workloads.training_spec import TOPOLOGY_ANNOTATIONS
 from .objects import NO_TRAINING_JOB, TrainingJob, annotations, gpu_nodes, instance_type, labels, name, node_name, nodes_by_pool, training_jobs
 from .rows import Row, failed, listing, passed, skipped
 from .snapshot import Snapshot

@@ -27,15 +27,9 @@ from typing import Any, Optional
 from ..config import NCCL_MAX_BYTES, TRAINING_APP_NAME_MAX
 from ..facts.gpu_nodes import GPU_RESOURCE
 from ..facts.nccl_baselines import nccl_baseline
-from .templates import (
-    COMPONENT_LABEL,
-    PART_OF,
-    TrainingJobSpec,
-    label_in,
-    rendezvous_service,
-    training_job,
-    whole_node_pod,
-)
+from .placement import label_in, whole_node_pod
+from .templates import rendezvous_service, training_job
+from .training_spec import COMPONENT_LABEL, PART_OF, TrainingJobSpec
 
 PREFLIGHT_COMPONENT = "gpu-preflight"
 """``app.kubernetes.io/component`` of pre-flight pods: they hold GPUs but are not training, so other

@@ -1,9 +1,8 @@
 """Scheduling policy: PriorityClasses, training namespaces with their ResourceQuotas, and PDBs for
-the training apps the stack does not run itself.
+the training apps the stack does not run itself; and the stack's training apps as ``TrainingJobSpec``s.
 
-The GPU quota of a namespace defaults to the fleet's GPU capacity (``fleet_capacity.py``). An
-explicit quota above that capacity, or below one node's GPUs, is refused, naming the quota and the
-pool limits it disagrees with.
+The GPU quota of a namespace defaults to the fleet's GPU capacity (``fleet_capacity.py``). The
+stack-wide rules that tie quotas, apps and pools together are ``scheduling_validation.py``'s.
 """
 
 from __future__ import annotations
@@ -16,23 +15,20 @@ import pulumi_kubernetes as k8s
 
 from ..config import (
     DEFAULT_PRIORITY_CLASSES,
-    RESERVED_NAMESPACES,
     ConfigError,
     GpuTrainingPlatformArgs,
-    KarpenterGpuNodePoolConfig,
     PriorityClassConfig,
     Problem,
     TrainingAppConfig,
-    TrainingNamespaceConfig,
 )
 from .host_network_admission import host_network_policy_binding_manifest, host_network_policy_manifest
-from ..facts.quantity import parse_quantity
 from ..facts.gpu_nodes import network_layer_key
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity, resolve_quota
 from .queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, app_topology, pool_flavor
 from .smoke_test import SmokeTestPool
 from .storage import training_storage_fields
-from .templates import PART_OF, TrainingJobSpec, training_pdb, validate_training_job
+from .templates import training_pdb
+from .training_spec import PART_OF, TrainingJobSpec
 from ..config.arguments import check_model_fields
 from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.documented import documented_args, documented_component
@@ -41,13 +37,6 @@ QUOTA_NAME = "gpu-quota"
 """Name of each training namespace's ResourceQuota (the seed's)."""
 
 POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
-
-EFA_ON_KARPENTER_REFUSED = (
-    "EFA training pods request hugepages-2Mi, and Karpenter launches nodes only for resources it knows an "
-    "instance type has, which hugepages are not (aws/karpenter-provider-aws#3315): the pods would stay "
-    "Pending; run EFA apps on a managed node group, or set efa to false"
-)
-"""Why an EFA training app may not rely on Karpenter nodes."""
 
 
 # --- Kubernetes objects -------------------------------------------------------------------------
@@ -110,7 +99,7 @@ def training_service_account(namespace: str, name: str) -> dict[str, Any]:
     }
 
 
-# --- configuration: defaults and rules ------------------------------------------------------------
+# --- from the stack's configuration ---------------------------------------------------------------
 
 
 def default_priority_class(classes: Sequence[PriorityClassConfig]) -> Optional[str]:
@@ -183,7 +172,7 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
     )
 
 
-def _duplicates(values: Sequence[Any]) -> dict[int, int]:
+def duplicate_indices(values: Sequence[Any]) -> dict[int, int]:
     """For each index whose value appeared earlier, the index of its first occurrence."""
     return {i: values.index(v) for i, v in enumerate(values) if values.index(v) != i}
 
@@ -191,154 +180,14 @@ def _duplicates(values: Sequence[Any]) -> dict[int, int]:
 def validate_priority_classes(classes: Sequence[PriorityClassConfig], path: str) -> list[Problem]:
     """Unique names, unique values (two classes of one value would not order pods), at most one global default."""
     problems = []
-    for i, first in _duplicates([c.name for c in classes]).items():
+    for i, first in duplicate_indices([c.name for c in classes]).items():
         problems.append(Problem(f"{path}[{i}].name", f"'{classes[i].name}' is used by {path}[{first}] too"))
-    for i, first in _duplicates([c.value for c in classes]).items():
+    for i, first in duplicate_indices([c.value for c in classes]).items():
         problems.append(Problem(f"{path}[{i}].value", f"{classes[i].value} is the value of {path}[{first}] too; values must be unique"))
     defaults = [i for i, c in enumerate(classes) if c.global_default]
     for i in defaults[1:]:
         problems.append(Problem(f"{path}[{i}].globalDefault", f"only one class may be the global default ({path}[{defaults[0]}] is)"))
     return problems
-
-
-@dataclass(frozen=True)
-class _Namespace:
-    """A configured namespace as the app rules see it."""
-
-    path: str
-    config: TrainingNamespaceConfig
-    quota: ResolvedQuota
-
-
-NO_NAMESPACE = (
-    "has nowhere to run: scheduling.namespaces is empty, and pods run in the first of them by default; "
-    "add a namespace there (e.g. {name: training}) or name one here"
-)
-
-
-def validate_scheduling(args: GpuTrainingPlatformArgs) -> list[Problem]:
-    """Rules of ``scheduling`` and ``smokeTest`` that involve other keys."""
-    scheduling = args.scheduling
-    problems = validate_priority_classes(scheduling.priority_classes, "scheduling.priorityClasses")
-    problems += _validate_namespaces(args)
-    namespaces: dict[str, _Namespace] = {}
-    for i, namespace in enumerate(scheduling.namespaces):
-        namespaces.setdefault(namespace.name, _Namespace(f"scheduling.namespaces[{i}]", namespace, resolve_quota(namespace.quota, args)))
-    app_names = [a.name for a in scheduling.training_apps]
-    for i, first in _duplicates(app_names).items():
-        problems.append(Problem(f"scheduling.trainingApps[{i}].name", f"'{app_names[i]}' is used by scheduling.trainingApps[{first}] too"))
-    for i, app in enumerate(scheduling.training_apps):
-        problems += _validate_app(app, f"scheduling.trainingApps[{i}]", args, namespaces)
-    problems += _validate_smoke_test(args, namespaces)
-    return problems
-
-
-def _validate_namespaces(args: GpuTrainingPlatformArgs) -> list[Problem]:
-    """Unique, not Kubernetes' own, and an explicit GPU quota between one node and the whole fleet."""
-    problems = []
-    fleet = fleet_capacity(args)
-    capacity = sum(c.gpus for c in fleet)
-    smallest_node = min((c.smallest_node_gpus for c in fleet), default=0)
-    names = [ns.name for ns in args.scheduling.namespaces]
-    for i, namespace in enumerate(args.scheduling.namespaces):
-        path = f"scheduling.namespaces[{i}]"
-        if i in _duplicates(names):
-            problems.append(Problem(f"{path}.name", f"'{namespace.name}' is listed twice"))
-        if namespace.name in RESERVED_NAMESPACES:
-            problems.append(Problem(f"{path}.name", f"'{namespace.name}' belongs to Kubernetes; choose another namespace"))
-        gpus = namespace.quota.gpus
-        if gpus is not None and gpus > capacity:
-            bounds = "; ".join(map(str, fleet)) or "no GPU pool"
-            problems.append(
-                Problem(f"{path}.quota.gpus", f"{gpus} exceeds the {capacity} GPUs the fleet can provide ({bounds}); raise the pool limits or lower the quota")
-            )
-        elif gpus is not None and gpus < smallest_node:
-            problems.append(
-                Problem(f"{path}.quota.gpus", f"{gpus} is below one node's GPUs ({smallest_node}): no whole-node training pod could ever be admitted")
-            )
-    return problems
-
-
-def _validate_app(app: TrainingAppConfig, path: str, args: GpuTrainingPlatformArgs, namespaces: dict[str, _Namespace]) -> list[Problem]:
-    """The app's references (namespace, pool, priority class) and what they allow; then the job's own
-    rules and whether the namespace's quota can hold all of its pods at once."""
-    problems = []
-    namespace_name = app.namespace if app.namespace is not None else next(iter(namespaces), None)
-    namespace = namespaces.get(namespace_name) if namespace_name is not None else None
-    if namespace_name is None:
-        problems.append(Problem(f"{path}.namespace", NO_NAMESPACE))
-    elif namespace is None:
-        problems.append(Problem(f"{path}.namespace", f"'{namespace_name}' is not in scheduling.namespaces; allowed: {', '.join(namespaces) or 'none'}"))
-    elif app.host_network and namespace.config.pod_security != "privileged":
-        problems.append(
-            Problem(
-                f"{path}.hostNetwork",
-                f"needs {namespace.path}.podSecurity 'privileged' (it is '{namespace.config.pod_security}', which refuses host networking)",
-            )
-        )
-
-    fleet = fleet_capacity(args)
-    pools = [c.pool.name for c in fleet]
-    capacity = app_pool(app, args)
-    if capacity is None and app.pool is None:
-        problems.append(Problem(f"{path}.pool", f"is required: the stack has {len(pools)} GPU pools ({', '.join(pools) or 'none'})"))
-    elif capacity is None and pools.count(app.pool) > 1:
-        paths = " and ".join(c.path for c in fleet if c.pool.name == app.pool)
-        problems.append(Problem(f"{path}.pool", f"'{app.pool}' names {paths}; rename one of them"))
-    elif capacity is None:
-        problems.append(Problem(f"{path}.pool", f"'{app.pool}' is not the name of a GPU pool; allowed: {', '.join(pools) or 'none'}"))
-    else:
-        pool = capacity.pool
-        for j, instance_type in enumerate(app.instance_types or []):
-            if instance_type not in pool.instance_types:
-                problems.append(
-                    Problem(f"{path}.instanceTypes[{j}]", f"'{instance_type}' is not among {capacity.path}.instanceTypes ({', '.join(pool.instance_types)})")
-                )
-        if app.efa and not pool.efa_enabled:
-            problems.append(Problem(f"{path}.efa", f"is true but {capacity.path}.efa leaves the pool's nodes without EFA interfaces"))
-        efa = app.efa if app.efa is not None else pool.efa_enabled
-        if efa and isinstance(pool, KarpenterGpuNodePoolConfig):
-            problems.append(Problem(f"{path}.pool", f"'{pool.name}' is a Karpenter pool; {EFA_ON_KARPENTER_REFUSED}"))
-        # One pod per node on any GPU node of the app's types: the pools that have those types together
-        # (for EFA pods, the managed ones only).
-        types = set(app.instance_types or pool.instance_types) & set(pool.instance_types)
-        hosts = [
-            c
-            for c in fleet
-            if types & set(c.pool.instance_types) and not (efa and isinstance(c.pool, KarpenterGpuNodePoolConfig))
-        ]
-        if args.kueue.enabled:
-            # Pinned to its own pool, so that Kueue gives the job that pool's flavor.
-            hosts = [capacity]
-        if types and app.nodes > sum(c.nodes for c in hosts):
-            bounds = "; ".join(f"{c.bound}: {c.nodes} nodes" for c in hosts)
-            problems.append(Problem(f"{path}.nodes", f"{app.nodes} pods, one per node, need more nodes of {', '.join(sorted(types))} than the fleet can have ({bounds})"))
-
-    classes = [c.name for c in args.scheduling.priority_classes]
-    if app.priority_class is not None and app.priority_class not in classes:
-        problems.append(Problem(f"{path}.priorityClass", f"'{app.priority_class}' is not in scheduling.priorityClasses; allowed: {', '.join(classes)}"))
-    elif not classes:
-        problems.append(Problem(f"{path}.priorityClass", "has no default: scheduling.priorityClasses is empty"))
-
-    if problems or namespace is None:
-        return problems
-    spec = training_job_spec(app, args)
-    return validate_training_job(spec, path) or _quota_fits(spec, path, namespace)
-
-
-def _quota_fits(spec: TrainingJobSpec, path: str, namespace: _Namespace) -> list[Problem]:
-    """An app whose pods together exceed the quota could never run all its ranks at once."""
-    quota = namespace.quota
-    demands = (
-        ("gpus", spec.nodes * spec.node_gpus, quota.gpus, str(quota.gpus), f"{spec.nodes} × {spec.node_gpus} GPUs"),
-        ("cpu", spec.nodes * parse_quantity(spec.pod_cpu), parse_quantity(quota.cpu), quota.cpu, f"{spec.nodes} × {spec.pod_cpu} CPU"),
-        ("memory", spec.nodes * parse_quantity(spec.pod_memory), parse_quantity(quota.memory), quota.memory, f"{spec.nodes} × {spec.pod_memory} memory"),
-    )
-    return [
-        Problem(f"{path}.nodes", f"the app needs {what} but {namespace.path}.quota.{key} is {shown}: its pods could never all be admitted")
-        for key, needed, allowed, shown, what in demands
-        if needed > allowed
-    ]
 
 
 def smoke_test_pools(args: GpuTrainingPlatformArgs) -> list[SmokeTestPool]:
@@ -350,25 +199,6 @@ def smoke_test_pools(args: GpuTrainingPlatformArgs) -> list[SmokeTestPool]:
         if capacity is not None and pool.initial_size > 0:
             pools.append(SmokeTestPool(pool.name, pool.initial_size, capacity.smallest_node_gpus))
     return pools
-
-
-def _validate_smoke_test(args: GpuTrainingPlatformArgs, namespaces: dict[str, _Namespace]) -> list[Problem]:
-    smoke = args.smoke_test
-    if not smoke.enabled:
-        return []
-    namespace_name = smoke.namespace if smoke.namespace is not None else next(iter(namespaces), None)
-    namespace = namespaces.get(namespace_name) if namespace_name is not None else None
-    if namespace_name is None:
-        return [Problem("smokeTest.namespace", NO_NAMESPACE)]
-    if namespace is None:
-        return [Problem("smokeTest.namespace", f"'{namespace_name}' is not in scheduling.namespaces; allowed: {', '.join(namespaces) or 'none'}")]
-    pools = smoke_test_pools(args)
-    if not pools:
-        return [Problem("smokeTest.enabled", "no GPU pool starts with nodes (every initial size is 0), so there is nothing to check")]
-    needed = sum(pool.nodes * pool.gpus for pool in pools)
-    if needed > namespace.quota.gpus:
-        return [Problem("smokeTest.namespace", f"the smoke test needs {needed} GPUs at once but {namespace.path}.quota.gpus is {namespace.quota.gpus}")]
-    return []
 
 
 # --- component ----------------------------------------------------------------------------------
@@ -436,7 +266,7 @@ class SchedulingPolicies(pulumi.ComponentResource):
         path = f"SchedulingPolicies({name})"
         problems = validate_priority_classes(args.priority_classes, f"{path}.priorityClasses")
         names = [ns.name for ns in args.namespaces]
-        for i, first in _duplicates(names).items():
+        for i, first in duplicate_indices(names).items():
             problems.append(Problem(f"{path}.namespaces[{i}].name", f"'{names[i]}' is also namespaces[{first}]"))
         for i, app in enumerate(args.protected_apps):
             if app.namespace not in names:

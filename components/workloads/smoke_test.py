@@ -16,7 +16,9 @@ import pulumi_kubernetes as k8s
 
 from ..config import ConfigError, Problem, image_reference_problem
 from ..facts.gpu_nodes import GPU_POOL_KEY
-from .templates import COMPONENT_LABEL, GPU_RESOURCE, PART_OF, label_in, whole_node_pod
+from ..facts.gpu_nodes import GPU_RESOURCE
+from .placement import label_in, whole_node_pod
+from .training_spec import COMPONENT_LABEL, PART_OF
 from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component

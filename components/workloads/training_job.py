@@ -13,12 +13,11 @@ from ..config import ConfigError, Problem
 from .templates import (
     QUEUE_NAME_LABEL,
     SKIP_AWAIT_ANNOTATION,
-    TrainingJobSpec,
     rendezvous_service,
     training_job,
     training_pdb,
-    validate_training_job,
 )
+from .training_spec import TrainingJobSpec, validate_training_job
 from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component

@@ -24,7 +24,7 @@ from harness import PROJECT_ROOT
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, GPU_TAINT_KEY, network_layer_key
 from eks_gpu_training.facts.quantity import parse_quantity
 from eks_gpu_training.verify import EXIT_FAILED, EXIT_PASSED, EXIT_UNREADABLE, FAIL, PASS, SKIP, main, verify
-from eks_gpu_training.workloads.templates import TOPOLOGY_ANNOTATIONS
+from eks_gpu_training.workloads.training_spec import TOPOLOGY_ANNOTATIONS
 
 from conftest import start
 from kube import wait_for

@@ -10,7 +10,8 @@ from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
 from ..facts.catalog import GPU_INSTANCE_TYPES
-from .base import Problem, _collector, _Model, supported_version
+from .base import _Model, supported_version
+from .problems import Problem, _collector
 from .network import NetworkConfig
 from .pools import (
     KARPENTER_CAPACITY_TYPES,

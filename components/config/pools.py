@@ -10,7 +10,7 @@ from pydantic_core import PydanticCustomError
 from ..facts import aws_enums
 from ..facts.node_labels import KUBELET_LABEL_NAMESPACES, kubelet_may_set
 from ..facts.catalog import FRACTIONAL_GPU_INSTANCE_TYPES, GPU_INSTANCE_TYPES, efa_interface_count, has_efa
-from .addons import GPU_SHARING_NODE_LABELS, GPU_SHARING_REFUSED, MIG_DISABLED_CONFIG
+from .gpu_sharing import GPU_SHARING_NODE_LABELS, GPU_SHARING_REFUSED, MIG_DISABLED_CONFIG
 from .base import (
     _AZ,
     _DNS_LABEL,
@@ -20,12 +20,10 @@ from .base import (
     NVIDIA_AMI_TYPES,
     AmiType,
     InstanceType,
-    Problem,
-    ProblemSink,
-    _collector,
     _enum_error,
     _Model,
 )
+from .problems import Problem, ProblemSink, _collector
 from ..facts.gpu_nodes import GPU_POOL_KEY
 from .inputs import InputText, NodeCount, PositiveNodeCount, is_unknown, shown
 from .cluster import RELEASE_VERSION_PATTERN

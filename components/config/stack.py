@@ -13,12 +13,12 @@ from .access import S3BucketConfig, unique_bucket_names
 from .addons import (
     GpuOperatorConfig,
     TopologyLabelerConfig,
-    gpu_pool_ami_types,
     validate_gpu_node_os,
     validate_gpu_operator,
     validate_topology_labeler,
 )
-from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model, validate_tags
+from .base import NVIDIA_AMI_TYPES, _enum_error, _Model, validate_tags
+from .problems import Problem, _collector
 from .cluster import ClusterConfig, SystemNodeGroupConfig, validate_cluster_endpoint
 from .inputs import InputText, is_unknown
 from .health import NodeMonitoringConfig, PreflightConfig
@@ -98,6 +98,19 @@ def gpu_pool_zones(args: GpuTrainingPlatformArgs) -> list[Optional[str]]:
     """The AZ of every GPU pool, managed and Karpenter's (None for a pool without one)."""
     pools = list(args.gpu_node_groups) + (list(args.karpenter.gpu_node_pools) if args.karpenter.enabled else [])
     return [pool.availability_zone for pool in pools]
+
+
+def gpu_pool_ami_types(args: GpuTrainingPlatformArgs) -> dict[str, str]:
+    """The AMI type of every GPU pool, by the key path that sets it. Every kind of GPU pool the
+    platform runs belongs here, since the GPU Operator serves them all."""
+    managed = {f"gpuNodeGroups[{i}].amiType": pool.ami_type for i, pool in enumerate(args.gpu_node_groups)}
+    # A Karpenter pool's EC2NodeClass selects the AL2023 alias; for NVIDIA instance types Karpenter
+    # resolves it to the AL2023 NVIDIA AMI, the same node OS as AL2023_x86_64_NVIDIA.
+    karpenter = {
+        f"karpenter.gpuNodePools[{i}]": "AL2023_x86_64_NVIDIA"
+        for i, _ in enumerate(args.karpenter.gpu_node_pools if args.karpenter.enabled else [])
+    }
+    return {**managed, **karpenter}
 
 
 def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:

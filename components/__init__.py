@@ -15,7 +15,8 @@ Import what you need into your own Pulumi program::
 
 from .aws.cluster import ClusterRef, EksCluster, EksClusterArgs
 from .aws.network import Network, NetworkArgs, NetworkRef, adopted_network
-from .aws.storage import LustreStorage, LustreStorageArgs, LustreVolume, node_config_user_data
+from .aws.storage import LustreStorage, LustreStorageArgs, LustreVolume
+from .aws.node_config import node_config_user_data
 from .config import (
     ChartsConfig,
     ClusterConfig,

@@ -356,7 +356,8 @@ VALID: list[tuple[str, Mutation]] = [
     ("Karpenter pool on reserved capacity", all_of(S(f"{K}.capacityTypes", ["reserved", "on-demand"]), S(f"{K}.capacityReservationIds", ["cr-0123456789abcdef0"]), S(f"{K}.placementGroup.mode", "none"))),
     ("adopted cluster without a system node group", all_of(S("cluster.create", False), S("systemNodeGroup.enabled", False))),
     ("adopted cluster with a system node group", S("cluster.create", False)),
-    ("Bottlerocket NVIDIA pool", all_of(S(f"{G}.amiType", "BOTTLEROCKET_x86_64_NVIDIA"), S("karpenter", {"enabled": False}))),
+    # fastImagePull is nodeadm's (AL2023), and without the instance-store array it would slow pulls
+    ("Bottlerocket NVIDIA pool", all_of(S(f"{G}.amiType", "BOTTLEROCKET_x86_64_NVIDIA"), S(f"{G}.fastImagePull", False), S("karpenter", {"enabled": False}))),
     ("empty label value on a Karpenter pool", L(f"{K}.labels", "example.com/spare", "")),
     ("labels the kubelet may set", all_of(L(f"{G}.labels", "node.kubernetes.io/pool", "p5"), L(f"{G}.labels", "example.com/team", "ml"), L(f"{K}.labels", "kubelet.kubernetes.io/zone-group", "b"))),
     ("tags with spaces, unicode and IAM's punctuation", all_of(L("tags", "Cost Center", "ML Research: Zürich"), L("tags", "contact", "ml-platform@example.com"), L("tags", "path", "a/b=c+d_e.f"))),
@@ -369,7 +370,7 @@ VALID: list[tuple[str, Mutation]] = [
     ("no S3 buckets", all_of(S("s3Buckets", []), S("storage.fsx.dataRepository", None))),
     ("no FSx for Lustre", S("storage.fsx.enabled", False)),
     ("file system in the pools' AZ, named", S("storage.fsx.availabilityZone", "us-west-2b")),
-    ("instance store left alone", S("storage.instanceStore", "none")),
+    ("instance store left alone", all_of(S("storage.instanceStore", "none"), S(f"{G}.fastImagePull", False), S(f"{K}.fastImagePull", False))),
     ("two training namespaces", A("scheduling.namespaces", {"name": "evaluation"})),
     ("GPU pool named like the system node group (EKS names are prefixes with a unique suffix)", all_of(S(f"{G}.name", "system"), S(f"{APP}.pool", "system"))),
     ("GPU pool named system on an adopted cluster without a system group", all_of(S("cluster.create", False), S("systemNodeGroup.enabled", False), S(f"{G}.name", "system"), S(f"{APP}.pool", "system"))),

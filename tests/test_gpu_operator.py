@@ -121,7 +121,7 @@ def test_node_os_follows_the_pools_ami_type():
     raw = {k.split(":", 1)[1]: v for k, v in base.items() if k.startswith(f"{NS}:")}
     raw["region"] = base["aws:region"]
     assert gpu_node_os(parse_platform_args(raw)) == AL2023_NVIDIA
-    raw["gpuNodeGroups"] = prod_pools(amiType="BOTTLEROCKET_x86_64_NVIDIA")
+    raw["gpuNodeGroups"] = prod_pools(amiType="BOTTLEROCKET_x86_64_NVIDIA", fastImagePull=False)
     raw["karpenter"] = {"enabled": False}  # Karpenter pools run AL2023
     assert gpu_node_os(parse_platform_args(raw)) == BOTTLEROCKET_NVIDIA
     raw["gpuNodeGroups"] = []
@@ -288,18 +288,18 @@ def test_service_monitor_labels_need_the_prometheus_operator():
 
 def test_gpu_pools_of_different_os_families_are_refused():
     pools = prod_pools()
-    pools.append({**pools[0], "name": "bottlerocket", "amiType": "BOTTLEROCKET_x86_64_NVIDIA"})
+    pools.append({**pools[0], "name": "bottlerocket", "amiType": "BOTTLEROCKET_x86_64_NVIDIA", "fastImagePull": False})
     assert_refused(with_config("prod", gpuNodeGroups=pools), "gpuNodeGroups[1].amiType", "one OS family")
 
 
 def test_bottlerocket_managed_pools_beside_karpenter_pools_are_refused():
     # Karpenter pools select the AL2023 alias, so they fix the OS family at Amazon Linux 2023.
-    pools = prod_pools(amiType="BOTTLEROCKET_x86_64_NVIDIA")
+    pools = prod_pools(amiType="BOTTLEROCKET_x86_64_NVIDIA", fastImagePull=False)
     assert_refused(with_config("prod", gpuNodeGroups=pools), "karpenter.gpuNodePools[0]", "one OS family")
 
 
 def test_bottlerocket_stack_turns_the_operators_device_plugin_off():
-    pools = prod_pools(amiType="BOTTLEROCKET_x86_64_NVIDIA")
+    pools = prod_pools(amiType="BOTTLEROCKET_x86_64_NVIDIA", fastImagePull=False)
     graph = run_main(with_config("prod", gpuNodeGroups=pools, karpenter={"enabled": False}))
     assert graph.error is None, repr(graph.error)
     (release,) = operator_releases(graph)

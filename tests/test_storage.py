@@ -1,27 +1,20 @@
 """Training storage: FSx for Lustre (security groups, file system, data repository, CSI driver,
-volumes), the instance-store RAID0 user data, and the pods' storage requests."""
+volumes), the instance store (its user data: test_node_config.py), and the pods' storage requests."""
 
 from __future__ import annotations
 
-import base64
 import copy
-import email
-import email.policy
 import json
-import re
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-import yaml
 
 from eks_gpu_training.aws.storage import (
     FSX_CSI_ADDON,
     FSX_CSI_CONTROLLER_SERVICE_ACCOUNT,
     LUSTRE_PORT_RANGES,
-    NODE_CONFIG_CONTENT_TYPE,
     data_repository_path,
-    node_config_user_data,
 )
 from eks_gpu_training.config import ConfigError
 from eks_gpu_training.facts.instance_store import LOCAL_NVME_GB, ephemeral_storage_request
@@ -197,6 +190,8 @@ def test_dev_has_no_file_system_but_requests_its_l40s_instance_store(dev_graph):
 def test_instance_store_none_requests_no_ephemeral_storage():
     raw = prod_raw()
     raw["storage"]["instanceStore"] = "none"
+    # Without the array, the pools' parallel image pulls would be refused (test_image_pull.py).
+    raw["gpuNodeGroups"][0]["fastImagePull"] = raw["karpenter"]["gpuNodePools"][0]["fastImagePull"] = False
     from eks_gpu_training.workloads.scheduling_policies import training_job_spec
 
     args = parse_platform_args(raw)
@@ -279,29 +274,6 @@ def test_with_pools_in_two_azs_every_az_the_message_offers_is_accepted_and_used(
 # --- instance store ------------------------------------------------------------------------------
 
 
-def test_user_data_is_the_mime_multipart_nodeconfig_nodeadm_reads():
-    text = node_config_user_data()
-    message = email.message_from_string(text, policy=email.policy.default)
-    assert message.is_multipart() and message.get_content_type() == "multipart/mixed"
-    (part,) = list(message.iter_parts())
-    assert part.get_content_type() == NODE_CONFIG_CONTENT_TYPE == "application/node.eks.aws"
-    assert part.get("Content-Transfer-Encoding") == "7bit"
-    node_config = yaml.safe_load(part.get_payload())
-    # Field names of nodeadm's API (awslabs/amazon-eks-ami, nodeadm/api/v1alpha1): NodeConfig.spec.instance
-    # (InstanceOptions).localStorage (LocalStorageOptions).strategy, one of RAID0 | RAID10 | Mount.
-    assert node_config == {
-        "apiVersion": "node.eks.aws/v1alpha1",
-        "kind": "NodeConfig",
-        "spec": {"instance": {"localStorage": {"strategy": "RAID0"}}},
-    }
-
-
-def test_user_data_is_the_same_on_every_run():
-    # A new boundary each run would mean a new launch template version and a rolling replacement of the nodes.
-    assert node_config_user_data() == node_config_user_data()
-    assert re.search(r'boundary="([^"]+)"', node_config_user_data()).group(1) == "==EKS-GPU-TRAINING-NODECONFIG=="
-
-
 def test_every_catalog_type_has_its_instance_store_size():
     assert sorted(LOCAL_NVME_GB) == sorted(GPU_INSTANCE_TYPES)
     assert ephemeral_storage_request(["p5.48xlarge", "p4de.24xlarge"]) == "3725Gi"  # p4de's 8000 GB / 2
@@ -324,23 +296,6 @@ def test_instance_store_none_leaves_karpenter_nodes_disks_alone():
 
     pool = parse_platform_args(prod_raw()).karpenter.gpu_node_pools[0]
     assert "instanceStorePolicy" not in ec2_node_class_spec(pool, node_role_name="r", subnet_ids=["subnet-1"], security_group_ids=["sg-1"])
-
-
-def test_managed_gpu_pools_carry_the_raid0_nodeconfig_in_their_launch_template(prod_graph):
-    template = prod_graph.one("aws:ec2/launchTemplate:LaunchTemplate", "gpu-training-p5-training-launch-template")
-    user_data = base64.b64decode(template.inputs["userData"]).decode()
-    assert user_data == node_config_user_data()
-    message = email.message_from_string(user_data, policy=email.policy.default)
-    (part,) = list(message.iter_parts())
-    assert yaml.safe_load(part.get_payload())["spec"]["instance"]["localStorage"]["strategy"] == "RAID0"
-
-
-def test_bottlerocket_pools_and_instance_store_none_get_no_user_data():
-    from eks_gpu_training.aws.storage import instance_store_launch_settings
-
-    assert instance_store_launch_settings("BOTTLEROCKET_x86_64_NVIDIA", True) == {}
-    assert instance_store_launch_settings("AL2023_x86_64_NVIDIA", False) == {}
-    assert set(instance_store_launch_settings("AL2023_x86_64_NVIDIA", True)) == {"user_data"}
 
 
 def test_lustre_storage_refuses_a_size_fsx_does_not_offer_before_registering_anything():

@@ -16,6 +16,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
+from ..aws.node_config import node_config_user_data
 from ..config import (
     ConfigError,
     KarpenterConfig,
@@ -88,7 +89,10 @@ def ec2_node_class_spec(
     IMDSv2 only, and the placement group, EFA layout and capacity reservations when the pool has them.
     With ``instance_store_raid0`` Karpenter has nodeadm make one RAID0 array of the instance-store
     disks for kubelet and containerd, and counts its size as the node's ephemeral storage
-    (Karpenter 1.14 docs-nodeclasses.md, ``spec.instanceStorePolicy``)."""
+    (Karpenter 1.14 docs-nodeclasses.md, ``spec.instanceStorePolicy``). A pool with
+    ``fast_image_pull`` gets ``spec.userData``: a MIME document whose NodeConfig turns on nodeadm's
+    ``FastImagePull`` gate (Karpenter merges it with the NodeConfig it generates, docs-nodeclasses.md
+    "AL2023"); on the array, nodeadm puts the SOCI snapshotter's data there too."""
     spec: dict[str, Any] = {
         "amiSelectorTerms": [{"alias": AL2023_AMI_ALIAS}],
         "role": node_role_name,
@@ -121,6 +125,10 @@ def ec2_node_class_spec(
         spec["capacityReservationSelectorTerms"] = [{"id": cr} for cr in pool.capacity_reservation_ids]
     if instance_store_raid0:
         spec["instanceStorePolicy"] = "RAID0"
+    if pool.fast_image_pull:
+        # Only the feature gate: Karpenter writes the cluster settings and, from instanceStorePolicy,
+        # the RAID0 array into the NodeConfig it generates beside this one.
+        spec["userData"] = node_config_user_data(local_storage_strategy=None, fast_image_pull=True)
     if tags:
         spec["tags"] = dict(tags)
     return spec
@@ -207,7 +215,9 @@ class GpuNodePool(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
         pool, ref = args.pool, args.cluster
-        problems = validate_karpenter_gpu_node_pool(pool, args.network, path=f"GpuNodePool({name})")
+        problems = validate_karpenter_gpu_node_pool(
+            pool, args.network, path=f"GpuNodePool({name})", instance_store_raid0=args.instance_store_raid0
+        )
         problems += validate_tags(dict(args.tags), path=f"GpuNodePool({name}).tags")
         if not problems:
             problems = subnet_problems(pool_subnets(pool, ref.subnets or args.network), f"GpuNodePool({name})")

@@ -46,7 +46,7 @@ from .node_group_sizes import desired_size_and_ignored
 from ..facts.aws_names import PhysicalName
 from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, image_volume_device, launch_template_ref, node_launch_template
 from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_field, pool_network_names
-from .storage import instance_store_launch_settings
+from .node_config import node_config_launch_settings
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 
@@ -193,7 +193,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: Optional[pulumi.ResourceOptions] = None):
         pool, ref = args.pool, args.cluster
-        problems = validate_gpu_node_group(pool, args.network, path=f"GpuNodeGroup({name})")
+        problems = validate_gpu_node_group(pool, args.network, path=f"GpuNodeGroup({name})", instance_store_raid0=args.instance_store_raid0)
         problems += validate_tags(dict(args.tags), path=f"GpuNodeGroup({name}).tags")
         if not problems:
             problems = subnet_problems(pool_subnets(pool, ref.subnets or args.network), f"GpuNodeGroup({name})")
@@ -231,7 +231,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             placement_group_name=placement_group_name,
             **network_settings,
             **capacity_options(pool),
-            **instance_store_launch_settings(pool.ami_type, args.instance_store_raid0),
+            **node_config_launch_settings(pool.ami_type, args.instance_store_raid0, pool.fast_image_pull),
         )
 
         desired_size, ignored = desired_size_and_ignored(

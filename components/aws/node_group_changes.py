@@ -85,6 +85,14 @@ CHANGE_EFFECTS: tuple[ChangeEffect, ...] = (
         "`forceUpdateVersion`); the EKS add-ons move to their builds for the version, in place",
     ),
     ChangeEffect("storage.instanceStore", ROLLS_NODES, LAUNCH_TEMPLATE, "the RAID0 NodeConfig is the launch template's user data (AL2023 GPU pools)"),
+    ChangeEffect(
+        f"{_POOL}.fastImagePull",
+        ROLLS_NODES,
+        LAUNCH_TEMPLATE,
+        "the FastImagePull feature gate is in the NodeConfig of the launch template's user data: turning it on or off makes a new "
+        "template version, and EKS replaces the nodes to move them to it (docs.aws.amazon.com/eks/latest/userguide/update-managed-node-group.html; "
+        "API_UpdateNodegroupVersion `launchTemplate`)",
+    ),
     ChangeEffect(f"{_POOL}.labels", IN_PLACE, "labels", "labels are updated on running nodes"),
     ChangeEffect(
         f"{_POOL}.minSize",

@@ -16,13 +16,11 @@ from typing import Any, Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
+from ..config.image_pull import GP3_THROUGHPUT_MIBPS
+
 IMDS_HOP_LIMIT = 1
 """IMDSv2 response hop limit 1 keeps instance credentials away from pods (they get AWS access
 through EKS Pod Identity instead); host-network daemons still reach IMDS."""
-
-GP3_THROUGHPUT_MIBPS = 250
-"""gp3 throughput for the root volume: twice the 125 MiB/s baseline, so pulling and unpacking
-multi-GB CUDA images does not stall node start-up."""
 
 
 def image_volume_device(ami_type: str) -> str:

@@ -1,6 +1,6 @@
 """Storage on AWS for training: a persistent FSx for Lustre file system with its security group,
-an optional S3 data repository association and the FSx CSI driver (EKS add-on), and the user data
-that makes AL2023 GPU nodes put their instance-store NVMe into one RAID0 array.
+an optional S3 data repository association and the FSx CSI driver (EKS add-on). The user data that
+makes AL2023 GPU nodes put their instance-store NVMe into one RAID0 array is in ``node_config``.
 
 What the next change does (FSx for Lustre user guide, "Managing storage capacity" and
 "Managing throughput capacity"; API_UpdateFileSystem): a larger ``storageCapacityGib`` or another
@@ -14,16 +14,11 @@ already in the file system).
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, field
-from email import encoders, policy
-from email.mime.multipart import MIMEMultipart
-from email.mime.nonmultipart import MIMENonMultipart
 from typing import Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_aws as aws
-import yaml
 
 from .cluster import ClusterInput, cluster_field
 from .addon_versions import addon_version
@@ -66,48 +61,6 @@ FSX_CSI_DRIVER = "fsx.csi.aws.com"
 
 DATA_REPOSITORY_EVENTS = ("NEW", "CHANGED", "DELETED")
 """S3 events a data repository association follows in both directions."""
-
-NODE_CONFIG_CONTENT_TYPE = "application/node.eks.aws"
-"""MIME type of a NodeConfig part in user data (awslabs.github.io/amazon-eks-ami/nodeadm: the
-configuration "embedded within a MIME multi-part document", parts merged in order)."""
-
-NODE_CONFIG_API_VERSION = "node.eks.aws/v1alpha1"
-"""API version of nodeadm's NodeConfig."""
-
-MIME_BOUNDARY = "==EKS-GPU-TRAINING-NODECONFIG=="
-"""A fixed boundary: a random one would make new user data, a new launch template version and a
-rolling replacement of every node at each `pulumi up`."""
-
-
-def node_config_user_data(local_storage_strategy: str = "RAID0") -> str:
-    """User data that tells nodeadm to build one array of the instance-store disks
-    (``spec.instance.localStorage.strategy``; nodeadm API ``LocalStorageOptions``), mounted where
-    kubelet and containerd keep their state, so pods' ephemeral storage and the image cache live
-    on NVMe. EKS merges a managed node group's MIME multipart user data with the NodeConfig it
-    generates for the cluster (docs.aws.amazon.com/eks/latest/userguide/launch-templates.html,
-    "Amazon Linux 2023 user data"), so this part carries only the local-storage setting."""
-    node_config = {
-        "apiVersion": NODE_CONFIG_API_VERSION,
-        "kind": "NodeConfig",
-        "spec": {"instance": {"localStorage": {"strategy": local_storage_strategy}}},
-    }
-    part = MIMENonMultipart(*NODE_CONFIG_CONTENT_TYPE.split("/"))
-    part.set_payload(yaml.safe_dump(node_config, sort_keys=False))
-    # nodeadm reads the part's body as YAML text: plain 7-bit, no base64 transfer encoding.
-    encoders.encode_7or8bit(part)
-    document = MIMEMultipart("mixed", boundary=MIME_BOUNDARY)
-    document.attach(part)
-    return document.as_string(policy=policy.SMTP.clone(linesep="\n"))
-
-
-def instance_store_launch_settings(ami_type: str, raid0: bool) -> dict[str, str]:
-    """Launch-template settings of a managed GPU pool for its instance store: the RAID0 NodeConfig as
-    (base64) user data on Amazon Linux 2023 AMIs; nothing on Bottlerocket, whose user data is TOML
-    settings that nodeadm never reads, or with the instance store left alone."""
-    if not raid0 or not ami_type.startswith("AL2023"):
-        return {}
-    return {"user_data": base64.b64encode(node_config_user_data().encode()).decode()}
-
 
 @dataclass(frozen=True)
 class LustreRule:

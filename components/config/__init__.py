@@ -11,16 +11,30 @@ Rules that involve more than one key live in ``validate_platform`` and the ``val
 it calls; components call the same helpers, so the rules hold whether a stack file or another
 Pulumi program builds the arguments.
 
-The model is one package, a module per part of the stack: ``base`` (problems, the base model, AWS
-enum checks), ``network``, ``storage``, ``cluster``, ``pools`` (managed GPU pools and the rules all GPU pools share), ``karpenter``, ``addons`` (GPU Operator,
-topology labeler), ``scheduling``, ``health`` (node monitoring, pre-flight checks), ``verify`` (the verify command's
-read-only access) and ``stack``
-(the whole stack's arguments). Reading a stack and the rules that span layers live in
-``platform``. ``inputs`` holds the field types of values another resource can supply (a string, or
-a ``pulumi.Output`` in a program), ``arguments`` the check of a dict given where a component expects
-a model, and ``documented`` the ``help()`` text of components' arguments.
+The model is one package, a module per part of the stack, and its imports run one way (bottom to
+top; ``tests/test_layers.py`` checks that no package's modules import each other in a circle):
+
+1. ``problems`` (a problem, ``ConfigError``) and ``inputs`` (the field types of values another
+   resource can supply: a string, or a ``pulumi.Output`` in a program) import nothing of the
+   package.
+2. ``arguments`` (the check of a dict given where a component expects a model) and ``documented``
+   (the ``help()`` text of components' arguments) report through ``problems``.
+3. ``base``: constants, the base model (whose ``help()`` text ``documented`` writes), AWS enum
+   checks.
+4. Helpers more than one section shares: ``images`` (image references) and ``gpu_sharing`` (why
+   MIG and time-slicing are refused, and the pool labels that would ask for them).
+5. The sections, each importing only the modules above and sections before it: ``access``,
+   ``network``, ``cluster``, ``node_repair``, ``kueue``, ``verify`` (the verify command's read-only
+   access); ``storage`` (uses ``access``, ``network``); ``pools`` (managed GPU pools and the rules
+   all GPU pools share; uses ``network``, ``cluster``, ``node_repair``); ``karpenter`` (uses
+   ``pools``); ``addons`` (GPU Operator, topology labeler); ``scheduling`` (uses ``access``);
+   ``health`` (node monitoring, pre-flight checks).
+6. ``stack``: the whole stack's arguments and the rules that span its sections.
+
+Reading a stack and the rules that span layers live in ``platform``.
 """
 
+from .problems import ConfigError, Problem, ProblemSink
 from .base import (
     validate_tags,
     supported_version,
@@ -31,11 +45,8 @@ from .base import (
     NVIDIA_AMI_TYPES,
     END_OF_LIFE_AMI_TYPES,
     SUPPORTED_KUBERNETES_VERSIONS,
-    ConfigError,
-    Problem,
     InstanceType,
     AmiType,
-    ProblemSink,
 )
 from .network import (
     ADDRESSES_PER_EFA_NODE,
@@ -94,17 +105,13 @@ from .karpenter import (
     validate_karpenter_gpu_node_pool,
     validate_karpenter,
 )
+from .images import ImageReference, image_reference_problem
+from .gpu_sharing import GPU_SHARING_REFUSED, GPU_SHARING_NODE_LABELS, MIG_DISABLED_CONFIG
 from .addons import (
     GPU_OPERATOR_CHART_VERSIONS,
-    ImageReference,
-    image_reference_problem,
-    GPU_SHARING_REFUSED,
-    GPU_SHARING_NODE_LABELS,
-    MIG_DISABLED_CONFIG,
     GpuOperatorConfig,
     LabelerResourcesConfig,
     TopologyLabelerConfig,
-    gpu_pool_ami_types,
     validate_gpu_node_os,
     validate_gpu_operator,
     validate_topology_labeler,
@@ -147,6 +154,7 @@ from .charts import ChartsConfig
 from .in_cluster import InClusterConfig
 from .stack import (
     GpuTrainingPlatformArgs,
+    gpu_pool_ami_types,
     gpu_pool_zones,
     validate_platform,
 )

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
 import pulumi
 from pydantic import Field, PlainValidator, WithJsonSchema, field_validator
@@ -12,34 +11,15 @@ from pydantic_core import PydanticCustomError
 from ..labeler.settings import DEFAULT_INTERVAL_SECONDS
 from ..facts.node_os import node_os_of
 from ..facts.quantity import parse_quantity
-from .base import _LABEL_KEY, _LABEL_VALUE, NVIDIA_AMI_TYPES, Problem, Quantity, _Model, supported_version
-from .inputs import is_unknown
-
-if TYPE_CHECKING:
-    from .stack import GpuTrainingPlatformArgs
+from .base import _LABEL_KEY, _LABEL_VALUE, NVIDIA_AMI_TYPES, Quantity, _Model, supported_version
+from .problems import Problem
+from .gpu_sharing import GPU_SHARING_REFUSED
+from .images import _check_image_reference, _image_input
 
 GPU_OPERATOR_CHART_VERSIONS = ("v26.7.0", "v24.9.2")
 """GPU Operator chart versions this library derives values for; ``tests/test_chart_values.py``
 checks every values key against each one's ``values.yaml``. The first is the default: the current
 release; v24.9.2 is the version the seed names."""
-
-GPU_SHARING_REFUSED = (
-    "training pods get whole GPUs: sharing a GPU (MIG slices or time-slicing) adds latency to every "
-    "step and leaves each process less VRAM"
-)
-"""Why MIG and time-slicing are refused (the seed's reason)."""
-
-GPU_SHARING_NODE_LABELS = {
-    "nvidia.com/mig.config": "makes the GPU Operator's MIG manager partition the node's GPUs",
-    "nvidia.com/device-plugin.config": "selects a device-plugin configuration (how time-slicing or MPS is "
-    "turned on per node)",
-}
-"""Node labels through which a pool would ask the GPU Operator for GPU sharing, with what each does.
-``nvidia.com/mig.config=all-disabled`` (no MIG) is the one value allowed."""
-
-MIG_DISABLED_CONFIG = "all-disabled"
-"""The MIG manager configuration that turns MIG off."""
-
 
 class GpuOperatorConfig(_Model):
     """The NVIDIA GPU Operator (a Helm release); its values are derived from the GPU pools' node OS."""
@@ -68,73 +48,6 @@ class GpuOperatorConfig(_Model):
         if value != 1:
             raise PydanticCustomError("gpu_sharing", f"{value} is refused: {GPU_SHARING_REFUSED}; use 1")
         return value
-
-
-_IMAGE_REFERENCE = re.compile(
-    r"^(?P<name>(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::\d+)?/)?"
-    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
-    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
-)
-"""A container image reference as the distribution spec's grammar defines it (registry host and
-port, lowercase repository path, tag, sha256 digest)."""
-
-
-def image_reference_problem(value: Any) -> Optional[str]:
-    """Why ``value`` is not an image reference the kubelet can pull, or None (also for an Output: an
-    image built in the same program is known only once pushed)."""
-    if is_unknown(value):
-        return None
-    match = _IMAGE_REFERENCE.match(value)
-    if match is None or len(match.group("name")) > 255:
-        return (
-            f"'{value}' is not an image reference; use <registry>/<repository>:<tag> or "
-            "<registry>/<repository>@sha256:<64 hex digits> (repository paths are lower case)"
-        )
-    return None
-
-
-def _image_reference(value: str) -> re.Match[str]:
-    reason = image_reference_problem(value)
-    if reason is not None:
-        raise PydanticCustomError("image", reason)
-    return _IMAGE_REFERENCE.match(value)  # type: ignore[return-value]
-
-
-def check_image_grammar(value: str) -> str:
-    """An image reference the kubelet can pull: the distribution grammar above."""
-    _image_reference(value)
-    return value
-
-
-def _image_input(check: Callable[[str], str]) -> Callable[[Any], Any]:
-    """A validator that applies ``check`` to a string and lets an Output through unchecked."""
-
-    def validate(value: Any) -> Any:
-        if is_unknown(value):
-            return value
-        if not isinstance(value, str):
-            raise PydanticCustomError("input_type", f"an image must be a string or a pulumi.Output, not {type(value).__name__}")
-        return check(value)
-
-    return validate
-
-
-ImageReference = Annotated[
-    Union[str, pulumi.Output[str]], PlainValidator(_image_input(check_image_grammar)), WithJsonSchema({"type": "string"})
-]
-"""A container image reference (registry, lower-case repository path, tag and/or sha256 digest), or
-the Output of an image built in the same program."""
-
-
-def _check_image_reference(value: str) -> str:
-    match = _image_reference(value)
-    if match.group("digest") is None and match.group("tag") in (None, "latest"):
-        raise PydanticCustomError(
-            "image",
-            f"'{value}' names no fixed image (no digest, and its tag is '{match.group('tag') or 'latest'}'); "
-            "pin it by digest (@sha256:...) or by a release tag",
-        )
-    return value
 
 
 LabelerImage = Annotated[
@@ -169,19 +82,6 @@ class TopologyLabelerConfig(_Model):
     """Seconds between re-checks of a node. Default: 600."""
     resources: LabelerResourcesConfig = LabelerResourcesConfig()
     """Requests and limits of the labeler container. Default: 10m/128Mi requested, 250m/256Mi limit."""
-
-
-def gpu_pool_ami_types(args: GpuTrainingPlatformArgs) -> dict[str, str]:
-    """The AMI type of every GPU pool, by the key path that sets it. Every kind of GPU pool the
-    platform runs belongs here, since the GPU Operator serves them all."""
-    managed = {f"gpuNodeGroups[{i}].amiType": pool.ami_type for i, pool in enumerate(args.gpu_node_groups)}
-    # A Karpenter pool's EC2NodeClass selects the AL2023 alias; for NVIDIA instance types Karpenter
-    # resolves it to the AL2023 NVIDIA AMI, the same node OS as AL2023_x86_64_NVIDIA.
-    karpenter = {
-        f"karpenter.gpuNodePools[{i}]": "AL2023_x86_64_NVIDIA"
-        for i, _ in enumerate(args.karpenter.gpu_node_pools if args.karpenter.enabled else [])
-    }
-    return {**managed, **karpenter}
 
 
 def validate_gpu_node_os(ami_types: dict[str, str]) -> list[Problem]:

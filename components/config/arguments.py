@@ -13,7 +13,7 @@ import pulumi
 import pydantic
 from pydantic import BaseModel
 
-from .base import ConfigError, Problem
+from .problems import ConfigError, Problem
 
 
 def _key_path(loc: tuple[Any, ...]) -> str:

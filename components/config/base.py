@@ -1,10 +1,11 @@
-"""Shared pieces of the configuration model: constants, problems, the base model, AWS enum checks."""
+"""Shared pieces of the configuration model: constants, the base model, AWS enum checks. The problems
+and the error that reports them live one module down, in ``problems``."""
 
 from __future__ import annotations
 
+import inspect
 import re
-from dataclasses import dataclass
-from typing import Annotated, Callable
+from typing import Annotated
 
 import pulumi
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -15,6 +16,9 @@ from ..facts import aws_enums
 from ..facts.gpu_nodes import GPU_NODE_ROLE_LABEL, SYSTEM_NODE_ROLE_LABEL
 from ..facts.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, EKS_KUBERNETES_VERSIONS
 from ..facts.quantity import QUANTITY_PATTERN
+from .arguments import problems_from_validation_error
+from .documented import args_section, type_text
+from .problems import ConfigError, Problem
 
 PROJECT = "eks-gpu-training"
 """The Pulumi project name; stack configuration keys live in this namespace."""
@@ -36,32 +40,6 @@ SUPPORTED_KUBERNETES_VERSIONS = tuple(EKS_KUBERNETES_VERSIONS)
 ``facts.kubernetes_versions`` says what each needs."""
 
 
-class ConfigError(pulumi.RunError, ValueError):
-    """Invalid stack configuration: every problem, each with its key path.
-
-    A ``pulumi.RunError``, because Pulumi's Python language host (``pulumi-language-python-exec``)
-    logs only the message of a ``RunError`` a program raises, and a full traceback for any other
-    exception, which would bury the problems under the library's stack frames. Still a
-    ``ValueError`` for programs that catch it as one."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
-        super().__init__(f"invalid configuration ({count}), rejected before registering any resource:\n{lines}")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One configuration problem: where (key path) and what is wrong or allowed."""
-
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
-
-
 class _ModelMeta(type(BaseModel)):  # type: ignore[misc]
     def __call__(cls, *args: object, **kwargs: object) -> object:
         # A model built in a program with a wrong value is refused like a stack file's: one
@@ -70,8 +48,6 @@ class _ModelMeta(type(BaseModel)):  # type: ignore[misc]
         try:
             return super().__call__(*args, **kwargs)
         except ValidationError as error:
-            from .arguments import problems_from_validation_error
-
             raise ConfigError(problems_from_validation_error(error, cls, cls.__name__)) from None
 
 
@@ -88,10 +64,6 @@ class _Model(BaseModel, metaclass=_ModelMeta):
     def __pydantic_init_subclass__(cls, **kwargs: object) -> None:
         """``help()`` and editors show what a program passes: snake_case parameters, each with the
         one-line description docs/configuration.md shows (both read the field docstrings)."""
-        import inspect
-
-        from .documented import args_section, type_text
-
         super().__pydantic_init_subclass__(**kwargs)
         cls.__signature__ = inspect.Signature(  # type: ignore[misc]
             [
@@ -153,19 +125,6 @@ _DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])
 
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-
-
-ProblemSink = Callable[[str, str], None]
-"""Records one problem: the key under the pool's path, and the message."""
-
-
-def _collector(path: str) -> tuple[list[Problem], ProblemSink]:
-    problems: list[Problem] = []
-
-    def problem(key: str, message: str) -> None:
-        problems.append(Problem(f"{path}.{key}", message))
-
-    return problems, problem
 
 
 TAG_KEY_LIMITS = aws_enums.string_limits("iam", "tagKeyType")

@@ -11,16 +11,8 @@ from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
 from ..facts.kubernetes_versions import DEFAULT_KUBERNETES_VERSION
-from .base import (
-    SUPPORTED_KUBERNETES_VERSIONS,
-    AmiType,
-    InstanceType,
-    Problem,
-    _collector,
-    _enum_error,
-    _Model,
-    supported_version,
-)
+from .base import SUPPORTED_KUBERNETES_VERSIONS, AmiType, InstanceType, _enum_error, _Model, supported_version
+from .problems import Problem, _collector
 from .inputs import NodeCount, PositiveNodeCount, resource_input
 
 ClusterName = resource_input(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$", "an EKS cluster name")

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 import pulumi
 
-from .base import ConfigError, Problem
+from .problems import ConfigError, Problem
 
 T = TypeVar("T", bound=type)
 

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 from pydantic import AfterValidator, Field
 
-from .addons import _check_image_reference
+from .images import _check_image_reference
 from .base import _Model
 
 NODE_MONITORING_AGENT_ADDON = "eks-node-monitoring-agent"

@@ -10,7 +10,9 @@ from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
 from ..facts.catalog import GPU_INSTANCE_TYPES
-from .base import Problem, _collector, _Model, supported_version
+from .base import _Model, supported_version
+from .problems import Problem, _collector
+from .image_pull import check_fast_image_pull
 from .network import NetworkConfig
 from .pools import (
     KARPENTER_CAPACITY_TYPES,
@@ -22,6 +24,10 @@ from .pools import (
     _check_placement,
     _check_reservation_placement,
 )
+
+KARPENTER_NODE_AMI_TYPE = "AL2023_x86_64_NVIDIA"
+"""The node OS of every Karpenter GPU pool: its EC2NodeClass selects the AL2023 alias, which
+Karpenter resolves to the AL2023 NVIDIA AMI for NVIDIA instance types."""
 
 
 KARPENTER_CHART_VERSIONS = ("1.14.1",)
@@ -110,8 +116,12 @@ _KARPENTER_RESTRICTED_LABEL = re.compile(r"^([^/]*\.)?(karpenter\.sh|karpenter\.
 few well-known Karpenter labels it may set are not node labels a pool needs to add."""
 
 
-def validate_karpenter_gpu_node_pool(pool: KarpenterGpuNodePoolConfig, network: NetworkConfig, path: str) -> list[Problem]:
-    """Rules of one Karpenter GPU pool that involve more than one key. ``path`` prefixes every key path."""
+def validate_karpenter_gpu_node_pool(
+    pool: KarpenterGpuNodePoolConfig, network: NetworkConfig, path: str, *, instance_store_raid0: bool = True
+) -> list[Problem]:
+    """Rules of one Karpenter GPU pool that involve more than one key. ``path`` prefixes every key
+    path; ``instance_store_raid0`` is whether its EC2NodeClass asks for the RAID0 instance-store
+    policy (``storage.instanceStore``)."""
     problems, problem = _collector(path)
     known_types = _check_gpu_instance_types(pool.instance_types, problem)
 
@@ -151,6 +161,7 @@ def validate_karpenter_gpu_node_pool(pool: KarpenterGpuNodePoolConfig, network: 
     _check_placement(pool, network, problem)
     _check_efa(pool, network, known_types, problem)
     _check_node_labels(pool.labels, problem)
+    check_fast_image_pull(pool.fast_image_pull, KARPENTER_NODE_AMI_TYPE, pool.instance_types, instance_store_raid0, problem)
     for key in pool.labels:
         if _KARPENTER_RESTRICTED_LABEL.match(key):
             problem(f"labels.{key}", "is restricted by Karpenter (karpenter.sh, karpenter.k8s.aws and kubernetes.io/hostname)")
@@ -165,7 +176,7 @@ _KARPENTER_RESTRICTED_TAG = re.compile(r"^(kubernetes\.io/cluster|eks:eks-cluste
 """AWS tag keys an EC2NodeClass may not carry (the CEL rules on ``spec.tags`` of its CRD)."""
 
 
-def validate_karpenter(karpenter: KarpenterConfig, network: NetworkConfig) -> list[Problem]:
+def validate_karpenter(karpenter: KarpenterConfig, network: NetworkConfig, *, instance_store_raid0: bool = True) -> list[Problem]:
     """Rules of the ``karpenter`` section (names shared with managed pools: ``platform.validate_names``)."""
     problems: list[Problem] = []
     if karpenter.gpu_node_pools and not karpenter.enabled:
@@ -181,5 +192,5 @@ def validate_karpenter(karpenter: KarpenterConfig, network: NetworkConfig) -> li
         path = f"karpenter.gpuNodePools[{i}]"
         if names.index(pool.name) != i:
             problems.append(Problem(f"{path}.name", f"'{pool.name}' is used by karpenter.gpuNodePools[{names.index(pool.name)}] too"))
-        problems.extend(validate_karpenter_gpu_node_pool(pool, network, path))
+        problems.extend(validate_karpenter_gpu_node_pool(pool, network, path, instance_store_raid0=instance_store_raid0))
     return problems

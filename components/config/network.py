@@ -16,7 +16,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from .base import _AZ, Problem, _Model
+from .base import _AZ, _Model
+from .problems import Problem
 from .inputs import is_unknown, resource_input, shown
 
 SubnetId = resource_input(r"^subnet-[0-9a-f]{8,17}$", "a subnet ID")

@@ -15,7 +15,8 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
-from .base import ProblemSink, _enum_error, _Model
+from .base import _enum_error, _Model
+from .problems import ProblemSink
 
 NODE_MONITORING_CONDITIONS = (
     "AcceleratedHardwareReady",

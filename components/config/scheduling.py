@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from .access import TrainingServiceAccountConfig
-from .addons import ImageReference
+from .images import ImageReference
 from .base import _DNS_LABEL, _DNS_SUBDOMAIN, InstanceType, Quantity, _Model
 
 PRIORITY_VALUE_MAX = 1_000_000_000

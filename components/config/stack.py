@@ -13,13 +13,13 @@ from .access import S3BucketConfig, unique_bucket_names
 from .addons import (
     GpuOperatorConfig,
     TopologyLabelerConfig,
-    gpu_pool_ami_types,
     validate_gpu_node_os,
     validate_gpu_operator,
     validate_topology_labeler,
 )
-from .base import NVIDIA_AMI_TYPES, Problem, _collector, _enum_error, _Model, validate_tags
+from .base import NVIDIA_AMI_TYPES, _enum_error, _Model, validate_tags
 from .charts import ChartsConfig
+from .problems import Problem, _collector
 from .cluster import ClusterConfig, SystemNodeGroupConfig, validate_cluster_endpoint
 from .inputs import InputText, is_unknown
 from .health import NodeMonitoringConfig, PreflightConfig
@@ -106,6 +106,19 @@ def gpu_pool_zones(args: GpuTrainingPlatformArgs) -> list[Optional[str]]:
     return [pool.availability_zone for pool in pools]
 
 
+def gpu_pool_ami_types(args: GpuTrainingPlatformArgs) -> dict[str, str]:
+    """The AMI type of every GPU pool, by the key path that sets it. Every kind of GPU pool the
+    platform runs belongs here, since the GPU Operator serves them all."""
+    managed = {f"gpuNodeGroups[{i}].amiType": pool.ami_type for i, pool in enumerate(args.gpu_node_groups)}
+    # A Karpenter pool's EC2NodeClass selects the AL2023 alias; for NVIDIA instance types Karpenter
+    # resolves it to the AL2023 NVIDIA AMI, the same node OS as AL2023_x86_64_NVIDIA.
+    karpenter = {
+        f"karpenter.gpuNodePools[{i}]": "AL2023_x86_64_NVIDIA"
+        for i, _ in enumerate(args.karpenter.gpu_node_pools if args.karpenter.enabled else [])
+    }
+    return {**managed, **karpenter}
+
+
 def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     """Rules of the whole stack that involve more than one key, below the scheduling layer (the
     scheduling rules build on the workload templates; ``platform.validate_stack`` adds them)."""
@@ -142,11 +155,11 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
         path = f"gpuNodeGroups[{i}]"
         if names.index(pool.name) != i:
             problems.append(Problem(f"{path}.name", f"'{pool.name}' is used by gpuNodeGroups[{names.index(pool.name)}] too"))
-        problems.extend(validate_gpu_node_group(pool, args.network, path))
+        problems.extend(validate_gpu_node_group(pool, args.network, path, instance_store_raid0=args.storage.instance_store == "raid0"))
     problems.extend(validate_gpu_node_os(gpu_pool_ami_types(args)))
     problems.extend(validate_gpu_operator(args.gpu_operator))
     problems.extend(validate_topology_labeler(args.topology_labeler, "topologyLabeler"))
-    problems.extend(validate_karpenter(args.karpenter, args.network))
+    problems.extend(validate_karpenter(args.karpenter, args.network, instance_store_raid0=args.storage.instance_store == "raid0"))
     problems.extend(validate_storage(args.storage, args.network, gpu_pool_zones(args), args.s3_buckets))
 
     problems.extend(validate_tags(args.tags))

@@ -8,7 +8,8 @@ from typing import Literal, Optional, Sequence
 from pydantic import Field
 
 from .access import BucketName, S3BucketConfig
-from .base import _AZ, Problem, _Model
+from .base import _AZ, _Model
+from .problems import Problem
 from .inputs import shown
 from .network import NetworkConfig, network_zones
 

@@ -1,0 +1,80 @@
+"""Container image references: the grammar the kubelet pulls by, and the stricter rule that an image
+is pinned. The add-ons, the health checks and the training workloads all name images, so the checks
+live here, below every section that uses them."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Callable, Optional, Union
+
+import pulumi
+from pydantic import PlainValidator, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+from .inputs import is_unknown
+
+_IMAGE_REFERENCE = re.compile(
+    r"^(?P<name>(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::\d+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+)
+"""A container image reference as the distribution spec's grammar defines it (registry host and
+port, lowercase repository path, tag, sha256 digest)."""
+
+
+def image_reference_problem(value: Any) -> Optional[str]:
+    """Why ``value`` is not an image reference the kubelet can pull, or None (also for an Output: an
+    image built in the same program is known only once pushed)."""
+    if is_unknown(value):
+        return None
+    match = _IMAGE_REFERENCE.match(value)
+    if match is None or len(match.group("name")) > 255:
+        return (
+            f"'{value}' is not an image reference; use <registry>/<repository>:<tag> or "
+            "<registry>/<repository>@sha256:<64 hex digits> (repository paths are lower case)"
+        )
+    return None
+
+
+def _image_reference(value: str) -> re.Match[str]:
+    reason = image_reference_problem(value)
+    if reason is not None:
+        raise PydanticCustomError("image", reason)
+    return _IMAGE_REFERENCE.match(value)  # type: ignore[return-value]
+
+
+def check_image_grammar(value: str) -> str:
+    """An image reference the kubelet can pull: the distribution grammar above."""
+    _image_reference(value)
+    return value
+
+
+def _image_input(check: Callable[[str], str]) -> Callable[[Any], Any]:
+    """A validator that applies ``check`` to a string and lets an Output through unchecked."""
+
+    def validate(value: Any) -> Any:
+        if is_unknown(value):
+            return value
+        if not isinstance(value, str):
+            raise PydanticCustomError("input_type", f"an image must be a string or a pulumi.Output, not {type(value).__name__}")
+        return check(value)
+
+    return validate
+
+
+ImageReference = Annotated[
+    Union[str, pulumi.Output[str]], PlainValidator(_image_input(check_image_grammar)), WithJsonSchema({"type": "string"})
+]
+"""A container image reference (registry, lower-case repository path, tag and/or sha256 digest), or
+the Output of an image built in the same program."""
+
+
+def _check_image_reference(value: str) -> str:
+    match = _image_reference(value)
+    if match.group("digest") is None and match.group("tag") in (None, "latest"):
+        raise PydanticCustomError(
+            "image",
+            f"'{value}' names no fixed image (no digest, and its tag is '{match.group('tag') or 'latest'}'); "
+            "pin it by digest (@sha256:...) or by a release tag",
+        )
+    return value

@@ -24,6 +24,12 @@ from harness import PROJECT_ROOT, run_stack
 RESOURCE_KEYS = {"type", "name", "urn", "parent", "provider", "dependencies", "custom", "remote", "id", "protect", "ignoreChanges", "inputs"}
 
 
+@pytest.fixture(autouse=True)
+def own_cache_dir(tmp_path_factory, monkeypatch):
+    """The render command caches chart renders under $XDG_CACHE_HOME; the tests keep theirs apart."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
+
+
 def resources(out):
     return json.loads((out / "resources.json").read_text())
 

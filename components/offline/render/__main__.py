@@ -10,6 +10,7 @@ from ...config import ConfigError
 from ..engine import PROJECT_ROOT
 from ..reference import DEFAULT_REFERENCE
 from . import GRAPH_PNG, GRAPH_SVG, RenderError, render
+from .cache import RenderCache, default_cache_dir
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,6 +31,11 @@ def main(argv: list[str] | None = None) -> int:
         help=f"upstream reference folder whose charts/ hold the pinned chart sources (default: {DEFAULT_REFERENCE}; "
         "without it each chart's objects are skipped, and said so)",
     )
+    parser.add_argument(
+        "--no-cache", action="store_true", help="render every chart with Helm, neither reading nor filling the "
+        "chart cache ($XDG_CACHE_HOME/eks-gpu-training/render; an entry is used only for the same chart source, "
+        "values, release and Helm engine)",
+    )
     options = parser.parse_args(argv)
 
     project_root = options.project_dir or (Path.cwd() if (Path.cwd() / "Pulumi.yaml").is_file() else PROJECT_ROOT)
@@ -40,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         summary = render(
             stack, options.out, project_root=project_root, stack_path=stack_path, picture=not options.no_picture,
-            reference=options.reference,
+            reference=options.reference, cache=None if options.no_cache else RenderCache(default_cache_dir()),
         )
     except (RenderError, ConfigError, FileNotFoundError) as error:
         print(f"render failed: {error}", file=sys.stderr)

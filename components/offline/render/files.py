@@ -14,7 +14,8 @@ from typing import Any, Optional
 
 import yaml
 
-from .charts import CHARTS_DIR, SOURCE_KEY, ChartRender, dump_object, object_filename, render_release, safe_name
+from .cache import RenderCache, render_release_cached
+from .charts import CHARTS_DIR, SOURCE_KEY, ChartRender, object_filename, safe_name
 from .engine import Resource, StackRender
 from ..reference import only_chart_version
 from .markers import is_placeholder
@@ -155,11 +156,12 @@ def resources_document(render: StackRender) -> dict[str, Any]:
 
 
 def write_files(
-    render: StackRender, out: Path, reference: Optional[Path] = None
+    render: StackRender, out: Path, reference: Optional[Path] = None, cache: Optional[RenderCache] = None
 ) -> tuple[dict[str, int], list[ChartRender]]:
     """Write ``resources.json``, ``manifests/``, ``patches/`` and ``values/`` into ``out`` (folders
     are emptied first, so a file never outlives its object), and each Helm release's chart objects
-    rendered from its source in ``reference``; return how many files of each, and the chart renders."""
+    rendered from its source in ``reference`` (or copied from ``cache``, see ``cache``);
+    return how many files of each, and the chart renders."""
     out.mkdir(parents=True, exist_ok=True)
     (out / RESOURCES_FILE).write_text(json.dumps(resources_document(render), indent=2) + "\n")
     counts = {MANIFESTS_DIR: 0, PATCHES_DIR: 0, VALUES_DIR: 0}
@@ -184,7 +186,7 @@ def write_files(
                     content["versionNote"] = f"resolved by EKS at deployment ({resource.inputs.get('addonVersion')}); rendered with the reference's only source, {only}"
             folder = VALUES_DIR
             filename = _safe(resource.name) + ".yaml"
-            charts.append(_write_chart(content, out, reference))
+            charts.append(_write_chart(content, out, reference, cache))
             content[SOURCE_KEY] = charts[-1].record(reference)
         elif is_kubernetes_object(resource):
             folder = PATCHES_DIR if is_patch(resource) else MANIFESTS_DIR
@@ -198,13 +200,15 @@ def write_files(
     return counts, charts
 
 
-def _write_chart(release: dict[str, Any], out: Path, reference: Optional[Path]) -> ChartRender:
+def _write_chart(
+    release: dict[str, Any], out: Path, reference: Optional[Path], cache: Optional[RenderCache]
+) -> ChartRender:
     """Render a release's chart into ``manifests/charts/<release>/``."""
-    chart = render_release(release, reference)
+    chart, texts = render_release_cached(release, reference, cache)
     folder = out / MANIFESTS_DIR / CHARTS_DIR / safe_name(chart.release)
     if chart.objects:
         folder.mkdir(parents=True, exist_ok=True)
     taken: set[str] = set()
-    for _, obj in chart.objects:
-        (folder / _unique(object_filename(obj), taken)).write_text(dump_object(obj))
+    for (_, obj), text in zip(chart.objects, texts):
+        (folder / _unique(object_filename(obj), taken)).write_text(text)
     return chart

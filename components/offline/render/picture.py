@@ -12,10 +12,12 @@ import hashlib
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
 from ...config import PROJECT
+from .cache import RenderCache
 from .engine import Resource, StackRender
 
 DOT_PROGRAM = "dot"
@@ -225,22 +227,77 @@ class PictureError(RuntimeError):
     """Graphviz is missing or failed."""
 
 
+@lru_cache(maxsize=4)
+def graphviz_identity(program: str) -> str:
+    """What identifies the Graphviz build at ``program``: ``dot -V`` and the resolved file's size and
+    modification time (for the picture cache)."""
+    version = subprocess.run([program, "-V"], capture_output=True, check=False)
+    resolved = Path(program).resolve()
+    stat = resolved.stat()
+    return f"{version.stderr.decode(errors='replace').strip()} {resolved} {stat.st_size} {stat.st_mtime_ns}"
+
+
+class Layout:
+    """A ``dot`` run under way: it lays the picture out on another core while the render writes
+    its files; ``finish`` waits for it and stamps the SVG. With a ``cache`` that holds the picture
+    of this DOT text by this Graphviz, the files are copied from it instead."""
+
+    def __init__(self, dot_source: str, svg_path: Path, png_path: Path, cache: Optional[RenderCache] = None):
+        program = shutil.which(DOT_PROGRAM)
+        if program is None:
+            raise PictureError(
+                f"Graphviz `{DOT_PROGRAM}` is not on PATH (Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)"
+            )
+        self.dot_source, self.svg_path, self.png_path = dot_source, svg_path, png_path
+        self.cache = cache
+        self.key = cache.picture_key(dot_source, graphviz_identity(program), PNG_DPI) if cache is not None else None
+        self.process: Optional[subprocess.Popen[bytes]] = None
+        stored = cache.load_picture(self.key) if cache is not None and self.key is not None else None
+        if stored is not None:
+            svg_path.write_bytes(stored[0])
+            png_path.write_bytes(stored[1])
+            return
+        self.process = subprocess.Popen(
+            [program, f"-Gdpi={PNG_DPI}", "-Tsvg", "-o", str(svg_path), "-Tpng", "-o", str(png_path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        # The text is sent now (dot reads all of it before it lays anything out); its answer is read in finish.
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(dot_source.encode())
+        except BrokenPipeError:
+            pass  # dot ended early; finish reports its error
+        self.process.stdin.close()
+
+    def finish(self) -> None:
+        """Wait for ``dot``; raise ``PictureError`` with its message if it failed."""
+        if self.process is None:
+            return
+        assert self.process.stderr is not None
+        stderr = self.process.stderr.read()
+        self.process.stderr.close()
+        if self.process.wait() != 0:
+            raise PictureError(f"`{DOT_PROGRAM}` failed: {stderr.decode(errors='replace').strip()}")
+        svg = self.svg_path.read_text()
+        header_end = svg.index("?>") + 2 if svg.startswith("<?xml") else 0
+        stamp = f"\n{SOURCE_HASH_PREFIX}{source_hash(self.dot_source)} -->"
+        self.svg_path.write_text(svg[:header_end] + stamp + svg[header_end:])
+        if self.cache is not None and self.key is not None:
+            self.cache.store_picture(self.key, self.svg_path.read_bytes(), self.png_path.read_bytes())
+
+    def cancel(self) -> None:
+        """Stop ``dot`` (the render failed before it could use the picture)."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.kill()
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        self.process.wait()
+
+
 def lay_out(dot_source: str, svg_path: Path, png_path: Path) -> None:
     """Lay the graph out with Graphviz into SVG (stamped with the source hash) and PNG."""
-    program = shutil.which(DOT_PROGRAM)
-    if program is None:
-        raise PictureError(
-            f"Graphviz `{DOT_PROGRAM}` is not on PATH (Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)"
-        )
-    result = subprocess.run(
-        [program, f"-Gdpi={PNG_DPI}", "-Tsvg", "-o", str(svg_path), "-Tpng", "-o", str(png_path)],
-        input=dot_source.encode(),
-        capture_output=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise PictureError(f"`{DOT_PROGRAM}` failed: {result.stderr.decode(errors='replace').strip()}")
-    svg = svg_path.read_text()
-    header_end = svg.index("?>") + 2 if svg.startswith("<?xml") else 0
-    stamp = f"\n{SOURCE_HASH_PREFIX}{source_hash(dot_source)} -->"
-    svg_path.write_text(svg[:header_end] + stamp + svg[header_end:])
+    Layout(dot_source, svg_path, png_path).finish()

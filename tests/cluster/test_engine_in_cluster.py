@@ -2,7 +2,8 @@
 kubeconfig, with its Helm charts from a local folder (``charts.directory``), to a bare local
 cluster: the GPU Operator release installed and awaited by Helm, the scheduling policy and the
 training job after it; then a chart version bump, planned and made as an in-place upgrade, and
-destroy.
+destroy. And a Karpenter GPU pool's NodePool and EC2NodeClass, kept in the cluster when the pool
+leaves the configuration and when the stack is destroyed, as the change table says.
 
 The dev stack's settings, with Kueue off: Kueue's chart would put its webhook in front of every
 Job in the training namespaces, served by a pod KWOK only pretends to run (the local platform runs
@@ -13,11 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import pulumi
+import pulumi_kubernetes as k8s
 import pytest
 from kubernetes import client
 
-from eks_gpu_training import GpuTrainingInCluster
-from eks_gpu_training.addons import gpu_operator
+from eks_gpu_training import ClusterRef, GpuNodePool, GpuNodePoolArgs, GpuTrainingInCluster
+from eks_gpu_training.addons import gpu_operator, karpenter
+from eks_gpu_training.addons.chart_source import release_chart
+from eks_gpu_training.config import SubnetRef
 from eks_gpu_training.local import build as builds
 from eks_gpu_training.offline.engine import stack_config
 from eks_gpu_training.platform.loading import platform_args_from_settings
@@ -122,3 +127,90 @@ def test_destroy_uninstalls_the_release_and_removes_the_policy(engine, bare_clus
         assert not exists(lambda: scheduling.read_priority_class(priority_class.name))
     wait_for(lambda: not exists(lambda: kube.core.read_namespace(gpu_operator.NAMESPACE)), timeout=120,
              what=f"namespace {gpu_operator.NAMESPACE} going")
+
+
+# A Karpenter GPU pool's objects, retained when the pool leaves the configuration. The pool needs
+# what only the AWS half makes (a node role, subnets, the cluster's security group): plausible IDs
+# stand in for them, which the EC2NodeClass CRD checks only by pattern, and no Karpenter controller
+# runs on the bare cluster to act on them. The CRDs come from the karpenter-crd chart, as in a stack.
+
+KARPENTER_POOL = "gpu-training"
+NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool gpu-training-pool-node-pool"
+NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass gpu-training-pool-node-class"
+
+
+def karpenter_program(kubeconfig: Path, charts: Path):
+    def for_pool(with_pool: bool):
+        config = stack_config("dev")
+        args = platform_args_from_settings(config)
+        pool = next(p for p in args.karpenter.gpu_node_pools if p.name == KARPENTER_POOL)
+
+        def run() -> None:
+            provider = k8s.Provider("local", kubeconfig=str(kubeconfig))
+            crds = k8s.helm.v3.Release(
+                "karpenter-crd",
+                name="karpenter-crd",
+                namespace=karpenter.KARPENTER_NAMESPACE,
+                **release_chart(karpenter.KARPENTER_CRD_CHART, args.karpenter.chart_version, None, str(charts), "charts"),
+                values=karpenter.karpenter_crd_values(args.karpenter.retain_on_removal),
+                atomic=True,
+                opts=pulumi.ResourceOptions(provider=provider),
+            )
+            if with_pool:
+                zone = pool.availability_zone or args.network.availability_zones[0]
+                ref = ClusterRef(
+                    name=args.cluster.name, region=args.region, partition="aws", vpc_id="vpc-0123456789abcdef0",
+                    kubernetes_version=args.cluster.kubernetes_version,
+                    cluster_security_group_id="sg-0123456789abcdef0", kubeconfig=str(kubeconfig), provider=provider,
+                    subnets=(SubnetRef("subnet-0123456789abcdef0", zone),),
+                )
+                GpuNodePool("gpu-training-pool", GpuNodePoolArgs(
+                    cluster=ref, pool=pool, node_role_name=f"{args.cluster.name}-karpenter-node",
+                    karpenter_release=crds, retain_on_removal=args.karpenter.retain_on_removal,
+                ))
+
+        return run
+
+    return for_pool
+
+
+@pytest.fixture(scope="module")
+def karpenter_engine(tools, bare_cluster, tmp_path_factory):
+    charts = tmp_path_factory.mktemp("karpenter-charts") / "charts"
+    charts.mkdir()
+    name = f"karpenter-crd-{platform_args_from_settings(stack_config('dev')).karpenter.chart_version}"
+    (charts / name).symlink_to(REFERENCE / "charts" / name, target_is_directory=True)
+    engine = Engine(tools, tmp_path_factory.mktemp("karpenter-state"), karpenter_program(bare_cluster.kubeconfig, charts),
+                    project="karpenter-pool")
+    yield engine
+    engine.destroy_after_tests()
+
+
+def karpenter_objects(kube) -> dict[str, bool]:
+    custom = client.CustomObjectsApi(kube.api)
+    return {
+        "NodePool": exists(lambda: custom.get_cluster_custom_object("karpenter.sh", "v1", "nodepools", KARPENTER_POOL)),
+        "EC2NodeClass": exists(lambda: custom.get_cluster_custom_object(
+            "karpenter.k8s.aws", "v1", "ec2nodeclasses", KARPENTER_POOL)),
+    }
+
+
+def test_a_karpenter_pool_removed_from_the_configuration_stays_in_the_cluster(karpenter_engine, bare_cluster):
+    kube = bare_cluster.kube
+    karpenter_engine.up(True)
+    assert karpenter_objects(kube) == {"NodePool": True, "EC2NodeClass": True}
+    plan = changed(karpenter_engine.plan(False))
+    assert plan == {NODE_POOL: ["delete"], NODE_CLASS: ["delete"],
+                    "eks-gpu-training:index:GpuNodePool gpu-training-pool": ["delete"]}, plan
+    karpenter_engine.up(False)
+    # retainOnDelete: Pulumi forgets the objects and leaves them, so Karpenter keeps the pool's nodes.
+    assert karpenter_objects(kube) == {"NodePool": True, "EC2NodeClass": True}
+
+
+def test_destroy_uninstalls_the_crd_release_and_keeps_the_crds_and_the_kept_pool(karpenter_engine, bare_cluster):
+    kube = bare_cluster.kube
+    karpenter_engine.destroy()
+    assert not exists(lambda: kube.core.read_namespaced_secret("sh.helm.release.v1.karpenter-crd.v1", karpenter.KARPENTER_NAMESPACE))
+    extensions = client.ApiextensionsV1Api(kube.api)
+    assert exists(lambda: extensions.read_custom_resource_definition("nodepools.karpenter.sh"))
+    assert karpenter_objects(kube) == {"NodePool": True, "EC2NodeClass": True}

@@ -74,3 +74,12 @@ def test_the_whole_platform_refuses_in_cluster_and_the_half_refuses_its_absence(
     graph = run_program(lambda: GpuTrainingInCluster("gpu-training", half))
     assert isinstance(graph.error, ConfigError) and graph.resources == []
     assert [p.path for p in graph.error.problems] == ["inCluster.enabled"]
+
+
+def test_in_cluster_refusals_come_with_the_stacks_other_problems(tmp_path):
+    config = in_cluster_config("dev")
+    config[f"{PROJECT}:s3Buckets"] = [{"name": "acme-training-data", "access": "read"}]
+    config[f"{PROJECT}:charts"] = {"directory": str(tmp_path / "absent")}
+    graph = run_main(config)
+    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert [p.path for p in graph.error.problems] == ["charts.directory", "s3Buckets"]

@@ -39,22 +39,12 @@ from .validation import validate_stack
 
 
 def validate_in_cluster(args: GpuTrainingPlatformArgs) -> list[Problem]:
-    """What the in-cluster half cannot deploy without its AWS half: ``inCluster`` itself, and the
-    settings whose objects need an AWS resource this mode does not create."""
+    """What ``GpuTrainingInCluster`` needs beyond the stack's rules (which check ``inCluster``'s own
+    settings with the rest, ``validation.validate_in_cluster_settings``): the mode turned on."""
     if not args.in_cluster.enabled:
         return [Problem("inCluster.enabled", "is false: GpuTrainingInCluster deploys the in-cluster half only when "
                         "inCluster.enabled is true, with inCluster.kubeconfig")]
-    problems = []
-    if args.storage.fsx.enabled:
-        problems.append(Problem("storage.fsx.enabled", "the training volumes need the FSx for Lustre file system, "
-                                "which inCluster does not create; turn it off, or deploy the whole stack"))
-    if args.s3_buckets:
-        problems.append(Problem("s3Buckets", "training pods reach the buckets through a Pod Identity role, which "
-                                "inCluster does not create; leave it empty, or deploy the whole stack"))
-    if args.scheduling.service_account.policy_arns:
-        problems.append(Problem("scheduling.serviceAccount.policyArns", "need the training pods' Pod Identity role, "
-                                "which inCluster does not create; leave it empty, or deploy the whole stack"))
-    return problems
+    return []
 
 
 def kubeconfig_cluster_ref(args: GpuTrainingPlatformArgs, provider: k8s.Provider) -> ClusterRef:

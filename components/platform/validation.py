@@ -41,10 +41,23 @@ def validate_stack(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> 
 
 
 def validate_in_cluster_settings(args: GpuTrainingPlatformArgs) -> list[Problem]:
-    """``inCluster``'s own rule: a kubeconfig to reach the cluster with."""
-    if args.in_cluster.enabled and (args.in_cluster.kubeconfig is None or args.in_cluster.kubeconfig == ""):
-        return [Problem("inCluster.kubeconfig", "is required when inCluster.enabled: a kubeconfig file's path or its content")]
-    return []
+    """With ``inCluster.enabled``: a kubeconfig to reach the cluster with, and none of the settings
+    whose objects need an AWS resource the in-cluster half does not create."""
+    if not args.in_cluster.enabled:
+        return []
+    problems = []
+    if args.in_cluster.kubeconfig is None or args.in_cluster.kubeconfig == "":
+        problems.append(Problem("inCluster.kubeconfig", "is required when inCluster.enabled: a kubeconfig file's path or its content"))
+    if args.storage.fsx.enabled:
+        problems.append(Problem("storage.fsx.enabled", "the training volumes need the FSx for Lustre file system, "
+                                "which inCluster does not create; turn it off, or deploy the whole stack"))
+    if args.s3_buckets:
+        problems.append(Problem("s3Buckets", "training pods reach the buckets through a Pod Identity role, which "
+                                "inCluster does not create; leave it empty, or deploy the whole stack"))
+    if args.scheduling.service_account.policy_arns:
+        problems.append(Problem("scheduling.serviceAccount.policyArns", "need the training pods' Pod Identity role, "
+                                "which inCluster does not create; leave it empty, or deploy the whole stack"))
+    return problems
 
 
 def stack_charts(args: GpuTrainingPlatformArgs) -> list[tuple[str, str]]:

@@ -214,3 +214,27 @@ def test_destroy_uninstalls_the_crd_release_and_keeps_the_crds_and_the_kept_pool
     extensions = client.ApiextensionsV1Api(kube.api)
     assert exists(lambda: extensions.read_custom_resource_definition("nodepools.karpenter.sh"))
     assert karpenter_objects(kube) == {"NodePool": True, "EC2NodeClass": True}
+
+
+def test_a_bad_configuration_fails_the_preview_with_the_message_and_no_traceback(tools, bare_cluster, tmp_path_factory):
+    # The Automation API's language runtime (an inline program) reports a pulumi.RunError, which
+    # ConfigError is, by its message alone, as pulumi-language-python-exec does for a program run by
+    # the Python language host (tests/language_host.py); the language host itself cannot be built here.
+    def bad(_: None):
+        config = stack_config("dev")
+        config[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": str(bare_cluster.kubeconfig)}
+        config[f"{PROJECT}:charts"] = {"directory": str(tmp_path_factory.mktemp("no-charts") / "absent")}
+        config[f"{PROJECT}:s3Buckets"] = [{"name": "acme-training-data", "access": "read"}]
+
+        def run() -> None:
+            GpuTrainingInCluster("gpu-training", platform_args_from_settings(config))
+
+        return run
+
+    engine = Engine(tools, tmp_path_factory.mktemp("bad-config-state"), bad, project="bad-config")
+    steps, output = engine.failed_plan(None)
+    assert "charts.directory: '" in output and "is not a folder" in output
+    assert "s3Buckets: training pods reach the buckets through a Pod Identity role" in output
+    assert "Traceback" not in output
+    # Nothing but the stack itself was planned: the component refused before registering anything.
+    assert list(steps) == ["pulumi:pulumi:Stack bad-config-local"]

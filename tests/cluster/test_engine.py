@@ -46,6 +46,8 @@ class Settings:
     """The training job's image; None leaves the job out of the program."""
     verifier_group: str = "engine-verifiers"
     """The group the verify command's read-only ClusterRole is bound to (``verify.group``)."""
+    revision: int = 1
+    """The training job's revision (``job.revision``): each is a Job of its own."""
 
 
 def program(kubeconfig: Path, settings: Settings):
@@ -64,7 +66,7 @@ def program(kubeconfig: Path, settings: Settings):
         VerifierRole("engine-verify", VerifierRoleArgs(group=settings.verifier_group), opts=on_cluster)
         if settings.image is not None:
             job = TrainingJobSpec(name=APP, nodes=2, instance_types=("p5.48xlarge",), priority_class=PRIORITY_CLASS,
-                                  namespace=NAMESPACE, image=settings.image)
+                                  namespace=NAMESPACE, image=settings.image, revision=settings.revision)
             TrainingJob(APP, TrainingJobArgs(job=job),
                         opts=pulumi.ResourceOptions(provider=provider, depends_on=[policies]))
 
@@ -142,10 +144,21 @@ def test_a_verifier_group_change_updates_the_binding_in_place(engine, bare_clust
     assert [(s.kind, s.name) for s in binding.subjects] == [("Group", "platform-oncall")]
 
 
+def test_a_new_revision_is_a_new_job_beside_the_previous_one_which_is_retained(engine, bare_cluster):
+    kube = bare_cluster.kube
+    settings = Settings(priority=2000, gpus=32, verifier_group="platform-oncall", revision=2)
+    plan = changed(engine.plan(settings))
+    assert plan[f"{JOB} {APP}-job-r2"] == ["create"], plan
+    assert plan[f"{JOB} {APP}-job"] == ["delete"], plan
+    engine.up(settings)
+    # retainOnDelete: the previous revision's Job leaves the stack and keeps running.
+    assert {job.metadata.name for job in kube.batch.list_namespaced_job(NAMESPACE).items} == {APP, f"{APP}-r2"}
+
+
 def test_removing_the_training_job_keeps_the_job_and_deletes_its_service_and_pdb(engine, bare_cluster):
     kube = bare_cluster.kube
-    engine.up(Settings(priority=2000, gpus=32, image=None, verifier_group="platform-oncall"))
-    assert kube.batch.read_namespaced_job(APP, NAMESPACE).metadata.name == APP
+    engine.up(Settings(priority=2000, gpus=32, image=None, verifier_group="platform-oncall", revision=2))
+    assert kube.batch.read_namespaced_job(f"{APP}-r2", NAMESPACE).metadata.name == f"{APP}-r2"
     assert not exists(lambda: kube.core.read_namespaced_service(APP, NAMESPACE))
     assert not exists(lambda: kube.policy.read_namespaced_pod_disruption_budget(APP, NAMESPACE))
 

@@ -2,7 +2,7 @@
 per stack (warm, to every pod placed), and the cluster tier; and the engine tests' tools (Pulumi CLI
 and Kubernetes provider, ``eks-gpu-training-local tools``) cold, and the engine tests warm.
 
-    python tests/benchmarks/local_bench.py [--cold] [--runs 3] [--no-tier]
+    python tests/benchmarks/local_bench.py [--cold] [--runs 3] [--no-tier | --engine-only]
 
 ``--cold`` builds every component into a fresh cache with an empty Go build cache (the module
 cache is kept: downloads are the proxy's speed, not ours) and reports its wall time and the peak
@@ -30,6 +30,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 TARGETS = {"up prod": 60.0, "cluster tier": 300.0, "cold build": 45 * 60.0, "engine tests": 300.0}
 PEAK_MEMORY_TARGET_BYTES = 8 * 2**30
+ENGINE_TESTS = ("tests/cluster/test_engine.py", "tests/cluster/test_engine_in_cluster.py")
+"""The engine tests: one process after the cluster tier, as in CI (each module changes one stack step by step)."""
 
 
 def _run(command: list[str], env: dict[str, str] | None = None) -> float:
@@ -66,7 +68,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cold", action="store_true", help="also time a cold build (tens of minutes)")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--no-tier", action="store_true", help="skip timing the cluster tier")
+    parser.add_argument("--no-tier", action="store_true", help="skip timing the cluster tier and the engine tests")
+    parser.add_argument("--engine-only", action="store_true", help="time the engine tests only (tools built if missing)")
     options = parser.parse_args()
 
     rows: list[tuple[str, str, str, bool]] = []
@@ -81,16 +84,19 @@ def main() -> int:
     for command in ("build", "tools"):
         subprocess.run([str(BIN / "eks-gpu-training-local"), command], cwd=PROJECT_ROOT, check=True,
                        stdout=subprocess.DEVNULL)
-    for stack in ("dev", "prod"):
+    for stack in () if options.engine_only else ("dev", "prod"):
         times = warm_up(stack, options.runs)
         target = TARGETS.get(f"up {stack}")
         rows.append((f"warm `local up {stack}` (median of {options.runs})", f"{statistics.median(times):.1f} s",
                      f"{target:.0f} s" if target else "-", target is None or statistics.median(times) <= target))
-    if not options.no_tier:
-        seconds = _run([str(BIN / "python"), "-m", "pytest", "-q", "--cluster", "tests/cluster"])
+    if not options.no_tier and not options.engine_only:
+        # As CI runs it (the README's cluster-test-command): both stacks side by side, engine tests apart.
+        ignored = [f"--ignore={module}" for module in ENGINE_TESTS]
+        seconds = _run([str(BIN / "python"), "-m", "pytest", "-q", "--cluster", "-n", "2", "--dist", "loadgroup",
+                        "tests/cluster", *ignored])
         rows.append(("cluster tier (one run)", f"{seconds / 60:.1f} min", "5 min", seconds <= TARGETS["cluster tier"]))
-        seconds = _run([str(BIN / "python"), "-m", "pytest", "-q", "--cluster", "tests/cluster/test_engine.py",
-                        "tests/cluster/test_engine_in_cluster.py"])
+    if not options.no_tier:
+        seconds = _run([str(BIN / "python"), "-m", "pytest", "-q", "--cluster", *ENGINE_TESTS])
         rows.append(("engine tests (one run, tools built)", f"{seconds / 60:.1f} min", "5 min", seconds <= TARGETS["engine tests"]))
     print("| measure | figure | target | met |\n|---|---|---|---|")
     for measure, figure, target, met in rows:

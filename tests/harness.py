@@ -23,13 +23,14 @@ def research_cluster(network, *, system_node_group: bool = True):
     )
 
 
-def readme_examples(section: str) -> dict[str, str]:
-    """The first ```python block under each ``### heading`` of the README's ``## <section>``, by
-    heading, so tests run the examples exactly as the README prints them."""
+def page_examples(page: str, section: str) -> dict[str, str]:
+    """The first ```python block under each ``### heading`` of ``## <section>`` of a Markdown page of
+    the project (``"README.md"``, ``"docs/library.md"``), by heading, so tests run the examples exactly
+    as the page prints them."""
     import re
 
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    body = readme[readme.index(f"## {section}\n") :]
+    text = (PROJECT_ROOT / page).read_text()
+    body = text[text.index(f"## {section}\n") :]
     body = body[: body.find("\n## ", 1) if "\n## " in body[1:] else len(body)]
     examples = {}
     for part in re.split(r"^### ", body, flags=re.M)[1:]:
@@ -40,7 +41,7 @@ def readme_examples(section: str) -> dict[str, str]:
     return examples
 
 
-def run_example(code: str, name: str = "README example", **kwargs) -> Graph:
+def run_example(code: str, name: str = "documentation example", **kwargs) -> Graph:
     """Run example code as a Pulumi program under mocks."""
     return run_program(lambda: exec(compile(code, name, "exec"), {"__name__": "__main__"}), **kwargs)
 

@@ -38,6 +38,12 @@ def test_the_readme_keeps_quick_start_architecture_and_examples_and_links_the_do
         assert f"]({page})" in readme
 
 
+def test_the_readme_stays_at_most_15_kb_so_a_newcomer_reads_it_in_one_go():
+    # The reference (every component, key, change, check and example) lives in docs/; the README
+    # says what the project is, how to set it up and try it, and where the rest is.
+    assert len((PROJECT_ROOT / "README.md").read_bytes()) <= 15 * 1024
+
+
 def test_pulumi_yaml_declares_every_top_level_key_of_the_model():
     project = yaml.safe_load((PROJECT_ROOT / "Pulumi.yaml").read_text())
     assert project["name"] == PROJECT

@@ -15,7 +15,7 @@ import pytest
 
 from eks_gpu_training import ClusterRef, ConfigError, EksCluster, EksClusterArgs
 from eks_gpu_training.aws.region import provider_region_problem
-from harness import readme_examples, run_example, run_program
+from harness import page_examples, run_example, run_program
 
 STACK = {"aws:region": "us-west-2"}
 
@@ -54,10 +54,10 @@ def test_prod_stack_names_its_region_on_every_regional_resource_and_look_up(prod
 
 
 def two_fleets():
-    return run_example(readme_examples("Use from your own program")["Two fleets under your own component"], config=STACK)
+    return run_example(page_examples("docs/library.md", "Examples")["Two fleets under your own component"], config=STACK)
 
 
-def test_readme_two_fleets_example_deploys_each_platform_in_its_own_region():
+def test_the_two_fleets_example_deploys_each_platform_in_its_own_region():
     graph = two_fleets()
     assert graph.error is None, repr(graph.error)
     for region in ("us-west-2", "us-east-1"):

@@ -268,11 +268,13 @@ def test_mermaid_names_every_resource(rendered_stack):
         assert resource.name.split("-")[-1] in mermaid
 
 
-def test_readme_shows_the_current_prod_picture():
+def test_the_architecture_page_shows_the_current_prod_picture_and_the_readme_embeds_it():
     result = render_stack(readme.STACK)
     assert readme.stale(result) == [], "run `python -m eks_gpu_training.offline.render.readme --write`"
+    page = (PROJECT_ROOT / "docs" / "architecture.md").read_text()
+    assert "](../tests/golden/prod-stack.svg)" in page and "```mermaid" in page
     text = (PROJECT_ROOT / "README.md").read_text()
-    assert "](tests/golden/prod-stack.svg)" in text and "```mermaid" in text
+    assert "](tests/golden/prod-stack.svg)" in text and "```mermaid" not in text
 
 
 def test_a_golden_picture_is_stale_when_the_graph_changes():

@@ -1,12 +1,17 @@
-"""The README's "Use from your own program" examples, run as the README prints them."""
+"""The examples of using the library from your own program, run as their pages print them: the README's
+one ("Use from your own program") and those of docs/library.md ("Examples")."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from harness import readme_examples, run_example
+import yaml
 
-EXAMPLES = readme_examples("Use from your own program")
+from harness import page_examples, run_example
+
+README_EXAMPLES = page_examples("README.md", "Use from your own program")
+LIBRARY_EXAMPLES = page_examples("docs/library.md", "Examples")
+EXAMPLES = {**README_EXAMPLES, **LIBRARY_EXAMPLES}
 
 
 def run(heading: str):
@@ -17,13 +22,14 @@ def run(heading: str):
     return graph
 
 
-def test_the_readme_has_an_example_per_use_each_run_by_a_test_below():
-    assert set(EXAMPLES) == {
-        "Your own `eks.Cluster`",
+def test_the_readme_keeps_one_example_and_the_library_page_one_per_use_each_run_by_a_test_below():
+    assert set(README_EXAMPLES) == {"Your own `eks.Cluster`"}
+    assert set(LIBRARY_EXAMPLES) == {
         "An existing cluster, adopted by name",
         "Kubernetes objects only",
         "Outputs from resources made in the same program",
         "Two fleets under your own component",
+        "Training templates without the platform, as plain manifests",
     }
 
 
@@ -84,3 +90,15 @@ def test_two_fleets_nest_under_the_users_component_without_clashing():
     assert {p.parent for p in platforms} == {fleets.urn}
     assert sorted(c.inputs["name"] for c in graph.of_type("eks:index:Cluster")) == ["fleets-us-east-1", "fleets-us-west-2"]
     assert all(fleets in graph.ancestors(r) for r in graph.resources if r is not fleets)
+
+
+def test_plain_manifests_example_prints_the_job_its_rendezvous_service_and_its_pdb(capsys):
+    run("Training templates without the platform, as plain manifests")
+    manifests = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [(m["kind"], m["metadata"]["name"]) for m in manifests] == [
+        ("Job", "llama-sft"),
+        ("Service", "llama-sft"),
+        ("PodDisruptionBudget", "llama-sft"),
+    ]
+    assert manifests[0]["spec"]["completions"] == 4 and manifests[0]["spec"]["parallelism"] == 4
+    assert manifests[2]["spec"]["minAvailable"] == 4

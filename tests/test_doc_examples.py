@@ -27,6 +27,7 @@ def test_the_readme_keeps_one_example_and_the_library_page_one_per_use_each_run_
     assert set(LIBRARY_EXAMPLES) == {
         "An existing cluster, adopted by name",
         "Kubernetes objects only",
+        "The in-cluster half of a stack, on a cluster made elsewhere",
         "Outputs from resources made in the same program",
         "Two fleets under your own component",
         "Training templates without the platform, as plain manifests",
@@ -69,6 +70,16 @@ def test_kubernetes_objects_only_example_puts_every_object_on_the_given_provider
     }
     assert {r.provider.rsplit("::", 1)[0] for r in objects} == {provider.urn}
     assert not [r for r in graph.resources if r.type.startswith("aws:")]
+
+
+def test_in_cluster_half_example_creates_nothing_in_aws_and_only_kubernetes_objects():
+    graph = run("The in-cluster half of a stack, on a cluster made elsewhere")
+    assert not [r for r in graph.resources if r.type.startswith(("aws:", "eks:"))]
+    provider = graph.one("pulumi:providers:kubernetes")
+    assert provider.inputs["kubeconfig"] == "research-kubeconfig.yaml"
+    releases = {r.inputs["chart"] for r in graph.of_type("kubernetes:helm.sh/v3:Release")}
+    assert releases == {"gpu-operator", "aws-efa-k8s-device-plugin", "oci://registry.k8s.io/kueue/charts/kueue"}
+    assert graph.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")
 
 
 def test_outputs_example_feeds_the_programs_own_vpc_and_subnets_to_the_cluster_and_pool():

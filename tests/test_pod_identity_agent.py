@@ -92,3 +92,32 @@ def test_two_refs_of_your_own_cluster_share_its_kubernetes_provider_and_agent():
     assert graph.error is None, repr(graph.error)
     assert [p.name for p in graph.of_type("pulumi:providers:kubernetes")] == ["research-k8s"]
     assert [a.name for a in graph.of_type(ADDON)] == ["research-pod-identity-agent"]
+
+
+def test_a_pod_identity_role_refuses_an_association_for_a_namespace_it_does_not_trust():
+    import pulumi
+
+    from eks_gpu_training.aws.pod_identity import pod_identity_role
+    from harness import run_program, stand_in_ref
+
+    errors: list[str] = []
+
+    class Holder(pulumi.ComponentResource):
+        def __init__(self) -> None:
+            super().__init__("test:index:Holder", "holder")
+            role = pod_identity_role("trainer-role", stand_in_ref(), namespace=["training", "research"],
+                                     service_account="trainer", holder="Training pods", tags={}, parent=self,
+                                     account_id="111122223333")
+            for namespace in (None, "default"):
+                try:
+                    role.associate("trainer-association", namespace)
+                except ValueError as error:
+                    errors.append(str(error))
+
+    graph = run_program(Holder)
+    assert graph.error is None
+    assert errors == [
+        "trainer-association: name the namespace, the role trusts training, research",
+        "trainer-association: the role does not trust namespace 'default'",
+    ]
+    assert not graph.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")

@@ -7,13 +7,13 @@ import pytest
 
 from eks_gpu_training import ConfigError, GpuNodeGroup, GpuNodeGroupArgs
 from eks_gpu_training.config import GpuNodeGroupConfig, NetworkConfig
+from eks_gpu_training.aws.node_launch import image_volume_device
 from eks_gpu_training.aws.gpu_node_group import (
     capacity_options,
     efa_network_interfaces,
     gpu_node_labels,
     gpu_taint,
     gpu_toleration,
-    image_volume_device,
 )
 from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES
 from harness import research_cluster, run_program, stand_in_ref

@@ -17,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ..facts.catalog import GPU_INSTANCE_TYPES
-from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
+from ..aws.cluster import ClusterInput, cluster_field
 from ..config import GpuTrainingPlatformArgs
 from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
 from ..config.arguments import check_model_fields

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
+from ..aws.cluster import ClusterInput, cluster_field
 from ..aws.node_config import node_config_user_data
 from ..config import (
     ConfigError,

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional, Union
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
+from ..aws.cluster import ClusterInput, cluster_field
 from ..config import (
     ConfigError,
     GpuNodeGroupConfig,

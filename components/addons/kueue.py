@@ -33,7 +33,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from ..aws.cluster import ClusterRef, ClusterInput, cluster_field
+from ..aws.cluster import ClusterInput, cluster_field
 from ..config import KueueConfig
 from ..facts.gpu_nodes import EFA_RESOURCE
 from ..config.arguments import check_model_fields

@@ -18,7 +18,6 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from ..config import (
-    ENDPOINT_DOC,
     ClusterConfig,
     ConfigError,
     NetworkConfig,

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
-from .cluster import ClusterRef, ClusterInput, cluster_field
+from .cluster import ClusterInput, cluster_field
 from ..config import (
     GPU_NODE_ROLE_LABEL,
     ConfigError,
@@ -44,7 +44,7 @@ from ..facts.gpu_nodes import (
 from .iam import create_node_role, node_role_resource_name
 from .node_group_sizes import desired_size_and_ignored
 from ..facts.aws_names import PhysicalName
-from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, image_volume_device, launch_template_ref, node_launch_template
+from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, launch_template_ref, node_launch_template
 from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_field, pool_network_names
 from .node_config import node_config_launch_settings
 from ..config.arguments import check_model_fields

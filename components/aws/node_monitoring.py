@@ -28,7 +28,7 @@ from ..config import NODE_MONITORING_AGENT_ADDON
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 from ..facts.gpu_nodes import gpu_toleration
-from .cluster import ClusterRef, ClusterInput, cluster_field
+from .cluster import ClusterInput, cluster_field
 
 AGENT_NAMESPACE = "kube-system"
 """Namespace EKS installs the add-on's objects in."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import re
 from typing import Annotated, Optional
 
 from pydantic import Field, field_validator

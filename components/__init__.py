@@ -18,7 +18,7 @@ import gc as _gc
 # Importing the components loads the Pulumi SDKs' generated classes, a few hundred thousand objects
 # that live as long as the process. Each automatic collection during the import walks all of them
 # again and finds nothing to free (about half a second in all), so collection is paused while the
-# package imports, and left as it was.
+# package imports, and then left as it was.
 _collecting = _gc.isenabled()
 _gc.disable()
 try:
@@ -94,6 +94,10 @@ try:
     from .workloads.templates import rendezvous_service, training_job, training_pdb, training_pod_template
     from .workloads.training_spec import TrainingJobSpec
 finally:
+    # Straight to the oldest generation, where objects that live this long end up anyway: resuming
+    # with them all in the youngest would make the next collection walk every one of them at once.
+    _gc.freeze()
+    _gc.unfreeze()
     if _collecting:
         _gc.enable()
     del _gc, _collecting

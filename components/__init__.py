@@ -13,77 +13,94 @@ Import what you need into your own Pulumi program::
     platform = GpuTrainingPlatform("gpu-training", load_stack_config())
 """
 
-from .aws.cluster import ClusterRef, EksCluster, EksClusterArgs
-from .aws.network import Network, NetworkArgs, NetworkRef, adopted_network
-from .aws.storage import LustreStorage, LustreStorageArgs, LustreVolume
-from .aws.node_config import node_config_user_data
-from .config import (
-    ChartsConfig,
-    ClusterConfig,
-    ConfigError,
-    DataRepositoryConfig,
-    DisruptionBudgetConfig,
-    FsxLustreConfig,
-    GpuNodeGroupConfig,
-    GpuOperatorConfig,
-    GpuPoolConfig,
-    GpuTrainingPlatformArgs,
-    InClusterConfig,
-    KarpenterConfig,
-    KarpenterDisruptionConfig,
-    KarpenterGpuNodePoolConfig,
-    KueueConfig,
-    LabelerResourcesConfig,
-    NetworkConfig,
-    NodeRepairConfig,
-    NodeRepairOverrideConfig,
-    PlacementGroupConfig,
-    PriorityClassConfig,
-    DcgmDiagConfig,
-    NcclTestConfig,
-    NodeMonitoringConfig,
-    PreflightConfig,
-    Problem,
-    ResourceQuotaConfig,
-    SchedulingConfig,
-    SmokeTestConfig,
-    StorageConfig,
-    SubnetConfig,
-    SubnetRef,
-    SystemNodeGroupConfig,
-    S3BucketConfig,
-    TopologyLabelerConfig,
-    TrainingAppConfig,
-    TrainingJobConfig,
-    TrainingNamespaceConfig,
-    TrainingServiceAccountConfig,
-    VerifyConfig,
-)
-from .facts.node_os import GpuNodeOs, node_os_of
-from .addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
-from .aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
-from .aws.node_monitoring import NodeMonitoringAgent, NodeMonitoringAgentArgs, node_monitoring_agent_configuration
-from .addons.dcgm_dashboard import dcgm_dashboard_config_map
-from .facts.nccl_baselines import NCCL_BASELINES, NcclBaseline, nccl_baseline
-from .workloads.nccl_results import judge_all_reduce, parse_all_reduce
-from .workloads.preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects
-from .workloads.preflight_checks import PreflightChecks, PreflightChecksArgs, PreflightPool, preflight_pools
-from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
-from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
-from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
-from .addons.kueue import Kueue, KueueArgs, kueue_values
-from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, PoolFlavor, kueue_queues_args, pool_flavors
-from .platform import PLATFORM_NAME, GpuTrainingInCluster, GpuTrainingInClusterArgs, GpuTrainingPlatform, load_stack_config, parse_platform_args
-from .workloads.fleet_capacity import PoolCapacity, ResolvedQuota, fleet_gpu_capacity
-from .workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, SchedulingPoliciesArgs
-from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
-from .addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
-from .addons.verifier_role import VerifierRole, VerifierRoleArgs, verifier_cluster_role
-from .aws.training_identity import TrainingIdentity, TrainingIdentityArgs, s3_access_policy
-from .workloads.storage import TrainingStorage, TrainingStorageArgs
-from .workloads.training_job import TrainingJob, TrainingJobArgs
-from .workloads.templates import rendezvous_service, training_job, training_pdb, training_pod_template
-from .workloads.training_spec import TrainingJobSpec
+import gc as _gc
+
+# Importing the components loads the Pulumi SDKs' generated classes, a few hundred thousand objects
+# that live as long as the process. Each automatic collection during the import walks all of them
+# again and finds nothing to free (about half a second in all), so collection is paused while the
+# package imports, and then left as it was.
+_collecting = _gc.isenabled()
+_gc.disable()
+try:
+    from .aws.cluster import ClusterRef, EksCluster, EksClusterArgs
+    from .aws.network import Network, NetworkArgs, NetworkRef, adopted_network
+    from .aws.storage import LustreStorage, LustreStorageArgs, LustreVolume
+    from .aws.node_config import node_config_user_data
+    from .config import (
+        ChartsConfig,
+        ClusterConfig,
+        ConfigError,
+        DataRepositoryConfig,
+        DisruptionBudgetConfig,
+        FsxLustreConfig,
+        GpuNodeGroupConfig,
+        GpuOperatorConfig,
+        GpuPoolConfig,
+        GpuTrainingPlatformArgs,
+        InClusterConfig,
+        KarpenterConfig,
+        KarpenterDisruptionConfig,
+        KarpenterGpuNodePoolConfig,
+        KueueConfig,
+        LabelerResourcesConfig,
+        NetworkConfig,
+        NodeRepairConfig,
+        NodeRepairOverrideConfig,
+        PlacementGroupConfig,
+        PriorityClassConfig,
+        DcgmDiagConfig,
+        NcclTestConfig,
+        NodeMonitoringConfig,
+        PreflightConfig,
+        Problem,
+        ResourceQuotaConfig,
+        SchedulingConfig,
+        SmokeTestConfig,
+        StorageConfig,
+        SubnetConfig,
+        SubnetRef,
+        SystemNodeGroupConfig,
+        S3BucketConfig,
+        TopologyLabelerConfig,
+        TrainingAppConfig,
+        TrainingJobConfig,
+        TrainingNamespaceConfig,
+        TrainingServiceAccountConfig,
+        VerifyConfig,
+    )
+    from .facts.node_os import GpuNodeOs, node_os_of
+    from .addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
+    from .aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+    from .aws.node_monitoring import NodeMonitoringAgent, NodeMonitoringAgentArgs, node_monitoring_agent_configuration
+    from .addons.dcgm_dashboard import dcgm_dashboard_config_map
+    from .facts.nccl_baselines import NCCL_BASELINES, NcclBaseline, nccl_baseline
+    from .workloads.nccl_results import judge_all_reduce, parse_all_reduce
+    from .workloads.preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects
+    from .workloads.preflight_checks import PreflightChecks, PreflightChecksArgs, PreflightPool, preflight_pools
+    from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
+    from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
+    from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
+    from .addons.kueue import Kueue, KueueArgs, kueue_values
+    from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, PoolFlavor, kueue_queues_args, pool_flavors
+    from .platform import PLATFORM_NAME, GpuTrainingInCluster, GpuTrainingInClusterArgs, GpuTrainingPlatform, load_stack_config, parse_platform_args
+    from .workloads.fleet_capacity import PoolCapacity, ResolvedQuota, fleet_gpu_capacity
+    from .workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, SchedulingPoliciesArgs
+    from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
+    from .addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+    from .addons.verifier_role import VerifierRole, VerifierRoleArgs, verifier_cluster_role
+    from .aws.training_identity import TrainingIdentity, TrainingIdentityArgs, s3_access_policy
+    from .workloads.storage import TrainingStorage, TrainingStorageArgs
+    from .workloads.training_job import TrainingJob, TrainingJobArgs
+    from .workloads.templates import rendezvous_service, training_job, training_pdb, training_pod_template
+    from .workloads.training_spec import TrainingJobSpec
+finally:
+    # Straight to the oldest generation, where objects that live this long end up anyway: resuming
+    # with them all in the youngest would make the next collection walk every one of them at once.
+    _gc.freeze()
+    _gc.unfreeze()
+    if _collecting:
+        _gc.enable()
+    del _gc, _collecting
 
 __all__ = [
     "ClusterConfig",

@@ -4,7 +4,8 @@ Args dataclasses document each field with a docstring under it, as the configura
 Python keeps those strings only in the source. ``documented_args`` reads them back (with ``ast``)
 and appends an ``Args:`` section to the class docstring, and ``documented_component`` appends the
 same section to a component's docstring, so ``help(GpuNodeGroup)`` lists every argument with its
-type, default and meaning. ``documented_component`` also gives the component pulumi-eks's calling
+type, default and meaning. Reading the source is slow next to the rest of an import (a render or a
+``pulumi up`` never shows a docstring), so the longer docstring is built the first time it is read. ``documented_component`` also gives the component pulumi-eks's calling
 convention: ``Name(name, args=NameArgs(...), opts=...)`` or the same fields as keywords.
 """
 
@@ -98,9 +99,25 @@ def _append(doc: str | None, section: str) -> str:
     return f"{inspect.cleandoc(doc or '')}\n\n{section}\n"
 
 
+class _LazyDoc:
+    """A class's ``__doc__`` built on first read. ``cls.__doc__`` (what ``help()``, ``inspect.getdoc``
+    and editors read) calls ``__get__`` of a descriptor in the class's own ``__dict__``, as an
+    instance's attribute lookup does."""
+
+    def __init__(self, build: Callable[[], str]):
+        self._build: Optional[Callable[[], str]] = build
+        self._text = ""
+
+    def __get__(self, instance: Any, owner: Optional[type] = None) -> str:
+        if self._build is not None:
+            self._text, self._build = self._build(), None
+        return self._text
+
+
 def documented_args(cls: T) -> T:
     """Class decorator for an Args dataclass: its docstring gains the fields and their docstrings."""
-    cls.__doc__ = _append(cls.__doc__, args_section(cls))
+    own = cls.__doc__
+    cls.__doc__ = _LazyDoc(lambda: _append(own, args_section(cls)))  # type: ignore[assignment]
     return cls
 
 
@@ -213,10 +230,15 @@ def documented_component(args_cls: type) -> Callable[[T], T]:
     ``ComponentResource``'s own parameters)."""
 
     def decorate(cls: T) -> T:
-        sections = [args_section(args_cls)]
-        if field_docstrings(cls):
-            sections.append(outputs_section(cls))
-        cls.__doc__ = _append(cls.__doc__, "\n\n".join(sections))
+        own = cls.__doc__
+
+        def doc() -> str:
+            sections = [args_section(args_cls)]
+            if field_docstrings(cls):
+                sections.append(outputs_section(cls))
+            return _append(own, "\n\n".join(sections))
+
+        cls.__doc__ = _LazyDoc(doc)  # type: ignore[assignment]
         init = cls.__dict__.get("__init__")
         if init is not None:
 

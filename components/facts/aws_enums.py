@@ -3,25 +3,59 @@
 Configuration is checked against the EC2 and EKS API models that ship with botocore, so the
 set of valid instance types, AMI types, capacity types, taint effects and placement strategies is
 exactly what the AWS API accepts for the pinned botocore, never a list typed by hand here.
+
+The models are read with botocore's own loader (its search path, ``AWS_DATA_PATH`` included, and
+its choice of the latest API version), without a botocore session: a session imports botocore's
+client machinery, which nothing here uses, and every render and check starts by reading these.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
+import json
+import os
 
-import botocore.session
+import botocore.loaders
+from botocore.model import ServiceModel
+from botocore.regions import EndpointResolver
+
+
+class _PlainJSONFileLoader(botocore.loaders.JSONFileLoader):
+    """botocore's JSON file loader, parsing into plain dicts: its ``OrderedDict`` hook (dicts keep
+    insertion order anyway) makes parsing the EC2 model, a 4 MB document, about twice as slow."""
+
+    def _load_file(self, full_path, open_method):  # type: ignore[no-untyped-def]
+        if not os.path.isfile(full_path):
+            return None
+        with open_method(full_path, "rb") as fp:
+            return json.loads(fp.read().decode("utf-8"))
 
 
 @functools.cache
-def _session() -> botocore.session.Session:
-    return botocore.session.get_session()
+def _loader() -> botocore.loaders.Loader:
+    loader = botocore.loaders.create_loader(os.environ.get("AWS_DATA_PATH"))
+    loader.file_loader = _PlainJSONFileLoader()
+    return loader
+
+
+@functools.cache
+def _service_model(service: str) -> ServiceModel:
+    """The latest API version's model of an AWS service, as ``botocore.session.get_service_model`` gives it."""
+    return ServiceModel(_loader().load_service_model(service, "service-2"), service_name=service)
+
+
+@functools.cache
+def _endpoint_resolver() -> EndpointResolver:
+    """botocore's partitions and regions (``endpoints.json``), as a session resolves them."""
+    endpoints, path = _loader().load_data_with_path("endpoints")
+    return EndpointResolver(endpoints, uses_builtin_data=_loader().is_builtin_path(path))
 
 
 @functools.cache
 def enum_values(service: str, shape: str) -> frozenset[str]:
     """The values of an enumeration shape of an AWS service model (``ec2``, ``InstanceType``)."""
-    return frozenset(_session().get_service_model(service).shape_for(shape).enum)
+    return frozenset(_service_model(service).shape_for(shape).enum)
 
 
 _enum = enum_values
@@ -70,17 +104,18 @@ def eks_update_strategies() -> frozenset[str]:
 @functools.cache
 def aws_regions() -> frozenset[str]:
     """Regions botocore knows for EC2, across the commercial, China and GovCloud partitions."""
-    session = _session()
+    resolver = _endpoint_resolver()
+    endpoint_prefix = _service_model("ec2").metadata.get("endpointPrefix", "ec2")
     return frozenset(
         region
-        for partition in session.get_available_partitions()
-        for region in session.get_available_regions("ec2", partition_name=partition)
+        for partition in resolver.get_available_partitions()
+        for region in resolver.get_available_endpoints(endpoint_prefix, partition)
     )
 
 
 def partition_of(region: str) -> str:
     """The ARN partition of a region (``aws``, ``aws-cn``, ``aws-us-gov``), from botocore's endpoints data."""
-    return _session().get_partition_for_region(region)
+    return _endpoint_resolver().get_partition_for_region(region)
 
 
 def suggestion(value: str, allowed: frozenset[str]) -> str:
@@ -93,7 +128,7 @@ def suggestion(value: str, allowed: frozenset[str]) -> str:
 def string_limits(service: str, shape: str) -> tuple[int, int, str]:
     """``(min length, max length, pattern)`` of a string shape of an AWS service model, e.g. IAM's
     ``roleNameType`` (1, 64, ...) or ``tagValueType``."""
-    metadata = _session().get_service_model(service).shape_for(shape).metadata
+    metadata = _service_model(service).shape_for(shape).metadata
     return metadata.get("min", 0), metadata["max"], metadata.get("pattern", "")
 
 

@@ -15,7 +15,7 @@ from typing import Any, Optional
 import yaml
 
 from .cache import RenderCache, render_release_cached
-from .charts import CHARTS_DIR, SOURCE_KEY, ChartRender, object_filename, safe_name
+from .charts import CHARTS_DIR, SOURCE_KEY, YAML_DUMPER, ChartRender, object_filename, safe_name
 from .engine import Resource, StackRender
 from ..reference import only_chart_version
 from .markers import is_placeholder
@@ -122,7 +122,8 @@ def addon_release(resource: Resource) -> dict[str, Any]:
 
 def _dump(data: Any) -> str:
     # Wide lines: a long value (a placeholder, a policy) stays on one line instead of being folded.
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1_000_000)
+    # libyaml's emitter where PyYAML has it, as for chart objects: the same text, five times faster.
+    return yaml.dump(data, Dumper=YAML_DUMPER, sort_keys=False, default_flow_style=False, width=1_000_000)
 
 
 def _unique(name: str, taken: set[str]) -> str:

@@ -12,10 +12,10 @@ whole-process on a 2-core machine, for the repeated (warm) run; 10 pools under 1
 time. Prints a Markdown table of medians (docs/operations.md's "Performance" section quotes it) and
 exits 1 when a target is missed. Not collected by pytest (its name does not start with ``test_``).
 
-Last measured on the 2-core machine shared with other work (load average 2.2 to 3.9, more work than
-cores): prod 2.69 s warm (met; a run ten minutes earlier at load 2.3 to 3.5 gave 3.18 s, so at that
-load prod sits around the target), 5.21 s cold; 10 pools / 1 pool 0.99x. The figures move by a few
-tenths of a second with the load, so compare runs of one session, not across days.
+Last measured on the 2-core machine with nothing else running (load average 1.1): prod 2.54 s
+warm (met), 3.48 s cold; 10 pools / 1 pool 1.19x. Under load (2.2 to 3.9, more work than cores) the
+warm prod render measured 2.69 s to 3.18 s: the figures move by a few tenths of a second with the
+load, so compare runs of one session, not across days.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ binaries get, and the one folder ``eks-gpu-training-local tools`` prints. No Go 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from eks_gpu_training.local import build as builds
 
 
@@ -38,7 +40,13 @@ def test_tools_folder_links_every_built_tool(tmp_path):
         folder.mkdir(parents=True)
         for binary in component.binaries:
             (folder / binary).write_text("#!/bin/sh\n")
+        for data in component.data:  # built, so nothing is built or downloaded here
+            (folder / Path(data).name).write_text("")
     folder = builds.tools_dir(root=tmp_path, log=lambda line: None)
     assert folder == tmp_path / "tools" / "bin"
-    assert sorted(path.name for path in folder.iterdir()) == ["pulumi", "pulumi-resource-kubernetes"]
+    assert sorted(path.name for path in folder.iterdir()) == [
+        "pulumi", "pulumi-language-python", "pulumi-resource-kubernetes"]
+    # The language host runs the exec script it finds beside its own (resolved) binary.
+    host = (folder / "pulumi-language-python").resolve()
+    assert (host.parent / "pulumi-language-python-exec").is_file()
     assert (folder / "pulumi").resolve() == builds.bin_dir(builds.PULUMI, tmp_path) / "pulumi"

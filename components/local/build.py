@@ -119,15 +119,21 @@ PULUMI_KUBERNETES = GoComponent(
     # The release tag v4.25.0 is commit f47bc2d6f199, the pinned pseudo-version.
     release="4.25.0",
 )
-TOOLS = (PULUMI, PULUMI_KUBERNETES)
-"""What the engine tests run: the Pulumi CLI and the Kubernetes provider plugin.
-
-The Python language host (``github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3``,
-a module of its own with pseudo-versions only) is not among them: the module proxy refuses its
-version list, ``@latest`` and every release commit tried (v3.248.0 to v3.259.0, "This module
-version is not available"), and the commit of the v3.274.0 release is not known offline. The
-engine tests drive Python programs through the SDK's Automation API instead, whose inline
-programs run in the SDK's own language server that the CLI connects to."""
+PULUMI_LANGUAGE_PYTHON = GoComponent(
+    "pulumi-language-python", "github.com/pulumi/pulumi/sdk/v3",
+    {"pulumi-language-python": "github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python"},
+    version_variable="github.com/pulumi/pulumi/sdk/v3/go/common/version.Version",
+    # The host runs programs through this script, which it looks for beside its own binary.
+    data=("python/cmd/pulumi-language-python-exec",),
+)
+"""Pulumi's Python language host, from sdk/v3 v3.79.0: its own module since v3.81
+(``github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3``), which the module proxy
+refuses at every version ("This module version is not available"), while sdk/v3 up to v3.80 holds
+it as a package. It predates the runtime option ``virtualenv`` reaching it from this CLI, so it
+runs the ``python`` first on ``PATH``: put the virtual environment's ``bin`` there."""
+TOOLS = (PULUMI, PULUMI_KUBERNETES, PULUMI_LANGUAGE_PYTHON)
+"""What the engine tests run: the Pulumi CLI, the Kubernetes provider plugin and the Python
+language host."""
 CONTROL_PLANE = (ETCD, KUBERNETES, KWOK, KUEUE, KARPENTER_KWOK)
 """What ``eks-gpu-training-local up`` runs, in build order (smallest first, so a missing toolchain
 or proxy shows within seconds)."""

@@ -75,3 +75,13 @@ def stand_in_ref(region: str = "us-west-2"):
         kubeconfig="{}",
         provider=None,  # type: ignore[arg-type]
     )
+
+
+def refusal_text(error: BaseException | None) -> str:
+    """What `pulumi up` shows of a refusal: a ``pulumi.RunError`` (``ConfigError`` is one), which
+    Pulumi's Python language host shows as its message alone; anything else would reach the user
+    as a traceback. ``tests/cluster/test_engine_in_cluster.py`` has the real language host show one."""
+    import pulumi
+
+    assert isinstance(error, pulumi.RunError), repr(error)
+    return str(error)

@@ -204,12 +204,12 @@ def test_an_addon_accepts_its_clusters_own_kubernetes_provider_in_opts():
 
 
 def test_pulumi_up_shows_a_calling_mistake_as_its_message_not_a_traceback():
-    from language_host import language_host_log
+    from harness import refusal_text
 
     def program():
         GpuNodeGroup("h100", cluster=research_cluster(NETWORK), pools=[POOL])
 
-    shown = language_host_log(run_program(program, STACK).error)
+    shown = refusal_text(run_program(program, STACK).error)
     assert "Traceback" not in shown and "GpuNodeGroup(h100).pools: unknown argument" in shown
 
 

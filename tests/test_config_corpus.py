@@ -18,7 +18,7 @@ import pytest
 from eks_gpu_training.config import ConfigError
 from eks_gpu_training.platform.loading import platform_args_from_settings
 from harness import run_main, stack_config
-from language_host import language_host_log
+from harness import refusal_text
 
 PREFIX = "eks-gpu-training:"
 Config = dict[str, Any]
@@ -305,7 +305,7 @@ def test_the_corpus_is_large_and_its_cases_distinct():
 def test_invalid_configuration_is_refused_with_its_key_path_and_no_traceback(mutate, path):
     error = refusal(mutate)
     assert any(problem.path == path for problem in error.problems), [str(p) for p in error.problems]
-    shown = language_host_log(error)
+    shown = refusal_text(error)
     assert f"  - {path}: " in shown
     assert "Traceback" not in shown
 
@@ -329,7 +329,7 @@ def test_pulumi_up_of_an_invalid_stack_registers_nothing_and_shows_no_traceback(
     graph = run_main(to_settings(config))
     assert isinstance(graph.error, ConfigError)
     assert graph.resources == []
-    shown = language_host_log(graph.error)
+    shown = refusal_text(graph.error)
     assert f"  - {path}: " in shown and "Traceback" not in shown
 
 

@@ -192,13 +192,13 @@ def test_provider_region_problem_only_for_a_known_other_region(region, provider_
 
 
 def test_pulumi_up_shows_a_provider_region_mismatch_as_its_message_not_a_traceback():
-    from language_host import language_host_log
+    from harness import refusal_text
 
     def program():
         west = aws.Provider("west", region="us-west-2")
         ClusterRef.from_existing("research", "us-east-1", opts=pulumi.ResourceOptions(provider=west))
 
-    shown = language_host_log(run_program(program, STACK).error)
+    shown = refusal_text(run_program(program, STACK).error)
     assert "Traceback" not in shown
     assert shown.endswith("ClusterRef.from_existing(research).region: the AWS provider in opts is for us-west-2, the component for "
                           "us-east-1; pass a provider for the same region, or none")

@@ -1,8 +1,8 @@
 """The real Pulumi engine for the cluster tier's engine tests: one stack of an inline program on a
 file backend, run by the CLI built from source (``eks-gpu-training-local tools``), with a
 passphrase and no plugin downloads. The programs run through the Automation API as inline
-programs: the SDK serves the language runtime itself, since the Python language host is not
-buildable from the module proxy (see ``build.TOOLS``)."""
+programs, which the SDK's own language runtime serves (programs with components built in the test;
+the project's own ``__main__.py`` goes through the Python language host, ``test_engine_in_cluster``)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@ kubeconfig, with its Helm charts from a local folder (``charts.directory``), to 
 cluster: the GPU Operator release installed and awaited by Helm, the scheduling policy and the
 training job after it; then a chart version bump, planned and made as an in-place upgrade, and
 destroy. And a Karpenter GPU pool's NodePool and EC2NodeClass, kept in the cluster when the pool
-leaves the configuration and when the stack is destroyed, as the change table says.
+leaves the configuration and when the stack is destroyed, as the change table says. And the project
+itself through the Python language host: a refused stack file, then up, preview and destroy.
 
 The dev stack's settings, with Kueue off: Kueue's chart would put its webhook in front of every
 Job in the training namespaces, served by a pod KWOK only pretends to run (the local platform runs
@@ -11,12 +12,17 @@ Kueue out of cluster instead)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pulumi
 import pulumi_kubernetes as k8s
 import pytest
+import yaml
 from kubernetes import client
 
 from eks_gpu_training import ClusterRef, GpuNodePool, GpuNodePoolArgs, GpuTrainingInCluster
@@ -24,7 +30,7 @@ from eks_gpu_training.addons import gpu_operator, karpenter
 from eks_gpu_training.addons.chart_source import release_chart
 from eks_gpu_training.config import SubnetRef
 from eks_gpu_training.local import build as builds
-from eks_gpu_training.offline.engine import stack_config
+from eks_gpu_training.offline.engine import PROJECT_ROOT, stack_config
 from eks_gpu_training.platform.loading import platform_args_from_settings
 
 from conftest import REFERENCE, start
@@ -217,9 +223,8 @@ def test_destroy_uninstalls_the_crd_release_and_keeps_the_crds_and_the_kept_pool
 
 
 def test_a_bad_configuration_fails_the_preview_with_the_message_and_no_traceback(tools, bare_cluster, tmp_path_factory):
-    # The Automation API's language runtime (an inline program) reports a pulumi.RunError, which
-    # ConfigError is, by its message alone, as pulumi-language-python-exec does for a program run by
-    # the Python language host (tests/language_host.py); the language host itself cannot be built here.
+    # The Automation API's language runtime (an inline program) also reports a pulumi.RunError, which
+    # ConfigError is, by its message alone; the language host's own handling is the project test below.
     def bad(_: None):
         config = stack_config("dev")
         config[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": str(bare_cluster.kubeconfig)}
@@ -238,3 +243,78 @@ def test_a_bad_configuration_fails_the_preview_with_the_message_and_no_traceback
     assert "Traceback" not in output
     # Nothing but the stack itself was planned: the component refused before registering anything.
     assert list(steps) == ["pulumi:pulumi:Stack bad-config-local"]
+
+
+# The project itself, as a user runs it: `pulumi preview` and `pulumi up` of __main__.py with a
+# stack file, through the CLI, the Python language host and the Kubernetes provider built from
+# source. The host (sdk/v3 v3.79.0, build.PULUMI_LANGUAGE_PYTHON) runs the `python` first on PATH.
+
+PROJECT_FILES = ("Pulumi.yaml", "__main__.py")
+
+
+class Project:
+    """A copy of the project's program with one stack file, on a file backend of its own."""
+
+    def __init__(self, tools: Path, folder: Path, stack: str, config: dict):
+        self.folder, self.stack = folder, stack
+        (folder / "stacks").mkdir(parents=True)
+        for name in PROJECT_FILES:
+            shutil.copy(PROJECT_ROOT / name, folder / name)
+        # The project's virtualenv runtime option: this environment, where the package is installed.
+        (folder / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+        (folder / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
+        (folder / "backend").mkdir()
+        self.env = {
+            **os.environ,
+            "PATH": os.pathsep.join([str(tools), str(Path(sys.executable).parent), os.environ["PATH"]]),
+            "PULUMI_HOME": str(folder / "home"),
+            "PULUMI_BACKEND_URL": (folder / "backend").as_uri(),
+            "PULUMI_CONFIG_PASSPHRASE": "engine-tests",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+        }
+        self.pulumi("stack", "init", stack)
+
+    def pulumi(self, *args: str) -> subprocess.CompletedProcess:
+        result = subprocess.run(["pulumi", *args, "--non-interactive", "--cwd", str(self.folder)],
+                                env=self.env, capture_output=True, text=True, timeout=900)
+        print(result.stdout, result.stderr)
+        return result
+
+
+def project_config(kubeconfig: Path, charts: Path) -> dict:
+    config = stack_config("dev")
+    config[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": str(kubeconfig)}
+    config[f"{PROJECT}:charts"] = {"directory": str(charts)}
+    config[f"{PROJECT}:kueue"] = {"enabled": False}
+    return config
+
+
+def test_the_language_host_shows_a_refused_stack_file_as_its_problems_without_a_traceback(
+        tools, bare_cluster, tmp_path_factory):
+    config = project_config(bare_cluster.kubeconfig, tmp_path_factory.mktemp("absent") / "charts")
+    config[f"{PROJECT}:s3Buckets"] = [{"name": "acme-training-data", "access": "read"}]
+    project = Project(tools, tmp_path_factory.mktemp("project-bad"), "bad", config)
+    result = project.pulumi("preview", "-s", "bad")
+    shown = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "invalid configuration (2 problems), rejected before registering any resource:" in shown
+    assert "  - charts.directory: '" in shown and "is not a folder" in shown
+    assert "  - s3Buckets: training pods reach the buckets through a Pod Identity role" in shown
+    assert "Traceback" not in shown and 'File "' not in shown
+
+
+def test_pulumi_up_of_the_project_deploys_the_in_cluster_half_and_destroy_removes_it(tools, bare_cluster, tmp_path_factory):
+    charts = local_charts(tmp_path_factory.mktemp("project-charts") / "charts")
+    project = Project(tools, tmp_path_factory.mktemp("project-good"), "local",
+                      project_config(bare_cluster.kubeconfig, charts))
+    try:
+        assert project.pulumi("up", "-s", "local", "--yes").returncode == 0
+        status = project.pulumi("stack", "output", "gpuOperatorStatus", "-s", "local")
+        assert status.stdout.strip() == "deployed"
+        assert release_secrets(bare_cluster.kube) == ["sh.helm.release.v1.gpu-operator.v1"]
+        assert project.pulumi("preview", "-s", "local", "--expect-no-changes").returncode == 0
+    finally:
+        destroyed = project.pulumi("destroy", "-s", "local", "--yes")
+    assert destroyed.returncode == 0
+    assert release_secrets(bare_cluster.kube) == []

@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 import pytest
 from kubernetes import client
 
+from eks_gpu_training.addons import topology_labeler
 from eks_gpu_training.addons.verifier_role import VERIFIER_ROLE_NAME, VerifierRole, VerifierRoleArgs
 from eks_gpu_training.config.scheduling import PriorityClassConfig
 from eks_gpu_training.local import build as builds
@@ -34,6 +35,8 @@ QUOTA = "kubernetes:core/v1:ResourceQuota"
 NAMESPACE = "engine-training"
 PRIORITY_CLASS = "engine-training"
 APP = "engine-trainer"
+UPGRADED = " (as a later library version words it)"
+VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy engine-labeler-policy"
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,9 @@ class Settings:
     """The group the verify command's read-only ClusterRole is bound to (``verify.group``)."""
     revision: int = 1
     """The training job's revision (``job.revision``): each is a Job of its own."""
+    labeler_policy_upgraded: bool = False
+    """The topology labeler's admission policy as a later library version might write it (a changed
+    validation message)."""
 
 
 def program(kubeconfig: Path, settings: Settings):
@@ -64,6 +70,15 @@ def program(kubeconfig: Path, settings: Settings):
             opts=on_cluster,
         )
         VerifierRole("engine-verify", VerifierRoleArgs(group=settings.verifier_group), opts=on_cluster)
+        policy = topology_labeler.node_policy_manifest()
+        if settings.labeler_policy_upgraded:
+            policy["spec"]["validations"][0]["message"] += UPGRADED
+        labeler_policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            "engine-labeler-policy", metadata=policy["metadata"], spec=policy["spec"], opts=on_cluster)
+        binding = topology_labeler.node_policy_binding_manifest()
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            "engine-labeler-policy-binding", metadata=binding["metadata"], spec=binding["spec"],
+            opts=pulumi.ResourceOptions(provider=provider, depends_on=[labeler_policy]))
         if settings.image is not None:
             job = TrainingJobSpec(name=APP, nodes=2, instance_types=("p5.48xlarge",), priority_class=PRIORITY_CLASS,
                                   namespace=NAMESPACE, image=settings.image, revision=settings.revision)
@@ -144,9 +159,21 @@ def test_a_verifier_group_change_updates_the_binding_in_place(engine, bare_clust
     assert [(s.kind, s.name) for s in binding.subjects] == [("Group", "platform-oncall")]
 
 
+def test_a_labeler_policy_change_updates_the_policy_in_place(engine, bare_cluster):
+    # ValidatingAdmissionPolicy specs are mutable (Kubernetes docs, Validating Admission Policy):
+    # a library upgrade that rewrites the policy updates it, and its binding is left alone.
+    settings = Settings(priority=2000, gpus=32, verifier_group="platform-oncall", labeler_policy_upgraded=True)
+    plan = changed(engine.plan(settings))
+    assert plan == {VAP: ["update"]}, plan
+    engine.up(settings)
+    policy = client.AdmissionregistrationV1Api(bare_cluster.kube.api).read_validating_admission_policy(
+        topology_labeler.NAME)
+    assert policy.spec.validations[0].message.endswith(UPGRADED)
+
+
 def test_a_new_revision_is_a_new_job_beside_the_previous_one_which_is_retained(engine, bare_cluster):
     kube = bare_cluster.kube
-    settings = Settings(priority=2000, gpus=32, verifier_group="platform-oncall", revision=2)
+    settings = Settings(priority=2000, gpus=32, verifier_group="platform-oncall", labeler_policy_upgraded=True, revision=2)
     plan = changed(engine.plan(settings))
     assert plan[f"{JOB} {APP}-job-r2"] == ["create"], plan
     assert plan[f"{JOB} {APP}-job"] == ["delete"], plan
@@ -157,7 +184,8 @@ def test_a_new_revision_is_a_new_job_beside_the_previous_one_which_is_retained(e
 
 def test_removing_the_training_job_keeps_the_job_and_deletes_its_service_and_pdb(engine, bare_cluster):
     kube = bare_cluster.kube
-    engine.up(Settings(priority=2000, gpus=32, image=None, verifier_group="platform-oncall", revision=2))
+    engine.up(Settings(priority=2000, gpus=32, image=None, verifier_group="platform-oncall", labeler_policy_upgraded=True,
+                       revision=2))
     assert kube.batch.read_namespaced_job(f"{APP}-r2", NAMESPACE).metadata.name == f"{APP}-r2"
     assert not exists(lambda: kube.core.read_namespaced_service(APP, NAMESPACE))
     assert not exists(lambda: kube.policy.read_namespaced_pod_disruption_budget(APP, NAMESPACE))

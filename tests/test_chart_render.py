@@ -4,6 +4,7 @@ what the charts create held to the same checks as the stack's own objects."""
 from __future__ import annotations
 
 import copy
+import tarfile
 
 import pulumi_kubernetes as k8s
 import pytest
@@ -170,3 +171,31 @@ def test_an_add_on_whose_version_eks_resolves_at_deployment_renders_the_only_sou
     assert chart.version == "1.7.0" and not chart.skipped and chart.objects
     (values,) = releases(tmp_path).values()
     assert values["versionNote"].startswith("resolved by EKS at deployment")
+
+
+def test_releases_installed_from_a_local_chart_folder_render_from_it(tmp_path, reference_dir):
+    from eks_gpu_training.offline.engine import run_main, stack_config
+
+    charts = tmp_path / "charts"
+    charts.mkdir()
+    folder = charts / "kueue-0.19.2"
+    folder.symlink_to(reference_dir / "charts" / "kueue-0.19.2", target_is_directory=True)
+    archive = charts / "gpu-operator-v26.7.0.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(reference_dir / "charts" / "gpu-operator-v26.7.0", arcname="gpu-operator")
+    for name in ("aws-efa-k8s-device-plugin-v0.5.30", "karpenter-1.14.1", "karpenter-crd-1.14.1"):
+        (charts / name).symlink_to(reference_dir / "charts" / name, target_is_directory=True)
+    config = stack_config("prod")
+    config["eks-gpu-training:charts"] = {"directory": str(charts)}
+    graph = run_main(config, preview=True, mocks=PlaceholderMocks("us-west-2"))
+    assert graph.error is None
+    rendered = tmp_path / "out"
+    # No reference folder: every release's chart comes from the stack's own folder or archive.
+    summary = write_render(to_render(graph, stack="prod", project="eks-gpu-training", region="us-west-2",
+                                     kubernetes_version="1.35"), rendered, picture=False, reference=None)
+    sources = {chart.release: chart.source for chart in summary.charts if chart.source is not None}
+    assert sources["kueue"] == folder and sources["gpu-operator"] == archive
+    assert set(sources) == {"gpu-operator", "aws-efa-k8s-device-plugin", "kueue", "karpenter", "karpenter-crd"}
+    assert all(not chart.error for chart in summary.charts)
+    assert any(obj["kind"] == "ClusterPolicy" for chart in summary.charts if chart.release == "gpu-operator"
+               for _, obj in chart.objects)

@@ -26,10 +26,15 @@ def chart_name(chart: str) -> str:
 
 
 def chart_source(reference: Optional[Path], chart: str, version: str) -> tuple[Optional[Path], str]:
-    """The folder of ``chart`` at ``version`` in the reference folder, and a reason when there is
-    none. The folder counts only if its own ``Chart.yaml`` names that chart and version, so a
+    """The folder of ``chart`` at ``version`` in the reference folder (or the local chart folder or
+    archive a release names, ``charts.directory``), and a reason when there is none. The folder counts only if its own ``Chart.yaml`` names that chart and version, so a
     mislabelled copy is never rendered in its place."""
     name, bare = chart_name(chart), version.lstrip("v")
+    local = Path(chart)
+    if not version and (local.is_dir() or local.is_file()):
+        # A release installed from ``charts.directory``: its chart is that folder or archive, whose
+        # name and version the stack checked before the program registered anything.
+        return local, ""
     if reference is None or not reference.is_dir():
         return None, "the upstream reference folder (../shared/reference) is absent"
     charts = reference / CHARTS_DIR

@@ -51,8 +51,12 @@ def default_cache_dir() -> Path:
 
 
 def tree_digest(folder: Path) -> str:
-    """SHA-256 over the relative path and bytes of every file under ``folder``, in sorted order."""
+    """SHA-256 over the relative path and bytes of every file under ``folder``, in sorted order; of
+    the file itself when ``folder`` is a chart archive."""
     digest = hashlib.sha256()
+    if folder.is_file():
+        digest.update(folder.read_bytes())
+        return digest.hexdigest()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         data = path.read_bytes()
         digest.update(f"{path.relative_to(folder).as_posix()}\0{len(data)}\0".encode())

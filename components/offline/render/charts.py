@@ -54,9 +54,11 @@ class ChartRender:
             return {"error": self.error}
         if self.skipped:
             return {"skipped": self.skipped}
-        assert self.source is not None and reference is not None
+        assert self.source is not None
+        # A chart from the stack's own charts.directory is named as the stack names it.
+        inside = reference is not None and self.source.is_relative_to(reference)
         return {
-            "source": str(self.source.relative_to(reference)),
+            "source": str(self.source.relative_to(reference)) if inside else str(self.source),
             "folder": f"manifests/{CHARTS_DIR}/{safe_name(self.release)}",
             "objects": len(self.objects),
         }

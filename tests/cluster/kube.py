@@ -130,15 +130,32 @@ class Kube:
                 raise
 
     def delete_job(self, namespace: str, name: str, timeout: float = 90) -> None:
-        """Delete a Job and wait until its pods are gone (a Job left running would hold its nodes
-        and its Kueue quota for the next test)."""
+        """Delete a Job and wait until its pods and its Kueue Workload are gone (a Job left running
+        would hold its nodes, and its Workload the quota and topology Kueue admitted it to, for the
+        next test; the garbage collector deletes the Workload only after the Job)."""
         try:
+            uid = self.batch.read_namespaced_job(name, namespace).metadata.uid
             self.batch.delete_namespaced_job(name, namespace, propagation_policy="Foreground", grace_period_seconds=0)
         except ApiException as error:
             if error.status != 404:
                 raise
+            uid = None
         wait_for(lambda: not self.pods(namespace, f"batch.kubernetes.io/job-name={name}"),
                  what=f"job {name}'s pods gone", timeout=timeout)
+        if uid is not None:
+            wait_for(lambda: not self._workloads(namespace, f"kueue.x-k8s.io/job-uid={uid}"),
+                     what=f"job {name}'s Kueue workload gone", timeout=timeout)
+
+    def _workloads(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """Kueue's Workloads matching ``selector``; none where Kueue is not installed."""
+        try:
+            found = client.CustomObjectsApi(self.api).list_namespaced_custom_object(
+                "kueue.x-k8s.io", "v1beta2", "workloads", namespace, label_selector=selector)
+        except ApiException as error:
+            if error.status == 404:
+                return []
+            raise
+        return found["items"]
 
     def ensure_namespace(self, name: str) -> None:
         self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})

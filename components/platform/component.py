@@ -25,16 +25,14 @@ from ..aws.training_identity import TrainingIdentity, TrainingIdentityArgs, trai
 from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from ..addons.verifier_role import VerifierRole, VerifierRoleArgs
 from ..aws.node_monitoring import NodeMonitoringAgent, NodeMonitoringAgentArgs
-from ..workloads.preflight_checks import PreflightChecks, PreflightChecksArgs, preflight_namespace, preflight_pools
+from ..workloads.preflight_checks import PreflightChecks
 from ..workloads.queues import KueueQueues, kueue_queues_args
 from ..workloads.scheduling_policies import (
     SchedulingPolicies,
-    default_priority_class,
     scheduling_policies_args,
-    smoke_test_pools,
     training_job_spec,
 )
-from ..workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
+from ..workloads.smoke_test import GpuSmokeTest
 from ..workloads.storage import TrainingStorage, TrainingStorageArgs
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
 from .names import (
@@ -48,6 +46,7 @@ from .names import (
     training_identity_child_name,
 )
 from .rolls import live_roll_problems
+from .checks import preflight_checks_args, smoke_test_args
 from .validation import validate_stack
 from ..config.documented import documented_component
 
@@ -313,15 +312,9 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         }
         self.smoke_test = None
         if args.smoke_test.enabled:
-            smoke = args.smoke_test
             self.smoke_test = GpuSmokeTest(
                 f"{name}-smoke-test",
-                GpuSmokeTestArgs(
-                    pools=smoke_test_pools(args),
-                    namespace=smoke.namespace if smoke.namespace is not None else args.scheduling.namespaces[0].name,
-                    image=smoke.image,
-                    timeout_minutes=smoke.timeout_minutes,
-                ),
+                smoke_test_args(args),
                 opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=self._gpu_check_dependencies()),
             )
 
@@ -329,12 +322,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         if args.preflight.enabled:
             self.preflight = PreflightChecks(
                 f"{name}-preflight",
-                PreflightChecksArgs(
-                    pools=preflight_pools(args),
-                    namespace=preflight_namespace(args),
-                    priority_class=default_priority_class(args.scheduling.priority_classes),
-                    config=args.preflight,
-                ),
+                preflight_checks_args(args),
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     providers=kubernetes,

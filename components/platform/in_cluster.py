@@ -24,17 +24,16 @@ from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.arguments import as_model
 from ..config.documented import documented_component
 from ..facts import aws_enums
-from ..workloads.preflight_checks import PreflightChecks, PreflightChecksArgs, preflight_namespace, preflight_pools
+from ..workloads.preflight_checks import PreflightChecks
 from ..workloads.queues import KueueQueues, kueue_queues_args
 from ..workloads.scheduling_policies import (
     SchedulingPolicies,
-    default_priority_class,
     scheduling_policies_args,
-    smoke_test_pools,
     training_job_spec,
 )
-from ..workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs
+from ..workloads.smoke_test import GpuSmokeTest
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
+from .checks import preflight_checks_args, smoke_test_args
 from .validation import validate_stack
 
 
@@ -156,15 +155,9 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
         gpu_checks = [self.scheduling, self.gpu_operator, *([self.kueue.release] if self.kueue is not None else [])]
         self.smoke_test = None
         if args.smoke_test.enabled:
-            smoke = args.smoke_test
             self.smoke_test = GpuSmokeTest(
                 f"{name}-smoke-test",
-                GpuSmokeTestArgs(
-                    pools=smoke_test_pools(args),
-                    namespace=smoke.namespace if smoke.namespace is not None else namespaces[0],
-                    image=smoke.image,
-                    timeout_minutes=smoke.timeout_minutes,
-                ),
+                smoke_test_args(args),
                 opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=gpu_checks)),
             )
         self.preflight = None
@@ -172,12 +165,7 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
             efa = [self.efa_device_plugin] if self.efa_device_plugin is not None else []
             self.preflight = PreflightChecks(
                 f"{name}-preflight",
-                PreflightChecksArgs(
-                    pools=preflight_pools(args),
-                    namespace=preflight_namespace(args),
-                    priority_class=default_priority_class(args.scheduling.priority_classes),
-                    config=args.preflight,
-                ),
+                preflight_checks_args(args),
                 opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[*gpu_checks, *efa])),
             )
         self.verifier_role = (

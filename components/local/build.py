@@ -234,11 +234,12 @@ def missing_toolchain() -> Optional[str]:
 
 
 @contextlib.contextmanager
-def _cache_lock(cache: Path):
-    """One build at a time per cache: two test workers or two ``up`` runs wait for each other
-    instead of building the same component twice into the same folder."""
+def _cache_lock(cache: Path, component: GoComponent):
+    """One build of a component at a time per cache: two test workers, two ``up`` runs, or CI's
+    background build and the cluster tier's own ``build`` wait for each other instead of building
+    the same component twice into the same folder; different components build side by side."""
     cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / ".build.lock", "w") as lock:
+    with open(cache / f".build-{component.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -252,7 +253,7 @@ def build(
     """Build ``component`` into its cache folder unless it is there; return the folder."""
     if is_built(component, root):
         return bin_dir(component, root)
-    with _cache_lock(root or cache_root()):
+    with _cache_lock(root or cache_root(), component):
         return _build(component, root=root, log=log)
 
 
@@ -350,9 +351,21 @@ def tools_dir(
     return folder
 
 
+GROUPS = {"control-plane": CONTROL_PLANE, "tools": TOOLS}
+"""What ``main`` builds, by the name given on its command line (default: the control plane)."""
+
+
 def main(argv: Optional[list[str]] = None) -> int:
+    """Build a group of components. The module needs nothing beyond the standard library, so CI
+    runs it as a script (``python3 components/local/build.py tools``) before the package is
+    installed, to overlap the cold builds with the Python install and the unit tier."""
+    args = sys.argv[1:] if argv is None else argv
+    group = args[0] if args else "control-plane"
+    if group not in GROUPS:
+        print(f"unknown group {group!r}: one of {', '.join(GROUPS)}", file=sys.stderr)
+        return 2
     try:
-        for binary, path in build_all(log=lambda line: print(line, file=sys.stderr)).items():
+        for binary, path in build_all(GROUPS[group], log=lambda line: print(line, file=sys.stderr)).items():
             print(f"{binary}: {path}")
     except BuildError as error:
         print(f"build failed: {error}", file=sys.stderr)

@@ -17,7 +17,7 @@ from harness import PROJECT_ROOT
 from eks_gpu_training.local import build as builds
 from eks_gpu_training.local.cluster import LocalCluster
 
-from kube import Kube
+from kube import Accounting, Kube, wait_for
 
 REFERENCE = PROJECT_ROOT.parent / "shared" / "reference"
 
@@ -36,9 +36,21 @@ def _require_prerequisites() -> None:
 class RunningCluster:
     """A started local cluster and a client for it."""
 
-    def __init__(self, cluster: LocalCluster):
+    def __init__(self, cluster: LocalCluster, *, bare: bool = False):
         self.cluster = cluster
         self.kube = Kube(cluster.kubeconfig)
+        self.bare = bare
+        self._known_state: Accounting | None = None
+
+    def known_state(self) -> Accounting:
+        """Kueue's books and the GPU nodes' pods as the platform left them, read before the
+        cluster's first test (once Kueue has a Workload for every Job queued to it), which every
+        test starts from and returns to."""
+        if self._known_state is None:
+            wait_for(lambda: not self.kube.jobs_without_workload(), timeout=60,
+                     what=f"Kueue making a Workload for every queued Job of {self.stack}")
+            self._known_state = self.kube.accounting()
+        return self._known_state
 
     @property
     def stack(self) -> str:
@@ -63,7 +75,7 @@ def start(stack: str, state: Path, *, stack_path: Path | None = None, bare: bool
         cluster.down()
         raise
     try:
-        yield RunningCluster(cluster)
+        yield RunningCluster(cluster, bare=bare)
     finally:
         cluster.down()
 
@@ -105,3 +117,19 @@ def pytest_collection_modifyitems(config, items):
         stack = _stack_of(item)
         if stack:
             item.add_marker(pytest.mark.xdist_group(stack))
+
+
+@pytest.fixture(autouse=True)
+def known_state(request):
+    """Each test starts from its clusters' known state and leaves them in it: Kueue's ClusterQueue
+    usage and admitted count and its Workloads back to what they were, and no pod but the
+    DaemonSets' on (or pending for) a GPU node. A test that leaves something behind fails at its
+    teardown, naming it, instead of the next test timing out on a quota or a node it cannot get;
+    a bare cluster (no platform, no Kueue) has no such state."""
+    clusters = [request.getfixturevalue(name) for name in request.fixturenames if name.endswith("_cluster")]
+    clusters = [c for c in clusters if isinstance(c, RunningCluster) and not c.bare]
+    for running in clusters:
+        running.kube.wait_accounting(running.known_state(), when=f"on {running.stack} before the test")
+    yield
+    for running in clusters:
+        running.kube.wait_accounting(running.known_state(), when=f"on {running.stack} after the test")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -40,6 +41,61 @@ def holds_for(predicate: Callable[[], Any], *, seconds: float, what: str, interv
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """What one test can leave behind for the next: Kueue's books and the pods holding GPU nodes.
+
+    ``queues`` is each ClusterQueue's ``status.admittedWorkloads``, ``reservingWorkloads`` and
+    ``flavorsUsage`` (per flavor and resource, the total in use); ``workloads`` every Workload, by
+    its owner;
+    ``pods`` every pod not owned by a DaemonSet that stands on a GPU node or waits for one
+    (a pending pod the scheduler has nominated a node for counts against that node too)."""
+
+    queues: tuple[tuple[str, int, int, tuple[tuple[str, str, str], ...]], ...]
+    workloads: frozenset[str]
+    pods: dict[str, str]
+    """``namespace/name`` -> where it stands (phase and node), for the message."""
+
+    def differences(self, expected: "Accounting") -> list[str]:
+        """What differs from ``expected``, one line each, in the words of the objects."""
+        found: list[str] = []
+        ours, theirs = {q[0]: q for q in self.queues}, {q[0]: q for q in expected.queues}
+        for name in sorted(set(ours) | set(theirs)):
+            now, then = ours.get(name), theirs.get(name)
+            if now == then:
+                continue
+            if now is None or then is None:
+                found.append(f"ClusterQueue {name} {'gone' if now is None else 'new'}")
+                continue
+            if now[1:3] != then[1:3]:
+                found.append(f"ClusterQueue {name}: admittedWorkloads {now[1]} (was {then[1]}), "
+                             f"reservingWorkloads {now[2]} (was {then[2]})")
+            used = [f"{flavor} {resource} {total}" for flavor, resource, total in now[3] if (flavor, resource, total) not in then[3]]
+            if used:
+                found.append(f"ClusterQueue {name} flavorsUsage: {', '.join(used)} (was {_usage(then[3])})")
+        for name in sorted(self.workloads - expected.workloads):
+            found.append(f"Workload {name} left")
+        for name in sorted(set(self.pods) - set(expected.pods)):
+            found.append(f"pod {name} left ({self.pods[name]})")
+        return found
+
+
+def _workload_key(workload: dict[str, Any]) -> str:
+    """A Workload by what owns it (a Job deleted and created again gets a Workload of another name,
+    for the same Job), else by its own name."""
+    meta = workload["metadata"]
+    owners = [f"{o['kind']} {o['name']}" for o in meta.get("ownerReferences") or []]
+    return f"{meta['namespace']}/{owners[0] if owners else meta['name']}"
+
+
+def _usage(usage: tuple[tuple[str, str, str], ...]) -> str:
+    return ", ".join(f"{flavor} {resource} {total}" for flavor, resource, total in usage) or "none"
+
+
+def _zero(quantity: str) -> bool:
+    return quantity.strip("0.m") == "" or quantity in ("0", "0m")
 
 
 class Kube:
@@ -156,6 +212,57 @@ class Kube:
                 return []
             raise
         return found["items"]
+
+    def accounting(self) -> Accounting:
+        """Kueue's books and the pods on (or waiting for) GPU nodes, as they are now."""
+        queues = []
+        try:
+            cluster_queues = self.custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")["items"]
+            workloads = self.custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "workloads")["items"]
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            cluster_queues, workloads = [], []
+        for queue in cluster_queues:
+            status = queue.get("status") or {}
+            usage = tuple(sorted(
+                (flavor["name"], resource["name"], str(resource.get("total", "0")))
+                for flavor in status.get("flavorsUsage") or [] for resource in flavor.get("resources") or []
+                if not _zero(str(resource.get("total", "0")))))
+            queues.append((queue["metadata"]["name"], int(status.get("admittedWorkloads") or 0),
+                           int(status.get("reservingWorkloads") or 0), usage))
+        gpu_nodes = {n.metadata.name for n in self.nodes() if (n.status.allocatable or {}).get("nvidia.com/gpu", "0") != "0"}
+        pods = {}
+        for pod in self.core.list_pod_for_all_namespaces().items:
+            if any(o.kind == "DaemonSet" for o in pod.metadata.owner_references or []):
+                continue
+            waiting = pod.spec.node_name is None and pod.status.phase == "Pending"
+            if pod.spec.node_name in gpu_nodes or waiting:
+                pods[f"{pod.metadata.namespace}/{pod.metadata.name}"] = f"{pod.status.phase} on {pod.spec.node_name or 'no node'}"
+        return Accounting(
+            queues=tuple(sorted(queues)),
+            workloads=frozenset(_workload_key(w) for w in workloads),
+            pods=pods,
+        )
+
+    def jobs_without_workload(self) -> list[str]:
+        """Jobs queued to Kueue that Kueue has not yet made a Workload for."""
+        keys = self.accounting().workloads
+        return [f"{j.metadata.namespace}/Job {j.metadata.name}" for j in self.batch.list_job_for_all_namespaces(
+            label_selector="kueue.x-k8s.io/queue-name").items if f"{j.metadata.namespace}/Job {j.metadata.name}" not in keys]
+
+    def wait_accounting(self, expected: Accounting, *, timeout: float = 120, when: str) -> None:
+        """Wait until Kueue's books and the GPU nodes' pods are back to ``expected``; fail with what
+        differs (``when`` says at which point of the test)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            differences = self.accounting().differences(expected)
+            if not differences:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the cluster is not back to its known state {when} after {timeout:.0f} s: "
+                                     + "; ".join(differences))
+            time.sleep(0.5)
 
     def ensure_namespace(self, name: str) -> None:
         self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})

@@ -283,7 +283,7 @@ def _prod_variant(tmp_path_factory, label: str, change) -> Path:
 
 
 @pytest.fixture(scope="module")
-def prod_capped(tmp_path_factory):
+def prod_capped_cluster(tmp_path_factory):
     """Prod with the training namespace capped at its job's 16 GPUs, below the fleet's 32."""
     from conftest import start
 
@@ -294,10 +294,10 @@ def prod_capped(tmp_path_factory):
     yield from start("prod", folder / "state", stack_path=folder / "Pulumi.prod.yaml")
 
 
-def test_a_job_beyond_an_explicit_namespace_cap_waits_in_kueue_instead_of_being_refused(prod_capped):
-    assert _quota_gpus(prod_capped.kube, "training") == 16
+def test_a_job_beyond_an_explicit_namespace_cap_waits_in_kueue_instead_of_being_refused(prod_capped_cluster):
+    assert _quota_gpus(prod_capped_cluster.kube, "training") == 16
     # Three nodes' worth: within the fleet (two managed nodes and Karpenter's 16 GPUs), beyond the cap.
-    _waits_for_quota(prod_capped, parallelism=3)
+    _waits_for_quota(prod_capped_cluster, parallelism=3)
 
 
 def test_broken_variant_a_raised_gpu_limit_lets_karpenter_launch_for_every_pod(dev_cluster, karpenter_pool):

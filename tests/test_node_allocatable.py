@@ -5,7 +5,13 @@ from __future__ import annotations
 from test_catalog import instance_type_docs
 
 from eks_gpu_training.facts import aws_enums
-from eks_gpu_training.facts.node_allocatable import SYSTEM_INSTANCE_TYPES, allocatable, kube_reserved_cpu_millicores
+from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
+from eks_gpu_training.facts.node_allocatable import (
+    GPU_INSTANCE_MAX_PODS,
+    SYSTEM_INSTANCE_TYPES,
+    allocatable,
+    kube_reserved_cpu_millicores,
+)
 from eks_gpu_training.facts.quantity import MIB, parse_quantity
 
 
@@ -33,3 +39,18 @@ def test_the_table_and_the_computed_allocatable_match_karpenters_reference(refer
         node = allocatable(name)
         assert parse_quantity(upstream["cpu"]) * 1000 == node.cpu_millicores, name
         assert parse_quantity(upstream["memory"]) / MIB == node.memory_mib, name
+
+
+def test_every_gpu_types_computed_allocatable_matches_karpenters_reference(reference_dir):
+    docs = instance_type_docs(reference_dir)
+    for name in GPU_INSTANCE_TYPES:
+        upstream = docs[name]
+        assert int(upstream["pods"]) == GPU_INSTANCE_MAX_PODS[name], name
+        node = allocatable(name)
+        assert parse_quantity(upstream["cpu"]) * 1000 == node.cpu_millicores, name
+        assert parse_quantity(upstream["memory"]) / MIB == node.memory_mib, name
+    assert set(GPU_INSTANCE_MAX_PODS) == set(GPU_INSTANCE_TYPES)
+
+
+def test_hugepages_come_out_of_allocatable_memory_as_the_kubelet_takes_them():
+    assert allocatable("p5.48xlarge").memory_mib - allocatable("p5.48xlarge", hugepages_mib=10256).memory_mib == 10256

@@ -123,7 +123,7 @@ def test_rejects_a_quota_too_small_for_a_declared_app_naming_both_keys():
     values["scheduling"]["namespaces"][0]["quota"].update(gpus=8, cpu="100")
     assert problems(values) == [
         "scheduling.trainingApps[0].nodes: the app needs 2 × 8 GPUs but scheduling.namespaces[0].quota.gpus is 8: its pods could never all be admitted",
-        "scheduling.trainingApps[0].nodes: the app needs 2 × 173 CPU but scheduling.namespaces[0].quota.cpu is 100: its pods could never all be admitted",
+        "scheduling.trainingApps[0].nodes: the app needs 2 × 189 CPU but scheduling.namespaces[0].quota.cpu is 100: its pods could never all be admitted",
     ]
 
 

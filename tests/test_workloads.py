@@ -111,9 +111,12 @@ def test_pods_carry_the_priority_class():
 def test_efa_pods_take_the_whole_p5_node_with_all_32_efa_devices_and_efa_hugepages():
     resources = trainer(p5_job())["resources"]
     assert resources["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32", "hugepages-2Mi": EFA_HUGEPAGES}
+    # p5.48xlarge allocatable 191450m and 1938410Mi (Karpenter's reference), less EFA's 10256Mi of
+    # hugepages and the library's GPU-node DaemonSets (190m, 346Mi), less the 1% reserve (1914m,
+    # 19281Mi); CPU in whole cores.
     assert resources["requests"] == {
-        "cpu": "173",
-        "memory": "1887437Mi",
+        "cpu": "189",
+        "memory": "1908527Mi",
         "nvidia.com/gpu": "8",
         "vpc.amazonaws.com/efa": "32",
         "hugepages-2Mi": "5120Mi",
@@ -140,10 +143,12 @@ def test_efa_devices_are_what_every_allowed_type_has():
     assert trainer(p5_job(instance_types=("p5.48xlarge", "p4de.24xlarge")))["resources"]["limits"]["vpc.amazonaws.com/efa"] == "4"
 
 
-def test_default_cpu_and_memory_leave_a_tenth_of_the_smallest_node():
+def test_default_cpu_and_memory_are_the_smallest_nodes_room_beside_its_daemonsets_less_a_reserve():
+    # g6e.xlarge allocatable 3920m and 29317Mi, less the DaemonSets (190m, 326Mi: no EFA plugin on a
+    # type without EFA) and the reserve (500m, 1 GiB); CPU in whole cores.
     assert trainer(p5_job(instance_types=("g6e.xlarge",), efa=False))["resources"]["requests"] == {
         "cpu": "3",
-        "memory": "28Gi",
+        "memory": "27967Mi",
         "nvidia.com/gpu": "1",
     }
     assert trainer(p5_job(cpu="100", memory="1Ti"))["resources"]["requests"]["cpu"] == "100"
@@ -252,11 +257,14 @@ def test_rejects_more_efa_devices_than_the_types_have():
     assert trainer(p5_job(efa_devices_per_node=16))["resources"]["limits"]["vpc.amazonaws.com/efa"] == "16"
 
 
-def test_rejects_cpu_or_memory_beyond_the_smallest_node():
-    assert problems(p5_job(cpu="200", memory="3Ti")) == [
-        "job.cpu: 200 exceeds the 192 vCPUs of the smallest allowed node",
-        "job.memory: 3Ti exceeds the 2Ti of the smallest allowed node",
+def test_rejects_cpu_or_memory_beyond_what_the_node_offers_beside_its_daemonsets():
+    assert problems(p5_job(cpu="192", memory="1900Gi")) == [
+        "job.cpu: 192 does not fit a p5.48xlarge node, which offers a pod 191260m CPU beside its DaemonSets "
+        "(allocatable less their requests)",
+        "job.memory: 1900Gi does not fit a p5.48xlarge node, which offers a pod 1927808Mi beside its DaemonSets "
+        "and hugepages (allocatable less their requests)",
     ]
+    assert problems(p5_job(cpu="191", memory="1882Gi")) == []
 
 
 def test_rejects_environment_variables_the_template_sets():

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config.addons import LabelerResourcesConfig
 from ..facts.quantity import MIB, parse_quantity
 from . import karpenter, kueue
+from .efa_device_plugin import EFA_PLUGIN_RESOURCES
 
 
 def _millicores(quantity: str) -> int:
@@ -77,12 +79,51 @@ GPU_OPERATOR_DAEMONSETS = {
 }
 """The GPU Operator chart's DaemonSets that run on system nodes, by chart version."""
 
+GPU_OPERATOR_OPERANDS = {
+    # What the operator creates on GPU nodes with the stack's ClusterPolicy (driver, toolkit, DCGM and
+    # the MIG manager off): the device plugin, GPU feature discovery, the DCGM exporter and the
+    # validator. Their DaemonSets (NVIDIA/gpu-operator assets/state-*/..._daemonset.yaml) request no
+    # CPU or memory, and the stack sets no ``resources`` in the ClusterPolicy; each pod takes a slot.
+    version: (
+        PodFootprint("nvidia-device-plugin-daemonset", 1, 0, 0),
+        PodFootprint("gpu-feature-discovery", 1, 0, 0),
+        PodFootprint("nvidia-dcgm-exporter", 1, 0, 0),
+        PodFootprint("nvidia-operator-validator", 1, 0, 0),
+    )
+    for version in ("v26.7.0", "v24.9.2")
+}
+"""The GPU Operator's operands on every GPU node, by chart version."""
+GPU_OPERATOR_DEFAULT_VERSION = "v26.7.0"
+"""The chart version a GPU node's load is figured for when no stack names one (the default's)."""
+
+EFA_DEVICE_PLUGIN = PodFootprint(
+    "aws-efa-k8s-device-plugin", 1,
+    _millicores(EFA_PLUGIN_RESOURCES["requests"]["cpu"]), _mebibytes(EFA_PLUGIN_RESOURCES["requests"]["memory"]),
+)
+"""The EFA device plugin's pod, on every GPU node of an EFA type (the stack's ``EFA_PLUGIN_RESOURCES``)."""
+
+
+def labeler_footprint(cpu_request: str, memory_request: str) -> PodFootprint:
+    """The topology labeler's pod, on every GPU node, at the stack's requests."""
+    return PodFootprint("topology-labeler", 1, _millicores(cpu_request), _mebibytes(memory_request))
+
+
+TOPOLOGY_LABELER = labeler_footprint(LabelerResourcesConfig().cpu_request, LabelerResourcesConfig().memory_request)
+"""The labeler's pod at its default requests."""
+
 NODE_MONITORING_DAEMONSETS = {
     # The agent runs on every EC2 node (chart 1.7.0 ``nodeAgent.resources.requests``: 10m, 30Mi); its
     # ``dcgm-server`` DaemonSet selects NVIDIA instance types only.
     "1.7.0": (PodFootprint("eks-node-monitoring-agent", 1, 10, 30),),
 }
 """The node monitoring agent's DaemonSets on system nodes, by the chart version of its add-on."""
+
+NODE_MONITORING_GPU_DAEMONSETS = {
+    # On GPU nodes the agent and the ``dcgm-server`` host engine it reads the GPUs through (chart
+    # 1.7.0 ``dcgmAgent.resources``: none).
+    "1.7.0": (*NODE_MONITORING_DAEMONSETS["1.7.0"], PodFootprint("dcgm-server", 1, 0, 0)),
+}
+"""The node monitoring agent's DaemonSets on GPU nodes, by the chart version of its add-on."""
 
 NODE_MONITORING_CHART_VERSION = "1.7.0"
 """The agent chart the add-on installs today; EKS resolves the exact build at deployment, so the

@@ -130,9 +130,9 @@ class TrainingAppConfig(_Model):
     host_network: bool = False
     """Run pods in the node's network namespace (NCCL bypasses the pod network); bypasses network policies. Default: false."""
     cpu: Optional[Quantity] = None
-    """CPU request per pod. Default: the node's vCPUs less 10% (at least one) for the kubelet and daemons."""
+    """CPU request per pod. Default: what the smallest allowed node offers a pod beside the stack's DaemonSets, less 1% (at least 500m), in whole cores."""
     memory: Optional[Quantity] = None
-    """Memory request per pod. Default: the node's memory less 10% (at least 4 GiB) for the kubelet and daemons."""
+    """Memory request per pod. Default: what the smallest allowed node offers a pod beside the stack's DaemonSets and EFA's hugepages, less 1% (at least 1 GiB)."""
     shm_size_limit: Optional[Quantity] = None
     """Size limit of the /dev/shm memory volume (NCCL and data loaders use it). Default: no limit beyond the node's memory."""
     topology: Optional[Literal["preferred", "required", "none"]] = None

@@ -47,6 +47,11 @@ user guide's EFA test job requests 5120Mi of ``hugepages-2Mi`` per worker
 (docs.aws.amazon.com/eks/latest/userguide/node-efa.html). libfabric's EFA provider allocates its
 buffers from them."""
 
+EFA_NODE_HUGEPAGES_2MI = 5128
+"""2-MiB pages the EFA driver pre-allocates on a node (EKS user guide, node-efa: 5128 pages); the
+kubelet takes them out of the node's allocatable memory."""
+EFA_NODE_HUGEPAGES_MIB = EFA_NODE_HUGEPAGES_2MI * 2
+
 HOSTNAME_KEY = "kubernetes.io/hostname"
 INSTANCE_TYPE_KEY = "node.kubernetes.io/instance-type"
 EKS_NODEGROUP_KEY = "eks.amazonaws.com/nodegroup"

@@ -21,7 +21,8 @@ from typing import Any, Optional
 from ..config import GpuTrainingPlatformArgs
 from ..facts.catalog import EC2_TOPOLOGY_INSTANCE_TYPES, GPU_INSTANCE_TYPES
 from ..facts.instance_store import LOCAL_NVME_GB
-from ..facts.gpu_nodes import EFA_RESOURCE, GPU_POOL_KEY, HUGEPAGES_RESOURCE, network_layer_key
+from ..facts.gpu_nodes import EFA_NODE_HUGEPAGES_MIB, EFA_RESOURCE, GPU_POOL_KEY, HUGEPAGES_RESOURCE, network_layer_key
+from ..facts.quantity import MIB, parse_quantity
 from .instance_types import instance_type
 
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
@@ -35,8 +36,6 @@ EKS_CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
 ``eks.amazonaws.com/nodegroup``, ``eks.amazonaws.com/capacityType``)."""
 TAINT_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
 """EKS's taint effect spelling -> Kubernetes' (EKS API reference, Taint)."""
-EFA_HUGEPAGES_2MI = 5128
-"""2-MiB pages the EFA driver pre-allocates on a node (EKS user guide, node-efa: 5128 pages)."""
 NODES_PER_LAYER3_BLOCK = 2
 """Nodes under one layer-3 network node in the simulated topology. Small on purpose: a pool of
 three or more nodes then spans two blocks, so topology-aware admission has a choice to get wrong."""
@@ -100,7 +99,11 @@ def _resources(reference: Path, type_name: str, *, efa: bool, disk_bytes: int) -
     if not efa:
         allocatable.pop(EFA_RESOURCE, None)
     if efa:
-        allocatable[HUGEPAGES_RESOURCE] = f"{EFA_HUGEPAGES_2MI * 2}Mi"
+        # The kubelet takes pre-allocated hugepages out of allocatable memory (kubernetes
+        # pkg/kubelet/nodestatus/setters.go, MachineInfo); Karpenter's table knows of none.
+        allocatable[HUGEPAGES_RESOURCE] = f"{EFA_NODE_HUGEPAGES_MIB}Mi"
+        memory_mib = int(parse_quantity(allocatable["memory"]) / MIB)
+        allocatable["memory"] = f"{memory_mib - EFA_NODE_HUGEPAGES_MIB}Mi"
     disk_capacity, disk_allocatable = ephemeral_storage(disk_bytes)
     allocatable["ephemeral-storage"] = str(disk_allocatable)
     capacity = {**allocatable, "cpu": str(facts.vcpus), "memory": f"{facts.memory_mib}Mi",

@@ -172,7 +172,8 @@ class NcclTestSpec:
 
 
 def nccl_pod_requests(spec: NcclTestSpec) -> tuple[str, str]:
-    """CPU and memory each NCCL pod requests: a training pod's (its node less 10%)."""
+    """CPU and memory each NCCL pod requests: a training pod's (the node's room beside every DaemonSet
+    this library can run there, less the reserve; ``node_fit``)."""
     training = _training_spec(spec)
     return training.pod_cpu, training.pod_memory
 

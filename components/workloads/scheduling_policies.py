@@ -28,7 +28,9 @@ from .queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, app_topology, pool_flavor
 from .smoke_test import SmokeTestPool
 from .storage import training_storage_fields
 from .templates import training_pdb
+from .node_fit import stack_node_load
 from .training_spec import PART_OF, TrainingJobSpec
+from ..facts.catalog import GPU_INSTANCE_TYPES
 from ..config.arguments import check_model_fields
 from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.documented import documented_args, documented_component
@@ -150,11 +152,12 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
             topology_level=network_layer_key(args.kueue.topology_layer) if mode is not None else None,
             pool_selector=flavor.node_label,
         )
+    instance_types = tuple(app.instance_types if app.instance_types is not None else pool.instance_types)
     return TrainingJobSpec(
         name=app.name,
         nodes=app.nodes,
         namespace=app.namespace if app.namespace is not None else scheduling.namespaces[0].name,
-        instance_types=tuple(app.instance_types if app.instance_types is not None else pool.instance_types),
+        instance_types=instance_types,
         priority_class=app.priority_class if app.priority_class is not None else default_priority_class(scheduling.priority_classes),
         gpus_per_node=app.gpus_per_node,
         efa=app.efa if app.efa is not None else pool.efa_enabled,
@@ -167,6 +170,7 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
         shm_size_limit=app.shm_size_limit,
         **training_storage_fields(args, app.instance_types if app.instance_types is not None else pool.instance_types),
         service_account=scheduling.service_account.name,
+        node_loads={t: stack_node_load(args, t, efa_node=pool.efa_enabled) for t in instance_types if t in GPU_INSTANCE_TYPES},
         **runs,
         **queued,
     )

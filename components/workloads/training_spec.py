@@ -15,6 +15,7 @@ import pulumi
 from ..facts.catalog import GPU_INSTANCE_TYPES, efa_interface_count
 from ..config import TORCHRUN_PORT, TRAINING_APP_NAME_MAX, Problem, image_reference_problem
 from ..facts.quantity import MIB, cpu_quantity, memory_quantity, parse_quantity
+from .node_fit import NodeLoad, default_requests, library_node_load, training_room
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 COMPONENT_LABEL = "app.kubernetes.io/component"
@@ -26,12 +27,6 @@ TOPOLOGY_ANNOTATIONS = {
 }
 """Pod-template annotations of a Kueue topology request, by mode (Kueue docs-topology_aware_scheduling.md,
 "User-facing APIs")."""
-
-CPU_RESERVE_FRACTION, CPU_RESERVE_MIN = 10, 1
-MEMORY_RESERVE_FRACTION, MEMORY_RESERVE_MIN_MIB = 10, 4096
-"""A training pod's default CPU and memory requests leave 1/10 of the smallest allowed node (at
-least one vCPU and 4 GiB) for what runs beside it: the kubelet's reservation and the GPU, EFA,
-CNI and topology DaemonSets."""
 
 GENERATED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "FI_PROVIDER")
 """Environment variables the pod template sets itself (``templates.torchrun_env``), so a job may not."""
@@ -61,9 +56,11 @@ class TrainingJobSpec:
     host_network: bool = False
     """Use the node's network namespace (bypasses network policies). Default: false."""
     cpu: Optional[str] = None
-    """CPU request per pod. Default: the smallest allowed node's vCPUs less 10% (at least one)."""
+    """CPU request per pod. Default: what the smallest allowed node offers a pod beside its DaemonSets
+    (``node_loads``), less a reserve of 1% (at least 500m), in whole cores (``node_fit``)."""
     memory: Optional[str] = None
-    """Memory request per pod. Default: the smallest allowed node's memory less 10% (at least 4 GiB)."""
+    """Memory request per pod. Default: what the smallest allowed node offers a pod beside its
+    DaemonSets and EFA's hugepages, less a reserve of 1% (at least 1 GiB) (``node_fit``)."""
     shm_size_limit: Optional[str] = None
     """Size limit of /dev/shm. Default: none."""
     image: Optional[pulumi.Input[str]] = None
@@ -99,6 +96,10 @@ class TrainingJobSpec:
     service_account: Optional[str] = None
     """ServiceAccount the pods run as (its EKS Pod Identity role gives them AWS credentials). Default:
     none (the namespace's default account)."""
+    node_loads: Optional[Mapping[str, NodeLoad]] = None
+    """What stands on a node of each instance type before the pod arrives (DaemonSets, hugepages),
+    which the default requests leave room for. Default: every DaemonSet this library can run on a GPU
+    node, and EFA's hugepages where ``efa`` is on; a platform passes its stack's own."""
 
     @property
     def topology_request(self) -> Optional[tuple[str, str]]:
@@ -132,19 +133,25 @@ class TrainingJobSpec:
             return self.efa_devices_per_node
         return efa_interface_count(list(self.instance_types))
 
+    def node_load(self, instance_type: str) -> NodeLoad:
+        """What stands on a node of ``instance_type`` before the pod (``node_loads``, else the library's)."""
+        if self.node_loads is not None and instance_type in self.node_loads:
+            return self.node_loads[instance_type]
+        return library_node_load(instance_type, efa_node=self.efa)
+
     @property
     def pod_cpu(self) -> str:
         if self.cpu is not None:
             return self.cpu
-        vcpus = min(GPU_INSTANCE_TYPES[t].vcpus for t in self.instance_types)
-        return cpu_quantity(1000 * (vcpus - max(CPU_RESERVE_MIN, vcpus // CPU_RESERVE_FRACTION)))
+        millicores, _ = default_requests(self.instance_types, self.node_load)
+        return cpu_quantity(millicores)
 
     @property
     def pod_memory(self) -> str:
         if self.memory is not None:
             return self.memory
-        mebibytes = min(GPU_INSTANCE_TYPES[t].memory_mib for t in self.instance_types)
-        return memory_quantity(mebibytes - max(MEMORY_RESERVE_MIN_MIB, mebibytes // MEMORY_RESERVE_FRACTION))
+        _, mebibytes = default_requests(self.instance_types, self.node_load)
+        return memory_quantity(mebibytes)
 
     @property
     def job_name(self) -> str:
@@ -196,12 +203,17 @@ def validate_training_job(spec: TrainingJobSpec, path: str) -> list[Problem]:
     elif spec.efa and spec.efa_devices_per_node is not None and not 1 <= spec.efa_devices_per_node <= efa_interface_count(list(types)):
         problem("efaDevicesPerNode", f"must lie between 1 and the {efa_interface_count(list(types))} EFA devices every allowed type has")
 
-    smallest_cpu = min(types.values(), key=lambda f: f.vcpus)
-    if spec.cpu is not None and parse_quantity(spec.cpu) > smallest_cpu.vcpus:
-        problem("cpu", f"{spec.cpu} exceeds the {smallest_cpu.vcpus} vCPUs of the smallest allowed node")
-    smallest_memory = min(f.memory_mib for f in types.values())
-    if spec.memory is not None and parse_quantity(spec.memory) > smallest_memory * MIB:
-        problem("memory", f"{spec.memory} exceeds the {memory_quantity(smallest_memory)} of the smallest allowed node")
+    # The scheduler places the pod only where its requests fit beside the node's DaemonSets.
+    rooms = [training_room(t, spec.node_load(t)) for t in types]
+    tightest_cpu = min(rooms, key=lambda r: r.cpu_millicores)
+    if spec.cpu is not None and parse_quantity(spec.cpu) * 1000 > tightest_cpu.cpu_millicores:
+        problem("cpu", f"{spec.cpu} does not fit a {tightest_cpu.instance_type} node, which offers a pod "
+                f"{cpu_quantity(tightest_cpu.cpu_millicores)} CPU beside its DaemonSets (allocatable less their requests)")
+    tightest_memory = min(rooms, key=lambda r: r.memory_mib)
+    if spec.memory is not None and parse_quantity(spec.memory) > tightest_memory.memory_mib * MIB:
+        problem("memory", f"{spec.memory} does not fit a {tightest_memory.instance_type} node, which offers a pod "
+                f"{memory_quantity(tightest_memory.memory_mib)} beside its DaemonSets and hugepages "
+                "(allocatable less their requests)")
 
     if spec.topology_mode is not None and spec.topology_mode not in TOPOLOGY_ANNOTATIONS:
         problem("topology", f"'{spec.topology_mode}' is not a Kueue topology mode; allowed: {', '.join(TOPOLOGY_ANNOTATIONS)}")

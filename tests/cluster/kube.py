@@ -166,6 +166,21 @@ class Kube:
                 return condition.message or ""
         return ""
 
+    def node_requests(self, node: str) -> str:
+        """What the pods on ``node`` request, added up, beside what the node allocates: the figures
+        the scheduler compared, for a failure's message."""
+        from eks_gpu_training.facts.quantity import parse_quantity
+
+        pods = [p for p in self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
+                if p.status.phase in ("Pending", "Running")]
+        requests = [c.resources.requests or {} for p in pods for c in p.spec.containers]
+        cpu = sum(parse_quantity(str(r.get("cpu", "0"))) for r in requests)
+        memory = sum(parse_quantity(str(r.get("memory", "0"))) for r in requests)
+        allocatable = self.core.read_node(node).status.allocatable
+        return (f"{node}: {len(pods)} pods requesting {float(cpu):.3f} CPU and {int(memory) >> 20}Mi of "
+                f"{allocatable['cpu']} CPU and {allocatable['memory']} allocatable "
+                f"({', '.join(f'{p.metadata.namespace}/{p.metadata.name}' for p in pods)})")
+
     def wait_bound(self, namespace: str, name: str, timeout: float = DEFAULT_TIMEOUT) -> str:
         return wait_for(lambda: self.node_of(namespace, name), timeout=timeout, what=f"pod {namespace}/{name} bound")
 

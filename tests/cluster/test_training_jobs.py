@@ -64,7 +64,8 @@ def _running(kube, namespace: str, name: str, count: int):
         conditions = [(c["type"], c["status"], c.get("message", "")) for c in (workload.get("status") or {}).get("conditions") or []]
         pods = [(p.metadata.name, p.status.phase, p.spec.node_name, kube.scheduling_message(namespace, p.metadata.name))
                 for p in _job_pods(kube, namespace, name)]
-        raise AssertionError(f"{error}; workload conditions {conditions}; pods {pods}") from None
+        nodes = [kube.node_requests(n.metadata.name) for n in kube.nodes("role=gpu-training")]
+        raise AssertionError(f"{error}; workload conditions {conditions}; pods {pods}; GPU nodes {nodes}") from None
 
 
 def _workload(kube, namespace: str, job: str) -> dict:

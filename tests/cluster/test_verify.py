@@ -5,7 +5,8 @@ that does not answer gives exit status 2 and its reason. Every breakage is undon
 ends, and the test waits until the command sees the cluster healthy again.
 
 The two "(3+ nodes)" rows need a pool of three nodes, which no stack file has: they run on a
-variant of prod's stack file with its managed pool and its training job at three nodes.
+variant of prod's stack file with its managed pool and its training job at three nodes. Kueue's
+choice of a block on that pool runs on the same cluster.
 """
 
 from __future__ import annotations
@@ -139,6 +140,24 @@ def three_node_cluster(tmp_path_factory):
 @pytest.fixture
 def three_node_running(three_node_cluster):
     yield from _submitted(three_node_cluster)
+
+
+def test_kueue_places_a_two_node_job_in_the_block_of_the_three_node_pool_that_holds_it_whole(three_node_cluster):
+    """Kueue's topology-aware admission, on the three-node pool (two nodes under one layer-3 block,
+    one under another): a two-node run of the job is admitted to the block that holds it whole.
+    It shares this module's three-node cluster (one such cluster per run)."""
+    kube = three_node_cluster.kube
+    blocks: dict[str, list[str]] = {}
+    for node in kube.nodes(f"{GPU_POOL_KEY}=p5-training"):
+        blocks.setdefault(node.metadata.labels[network_layer_key(3)], []).append(node.metadata.name)
+    assert sorted(len(members) for members in blocks.values()) == [1, 2], "the fleet lays out two blocks"
+    whole_block = next(members for members in blocks.values() if len(members) == 2)
+    namespace, name = _copy_job(three_node_cluster, _training_app(three_node_cluster).name, parallelism=2)
+    try:
+        pods = _running(kube, namespace, name, 2)
+        assert sorted(p.spec.node_name for p in pods) == sorted(whole_block)
+    finally:
+        _delete_job(kube, namespace, name)
 
 
 # --- a healthy cluster ---------------------------------------------------------------------------------

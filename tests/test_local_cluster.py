@@ -216,3 +216,32 @@ def test_without_go_a_missing_component_fails_saying_what_is_missing(tmp_path, m
     assert str(refused.value) == (
         f"cannot build etcd {builds.ETCD.version}: the Go toolchain (`go`, 1.26 or newer) is not on PATH"
     )
+
+
+def test_a_simulated_node_is_created_with_its_status_in_one_call(prod_render, reference_dir):
+    """KWOK gives a node it sees without allocatable its own defaults (1k CPU, 1Ti); a status
+    written after the create could lose that race, so the node is created whole."""
+    from eks_gpu_training.local.cluster import _create_node
+
+    calls = []
+
+    class Core:
+        def create_node(self, body):
+            calls.append(("create", body))
+
+    class Applier:
+        core = Core()
+
+    node = next(n for n in managed_nodes(*prod_render, reference_dir) if n.pool == "p5-training")
+    _create_node(Applier(), node.manifest())
+    assert [kind for kind, _ in calls] == ["create"]
+    assert calls[0][1]["status"]["allocatable"] == node.allocatable
+
+
+def test_an_efa_nodes_hugepages_come_out_of_its_allocatable_memory(prod_render, reference_dir):
+    from eks_gpu_training.facts.gpu_nodes import EFA_NODE_HUGEPAGES_MIB
+
+    node = next(n for n in managed_nodes(*prod_render, reference_dir) if n.pool == "p5-training")
+    table = instance_type(reference_dir, node.instance_type).allocatable["memory"]
+    assert node.allocatable[HUGEPAGES_RESOURCE] == f"{EFA_NODE_HUGEPAGES_MIB}Mi"
+    assert node.allocatable["memory"] == f"{int(table.removesuffix('Mi')) - EFA_NODE_HUGEPAGES_MIB}Mi"

@@ -124,6 +124,7 @@ class LocalCluster:
             f"{n.name} ({n.instance_type})" for n in self.nodes))
         for node in self.nodes:
             _create_node(applier, node.manifest())
+        _check_allocatable(applier, self.nodes)
         applier.apply_all(eks_system_objects())
         if bare:
             wait_until_placed(applier, timeout=PLACED_TIMEOUT_SECONDS, check=self.control_plane.check)
@@ -208,9 +209,39 @@ def _settings(path: Path) -> dict[str, Any]:
 
 
 def _create_node(applier: Applier, node: dict[str, Any]) -> None:
-    status = node.pop("status")
-    applier.apply(node)
-    applier.core.patch_node_status(node["metadata"]["name"], {"status": status})
+    """Create a simulated node with its status, as a kubelet registers its node (the API server
+    keeps a Node's status on create). Written after the create, the status raced KWOK: its
+    node-initialize stage gives a node it sees without allocatable KWOK's defaults (1k CPU, 1Ti,
+    1M pods), and its write, rendered from the node as first seen, could land after ours and
+    replace our CPU, memory and pods, while the GPUs and EFA devices stayed: a p5 node then offered
+    1Ti, and a training pod's 1.8Ti never fitted it. A node left from an earlier ``up`` gets its
+    status patched."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        applier.core.create_node(node)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+        status = node["status"]
+        applier.apply({key: value for key, value in node.items() if key != "status"})
+        applier.core.patch_node_status(node["metadata"]["name"], {"status": status})
+
+
+def _check_allocatable(applier: Applier, nodes: list[SimulatedNode]) -> None:
+    """Every simulated node allocates what its instance type does: a node whose figures were
+    replaced would make the scheduler's verdicts the simulator's, not the fleet's."""
+    from ..facts.quantity import parse_quantity
+
+    wrong = []
+    for node in nodes:
+        live = applier.core.read_node(node.name).status.allocatable or {}
+        differing = sorted(key for key, value in node.allocatable.items()
+                           if key not in live or parse_quantity(str(live[key])) != parse_quantity(str(value)))
+        if differing:
+            wrong.append(f"{node.name}: " + ", ".join(f"{key} {live.get(key)} instead of {node.allocatable[key]}" for key in differing))
+    if wrong:
+        raise LocalClusterError("simulated nodes do not allocate what their instance types do: " + "; ".join(wrong))
 
 
 def pending_pods(applier: Applier) -> list[dict[str, Any]]:

@@ -92,6 +92,7 @@ try:
     from .workloads.storage import TrainingStorage, TrainingStorageArgs
     from .workloads.training_job import TrainingJob, TrainingJobArgs
     from .workloads.templates import rendezvous_service, training_job, training_pdb, training_pod_template
+    from .workloads.node_fit import NodeLoad, NodeRoom, library_node_load, stack_node_load, training_room
     from .workloads.training_spec import TrainingJobSpec
 finally:
     # Straight to the oldest generation, where objects that live this long end up anyway: resuming
@@ -193,6 +194,11 @@ __all__ = [
     "TrainingJobArgs",
     "TrainingJobConfig",
     "TrainingJobSpec",
+    "NodeLoad",
+    "NodeRoom",
+    "library_node_load",
+    "stack_node_load",
+    "training_room",
     "TrainingNamespaceConfig",
     "TrainingServiceAccountConfig",
     "TrainingStorage",

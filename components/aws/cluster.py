@@ -165,6 +165,14 @@ class EksCluster(pulumi.ComponentResource):
                     # (docs.aws.amazon.com/eks/latest/userguide/cni-network-policy.html). Turning it on
                     # rolls the aws-node pods, not the nodes; pods no policy selects stay unrestricted.
                     vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
+                    # EKS's own guards, beside Pulumi's `protect`: deletion protection refuses
+                    # DeleteCluster from any tool (docs.aws.amazon.com/eks/latest/userguide/deletion-protection.html),
+                    # and the upgrade policy decides whether the cluster enters paid extended support
+                    # or is upgraded by EKS at the end of standard support (view-upgrade-policy.html).
+                    # Both change in place (EKS UpdateClusterConfig takes deletionProtection and
+                    # upgradePolicy); pulumi-eks 4.1 and later pass them to its aws.eks.Cluster.
+                    deletion_protection=config.protect,
+                    upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=config.support_type),
                     tags=dict(args.tags),
                 ),
                 # Nodes launch only once a created network routes to NAT and its endpoints exist.

@@ -170,7 +170,7 @@ class SystemNodeGroupConfig(_Model):
     """A small untainted managed node group for controllers (Karpenter, the GPU Operator's operator, CoreDNS)."""
 
     enabled: bool = True
-    """Create the system node group. Default: true; a stack whose cluster is adopted gets none unless `systemNodeGroup` is given."""
+    """Create the system node group. Default: true; a stack whose cluster is adopted, or that deploys only its in-cluster half (`inCluster`), gets none unless `systemNodeGroup` is given."""
     instance_types: list[InstanceType] = Field(default=["m7i.xlarge"], min_length=1)
     """Instance types of system nodes. Default: m7i.xlarge."""
     ami_type: AmiType = "AL2023_x86_64_STANDARD"

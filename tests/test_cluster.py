@@ -318,3 +318,13 @@ def test_an_unknown_support_type_is_refused_with_the_allowed_ones_before_anythin
         "cluster.supportType: 'standard' is not an EKS support type (botocore eks SupportType); allowed: EXTENDED, STANDARD "
         "(docs.aws.amazon.com/eks/latest/userguide/view-upgrade-policy.html)"
     ]
+
+
+def test_only_the_releases_with_gpu_node_daemonsets_wait_for_the_gpu_node_groups(prod_graph):
+    # ClusterRef.ready lists no GPU nodes; the platform adds its managed GPU node groups for the two
+    # releases whose DaemonSets Helm waits for on GPU nodes.
+    gpu_group = prod_graph.one("aws:eks/nodeGroup:NodeGroup", "gpu-training-p5-training-node-group")
+    releases = prod_graph.of_type("kubernetes:helm.sh/v3:Release")
+    waiting = sorted(r.inputs["name"] for r in releases if prod_graph.depends_on(r, gpu_group))
+    assert waiting == ["aws-efa-k8s-device-plugin", "gpu-operator"]
+    assert len(releases) > len(waiting)

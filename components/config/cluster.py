@@ -69,9 +69,9 @@ class ClusterConfig(_Model):
     enabled_log_types: list[str] = ["api", "audit", "authenticator"]
     """Control-plane log types sent to CloudWatch (a created cluster). Default: api, audit, authenticator."""
     coredns_version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
-    """Build of the `coredns` EKS add-on to pin (a created cluster). Default: the newest EKS offers for the cluster's Kubernetes version, looked up at deployment."""
+    """Build of the `coredns` EKS add-on to pin (a created cluster). Default: EKS's default build for the cluster's Kubernetes version, looked up at deployment (it moves with the version, not with each new build)."""
     pod_identity_agent_version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
-    """Build of the `eks-pod-identity-agent` EKS add-on to pin (a created cluster). Default: the newest EKS offers for the cluster's Kubernetes version, looked up at deployment."""
+    """Build of the `eks-pod-identity-agent` EKS add-on to pin (a created cluster). Default: EKS's default build for the cluster's Kubernetes version, looked up at deployment (it moves with the version, not with each new build)."""
     node_ssm_access: bool = False
     """Attach AmazonSSMManagedInstanceCore to every node role this stack creates, so Session Manager can open a shell on a node (root on every job's data). Default: false."""
 

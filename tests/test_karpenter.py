@@ -157,16 +157,6 @@ def test_node_repair_is_a_setting_that_turns_the_alpha_gate_off():
     assert karpenter_values("c", None, "q", {}, region="us-west-2", node_repair=False)["settings"]["featureGates"]["nodeRepair"] is False
 
 
-def test_karpenters_alpha_node_repair_is_off_unless_a_stack_opts_in():
-    # The gate force-terminates a node without a drain; a stack that does not ask for it gets Karpenter's own default.
-    assert KarpenterConfig().node_repair is False
-    config = stack_config("dev")
-    config["eks-gpu-training:karpenter"] = {k: v for k, v in config["eks-gpu-training:karpenter"].items() if k != "nodeRepair"}
-    graph = run_main(config)
-    assert graph.error is None, repr(graph.error)
-    assert karpenter_release(graph).inputs["values"]["settings"]["featureGates"] == {"reservedCapacity": True, "nodeRepair": False}
-
-
 def test_controller_runs_on_system_nodes_and_never_tolerates_the_gpu_taint(prod_graph):
     values = karpenter_release(prod_graph).inputs["values"]
     assert values["nodeSelector"] == {"kubernetes.io/os": "linux", "role": "system"}

@@ -8,10 +8,10 @@ the FSx CSI driver and the node monitoring agent during unrelated changes. The d
 one DescribeAddonVersions marks ``defaultVersion`` for that minor (botocore eks ``Compatibility``;
 the one EKS installs when none is named), which is what pulumi-aws's look-up returns without
 ``most_recent`` (its doc: "Determines if the most recent or default version of the addon should be
-returned"). Add-on builds are made per Kubernetes minor, so a pinned build
-does not follow a version upgrade, while a looked-up one moves with it: a
-``cluster.kubernetesVersion`` change updates every unpinned add-on in the same `pulumi up`. EKS may
-still move its default for a minor; a stack that must not move at all pins its builds.
+returned"). Add-on builds are made per Kubernetes minor, so a pinned build does not follow a
+version upgrade, while a looked-up one moves with it: a ``cluster.kubernetesVersion`` change
+updates every unpinned add-on in the same `pulumi up`. EKS may still move its default for a minor;
+a stack that must not move at all pins its builds.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every EKS add-on gets the build EKS offers for the cluster's Kubernetes version unless the stack
+"""Every EKS add-on gets EKS's default build for the cluster's Kubernetes version unless the stack
 pins one; CoreDNS is one of them, managed by the stack."""
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ def lookups(graph) -> dict[str, tuple[str, bool]]:
     return {args["addonName"]: (args["kubernetesVersion"], args["mostRecent"]) for token, args in graph.invokes if token == GET_ADDON_VERSION}
 
 
-def test_every_add_on_of_prod_is_looked_up_for_the_clusters_version(prod_graph):
+def test_every_add_on_of_prod_is_looked_up_for_the_clusters_version_at_ekss_default_build(prod_graph):
+    # mostRecent False: EKS's default build of the minor, which does not move with every new build.
     assert lookups(prod_graph) == {
-        name: ("1.35", True) for name in ("coredns", "eks-pod-identity-agent", "aws-fsx-csi-driver", "eks-node-monitoring-agent")
+        name: ("1.35", False) for name in ("coredns", "eks-pod-identity-agent", "aws-fsx-csi-driver", "eks-node-monitoring-agent")
     }
     versions = {a.inputs["addonName"]: a.inputs["addonVersion"] for a in prod_graph.of_type(ADDON)}
     # PlausibleMocks answers v1.0.0-eksbuild.1 for these (the node monitoring agent: its chart's build).

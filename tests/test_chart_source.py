@@ -3,6 +3,7 @@ version, refused with the key path when missing or mislabelled, before anything 
 
 from __future__ import annotations
 
+import re
 import tarfile
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import yaml
 from eks_gpu_training import ConfigError
 from eks_gpu_training.addons import gpu_operator, kueue
 from eks_gpu_training.addons.chart_source import chart_problems, local_chart, release_chart
-from harness import run_main, stack_config
+from harness import PROJECT_ROOT, run_main, stack_config
 
 PROJECT = "eks-gpu-training"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -114,3 +115,43 @@ def test_a_stack_whose_folder_lacks_a_chart_registers_nothing_and_names_each(tmp
         ("charts.directory", "has no kueue 0.19.2: expected kueue-0.19.2/ or kueue-0.19.2.tgz in it"),
         ("charts.directory", "karpenter-1.14.1's Chart.yaml is karpenter 1.13.0, not karpenter 1.14.1"),
     ]
+
+
+ECR = re.compile(r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com$")
+"""A private ECR registry's host (EKS's own in a region, or the stack's account)."""
+
+
+def image_registries(manifests: Path) -> set[str]:
+    """The registry host of every image reference the rendered objects name: containers' ``image``
+    and the ClusterPolicy's ``repository`` fields the GPU Operator pulls its operands from. An ECR
+    host reads as ``<account>.dkr.ecr.<region>.amazonaws.com``; references not known offline are
+    left out."""
+    references: set[str] = set()
+
+    def walk(value) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key in ("image", "repository") and isinstance(item, str):
+                    references.add(item)
+                else:
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for path in manifests.rglob("*.yaml"):
+        for document in yaml.safe_load_all(path.read_text()):
+            walk(document)
+    hosts = {ref.split("/", 1)[0] for ref in references if "/" in ref and not ref.startswith("<")}
+    return {"<account>.dkr.ecr.<region>.amazonaws.com" if ECR.match(host) else host for host in hosts if "." in host}
+
+
+def test_the_docs_say_charts_directory_leaves_every_image_registry_the_nodes_pull_from(rendered_stack):
+    # The folder is read where `pulumi up` runs; the nodes still pull what the rendered objects name.
+    _, out, _ = rendered_stack
+    registries = image_registries(out / "manifests")
+    assert "public.ecr.aws" in registries  # the training image; the charts' images when their sources are present
+    page = (PROJECT_ROOT / "docs" / "operations.md").read_text()
+    paragraph = page[page.index("**`charts.directory`**"):].split("\n\n", 1)[0]
+    assert "does not make an air-gapped cluster work" in paragraph
+    assert {host for host in registries if f"`{host}`" not in paragraph} == set()

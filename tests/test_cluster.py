@@ -288,3 +288,43 @@ def test_node_groups_wait_for_their_roles_policy_attachments(prod_graph):
         attachments = [a for a in prod_graph.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if a.parent == role.urn]
         assert len(attachments) == 3, node_group.name
         assert all(prod_graph.depends_on(node_group, a) for a in attachments), node_group.name
+
+
+def test_protect_turns_on_eks_deletion_protection_and_prod_opts_out_of_paid_extended_support(prod_graph, dev_graph):
+    prod = prod_graph.one("eks:index:Cluster")
+    assert (prod.inputs["deletionProtection"], prod.inputs["upgradePolicy"]) == (True, {"supportType": "STANDARD"})
+    # Dev sets neither: no EKS protection, and EKS's own default policy, written out so it is seen.
+    dev = dev_graph.one("eks:index:Cluster")
+    assert (dev.inputs["deletionProtection"], dev.inputs["upgradePolicy"]) == (False, {"supportType": "EXTENDED"})
+
+
+def test_both_eks_guards_change_in_place_on_a_running_cluster():
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("eks")
+    update = model.operation_model("UpdateClusterConfig").input_shape.members
+    assert {"deletionProtection", "upgradePolicy"} <= set(update)
+    assert set(update["upgradePolicy"].members["supportType"].enum) == {"STANDARD", "EXTENDED"}
+
+
+def test_an_unknown_support_type_is_refused_with_the_allowed_ones_before_anything_registers():
+    from eks_gpu_training.config import ConfigError
+
+    config = stack_config("prod")
+    config[f"{PROJECT}:cluster"] = {**config[f"{PROJECT}:cluster"], "supportType": "standard"}
+    graph = run_main(config)
+    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert [str(p) for p in graph.error.problems] == [
+        "cluster.supportType: 'standard' is not an EKS support type (botocore eks SupportType); allowed: EXTENDED, STANDARD "
+        "(docs.aws.amazon.com/eks/latest/userguide/view-upgrade-policy.html)"
+    ]
+
+
+def test_only_the_releases_with_gpu_node_daemonsets_wait_for_the_gpu_node_groups(prod_graph):
+    # ClusterRef.ready lists no GPU nodes; the platform adds its managed GPU node groups for the two
+    # releases whose DaemonSets Helm waits for on GPU nodes.
+    gpu_group = prod_graph.one("aws:eks/nodeGroup:NodeGroup", "gpu-training-p5-training-node-group")
+    releases = prod_graph.of_type("kubernetes:helm.sh/v3:Release")
+    waiting = sorted(r.inputs["name"] for r in releases if prod_graph.depends_on(r, gpu_group))
+    assert waiting == ["aws-efa-k8s-device-plugin", "gpu-operator"]
+    assert len(releases) > len(waiting)

@@ -15,6 +15,7 @@ def in_cluster_config(stack: str = "prod", **settings) -> dict:
     config[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": KUBECONFIG, **settings}
     config[f"{PROJECT}:storage"] = {**config[f"{PROJECT}:storage"], "fsx": {"enabled": False}}
     config[f"{PROJECT}:s3Buckets"] = []
+    config[f"{PROJECT}:karpenter"] = {"enabled": False}
     return config
 
 
@@ -28,7 +29,6 @@ def test_the_in_cluster_half_registers_no_aws_resource_and_one_kubernetes_provid
     assert {r.provider.rsplit("::", 1)[0] for r in graph.resources if r.custom and r.type.startswith("kubernetes:")} == {
         provider.urn}
     releases = {r.inputs["name"] for r in graph.of_type("kubernetes:helm.sh/v3:Release")}
-    # Karpenter needs its IAM role and queue, so it stays with the AWS half.
     assert releases == {"gpu-operator", "aws-efa-k8s-device-plugin", "kueue"}
     for kind in ("PriorityClass", "ResourceQuota", "LocalQueue", "ClusterQueue", "Job"):
         assert [r for r in graph.resources if r.type.endswith(f":{kind}")], kind
@@ -48,7 +48,34 @@ def test_what_needs_the_aws_half_is_refused_together_and_nothing_is_registered()
     assert isinstance(graph.error, ConfigError)
     assert graph.resources == []
     paths = [p.path for p in graph.error.problems]
-    assert "storage.fsx.enabled" in paths and "s3Buckets" in paths
+    assert "storage.fsx.enabled" in paths and "s3Buckets" in paths and "karpenter.enabled" in paths
+
+
+def test_karpenter_is_refused_rather_than_left_out_silently():
+    # Its controller needs an IAM role, an SQS queue and EC2NodeClasses naming AWS resources; a
+    # stack that asks for it and got none would leave its pools' pending pods waiting for nodes.
+    config = in_cluster_config()
+    config[f"{PROJECT}:karpenter"] = stack_config("prod")[f"{PROJECT}:karpenter"]
+    graph = run_main(config)
+    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert [(p.path, p.message) for p in graph.error.problems] == [
+        ("karpenter.enabled", "Karpenter needs its controller's IAM role, an SQS interruption queue and EC2NodeClasses "
+         "naming the cluster's node role, subnets and security groups, which inCluster does not create; turn it off, "
+         "or deploy the whole stack")
+    ]
+
+
+def test_without_a_system_node_group_the_controllers_select_no_node_label():
+    # A cluster made elsewhere has no role=system nodes unless its maker labelled them so: controllers
+    # that required the label would stay Pending, and each release would roll back at its timeout.
+    config = in_cluster_config()
+    del config[f"{PROJECT}:systemNodeGroup"]
+    graph = run_main(config)
+    assert graph.error is None, repr(graph.error)
+    releases = {r.inputs["name"]: r.inputs["values"] for r in graph.of_type("kubernetes:helm.sh/v3:Release")}
+    assert releases["kueue"]["controllerManager"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert "operator" not in releases["gpu-operator"]
+    assert "nodeSelector" not in releases["gpu-operator"]["node-feature-discovery"]["master"]
 
 
 def test_in_cluster_needs_a_kubeconfig():
@@ -80,6 +107,7 @@ def test_in_cluster_refusals_come_with_the_stacks_other_problems(tmp_path):
     config = in_cluster_config("dev")
     config[f"{PROJECT}:s3Buckets"] = [{"name": "acme-training-data", "access": "read"}]
     config[f"{PROJECT}:charts"] = {"directory": str(tmp_path / "absent")}
+    config[f"{PROJECT}:karpenter"] = stack_config("dev")[f"{PROJECT}:karpenter"]
     graph = run_main(config)
     assert isinstance(graph.error, ConfigError) and graph.resources == []
-    assert [p.path for p in graph.error.problems] == ["charts.directory", "s3Buckets"]
+    assert [p.path for p in graph.error.problems] == ["charts.directory", "karpenter.enabled", "s3Buckets"]

@@ -60,7 +60,7 @@ def test_prod_installs_the_addon_at_the_version_eks_resolves_for_its_kubernetes_
     # The version is the invoke's answer (PlausibleMocks answers with the 1.7.0 chart's build).
     assert addon.inputs["addonVersion"] == "v1.7.0-eksbuild.1"
     lookups = [args for token, args in prod_graph.invokes if token == GET_ADDON_VERSION and args["addonName"] == NODE_MONITORING_AGENT_ADDON]
-    assert [(a["addonName"], a["kubernetesVersion"], a["mostRecent"]) for a in lookups] == [("eks-node-monitoring-agent", "1.35", True)]
+    assert [(a["addonName"], a["kubernetesVersion"], a["mostRecent"]) for a in lookups] == [("eks-node-monitoring-agent", "1.35", False)]
     assert json.loads(addon.inputs["configurationValues"]) == node_monitoring_agent_configuration()
     assert (addon.inputs["resolveConflictsOnCreate"], addon.inputs["resolveConflictsOnUpdate"]) == ("OVERWRITE", "OVERWRITE")
 

@@ -232,3 +232,34 @@ def test_a_component_may_be_given_an_aws_provider_for_its_clusters_region():
     west = graph.one("pulumi:providers:aws")
     pool = next(r for r in graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs["nodeGroupNamePrefix"] == "h100-")
     assert pool.provider.startswith(west.urn) and pool.inputs["region"] == "us-west-2"
+
+
+CARRIED = {
+    "aws:profile": "training",
+    "aws:assumeRoles": [{"roleArn": "arn:aws:iam::444455556666:role/deployer", "sessionName": "pulumi"}],
+    "aws:defaultTags": {"tags": {"team": "ml-platform"}},
+}
+"""The stack's AWS settings a regional provider made by the library must carry over."""
+
+
+def test_the_regional_provider_carries_the_stacks_profile_assumed_roles_and_default_tags():
+    graph = run_example(page_examples("docs/library.md", "Examples")["Two fleets under your own component"],
+                        config={**STACK, **CARRIED})
+    assert graph.error is None, repr(graph.error)
+    (provider,) = graph.of_type("pulumi:providers:aws")
+    # pulumi-aws sends a provider's object settings as JSON.
+    assert (provider.inputs["region"], provider.inputs["profile"]) == ("us-east-1", "training")
+    assert json.loads(provider.inputs["assumeRoles"]) == CARRIED["aws:assumeRoles"]
+    assert json.loads(provider.inputs["defaultTags"]) == CARRIED["aws:defaultTags"]
+
+
+def test_a_carried_setting_pulumi_aws_would_not_take_is_refused_before_anything_registers():
+    config = {**STACK, "aws:assumeRoles": [{"roleArn": "arn:aws:iam::444455556666:role/deployer", "sesionName": "pulumi"}],
+              "aws:defaultTags": {"tag": {"team": "ml-platform"}}}
+    graph = run_program(lambda: EksCluster("c", _cluster_args("us-east-1")), config)
+    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert [str(p) for p in graph.error.problems] == [
+        "aws:assumeRoles[0].sesionName: unknown key; allowed: duration, externalId, policy, policyArns, roleArn, "
+        "sessionName, sourceIdentity, tags, transitiveTagKeys",
+        "aws:defaultTags.tag: unknown key; allowed: tags",
+    ]

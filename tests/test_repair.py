@@ -6,10 +6,11 @@ import json
 
 import yaml
 
-from eks_gpu_training.config import NODE_MONITORING_CONDITIONS
+from eks_gpu_training.config import NODE_MONITORING_CONDITIONS, KarpenterConfig
 from eks_gpu_training.offline.check.repair import check_repair_reasons
 from eks_gpu_training.offline.node_conditions import REPAIR_AFTER_MINUTES
 from eks_gpu_training.offline.render.files import RESOURCES_FILE
+from harness import run_main, stack_config
 
 
 def _resources(rendered_stack) -> list[dict]:
@@ -20,6 +21,17 @@ def _resources(rendered_stack) -> list[dict]:
 def test_karpenters_node_repair_gate_is_in_the_rendered_release_values(rendered_stack):
     (release,) = [r for r in _resources(rendered_stack) if r["type"] == "kubernetes:helm.sh/v3:Release" and r["inputs"].get("name") == "karpenter"]
     assert release["inputs"]["values"]["settings"]["featureGates"]["nodeRepair"] is True
+
+
+def test_karpenters_alpha_node_repair_is_off_unless_a_stack_opts_in():
+    # The gate force-terminates a node without a drain; a stack that does not ask for it gets Karpenter's own default.
+    assert KarpenterConfig().node_repair is False
+    config = stack_config("dev")
+    config["eks-gpu-training:karpenter"] = {k: v for k, v in config["eks-gpu-training:karpenter"].items() if k != "nodeRepair"}
+    graph = run_main(config)
+    assert graph.error is None, repr(graph.error)
+    (release,) = [r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "karpenter"]
+    assert release.inputs["values"]["settings"]["featureGates"] == {"reservedCapacity": True, "nodeRepair": False}
 
 
 def test_the_node_monitoring_agent_and_its_gpu_toleration_are_in_the_render(rendered_stack):

@@ -1,5 +1,7 @@
 """Where a Helm release takes its chart from: the chart's repository, or a local chart folder or
-archive (``charts.directory``) for a cluster that cannot reach the repositories.
+archive (``charts.directory``) for a deployer that cannot reach the repositories. Helm runs in the
+Kubernetes provider, where `pulumi up` runs, so that is where the chart is read; the cluster never
+fetches one, and its nodes pull the charts' images from their registries as before.
 
 A local chart counts only if its own ``Chart.yaml`` names the chart and the pinned version, so a
 stale or mislabelled copy is refused before anything is created, not installed in its place.

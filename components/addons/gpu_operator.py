@@ -140,7 +140,8 @@ def gpu_operator_values(
             # The chart leaves the pods' seccomp profile unset (Unconfined on containerd); NFD's
             # daemons make no unusual syscalls, so the runtime's default profile holds them. Its
             # NetworkPolicies (the chart's own rules: DNS and the API server out, metrics in) are
-            # enforced by the VPC CNI's network policy agent the cluster turns on.
+            # enforced where the cluster runs a network policy agent: a cluster ``EksCluster``
+            # creates turns on the VPC CNI's; an adopted one enforces them only if it runs one.
             "worker": {
                 "tolerations": [toleration],
                 "podSecurityContext": dict(RUNTIME_DEFAULT_SECCOMP),
@@ -211,7 +212,9 @@ class GpuOperator(pulumi.ComponentResource):
                               f"GpuOperator({name}).chart_directory")
         super().__init__("eks-gpu-training:index:GpuOperator", name, None, opts)
         ref = args.cluster
-        # Only the cluster and the system node group: never the GPU node groups.
+        # Whatever the ref lists: the cluster and its system nodes, and, in the platform's ref, the
+        # managed GPU node groups too, so that Helm waits for pulls on joined nodes, not for boots
+        # (``RELEASE_TIMEOUT_SECONDS``).
         ready = list(ref.ready)
 
         namespace = k8s.core.v1.Namespace(

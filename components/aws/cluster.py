@@ -34,7 +34,7 @@ from .cluster_ref import ClusterRef
 from .iam import node_role_resource_name
 from .network import NetworkRef, adopted_network
 from .pod_identity import POD_IDENTITY_ADDON
-from .region import aws_provider_of, check_provider_region, cluster_aws_provider, stack_region
+from .region import aws_provider_of, check_provider_region, cluster_aws_provider, stack_provider_settings, stack_region
 from .system_node_group import (
     SYSTEM_NODE_GROUP_PREFIX,
     system_launch_template_resource_name,
@@ -119,6 +119,9 @@ class EksCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EksClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         problems = validate_cluster_endpoint(args.cluster)
+        # A regional provider for the cluster carries the stack's AWS settings: checked up front.
+        provider_settings, setting_problems = stack_provider_settings() if args.cluster.create else ({}, [])
+        problems.extend(setting_problems)
         network = args.network
         if isinstance(network, NetworkConfig):
             if network.create:
@@ -141,7 +144,7 @@ class EksCluster(pulumi.ComponentResource):
         # such input, gets a provider for it. The region an AWS provider in opts points at must agree.
         check_provider_region(aws_provider_of(resource=self), args.region, f"EksCluster({name}).region")
         if config.create:
-            cluster_provider = cluster_aws_provider(name, args.region, parent=self)
+            cluster_provider = cluster_aws_provider(name, args.region, parent=self, settings=provider_settings)
             cluster = eks.Cluster(
                 f"{name}-eks",
                 eks.ClusterArgs(
@@ -165,6 +168,14 @@ class EksCluster(pulumi.ComponentResource):
                     # (docs.aws.amazon.com/eks/latest/userguide/cni-network-policy.html). Turning it on
                     # rolls the aws-node pods, not the nodes; pods no policy selects stay unrestricted.
                     vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
+                    # EKS's own guards, beside Pulumi's `protect`: deletion protection refuses
+                    # DeleteCluster from any tool (docs.aws.amazon.com/eks/latest/userguide/deletion-protection.html),
+                    # and the upgrade policy decides whether the cluster enters paid extended support
+                    # or is upgraded by EKS at the end of standard support (view-upgrade-policy.html).
+                    # Both change in place (EKS UpdateClusterConfig takes deletionProtection and
+                    # upgradePolicy); pulumi-eks 4.1 and later pass them to its aws.eks.Cluster.
+                    deletion_protection=config.protect,
+                    upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=config.support_type),
                     tags=dict(args.tags),
                 ),
                 # Nodes launch only once a created network routes to NAT and its endpoints exist.

@@ -1,6 +1,7 @@
 """``ClusterRef``: what components need of an EKS cluster, the same shape whether this program
-created the cluster (``EksCluster.ref``, ``ClusterRef.from_eks_cluster``) or adopted one by name
-(``ClusterRef.from_existing``), with the one Kubernetes provider every in-cluster object uses."""
+created the cluster (``EksCluster.ref``, ``ClusterRef.from_eks_cluster``), adopted one by name
+(``ClusterRef.from_existing``) or reaches one through a kubeconfig alone (the in-cluster half's
+hand-built ref), with the one Kubernetes provider every in-cluster object uses."""
 
 from __future__ import annotations
 
@@ -51,15 +52,19 @@ class ClusterRef:
     cluster_security_group_id: pulumi.Input[str]
     """The security group EKS made for the cluster; nodes need it to reach the control plane."""
     kubeconfig: pulumi.Input[str]
-    """Kubeconfig (JSON) that authenticates with ``aws eks get-token``."""
+    """The cluster's kubeconfig: JSON that authenticates with ``aws eks get-token`` for a created or
+    adopted cluster; the stack's own (a path or the document) in the in-cluster half."""
     provider: k8s.Provider
     """The one Kubernetes provider every in-cluster object of components taking this ref uses."""
     system_node_selector: Mapping[str, str] = field(default_factory=dict)
-    """Node selector that puts controllers on the system node group; empty when this stack runs no
-    system node group (an adopted cluster's controllers then go wherever its scheduler puts them)."""
+    """Node selector that puts controllers on the system node group; empty when the stack describes
+    none (a cluster made elsewhere: its controllers then go wherever its scheduler puts them)."""
     ready: Sequence[pulumi.Resource] = field(default_factory=tuple)
-    """Resources that must exist before in-cluster controllers are installed (cluster, system
-    nodes); GPU nodes are deliberately not among them, and neither is the Pod Identity add-on."""
+    """Resources that must exist before in-cluster objects are installed: the cluster, the rules
+    that open its private endpoint to `pulumi up`, its system nodes. No ref made here lists GPU
+    nodes; the platform hands the GPU Operator and the EFA device plugin a copy that adds its managed
+    GPU node groups, since their releases wait for DaemonSets on GPU nodes. The Pod Identity add-on
+    is never among them (``pod_identity``)."""
     control_plane: Sequence[pulumi.Resource] = field(default_factory=tuple)
     """What node groups wait for: a cluster this program creates (when its name is a plain string, the
     data flow alone does not order them); empty for an adopted cluster."""
@@ -180,9 +185,11 @@ class ClusterRef:
         tokens from ``aws eks get-token``. ``resource_name`` defaults to ``name`` (required when
         ``name`` is an Output); ``opts`` applies to the provider and the look-up (e.g. ``parent``).
         ``vpc_id`` defaults to the cluster's own, ``partition`` to the region's; ``subnets`` as in
-        ``from_eks_cluster``. The cluster must run
-        the ``eks-pod-identity-agent`` add-on for Karpenter and the topology labeler.
+        ``from_eks_cluster``.
         ``node_ssm_access`` gives node roles made for it AmazonSSMManagedInstanceCore (default: no).
+        The cluster must already run the ``eks-pod-identity-agent`` add-on for what gets AWS
+        credentials through Pod Identity (Karpenter, the topology labeler, training pods' roles, the
+        FSx CSI driver): it is looked up, and a preview fails when it is missing.
         """
         if resource_name is None:
             if not isinstance(name, str):

@@ -1,5 +1,6 @@
-"""What a change to each node-group configuration key does to running nodes: the table of
-docs/operations.md "What a change does to running nodes and jobs", as plain data.
+"""What a change to each node-group configuration key, and to the cluster keys beside them, does to
+running nodes: the table of docs/operations.md "What a change does to running nodes and jobs", as
+plain data.
 
 The classification follows the EKS API: a node group field that ``UpdateNodegroupConfig`` takes
 is updated in place; one that ``UpdateNodegroupVersion`` takes (``version``, ``releaseVersion``,
@@ -117,7 +118,22 @@ CHANGE_EFFECTS: tuple[ChangeEffect, ...] = (
         "applies to the next roll: EKS then evicts pods a PodDisruptionBudget protects instead of failing the roll",
     ),
     ChangeEffect("tags", IN_PLACE, None, "EKS TagResource; stack tags never reach launch templates or Karpenter's EC2NodeClasses, so no node rolls or drifts"),
-    ChangeEffect("cluster.protect", NO_NODE_CHANGE, None, "Pulumi state only"),
+    ChangeEffect(
+        "cluster.protect",
+        IN_PLACE,
+        None,
+        "Pulumi state, and the created cluster's EKS deletion protection (UpdateClusterConfig `deletionProtection`); no node, "
+        "job or data is touched. EKS refuses DeleteCluster while it is on, so turn it off and `pulumi up` before `pulumi destroy` "
+        "(docs.aws.amazon.com/eks/latest/userguide/deletion-protection.html)",
+    ),
+    ChangeEffect(
+        "cluster.supportType",
+        IN_PLACE,
+        None,
+        "the created cluster's upgrade policy (UpdateClusterConfig `upgradePolicy`); no node, job or data is touched. It acts "
+        "when the version's standard support ends: `EXTENDED` then bills $0.60 instead of $0.10 per cluster-hour, `STANDARD` "
+        "has EKS upgrade the control plane, not the nodes or add-ons (docs.aws.amazon.com/eks/latest/userguide/view-upgrade-policy.html)",
+    ),
     ChangeEffect(f"{_SYSTEM}.instanceTypes", REPLACES_POOL, "instanceTypes", "instance types are fixed at creation"),
     ChangeEffect(f"{_SYSTEM}.amiType", REPLACES_POOL, "amiType", "AMI type is fixed at creation"),
     ChangeEffect(f"{_SYSTEM}.diskSizeGib", ROLLS_NODES, LAUNCH_TEMPLATE, "the root volume lives in the launch template"),

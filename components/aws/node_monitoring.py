@@ -28,6 +28,7 @@ from ..config import NODE_MONITORING_AGENT_ADDON
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 from ..facts.gpu_nodes import gpu_toleration
+from .addon_versions import addon_version
 from .cluster import ClusterInput, cluster_field
 
 AGENT_NAMESPACE = "kube-system"
@@ -57,7 +58,7 @@ class NodeMonitoringAgentArgs:
     cluster: ClusterInput
     """The cluster to install the add-on into: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     addon_version: Optional[str] = None
-    """A pinned add-on version. Default: the newest EKS offers for the cluster's Kubernetes version
+    """A pinned add-on version. Default: EKS's default build for the cluster's Kubernetes version
     (``ClusterRef.kubernetes_version``: the configured one, or the one an adopted cluster runs)."""
     tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags of the add-on. Default: none."""
@@ -68,8 +69,8 @@ class NodeMonitoringAgentArgs:
 
 @documented_component(NodeMonitoringAgentArgs)
 class NodeMonitoringAgent(pulumi.ComponentResource):
-    """The ``eks-node-monitoring-agent`` EKS add-on, at the newest version EKS offers for the
-    cluster's Kubernetes version, its DCGM host engine running on tainted GPU nodes."""
+    """The ``eks-node-monitoring-agent`` EKS add-on, at EKS's default build for the cluster's
+    Kubernetes version unless pinned, its DCGM host engine running on tainted GPU nodes."""
 
     addon_version: pulumi.Output[str]
     """The add-on version EKS resolved (``v1.7.0-eksbuild.1`` style)."""
@@ -77,20 +78,10 @@ class NodeMonitoringAgent(pulumi.ComponentResource):
     def __init__(self, name: str, args: NodeMonitoringAgentArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("eks-gpu-training:index:NodeMonitoringAgent", name, None, opts)
         ref = args.cluster
-        # Unless pinned, the newest build for this Kubernetes version: a new build AWS publishes is rolled
-        # out by the next `pulumi up` (EKS updates the add-on in place; its DaemonSets roll 10% of nodes
-        # at a time).
-        version: pulumi.Input[str] = (
-            args.addon_version
-            if args.addon_version is not None
-            else aws.eks.get_addon_version_output(
-                addon_name=NODE_MONITORING_AGENT_ADDON,
-                kubernetes_version=ref.kubernetes_version,
-                most_recent=True,
-                region=ref.region,
-                opts=pulumi.InvokeOutputOptions(parent=self),
-            ).version
-        )
+        # Unless pinned, EKS's default build for this Kubernetes version (``addon_versions``): it moves
+        # with a version upgrade, or when EKS moves its default, not with every build AWS publishes
+        # (EKS updates the add-on in place; its DaemonSets roll 10% of nodes at a time).
+        version = addon_version(NODE_MONITORING_AGENT_ADDON, ref.kubernetes_version, args.addon_version, self, ref.region)
         addon = aws.eks.Addon(
             f"{name}-addon",
             cluster_name=ref.name,

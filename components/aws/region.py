@@ -15,6 +15,7 @@ before anything is created.
 from __future__ import annotations
 
 import copy
+import inspect
 from typing import Any, Optional
 
 import pulumi
@@ -77,18 +78,74 @@ def check_provider_region(provider: Optional[pulumi.ProviderResource], region: s
     pulumi.Output.from_input(provider_region).apply(agree)
 
 
-def cluster_aws_provider(name: str, region: str, parent: pulumi.Resource) -> Optional[pulumi.ProviderResource]:
+CARRIED_SETTINGS = {"profile": "profile", "assumeRoles": "assume_roles", "defaultTags": "default_tags"}
+"""The stack's ``aws:`` settings a regional provider made here carries over from the default
+provider's configuration, with the ``aws.Provider`` argument each becomes: the credentials it would
+use (a named profile, the roles it assumes, in order) and the tags it adds to every resource.
+Without them a cluster outside the stack's region would be made with other credentials than the
+rest of the stack, or without its default tags."""
+
+
+def _config_keys(input_type: type) -> dict[str, str]:
+    """The camelCase keys a stack file writes for a pulumi-aws input type, to its Python parameters
+    (``roleArn`` to ``role_arn``), read from the type's own signature."""
+    parameters = [p for p in inspect.signature(input_type.__init__).parameters if p != "__self__"]
+    return {p.split("_")[0] + "".join(part.title() for part in p.split("_")[1:]): p for p in parameters}
+
+
+def _input_type(input_type: type, value: Any, path: str, problems: list[Problem]) -> Any:
+    """``value`` (a mapping read from the stack) as ``input_type``; a problem at ``path`` for a key
+    the type does not take."""
+    if not isinstance(value, dict):
+        problems.append(Problem(path, f"must be a mapping, got {type(value).__name__}"))
+        return None
+    keys = _config_keys(input_type)
+    unknown = sorted(set(value) - set(keys))
+    problems.extend(Problem(f"{path}.{key}", f"unknown key; allowed: {', '.join(sorted(keys))}") for key in unknown)
+    return input_type(**{keys[key]: item for key, item in value.items() if key in keys})
+
+
+def stack_provider_settings() -> tuple[dict[str, Any], list[Problem]]:
+    """The ``CARRIED_SETTINGS`` the stack sets, as ``aws.Provider`` keyword arguments, and a problem
+    for each key of them pulumi-aws would not take. A setting the stack keeps secret stays secret."""
+    config = pulumi.Config("aws")
+    settings: dict[str, Any] = {}
+    problems: list[Problem] = []
+    profile = config.get("profile")
+    if profile:
+        settings["profile"] = profile
+    roles = config.get_object("assumeRoles")
+    if roles:
+        if isinstance(roles, list):
+            settings["assume_roles"] = [
+                _input_type(aws.ProviderAssumeRoleArgs, role, f"aws:assumeRoles[{i}]", problems) for i, role in enumerate(roles)
+            ]
+        else:
+            problems.append(Problem("aws:assumeRoles", f"must be a list of roles, got {type(roles).__name__}"))
+    tags = config.get_object("defaultTags")
+    if tags:
+        settings["default_tags"] = _input_type(aws.ProviderDefaultTagsArgs, tags, "aws:defaultTags", problems)
+    for key, argument in CARRIED_SETTINGS.items():
+        if argument in settings and pulumi.runtime.is_config_secret(f"aws:{key}"):
+            settings[argument] = pulumi.Output.secret(settings[argument])
+    return settings, problems
+
+
+def cluster_aws_provider(
+    name: str, region: str, parent: pulumi.Resource, settings: Optional[dict[str, Any]] = None
+) -> Optional[pulumi.ProviderResource]:
     """The AWS provider a ``pulumi_eks.Cluster`` in ``region`` under ``parent`` is created with: the
     one ``parent`` passes on (from its ``opts`` or its own parent) if any; none (the stack's default)
-    when the stack's ``aws:region`` is ``region``; otherwise a provider ``<name>-aws`` for ``region``,
-    which, like the default provider, takes its credentials from the environment (pass your own in
-    ``opts`` to set a profile or role)."""
+    when the stack's ``aws:region`` is ``region``; otherwise a provider ``<name>-aws`` for ``region``
+    with the stack's ``settings`` (``stack_provider_settings``: its profile, assumed roles and
+    default tags, as the default provider has them); other credentials come from the environment,
+    as for the default provider (pass your own provider in ``opts`` to choose them)."""
     given = aws_provider_of(resource=parent)
     if given is not None:
         return given
     if stack_region() == region:
         return None
-    return aws.Provider(f"{name}-aws", region=region, opts=pulumi.ResourceOptions(parent=parent))
+    return aws.Provider(f"{name}-aws", region=region, **(settings or {}), opts=pulumi.ResourceOptions(parent=parent))
 
 
 def without_aws_provider(opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:

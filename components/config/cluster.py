@@ -28,6 +28,14 @@ WORLD_CIDR = "0.0.0.0/0"
 ENDPOINT_DOC = "docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html"
 """EKS cluster-endpoint documentation: who can reach a public and a private API endpoint."""
 
+UPGRADE_POLICY_DOC = "docs.aws.amazon.com/eks/latest/userguide/view-upgrade-policy.html"
+"""EKS cluster upgrade policy: what a cluster does at the end of its version's standard support."""
+
+DEFAULT_SUPPORT_TYPE = "EXTENDED"
+"""EKS's own upgrade policy for a cluster created through its API (UpgradePolicyRequest: "The default
+value is EXTENDED"; docs.aws.amazon.com/eks/latest/userguide/enable-extended-support.html): the
+default here too, so a cluster this stack already runs keeps the policy it has."""
+
 RELEASE_VERSION_PATTERN = r"^\d+\.\d+\.\d+-\d{8}$|^\d+\.\d+\.\d+(-[0-9a-f]{7,8})?$"
 """An EKS AMI release version: ``1.34.2-20251120`` (Amazon Linux) or ``1.50.0-ab12cd34``
 (Bottlerocket), as listed on github.com/awslabs/amazon-eks-ami/releases and the Bottlerocket releases."""
@@ -53,15 +61,17 @@ class ClusterConfig(_Model):
     endpoint_private_access_security_group_ids: list[SecurityGroupId] = []
     """Security groups (e.g. a CI runner's) let in on port 443 of the cluster security group to reach the private endpoint (a created cluster). Default: none."""
     protect: bool = False
-    """Protect the cluster, GPU node groups and the placement groups of every GPU pool from deletion (Pulumi `protect`): `pulumi destroy` or a change that would replace them fails until it is turned off. Default: false."""
+    """Protect the cluster, GPU node groups and the placement groups of every GPU pool from deletion (Pulumi `protect`), and turn on the created cluster's own EKS deletion protection (`deletionProtection`, which refuses DeleteCluster from any tool): `pulumi destroy` or a change that would replace them fails until it is turned off and a `pulumi up` has applied that. Default: false."""
+    support_type: str = DEFAULT_SUPPORT_TYPE
+    """What EKS does when `kubernetesVersion` reaches the end of standard support (a created cluster; EKS `upgradePolicy.supportType`): `EXTENDED` keeps the version up to 12 more months in extended support, billed $0.60 per cluster-hour instead of standard support's $0.10 (aws.amazon.com/eks/pricing); `STANDARD` has EKS upgrade the control plane to the next version itself at the end of standard support. Default: EXTENDED (EKS's own default)."""
     admin_principal_arns: list[PrincipalArn] = []
     """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster); the principal running `pulumi up` (its role, for an assumed-role session) is left out, since EKS already gave it an admin entry when it created the cluster. Default: none."""
     enabled_log_types: list[str] = ["api", "audit", "authenticator"]
     """Control-plane log types sent to CloudWatch (a created cluster). Default: api, audit, authenticator."""
     coredns_version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
-    """Build of the `coredns` EKS add-on to pin (a created cluster). Default: the newest EKS offers for the cluster's Kubernetes version, looked up at deployment."""
+    """Build of the `coredns` EKS add-on to pin (a created cluster). Default: EKS's default build for the cluster's Kubernetes version, looked up at deployment (it moves with the version, not with each new build)."""
     pod_identity_agent_version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
-    """Build of the `eks-pod-identity-agent` EKS add-on to pin (a created cluster). Default: the newest EKS offers for the cluster's Kubernetes version, looked up at deployment."""
+    """Build of the `eks-pod-identity-agent` EKS add-on to pin (a created cluster). Default: EKS's default build for the cluster's Kubernetes version, looked up at deployment (it moves with the version, not with each new build)."""
     node_ssm_access: bool = False
     """Attach AmazonSSMManagedInstanceCore to every node role this stack creates, so Session Manager can open a shell on a node (root on every job's data). Default: false."""
 
@@ -90,6 +100,18 @@ class ClusterConfig(_Model):
         for value in values:
             _check_cidr(value, ipv6=True)
         return values
+
+    @field_validator("support_type")
+    @classmethod
+    def _support_type(cls, value: str) -> str:
+        allowed = aws_enums.eks_support_types()
+        if value not in allowed:
+            raise PydanticCustomError(
+                "aws_enum",
+                f"'{value}' is not an EKS support type (botocore eks SupportType); allowed: {', '.join(sorted(allowed))} "
+                f"({UPGRADE_POLICY_DOC})",
+            )
+        return value
 
     @field_validator("enabled_log_types")
     @classmethod
@@ -148,7 +170,7 @@ class SystemNodeGroupConfig(_Model):
     """A small untainted managed node group for controllers (Karpenter, the GPU Operator's operator, CoreDNS)."""
 
     enabled: bool = True
-    """Create the system node group. Default: true; a stack whose cluster is adopted gets none unless `systemNodeGroup` is given."""
+    """Create the system node group. Default: true; a stack whose cluster is adopted, or that deploys only its in-cluster half (`inCluster`), gets none unless `systemNodeGroup` is given."""
     instance_types: list[InstanceType] = Field(default=["m7i.xlarge"], min_length=1)
     """Instance types of system nodes. Default: m7i.xlarge."""
     ami_type: AmiType = "AL2023_x86_64_STANDARD"

@@ -36,7 +36,7 @@ class NodeMonitoringConfig(_Model):
     enabled: bool = True
     """Install the `eks-node-monitoring-agent` add-on, its DCGM pods tolerating the GPU taint. Default: true."""
     addon_version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
-    """Add-on version to pin, e.g. `v1.7.0-eksbuild.1`, so an upgrade is a reviewed change. Default: the newest EKS offers for the cluster's Kubernetes version, read at every `pulumi up`."""
+    """Add-on version to pin, e.g. `v1.7.0-eksbuild.1`, so an upgrade is a reviewed change. Default: EKS's default build for the cluster's Kubernetes version, read at every `pulumi up` (it moves with the version, not with each new build)."""
 
 
 class DcgmDiagConfig(_Model):

@@ -105,8 +105,8 @@ class KarpenterConfig(_Model):
     """Version of the `karpenter` and `karpenter-crd` charts (oci://public.ecr.aws/karpenter), one this library is tested with. Default: 1.14.1 (the only one accepted)."""
     gpu_node_pools: list[KarpenterGpuNodePoolConfig] = []
     """GPU pools Karpenter provisions (one EC2NodeClass and one NodePool each). Default: none."""
-    node_repair: bool = True
-    """Karpenter's NodeRepair feature gate (ALPHA in Karpenter 1.14): replace a node whose AcceleratedHardwareReady condition is False for 10 minutes, or another monitored condition for 30 (chart value `settings.featureGates.nodeRepair`). Default: true."""
+    node_repair: bool = False
+    """Karpenter's NodeRepair feature gate (ALPHA in Karpenter 1.14, off upstream): force-terminate, without a drain, a node whose AcceleratedHardwareReady condition is False for 10 minutes, or another monitored condition for 30, and replace it (chart value `settings.featureGates.nodeRepair`). Opt-in, since a drain-less termination ends the pods of a job there. Default: false."""
     retain_on_removal: bool = True
     """Leave the NodePools, EC2NodeClasses and Karpenter's CRDs, and so the NodeClaims and GPU nodes behind them, in the cluster when a pool, Karpenter or the stack is removed. To have Karpenter drain and terminate its nodes instead, set false and run `pulumi up` before removing. Default: true."""
 

@@ -43,7 +43,7 @@ class GpuTrainingPlatformArgs(_Model):
     network: NetworkConfig
     """The VPC and private subnets: created by the stack or adopted (required)."""
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
-    """The system node group. Default: two m7i.xlarge nodes for a created cluster; none for an adopted one, which has its own (give one to add it)."""
+    """The system node group, whose `role=system` nodes the controllers are placed on. Default: two m7i.xlarge nodes for a created cluster; none for an adopted one or with `inCluster`, whose cluster has its own nodes (give one to add it, or, with `inCluster`, to place the controllers on the `role=system` nodes it describes)."""
     gpu_node_groups: list[GpuNodeGroupConfig] = []
     """GPU training pools (managed node groups). Default: none."""
     gpu_operator: GpuOperatorConfig = GpuOperatorConfig()
@@ -77,13 +77,20 @@ class GpuTrainingPlatformArgs(_Model):
 
     @model_validator(mode="before")
     @classmethod
-    def _adopted_cluster_keeps_its_own_nodes(cls, data: Any) -> Any:
-        """An adopted cluster already runs nodes for its controllers: it gets no system node group
-        unless one is given."""
+    def _foreign_cluster_keeps_its_own_nodes(cls, data: Any) -> Any:
+        """An adopted cluster, and the cluster the in-cluster half is deployed to, already run nodes
+        for their controllers: neither gets a system node group unless one is given. Controllers go
+        on nodes labelled ``role=system`` only when a system node group is described (the whole
+        stack's makes them); a cluster made elsewhere has no such label unless its maker set it, and
+        a controller selecting it would stay Pending there."""
         if isinstance(data, dict) and "systemNodeGroup" not in data and "system_node_group" not in data:
             cluster = data.get("cluster")
             create = cluster.get("create", True) if isinstance(cluster, dict) else getattr(cluster, "create", True)
-            if create is False:
+            in_cluster = data.get("inCluster", data.get("in_cluster"))
+            in_cluster_enabled = (
+                in_cluster.get("enabled", False) if isinstance(in_cluster, dict) else getattr(in_cluster, "enabled", False)
+            )
+            if create is False or in_cluster_enabled is True:
                 return {**data, "system_node_group": {"enabled": False}}
         return data
 
@@ -168,7 +175,7 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
             problems.append(
                 Problem(f"tags.{key}", "is a tag Karpenter sets itself and its EC2NodeClass refuses (kubernetes.io/cluster/, eks:eks-cluster-name, karpenter.*)")
             )
-    if args.cluster.create and not system.enabled:
+    if args.cluster.create and not args.in_cluster.enabled and not system.enabled:
         problems.append(
             Problem(
                 "systemNodeGroup.enabled",

@@ -51,7 +51,7 @@ class FsxLustreConfig(_Model):
     data_repository: Optional[DataRepositoryConfig] = None
     """An S3 data repository association. Default: none."""
     csi_driver_version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
-    """Build of the EKS add-on aws-fsx-csi-driver to pin. Default: the newest EKS offers for the cluster's Kubernetes version, looked up at deployment."""
+    """Build of the EKS add-on aws-fsx-csi-driver to pin. Default: EKS's default build for the cluster's Kubernetes version, looked up at deployment (it moves with the version, not with each new build)."""
 
 
 class StorageConfig(_Model):

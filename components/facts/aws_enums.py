@@ -96,6 +96,11 @@ def eks_repair_actions() -> frozenset[str]:
     return _enum("eks", "RepairAction")
 
 
+def eks_support_types() -> frozenset[str]:
+    """Cluster upgrade policies (EKS model, shape ``SupportType``: ``UpgradePolicyRequest.supportType``)."""
+    return _enum("eks", "SupportType")
+
+
 def eks_update_strategies() -> frozenset[str]:
     """Managed node group update strategies (EKS model, shape ``NodegroupUpdateStrategies``)."""
     return _enum("eks", "NodegroupUpdateStrategies")

@@ -1,6 +1,6 @@
 """What the operating system of a GPU node already ships of the NVIDIA stack.
 
-The GPU Operator's values are derived from these facts (``components/gpu_operator.py``): the
+The GPU Operator's values are derived from these facts (``components/addons/gpu_operator.py``): the
 operator installs only what the node OS lacks. Sources: the EKS user guide "Amazon EKS optimized
 accelerated AMIs" (docs.aws.amazon.com/eks/latest/userguide/ml-eks-optimized-ami.html) and the
 Bottlerocket NVIDIA variants' documentation (bottlerocket.dev, "NVIDIA GPUs").

@@ -1,11 +1,15 @@
 """The stack's in-cluster half alone, for a cluster whose AWS half another program or team runs:
 ``GpuTrainingInCluster`` deploys through a kubeconfig what needs only Kubernetes, and nothing in AWS.
 
-What it leaves out is what needs AWS to exist: the network, the cluster and its node groups, Karpenter
-(an IAM role, an SQS queue and EC2NodeClasses naming subnets and security groups), the topology
-labeler (an IAM role and an ECR image), the node monitoring add-on, FSx for Lustre and the training
-pods' Pod Identity role. The pool settings still describe the cluster's GPU nodes: the quotas,
-Kueue's flavors and the training jobs are derived from them, as in the whole stack.
+What it leaves out is what needs AWS to exist: the network, the cluster and its node groups, the
+topology labeler (an IAM role and an ECR image) and the node monitoring add-on. What the stack's
+workloads would depend on is refused instead of left out (``validation.validate_in_cluster_settings``):
+Karpenter (an IAM role, an SQS queue and EC2NodeClasses naming subnets and security groups), whose
+pools' jobs would wait for nodes no one launches, FSx for Lustre and the training pods' Pod Identity
+role. The pool settings still describe the cluster's GPU nodes: the quotas, Kueue's flavors and the
+training jobs are derived from them, as in the whole stack. Controllers go on ``role=system`` nodes
+only when ``systemNodeGroup`` is given: the cluster was made elsewhere, so by default it has no
+system node group of this stack's (``GpuTrainingPlatformArgs``).
 """
 
 from __future__ import annotations
@@ -48,8 +52,9 @@ def validate_in_cluster(args: GpuTrainingPlatformArgs) -> list[Problem]:
 
 def kubeconfig_cluster_ref(args: GpuTrainingPlatformArgs, provider: k8s.Provider) -> ClusterRef:
     """The ref in-cluster components take, of a cluster reached through ``provider`` only: its
-    controllers go on the system nodes when the stack describes a system node group, as the whole
-    stack places them. The AWS fields are never read by the components this mode deploys."""
+    controllers go on the ``role=system`` nodes when the stack describes a system node group (given
+    explicitly in this mode), as the whole stack places them, and wherever the cluster's scheduler
+    puts them otherwise. The AWS fields are never read by the components this mode deploys."""
     return ClusterRef(
         name=args.cluster.name,
         region=args.region,

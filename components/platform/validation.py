@@ -48,6 +48,10 @@ def validate_in_cluster_settings(args: GpuTrainingPlatformArgs) -> list[Problem]
     problems = []
     if args.in_cluster.kubeconfig is None or args.in_cluster.kubeconfig == "":
         problems.append(Problem("inCluster.kubeconfig", "is required when inCluster.enabled: a kubeconfig file's path or its content"))
+    if args.karpenter.enabled:
+        problems.append(Problem("karpenter.enabled", "Karpenter needs its controller's IAM role, an SQS interruption queue "
+                                "and EC2NodeClasses naming the cluster's node role, subnets and security groups, which "
+                                "inCluster does not create; turn it off, or deploy the whole stack"))
     if args.storage.fsx.enabled:
         problems.append(Problem("storage.fsx.enabled", "the training volumes need the FSx for Lustre file system, "
                                 "which inCluster does not create; turn it off, or deploy the whole stack"))

@@ -8,7 +8,8 @@ itself through the Python language host: a refused stack file, then up, preview 
 
 The dev stack's settings, with Kueue off: Kueue's chart would put its webhook in front of every
 Job in the training namespaces, served by a pod KWOK only pretends to run (the local platform runs
-Kueue out of cluster instead)."""
+Kueue out of cluster instead). And with Karpenter off, which the in-cluster half refuses (Karpenter
+needs the AWS half's IAM and queue): dev's training app moves from the Karpenter pool to dev-gpu."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ class Settings:
 
 
 def local_charts(folder: Path) -> Path:
-    """A chart folder as an air-gapped user keeps one: the pinned charts, by name and version."""
+    """A chart folder as a deployer that cannot reach the chart repositories keeps one: the pinned
+    charts, by name and version."""
     folder.mkdir()
     for version in (INSTALLED, UPGRADE):
         name = f"gpu-operator-{version}"
@@ -59,12 +61,21 @@ def local_charts(folder: Path) -> Path:
     return folder
 
 
+def in_cluster_config(kubeconfig: Path, charts: Path) -> dict:
+    """Dev's stack file as the in-cluster half alone, with its charts from ``charts``."""
+    config = stack_config("dev")
+    config[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": str(kubeconfig)}
+    config[f"{PROJECT}:charts"] = {"directory": str(charts)}
+    config[f"{PROJECT}:kueue"] = {"enabled": False}
+    config[f"{PROJECT}:karpenter"] = {"enabled": False}
+    for app in config[f"{PROJECT}:scheduling"]["trainingApps"]:
+        app["pool"] = config[f"{PROJECT}:gpuNodeGroups"][0]["name"]
+    return config
+
+
 def program(kubeconfig: Path, charts: Path):
     def for_settings(settings: Settings):
-        config = stack_config("dev")
-        config[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": str(kubeconfig)}
-        config[f"{PROJECT}:charts"] = {"directory": str(charts)}
-        config[f"{PROJECT}:kueue"] = {"enabled": False}
+        config = in_cluster_config(kubeconfig, charts)
         config[f"{PROJECT}:gpuOperator"] = {**config[f"{PROJECT}:gpuOperator"], "chartVersion": settings.gpu_operator_version}
         args = platform_args_from_settings(config)
         return lambda: GpuTrainingInCluster("gpu-training", args)
@@ -226,9 +237,7 @@ def test_a_bad_configuration_fails_the_preview_with_the_message_and_no_traceback
     # The Automation API's language runtime (an inline program) also reports a pulumi.RunError, which
     # ConfigError is, by its message alone; the language host's own handling is the project test below.
     def bad(_: None):
-        config = stack_config("dev")
-        config[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": str(bare_cluster.kubeconfig)}
-        config[f"{PROJECT}:charts"] = {"directory": str(tmp_path_factory.mktemp("no-charts") / "absent")}
+        config = in_cluster_config(bare_cluster.kubeconfig, tmp_path_factory.mktemp("no-charts") / "absent")
         config[f"{PROJECT}:s3Buckets"] = [{"name": "acme-training-data", "access": "read"}]
 
         def run() -> None:
@@ -282,17 +291,9 @@ class Project:
         return result
 
 
-def project_config(kubeconfig: Path, charts: Path) -> dict:
-    config = stack_config("dev")
-    config[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": str(kubeconfig)}
-    config[f"{PROJECT}:charts"] = {"directory": str(charts)}
-    config[f"{PROJECT}:kueue"] = {"enabled": False}
-    return config
-
-
 def test_the_language_host_shows_a_refused_stack_file_as_its_problems_without_a_traceback(
         tools, bare_cluster, tmp_path_factory):
-    config = project_config(bare_cluster.kubeconfig, tmp_path_factory.mktemp("absent") / "charts")
+    config = in_cluster_config(bare_cluster.kubeconfig, tmp_path_factory.mktemp("absent") / "charts")
     config[f"{PROJECT}:s3Buckets"] = [{"name": "acme-training-data", "access": "read"}]
     project = Project(tools, tmp_path_factory.mktemp("project-bad"), "bad", config)
     result = project.pulumi("preview", "-s", "bad")
@@ -307,7 +308,7 @@ def test_the_language_host_shows_a_refused_stack_file_as_its_problems_without_a_
 def test_pulumi_up_of_the_project_deploys_the_in_cluster_half_and_destroy_removes_it(tools, bare_cluster, tmp_path_factory):
     charts = local_charts(tmp_path_factory.mktemp("project-charts") / "charts")
     project = Project(tools, tmp_path_factory.mktemp("project-good"), "local",
-                      project_config(bare_cluster.kubeconfig, charts))
+                      in_cluster_config(bare_cluster.kubeconfig, charts))
     try:
         assert project.pulumi("up", "-s", "local", "--yes").returncode == 0
         status = project.pulumi("stack", "output", "gpuOperatorStatus", "-s", "local")

@@ -232,7 +232,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("file system in an AZ without a subnet", lambda r: fsx(r).update(availabilityZone="us-west-2d"), "storage.fsx.availabilityZone: 'us-west-2d' has no private subnet in the network"),
     (
         "pools in two AZs and no file system AZ",
-        lambda r: r["karpenter"]["gpuNodePools"][0].update(availabilityZone="us-west-2c"),
+        lambda r: (r["karpenter"]["gpuNodePools"][0].update(availabilityZone="us-west-2c"), fsx(r).pop("availabilityZone")),
         "storage.fsx.availabilityZone: is required: the GPU pools are in us-west-2b, us-west-2c; choose one of us-west-2b, us-west-2c",
     ),
     (
@@ -246,6 +246,13 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("prefix with a leading slash", lambda r: fsx(r)["dataRepository"].update(prefix="/datasets"), "storage.fsx.dataRepository.prefix: is a key prefix: no leading '/'"),
     ("mount path that is not absolute", lambda r: fsx(r).update(mountPath="fsx"), "storage.fsx.mountPath: 'fsx' does not match"),
     ("add-on version that is not an EKS build", lambda r: fsx(r).update(csiDriverVersion="1.7.0"), "storage.fsx.csiDriverVersion: '1.7.0' does not match"),
+    (
+        "protected stack with a file system AZ derived from the pools",
+        lambda r: fsx(r).pop("availabilityZone"),
+        "storage.fsx.availabilityZone: must be set on a protected stack (cluster.protect): derived from the GPU pools "
+        "it is 'us-west-2b' today, and moving a pool (e.g. to a Capacity Block's AZ) would change the file system's "
+        "subnet, which replaces the file system and deletes its data; set availabilityZone: us-west-2b",
+    ),
 ]
 
 
@@ -257,9 +264,32 @@ def test_storage_rules_reject(mutate, expected):
     assert any(p.startswith(expected) for p in problems), problems
 
 
+def test_prod_pins_the_file_system_to_the_az_it_derived_and_an_unprotected_stack_may_still_derive_it():
+    # Pinned to what fsx_zone derived before the pin, so the next `pulumi up` keeps the same subnet.
+    assert fsx(prod_raw())["availabilityZone"] == "us-west-2b"
+    raw = prod_raw()
+    del fsx(raw)["availabilityZone"]
+    args_zone = fsx_zone_of(raw | {"cluster": {**raw["cluster"], "protect": False}})
+    assert args_zone == "us-west-2b"
+    assert parse_platform_args(prod_raw()).storage.fsx.availability_zone == "us-west-2b"
+    # With the pin, moving the pools is refused (the AZ no longer matches) instead of moving the file system.
+    moved = prod_raw()
+    for pool in (moved["gpuNodeGroups"][0], moved["karpenter"]["gpuNodePools"][0]):
+        pool["availabilityZone"] = "us-west-2c"
+    assert any(p.startswith("storage.fsx.availabilityZone: 'us-west-2b' is not the GPU pools' AZ (us-west-2c)") for p in problems_of(moved))
+
+
+def fsx_zone_of(raw: dict[str, Any]) -> str:
+    from eks_gpu_training.config import fsx_zone, gpu_pool_zones
+
+    args = parse_platform_args(raw)
+    return fsx_zone(args.storage, args.network, gpu_pool_zones(args))
+
+
 def test_with_pools_in_two_azs_every_az_the_message_offers_is_accepted_and_used():
     raw = prod_raw()
     raw["karpenter"]["gpuNodePools"][0]["availabilityZone"] = "us-west-2c"
+    del fsx(raw)["availabilityZone"]
     [problem] = [p for p in problems_of(raw) if p.startswith("storage.fsx.availabilityZone")]
     offered = problem.rsplit("choose one of ", 1)[1].split(", ")
     assert offered == ["us-west-2b", "us-west-2c"]

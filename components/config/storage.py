@@ -45,7 +45,7 @@ class FsxLustreConfig(_Model):
     throughput_mbps_per_tib: int = 250
     """Throughput per TiB of storage (125, 250, 500 or 1000 MB/s/TiB). Default: 250."""
     availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
-    """AZ of the file system. Default: the AZ the GPU pools with a fixed AZ share (the network's first AZ when none fixes one)."""
+    """AZ of the file system; required when `cluster.protect` is on, since a derived AZ follows the pools and a new AZ replaces the file system and its data. Default: the AZ the GPU pools with a fixed AZ share (the network's first AZ when none fixes one)."""
     mount_path: str = Field(default="/fsx", pattern=r"^/[^\s]*$")
     """Where training containers mount the file system. Default: /fsx."""
     data_repository: Optional[DataRepositoryConfig] = None
@@ -88,10 +88,15 @@ def validate_fsx_sizes(fsx: FsxLustreConfig, path: str) -> list[Problem]:
 
 
 def validate_storage(
-    storage: StorageConfig, network: NetworkConfig, pool_zones: list[Optional[str]], s3_buckets: Sequence[S3BucketConfig] = ()
+    storage: StorageConfig,
+    network: NetworkConfig,
+    pool_zones: list[Optional[str]],
+    s3_buckets: Sequence[S3BucketConfig] = (),
+    protect: bool = False,
 ) -> list[Problem]:
     """Rules of the storage section: FSx sizes, an AZ of the GPU pools' (one of them, named, when
-    they are in several) that has a subnet,
+    they are in several) that has a subnet, named explicitly on a protected stack (``protect``:
+    ``cluster.protect``),
     and a data repository in a bucket of the stack's `s3Buckets` (the one place buckets are named),
     declared `readWrite` when the file system exports to it."""
     problems: list[Problem] = []
@@ -112,6 +117,18 @@ def validate_storage(
         )
     elif zone not in zones:
         problems.append(Problem(f"{path}.availabilityZone", f"'{zone}' has no private subnet in the network; allowed: {', '.join(choices)}"))
+    elif protect and fsx.availability_zone is None:
+        # A derived AZ follows the pools: moving one (to a Capacity Block's AZ, as docs/operations.md
+        # advises) would move the file system's subnet, and pulumi-aws replaces a LustreFileSystem
+        # whose subnetIds change (ForceNew), deleting its data.
+        problems.append(
+            Problem(
+                f"{path}.availabilityZone",
+                f"must be set on a protected stack (cluster.protect): derived from the GPU pools it is '{zone}' today, "
+                "and moving a pool (e.g. to a Capacity Block's AZ) would change the file system's subnet, which "
+                f"replaces the file system and deletes its data; set availabilityZone: {zone}",
+            )
+        )
     elif fixed and zone not in fixed:
         which = f"not the GPU pools' AZ ({fixed[0]})" if len(fixed) == 1 else f"none of the GPU pools' AZs ({', '.join(fixed)})"
         problems.append(

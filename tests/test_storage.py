@@ -161,6 +161,15 @@ def test_training_job_mounts_the_claim_and_requests_half_the_instance_store(prod
     assert all(prod_graph.depends_on(training_job, child) for child in prod_graph.children(storage))
 
 
+def test_the_claim_ignores_its_request_so_a_claim_made_at_another_size_never_fails_an_update(prod_graph):
+    # The API server refuses a request change on a statically bound claim, and pulumi-kubernetes
+    # sends one as an update: a claim created at another size would fail every `pulumi up`.
+    (claim,) = [r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolumeClaim"]
+    assert claim.ignore_changes == ["spec.resources"]
+    (volume,) = [r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolume"]
+    assert not volume.ignore_changes  # the volume's capacity follows the file system
+
+
 def test_export_to_a_read_write_bucket_is_accepted():
     raw = prod_raw()
     fsx(raw)["dataRepository"].update(bucket="gpu-training-prod-checkpoints", autoExport=True, fileSystemPath="/checkpoints")
@@ -201,7 +210,7 @@ def test_instance_store_none_requests_no_ephemeral_storage():
 def test_growing_the_file_system_changes_its_capacity_and_the_volumes_but_never_the_claim():
     """FSx grows a file system in place (UpdateFileSystem StorageCapacity); the graph shows the
     change reaches the file system's capacity and the volumes' sizes, nothing else: the claim's
-    request is not tied to the size, so pulumi-kubernetes has no reason to replace it."""
+    request is not tied to the size, so pulumi-kubernetes sends it no update the API server would refuse."""
 
     def graph(capacity: int):
         raw = prod_raw(topologyLabeler={"enabled": False})

@@ -36,10 +36,16 @@ CLAIM_REQUEST_GIB = 1200
 A claim binds to a volume whose capacity is at least its request (Kubernetes docs, "Persistent
 Volumes", Binding: "the bound volume may be in excess of what was requested"), so the pre-bound
 volume satisfies it at any size. Tied to the file system's size, a growth would change the claim's
-``spec.resources.requests``, which the API server refuses for a claim without an expandable storage
-class, so pulumi-kubernetes would replace the claim: delete it first (it has a fixed name), hang on
-``kubernetes.io/pvc-protection`` while pods mount it, and leave the retained volume bound to the old
-claim's uid. Fixed, a growth changes the file system and the volumes' capacity only."""
+``spec.resources.requests``, which pulumi-kubernetes sends as an update of the claim, not a
+replacement (pulumi-kubernetes #1665, fixed by #1705), and the API server refuses it: only a
+dynamically provisioned claim whose storage class allows expansion may grow, and no claim may shrink.
+The update would fail on every ``pulumi up``. Fixed, a growth changes the file system and the
+volumes' capacity only; and since a claim made at another size (by an earlier version of this
+stack) would fail the same way, the claim ignores changes to ``spec.resources``."""
+
+CLAIM_IGNORED_CHANGES = ("spec.resources",)
+"""What Pulumi never updates on a claim: its request, which the API server refuses to change on a
+statically bound claim (``CLAIM_REQUEST_GIB``)."""
 
 STACK_CLAIMS_WITH_FSX = 1
 """Claims the stack itself makes in each training namespace when FSx is on; the quota's
@@ -145,7 +151,9 @@ class TrainingStorage(pulumi.ComponentResource):
                 f"{name}-{namespace}-claim",
                 metadata=claim_body["metadata"],
                 spec=claim_body["spec"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, volume]),
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[*args.depends_on, volume], ignore_changes=list(CLAIM_IGNORED_CHANGES)
+                ),
             )
         self.claim_name = pulumi.Output.from_input(FSX_CLAIM)
         self.register_outputs({"claimName": self.claim_name})

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from harness import PROJECT_ROOT
+
 from eks_gpu_training.addons.dcgm_dashboard import DASHBOARD_URL, dcgm_dashboard_config_map
 from eks_gpu_training.offline import node_conditions
 
@@ -13,7 +15,7 @@ CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 
 def test_readme_node_condition_table_matches_the_agents_reasons(reference_dir):
     reasons = node_conditions.load_reasons(reference_dir / "eks-node-monitoring-agent-1.7.0" / "reasons.yaml")
-    readme = node_conditions.README.read_text()
+    readme = (PROJECT_ROOT / node_conditions.PAGE).read_text()
     assert readme == node_conditions.updated_readme(readme, reasons), "run `python -m eks_gpu_training.offline.node_conditions --write`"
 
 

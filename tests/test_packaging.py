@@ -29,6 +29,11 @@ assert installed.parent == pathlib.Path(sys.argv[1]), installed
 assert (installed / "py.typed").is_file()
 assert labeler_image.LABELER_DIR == installed / "labeler"
 assert labeler_image.build_context_files() and (installed / "labeler" / "Dockerfile").is_file()
+# The facts the offline tools read ship inside the package (scripts/generate_package_data.py).
+from eks_gpu_training.local import instance_types
+from eks_gpu_training.offline import agent_data
+assert instance_types.instance_type("p5.48xlarge").allocatable["nvidia.com/gpu"] == "8"
+assert agent_data.DATA.is_relative_to(installed) and agent_data.reasons()
 print(labeler_image.build_context_tag())
 """
 

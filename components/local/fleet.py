@@ -6,7 +6,7 @@ the stack's rendered ``aws:eks/nodeGroup:NodeGroup`` inputs, so they cannot drif
 program creates), the labels the kubelet and EKS add (hostname, os, arch, instance type, zone,
 region, ``eks.amazonaws.com/nodegroup`` and ``capacityType``), the network topology labels EKS's
 cloud-controller-manager adds on types EC2 reports a topology for, and the allocatable resources
-of their instance type from the upstream instance-type table (``instance_types``). Karpenter's
+of their instance type from the instance-type table the package ships (``instance_types``). Karpenter's
 pools start empty: Karpenter launches their nodes.
 """
 
@@ -92,8 +92,8 @@ def ephemeral_storage(disk_bytes: int) -> tuple[int, int]:
     return disk_bytes, int(disk_bytes * (1 - EVICTION_NODEFS_AVAILABLE)) - KUBE_RESERVED_EPHEMERAL_BYTES
 
 
-def _resources(reference: Path, type_name: str, *, efa: bool, disk_bytes: int) -> tuple[dict[str, str], dict[str, str]]:
-    facts = instance_type(reference, type_name)
+def _resources(type_name: str, *, efa: bool, disk_bytes: int) -> tuple[dict[str, str], dict[str, str]]:
+    facts = instance_type(type_name)
     allocatable = dict(facts.allocatable)
     allocatable.pop("vpc.amazonaws.com/pod-eni", None)  # the VPC resource controller's, not used here
     if not efa:
@@ -132,7 +132,7 @@ def _node_groups(resources: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def managed_nodes(
-    args: GpuTrainingPlatformArgs, resources: list[dict[str, Any]], reference: Path
+    args: GpuTrainingPlatformArgs, resources: list[dict[str, Any]]
 ) -> list[SimulatedNode]:
     """The nodes of every managed node group of a rendered stack (``resources.json``'s resources)."""
     pools = {pool.name: pool for pool in args.gpu_node_groups}
@@ -145,7 +145,7 @@ def managed_nodes(
         type_name = inputs["instanceTypes"][0]
         efa = bool(pool and pool.efa_enabled)
         root_gib = pool.root_volume_size_gib if pool else args.system_node_group.disk_size_gib
-        capacity, allocatable = _resources(reference, type_name, efa=efa,
+        capacity, allocatable = _resources(type_name, efa=efa,
                                            disk_bytes=_disk_bytes(args, type_name, root_gib))
         zones = _zones(args, pool.availability_zone if pool else None)
         taints = [
@@ -181,7 +181,7 @@ def _requirement(nodepool: dict[str, Any], key: str) -> list[str]:
 
 
 def karpenter_instance_types(
-    args: GpuTrainingPlatformArgs, nodepools: list[dict[str, Any]], reference: Path
+    args: GpuTrainingPlatformArgs, nodepools: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The instance-types file of Karpenter's KWOK provider (its ``InstanceTypeOptions`` JSON):
     each type a stack's NodePools allow, offered in the zones and capacity types they allow."""
@@ -194,7 +194,7 @@ def karpenter_instance_types(
         capacity_types = _requirement(nodepool, "karpenter.sh/capacity-type") or ["on-demand"]
         for type_name in _requirement(nodepool, "node.kubernetes.io/instance-type"):
             root_gib = pool.root_volume_size_gib if pool else 20
-            _, allocatable = _resources(reference, type_name, efa=efa, disk_bytes=_disk_bytes(args, type_name, root_gib))
+            _, allocatable = _resources(type_name, efa=efa, disk_bytes=_disk_bytes(args, type_name, root_gib))
             entry = offered.setdefault(type_name, {
                 "name": type_name, "offerings": [], "architecture": "amd64", "operatingSystems": ["linux"],
                 "resources": allocatable,

@@ -1,22 +1,25 @@
-"""What a node of an EC2 instance type reports to Kubernetes, read from the upstream table.
+"""What a node of an EC2 instance type reports to Kubernetes, as the package ships it.
 
-Source: Karpenter's "Instance Types" reference (aws/karpenter-provider-aws,
+Source: Karpenter's "Instance Types" reference (aws/karpenter-provider-aws v1.14.1,
 website/content/en/v1.14/reference/instance-types.md), which lists for every type the labels
 Karpenter gives its nodes and the allocatable resources of a node of that type: cpu and memory
 after the EKS AMI's kube-reserved, system-reserved and eviction threshold, ``pods`` from the
 type's ENI limits, ``nvidia.com/gpu`` and ``vpc.amazonaws.com/efa`` as the device plugins report
-them. The local cluster's simulated nodes report exactly these numbers.
+them. ``scripts/generate_package_data.py`` reads it with ``parse_table`` into
+``data/instance-types.json`` for every type the stacks can use (the GPU catalog's and the system
+node group's); the local cluster's simulated nodes report exactly these numbers.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-INSTANCE_TYPES_DOC = Path("karpenter-1.14.1") / "docs-instance-types.md"
-"""The table's path inside the upstream reference folder."""
+TABLE = Path(__file__).parent / "data" / "instance-types.json"
+"""The shipped table (package data), generated from the upstream reference."""
 
 _HEADING = re.compile(r"^### `(?P<name>[^`]+)`\s*$")
 _ROW = re.compile(r"^\s*\|(?P<key>[^|]+)\|(?P<value>[^|]*)\|\s*$")
@@ -43,13 +46,12 @@ class UnknownInstanceType(KeyError):
     pass
 
 
-@lru_cache(maxsize=4)
-def read_table(path: Path) -> dict[str, InstanceTypeFacts]:
-    """Every instance type of the table at ``path``."""
+def parse_table(text: str) -> dict[str, InstanceTypeFacts]:
+    """Every instance type of the upstream reference's Markdown ``text``."""
     types: dict[str, InstanceTypeFacts] = {}
     current: InstanceTypeFacts | None = None
     section = None
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         heading = _HEADING.match(line)
         if heading:
             current = InstanceTypeFacts(heading["name"])
@@ -72,9 +74,15 @@ def read_table(path: Path) -> dict[str, InstanceTypeFacts]:
     return types
 
 
-def instance_type(reference: Path, name: str) -> InstanceTypeFacts:
-    table = read_table(reference / INSTANCE_TYPES_DOC)
+@lru_cache(maxsize=1)
+def shipped_table() -> dict[str, InstanceTypeFacts]:
+    """The table the package ships."""
+    document = json.loads(TABLE.read_text())
+    return {name: InstanceTypeFacts(name, facts["labels"], facts["allocatable"]) for name, facts in document["types"].items()}
+
+
+def instance_type(name: str) -> InstanceTypeFacts:
     try:
-        return table[name]
+        return shipped_table()[name]
     except KeyError:
-        raise UnknownInstanceType(f"{name} is not in {reference / INSTANCE_TYPES_DOC}") from None
+        raise UnknownInstanceType(f"{name} is not among the instance types the package knows ({TABLE.name})") from None

@@ -3,31 +3,27 @@
 A managed node group's ``nodeRepairConfigOverrides`` names a condition and a reason; EKS applies the
 override only when the agent reports exactly that reason, so a misspelt reason (``NvidiaXid79Error``)
 is accepted by EKS and silently never matches. The agent's reasons are its ``reasons.yaml``
-(``%d`` in a template stands for a number, e.g. ``NvidiaXID%dError`` for ``NvidiaXID79Error``); the
-unmodified upstream file is in ``../shared/reference``.
+(``%d`` in a template stands for a number, e.g. ``NvidiaXID%dError`` for ``NvidiaXID79Error``), which
+the package ships (``offline.agent_data``).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
-from typing import Any, Iterator, Optional
-
-import yaml
+from typing import Any, Iterator
 
 from ...facts.aws_enums import suggestion
+from ..agent_data import AGENT_VERSION, reasons
 from ..render.markers import is_placeholder
 
-REASONS_FILE = "eks-node-monitoring-agent-1.7.0/reasons.yaml"
-AGENT_VERSION = "1.7.0"
 NODE_GROUP_TYPES = ("aws:eks/nodeGroup:NodeGroup", "eks:index:ManagedNodeGroup")
 
 
 @functools.cache
-def _reasons(path: Path) -> dict[str, list[str]]:
+def _reasons() -> dict[str, list[str]]:
     """Condition -> reason templates."""
-    return {condition: [entry["Template"] for entry in entries.values()] for condition, entries in yaml.safe_load(path.read_text()).items()}
+    return {condition: [entry["Template"] for entry in entries.values()] for condition, entries in reasons().items()}
 
 
 def _matches(template: str, reason: str) -> bool:
@@ -35,7 +31,7 @@ def _matches(template: str, reason: str) -> bool:
     return re.fullmatch(pattern, reason) is not None
 
 
-def check_repair_reasons(resource: dict[str, Any], reference: Optional[Path]) -> Iterator[tuple[str, str]]:
+def check_repair_reasons(resource: dict[str, Any]) -> Iterator[tuple[str, str]]:
     """("fail" | "skip", line) for each repair override of a node group whose reason the agent never reports."""
     if resource["type"] not in NODE_GROUP_TYPES:
         return
@@ -43,18 +39,15 @@ def check_repair_reasons(resource: dict[str, Any], reference: Optional[Path]) ->
     if not isinstance(overrides, list) or not overrides:
         return
     where = f"{resource['type']} {resource['name']}: nodeRepairConfig.nodeRepairConfigOverrides"
-    if reference is None or not (reference / REASONS_FILE).is_file():
-        yield "skip", f"{where}: the node monitoring agent's reasons.yaml is not in the reference folder"
-        return
-    reasons = _reasons(reference / REASONS_FILE)
+    known = _reasons()
     for i, override in enumerate(overrides):
         condition, reason = override.get("nodeMonitoringCondition"), override.get("nodeUnhealthyReason")
         if not isinstance(condition, str) or not isinstance(reason, str) or is_placeholder(condition) or is_placeholder(reason):
             continue
-        if condition not in reasons:
-            yield "fail", f"{where}[{i}].nodeMonitoringCondition: '{condition}' is not a condition the {AGENT_VERSION} agent sets{suggestion(condition, frozenset(reasons))}"
-        elif not any(_matches(template, reason) for template in reasons[condition]):
-            hint = suggestion(reason, frozenset(t for t in reasons[condition] if "%" not in t))
+        if condition not in known:
+            yield "fail", f"{where}[{i}].nodeMonitoringCondition: '{condition}' is not a condition the {AGENT_VERSION} agent sets{suggestion(condition, frozenset(known))}"
+        elif not any(_matches(template, reason) for template in known[condition]):
+            hint = suggestion(reason, frozenset(t for t in known[condition] if "%" not in t))
             yield "fail", (
                 f"{where}[{i}].nodeUnhealthyReason: '{reason}' is not a reason the {AGENT_VERSION} agent reports for {condition}, "
                 f"so the override would never apply{hint}"

@@ -1,0 +1,87 @@
+"""Generate the facts the package needs at run time from the upstream files they come from.
+
+    python scripts/generate_package_data.py --reference ../shared/reference
+
+Writes, each with the upstream source it was read from:
+
+- ``components/local/data/instance-types.json``: what a node of each instance type the stacks can
+  use (every GPU type of the catalog and every system node type) reports to Kubernetes, read from
+  Karpenter 1.14.1's "Instance Types" reference (aws/karpenter-provider-aws,
+  website/content/en/v1.14/reference/instance-types.md): the labels Karpenter gives the node and
+  the allocatable resources. The local cluster's simulated nodes report exactly these.
+- ``components/offline/data/eks-node-monitoring-agent-1.7.0.json``: the EKS node monitoring
+  agent's add-on configuration schema (aws/eks-node-monitoring-agent v1.7.0,
+  charts/configuration.schema.json) and the node conditions and reasons it reports
+  (pkg/reasons/reasons.yaml), which ``eks-gpu-training-check`` and the docs' table read.
+
+``tests/test_package_data.py`` regenerates both from the reference folder and fails when the shipped
+files differ, so they cannot drift from their source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import yaml
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+INSTANCE_TYPES_DOC = Path("karpenter-1.14.1") / "docs-instance-types.md"
+INSTANCE_TYPES_SOURCE = "aws/karpenter-provider-aws v1.14.1, website/content/en/v1.14/reference/instance-types.md"
+AGENT = "eks-node-monitoring-agent-1.7.0"
+AGENT_SOURCE = {
+    "configurationSchema": "aws/eks-node-monitoring-agent v1.7.0, charts/configuration.schema.json",
+    "reasons": "aws/eks-node-monitoring-agent v1.7.0, pkg/reasons/reasons.yaml",
+}
+OUTPUTS = {
+    "instance-types": PROJECT / "components" / "local" / "data" / "instance-types.json",
+    "node-monitoring": PROJECT / "components" / "offline" / "data" / f"{AGENT}.json",
+}
+
+
+def instance_types(reference: Path) -> dict:
+    from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
+    from eks_gpu_training.facts.node_allocatable import SYSTEM_INSTANCE_TYPES
+    from eks_gpu_training.local.instance_types import parse_table
+
+    table = parse_table((reference / INSTANCE_TYPES_DOC).read_text())
+    wanted = sorted({*GPU_INSTANCE_TYPES, *SYSTEM_INSTANCE_TYPES})
+    missing = [name for name in wanted if name not in table]
+    if missing:
+        raise SystemExit(f"{reference / INSTANCE_TYPES_DOC} lacks {', '.join(missing)}")
+    return {
+        "source": INSTANCE_TYPES_SOURCE,
+        "types": {name: {"labels": table[name].labels, "allocatable": table[name].allocatable} for name in wanted},
+    }
+
+
+def node_monitoring(reference: Path) -> dict:
+    folder = reference / AGENT
+    return {
+        "source": AGENT_SOURCE,
+        "configurationSchema": json.loads((folder / "configuration.schema.json").read_text()),
+        "reasons": yaml.safe_load((folder / "reasons.yaml").read_text()),
+    }
+
+
+def generate(reference: Path) -> dict[str, str]:
+    """Each output's name -> its text."""
+    documents = {"instance-types": instance_types(reference), "node-monitoring": node_monitoring(reference)}
+    return {name: json.dumps(document, indent=1, sort_keys=True) + "\n" for name, document in documents.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reference", type=Path, required=True, help="the folder of unmodified upstream files")
+    options = parser.parse_args()
+    for name, text in generate(options.reference).items():
+        OUTPUTS[name].parent.mkdir(parents=True, exist_ok=True)
+        OUTPUTS[name].write_text(text)
+        print(f"wrote {OUTPUTS[name].relative_to(PROJECT)} ({len(text) // 1024} KiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

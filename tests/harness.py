@@ -1,8 +1,13 @@
 """The mock-engine harness the tests use. It lives in ``eks_gpu_training.offline.engine`` (the render command
 runs the same engine) and is re-exported here under the names the tests import."""
 
+from pathlib import Path
+
 from eks_gpu_training.offline.engine import *  # noqa: F403
 from eks_gpu_training.offline.engine import __all__  # noqa: F401
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+"""This checkout: the project the tests run (the package itself knows no checkout)."""
 
 
 def research_cluster(network, *, system_node_group: bool = True):

@@ -15,7 +15,7 @@ STACK_KEYS = {f.alias for n, f in GpuTrainingPlatformArgs.model_fields.items() i
 
 
 def test_configuration_reference_is_generated_from_the_model():
-    document = docs.DOCUMENT.read_text()
+    document = (PROJECT_ROOT / docs.DOCUMENT).read_text()
     assert document == docs.updated_document(document), "run `python -m eks_gpu_training.offline.docs --write`"
 
 

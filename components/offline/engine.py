@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 import pulumi
-import yaml
 from pulumi.runtime import mocks as runtime_mocks
 from pulumi.runtime import rpc, settings
 from pulumi.runtime.proto import resource_pb2
@@ -40,7 +39,6 @@ from .mocks import ACCOUNT_ID, PlausibleMocks
 
 __all__ = [
     "ACCOUNT_ID",
-    "PROJECT_ROOT",
     "Graph",
     "PlausibleMocks",
     "RecordingMonitor",
@@ -52,7 +50,6 @@ __all__ = [
     "stack_file",
 ]
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 @dataclass
@@ -275,14 +272,29 @@ def run_program(
     return contextvars.Context().run(body)
 
 
-def stack_file(stack: str, project_root: Path = PROJECT_ROOT) -> Path:
-    """``stacks/Pulumi.<stack>.yaml`` of a project."""
-    return project_root / "stacks" / f"Pulumi.{stack}.yaml"
+def stack_file(stack: str, project_root: Optional[Path] = None) -> Path:
+    """The stack file of a stack of the project (``platform.stack_files.locate_stack``)."""
+    from ..platform.stack_files import locate_stack
+
+    return locate_stack(stack, project_root).path
 
 
-def stack_config(stack: str, project_root: Path = PROJECT_ROOT) -> dict[str, Any]:
-    """The ``config`` of ``stacks/Pulumi.<stack>.yaml``."""
-    return yaml.safe_load(stack_file(stack, project_root).read_text())["config"]
+def stack_config(stack: str, project_root: Optional[Path] = None) -> dict[str, Any]:
+    """The ``config`` of a stack's file."""
+    from ..platform.stack_files import locate_stack
+
+    return locate_stack(stack, project_root).settings()
+
+
+def project_dir(project_root: Optional[Path] = None) -> Path:
+    """``project_root``, else the Pulumi project the current folder is in."""
+    from ..config import ConfigError, Problem
+    from ..platform.stack_files import PROJECT_FILE, find_project
+
+    found = project_root or find_project(Path.cwd())
+    if found is None:
+        raise ConfigError([Problem(PROJECT_FILE, f"no Pulumi project in {Path.cwd()} or a folder above it")])
+    return found
 
 
 def run_main(
@@ -291,13 +303,15 @@ def run_main(
     stack: str = "test",
     preview: bool = False,
     mocks: Optional[pulumi.runtime.Mocks] = None,
-    project_root: Path = PROJECT_ROOT,
+    project_root: Optional[Path] = None,
 ) -> Graph:
-    """Run a project's ``__main__.py`` under mocks with the given stack configuration."""
+    """Run a project's ``__main__.py`` (``project_root``, else the project the current folder is
+    in) under mocks with the given stack configuration."""
     import runpy
 
+    program = project_dir(project_root) / "__main__.py"
     return run_program(
-        lambda: runpy.run_path(str(project_root / "__main__.py"), run_name="__main__"),
+        lambda: runpy.run_path(str(program), run_name="__main__"),
         config,
         stack=stack,
         preview=preview,

@@ -9,17 +9,16 @@ FSx claims Bound. A feature the stack leaves off gives one skip row that says so
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional, Union
-
-import yaml
+from typing import Optional, Union
 
 from ..addons import topology_labeler
 from ..addons.kueue import KUEUE_NAMESPACE
 from ..aws.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
-from ..config import NODE_MONITORING_AGENT_ADDON, PROJECT, ConfigError, GpuTrainingPlatformArgs, Problem
+from ..config import NODE_MONITORING_AGENT_ADDON, PROJECT, GpuTrainingPlatformArgs
 from ..facts.gpu_nodes import GPU_POOL_KEY
 from ..facts.quantity import parse_quantity
 from ..platform.loading import platform_args_from_settings
+from ..platform.stack_files import locate_stack
 from ..workloads.fleet_capacity import resolve_quota
 from ..workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, pool_flavors
 from ..workloads.scheduling_policies import QUOTA_NAME
@@ -39,32 +38,13 @@ the checked arguments themselves."""
 # --- reading the stack file ----------------------------------------------------------------------
 
 
-def stack_file(stack: Union[str, Path], project_dir: Optional[Path] = None) -> Path:
-    """The stack file of a stack name (in the project's ``stackConfigDir``, ``stacks`` by default)
-    or a path given as is."""
-    text = str(stack)
-    if text.endswith((".yaml", ".yml")) or "/" in text:
-        return Path(text)
-    project_dir = Path.cwd() if project_dir is None else project_dir
-    project = _project(project_dir)
-    return project_dir / project.get("stackConfigDir", "stacks") / f"Pulumi.{text}.yaml"
-
-
-def _project(project_dir: Path) -> dict[str, Any]:
-    path = project_dir / "Pulumi.yaml"
-    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
-
-
 def load_stack_args(stack: StackRef, project_dir: Optional[Path] = None) -> GpuTrainingPlatformArgs:
     """The checked arguments of a stack file. The settings are read from ``eks-gpu-training:``, or
     from the one other project namespace the file sets (a program named ``acme`` keeps them under
     ``acme:``), as ``load_stack_config`` reads a running stack's. Raises ``ConfigError``."""
     if isinstance(stack, GpuTrainingPlatformArgs):
         return stack
-    path = stack_file(stack, project_dir)
-    if not path.is_file():
-        raise ConfigError([Problem(str(path), "no such stack file")])
-    settings = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    settings = locate_stack(stack, project_dir).settings()
     namespaces = {str(key).split(":", 1)[0] for key in settings if ":" in str(key)} - {"aws"}
     namespace = PROJECT if PROJECT in namespaces or len(namespaces) != 1 else namespaces.pop()
     return platform_args_from_settings(settings, namespace)

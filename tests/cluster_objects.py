@@ -1,5 +1,5 @@
-"""Kubernetes objects as the API server serves them (``kubectl get -o json`` shape), for the verify
-command's tests: nodes of a GPU pool, training pods, PDBs, PriorityClasses, queues."""
+"""Kubernetes objects as the API server serves them (``kubectl get -o json`` shape), for the tests of
+verify and of rendered pods: nodes of a GPU pool, training pods, PDBs, PriorityClasses, queues."""
 
 from __future__ import annotations
 
@@ -174,3 +174,23 @@ def daemon_set(name: str, namespace: str) -> dict[str, Any]:
 
 def daemon_pods(daemon: str, namespace: str, nodes: Sequence[str], *, ready: bool = True) -> list[dict[str, Any]]:
     return [pod(f"{daemon}-{n}", namespace, node=n, owner=("DaemonSet", daemon), ready=ready) for n in nodes]
+
+
+def _matches(expression: dict[str, Any], labels: dict[str, str]) -> bool:
+    key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+    return {
+        "In": lambda: labels.get(key) in values,
+        "NotIn": lambda: labels.get(key) not in values,
+        "Exists": lambda: key in labels,
+        "DoesNotExist": lambda: key not in labels,
+    }[operator]()
+
+
+def selects_node(pod_spec: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A node with ``labels`` satisfies the pod's nodeSelector and required node affinity: a unit
+    tier pre-check of a rendered pod (taints aside); the cluster tier has the scheduler decide."""
+    if any(labels.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
+        return False
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    return not required or any(all(_matches(e, labels) for e in term.get("matchExpressions") or [])
+                               for term in required["nodeSelectorTerms"])

@@ -11,6 +11,7 @@ import copy
 import pytest
 import yaml
 
+from cluster_objects import selects_node
 from harness import stack_config
 
 from eks_gpu_training.addons import system_footprints as footprints
@@ -95,25 +96,11 @@ def _gpu_node_labels(instance_type: str) -> dict[str, str]:
             "node.kubernetes.io/instance-type": instance_type}
 
 
-def _matches(expression: dict, labels: dict) -> bool:
-    key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
-    return {
-        "In": lambda: labels.get(key) in values,
-        "NotIn": lambda: labels.get(key) not in values,
-        "Exists": lambda: key in labels,
-        "DoesNotExist": lambda: key not in labels,
-    }[operator]()
-
-
 def _lands_on(pod: dict, labels: dict) -> bool:
     """The pod tolerates the GPU taint and a GPU node with ``labels`` satisfies its nodeSelector and
     required node affinity (a pre-check; the cluster tier has the scheduler decide)."""
     tolerated = any(t.get("operator") == "Exists" and t.get("key") in (None, GPU_TAINT_KEY) for t in pod.get("tolerations") or [])
-    if not tolerated or any(labels.get(k) != v for k, v in (pod.get("nodeSelector") or {}).items()):
-        return False
-    required = ((pod.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    return not required or any(all(_matches(e, labels) for e in term.get("matchExpressions") or [])
-                               for term in required["nodeSelectorTerms"])
+    return tolerated and selects_node(pod, labels)
 
 
 def _requests(pod: dict) -> tuple[int, int]:

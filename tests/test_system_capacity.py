@@ -8,6 +8,7 @@ import copy
 import pytest
 import yaml
 
+from cluster_objects import selects_node
 from harness import stack_config
 
 from eks_gpu_training.addons import system_footprints as footprints
@@ -102,24 +103,9 @@ SYSTEM_NODE_LABELS = {
 """The labels a system node carries that the charts' selectors read."""
 
 
-def _matches(expression: dict, labels: dict) -> bool:
-    key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
-    return {
-        "In": lambda: labels.get(key) in values,
-        "NotIn": lambda: labels.get(key) not in values,
-        "Exists": lambda: key in labels,
-        "DoesNotExist": lambda: key not in labels,
-    }[operator]()
-
-
 def runs_on_system_nodes(pod_spec: dict) -> bool:
     """A system node satisfies the pod's nodeSelector and required node affinity (no taint to tolerate)."""
-    if any(SYSTEM_NODE_LABELS.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
-        return False
-    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    if not required:
-        return True
-    return any(all(_matches(e, SYSTEM_NODE_LABELS) for e in term.get("matchExpressions") or []) for term in required["nodeSelectorTerms"])
+    return selects_node(pod_spec, SYSTEM_NODE_LABELS)
 
 
 def footprint_of(obj: dict) -> footprints.PodFootprint:
@@ -173,13 +159,13 @@ def test_the_footprint_constants_are_what_the_pinned_charts_render(rendered_stac
 
 
 @pytest.mark.parametrize("version", ["v24.9.2", "v26.7.0"])
-def test_the_gpu_operator_footprint_holds_for_every_supported_chart_version(version, reference_dir, tmp_path):
+def test_the_gpu_operator_footprint_holds_for_every_supported_chart_version(version, chart_sources, tmp_path):
     from eks_gpu_training.offline.render.charts import render_release
 
     values = gpu_operator_values(GpuOperatorConfig(chart_version=version), node_os_of("AL2023_x86_64_NVIDIA"), {"role": "system"})
     rendered = render_release(
         {"release": "gpu-operator", "chart": "gpu-operator", "version": version, "namespace": "gpu-operator", "values": values},
-        reference_dir,
+        chart_sources.locate("gpu-operator", version),
     )
     assert not rendered.error and not rendered.skipped, (rendered.error, rendered.skipped)
     for i, (_, obj) in enumerate(rendered.objects):

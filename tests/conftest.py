@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -82,27 +83,70 @@ def health_graph():
     return graph
 
 
+@pytest.fixture(scope="session")
+def charts_mirror(reference_dir, tmp_path_factory):
+    """The reference folder's pinned charts in a Helm repository on loopback, packaged and indexed
+    by Helm's own client, as a company mirror serves them (``tests/chart_mirror.py``)."""
+    from chart_mirror import ChartMirror, package_charts
+
+    folder = tmp_path_factory.mktemp("chart-mirror")
+    package_charts(reference_dir, folder)
+    mirror = ChartMirror(folder)
+    yield mirror
+    mirror.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def configured_charts(request, tmp_path_factory):
+    """The commands the tests run (render, check, the local cluster) get their charts as a user
+    with a mirror does: ``$EKS_GPU_TRAINING_CHARTS_MIRROR`` names the loopback mirror, and the
+    chart cache is the session's own, empty at first, so the first render pulls through Helm's
+    client. Without the reference folder there is no mirror: the tests that render charts skip
+    (``chart_sources``), and the others never ask for a chart."""
+    from eks_gpu_training.offline.chart_sources import CACHE_ENV, MIRROR_ENV
+
+    saved = {name: os.environ.get(name) for name in (CACHE_ENV, MIRROR_ENV)}
+    os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("chart-cache"))
+    os.environ.pop(MIRROR_ENV, None)
+    if REFERENCE.is_dir():
+        os.environ[MIRROR_ENV] = request.getfixturevalue("charts_mirror").url
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture(scope="session")
+def chart_sources(charts_mirror):
+    """The configured chart sources (the loopback mirror and the session's cache)."""
+    from eks_gpu_training.offline.chart_sources import ChartSources
+
+    return ChartSources.configured()
+
+
 @pytest.fixture(scope="session", params=STACKS)
-def rendered_stack(request, tmp_path_factory):
+def rendered_stack(request, tmp_path_factory, chart_sources):
     """Each stack file rendered offline (``eks-gpu-training-render``'s work) into its own folder."""
     from eks_gpu_training.offline.render import render
 
     out = tmp_path_factory.mktemp(f"render-{request.param}")
-    return request.param, out, render(request.param, out)
+    return request.param, out, render(request.param, out, sources=chart_sources)
 
 
 @pytest.fixture
-def render_program(tmp_path):
+def render_program(tmp_path, request):
     """Render any program offline into a fresh folder; returns the folder."""
     from eks_gpu_training.offline.engine import run_program
     from eks_gpu_training.offline.render import write_render
     from eks_gpu_training.offline.render.engine import PlaceholderMocks, to_render
 
-    def render(program, kubernetes_version: str = "1.34", picture: bool = False) -> Path:
+    def render(program, kubernetes_version: str = "1.34", picture: bool = False, charts: bool = True) -> Path:
         graph = run_program(program, {}, preview=True, mocks=PlaceholderMocks("us-west-2"))
         assert graph.error is None, repr(graph.error)
         result = to_render(graph, stack="test", project="eks-gpu-training", region="us-west-2", kubernetes_version=kubernetes_version)
-        write_render(result, tmp_path, picture=picture)
+        write_render(result, tmp_path, picture=picture, sources=request.getfixturevalue("chart_sources") if charts else None)
         return tmp_path
 
     return render

@@ -14,13 +14,16 @@ from eks_gpu_training.facts.catalog import (
 )
 from eks_gpu_training.config import END_OF_LIFE_AMI_TYPES, NVIDIA_AMI_TYPES
 from eks_gpu_training.aws.gpu_node_group import GPU_TAINT_EFFECT
-from eks_gpu_training.local.instance_types import INSTANCE_TYPES_DOC, read_table
+from eks_gpu_training.local.instance_types import parse_table
+
+INSTANCE_TYPES_DOC = "karpenter-1.14.1/docs-instance-types.md"
+"""Karpenter's instance-type reference in the reference folder."""
 
 
 def instance_type_docs(reference_dir) -> dict[str, dict[str, str]]:
     """Karpenter's instance-type reference: labels and resources per instance type, read by the
     same parser the local cluster's fleet uses."""
-    table = read_table(reference_dir / INSTANCE_TYPES_DOC)
+    table = parse_table((reference_dir / INSTANCE_TYPES_DOC).read_text())
     return {name: {**facts.labels, **facts.allocatable} for name, facts in table.items()}
 
 

@@ -218,29 +218,46 @@ def test_without_training_namespaces_kueue_manages_no_jobs():
     }
 
 
-def test_every_kueue_kind_the_stacks_make_has_its_crd_in_the_check(reference_dir):
-    """The stacks' Kueue objects are validated against Kueue's CRDs, not skipped: the check of each
-    rendered stack (tests/test_check.py) then reports no failure and no skip."""
+KUEUE_RELEASE = {"release": "kueue", "chart": KUEUE_CHART, "version": "0.19.2", "namespace": "kueue-system", "values": {}}
+
+
+def with_kueue_chart(program):
+    """``program`` beside Kueue's chart, whose templates hold its CRDs, which the check reads from
+    the render as the API server gets them from the chart."""
+    def both():
+        k8s.helm.v3.Release("kueue", name="kueue", chart=KUEUE_CHART, version="0.19.2", namespace="kueue-system")
+        program()
+
+    return both
+
+
+def test_every_kueue_kind_the_stacks_make_has_its_crd_in_the_kueue_chart(chart_sources):
+    """The stacks' Kueue objects are validated against the CRDs Kueue's chart installs, not skipped:
+    the check of each rendered stack (tests/test_check.py) then reports no failure and no skip."""
+    from eks_gpu_training.offline.render.charts import locate_release_chart, render_release
+
     crds = CustomResourceSchemas()
-    crds.add_files(sorted((reference_dir / "kueue-0.19.2" / "crds").glob("*.yaml")))
+    for path, obj in render_release(KUEUE_RELEASE, *locate_release_chart(KUEUE_RELEASE, chart_sources)).objects:
+        if obj["kind"] == "CustomResourceDefinition":
+            crds.add(obj, path)
     assert all(crds.knows("kueue.x-k8s.io", kind) for kind in ("Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue"))
 
 
-def test_a_topology_flavor_without_node_labels_fails_kueues_cel_rule(render_program, reference_dir):
-    program = lambda: k8s.apiextensions.CustomResource(  # noqa: E731
+def test_a_topology_flavor_without_node_labels_fails_kueues_cel_rule(render_program):
+    program = with_kueue_chart(lambda: k8s.apiextensions.CustomResource(
         "flavor", api_version="kueue.x-k8s.io/v1beta2", kind="ResourceFlavor", metadata={"name": "p5"}, spec={"topologyName": "aws-network"}
-    )
-    [failure] = check_render(render_program(program), reference_dir).failures
+    ))
+    [failure] = check_render(render_program(program)).failures
     assert failure.startswith("manifests/resourceflavor_p5.yaml: ResourceFlavor p5: CEL rule at /spec: at least one nodeLabel is required when topology is set")
 
 
-def test_a_cluster_queue_flavor_missing_a_covered_resource_fails(render_program, reference_dir):
+def test_a_cluster_queue_flavor_missing_a_covered_resource_fails(render_program):
     queue = cluster_queue("training", {"p5": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "8"}})
     queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"].pop()
-    program = lambda: k8s.apiextensions.CustomResource(  # noqa: E731
+    program = with_kueue_chart(lambda: k8s.apiextensions.CustomResource(
         "queue", api_version=queue["apiVersion"], kind="ClusterQueue", metadata=queue["metadata"], spec=queue["spec"]
-    )
-    [failure] = check_render(render_program(program), reference_dir).failures
+    ))
+    [failure] = check_render(render_program(program)).failures
     assert "flavors must have the same number of resources as the coveredResources" in failure
 
 

@@ -56,9 +56,9 @@ def prod_render():
     return args, [r.as_json() for r in result.resources]
 
 
-def test_each_managed_pool_node_carries_what_its_node_group_registers(prod_render, reference_dir):
+def test_each_managed_pool_node_carries_what_its_node_group_registers(prod_render):
     args, resources = prod_render
-    nodes = managed_nodes(args, resources, reference_dir)
+    nodes = managed_nodes(args, resources)
     gpu = [n for n in nodes if n.pool == "p5-training"]
     assert len(gpu) == 2
     manifest = gpu[0].manifest()
@@ -77,17 +77,17 @@ def test_each_managed_pool_node_carries_what_its_node_group_registers(prod_rende
     assert len(system) == 3 and all(n.labels["role"] == "system" and not n.taints for n in system)
 
 
-def test_the_instance_store_array_is_the_gpu_nodes_ephemeral_storage(prod_render, reference_dir):
+def test_the_instance_store_array_is_the_gpu_nodes_ephemeral_storage(prod_render):
     args, resources = prod_render
-    node = next(n for n in managed_nodes(args, resources, reference_dir) if n.pool == "p5-training")
+    node = next(n for n in managed_nodes(args, resources) if n.pool == "p5-training")
     assert node.capacity["ephemeral-storage"] == str(30400 * 10**9)
 
 
-def test_ephemeral_storage_keeps_the_eks_amis_reserve_as_karpenters_table_does(reference_dir):
+def test_ephemeral_storage_keeps_the_eks_amis_reserve_as_karpenters_table_does():
     # Karpenter's table lists 17Gi allocatable for its 20Gi default root volume.
     _, allocatable = ephemeral_storage(20 * 2**30)
     assert allocatable == 17 * 2**30
-    assert instance_type(reference_dir, "m7i.large").allocatable["ephemeral-storage"] == "17Gi"
+    assert instance_type("m7i.large").allocatable["ephemeral-storage"] == "17Gi"
 
 
 def test_pool_nodes_are_laid_out_in_blocks_under_one_spine():
@@ -98,14 +98,14 @@ def test_pool_nodes_are_laid_out_in_blocks_under_one_spine():
     assert all(re.fullmatch(r"nn-[0-9a-f]{17}", value) for layout in layouts for value in layout.values())
 
 
-def test_karpenter_is_offered_only_the_types_zones_and_capacity_its_nodepools_allow(reference_dir):
+def test_karpenter_is_offered_only_the_types_zones_and_capacity_its_nodepools_allow():
     args = platform_args_from_settings(stack_config("dev"))
     nodepool = {"metadata": {"name": "gpu-training"}, "spec": {"template": {"spec": {"requirements": [
         {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["g6e.xlarge"]},
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
         {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2a", "us-west-2b"]},
     ]}}}}
-    [offered] = karpenter_instance_types(args, [nodepool], reference_dir)
+    [offered] = karpenter_instance_types(args, [nodepool])
     assert offered["name"] == "g6e.xlarge" and offered["resources"][GPU_RESOURCE] == "1"
     zones = sorted(o["Requirements"][1]["values"][0] for o in offered["offerings"])
     assert zones == ["us-west-2a", "us-west-2b"]
@@ -218,7 +218,7 @@ def test_without_go_a_missing_component_fails_saying_what_is_missing(tmp_path, m
     )
 
 
-def test_a_simulated_node_is_created_with_its_status_in_one_call(prod_render, reference_dir):
+def test_a_simulated_node_is_created_with_its_status_in_one_call(prod_render):
     """KWOK gives a node it sees without allocatable its own defaults (1k CPU, 1Ti); a status
     written after the create could lose that race, so the node is created whole."""
     from eks_gpu_training.local.cluster import _create_node
@@ -232,16 +232,16 @@ def test_a_simulated_node_is_created_with_its_status_in_one_call(prod_render, re
     class Applier:
         core = Core()
 
-    node = next(n for n in managed_nodes(*prod_render, reference_dir) if n.pool == "p5-training")
+    node = next(n for n in managed_nodes(*prod_render) if n.pool == "p5-training")
     _create_node(Applier(), node.manifest())
     assert [kind for kind, _ in calls] == ["create"]
     assert calls[0][1]["status"]["allocatable"] == node.allocatable
 
 
-def test_an_efa_nodes_hugepages_come_out_of_its_allocatable_memory(prod_render, reference_dir):
+def test_an_efa_nodes_hugepages_come_out_of_its_allocatable_memory(prod_render):
     from eks_gpu_training.facts.gpu_nodes import EFA_NODE_HUGEPAGES_MIB
 
-    node = next(n for n in managed_nodes(*prod_render, reference_dir) if n.pool == "p5-training")
-    table = instance_type(reference_dir, node.instance_type).allocatable["memory"]
+    node = next(n for n in managed_nodes(*prod_render) if n.pool == "p5-training")
+    table = instance_type(node.instance_type).allocatable["memory"]
     assert node.allocatable[HUGEPAGES_RESOURCE] == f"{EFA_NODE_HUGEPAGES_MIB}Mi"
     assert node.allocatable["memory"] == f"{int(table.removesuffix('Mi')) - EFA_NODE_HUGEPAGES_MIB}Mi"

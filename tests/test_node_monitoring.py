@@ -19,8 +19,12 @@ GET_ADDON_VERSION = "aws:eks/getAddonVersion:getAddonVersion"
 
 
 @pytest.fixture(scope="module")
-def schema(reference_dir):
-    return json.loads((reference_dir / "eks-node-monitoring-agent-1.7.0" / "configuration.schema.json").read_text())
+def schema():
+    """The add-on's configuration schema as the package ships it (``tests/test_package_data.py``
+    holds it to the upstream file)."""
+    from eks_gpu_training.offline.agent_data import configuration_schema
+
+    return configuration_schema("eks-node-monitoring-agent", None)[0]
 
 
 def test_configuration_passes_the_addon_schema(schema):
@@ -103,7 +107,7 @@ def test_the_gpu_operator_starts_no_second_host_engine_on_port_5555(prod_graph):
     assert release.inputs["values"]["dcgmExporter"]["enabled"] is True
 
 
-def test_check_fails_an_addon_configuration_eks_would_refuse_and_passes_the_stacks_own(reference_dir):
+def test_check_fails_an_addon_configuration_eks_would_refuse_and_passes_the_stacks_own():
     from eks_gpu_training.offline.check.addons import check_addon
 
     resource = {
@@ -111,16 +115,19 @@ def test_check_fails_an_addon_configuration_eks_would_refuse_and_passes_the_stac
         "name": AGENT,
         "inputs": {"addonName": "eks-node-monitoring-agent", "configurationValues": json.dumps({"dcgmAgent": {"runtimeClassName": "nvidia"}})},
     }
-    assert list(check_addon(resource, reference_dir)) == [
+    assert list(check_addon(resource)) == [
         (
             "fail",
             f"{ADDON} {AGENT} (eks-node-monitoring-agent): configurationValues.dcgmAgent: Additional properties are not "
-            "allowed ('runtimeClassName' was unexpected) (eks-node-monitoring-agent-1.7.0/configuration.schema.json)",
+            "allowed ('runtimeClassName' was unexpected) (eks-node-monitoring-agent 1.7.0 configuration.schema.json)",
         )
     ]
     good = {**resource, "inputs": {**resource["inputs"], "configurationValues": json.dumps(node_monitoring_agent_configuration())}}
-    assert list(check_addon(good, reference_dir)) == []
-    assert [outcome for outcome, _ in check_addon(good, None)] == ["skip"]
+    assert list(check_addon(good)) == []
+    older = {**good, "inputs": {**good["inputs"], "addonVersion": "v1.6.7-eksbuild.2"}}
+    assert list(check_addon(older)) == [("skip", f"{ADDON} {AGENT} (eks-node-monitoring-agent): configuration values not "
+                                         "checked: the package ships the configuration schema of eks-node-monitoring-agent "
+                                         "1.7.0, not 1.6.7")]
 
 
 def test_a_pinned_addon_version_is_used_as_is_and_nothing_is_resolved(health_graph):

@@ -10,6 +10,7 @@ import shutil
 import pulumi_kubernetes as k8s
 import pytest
 
+from eks_gpu_training.offline.chart_sources import ChartSources
 from eks_gpu_training.offline.render import GRAPH_PNG, GRAPH_SVG, RenderCache, write_render
 from eks_gpu_training.offline.render import cache as render_cache
 from eks_gpu_training.offline.render import charts, picture
@@ -35,27 +36,27 @@ def helm_calls(monkeypatch):
     calls = []
     real = charts.render_release
 
-    def counted(release, reference):
+    def counted(release, source, reason=""):
         calls.append(release["release"])
-        return real(release, reference)
+        return real(release, source, reason)
 
     monkeypatch.setattr(charts, "render_release", counted)
     return calls
 
 
-def gpu_operator_release(reference_dir, **values):
+def gpu_operator_release(**values):
     return {"release": "gpu-operator", "chart": "gpu-operator", "version": "v26.7.0", "namespace": "gpu-operator",
             "values": {"driver": {"enabled": False}, **values}}
 
 
 def test_a_repeated_render_writes_the_same_files_without_helm_or_graphviz(
-    prod_render, reference_dir, tmp_path, helm_calls, monkeypatch
+    prod_render, chart_sources, tmp_path, helm_calls, monkeypatch
 ):
     cache = RenderCache(tmp_path / "cache")
-    write_render(prod_render, tmp_path / "fresh", reference=reference_dir, cache=cache)
+    write_render(prod_render, tmp_path / "fresh", sources=chart_sources, cache=cache)
     assert len(helm_calls) == 6
     uncached = tmp_path / "uncached"
-    write_render(prod_render, uncached, reference=reference_dir, cache=None)
+    write_render(prod_render, uncached, sources=chart_sources, cache=None)
     helm_calls.clear()
 
     real_popen = picture.subprocess.Popen
@@ -65,31 +66,31 @@ def test_a_repeated_render_writes_the_same_files_without_helm_or_graphviz(
         return real_popen(command, *args, **kwargs)
 
     monkeypatch.setattr(picture.subprocess, "Popen", no_layout)
-    summary = write_render(prod_render, tmp_path / "repeated", reference=reference_dir, cache=cache)
+    summary = write_render(prod_render, tmp_path / "repeated", sources=chart_sources, cache=cache)
     assert helm_calls == []
     assert files(tmp_path / "repeated") == files(tmp_path / "fresh") == files(uncached)
     assert (tmp_path / "repeated" / GRAPH_SVG).is_file() and (tmp_path / "repeated" / GRAPH_PNG).is_file()
     assert [len(c.objects) for c in summary.charts] == [len(c.objects) for c in write_render(
-        prod_render, tmp_path / "again", reference=reference_dir, cache=None, picture=False).charts]
+        prod_render, tmp_path / "again", sources=chart_sources, cache=None, picture=False).charts]
 
 
-def test_a_changed_value_renders_that_release_again(reference_dir, tmp_path, helm_calls):
+def test_a_changed_value_renders_that_release_again(chart_sources, tmp_path, helm_calls):
     cache = RenderCache(tmp_path)
-    first, _ = render_cache.render_release_cached(gpu_operator_release(reference_dir), reference_dir, cache)
-    again, _ = render_cache.render_release_cached(gpu_operator_release(reference_dir), reference_dir, cache)
+    first, _ = render_cache.render_release_cached(gpu_operator_release(), chart_sources, cache)
+    again, _ = render_cache.render_release_cached(gpu_operator_release(), chart_sources, cache)
     assert helm_calls == ["gpu-operator"] and again.objects == first.objects
     changed, _ = render_cache.render_release_cached(
-        gpu_operator_release(reference_dir, mig={"strategy": "mixed"}), reference_dir, cache
+        gpu_operator_release(mig={"strategy": "mixed"}), chart_sources, cache
     )
     assert helm_calls == ["gpu-operator", "gpu-operator"]
     policy = next(obj for _, obj in changed.objects if obj["kind"] == "ClusterPolicy")
     assert policy["spec"]["mig"]["strategy"] == "mixed"
 
 
-def test_the_key_covers_release_name_namespace_crds_and_values_in_any_key_order(reference_dir, tmp_path):
+def test_the_key_covers_release_name_namespace_crds_and_values_in_any_key_order(chart_sources, tmp_path):
     cache = RenderCache(tmp_path)
-    release = gpu_operator_release(reference_dir, mig={"strategy": "single"}, gfd={"enabled": True})
-    source = reference_dir / "charts" / "gpu-operator-v26.7.0"
+    release = gpu_operator_release(mig={"strategy": "single"}, gfd={"enabled": True})
+    source = chart_sources.locate("gpu-operator", "v26.7.0")
     key = cache.chart_key(release, source)
     reordered = copy.deepcopy(release)
     reordered["values"] = dict(reversed(list(reordered["values"].items())))
@@ -99,25 +100,25 @@ def test_the_key_covers_release_name_namespace_crds_and_values_in_any_key_order(
 
 
 def test_an_edited_chart_source_renders_afresh(reference_dir, tmp_path, helm_calls):
-    reference = tmp_path / "reference"
-    shutil.copytree(reference_dir / "charts" / "aws-efa-k8s-device-plugin-v0.5.30", reference / "charts" / "aws-efa-k8s-device-plugin-v0.5.30")
+    # A charts.directory copy of the chart, edited between two renders.
+    folder = tmp_path / "charts" / "aws-efa-k8s-device-plugin-v0.5.30"
+    shutil.copytree(reference_dir / "charts" / "aws-efa-k8s-device-plugin-v0.5.30", folder)
+    sources = ChartSources(cache=tmp_path / "chart-cache", directory=tmp_path / "charts")
     release = {"release": "efa", "chart": "aws-efa-k8s-device-plugin", "version": "v0.5.30", "namespace": "kube-system", "values": {}}
     cache = RenderCache(tmp_path / "cache")
-    render_cache.render_release_cached(release, reference, cache)
-    template = next((reference / "charts" / "aws-efa-k8s-device-plugin-v0.5.30" / "templates").glob("*daemonset*.yaml"))
+    render_cache.render_release_cached(release, sources, cache)
+    template = next((folder / "templates").glob("*daemonset*.yaml"))
     template.write_text(template.read_text().replace("kind: DaemonSet", "kind: DaemonSet\n# edited"))
-    (reference / "charts" / "aws-efa-k8s-device-plugin-v0.5.30" / "templates" / "extra.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n"
-    )
-    edited, _ = render_cache.render_release_cached(release, reference, cache)
+    (folder / "templates" / "extra.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n")
+    edited, _ = render_cache.render_release_cached(release, sources, cache)
     assert helm_calls == ["efa", "efa"]
     assert "ConfigMap" in {obj["kind"] for _, obj in edited.objects}
 
 
-def test_another_helm_engine_or_render_code_makes_another_key(reference_dir, tmp_path, monkeypatch):
+def test_another_helm_engine_or_render_code_makes_another_key(chart_sources, tmp_path, monkeypatch):
     cache = RenderCache(tmp_path)
-    release = gpu_operator_release(reference_dir)
-    source = reference_dir / "charts" / "gpu-operator-v26.7.0"
+    release = gpu_operator_release()
+    source = chart_sources.locate("gpu-operator", "v26.7.0")
     key = cache.chart_key(release, source)
     engine = render_cache.engine_identity()
     assert engine["version"] and any(hash_ for _, hash_, _, _ in engine["libraries"])
@@ -129,27 +130,27 @@ def test_another_helm_engine_or_render_code_makes_another_key(reference_dir, tmp
     assert cache.chart_key(release, source) != key
 
 
-def test_without_the_helm_engine_nothing_is_keyed(reference_dir, tmp_path, monkeypatch):
+def test_without_the_helm_engine_nothing_is_keyed(chart_sources, tmp_path, monkeypatch):
     monkeypatch.setattr(render_cache, "engine_identity", lambda: None)
-    assert RenderCache(tmp_path).chart_key(gpu_operator_release(reference_dir), reference_dir) is None
+    assert RenderCache(tmp_path).chart_key(gpu_operator_release(), chart_sources.locate("gpu-operator", "v26.7.0")) is None
 
 
-def test_a_damaged_entry_is_rendered_again(reference_dir, tmp_path, helm_calls):
+def test_a_damaged_entry_is_rendered_again(chart_sources, tmp_path, helm_calls):
     cache = RenderCache(tmp_path)
-    release = gpu_operator_release(reference_dir)
-    first, texts = render_cache.render_release_cached(release, reference_dir, cache)
+    release = gpu_operator_release()
+    first, texts = render_cache.render_release_cached(release, chart_sources, cache)
     (entry,) = (tmp_path / "charts").glob("*.json")
     entry.write_text(entry.read_text()[: len(entry.read_text()) // 2])
-    again, again_texts = render_cache.render_release_cached(release, reference_dir, cache)
+    again, again_texts = render_cache.render_release_cached(release, chart_sources, cache)
     assert helm_calls == ["gpu-operator", "gpu-operator"]
     assert again.objects == first.objects and again_texts == texts
 
 
-def test_a_helm_refusal_is_not_stored(reference_dir, tmp_path, helm_calls):
+def test_a_helm_refusal_is_not_stored(chart_sources, tmp_path, helm_calls):
     cache = RenderCache(tmp_path)
-    bad = gpu_operator_release(reference_dir, **{"node-feature-discovery": {"worker": {"tolerations": "all"}}})
+    bad = gpu_operator_release(**{"node-feature-discovery": {"worker": {"tolerations": "all"}}})
     for _ in range(2):
-        refused, _ = render_cache.render_release_cached(bad, reference_dir, cache)
+        refused, _ = render_cache.render_release_cached(bad, chart_sources, cache)
         assert "want array" in refused.error
     assert helm_calls == ["gpu-operator", "gpu-operator"]
     assert not (tmp_path / "charts").exists()
@@ -180,7 +181,7 @@ def test_the_render_command_caches_under_xdg_cache_home_unless_told_not_to(tmp_p
     assert files(tmp_path / "out") .keys() == files(tmp_path / "nocache").keys()
 
 
-def test_a_release_program_renders_the_same_through_the_cache(reference_dir, tmp_path):
+def test_a_release_program_renders_the_same_through_the_cache(chart_sources, tmp_path):
     graph = run_program(
         lambda: k8s.helm.v3.Release("op", name="gpu-operator", chart="gpu-operator", version="v26.7.0",
                                     namespace="gpu-operator", values={"driver": {"enabled": False}}),
@@ -189,6 +190,6 @@ def test_a_release_program_renders_the_same_through_the_cache(reference_dir, tmp
     result = to_render(graph, stack="t", project="p", region="us-west-2", kubernetes_version="1.34")
     cache = RenderCache(tmp_path / "cache")
     for out in ("cold", "warm"):
-        write_render(result, tmp_path / out, picture=False, reference=reference_dir, cache=cache)
-    write_render(result, tmp_path / "none", picture=False, reference=reference_dir, cache=None)
+        write_render(result, tmp_path / out, picture=False, sources=chart_sources, cache=cache)
+    write_render(result, tmp_path / "none", picture=False, sources=chart_sources, cache=None)
     assert files(tmp_path / "cold") == files(tmp_path / "warm") == files(tmp_path / "none")

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import ConfigError
-from ..offline.engine import PROJECT_ROOT
-from ..offline.reference import DEFAULT_REFERENCE
+from ..offline.chart_sources import MIRROR_ENV, ChartSources, ChartUnavailable
+from ..platform.stack_files import is_path, locate_stack
 from ..offline.render import RenderError
 from . import build as builds
 from .cluster import LocalCluster, LocalClusterError, default_state_dir
@@ -29,14 +29,15 @@ def _parser() -> argparse.ArgumentParser:
                        ("down", "stop every process the cluster started and remove its state"),
                        ("status", "say which of the cluster's processes run")):
         command = commands.add_parser(name, help=text, description=text)
-        command.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml) or the path of a stack file")
+        command.add_argument("stack", help="stack name (Pulumi.<stack>.yaml in the project's stackConfigDir) or the "
+                             "path of a stack file")
         command.add_argument("--state-dir", type=Path, default=None,
                              help="the cluster's files (default: a folder per stack in the build cache)")
         if name == "up":
             command.add_argument("--bare", action="store_true", help="the simulated fleet only, no platform")
-            command.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE,
-                                 help=f"folder with the pinned chart sources in charts/ and the instance-type table "
-                                 f"(default: {DEFAULT_REFERENCE})")
+            command.add_argument("--charts-mirror", default=None, metavar="URL",
+                                 help="an http(s):// Helm repository or oci:// prefix holding every pinned chart, "
+                                 f"asked instead of each chart's own repository (default: ${MIRROR_ENV})")
     commands.add_parser("build", help="build the control plane's components into the cache (what `up` does first)")
     commands.add_parser("tools", help="build the Pulumi CLI and the Kubernetes provider into the cache if missing "
                         "and print the folder to put on PATH")
@@ -44,14 +45,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cluster(options) -> LocalCluster:
-    stack, stack_path = options.stack, None
-    if stack.endswith((".yaml", ".yml")) or "/" in stack:
-        stack_path = Path(stack)
-        stack = stack_path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
-    project_root = Path.cwd() if (Path.cwd() / "Pulumi.yaml").is_file() else PROJECT_ROOT
+    located = locate_stack(options.stack)
+    sources = None
+    if getattr(options, "charts_mirror", None):
+        sources = ChartSources.configured(mirror=options.charts_mirror, stack_dir=located.path.parent)
     return LocalCluster(
-        stack, options.state_dir or default_state_dir(stack), project_root=project_root,
-        reference=getattr(options, "reference", DEFAULT_REFERENCE), stack_path=stack_path,
+        located.name, options.state_dir or default_state_dir(located.name), project_root=located.project_dir,
+        stack_path=located.path if is_path(options.stack) else None, sources=sources,
         log=lambda line: print(line, file=sys.stderr),
     )
 
@@ -68,7 +68,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             return 1
         print(f"bin: {folder}")
         return 0
-    cluster = _cluster(options)
+    try:
+        cluster = _cluster(options)
+    except (ConfigError, ChartUnavailable) as error:
+        print(f"local {options.command} failed: {error}", file=sys.stderr)
+        return 1
     if options.command == "down":
         killed = cluster.down()
         print(f"stopped the local cluster of {cluster.stack}" + (f" (killed: {', '.join(killed)})" if killed else ""))

@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..config import GpuTrainingPlatformArgs
-from ..offline.engine import PROJECT_ROOT, PlausibleMocks, stack_config, stack_file
-from ..offline.reference import DEFAULT_REFERENCE
+from ..offline.chart_sources import ChartSources, ChartUnavailable
+from ..offline.engine import PlausibleMocks
 from ..offline.render.engine import render_stack
-from ..offline.render.files import is_kubernetes_object, is_patch, manifest, write_files
+from ..offline.render import RenderError, write_render
+from ..offline.render.files import is_kubernetes_object, is_patch, manifest
 from ..platform.loading import platform_args_from_settings
+from ..platform.stack_files import StackFile, locate_stack
 from . import build as builds
 from .control_plane import ControlPlane
 from .controllers import (
@@ -52,9 +54,11 @@ class LocalCluster:
 
     stack: str
     state: Path
-    project_root: Path = PROJECT_ROOT
-    reference: Path = DEFAULT_REFERENCE
+    project_root: Optional[Path] = None
+    """The Pulumi project whose program runs (default: the one the stack file or the current folder is in)."""
     stack_path: Optional[Path] = None
+    sources: Optional[ChartSources] = None
+    """Where the charts come from (default: the configured sources, ``ChartSources.configured``)."""
     log: Callable[[str], None] = print
     attached: bool = False
     """Its processes end with the process that started them, however it ends: a test session's
@@ -69,8 +73,11 @@ class LocalCluster:
     def kubeconfig(self) -> Path:
         return self.state / "kubeconfig"
 
+    def _stack_file(self) -> StackFile:
+        return locate_stack(self.stack_path or self.stack, self.project_root)
+
     def _stack_path(self) -> Path:
-        return self.stack_path or stack_file(self.stack, self.project_root)
+        return self._stack_file().path
 
     def up(self, *, bare: bool = False) -> Path:
         if (self.state / "pids.json").is_file():
@@ -78,9 +85,10 @@ class LocalCluster:
                 f"a local cluster already runs from {self.state}: `eks-gpu-training-local down {self.stack}` first"
             )
         started = time.monotonic()
+        # The render first: a stack or chart problem shows in seconds, before any build.
+        render = self._render()
         builds.build_all(log=self.log)  # says what is missing when a component can be neither found nor built
         self.timings["build"] = time.monotonic() - started
-        render = self._render()
         if self.state.exists():
             shutil.rmtree(self.state)
         self.state.mkdir(parents=True)
@@ -98,19 +106,24 @@ class LocalCluster:
         return self.kubeconfig
 
     def _render(self) -> dict[str, Any]:
-        self.log(f"rendering stack {self.stack} from {self._stack_path()}")
-        path = self._stack_path()
-        settings = stack_config(self.stack, self.project_root) if self.stack_path is None else _settings(path)
-        self.args = platform_args_from_settings(settings)
+        located = self._stack_file()
+        self.log(f"rendering stack {self.stack} from {located.path}")
+        self.args = platform_args_from_settings(located.settings())
         # IDs and ARNs in AWS's own shape (CRD patterns check them), as a deployment would give back.
-        result = render_stack(self.stack, project_root=self.project_root, stack_path=self.stack_path,
+        result = render_stack(self.stack, project_root=located.project_dir, stack_path=located.path,
                               mocks=PlausibleMocks())
-        out = self.state.parent / f".{self.state.name}-render"
-        _, charts = write_files(result, out, self.reference)
-        skipped = [f"{chart.chart} {chart.version}: {chart.skipped or chart.error}" for chart in charts
-                   if chart.skipped or chart.error]
-        if skipped:
-            raise LocalClusterError("charts not rendered, so the platform would be incomplete: " + "; ".join(skipped))
+        try:
+            sources = self.sources or ChartSources.configured(stack_dir=located.path.parent)
+            summary = write_render(result, self.state.parent / f".{self.state.name}-render", picture=False, sources=sources)
+        except (ChartUnavailable, RenderError) as error:
+            raise LocalClusterError(f"{error}\n(the platform would be incomplete without them)") from None
+        for pulled in sources.pulled:
+            self.log(f"pulled chart {pulled}")
+        charts = summary.charts
+        failed = [f"{chart.chart} {chart.version}: {chart.skipped or chart.error}" for chart in charts
+                  if chart.skipped or chart.error]
+        if failed:
+            raise LocalClusterError("charts not rendered, so the platform would be incomplete: " + "; ".join(failed))
         resources = [r.as_json() for r in result.resources]
         stack_objects = [manifest(r) for r in result.resources if is_kubernetes_object(r) and not is_patch(r)]
         chart_objects = [obj for chart in charts for _, obj in chart.objects]
@@ -119,7 +132,7 @@ class LocalCluster:
     def _apply(self, render: dict[str, Any], *, bare: bool) -> None:
         assert self.control_plane is not None and self.args is not None
         applier = Applier(self.kubeconfig)
-        self.nodes = managed_nodes(self.args, render["resources"], self.reference)
+        self.nodes = managed_nodes(self.args, render["resources"])
         self.log(f"creating {len(self.nodes)} simulated nodes: " + ", ".join(
             f"{n.name} ({n.instance_type})" for n in self.nodes))
         for node in self.nodes:
@@ -171,7 +184,7 @@ class LocalCluster:
             nodepools = [o for o in render["stack_objects"] if o.get("kind") == "NodePool"]
             types_file = write_instance_types(
                 self.state / "karpenter-instance-types.json",
-                karpenter_instance_types(self.args, nodepools, self.reference),
+                karpenter_instance_types(self.args, nodepools),
             )
             applier.apply({"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": KWOK_NODE_CLASS["kind"],
                            "metadata": {"name": KWOK_NODE_CLASS["name"]}})
@@ -200,12 +213,6 @@ class LocalCluster:
         control_plane = ControlPlane(self.state)
         control_plane.supervisor.load()
         return control_plane.supervisor.status()
-
-
-def _settings(path: Path) -> dict[str, Any]:
-    import yaml
-
-    return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
 
 
 def _create_node(applier: Applier, node: dict[str, Any]) -> None:

@@ -28,13 +28,15 @@ from kubernetes import client
 
 from eks_gpu_training import ClusterRef, GpuNodePool, GpuNodePoolArgs, GpuTrainingInCluster
 from eks_gpu_training.addons import gpu_operator, karpenter
-from eks_gpu_training.addons.chart_source import release_chart
+from eks_gpu_training.addons.chart_source import chart_name, release_chart
 from eks_gpu_training.config import SubnetRef
 from eks_gpu_training.local import build as builds
-from eks_gpu_training.offline.engine import PROJECT_ROOT, stack_config
+from eks_gpu_training.offline.chart_sources import ChartSources
+from eks_gpu_training.offline.engine import stack_config
+from harness import PROJECT_ROOT
 from eks_gpu_training.platform.loading import platform_args_from_settings
 
-from conftest import REFERENCE, start
+from conftest import start
 from engine import Engine, changed, exists
 from kube import wait_for
 
@@ -51,13 +53,19 @@ class Settings:
     gpu_operator_version: str = INSTALLED
 
 
+def pulled_chart(folder: Path, chart: str, version: str, repository: str | None = None) -> None:
+    """``chart`` at ``version`` in ``folder`` as ``helm pull`` leaves it, pulled the way the
+    offline tools pull (the configured mirror, into the session's chart cache)."""
+    archive = ChartSources.configured().locate(chart, version, repository)
+    (folder / f"{chart_name(chart)}-{version}.tgz").symlink_to(archive)
+
+
 def local_charts(folder: Path) -> Path:
     """A chart folder as a deployer that cannot reach the chart repositories keeps one: the pinned
     charts, by name and version."""
     folder.mkdir()
     for version in (INSTALLED, UPGRADE):
-        name = f"gpu-operator-{version}"
-        (folder / name).symlink_to(REFERENCE / "charts" / name, target_is_directory=True)
+        pulled_chart(folder, gpu_operator.CHART, version, gpu_operator.CHART_REPOSITORY)
     return folder
 
 
@@ -195,8 +203,7 @@ def karpenter_program(kubeconfig: Path, charts: Path):
 def karpenter_engine(tools, bare_cluster, tmp_path_factory):
     charts = tmp_path_factory.mktemp("karpenter-charts") / "charts"
     charts.mkdir()
-    name = f"karpenter-crd-{platform_args_from_settings(stack_config('dev')).karpenter.chart_version}"
-    (charts / name).symlink_to(REFERENCE / "charts" / name, target_is_directory=True)
+    pulled_chart(charts, karpenter.KARPENTER_CRD_CHART, platform_args_from_settings(stack_config('dev')).karpenter.chart_version)
     engine = Engine(tools, tmp_path_factory.mktemp("karpenter-state"), karpenter_program(bare_cluster.kubeconfig, charts),
                     project="karpenter-pool")
     yield engine

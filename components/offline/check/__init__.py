@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
-from ..reference import DEFAULT_REFERENCE
 from ..render.charts import CHARTS_DIR, YAML_LOADER
 from ..render.files import MANIFESTS_DIR, PATCHES_DIR, RESOURCES_FILE, VALUES_DIR
 from .addons import check_addon
@@ -53,10 +52,11 @@ def _yaml_files(folder: Path, *, recursive: bool = False) -> list[tuple[str, Any
     return [(f"{folder.name}/{p.relative_to(folder)}", yaml.load(p.read_text(), Loader=YAML_LOADER)) for p in paths]
 
 
-def check_render(render_dir: Path, reference: Optional[Path] = None) -> Report:
+def check_render(render_dir: Path) -> Report:
     """Check the render in ``render_dir``: the stack's objects and its charts' objects
-    (``manifests/charts/<release>/``) alike; ``reference`` is the upstream reference folder (None:
-    absent, and the checks that need it are reported as skipped)."""
+    (``manifests/charts/<release>/``) alike. Custom resources are checked against the CRDs the
+    render holds (Karpenter's karpenter-crd chart, Kueue's chart), as the API server would get
+    them; each release's values against the chart it was rendered from."""
     report = Report()
     resources_file = render_dir / RESOURCES_FILE
     if not resources_file.is_file():
@@ -72,19 +72,11 @@ def check_render(render_dir: Path, reference: Optional[Path] = None) -> Report:
         "Helm releases": len(releases),
         "AWS resources": sum(r["type"].startswith(("aws:", "eks:")) for r in document["resources"]),
     }
-    if reference is None:
-        report.skipped.append(
-            "upstream reference folder absent: custom resources (Karpenter, Kueue) and Helm values keys are not checked"
-        )
-
     crds = CustomResourceSchemas()
-    if reference is not None:
-        # Karpenter's CRDs sit at karpenter-*/, Kueue's in kueue-*/crds/.
-        crds.add_files(sorted([*reference.glob("*/*.yaml"), *reference.glob("*/crds/*.yaml")]))
     for filename, obj in manifests:
         if isinstance(obj, dict) and obj.get("kind") == "CustomResourceDefinition":
             crds.add(obj, filename)
-    where = "not in the render, and the upstream reference folder is absent" if reference is None else f"not in the render nor in {reference}"
+    where = "not among the CRDs the render holds (its charts' and its own)"
     for outcome, line in check_manifests(manifests, document["kubernetesVersion"], crds, where):
         report.add(outcome, line)
     for filename, obj in manifests:
@@ -96,12 +88,12 @@ def check_render(render_dir: Path, reference: Optional[Path] = None) -> Report:
         report.skipped.append(f"{filename}: a patch is a partial object; not validated against a schema")
 
     for filename, release in releases:
-        for outcome, line in check_release(filename, release, reference):
+        for outcome, line in check_release(filename, release):
             report.add(outcome, line)
 
     for resource in document["resources"]:
         report.failures.extend(f"{RESOURCES_FILE}: {p}" for p in check_resource_inputs(resource))
-        for outcome, line in [*check_addon(resource, reference), *check_repair_reasons(resource, reference)]:
+        for outcome, line in [*check_addon(resource), *check_repair_reasons(resource)]:
             report.add(outcome, f"{RESOURCES_FILE}: {line}")
     report.failures.sort()
     return report

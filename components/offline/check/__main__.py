@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import DEFAULT_REFERENCE, check_render
+from . import check_render
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,18 +16,8 @@ def main(argv: list[str] | None = None) -> int:
         "Prints one line per failure; exits 1 if there is any.",
     )
     parser.add_argument("render_dir", type=Path, help="a folder written by eks-gpu-training-render")
-    parser.add_argument(
-        "--reference", type=Path, default=None,
-        help=f"upstream reference folder (CRDs, chart values); default: {DEFAULT_REFERENCE} when present",
-    )
     options = parser.parse_args(argv)
-    reference = options.reference
-    if reference is None and DEFAULT_REFERENCE.is_dir():
-        reference = DEFAULT_REFERENCE
-    elif reference is not None and not reference.is_dir():
-        parser.error(f"--reference {reference}: no such folder")
-
-    report = check_render(options.render_dir, reference)
+    report = check_render(options.render_dir)
     for line in report.skipped:
         print(f"skipped: {line}")
     for line in report.failures:

@@ -4,9 +4,8 @@ resources against their CustomResourceDefinition (``crd``): defaults applied, th
 ``openAPIV3Schema`` made strict the same way (a field the CRD does not declare is an error unless
 it preserves unknown fields), and the CRD's CEL rules.
 
-CRDs come from the render itself (a ``CustomResourceDefinition`` manifest) and from the upstream
-reference folder (Karpenter's, ``../shared/reference/karpenter-*/``; Kueue's,
-``../shared/reference/kueue-*/crds/``).
+CRDs come from the render itself: its ``CustomResourceDefinition`` manifests, among them the ones
+the stack's charts install (Karpenter's karpenter-crd chart, Kueue's chart templates).
 """
 
 from __future__ import annotations

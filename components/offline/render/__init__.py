@@ -6,16 +6,17 @@ create (``resources.json``, Kubernetes manifests, Helm values, a picture of the 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..engine import PROJECT_ROOT
-from ..reference import DEFAULT_REFERENCE
+from ...platform.stack_files import locate_stack
+from ..chart_sources import ChartSources, ChartUnavailable
 from .cache import RenderCache
 from .charts import ChartRender
 from .engine import RenderError, StackRender, render_stack
-from .files import write_files
+from .files import chart_releases, write_files
 from .picture import Layout, PictureError, to_dot, to_mermaid
 
 GRAPH_DOT = "graph.dot"
@@ -40,21 +41,32 @@ def render(
     stack: str,
     out: Path,
     *,
-    project_root: Path = PROJECT_ROOT,
+    project_root: Optional[Path] = None,
     stack_path: Optional[Path] = None,
     picture: bool = True,
-    reference: Optional[Path] = DEFAULT_REFERENCE,
+    charts: bool = True,
+    sources: Optional[ChartSources] = None,
     cache: Optional[RenderCache] = None,
 ) -> RenderSummary:
     """Render a stack into ``out``: files, DOT and Mermaid always, SVG and PNG when ``picture``
-    (which needs Graphviz; its absence is reported, not raised), and each Helm release's chart from
-    its source in ``reference`` (skipped, with the reason, where there is none), taken from
-    ``cache`` where it holds that exact render, and so is the picture (see ``render.cache``)."""
+    (which needs Graphviz; its absence is reported, not raised), and, with ``charts``, each Helm
+    release's chart from ``sources`` (by default the configured ones: the chart cache, then the
+    mirror or each chart's repository, checked against the stack folder's ``charts.lock``; see
+    ``offline.chart_sources``), taken from ``cache`` where it holds that exact render, and so is the
+    picture (see ``render.cache``). The project is ``project_root``, else the one the current
+    folder (or ``stack_path``) is in."""
+    located = locate_stack(stack_path or stack, project_root)
+    result = render_stack(stack, project_root=located.project_dir, stack_path=located.path)
+    if charts and sources is None:
+        try:
+            sources = ChartSources.configured(stack_dir=located.path.parent)
+        except ChartUnavailable as error:
+            raise RenderError(str(error)) from None
     return write_render(
-        render_stack(stack, project_root=project_root, stack_path=stack_path),
+        result,
         out,
         picture=picture,
-        reference=reference,
+        sources=sources if charts else None,
         cache=cache,
     )
 
@@ -64,11 +76,20 @@ def write_render(
     out: Path,
     *,
     picture: bool = True,
-    reference: Optional[Path] = DEFAULT_REFERENCE,
+    sources: Optional[ChartSources] = None,
     cache: Optional[RenderCache] = None,
 ) -> RenderSummary:
-    """Write a program run's render into ``out`` (see ``render``). Graphviz lays the picture out
-    while the files and charts are written; ``cache`` holds earlier charts and pictures."""
+    """Write a program run's render into ``out`` (see ``render``; ``sources`` None: charts not
+    rendered). Every chart is fetched first: one that no source supplies fails the render, one line
+    per chart, before anything is written. Graphviz lays the picture out while the files and charts
+    are written; ``cache`` holds earlier charts and pictures."""
+    if sources is not None and sources.directory is None and result.charts_directory:
+        # The stack's own folder first; the sources' lock and record of pulls stay shared.
+        sources = dataclasses.replace(sources, directory=Path(result.charts_directory))
+    if sources is not None:
+        missing = sources.problems(chart_releases(result))
+        if missing:
+            raise RenderError(f"stack {result.stack}: {len(missing)} chart(s) unavailable:\n  - " + "\n  - ".join(missing))
     out.mkdir(parents=True, exist_ok=True)
     for stale in (GRAPH_SVG, GRAPH_PNG):
         (out / stale).unlink(missing_ok=True)
@@ -81,14 +102,14 @@ def write_render(
         except PictureError as error:
             picture_error = str(error)
     try:
-        counts, charts = write_files(result, out, reference, cache)
+        counts, rendered = write_files(result, out, sources, cache)
         (out / GRAPH_DOT).write_text(dot_source)
         (out / GRAPH_MERMAID).write_text(to_mermaid(result))
     except BaseException:
         if layout is not None:
             layout.cancel()
         raise
-    summary = RenderSummary(result, counts, charts, picture_error)
+    summary = RenderSummary(result, counts, rendered, picture_error)
     if layout is not None:
         try:
             layout.finish()

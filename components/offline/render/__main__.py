@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from ...config import ConfigError
-from ..engine import PROJECT_ROOT
-from ..reference import DEFAULT_REFERENCE
+from ...platform.stack_files import is_path, locate_stack
+from ..chart_sources import CACHE_ENV, LOCK_FILE, MIRROR_ENV, ChartSources, ChartUnavailable
 from . import GRAPH_PNG, GRAPH_SVG, RenderError, render
 from .cache import RenderCache, default_cache_dir
 
@@ -43,18 +43,25 @@ def _main(argv: list[str] | None) -> int:
         description="Run a stack's Pulumi program offline (mock engine: no cloud credentials, no Pulumi CLI) "
         "and write what it would create: resources.json, manifests/, values/, graph.{svg,png,dot,mmd}.",
     )
-    parser.add_argument("stack", help="stack name (reads stacks/Pulumi.<stack>.yaml) or the path of a stack file")
+    parser.add_argument("stack", help="stack name (Pulumi.<stack>.yaml in the project's stackConfigDir) or the path of a stack file")
     parser.add_argument("out", type=Path, help="output folder (created; its generated files are replaced)")
     parser.add_argument(
-        "--project-dir", type=Path, default=None, help="the Pulumi project (default: the current folder if it "
-        "holds Pulumi.yaml, else this package's source tree)",
+        "--project-dir", type=Path, default=None, help="the Pulumi project (default: the folder of the nearest "
+        "Pulumi.yaml at or above the current folder)",
     )
     parser.add_argument("--no-picture", action="store_true", help="skip the SVG/PNG layout (no Graphviz needed)")
     parser.add_argument(
-        "--reference", type=Path, default=DEFAULT_REFERENCE,
-        help=f"upstream reference folder whose charts/ hold the pinned chart sources (default: {DEFAULT_REFERENCE}; "
-        "without it each chart's objects are skipped, and said so)",
+        "--charts-mirror", default=None, metavar="URL",
+        help=f"an http(s):// Helm repository or oci:// prefix holding every pinned chart, asked instead of each "
+        f"chart's own repository (default: ${MIRROR_ENV}); pulled charts are cached (${CACHE_ENV}, else "
+        "$XDG_CACHE_HOME/eks-gpu-training/charts)",
     )
+    parser.add_argument(
+        "--lock", action="store_true",
+        help=f"record the digest of each chart archive in {LOCK_FILE} beside the stack file (a later pull with "
+        "other bytes is refused)",
+    )
+    parser.add_argument("--no-charts", action="store_true", help="render the stack's own objects only, not its charts")
     parser.add_argument(
         "--no-cache", action="store_true", help="render every chart with Helm, neither reading nor filling the "
         "chart cache ($XDG_CACHE_HOME/eks-gpu-training/render; an entry is used only for the same chart source, "
@@ -62,21 +69,23 @@ def _main(argv: list[str] | None) -> int:
     )
     options = parser.parse_args(argv)
 
-    project_root = options.project_dir or (Path.cwd() if (Path.cwd() / "Pulumi.yaml").is_file() else PROJECT_ROOT)
-    stack, stack_path = options.stack, None
-    if options.stack.endswith((".yaml", ".yml")) or "/" in options.stack:
-        stack_path = Path(options.stack)
-        stack = stack_path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
     try:
+        located = locate_stack(options.stack, options.project_dir)
+        sources = None if options.no_charts else ChartSources.configured(
+            mirror=options.charts_mirror, stack_dir=located.path.parent, record=options.lock)
         summary = render(
-            stack, options.out, project_root=project_root, stack_path=stack_path, picture=not options.no_picture,
-            reference=options.reference, cache=None if options.no_cache else RenderCache(default_cache_dir()),
+            located.name, options.out, project_root=located.project_dir,
+            stack_path=located.path if is_path(options.stack) else None, picture=not options.no_picture,
+            charts=not options.no_charts, sources=sources,
+            cache=None if options.no_cache else RenderCache(default_cache_dir()),
         )
-    except (RenderError, ConfigError, FileNotFoundError) as error:
+    except (RenderError, ConfigError, ChartUnavailable, FileNotFoundError) as error:
         print(f"render failed: {error}", file=sys.stderr)
         return 1
     for note in summary.notes:
         print(f"note: {note}", file=sys.stderr)
+    for pulled in sources.pulled if sources is not None else ():
+        print(f"pulled chart {pulled}")
     chart_failed = False
     for chart in summary.charts:
         what = f"chart {chart.chart} {chart.version} (release {chart.release})"
@@ -94,7 +103,7 @@ def _main(argv: list[str] | None) -> int:
         else f"{GRAPH_SVG}, {GRAPH_PNG}"
     )
     print(
-        f"rendered stack {stack} into {options.out}: {len(summary.render.resources)} resources, "
+        f"rendered stack {located.name} into {options.out}: {len(summary.render.resources)} resources, "
         f"{counts['manifests']} manifests, {counts['patches']} patches, {counts['values']} Helm values, "
         f"{counts['chart objects']} chart objects; {picture}"
     )

@@ -35,7 +35,7 @@ from typing import Any, Optional
 
 import yaml
 
-from ..reference import chart_name, chart_source
+from ..chart_sources import ChartSources, chart_name
 from . import charts
 
 FORMAT = 1
@@ -194,18 +194,18 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 def render_release_cached(
-    release: dict[str, Any], reference: Optional[Path], cache: Optional[RenderCache]
+    release: dict[str, Any], sources: Optional[ChartSources], cache: Optional[RenderCache]
 ) -> tuple[charts.ChartRender, list[str]]:
     """``charts.render_release`` and each object's YAML, from ``cache`` when it holds this exact
     render; otherwise rendered by Helm and stored."""
     chart, version = str(release.get("chart") or ""), str(release.get("version") or "")
-    source, _ = chart_source(reference, chart, version)
+    source, reason = charts.locate_release_chart(release, sources)
     key = cache.chart_key(release, source) if cache is not None and source is not None else None
     stored = cache.load_chart(key) if cache is not None and key is not None else None
     if stored is not None:
         result = charts.ChartRender(str(release.get("release")), chart_name(chart), version, stored.objects, source)
         return result, stored.texts
-    result = charts.render_release(release, reference)
+    result = charts.render_release(release, source, reason)
     texts = [charts.dump_object(obj) for _, obj in result.objects]
     if cache is not None and key is not None and not (result.error or result.skipped):
         cache.store_chart(key, CachedChart(result.objects, texts))

@@ -1,15 +1,15 @@
 """What each Helm release of a stack creates, rendered by Helm's own template engine, offline.
 
-A release is rendered from the pinned chart's source in the reference folder (see
-``offline.reference.chart_source``) with exactly the values, release name and namespace the stack
+A release is rendered from the pinned chart, fetched where a user fetches it (see
+``offline.chart_sources``), with exactly the values, release name and namespace the stack
 passes, as ``helm install`` would render it (``is_install``): templates, hooks, and the chart's
 ``crds/`` unless the release skips them. The engine is Helm v4's Go SDK through its C ABI
 (the ``helm-python-sdk`` package, ``helm_python``): no ``helm`` binary, no cluster, no network;
 ``lookup`` returns nothing, as in ``helm template``. Helm also validates the values against the
 chart's ``values.schema.json`` (the chart's and its subcharts') before rendering, as an install does.
 
-Without the chart's source (a plain clone), or without the ``check`` extra that brings
-``helm_python``, a release is skipped with the reason.
+Without the ``check`` extra that brings ``helm_python``, or with chart rendering turned off
+(``--no-charts``), a release is skipped with the reason.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Iterator, Optional
 
 import yaml
 
-from ..reference import chart_name, chart_source
+from ..chart_sources import ChartSources, chart_name, chart_source
 
 # libyaml's loader and dumper when PyYAML has them: a chart's CRDs are hundreds of kilobytes of YAML,
 # which the pure-Python ones take most of a second to read and write.
@@ -47,18 +47,16 @@ class ChartRender:
     skipped: str = ""
     error: str = ""
 
-    def record(self, reference: Optional[Path]) -> dict[str, Any]:
-        """What ``values/<release>.yaml`` says about this render (paths relative to the reference
-        folder, so the record is the same on every machine)."""
+    def record(self) -> dict[str, Any]:
+        """What ``values/<release>.yaml`` says about this render: the chart folder or archive it was
+        rendered from (the stack's charts.directory, or the chart cache), which ``check`` reads."""
         if self.error:
             return {"error": self.error}
         if self.skipped:
             return {"skipped": self.skipped}
         assert self.source is not None
-        # A chart from the stack's own charts.directory is named as the stack names it.
-        inside = reference is not None and self.source.is_relative_to(reference)
         return {
-            "source": str(self.source.relative_to(reference)) if inside else str(self.source),
+            "source": str(self.source),
             "folder": f"manifests/{CHARTS_DIR}/{safe_name(self.release)}",
             "objects": len(self.objects),
         }
@@ -104,11 +102,16 @@ def _documents(text: str) -> Iterator[dict[str, Any]]:
             yield document
 
 
-def render_release(release: dict[str, Any], reference: Optional[Path]) -> ChartRender:
-    """Render one release (a ``values/<release>.yaml`` document) from its chart's pinned source."""
+def locate_release_chart(release: dict[str, Any], sources: Optional[ChartSources]) -> tuple[Optional[Path], str]:
+    """The release's chart from ``sources``, or None and why."""
+    return chart_source(sources, str(release.get("chart") or ""), str(release.get("version") or ""), release.get("repository"))
+
+
+def render_release(release: dict[str, Any], source: Optional[Path], reason: str = "") -> ChartRender:
+    """Render one release (a ``values/<release>.yaml`` document) from its chart's folder or archive
+    ``source`` (``locate_release_chart``); None: skipped for ``reason``."""
     chart, version = str(release.get("chart") or ""), str(release.get("version") or "")
     result = ChartRender(str(release.get("release")), chart_name(chart), version)
-    source, reason = chart_source(reference, chart, version)
     if source is None:
         result.skipped = reason
         return result

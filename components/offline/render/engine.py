@@ -27,7 +27,7 @@ from pulumi.runtime import rpc
 from ...facts.aws_enums import partition_of
 from ...config import PROJECT
 from ...platform import platform_args_from_settings
-from ..engine import PROJECT_ROOT, Graph, Registration, run_main, stack_config
+from ..engine import Graph, Registration, run_main, stack_config
 from .markers import SECRET, UNKNOWN_PREFIX, placeholder
 
 COMPUTED = f"{UNKNOWN_PREFIX}computed at deployment>"
@@ -207,6 +207,8 @@ class StackRender:
     resources: list[Resource]
     exports: dict[str, Any] = field(default_factory=dict)
     unanswered_calls: list[str] = field(default_factory=list)
+    charts_directory: Optional[str] = None
+    """The stack's ``charts.directory``, where its charts come from first."""
 
 
 def _ordered(resources: list[Resource]) -> list[Resource]:
@@ -278,11 +280,11 @@ class RenderError(RuntimeError):
 
 
 def render_stack(
-    stack: str, *, project_root: Path = PROJECT_ROOT, stack_path: Optional[Path] = None,
+    stack: str, *, project_root: Optional[Path] = None, stack_path: Optional[Path] = None,
     mocks: Optional[pulumi.runtime.Mocks] = None,
 ) -> StackRender:
-    """Run ``__main__.py`` of ``project_root`` with a stack's configuration (from ``stack_path``, or
-    ``stacks/Pulumi.<stack>.yaml``), offline. Values AWS would compute are placeholders that say so,
+    """Run ``__main__.py`` of ``project_root`` (else the project the current folder is in) with a
+    stack's configuration (from ``stack_path``, or the project's stack file of that name), offline. Values AWS would compute are placeholders that say so,
     unless ``mocks`` gives them (the local cluster needs IDs in AWS's own shape, which CRD patterns check)."""
     config = yaml.safe_load(stack_path.read_text())["config"] if stack_path else stack_config(stack, project_root)
     region = config.get("aws:region", "")
@@ -295,4 +297,5 @@ def render_stack(
         graph, stack=stack, project=PROJECT, region=region, kubernetes_version=args.cluster.kubernetes_version
     )
     result.unanswered_calls = sorted(getattr(mocks, "unanswered_calls", ()))
+    result.charts_directory = args.charts.directory
     return result

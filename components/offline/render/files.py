@@ -17,7 +17,8 @@ import yaml
 from .cache import RenderCache, render_release_cached
 from .charts import CHARTS_DIR, SOURCE_KEY, YAML_DUMPER, ChartRender, object_filename, safe_name
 from .engine import Resource, StackRender
-from ..reference import only_chart_version
+from ...addons.system_footprints import NODE_MONITORING_CHART_VERSION
+from ..chart_sources import ChartSources
 from .markers import is_placeholder
 
 RESOURCES_FILE = "resources.json"
@@ -26,13 +27,16 @@ PATCHES_DIR = "patches"
 VALUES_DIR = "values"
 
 ADDON_TYPE = "aws:eks/addon:Addon"
-ADDON_CHARTS: dict[str, str] = {
-    # add-on name -> the namespace EKS installs it into
-    "eks-node-monitoring-agent": "kube-system",
+ADDON_CHARTS: dict[str, tuple[str, str, str]] = {
+    # add-on name -> (the namespace EKS installs it into, the chart's repository, the newest chart
+    # version this library has checked, which stands in while EKS resolves the add-on's build)
+    "eks-node-monitoring-agent": (
+        "kube-system", "https://aws.github.io/eks-node-monitoring-agent", NODE_MONITORING_CHART_VERSION),
 }
 """EKS add-ons that install a public Helm chart of the same name and version (the node monitoring
-agent's chart is in aws/eks-node-monitoring-agent, charts/eks-node-monitoring-agent; its add-on
-configuration values are that chart's values). They are rendered like Helm releases."""
+agent's chart is in aws/eks-node-monitoring-agent, charts/eks-node-monitoring-agent, published in
+the Helm repository its README names; its add-on configuration values are that chart's values).
+They are rendered like Helm releases."""
 _ADDON_VERSION = re.compile(r"^v?(?P<version>\d+\.\d+\.\d+)(?:-eksbuild\.\d+)?$")
 
 HELM_RELEASE_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
@@ -108,16 +112,32 @@ def addon_release(resource: Resource) -> dict[str, Any]:
     match = _ADDON_VERSION.match(version) if isinstance(version, str) else None
     configuration = inputs.get("configurationValues")
     values = json.loads(configuration) if isinstance(configuration, str) and not is_placeholder(configuration) else {}
-    return {
+    namespace, repository, checked = ADDON_CHARTS[name]
+    release = {
         "release": name,
-        "namespace": ADDON_CHARTS[name],
+        "namespace": namespace,
         "chart": name,
-        "repository": None,
-        "version": match.group("version") if match else version,
+        "repository": repository,
+        "version": match.group("version") if match else checked,
         "values": values,
         "skipCrds": False,
         "resource": {"type": resource.type, "name": resource.name},
     }
+    if match is None:
+        # EKS resolves the add-on's build for the cluster at deployment; offline, the newest chart
+        # this library has checked stands in, and the values file says so.
+        release["versionNote"] = f"resolved by EKS at deployment ({version}); rendered with chart {checked}"
+    return release
+
+
+def chart_releases(render: StackRender) -> list[dict[str, Any]]:
+    """Every Helm release of the render, and every EKS add-on that installs a chart, as releases."""
+    return [helm_release(r) if r.type in HELM_RELEASE_TYPES else addon_release(r) for r in render.resources if _has_chart(r)]
+
+
+def _has_chart(resource: Resource) -> bool:
+    return resource.type in HELM_RELEASE_TYPES or (
+        resource.type == ADDON_TYPE and resource.inputs.get("addonName") in ADDON_CHARTS)
 
 
 def _dump(data: Any) -> str:
@@ -157,12 +177,12 @@ def resources_document(render: StackRender) -> dict[str, Any]:
 
 
 def write_files(
-    render: StackRender, out: Path, reference: Optional[Path] = None, cache: Optional[RenderCache] = None
+    render: StackRender, out: Path, sources: Optional[ChartSources] = None, cache: Optional[RenderCache] = None
 ) -> tuple[dict[str, int], list[ChartRender]]:
     """Write ``resources.json``, ``manifests/``, ``patches/`` and ``values/`` into ``out`` (folders
     are emptied first, so a file never outlives its object), and each Helm release's chart objects
-    rendered from its source in ``reference`` (or copied from ``cache``, see ``cache``);
-    return how many files of each, and the chart renders."""
+    rendered from its chart from ``sources`` (None: not rendered; or copied from ``cache``, see
+    ``cache``); return how many files of each, and the chart renders."""
     out.mkdir(parents=True, exist_ok=True)
     (out / RESOURCES_FILE).write_text(json.dumps(resources_document(render), indent=2) + "\n")
     counts = {MANIFESTS_DIR: 0, PATCHES_DIR: 0, VALUES_DIR: 0}
@@ -174,21 +194,12 @@ def write_files(
     charts: list[ChartRender] = []
     taken: dict[str, set[str]] = {folder: set() for folder in counts}
     for resource in render.resources:
-        if resource.type in HELM_RELEASE_TYPES or (
-            resource.type == ADDON_TYPE and resource.inputs.get("addonName") in ADDON_CHARTS
-        ):
+        if _has_chart(resource):
             content = helm_release(resource) if resource.type in HELM_RELEASE_TYPES else addon_release(resource)
-            if resource.type == ADDON_TYPE and not _ADDON_VERSION.match(str(content["version"])):
-                # EKS resolves the add-on's version for the cluster at deployment; offline, the
-                # reference's one source of its chart stands in, and the values file says so.
-                only = only_chart_version(reference, content["chart"])
-                if only is not None:
-                    content["version"] = only
-                    content["versionNote"] = f"resolved by EKS at deployment ({resource.inputs.get('addonVersion')}); rendered with the reference's only source, {only}"
             folder = VALUES_DIR
             filename = _safe(resource.name) + ".yaml"
-            charts.append(_write_chart(content, out, reference, cache))
-            content[SOURCE_KEY] = charts[-1].record(reference)
+            charts.append(_write_chart(content, out, sources, cache))
+            content[SOURCE_KEY] = charts[-1].record()
         elif is_kubernetes_object(resource):
             folder = PATCHES_DIR if is_patch(resource) else MANIFESTS_DIR
             content = manifest(resource)
@@ -202,10 +213,10 @@ def write_files(
 
 
 def _write_chart(
-    release: dict[str, Any], out: Path, reference: Optional[Path], cache: Optional[RenderCache]
+    release: dict[str, Any], out: Path, sources: Optional[ChartSources], cache: Optional[RenderCache]
 ) -> ChartRender:
     """Render a release's chart into ``manifests/charts/<release>/``."""
-    chart, texts = render_release_cached(release, reference, cache)
+    chart, texts = render_release_cached(release, sources, cache)
     folder = out / MANIFESTS_DIR / CHARTS_DIR / safe_name(chart.release)
     if chart.objects:
         folder.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,216 @@
+"""Where the offline tools (``render``, ``check``, the local cluster) get each release's chart:
+where a user gets it, with Helm's own client.
+
+In this order:
+
+1. the stack's ``charts.directory``: the folder or archive a release names, as ``pulumi up``
+   installs it, and for a chart no release installs from there (the node monitoring agent's, which
+   EKS installs as an add-on) its ``<chart>-<version>/`` or ``.tgz`` in that folder;
+2. the chart cache outside any project (``$XDG_CACHE_HOME/eks-gpu-training/charts``, or
+   ``$EKS_GPU_TRAINING_CHARTS_CACHE``), filled by earlier pulls;
+3. a mirror when one is set (``--charts-mirror`` or ``$EKS_GPU_TRAINING_CHARTS_MIRROR``): an
+   ``http(s)://`` Helm repository, or an ``oci://`` prefix, that holds every pinned chart under its
+   own name (as an Artifactory remote, Harbor or an ECR pull-through cache does); else the chart's
+   own repository (the GPU Operator's and the EFA plugin's HTTP repositories, Karpenter's and
+   Kueue's OCI registries, the node monitoring agent's repository).
+
+A pulled archive is kept only when its ``Chart.yaml`` names the chart and version asked for, and,
+when the stack's folder holds a ``charts.lock``, when its digest is the one recorded there (a
+mirror or registry serving other bytes under the same version is refused, naming the chart).
+``--lock`` records the digests of what was pulled. A chart none of these can supply fails the
+command before it writes anything, one line per chart: which chart and version, where it looked,
+and how to supply it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+from urllib.parse import urlparse
+
+import yaml
+
+from ..addons.chart_source import chart_name, local_chart
+
+__all__ = ["ChartLock", "ChartSources", "ChartUnavailable", "chart_name", "chart_source"]
+
+CACHE_ENV = "EKS_GPU_TRAINING_CHARTS_CACHE"
+MIRROR_ENV = "EKS_GPU_TRAINING_CHARTS_MIRROR"
+LOCK_FILE = "charts.lock"
+"""Beside the stack files: each pinned chart archive's digest (``<chart>-<version>: sha256:...``)."""
+HOW_TO_SUPPLY = (
+    f"supply it with charts.directory (a folder of the pinned charts), a mirror (--charts-mirror or "
+    f"${MIRROR_ENV}: an http(s):// Helm repository or an oci:// prefix holding every pinned chart), or "
+    "network access to its repository"
+)
+
+
+class ChartUnavailable(RuntimeError):
+    """No source could supply a chart; the message is the one line the user sees for it."""
+
+
+def default_cache() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "eks-gpu-training" / "charts"
+
+
+def _loopback(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class ChartLock:
+    """``charts.lock``: the digest each pinned chart archive must have."""
+
+    path: Path
+    digests: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: Path) -> "ChartLock":
+        document = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+        return cls(path, {str(k): str(v) for k, v in (document.get("charts") or {}).items()})
+
+    def write(self) -> None:
+        header = ("# The digest of each pinned chart archive, as `eks-gpu-training-render --lock` pulled it; a\n"
+                  "# later pull of the same chart and version with other bytes is refused.\n")
+        self.path.write_text(header + yaml.safe_dump({"charts": dict(sorted(self.digests.items()))}, sort_keys=False))
+
+
+@dataclass
+class ChartSources:
+    """Where charts come from (see the module's docstring)."""
+
+    cache: Path = field(default_factory=default_cache)
+    mirror: Optional[str] = None
+    directory: Optional[Path] = None
+    """The stack's ``charts.directory``."""
+    lock: Optional[ChartLock] = None
+    record: bool = False
+    """Record the digests of pulled charts in ``lock`` (``--lock``) instead of checking them."""
+    pulled: list[str] = field(default_factory=list)
+    """What this run pulled, as ``<chart> <version> from <where>``."""
+
+    @classmethod
+    def configured(cls, *, mirror: Optional[str] = None, stack_dir: Optional[Path] = None, record: bool = False,
+                   directory: Optional[str] = None) -> "ChartSources":
+        """The sources a command uses: ``mirror`` or ``$EKS_GPU_TRAINING_CHARTS_MIRROR``, the lock
+        file of ``stack_dir`` (the folder of the stack files), the stack's ``charts.directory``."""
+        chosen = mirror or os.environ.get(MIRROR_ENV) or None
+        if chosen is not None and not chosen.startswith(("http://", "https://", "oci://")):
+            raise ChartUnavailable(f"charts mirror {chosen!r}: not an http(s):// Helm repository or an oci:// prefix")
+        lock = ChartLock.read(stack_dir / LOCK_FILE) if stack_dir is not None else None
+        return cls(mirror=chosen.rstrip("/") if chosen else None, lock=lock, record=record,
+                   directory=Path(directory) if directory else None)
+
+    def locate(self, chart: str, version: str, repository: Optional[str] = None) -> Path:
+        """The chart's folder or archive; ``ChartUnavailable`` when no source has it."""
+        local = Path(chart)
+        if not version and (local.is_dir() or local.is_file()):
+            # A release installed from charts.directory: its chart is that folder or archive, whose
+            # name and version the stack checked before the program registered anything.
+            return local
+        if not version:
+            raise ChartUnavailable(f"chart {chart_name(chart)}: no version pinned, so there is no pinned chart to render")
+        name = chart_name(chart)
+        if self.directory is not None:
+            found, _ = local_chart(self.directory, chart, version)
+            if found is not None:
+                return found
+        key = f"{name}-{version}"
+        cached = self.cache / f"{key}.tgz"
+        if cached.is_file():
+            self._check_digest(key, cached, f"the cache ({self.cache})")
+            return cached
+        where, pull = self._remote(chart, name, version, repository)
+        if pull is None:
+            raise ChartUnavailable(f"chart {name} {version}: not in the cache ({self.cache}) and {where}; {HOW_TO_SUPPLY}")
+        import helm_python
+
+        self.cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.cache, prefix=".pull-") as folder:
+            try:
+                pull(folder)
+            except helm_python.HelmError as error:
+                detail = " ".join(str(error).split())
+                raise ChartUnavailable(f"chart {name} {version}: not in the cache ({self.cache}), and {where} "
+                                       f"could not supply it ({detail}); {HOW_TO_SUPPLY}") from None
+            archives = sorted(Path(folder).glob("*.tgz"))
+            if len(archives) != 1:
+                raise ChartUnavailable(f"chart {name} {version}: {where} gave {len(archives)} archives, not one")
+            loaded = helm_python.Chart.load(archives[0])
+            if loaded.name != name or loaded.version.lstrip("v") != version.lstrip("v"):
+                raise ChartUnavailable(f"chart {name} {version}: {where} served {loaded.name} {loaded.version}; refused")
+            self._check_digest(key, archives[0], where)
+            os.replace(archives[0], cached)
+        self.pulled.append(f"{name} {version} from {where}")
+        return cached
+
+    def _remote(self, chart: str, name: str, version: str, repository: Optional[str]):
+        """Where to pull the chart from, and how (None: nowhere to ask)."""
+        import helm_python
+
+        if self.mirror is not None and self.mirror.startswith("oci://"):
+            ref = f"{self.mirror}/{name}"
+            return f"the mirror {ref}", lambda folder: helm_python.pull(
+                ref, version=version, destination=folder, plain_http=_loopback(self.mirror or ""))
+        if self.mirror is not None:
+            return f"the mirror {self.mirror}", lambda folder: helm_python.pull(
+                name, repo_url=self.mirror, version=version, destination=folder)
+        if chart.startswith("oci://"):
+            return f"its registry {chart}", lambda folder: helm_python.pull(chart, version=version, destination=folder)
+        if repository:
+            return f"its repository {repository}", lambda folder: helm_python.pull(
+                name, repo_url=repository, version=version, destination=folder)
+        return "no repository is known for it and no mirror is set", None
+
+    def _check_digest(self, key: str, archive: Path, where: str) -> None:
+        if self.lock is None:
+            return
+        import helm_python
+
+        digest = helm_python.digest(archive)
+        recorded = self.lock.digests.get(key)
+        if self.record and recorded != digest:
+            self.lock.digests[key] = digest
+            self.lock.write()
+        elif recorded is not None and recorded != digest:
+            raise ChartUnavailable(f"chart {key.rsplit('-', 1)[0]} {key.rsplit('-', 1)[1]}: {where} holds {digest}, "
+                                   f"not the {recorded} {self.lock.path} records; refused (a mirror must serve the "
+                                   "same archive; run with --lock to record a new one on purpose)")
+
+    def problems(self, releases: list[dict[str, Any]]) -> list[str]:
+        """One line for each release whose chart no source can supply (and the rest are fetched).
+        A release that pins no version is left to ``check``, which fails it: a pull would take
+        whatever version is newest."""
+        lines = []
+        for release in releases:
+            if not release.get("version") and not Path(str(release.get("chart") or "")).exists():
+                continue
+            try:
+                self.locate(str(release.get("chart") or ""), str(release.get("version") or ""), release.get("repository"))
+            except ChartUnavailable as error:
+                lines.append(str(error))
+        return lines
+
+
+def chart_source(sources: Optional[ChartSources], chart: str, version: str,
+                 repository: Optional[str] = None) -> tuple[Optional[Path], str]:
+    """The chart's folder or archive from ``sources``, or None and why (``sources`` None: charts are
+    not rendered, as asked with ``--no-charts``)."""
+    if sources is None:
+        return None, "chart rendering was turned off (--no-charts)"
+    try:
+        return sources.locate(chart, version, repository), ""
+    except ChartUnavailable as error:
+        return None, str(error)
+

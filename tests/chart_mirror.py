@@ -1,0 +1,75 @@
+"""A Helm chart repository on loopback, serving the reference folder's pinned charts, as a company
+mirror (Artifactory, Harbor, an ECR pull-through cache) serves them to a user: each chart packaged
+by Helm's own ``package`` and indexed by its ``repo index``, over plain HTTP.
+
+The tests use it through ``tests/conftest.py`` (``charts_mirror``); ``.ci/run`` runs it for the
+render, check and scan of the stacks:
+
+    python tests/chart_mirror.py --reference ../shared/reference --url-file URL_FILE
+
+serves until it is stopped, after writing its URL to URL_FILE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import tempfile
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+def package_charts(reference: Path, folder: Path) -> list[Path]:
+    """Package every chart of ``reference/charts/`` into ``folder`` and index them there."""
+    import helm_python
+
+    folder.mkdir(parents=True, exist_ok=True)
+    archives = [Path(helm_python.package(chart, destination=folder))
+                for chart in sorted((reference / "charts").iterdir()) if (chart / "Chart.yaml").is_file()]
+    helm_python.repo_index_generate(folder)
+    return archives
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the base class's parameter name
+        pass
+
+
+class ChartMirror:
+    """``folder`` served on 127.0.0.1 on a free port, in a thread of this process."""
+
+    def __init__(self, folder: Path):
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reference", type=Path, required=True)
+    parser.add_argument("--url-file", type=Path, required=True)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="chart-mirror-") as folder:
+        package_charts(options.reference, Path(folder))
+        mirror = ChartMirror(Path(folder))
+        options.url_file.write_text(mirror.url + "\n")
+        try:
+            mirror.thread.join()
+        except KeyboardInterrupt:
+            mirror.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

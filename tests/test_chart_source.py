@@ -7,6 +7,7 @@ import re
 import tarfile
 from pathlib import Path
 
+import pytest
 import yaml
 
 from eks_gpu_training import ConfigError
@@ -100,6 +101,47 @@ def test_the_stack_installs_every_release_from_the_local_folder(tmp_path):
         assert Path(inputs["chart"]).parent == tmp_path, name
         assert "repositoryOpts" not in inputs and "version" not in inputs, name
 
+
+
+def test_a_release_takes_its_chart_from_the_mirror_by_name(tmp_path):
+    https = release_chart("gpu-operator", "v26.7.0", gpu_operator.CHART_REPOSITORY, None, "x",
+                          mirror="https://artifactory.example.com/api/helm/charts")
+    assert (https["chart"], https["version"], https["repository_opts"].repo) == (
+        "gpu-operator", "v26.7.0", "https://artifactory.example.com/api/helm/charts")
+    # An OCI prefix holds each chart at <prefix>/<chart>, whatever registry it comes from upstream.
+    assert release_chart(kueue.KUEUE_CHART, "0.19.2", None, None, "x", mirror="oci://123456789012.dkr.ecr.us-west-2.amazonaws.com/charts") == {
+        "chart": "oci://123456789012.dkr.ecr.us-west-2.amazonaws.com/charts/kueue", "version": "0.19.2"}
+    # The local folder comes first.
+    folder = write_chart(tmp_path / "kueue-0.19.2", "kueue", "0.19.2")
+    assert release_chart(kueue.KUEUE_CHART, "0.19.2", None, str(tmp_path), "x", mirror="oci://r/charts") == {"chart": str(folder)}
+
+
+def test_the_stack_installs_every_release_from_its_charts_mirror():
+    config = stack_config("prod")
+    config[f"{PROJECT}:charts"] = {"mirror": "oci://harbor.example.com/helm-remote/"}
+    graph = run_main(config)
+    assert graph.error is None
+    releases = {r.inputs["name"]: r.inputs for r in graph.of_type(RELEASE)}
+    assert {name: inputs["chart"] for name, inputs in releases.items()} == {
+        name: f"oci://harbor.example.com/helm-remote/{name}"
+        for name in ("gpu-operator", "aws-efa-k8s-device-plugin", "kueue", "karpenter", "karpenter-crd")}
+    assert all("repositoryOpts" not in inputs for inputs in releases.values())
+
+
+def test_a_charts_mirror_that_is_no_repository_is_refused_with_its_key_before_anything_registers():
+    config = stack_config("prod")
+    config[f"{PROJECT}:charts"] = {"mirror": "harbor.example.com/helm-remote"}
+    graph = run_main(config)
+    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert [(p.path, p.message) for p in graph.error.problems] == [
+        ("charts.mirror", "'harbor.example.com/helm-remote' is neither a Helm repository (https://...) nor an OCI prefix (oci://...)")]
+
+
+def test_a_component_given_a_mirror_that_is_no_repository_refuses_it_with_its_argument():
+    with pytest.raises(ConfigError) as refused:
+        release_chart("gpu-operator", "v26.7.0", gpu_operator.CHART_REPOSITORY, None, "GpuOperator(op).chart_directory",
+                      mirror="artifactory/helm")
+    assert [p.path for p in refused.value.problems] == ["GpuOperator(op).chart_mirror"]
 
 def test_a_stack_whose_folder_lacks_a_chart_registers_nothing_and_names_each(tmp_path):
     charts = all_stack_charts(tmp_path)

@@ -1,5 +1,6 @@
-"""Where a Helm release takes its chart from: the chart's repository, or a local chart folder or
-archive (``charts.directory``) for a deployer that cannot reach the repositories. Helm runs in the
+"""Where a Helm release takes its chart from: the chart's repository, a mirror holding every pinned
+chart under its own name (``charts.mirror``), or a local chart folder or archive
+(``charts.directory``) for a deployer that cannot reach the repositories. Helm runs in the
 Kubernetes provider, where `pulumi up` runs, so that is where the chart is read; the cluster never
 fetches one, and its nodes pull the charts' images from their registries as before.
 
@@ -20,6 +21,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from ..config import ConfigError, Problem
+from ..config.charts import MIRROR_SCHEMES
 
 
 def chart_name(chart: str) -> str:
@@ -77,13 +79,29 @@ def chart_problems(directory: Optional[str], charts: list[tuple[str, str]], path
     return problems
 
 
+def mirrored_chart(chart: str, mirror: str) -> tuple[str, Optional[str]]:
+    """The chart and repository under which ``mirror`` serves ``chart``: an ``oci://`` prefix
+    holds it at ``<prefix>/<chart>``, a Helm repository under its name."""
+    name = chart_name(chart)
+    if mirror.startswith("oci://"):
+        return f"{mirror.rstrip('/')}/{name}", None
+    return name, mirror
+
+
 def release_chart(
-    chart: str, version: str, repository: Optional[str], directory: Optional[str], path: str
+    chart: str, version: str, repository: Optional[str], directory: Optional[str], path: str,
+    mirror: Optional[str] = None,
 ) -> dict[str, Any]:
-    """The ``chart``, ``version`` and ``repository_opts`` of a ``helm.v3.Release``: from the
-    repository (``repository`` None for an ``oci://`` chart), or from ``directory``'s copy at the
-    same version; raises ``ConfigError`` naming ``path`` when that copy is missing."""
+    """The ``chart``, ``version`` and ``repository_opts`` of a ``helm.v3.Release``: from
+    ``directory``'s copy at the same version when a directory is given, else from ``mirror``, else
+    from the repository (``repository`` None for an ``oci://`` chart); raises ``ConfigError``
+    naming ``path`` when the directory's copy is missing."""
     if directory is None:
+        if mirror is not None:
+            if not mirror.startswith(MIRROR_SCHEMES):
+                raise ConfigError([Problem(f"{path.rsplit('.', 1)[0]}.chart_mirror",
+                                           f"'{mirror}' is neither a Helm repository (https://...) nor an OCI prefix (oci://...)")])
+            chart, repository = mirrored_chart(chart, mirror)
         source: dict[str, Any] = {"chart": chart, "version": version}
         if repository is not None:
             source["repository_opts"] = k8s.helm.v3.RepositoryOptsArgs(repo=repository)

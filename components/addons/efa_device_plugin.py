@@ -89,6 +89,8 @@ class EfaDevicePluginArgs:
     """The cluster to install into: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     chart_directory: Optional[str] = None
     """A local folder holding the chart at its pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of the EKS charts repository (``charts.directory``). Default: none, the repository."""
+    chart_mirror: Optional[str] = None
+    """A chart mirror holding every pinned chart under its own name (an `https://` Helm repository or an `oci://` prefix), used instead of the EKS charts repository (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -108,7 +110,7 @@ class EfaDevicePlugin(pulumi.ComponentResource):
     def __init__(self, name: str, args: EfaDevicePluginArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # A missing local chart is refused before anything registers.
         chart = release_chart(CHART, CHART_VERSION, CHART_REPOSITORY, args.chart_directory,
-                              f"EfaDevicePlugin({name}).chart_directory")
+                              f"EfaDevicePlugin({name}).chart_directory", args.chart_mirror)
         super().__init__("eks-gpu-training:index:EfaDevicePlugin", name, None, opts)
         ref = args.cluster
         self.values = efa_device_plugin_values()

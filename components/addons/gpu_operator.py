@@ -175,6 +175,8 @@ class GpuOperatorArgs:
     """The GPU nodes' EKS AMI type (decides driver, toolkit and device plugin). Default: AL2023_x86_64_NVIDIA."""
     chart_directory: Optional[str] = None
     """A local folder holding the chart at its pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of NVIDIA's repository (``charts.directory``). Default: none, the repository."""
+    chart_mirror: Optional[str] = None
+    """A chart mirror holding every pinned chart under its own name (an `https://` Helm repository or an `oci://` prefix), used instead of NVIDIA's repository (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
 
     def __post_init__(self) -> None:
         problems = cluster_field(self)
@@ -209,7 +211,7 @@ class GpuOperator(pulumi.ComponentResource):
         if problems:
             raise ConfigError(problems)
         chart = release_chart(CHART, args.config.chart_version, CHART_REPOSITORY, args.chart_directory,
-                              f"GpuOperator({name}).chart_directory")
+                              f"GpuOperator({name}).chart_directory", args.chart_mirror)
         super().__init__("eks-gpu-training:index:GpuOperator", name, None, opts)
         ref = args.cluster
         # Whatever the ref lists: the cluster and its system nodes, and, in the platform's ref, the

@@ -140,6 +140,8 @@ class KarpenterArgs:
     """Tags for every AWS resource. Default: none."""
     chart_directory: Optional[str] = None
     """A local folder holding the charts karpenter and karpenter-crd at their pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of upstream's OCI repository (``charts.directory``). Default: none, the repository."""
+    chart_mirror: Optional[str] = None
+    """A chart mirror holding every pinned chart under its own name (an `https://` Helm repository or an `oci://` prefix), used instead of upstream's OCI repository (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -201,8 +203,10 @@ class Karpenter(pulumi.ComponentResource):
     def __init__(self, name: str, args: KarpenterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # A missing local chart is refused before anything registers.
         path = f"Karpenter({name}).chart_directory"
-        crd_chart = release_chart(KARPENTER_CRD_CHART, args.config.chart_version, None, args.chart_directory, path)
-        controller_chart = release_chart(KARPENTER_CHART, args.config.chart_version, None, args.chart_directory, path)
+        crd_chart = release_chart(KARPENTER_CRD_CHART, args.config.chart_version, None, args.chart_directory, path,
+                                   args.chart_mirror)
+        controller_chart = release_chart(KARPENTER_CHART, args.config.chart_version, None, args.chart_directory, path,
+                                   args.chart_mirror)
         super().__init__("eks-gpu-training:index:Karpenter", name, None, opts)
         ref, tags = args.cluster, dict(args.tags)
         # Cluster-side AWS objects (access entry, association) need the cluster; in-cluster ones its nodes too.

@@ -147,6 +147,8 @@ class KueueArgs:
     """The training namespaces: Kueue manages Jobs there and nowhere else."""
     chart_directory: Optional[str] = None
     """A local folder holding the chart at its pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of registry.k8s.io's OCI repository (``charts.directory``). Default: none, the repository."""
+    chart_mirror: Optional[str] = None
+    """A chart mirror holding every pinned chart under its own name (an `https://` Helm repository or an `oci://` prefix), used instead of registry.k8s.io's OCI repository (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -165,7 +167,8 @@ class Kueue(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: KueueArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # A missing local chart is refused before anything registers.
-        chart = release_chart(KUEUE_CHART, args.config.chart_version, None, args.chart_directory, f"Kueue({name}).chart_directory")
+        chart = release_chart(KUEUE_CHART, args.config.chart_version, None, args.chart_directory, f"Kueue({name}).chart_directory",
+                              args.chart_mirror)
         super().__init__("eks-gpu-training:index:Kueue", name, None, opts)
         ref = args.cluster
         ready = list(ref.ready)

@@ -37,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
             command.add_argument("--bare", action="store_true", help="the simulated fleet only, no platform")
             command.add_argument("--charts-mirror", default=None, metavar="URL",
                                  help="an http(s):// Helm repository or oci:// prefix holding every pinned chart, "
-                                 f"asked instead of each chart's own repository (default: ${MIRROR_ENV})")
+                                 f"asked instead of each chart's own repository, for this run (default: ${MIRROR_ENV}, "
+                                 "else the stack's charts.mirror)")
     commands.add_parser("build", help="build the control plane's components into the cache (what `up` does first)")
     commands.add_parser("tools", help="build the Pulumi CLI and the Kubernetes provider into the cache if missing "
                         "and print the folder to put on PATH")

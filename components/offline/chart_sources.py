@@ -8,10 +8,10 @@ In this order:
    EKS installs as an add-on) its ``<chart>-<version>/`` or ``.tgz`` in that folder;
 2. the chart cache outside any project (``$XDG_CACHE_HOME/eks-gpu-training/charts``, or
    ``$EKS_GPU_TRAINING_CHARTS_CACHE``), filled by earlier pulls;
-3. a mirror when one is set (``--charts-mirror`` or ``$EKS_GPU_TRAINING_CHARTS_MIRROR``): an
-   ``http(s)://`` Helm repository, or an ``oci://`` prefix, that holds every pinned chart under its
-   own name (as an Artifactory remote, Harbor or an ECR pull-through cache does); else the chart's
-   own repository (the GPU Operator's and the EFA plugin's HTTP repositories, Karpenter's and
+3. a mirror when one is set (the stack's ``charts.mirror``, or for one run ``--charts-mirror`` or
+   ``$EKS_GPU_TRAINING_CHARTS_MIRROR``): an ``http(s)://`` Helm repository, or an ``oci://``
+   prefix, that holds every pinned chart under its own name (as an Artifactory remote, Harbor or an
+   ECR pull-through cache does); else the chart's own repository (the GPU Operator's and the EFA plugin's HTTP repositories, Karpenter's and
    Kueue's OCI registries, the node monitoring agent's repository).
 
 A pulled archive is kept only when its ``Chart.yaml`` names the chart and version asked for, and,
@@ -43,9 +43,9 @@ MIRROR_ENV = "EKS_GPU_TRAINING_CHARTS_MIRROR"
 LOCK_FILE = "charts.lock"
 """Beside the stack files: each pinned chart archive's digest (``<chart>-<version>: sha256:...``)."""
 HOW_TO_SUPPLY = (
-    f"supply it with charts.directory (a folder of the pinned charts), a mirror (--charts-mirror or "
-    f"${MIRROR_ENV}: an http(s):// Helm repository or an oci:// prefix holding every pinned chart), or "
-    "network access to its repository"
+    f"supply it with charts.directory (a folder of the pinned charts), a mirror (charts.mirror, or "
+    f"--charts-mirror or ${MIRROR_ENV} for one run: an http(s):// Helm repository or an oci:// prefix "
+    "holding every pinned chart), or network access to its repository"
 )
 
 
@@ -167,7 +167,8 @@ class ChartSources:
             return f"the mirror {self.mirror}", lambda folder: helm_python.pull(
                 name, repo_url=self.mirror, version=version, destination=folder)
         if chart.startswith("oci://"):
-            return f"its registry {chart}", lambda folder: helm_python.pull(chart, version=version, destination=folder)
+            return f"its registry {chart}", lambda folder: helm_python.pull(
+                chart, version=version, destination=folder, plain_http=_loopback(chart))
         if repository:
             return f"its repository {repository}", lambda folder: helm_python.pull(
                 name, repo_url=repository, version=version, destination=folder)

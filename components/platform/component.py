@@ -187,7 +187,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         self.gpu_operator = GpuOperator(
             f"{name}-gpu-operator",
             GpuOperatorArgs(cluster=after_gpu_nodes, config=args.gpu_operator, node_os=gpu_node_os(args),
-                            chart_directory=args.charts.directory),
+                            chart_directory=args.charts.directory, chart_mirror=args.charts.mirror),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.node_monitoring_agent = None
@@ -200,7 +200,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         self.efa_device_plugin = (
             EfaDevicePlugin(
                 f"{name}-efa-device-plugin",
-                EfaDevicePluginArgs(cluster=after_gpu_nodes, chart_directory=args.charts.directory),
+                EfaDevicePluginArgs(cluster=after_gpu_nodes, chart_directory=args.charts.directory,
+                                    chart_mirror=args.charts.mirror),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             if efa_needed(args)
@@ -222,7 +223,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         if args.karpenter.enabled:
             self.karpenter = Karpenter(
                 karpenter_child_name(name),
-                KarpenterArgs(cluster=self.cluster.ref, config=args.karpenter, tags=tags, chart_directory=args.charts.directory),
+                KarpenterArgs(cluster=self.cluster.ref, config=args.karpenter, tags=tags,
+                              chart_directory=args.charts.directory, chart_mirror=args.charts.mirror),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self.gpu_node_pools = {
@@ -289,7 +291,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             self.kueue = Kueue(
                 f"{name}-kueue",
                 KueueArgs(cluster=self.cluster.ref, config=args.kueue, namespaces=[ns.name for ns in args.scheduling.namespaces],
-                          chart_directory=args.charts.directory),
+                          chart_directory=args.charts.directory, chart_mirror=args.charts.mirror),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             # Kueue's CRDs and webhooks come with the release; LocalQueues live in the training namespaces.

@@ -116,16 +116,17 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
         )
         ref = kubeconfig_cluster_ref(args, self.provider)
         on_cluster = pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.provider})
-        charts = args.charts.directory
+        charts, mirror = args.charts.directory, args.charts.mirror
         namespaces = [ns.name for ns in args.scheduling.namespaces]
 
         self.gpu_operator = GpuOperator(
             f"{name}-gpu-operator",
-            GpuOperatorArgs(cluster=ref, config=args.gpu_operator, node_os=gpu_node_os(args), chart_directory=charts),
+            GpuOperatorArgs(cluster=ref, config=args.gpu_operator, node_os=gpu_node_os(args), chart_directory=charts,
+                            chart_mirror=mirror),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.efa_device_plugin = (
-            EfaDevicePlugin(f"{name}-efa-device-plugin", EfaDevicePluginArgs(cluster=ref, chart_directory=charts),
+            EfaDevicePlugin(f"{name}-efa-device-plugin", EfaDevicePluginArgs(cluster=ref, chart_directory=charts, chart_mirror=mirror),
                             opts=pulumi.ResourceOptions(parent=self))
             if efa_needed(args)
             else None
@@ -137,7 +138,8 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
         if args.kueue.enabled:
             self.kueue = Kueue(
                 f"{name}-kueue",
-                KueueArgs(cluster=ref, config=args.kueue, namespaces=namespaces, chart_directory=charts),
+                KueueArgs(cluster=ref, config=args.kueue, namespaces=namespaces, chart_directory=charts,
+                          chart_mirror=mirror),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self.kueue_queues = KueueQueues(

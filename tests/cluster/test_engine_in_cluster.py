@@ -31,7 +31,7 @@ from eks_gpu_training.addons import gpu_operator, karpenter
 from eks_gpu_training.addons.chart_source import chart_name, release_chart
 from eks_gpu_training.config import SubnetRef
 from eks_gpu_training.local import build as builds
-from eks_gpu_training.offline.chart_sources import ChartSources
+from eks_gpu_training.offline.chart_sources import MIRROR_ENV, ChartSources
 from eks_gpu_training.offline.engine import stack_config
 from harness import PROJECT_ROOT
 from eks_gpu_training.platform.loading import platform_args_from_settings
@@ -51,6 +51,8 @@ real nodes, through KWOK's pod-complete stage narrowed to Helm's Jobs (``control
 @dataclass(frozen=True)
 class Settings:
     gpu_operator_version: str = INSTALLED
+    chart_mirror: str | None = None
+    """The stack's ``charts.mirror``; unset, its charts come from the local folder."""
 
 
 def pulled_chart(folder: Path, chart: str, version: str, repository: str | None = None) -> None:
@@ -85,6 +87,8 @@ def program(kubeconfig: Path, charts: Path):
     def for_settings(settings: Settings):
         config = in_cluster_config(kubeconfig, charts)
         config[f"{PROJECT}:gpuOperator"] = {**config[f"{PROJECT}:gpuOperator"], "chartVersion": settings.gpu_operator_version}
+        if settings.chart_mirror:
+            config[f"{PROJECT}:charts"] = {"mirror": settings.chart_mirror}
         args = platform_args_from_settings(config)
         return lambda: GpuTrainingInCluster("gpu-training", args)
 
@@ -141,6 +145,22 @@ def test_a_chart_version_bump_upgrades_the_release_in_place(engine, bare_cluster
     operator = client.AppsV1Api(bare_cluster.kube.api).read_namespaced_deployment("gpu-operator", gpu_operator.NAMESPACE)
     assert operator.metadata.labels["helm.sh/chart"] == f"gpu-operator-{UPGRADE}"
     assert changed(engine.plan(Settings(gpu_operator_version=UPGRADE), expect_no_changes=True)) == {}
+
+
+def test_moving_the_charts_to_a_mirror_upgrades_the_release_in_place_and_leaves_its_objects(engine, bare_cluster):
+    """The same chart and version from a mirror (the loopback Helm repository the tests serve, which
+    the Kubernetes provider's Helm pulls from): the Release is updated, not replaced, and Helm's
+    upgrade leaves the objects it already made as they were."""
+    apps = client.AppsV1Api(bare_cluster.kube.api)
+    before = apps.read_namespaced_deployment("gpu-operator", gpu_operator.NAMESPACE).metadata
+    mirrored = Settings(gpu_operator_version=UPGRADE, chart_mirror=os.environ[MIRROR_ENV])
+    plan = changed(engine.plan(mirrored))
+    assert plan == {RELEASE: ["update"]}, plan
+    engine.up(mirrored)
+    assert release_secrets(bare_cluster.kube)[-1] == "sh.helm.release.v1.gpu-operator.v3"
+    after = apps.read_namespaced_deployment("gpu-operator", gpu_operator.NAMESPACE).metadata
+    assert (after.uid, after.generation) == (before.uid, before.generation)
+    assert changed(engine.plan(mirrored, expect_no_changes=True)) == {}
 
 
 def test_destroy_uninstalls_the_release_and_removes_the_policy(engine, bare_cluster):

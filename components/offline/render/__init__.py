@@ -83,9 +83,14 @@ def write_render(
     rendered). Every chart is fetched first: one that no source supplies fails the render, one line
     per chart, before anything is written. Graphviz lays the picture out while the files and charts
     are written; ``cache`` holds earlier charts and pictures."""
-    if sources is not None and sources.directory is None and result.charts_directory:
-        # The stack's own folder first; the sources' lock and record of pulls stay shared.
-        sources = dataclasses.replace(sources, directory=Path(result.charts_directory))
+    if sources is not None:
+        # The stack's own folder and mirror, unless the command names others; the sources' lock
+        # and record of pulls stay shared.
+        sources = dataclasses.replace(
+            sources,
+            directory=sources.directory or (Path(result.charts_directory) if result.charts_directory else None),
+            mirror=sources.mirror or result.charts_mirror,
+        )
     if sources is not None:
         missing = sources.problems(chart_releases(result))
         if missing:

@@ -53,7 +53,7 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument(
         "--charts-mirror", default=None, metavar="URL",
         help=f"an http(s):// Helm repository or oci:// prefix holding every pinned chart, asked instead of each "
-        f"chart's own repository (default: ${MIRROR_ENV}); pulled charts are cached (${CACHE_ENV}, else "
+        f"chart's own repository, for this run (default: ${MIRROR_ENV}, else the stack's charts.mirror); pulled charts are cached (${CACHE_ENV}, else "
         "$XDG_CACHE_HOME/eks-gpu-training/charts)",
     )
     parser.add_argument(

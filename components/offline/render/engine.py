@@ -209,6 +209,8 @@ class StackRender:
     unanswered_calls: list[str] = field(default_factory=list)
     charts_directory: Optional[str] = None
     """The stack's ``charts.directory``, where its charts come from first."""
+    charts_mirror: Optional[str] = None
+    """The stack's ``charts.mirror``, which its releases pull from."""
 
 
 def _ordered(resources: list[Resource]) -> list[Resource]:
@@ -297,5 +299,5 @@ def render_stack(
         graph, stack=stack, project=PROJECT, region=region, kubernetes_version=args.cluster.kubernetes_version
     )
     result.unanswered_calls = sorted(getattr(mocks, "unanswered_calls", ()))
-    result.charts_directory = args.charts.directory
+    result.charts_directory, result.charts_mirror = args.charts.directory, args.charts.mirror
     return result

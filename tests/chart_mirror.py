@@ -7,13 +7,16 @@ render, check and scan of the stacks:
 
     python tests/chart_mirror.py --reference ../shared/reference --url-file URL_FILE
 
-serves until it is stopped, after writing its URL to URL_FILE.
+serves until it is stopped (SIGTERM or SIGINT), after writing its URL to URL_FILE.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import os
+import signal
+import sys
 import tempfile
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -60,13 +63,19 @@ def main() -> int:
     parser.add_argument("--reference", type=Path, required=True)
     parser.add_argument("--url-file", type=Path, required=True)
     options = parser.parse_args()
+    # Stopped by its pid, it still removes its folder.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with tempfile.TemporaryDirectory(prefix="chart-mirror-") as folder:
         package_charts(options.reference, Path(folder))
         mirror = ChartMirror(Path(folder))
-        options.url_file.write_text(mirror.url + "\n")
+        written = options.url_file.with_name(options.url_file.name + ".tmp")
+        written.write_text(mirror.url + "\n")
+        os.replace(written, options.url_file)
         try:
             mirror.thread.join()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
             mirror.stop()
     return 0
 

@@ -82,7 +82,7 @@ try:
     from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
     from .addons.kueue import Kueue, KueueArgs, kueue_values
     from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, PoolFlavor, kueue_queues_args, pool_flavors
-    from .platform import PLATFORM_NAME, GpuTrainingInCluster, GpuTrainingInClusterArgs, GpuTrainingPlatform, load_stack_config, parse_platform_args
+    from .platform import PLATFORM_NAME, GpuTrainingInCluster, GpuTrainingInClusterArgs, GpuTrainingPlatform, load_stack_config, parse_platform_args, stack_program
     from .workloads.fleet_capacity import PoolCapacity, ResolvedQuota, fleet_gpu_capacity
     from .workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, SchedulingPoliciesArgs
     from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
@@ -220,6 +220,7 @@ __all__ = [
     "kueue_queues_args",
     "kueue_values",
     "load_stack_config",
+    "stack_program",
     "nccl_baseline",
     "nccl_test_objects",
     "node_config_user_data",

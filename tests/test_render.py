@@ -318,6 +318,20 @@ def test_render_runs_as_a_module_in_a_fresh_process(tmp_path):
     assert "rendered stack prod" in done.stdout
 
 
+def test_a_project_of_stack_files_alone_renders_with_the_packages_stack_program(tmp_path):
+    """A project beside an installed package: ``Pulumi.yaml`` and its stack files, no
+    ``__main__.py``; the render runs the program this project's ``__main__.py`` runs."""
+    import shutil
+
+    project = tmp_path / "platform"
+    (project / "stacks").mkdir(parents=True)
+    shutil.copy(PROJECT_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    shutil.copy(PROJECT_ROOT / "stacks" / "Pulumi.dev.yaml", project / "stacks" / "Pulumi.dev.yaml")
+    alone = render_stack("dev", project_root=project)
+    here = render_stack("dev", project_root=PROJECT_ROOT)
+    assert [r.urn for r in alone.resources] == [r.urn for r in here.resources] and alone.exports.keys() == here.exports.keys()
+
+
 def test_placement_group_inputs_reach_the_render_unchanged(render_program):
     out = render_program(lambda: aws.ec2.PlacementGroup("pg", strategy="cluster"))
     placement = one(resources(out), "aws:ec2/placementGroup:PlacementGroup")

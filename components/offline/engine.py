@@ -306,12 +306,16 @@ def run_main(
     project_root: Optional[Path] = None,
 ) -> Graph:
     """Run a project's ``__main__.py`` (``project_root``, else the project the current folder is
-    in) under mocks with the given stack configuration."""
+    in) under mocks with the given stack configuration; a project without one (stack files and
+    ``Pulumi.yaml`` beside an installed package) runs the package's stack program, which this
+    project's own ``__main__.py`` is."""
     import runpy
+
+    from ..platform.program import stack_program
 
     program = project_dir(project_root) / "__main__.py"
     return run_program(
-        lambda: runpy.run_path(str(program), run_name="__main__"),
+        (lambda: runpy.run_path(str(program), run_name="__main__")) if program.is_file() else stack_program,
         config,
         stack=stack,
         preview=preview,

@@ -5,6 +5,7 @@ from .component import GpuTrainingPlatform
 from .in_cluster import GpuTrainingInCluster, GpuTrainingInClusterArgs
 from .loading import load_stack_config, parse_platform_args, platform_args_from_settings, problems_from_validation_error
 from .names import PLATFORM_NAME, generated_names, validate_names
+from .program import stack_program
 from .validation import validate_stack
 
 __all__ = [
@@ -18,5 +19,6 @@ __all__ = [
     "parse_platform_args",
     "platform_args_from_settings",
     "problems_from_validation_error",
+    "stack_program",
     "validate_stack",
 ]

@@ -1,0 +1,32 @@
+"""The stack program every stack file of this project runs: read and check the stack's
+configuration, build the platform (or only its in-cluster half), export its outputs.
+
+The project's ``__main__.py`` is this program; a project of one's own that needs nothing more (only
+stack files and ``Pulumi.yaml``) can run it too, and the offline tools (render, the local cluster)
+run it for a project that has no ``__main__.py``.
+"""
+
+from __future__ import annotations
+
+import pulumi
+
+from .names import PLATFORM_NAME
+from .component import GpuTrainingPlatform
+from .in_cluster import GpuTrainingInCluster
+from .loading import load_stack_config
+
+
+def stack_program() -> None:
+    config = load_stack_config()
+    if config.in_cluster.enabled:
+        # inCluster: only the in-cluster half, through a kubeconfig; nothing in AWS.
+        in_cluster = GpuTrainingInCluster(PLATFORM_NAME, config)
+        pulumi.export("gpuOperatorStatus", in_cluster.gpu_operator_status)
+        return
+    platform = GpuTrainingPlatform(PLATFORM_NAME, config)
+    pulumi.export("clusterName", platform.cluster_name)
+    pulumi.export("kubeconfig", platform.kubeconfig)
+    pulumi.export("gpuNodeGroupNames", platform.gpu_node_group_names)
+    pulumi.export("placementGroupNames", platform.placement_group_names)
+    pulumi.export("karpenterNodePoolNames", platform.karpenter_node_pool_names)
+    pulumi.export("karpenterPlacementGroupNames", platform.karpenter_placement_group_names)

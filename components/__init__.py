@@ -28,6 +28,7 @@ try:
     from .aws.node_config import node_config_user_data
     from .config import (
         ChartsConfig,
+        ImagesConfig,
         ClusterConfig,
         ConfigError,
         DataRepositoryConfig,
@@ -88,6 +89,7 @@ try:
     from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
     from .addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
     from .addons.verifier_role import VerifierRole, VerifierRoleArgs, verifier_cluster_role
+    from .addons.image_mirrors import image_mirrors
     from .aws.training_identity import TrainingIdentity, TrainingIdentityArgs, s3_access_policy
     from .workloads.storage import TrainingStorage, TrainingStorageArgs
     from .workloads.training_job import TrainingJob, TrainingJobArgs
@@ -132,6 +134,7 @@ __all__ = [
     "GpuTrainingInClusterArgs",
     "GpuTrainingPlatformArgs",
     "ChartsConfig",
+    "ImagesConfig",
     "InClusterConfig",
     "Karpenter",
     "KarpenterArgs",
@@ -219,6 +222,7 @@ __all__ = [
     "karpenter_values",
     "kueue_queues_args",
     "kueue_values",
+    "image_mirrors",
     "load_stack_config",
     "stack_program",
     "nccl_baseline",

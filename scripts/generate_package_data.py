@@ -14,7 +14,12 @@ Writes, each with the upstream source it was read from:
   charts/configuration.schema.json) and the node conditions and reasons it reports
   (pkg/reasons/reasons.yaml), which ``eks-gpu-training-check`` and the docs' table read.
 
-``tests/test_package_data.py`` regenerates both from the reference folder and fails when the shipped
+- ``components/facts/data/chart-images.json``: every image repository each pinned chart's
+  ``values.yaml`` (and its subcharts') names, by values key path, read from the charts at their
+  release tags (NVIDIA/gpu-operator, aws/eks-charts, kubernetes-sigs/kueue, aws/karpenter-provider-aws):
+  the keys ``images.registryMirrors`` rewrites, so every image a chart deploys comes from a mirror.
+
+``tests/test_package_data.py`` regenerates them from the reference folder and fails when the shipped
 files differ, so they cannot drift from their source.
 """
 
@@ -35,7 +40,9 @@ AGENT_SOURCE = {
     "configurationSchema": "aws/eks-node-monitoring-agent v1.7.0, charts/configuration.schema.json",
     "reasons": "aws/eks-node-monitoring-agent v1.7.0, pkg/reasons/reasons.yaml",
 }
+CHART_IMAGES_SOURCE = "values.yaml of each pinned chart (and of its subcharts), at the chart's release tag"
 OUTPUTS = {
+    "chart-images": PROJECT / "components" / "facts" / "data" / "chart-images.json",
     "instance-types": PROJECT / "components" / "local" / "data" / "instance-types.json",
     "node-monitoring": PROJECT / "components" / "offline" / "data" / f"{AGENT}.json",
 }
@@ -66,9 +73,54 @@ def node_monitoring(reference: Path) -> dict:
     }
 
 
+def _image_repositories(values: object, path: tuple[str, ...] = (), switch=None):
+    """(key path, repository, switch) of every non-empty ``repository`` string in a chart's values;
+    the switch is the nearest ``enabled`` key above it and its default, (path, bool), or None."""
+    if isinstance(values, dict):
+        if isinstance(values.get("enabled"), bool):
+            switch = (".".join((*path, "enabled")), values["enabled"])
+        for key, value in values.items():
+            if key == "repository" and isinstance(value, str) and value:
+                yield ".".join((*path, key)), value, switch
+            else:
+                yield from _image_repositories(value, (*path, str(key)), switch)
+
+
+TEMPLATE_SWITCHES = {
+    # templates/kueueviz/*.yaml render only `{{- if .Values.enableKueueViz }}`.
+    "kueue": {"kueueViz.": ("enableKueueViz", False)},
+}
+"""Switches a chart's templates test that sit outside the values' own nesting: chart -> key path
+prefix -> (switch, its default in values.yaml)."""
+
+
+def _template_switch(chart: str, path: str):
+    name = chart.rsplit("-", 1)[0]
+    for prefix, switch in TEMPLATE_SWITCHES.get(name, {}).items():
+        if path.startswith(prefix):
+            return switch
+    return None
+
+
+def chart_images(reference: Path) -> dict:
+    charts = {}
+    for chart in sorted((reference / "charts").iterdir()):
+        if not (chart / "values.yaml").is_file():
+            continue
+        found = list(_image_repositories(yaml.safe_load((chart / "values.yaml").read_text()) or {}))
+        for sub in sorted((chart / "charts").glob("*/values.yaml")):
+            found += _image_repositories(yaml.safe_load(sub.read_text()) or {}, (sub.parent.name,))
+        charts[chart.name] = {
+            path: {"repository": repository, **({"enabledBy": switch[0], "enabledByDefault": switch[1]} if switch else {})}
+            for path, repository, switch in ((p, r, _template_switch(chart.name, p) or w) for p, r, w in found)
+        }
+    return {"source": CHART_IMAGES_SOURCE, "charts": charts}
+
+
 def generate(reference: Path) -> dict[str, str]:
     """Each output's name -> its text."""
-    documents = {"instance-types": instance_types(reference), "node-monitoring": node_monitoring(reference)}
+    documents = {"chart-images": chart_images(reference), "instance-types": instance_types(reference),
+                 "node-monitoring": node_monitoring(reference)}
     return {name: json.dumps(document, indent=1, sort_keys=True) + "\n" for name, document in documents.items()}
 
 

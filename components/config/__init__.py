@@ -151,6 +151,7 @@ from .health import (
 )
 from .verify import VERIFIER_GROUP, VerifyConfig
 from .charts import ChartsConfig
+from .images import ImagesConfig
 from .in_cluster import InClusterConfig
 from .stack import (
     GpuTrainingPlatformArgs,
@@ -263,6 +264,7 @@ __all__ = [
     "VERIFIER_GROUP",
     "VerifyConfig",
     "ChartsConfig",
+    "ImagesConfig",
     "InClusterConfig",
     "GpuTrainingPlatformArgs",
     "gpu_pool_zones",

@@ -8,9 +8,10 @@ import re
 from typing import Annotated, Any, Callable, Optional, Union
 
 import pulumi
-from pydantic import PlainValidator, WithJsonSchema
+from pydantic import PlainValidator, WithJsonSchema, field_validator
 from pydantic_core import PydanticCustomError
 
+from .base import _Model
 from .inputs import is_unknown
 
 _IMAGE_REFERENCE = re.compile(
@@ -78,3 +79,33 @@ def _check_image_reference(value: str) -> str:
             "pin it by digest (@sha256:...) or by a release tag",
         )
     return value
+
+
+_REGISTRY_HOST = re.compile(
+    r"^(?:localhost|[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)+)(?::\d+)?$"
+)
+_MIRROR_PREFIX = re.compile(r"^(?P<host>[^/]+)(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
+
+
+class ImagesConfig(_Model):
+    """Where the nodes pull images from: each source registry's mirror, for a cluster whose nodes
+    reach a company registry (Harbor, Artifactory, an ECR pull-through cache) instead of the public
+    ones."""
+
+    registry_mirrors: dict[str, str] = {}
+    """Source registry host -> mirror prefix (`<host>[:port]/<path>`), e.g. `nvcr.io: harbor.example.com/nvcr`: every image of every object the stack deploys from that registry (the charts' images, the GPU Operator's operands, the training jobs, the smoke test and pre-flight checks) is pulled as `<prefix>/<the rest of the reference>`, tag and digest unchanged. The registries the stacks use: `nvcr.io`, `registry.k8s.io`, `public.ecr.aws`, `602401143452.dkr.ecr.<region>.amazonaws.com` (the EFA device plugin; EKS add-ons' images come from EKS's own ECR and are not rewritten), `docker.io` for references without a host. Default: none."""
+    require_mirror: bool = False
+    """Refuse the stack when an image it deploys comes from a registry `registryMirrors` does not map, naming the object; private ECR registries (reached through the VPC's ECR endpoints) need no mirror. Default: false."""
+
+    @field_validator("registry_mirrors")
+    @classmethod
+    def _mirrors(cls, value: dict[str, str]) -> dict[str, str]:
+        for registry, prefix in value.items():
+            if registry != "docker.io" and not _REGISTRY_HOST.match(registry):
+                raise PydanticCustomError(
+                    "registry", f"'{registry}' is not a registry host; use its host name, e.g. nvcr.io or registry.k8s.io")
+            match = _MIRROR_PREFIX.match(prefix.rstrip("/"))
+            if "://" in prefix or match is None or not _REGISTRY_HOST.match(match.group("host")):
+                raise PydanticCustomError(
+                    "registry", f"mirror of {registry}: '{prefix}' is not <registry host>[:port]/<lower-case path>, e.g. harbor.example.com/nvcr")
+        return {registry: prefix.rstrip("/") for registry, prefix in value.items()}

@@ -19,6 +19,7 @@ from .addons import (
 )
 from .base import NVIDIA_AMI_TYPES, _enum_error, _Model, validate_tags
 from .charts import ChartsConfig
+from .images import ImagesConfig
 from .problems import Problem, _collector
 from .cluster import ClusterConfig, SystemNodeGroupConfig, validate_cluster_endpoint
 from .inputs import InputText, is_unknown
@@ -72,6 +73,8 @@ class GpuTrainingPlatformArgs(_Model):
     """Tags added to every AWS resource (a value may be an Output in a program). Default: none."""
     charts: ChartsConfig = ChartsConfig()
     """Where the Helm releases' charts come from. Default: their upstream repositories."""
+    images: ImagesConfig = ImagesConfig()
+    """Where the nodes pull the stack's images from: a mirror per source registry. Default: each image's own registry."""
     in_cluster: InClusterConfig = InClusterConfig()
     """Deploy only the stack's in-cluster half to the cluster a kubeconfig reaches, creating nothing in AWS (`GpuTrainingInCluster`); the other settings still describe the cluster and its pools, which another program made. Default: off (the whole stack)."""
 

@@ -15,6 +15,7 @@ from ..aws.storage import LustreStorage, LustreStorageArgs, subnet_in_zone
 from ..config import fsx_zone, gpu_pool_zones
 from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.arguments import as_model
+from ..addons.image_mirrors import image_mirrors
 from ..addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
 from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from ..addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
@@ -121,6 +122,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             problems = live_roll_problems(args)
         if problems:
             raise ConfigError(problems)
+        # Every image under the platform from its registry's mirror (images.registryMirrors).
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transformations=[image_mirrors(args.images.registry_mirrors)]))
         super().__init__("eks-gpu-training:index:GpuTrainingPlatform", name, None, opts)
         partition = aws_enums.partition_of(args.region)
         tags = dict(args.tags)

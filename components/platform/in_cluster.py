@@ -19,6 +19,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from ..addons.image_mirrors import image_mirrors
 from ..addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
 from ..addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
 from ..addons.kueue import Kueue, KueueArgs
@@ -107,6 +108,8 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
         problems = [*validate_stack(args, name), *validate_in_cluster(args)]
         if problems:
             raise ConfigError(problems)
+        # Every image under the platform from its registry's mirror (images.registryMirrors).
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transformations=[image_mirrors(args.images.registry_mirrors)]))
         super().__init__("eks-gpu-training:index:GpuTrainingInCluster", name, None, opts)
         self.provider = k8s.Provider(
             f"{name}-k8s",

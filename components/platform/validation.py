@@ -3,12 +3,13 @@ which build on the workload templates (quota arithmetic, the training Job each a
 
 from __future__ import annotations
 
-from ..addons import efa_device_plugin, gpu_operator, karpenter, kueue, topology_labeler
+from ..addons import gpu_operator, kueue, topology_labeler
 from ..addons.chart_source import chart_problems
 from ..config import GpuTrainingPlatformArgs, Problem, validate_platform
 from ..workloads.preflight_checks import validate_preflight
 from ..workloads.queues import validate_kueue
 from ..workloads.scheduling_validation import validate_scheduling
+from .image_sources import stack_charts, validate_image_mirrors
 from .names import PLATFORM_NAME, validate_names
 from .system_capacity import validate_system_capacity
 
@@ -37,6 +38,7 @@ def validate_stack(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> 
         *validate_names(args, name),
         *chart_problems(args.charts.directory, stack_charts(args), "charts.directory"),
         *validate_in_cluster_settings(args),
+        *validate_image_mirrors(args),
     ]
 
 
@@ -62,19 +64,6 @@ def validate_in_cluster_settings(args: GpuTrainingPlatformArgs) -> list[Problem]
         problems.append(Problem("scheduling.serviceAccount.policyArns", "need the training pods' Pod Identity role, "
                                 "which inCluster does not create; leave it empty, or deploy the whole stack"))
     return problems
-
-
-def stack_charts(args: GpuTrainingPlatformArgs) -> list[tuple[str, str]]:
-    """The (chart, version) of every Helm release the stack installs."""
-    charts = [(gpu_operator.CHART, args.gpu_operator.chart_version)]
-    if efa_device_plugin.efa_needed(args):
-        charts.append((efa_device_plugin.CHART, efa_device_plugin.CHART_VERSION))
-    if args.kueue.enabled:
-        charts.append((kueue.KUEUE_CHART, args.kueue.chart_version))
-    if args.karpenter.enabled and not args.in_cluster.enabled:
-        charts += [(karpenter.KARPENTER_CRD_CHART, args.karpenter.chart_version),
-                   (karpenter.KARPENTER_CHART, args.karpenter.chart_version)]
-    return charts
 
 
 def addon_namespaces(args: GpuTrainingPlatformArgs) -> dict[str, str]:

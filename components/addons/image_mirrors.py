@@ -1,0 +1,140 @@
+"""Every image the stack deploys, pulled from the mirror of its registry (``images.registryMirrors``).
+
+One Pulumi transformation on the platform component (``ResourceOptions.transformations`` applies to
+a component and every resource under it) rewrites, before each resource is registered:
+
+- the containers and init containers of every Kubernetes workload object (Pods, Jobs, CronJobs,
+  Deployments, DaemonSets, StatefulSets, ReplicaSets): the training jobs, the smoke test, the
+  pre-flight checks, the topology labeler;
+- the values of every Helm release: each key that names an image repository in the pinned chart's
+  ``values.yaml`` (``facts.images``), set to its mirrored value whether the stack sets it or the chart's
+  default stands. For the GPU Operator these are also the operands' repositories, which the
+  operator reads from its ClusterPolicy at run time.
+
+A program composing the components itself passes ``image_mirrors(...)`` in its own
+``ResourceOptions(transformations=[...])``. What is not rewritten: the EKS add-ons' images (the
+node monitoring agent, VPC CNI, CoreDNS), which EKS pulls from its own regional ECR, reached
+through the VPC's ECR endpoints.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import pulumi
+
+from ..facts.images import chart_image_keys, mirrored
+from .chart_source import chart_name
+
+WORKLOAD_KINDS = {"Pod", "Job", "CronJob", "Deployment", "DaemonSet", "StatefulSet", "ReplicaSet"}
+_LOCAL_CHART = re.compile(r"^(?P<name>.+?)-v?(?P<version>\d+\.\d+\.\d+[^/]*?)(?:\.tgz)?$")
+
+
+def _mirror_image(image: Any, mirrors: Mapping[str, str]) -> Any:
+    if isinstance(image, str):
+        return mirrored(image, mirrors)
+    if isinstance(image, pulumi.Output):
+        return image.apply(lambda value: mirrored(value, mirrors) if isinstance(value, str) else value)
+    return image
+
+
+def _pod_spec(props: dict[str, Any], kind: str) -> Optional[dict[str, Any]]:
+    spec = props.get("spec")
+    if not isinstance(spec, dict):
+        return None
+    if kind == "Pod":
+        return spec
+    if kind == "CronJob":
+        spec = ((spec.get("job_template") or spec.get("jobTemplate") or {}).get("spec")) or {}
+    template = spec.get("template")
+    return template.get("spec") if isinstance(template, dict) else None
+
+
+def mirror_pod_spec(pod_spec: dict[str, Any], mirrors: Mapping[str, str]) -> None:
+    """Rewrite the images of a pod spec (plain dict) in place."""
+    for key in ("containers", "init_containers", "initContainers", "ephemeral_containers", "ephemeralContainers"):
+        for container in pod_spec.get(key) or []:
+            if isinstance(container, dict) and "image" in container:
+                container["image"] = _mirror_image(container["image"], mirrors)
+
+
+def _release_chart(props: dict[str, Any]) -> tuple[str, str]:
+    """The chart name and version of a Release's inputs (a repository chart, or a local path)."""
+    chart, version = str(props.get("chart") or ""), str(props.get("version") or "")
+    if version:
+        return chart_name(chart), version
+    match = _LOCAL_CHART.match(Path(chart).name)
+    return (match.group("name"), match.group("version")) if match else (chart_name(chart), "")
+
+
+def _set(values: dict[str, Any], path: str, value: str) -> None:
+    *parents, leaf = path.split(".")
+    for key in parents:
+        child = values.get(key)
+        if not isinstance(child, dict):
+            child = values[key] = {}
+        values = child
+    values[leaf] = value
+
+
+def _get(values: Any, path: str) -> Any:
+    for key in path.split("."):
+        if not isinstance(values, dict):
+            return None
+        values = values.get(key)
+    return values
+
+
+def mirror_release_values(values: Any, chart: str, version: str, mirrors: Mapping[str, str]) -> Any:
+    """A Helm release's values with every image repository of ``chart`` at ``version`` mirrored."""
+    keys = chart_image_keys(chart, version) or {}
+
+    def rewrite(plain: Any) -> Any:
+        result = _deep_copy_dicts(plain) if isinstance(plain, dict) else {}
+        for path, default in keys.items():
+            current = _get(result, path)
+            source = current if isinstance(current, str) and current else default
+            target = mirrored(source, mirrors)
+            if target != source:
+                _set(result, path, target)
+        return result
+
+    if isinstance(values, pulumi.Output):
+        return values.apply(rewrite)
+    return rewrite(values)
+
+
+def _deep_copy_dicts(value: Any) -> Any:
+    """Copies of the nested dicts (and lists) of ``value``; other values (Outputs) as they are."""
+    if isinstance(value, dict):
+        return {k: _deep_copy_dicts(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy_dicts(v) for v in value]
+    return value
+
+
+def image_mirrors(mirrors: Mapping[str, str]) -> pulumi.ResourceTransformation:
+    """The transformation that pulls every image from its registry's mirror (see the module)."""
+    mirrors = dict(mirrors)
+
+    def transform(args: pulumi.ResourceTransformationArgs) -> Optional[pulumi.ResourceTransformationResult]:
+        if not mirrors:
+            return None
+        kind = args.type_.rsplit(":", 1)[-1]
+        if args.type_ == "kubernetes:helm.sh/v3:Release":
+            props = dict(args.props)
+            chart, version = _release_chart(props)
+            props["values"] = mirror_release_values(props.get("values"), chart, version, mirrors)
+            return pulumi.ResourceTransformationResult(props, args.opts)
+        if args.type_.startswith("kubernetes:") and kind in WORKLOAD_KINDS:
+            props = _deep_copy_dicts(dict(args.props))
+            pod_spec = _pod_spec(props, kind)
+            if pod_spec is None:
+                return None
+            mirror_pod_spec(pod_spec, mirrors)
+            return pulumi.ResourceTransformationResult(props, args.opts)
+        return None
+
+    return transform

@@ -182,6 +182,41 @@ def test_capacity_block_pool_launches_into_its_reservation():
     assert "instanceTypes" not in node_group.inputs  # the launch template names it; EKS refuses both
 
 
+def test_a_standalone_pool_takes_its_labels_as_an_output_of_another_stack():
+    """As ``eks.ManagedNodeGroup`` does: a whole map read from another stack, say, passed on with
+    the pool's own labels added."""
+    labels = pulumi.Output.from_input({"team": "llm", "cost-center": "4711"})
+    graph = build(gpu_pool(minSize=1, maxSize=2, labels=labels))
+    assert graph.error is None, graph.error
+    assert graph.one(NODE_GROUP).inputs["labels"] == {
+        "team": "llm", "cost-center": "4711", "eks-gpu-training/pool": "train", "role": "gpu-training"}
+
+
+def test_the_platform_refuses_output_labels_and_says_why_in_its_own_words():
+    from eks_gpu_training import GpuTrainingPlatform
+    from eks_gpu_training.platform.loading import platform_args_from_settings
+    from harness import stack_config
+
+    args = platform_args_from_settings(stack_config("prod"))
+    pools = [args.gpu_node_groups[0].model_copy(update={"labels": pulumi.Output.from_input({"team": "llm"})}),
+             *args.gpu_node_groups[1:]]
+    args = args.model_copy(update={"gpu_node_groups": pools})
+    graph = run_program(lambda: GpuTrainingPlatform("gpu-training", args), {})
+    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    (problem,) = graph.error.problems
+    assert problem.path == "gpuNodeGroups[0].labels"
+    assert problem.message.startswith("is an Output: GpuNodeGroup takes one, but the platform checks the pools' labels")
+    assert "valid dictionary" not in problem.message
+
+
+def test_labels_that_are_neither_a_map_nor_an_output_are_refused_by_the_library():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as refused:
+        gpu_pool(labels=["team=llm"])
+    assert "labels must be a dict of label -> value or a pulumi.Output of one, not list" in str(refused.value)
+
+
 def test_node_group_is_tainted_labelled_and_leaves_desired_size_to_autoscalers():
     graph = build(gpu_pool(minSize=1, desiredSize=2, maxSize=4, labels={"team": "llm"}))
     node_group = graph.one(NODE_GROUP)

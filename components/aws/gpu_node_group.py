@@ -48,13 +48,17 @@ from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, launch_template_r
 from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_field, pool_network_names
 from .node_config import node_config_launch_settings
 from ..config.arguments import check_model_fields
+from ..config.inputs import is_unknown
 from ..config.documented import documented_args, documented_component
 
 
-def gpu_node_labels(pool: GpuNodeGroupConfig) -> dict[str, str]:
+def gpu_node_labels(pool: GpuNodeGroupConfig) -> pulumi.Input[dict[str, str]]:
     """Labels of a pool's nodes: ``role=gpu-training`` and the pool's name (``GPU_POOL_KEY``, which
-    Kueue's ResourceFlavor selects the pool by), plus the pool's own."""
+    Kueue's ResourceFlavor selects the pool by), plus the pool's own (an Output of them, when a
+    program passed an Output)."""
     key, value = GPU_NODE_ROLE_LABEL
+    if is_unknown(pool.labels):
+        return pool.labels.apply(lambda labels: {**(labels or {}), GPU_POOL_KEY: pool.name, key: value})
     return {**pool.labels, GPU_POOL_KEY: pool.name, key: value}
 
 

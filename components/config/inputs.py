@@ -73,3 +73,21 @@ NodeCount = count_input(0)
 """A node count (0 or more), or an Output."""
 PositiveNodeCount = count_input(1)
 """A node count of at least 1, or an Output."""
+
+
+def _labels_or_output(value: Any) -> Any:
+    if is_unknown(value):
+        return value
+    if not isinstance(value, dict):
+        raise PydanticCustomError(
+            "input_type", f"labels must be a dict of label -> value or a pulumi.Output of one, not {type(value).__name__}")
+    return {str(key): _text_or_output(item) for key, item in value.items()}
+
+
+InputLabels = Annotated[
+    Union[dict[str, InputText], pulumi.Output[dict[str, str]]],
+    PlainValidator(_labels_or_output),
+    WithJsonSchema({"type": "object", "additionalProperties": {"type": "string"}}),
+]
+"""Node labels: a map checked key by key, or an Output of a whole map (another stack's, say), passed
+on unchecked: EKS checks it when the node group is created."""

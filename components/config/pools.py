@@ -26,7 +26,7 @@ from .base import (
 )
 from .problems import Problem, ProblemSink, _collector
 from ..facts.gpu_nodes import GPU_POOL_KEY
-from .inputs import InputText, NodeCount, PositiveNodeCount, is_unknown, shown
+from .inputs import InputLabels, InputText, NodeCount, PositiveNodeCount, is_unknown, shown
 from .cluster import RELEASE_VERSION_PATTERN
 from .network import NetworkConfig, SubnetId, SubnetRef, network_zones, planned_subnets
 from .node_repair import NodeRepairConfig, check_node_repair
@@ -99,8 +99,8 @@ class GpuPoolConfig(_Model):
     """EFA network interfaces: auto turns them on when every instance type has EFA. Default: auto."""
     root_volume_size_gib: int = Field(default=500, ge=100, le=16384)
     """Encrypted gp3 root volume in GiB, sized for multi-GB CUDA/PyTorch images. Default: 500."""
-    labels: dict[str, InputText] = {}
-    """Node labels added to `role=gpu-training`; GPU-sharing labels (`nvidia.com/mig.config`, `nvidia.com/device-plugin.config`) are refused. Default: none."""
+    labels: InputLabels = {}
+    """Node labels added to `role=gpu-training`; GPU-sharing labels (`nvidia.com/mig.config`, `nvidia.com/device-plugin.config`) are refused. A program may pass an Output of the whole map to a `GpuNodeGroup` (not to the platform, which reads the labels before deployment). Default: none."""
     fast_image_pull: bool = False
     """Pull images with the SOCI snapshotter in parallel pull and unpack mode (nodeadm's `FastImagePull` feature gate, which AWS calls experimental): large images start sooner, at the cost of CPU, memory and disk I/O while they pull. AL2023 only, and only where the images land on the instance-store RAID0 array (the 250 MiB/s root volume is under the 600 MiB/s below which AWS finds pulls slower). Default: false."""
 
@@ -386,8 +386,9 @@ def validate_gpu_node_group(
 
     _check_placement(pool, network, problem)
     _check_efa(pool, network, known_types, problem)
-    _check_node_labels(pool.labels, problem)
-    _check_eks_labels(pool.labels, problem)
+    if not is_unknown(pool.labels):
+        _check_node_labels(pool.labels, problem)
+        _check_eks_labels(pool.labels, problem)
     check_node_repair(pool.node_repair, problem)
     check_fast_image_pull(pool.fast_image_pull, pool.ami_type, pool.instance_types, instance_store_raid0, problem)
     # Instance tags reach EC2 only (never IAM), so EC2's rules apply, not the stack tags' IAM alphabet.

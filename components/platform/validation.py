@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..addons import gpu_operator, kueue, topology_labeler
 from ..addons.chart_source import chart_problems
 from ..config import GpuTrainingPlatformArgs, Problem, validate_platform
+from ..config.inputs import is_unknown
 from ..workloads.preflight_checks import validate_preflight
 from ..workloads.queues import validate_kueue
 from ..workloads.scheduling_validation import validate_scheduling
@@ -25,6 +26,14 @@ def validate_stack(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> 
         )
         for i, pool in enumerate(args.gpu_node_groups)
         for key in pool.computed_sizes
+    ] + [
+        Problem(
+            f"gpuNodeGroups[{i}].labels",
+            "is an Output: GpuNodeGroup takes one, but the platform checks the pools' labels and places Kueue's "
+            "flavors, the training pods and the GPU daemons by them before anything is created; give a map",
+        )
+        for i, pool in enumerate(args.gpu_node_groups)
+        if is_unknown(pool.labels)
     ]
     if computed:
         return computed  # the rules below compute with the sizes

@@ -2,6 +2,11 @@
 mirror (Artifactory, Harbor, an ECR pull-through cache) serves them to a user: each chart packaged
 by Helm's own ``package`` and indexed by its ``repo index``, over plain HTTP.
 
+``OciChartMirror`` is the same charts in an OCI registry on loopback (the CNCF Distribution
+registry, built from its Go module), pushed by Helm's own ``push``: the ``oci://`` prefix a mirror
+such as Harbor or an ECR pull-through cache is. The cluster tier uses it
+(``tests/cluster/test_oci_chart_mirror.py``).
+
 The tests use it through ``tests/conftest.py`` (``charts_mirror``); ``.ci/run`` runs it for the
 render, check and scan of the stacks:
 
@@ -19,6 +24,7 @@ import signal
 import sys
 import tempfile
 import threading
+import urllib.request
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -56,6 +62,63 @@ class ChartMirror:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join()
+
+
+REGISTRY_READY_SECONDS = 60
+"""How long the registry has to answer ``/v2/`` after it starts (it does within a second)."""
+
+
+def registry_config(storage: Path, port: int) -> dict:
+    """The registry's configuration: its blobs and manifests in ``storage``, plain HTTP on
+    127.0.0.1:``port``, no debug server, no authentication (a pull needs none from a mirror on
+    loopback, as ``ChartSources`` asks it with ``plain_http``)."""
+    return {
+        "version": 0.1,
+        "log": {"level": "warn"},
+        "storage": {"filesystem": {"rootdirectory": str(storage)}},
+        "http": {"addr": f"127.0.0.1:{port}"},
+    }
+
+
+class OciChartMirror:
+    """The registry binary ``registry`` serving on 127.0.0.1 on a free port, its configuration,
+    storage and log in ``folder``; ``push`` puts chart archives under ``url``. ``stop`` stops it by
+    its pid (it is started attached: it also ends when this process does)."""
+
+    def __init__(self, registry: Path, folder: Path):
+        import yaml
+
+        from eks_gpu_training.local.processes import Supervisor, free_port
+
+        self.port = free_port()
+        config = folder / "config.yml"
+        folder.mkdir(parents=True, exist_ok=True)
+        config.write_text(yaml.safe_dump(registry_config(folder / "storage", self.port), sort_keys=False))
+        self.supervisor = Supervisor(folder, attached=True)
+        process = self.supervisor.start("registry", [str(registry), "serve", str(config)])
+        try:
+            self.supervisor.wait_for(process, self._answers, timeout=REGISTRY_READY_SECONDS, what="answering on /v2/")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _answers(self) -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v2/", timeout=2) as response:
+            return response.status == 200
+
+    @property
+    def url(self) -> str:
+        """The ``oci://`` prefix each pushed chart is under (``<url>/<chart>:<version>``)."""
+        return f"oci://127.0.0.1:{self.port}/charts"
+
+    def push(self, archives: list[Path]) -> None:
+        import helm_python
+
+        for archive in archives:
+            helm_python.push(archive, self.url, plain_http=True)
+
+    def stop(self) -> None:
+        self.supervisor.stop_all()
 
 
 def main() -> int:

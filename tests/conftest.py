@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import PROJECT_ROOT, run_main, run_stack, stack_config
+from harness import PROJECT_ROOT, REFERENCE, run_main, run_stack, stack_config
 
-REFERENCE = PROJECT_ROOT.parent / "shared" / "reference"
 CLUSTER_TIER = Path(__file__).parent / "cluster"
 
 

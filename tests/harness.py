@@ -8,6 +8,9 @@ from eks_gpu_training.offline.engine import __all__  # noqa: F401
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 """This checkout: the project the tests run (the package itself knows no checkout)."""
+REFERENCE = PROJECT_ROOT.parent / "shared" / "reference"
+"""The upstream reference artefacts beside the project, the pinned charts among them (CI has them;
+a user's clone does not)."""
 
 
 def research_cluster(network, *, system_node_group: bool = True):

@@ -1,5 +1,6 @@
-"""The engine tests' tools as build.py describes them: pins read from the wrappers, the names the
-binaries get, and the one folder ``eks-gpu-training-local tools`` prints. No Go is run here."""
+"""The engine tests' tools, and the OCI registry the cluster tier pulls charts from, as build.py
+describes them: pins read from the wrappers, the names the binaries get, and the one folder
+``eks-gpu-training-local tools`` prints. No Go is run here."""
 
 from __future__ import annotations
 
@@ -50,3 +51,10 @@ def test_tools_folder_links_every_built_tool(tmp_path):
     host = (folder / "pulumi-language-python").resolve()
     assert (host.parent / "pulumi-language-python-exec").is_file()
     assert (folder / "pulumi").resolve() == builds.bin_dir(builds.PULUMI, tmp_path) / "pulumi"
+
+
+def test_the_oci_registry_is_distribution_v3_1_2_built_for_the_tests_only():
+    assert builds.DISTRIBUTION.version == "v3.1.2"
+    assert builds._built_names(builds.DISTRIBUTION) == {"registry": "registry"}
+    assert builds.GROUPS["test-tools"] == (builds.DISTRIBUTION,)
+    assert builds.DISTRIBUTION not in builds.CONTROL_PLANE + builds.TOOLS

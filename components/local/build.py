@@ -137,6 +137,15 @@ language host."""
 CONTROL_PLANE = (ETCD, KUBERNETES, KWOK, KUEUE, KARPENTER_KWOK)
 """What ``eks-gpu-training-local up`` runs, in build order (smallest first, so a missing toolchain
 or proxy shows within seconds)."""
+DISTRIBUTION = GoComponent(
+    "distribution", "github.com/distribution/distribution/v3",
+    {"registry": "github.com/distribution/distribution/v3/cmd/registry"},
+    version_variable="github.com/distribution/distribution/v3/version.version",
+)
+"""The CNCF Distribution registry: an OCI registry on loopback that the cluster tier pushes the
+pinned charts to, so pulls from an ``oci://`` mirror are tested with a real registry."""
+TEST_TOOLS = (DISTRIBUTION,)
+"""What only the tests run; neither ``up`` nor ``tools`` builds it."""
 
 _REQUIRE = re.compile(r"^\s*(?:require\s+)?(?P<module>\S+)\s+(?P<version>v\S+)\s*(?://.*)?$")
 
@@ -358,7 +367,7 @@ def tools_dir(
     return folder
 
 
-GROUPS = {"control-plane": CONTROL_PLANE, "tools": TOOLS}
+GROUPS = {"control-plane": CONTROL_PLANE, "tools": TOOLS, "test-tools": TEST_TOOLS}
 """What ``main`` builds, by the name given on its command line (default: the control plane)."""
 
 

@@ -1,0 +1,89 @@
+"""Charts from an ``oci://`` mirror: the pinned charts pushed by Helm's own client to a real OCI
+registry on loopback (the CNCF Distribution registry, built from its Go module like the control
+plane), and the chart client pulling every release's chart from there, as it does from the HTTP
+mirror the rest of the tests use.
+
+Here, not in the unit tier, because the registry is a Go binary; like the rest of this tier, a
+machine that can neither find nor build it fails, and says why."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from chart_mirror import OciChartMirror, package_charts
+from harness import REFERENCE, stack_config
+
+from eks_gpu_training.local import build as builds
+from eks_gpu_training.offline.check import check_render
+from eks_gpu_training.offline.chart_sources import CACHE_ENV, MIRROR_ENV, ChartSources, ChartUnavailable, chart_name
+from eks_gpu_training.offline.render import render
+
+
+@pytest.fixture(scope="module")
+def oci_mirror(tmp_path_factory):
+    """Every chart of the reference folder, packaged by Helm, in the registry on 127.0.0.1 under
+    ``oci://127.0.0.1:PORT/charts``; the registry is stopped by its pid however the tests end."""
+    if not REFERENCE.is_dir():
+        pytest.fail(f"the OCI mirror tests cannot run: no reference charts at {REFERENCE} to push", pytrace=False)
+    try:
+        registry = builds.build(builds.DISTRIBUTION, log=print) / "registry"
+    except builds.BuildError as error:
+        pytest.fail(f"the OCI mirror tests cannot run: {error}", pytrace=False)
+    work = tmp_path_factory.mktemp("oci-mirror")
+    archives = package_charts(REFERENCE, work / "packaged")
+    mirror = OciChartMirror(registry, work / "registry")
+    try:
+        mirror.push(archives)
+        yield mirror
+    finally:
+        mirror.stop()
+
+
+def _pulled_from(mirror: OciChartMirror, summary) -> list[str]:
+    """What ``ChartSources.pulled`` says when every chart of ``summary`` came from ``mirror``."""
+    return sorted(f"{chart_name(c.chart)} {c.version} from the mirror {mirror.url}/{chart_name(c.chart)}"
+                  for c in summary.charts)
+
+
+def test_prod_renders_every_chart_pulled_from_an_oci_mirror_into_an_empty_cache(oci_mirror, tmp_path):
+    sources = ChartSources(cache=tmp_path / "cache", mirror=oci_mirror.url)
+    summary = render("prod", tmp_path / "out", sources=sources, picture=False)
+    assert summary.charts
+    assert all(c.objects and not c.skipped and not c.error for c in summary.charts), summary.charts
+    assert all(c.source.parent == tmp_path / "cache" for c in summary.charts)
+    assert sorted(sources.pulled) == _pulled_from(oci_mirror, summary)
+    report = check_render(tmp_path / "out")
+    assert report.ok, report.failures
+
+
+def test_the_stacks_oci_charts_mirror_alone_supplies_every_chart(oci_mirror, tmp_path, monkeypatch):
+    """No mirror set for the run and an empty cache: the stack's ``charts.mirror: oci://...``
+    supplies every chart, the add-on's too."""
+    monkeypatch.delenv(MIRROR_ENV, raising=False)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    config = stack_config("prod")
+    config["eks-gpu-training:charts"] = {"mirror": oci_mirror.url}
+    stack_path = tmp_path / "Pulumi.mirrored.yaml"
+    stack_path.write_text(yaml.safe_dump({"config": config}))
+    sources = ChartSources.configured()
+    assert sources.mirror is None
+    summary = render("mirrored", tmp_path / "out", stack_path=stack_path, picture=False, sources=sources)
+    assert summary.charts
+    assert all(c.objects and not c.skipped and not c.error for c in summary.charts), summary.charts
+    assert all(c.source.parent == tmp_path / "cache" for c in summary.charts)
+    assert sorted(sources.pulled) == _pulled_from(oci_mirror, summary)
+    report = check_render(tmp_path / "out")
+    assert report.ok, report.failures
+
+
+def test_a_chart_version_the_oci_mirror_lacks_is_unavailable_naming_the_chart_and_the_mirror(oci_mirror, tmp_path):
+    sources = ChartSources(cache=tmp_path, mirror=oci_mirror.url)
+    with pytest.raises(ChartUnavailable) as refused:
+        sources.locate("gpu-operator", "v99.0.0", "https://helm.ngc.nvidia.com/nvidia")
+    message = str(refused.value)
+    assert message.startswith(f"chart gpu-operator v99.0.0: not in the cache ({tmp_path}), and the mirror "
+                              f"{oci_mirror.url}/gpu-operator could not supply it (")
+    assert f"{oci_mirror.url.removeprefix('oci://')}/gpu-operator:v99.0.0: not found)" in message  # the registry's answer
+    assert "supply it with charts.directory" in message
+    assert sources.pulled == [] and not list(tmp_path.glob("*.tgz"))

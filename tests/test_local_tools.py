@@ -58,3 +58,17 @@ def test_the_oci_registry_is_distribution_v3_1_2_built_for_the_tests_only():
     assert builds._built_names(builds.DISTRIBUTION) == {"registry": "registry"}
     assert builds.GROUPS["test-tools"] == (builds.DISTRIBUTION,)
     assert builds.DISTRIBUTION not in builds.CONTROL_PLANE + builds.TOOLS
+
+
+def test_a_binaries_folder_comes_from_the_flag_else_the_environment(monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv(builds.PREBUILT_ENV, raising=False)
+    assert builds.prebuilt_dir() is None
+    monkeypatch.setenv(builds.PREBUILT_ENV, str(tmp_path))
+    assert builds.prebuilt_dir() == tmp_path
+    assert builds.prebuilt_dir(tmp_path / "given") == tmp_path / "given"
+    assert builds.main(["control-plane", "--bin-dir", str(tmp_path / "absent")]) == 2
+    assert f"the binaries folder {tmp_path / 'absent'} is not a folder" in capsys.readouterr().err
+
+
+def test_only_binaries_that_report_a_version_can_be_taken_from_a_folder():
+    assert {c.name for c in (*builds.CONTROL_PLANE, *builds.TOOLS) if c.reports_version} == {"etcd", "kubernetes", "kwok", "pulumi"}

@@ -17,6 +17,12 @@ from .platform import ApplyError
 from .processes import ProcessFailed
 
 
+BIN_DIR_HELP = (
+    "a folder of binaries you already have (kwokctl's or envtest's kube-apiserver, etcd, kwok, ...): each is used "
+    f"when its --version is the pinned one, refused when it is another, built when absent (default: ${builds.PREBUILT_ENV})"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eks-gpu-training-local",
@@ -35,13 +41,16 @@ def _parser() -> argparse.ArgumentParser:
                              help="the cluster's files (default: a folder per stack in the build cache)")
         if name == "up":
             command.add_argument("--bare", action="store_true", help="the simulated fleet only, no platform")
+            command.add_argument("--bin-dir", type=Path, default=None, metavar="DIR", help=BIN_DIR_HELP)
             command.add_argument("--charts-mirror", default=None, metavar="URL",
                                  help="an http(s):// Helm repository or oci:// prefix holding every pinned chart, "
                                  f"asked instead of each chart's own repository, for this run (default: ${MIRROR_ENV}, "
                                  "else the stack's charts.mirror)")
-    commands.add_parser("build", help="build the control plane's components into the cache (what `up` does first)")
-    commands.add_parser("tools", help="build the Pulumi CLI and the Kubernetes provider into the cache if missing "
-                        "and print the folder to put on PATH")
+    build = commands.add_parser("build", help="build the control plane's components into the cache (what `up` does first)")
+    tools = commands.add_parser("tools", help="build the Pulumi CLI and the Kubernetes provider into the cache if missing "
+                                "and print the folder to put on PATH")
+    for command in (build, tools):
+        command.add_argument("--bin-dir", type=Path, default=None, metavar="DIR", help=BIN_DIR_HELP)
     return parser
 
 
@@ -53,6 +62,7 @@ def _cluster(options) -> LocalCluster:
     return LocalCluster(
         located.name, options.state_dir or default_state_dir(located.name), project_root=located.project_dir,
         stack_path=located.path if is_path(options.stack) else None, sources=sources,
+        bin_dir=getattr(options, "bin_dir", None),
         log=lambda line: print(line, file=sys.stderr),
     )
 
@@ -60,10 +70,10 @@ def _cluster(options) -> LocalCluster:
 def main(argv: Optional[list[str]] = None) -> int:
     options = _parser().parse_args(argv)
     if options.command == "build":
-        return builds.main([])
+        return builds.main(["--bin-dir", str(options.bin_dir)] if options.bin_dir else [])
     if options.command == "tools":
         try:
-            folder = builds.tools_dir(log=lambda line: print(line, file=sys.stderr))
+            folder = builds.tools_dir(log=lambda line: print(line, file=sys.stderr), prebuilt=builds.prebuilt_dir(options.bin_dir))
         except builds.BuildError as error:
             print(f"build failed: {error}", file=sys.stderr)
             return 1

@@ -54,6 +54,10 @@ class GoComponent:
     release: Optional[str] = None
     """The release a pseudo-version pin is, stamped as the binary's version (and given to the
     generate steps as ``VERSION``); default: the pinned version itself."""
+    reports_version: Optional[tuple[tuple[str, ...], str]] = None
+    """How each binary says its version: the arguments, and a pattern whose group ``version`` is
+    it (e.g. ``Kubernetes v1.35.4``), so a prebuilt copy (``--bin-dir``) is used only at the pin.
+    None: the binary reports none, and is always built."""
 
     @property
     def wrapper(self) -> Path:
@@ -77,10 +81,13 @@ KUBERNETES = GoComponent(
         "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
     },
     version_variable="k8s.io/component-base/version.gitVersion",
+    reports_version=(("--version",), r"^Kubernetes (?P<version>v\S+)"),
 )
-ETCD = GoComponent("etcd", "go.etcd.io/etcd/server/v3", {"etcd": "go.etcd.io/etcd/server/v3"})
+ETCD = GoComponent("etcd", "go.etcd.io/etcd/server/v3", {"etcd": "go.etcd.io/etcd/server/v3"},
+                   reports_version=(("--version",), r"^etcd Version: (?P<version>\S+)"))
 KWOK = GoComponent(
     "kwok", "sigs.k8s.io/kwok", {"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
+    reports_version=(("--version",), r"^kwok version (?P<version>v\S+)"),
     # KWOK's own stages for the simulated kubelets: nodes become Ready and keep their leases, bound
     # pods become Running and Ready, deleted pods go. KWOK's default set also has pod-complete,
     # which finishes every Job's pods at once; a training job runs until it is stopped, so the
@@ -109,6 +116,7 @@ KARPENTER_KWOK = GoComponent(
 PULUMI = GoComponent(
     "pulumi", "github.com/pulumi/pulumi/pkg/v3", {"pulumi": "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"},
     version_variable="github.com/pulumi/pulumi/sdk/v3/go/common/version.Version",
+    reports_version=(("version",), r"^(?P<version>v\S+)"),
 )
 PULUMI_KUBERNETES = GoComponent(
     "pulumi-kubernetes", "github.com/pulumi/pulumi-kubernetes/provider/v4",
@@ -263,13 +271,90 @@ def _cache_lock(cache: Path, component: GoComponent):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+PREBUILT_ENV = "EKS_GPU_TRAINING_BIN_DIR"
+"""A folder of binaries a user already has (kwokctl's, envtest's, a release download), used where
+each is the pinned version (``--bin-dir``)."""
+
+
+def prebuilt_dir(given: Optional[Path] = None) -> Optional[Path]:
+    """``given``, else ``$EKS_GPU_TRAINING_BIN_DIR``, else None."""
+    if given is not None:
+        return given
+    return Path(os.environ[PREBUILT_ENV]) if os.environ.get(PREBUILT_ENV) else None
+
+
+def reported_version(binary: Path, component: GoComponent) -> Optional[str]:
+    """The version ``binary`` reports, by ``component``'s way of asking, or None."""
+    if component.reports_version is None:
+        return None
+    arguments, pattern = component.reports_version
+    try:
+        result = subprocess.run([str(binary), *arguments], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in (result.stdout + result.stderr).splitlines():
+        match = re.match(pattern, line.strip())
+        if match:
+            return match["version"]
+    return None
+
+
+def _same_version(reported: str, pinned: str) -> bool:
+    return reported.lstrip("v") == pinned.lstrip("v")
+
+
+def adopt(component: GoComponent, directory: Path, *, root: Optional[Path] = None,
+          log: Callable[[str], None] = print) -> bool:
+    """Take ``component``'s binaries from ``directory`` into its cache folder when every one is
+    there at the pinned version; False when the folder does not hold them all, or the component's
+    binaries report no version (it is built instead). A binary at another version is refused,
+    named, rather than built past: the user said to use that folder."""
+    present = [binary for binary in component.binaries if (directory / binary).is_file()]
+    if not present:
+        return False
+    if component.reports_version is None:
+        log(f"{component.name}: building it; its binaries report no version to compare with {component.stamp}")
+        return False
+    if len(present) != len(component.binaries):
+        missing = sorted(set(component.binaries) - set(present))
+        log(f"{component.name}: building it; {directory} lacks {', '.join(missing)}")
+        return False
+    for binary in present:
+        reported = reported_version(directory / binary, component)
+        if reported is None or not _same_version(reported, component.stamp):
+            raise BuildError(
+                f"{directory / binary} is {binary} {reported or '(no version reported)'}, not the pinned "
+                f"{component.stamp}; give a folder with {binary} {component.stamp}, or remove it there to build it"
+            )
+    folder = bin_dir(component, root)
+    staging = Path(tempfile.mkdtemp(prefix=f".{component.name}-", dir=_parent(folder)))
+    for binary in present:
+        shutil.copy2(directory / binary, staging / binary)
+    shutil.rmtree(folder, ignore_errors=True)
+    staging.rename(folder)
+    if component.data:
+        # The data files come from the pinned module, which only Go can fetch and check.
+        _build(component, root=root, log=log)
+    log(f"{component.name} {component.stamp}: {', '.join(present)} taken from {directory}")
+    return True
+
+
+def _parent(folder: Path) -> Path:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return folder.parent
+
+
 def build(
-    component: GoComponent, *, root: Optional[Path] = None, log: Callable[[str], None] = print
+    component: GoComponent, *, root: Optional[Path] = None, log: Callable[[str], None] = print,
+    prebuilt: Optional[Path] = None,
 ) -> Path:
-    """Build ``component`` into its cache folder unless it is there; return the folder."""
+    """Build ``component`` into its cache folder unless it is there, or take it from ``prebuilt``
+    (see ``adopt``); return the folder."""
     if is_built(component, root):
         return bin_dir(component, root)
     with _cache_lock(root or cache_root(), component):
+        if not is_built(component, root) and prebuilt is not None and adopt(component, prebuilt, root=root, log=log):
+            return bin_dir(component, root)
         return _build(component, root=root, log=log)
 
 
@@ -334,24 +419,24 @@ def _built_names(component: GoComponent) -> dict[str, str]:
 
 def build_all(
     components: Iterable[GoComponent] = CONTROL_PLANE, *, root: Optional[Path] = None,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = print, prebuilt: Optional[Path] = None,
 ) -> dict[str, Path]:
-    """Build every missing component; return binary name -> path."""
+    """Build every missing component (or take it from ``prebuilt``); return binary name -> path."""
     paths: dict[str, Path] = {}
     for component in components:
-        folder = build(component, root=root, log=log)
+        folder = build(component, root=root, log=log, prebuilt=prebuilt)
         paths.update({binary: folder / binary for binary in component.binaries})
     return paths
 
 
 def tools_dir(
     components: Iterable[GoComponent] = TOOLS, *, root: Optional[Path] = None,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = print, prebuilt: Optional[Path] = None,
 ) -> Path:
     """Build the missing tools and return one folder holding all their binaries (links into the
     per-version folders), the folder to put on ``PATH``. It is ``<cache>/tools/bin``: an
     installation root as the Automation API's ``PulumiCommand(root=...)`` expects one."""
-    paths = build_all(components, root=root, log=log)
+    paths = build_all(components, root=root, log=log, prebuilt=prebuilt)
     folder = (root or cache_root()) / "tools" / "bin"
     folder.mkdir(parents=True, exist_ok=True)
     for binary, path in paths.items():
@@ -375,13 +460,25 @@ def main(argv: Optional[list[str]] = None) -> int:
     """Build a group of components. The module needs nothing beyond the standard library, so CI
     runs it as a script (``python3 components/local/build.py tools``) before the package is
     installed, to overlap the cold builds with the Python install and the unit tier."""
-    args = sys.argv[1:] if argv is None else argv
+    args = list(sys.argv[1:] if argv is None else argv)
+    given = None
+    if "--bin-dir" in args:
+        at = args.index("--bin-dir")
+        if at + 1 >= len(args):
+            print("--bin-dir needs a folder", file=sys.stderr)
+            return 2
+        given = Path(args[at + 1])
+        del args[at:at + 2]
     group = args[0] if args else "control-plane"
     if group not in GROUPS:
         print(f"unknown group {group!r}: one of {', '.join(GROUPS)}", file=sys.stderr)
         return 2
+    prebuilt = prebuilt_dir(given)
+    if prebuilt is not None and not prebuilt.is_dir():
+        print(f"the binaries folder {prebuilt} is not a folder", file=sys.stderr)
+        return 2
     try:
-        for binary, path in build_all(GROUPS[group], log=lambda line: print(line, file=sys.stderr)).items():
+        for binary, path in build_all(GROUPS[group], log=lambda line: print(line, file=sys.stderr), prebuilt=prebuilt).items():
             print(f"{binary}: {path}")
     except BuildError as error:
         print(f"build failed: {error}", file=sys.stderr)

@@ -59,6 +59,9 @@ class LocalCluster:
     stack_path: Optional[Path] = None
     sources: Optional[ChartSources] = None
     """Where the charts come from (default: the configured sources, ``ChartSources.configured``)."""
+    bin_dir: Optional[Path] = None
+    """A folder of prebuilt binaries to use where they are the pinned versions (default:
+    ``$EKS_GPU_TRAINING_BIN_DIR``; see ``build.adopt``)."""
     log: Callable[[str], None] = print
     attached: bool = False
     """Its processes end with the process that started them, however it ends: a test session's
@@ -87,7 +90,8 @@ class LocalCluster:
         started = time.monotonic()
         # The render first: a stack or chart problem shows in seconds, before any build.
         render = self._render()
-        builds.build_all(log=self.log)  # says what is missing when a component can be neither found nor built
+        # Says what is missing when a component can be neither found, taken from the binaries folder, nor built.
+        builds.build_all(log=self.log, prebuilt=builds.prebuilt_dir(self.bin_dir))
         self.timings["build"] = time.monotonic() - started
         if self.state.exists():
             shutil.rmtree(self.state)

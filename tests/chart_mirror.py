@@ -145,3 +145,28 @@ def main() -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def render_with_stack_mirror(url: str, folder: Path, monkeypatch, stack: str = "prod"):
+    """``stack`` rendered into ``folder / "out"`` with ``charts.mirror: url`` as its only source: no
+    mirror set for the run and an empty chart cache (``folder / "cache"``). Returns the sources
+    (what they pulled) and the render's summary, every chart checked rendered from that cache."""
+    import yaml
+
+    from eks_gpu_training.offline.chart_sources import CACHE_ENV, MIRROR_ENV, ChartSources
+    from eks_gpu_training.offline.engine import stack_config
+    from eks_gpu_training.offline.render import render
+
+    monkeypatch.delenv(MIRROR_ENV, raising=False)
+    monkeypatch.setenv(CACHE_ENV, str(folder / "cache"))
+    config = stack_config(stack)
+    config["eks-gpu-training:charts"] = {"mirror": url}
+    stack_path = folder / "Pulumi.mirrored.yaml"
+    stack_path.write_text(yaml.safe_dump({"config": config}))
+    sources = ChartSources.configured()
+    assert sources.mirror is None
+    summary = render("mirrored", folder / "out", stack_path=stack_path, picture=False, sources=sources)
+    assert summary.charts
+    assert all(c.objects and not c.skipped and not c.error for c in summary.charts), summary.charts
+    assert all(c.source.parent == folder / "cache" for c in summary.charts)
+    return sources, summary

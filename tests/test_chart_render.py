@@ -17,7 +17,7 @@ from eks_gpu_training.offline.chart_sources import ChartLock, ChartSources, Char
 from eks_gpu_training.offline.render import RenderError, write_render
 from eks_gpu_training.offline.render.charts import locate_release_chart, render_release
 from eks_gpu_training.offline.render.engine import PlaceholderMocks, to_render
-from harness import run_program, stack_config
+from harness import run_program
 
 pytest.importorskip("helm_python", reason="helm-python-sdk (the check extra) renders the charts")
 
@@ -150,19 +150,9 @@ def test_a_chart_no_source_supplies_fails_the_render_before_it_writes_anything(t
 def test_the_stacks_charts_mirror_is_where_the_render_pulls_every_chart(charts_mirror, tmp_path, monkeypatch):
     """No mirror set for the run and an empty cache: the stack's own ``charts.mirror`` supplies
     every chart, the add-on's too, as its releases name it for ``pulumi up``."""
-    from eks_gpu_training.offline.chart_sources import CACHE_ENV, MIRROR_ENV
-    from eks_gpu_training.offline.render import render
+    from chart_mirror import render_with_stack_mirror
 
-    monkeypatch.delenv(MIRROR_ENV)
-    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
-    config = stack_config("prod")
-    config["eks-gpu-training:charts"] = {"mirror": charts_mirror.url}
-    stack_path = tmp_path / "Pulumi.mirrored.yaml"
-    stack_path.write_text(yaml.safe_dump({"config": config}))
-    sources = ChartSources.configured()
-    summary = render("mirrored", tmp_path / "out", stack_path=stack_path, picture=False, sources=sources)
-    assert all(c.objects and not c.skipped and not c.error for c in summary.charts), summary.charts
-    assert all(c.source.parent == tmp_path / "cache" for c in summary.charts)
+    sources, summary = render_with_stack_mirror(charts_mirror.url, tmp_path, monkeypatch)
     assert sorted(sources.pulled) == sorted(
         f"{c.source.name.removesuffix('.tgz').rsplit('-', 1)[0]} {c.version} from the mirror {charts_mirror.url}"
         for c in summary.charts)

@@ -9,14 +9,13 @@ machine that can neither find nor build it fails, and says why."""
 from __future__ import annotations
 
 import pytest
-import yaml
 
-from chart_mirror import OciChartMirror, package_charts
-from harness import REFERENCE, stack_config
+from chart_mirror import OciChartMirror, package_charts, render_with_stack_mirror
+from harness import REFERENCE
 
 from eks_gpu_training.local import build as builds
 from eks_gpu_training.offline.check import check_render
-from eks_gpu_training.offline.chart_sources import CACHE_ENV, MIRROR_ENV, ChartSources, ChartUnavailable, chart_name
+from eks_gpu_training.offline.chart_sources import ChartSources, ChartUnavailable, chart_name
 from eks_gpu_training.offline.render import render
 
 
@@ -60,18 +59,7 @@ def test_prod_renders_every_chart_pulled_from_an_oci_mirror_into_an_empty_cache(
 def test_the_stacks_oci_charts_mirror_alone_supplies_every_chart(oci_mirror, tmp_path, monkeypatch):
     """No mirror set for the run and an empty cache: the stack's ``charts.mirror: oci://...``
     supplies every chart, the add-on's too."""
-    monkeypatch.delenv(MIRROR_ENV, raising=False)
-    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
-    config = stack_config("prod")
-    config["eks-gpu-training:charts"] = {"mirror": oci_mirror.url}
-    stack_path = tmp_path / "Pulumi.mirrored.yaml"
-    stack_path.write_text(yaml.safe_dump({"config": config}))
-    sources = ChartSources.configured()
-    assert sources.mirror is None
-    summary = render("mirrored", tmp_path / "out", stack_path=stack_path, picture=False, sources=sources)
-    assert summary.charts
-    assert all(c.objects and not c.skipped and not c.error for c in summary.charts), summary.charts
-    assert all(c.source.parent == tmp_path / "cache" for c in summary.charts)
+    sources, summary = render_with_stack_mirror(oci_mirror.url, tmp_path, monkeypatch)
     assert sorted(sources.pulled) == _pulled_from(oci_mirror, summary)
     report = check_render(tmp_path / "out")
     assert report.ok, report.failures

@@ -269,6 +269,6 @@ def test_a_model_built_with_a_wrong_type_is_a_config_error_with_the_key_path():
     with pytest.raises(ConfigError) as raised:
         GpuNodeGroupConfig(name="h100", max_size="4", labels=["team"])
     assert sorted(str(p) for p in raised.value.problems) == [
-        "GpuNodeGroupConfig.labels: Input should be a valid dictionary",
+        "GpuNodeGroupConfig.labels: labels must be a dict of label -> value or a pulumi.Output of one, not list",
         "GpuNodeGroupConfig.max_size: must be an integer or a pulumi.Output, not str",
     ]

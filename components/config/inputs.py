@@ -7,7 +7,7 @@ import re
 from typing import Annotated, Any, Union
 
 import pulumi
-from pydantic import PlainValidator, WithJsonSchema
+from pydantic import PlainValidator, WithJsonSchema, WrapValidator
 from pydantic_core import PydanticCustomError
 
 
@@ -75,18 +75,18 @@ PositiveNodeCount = count_input(1)
 """A node count of at least 1, or an Output."""
 
 
-def _labels_or_output(value: Any) -> Any:
+def _labels_or_output(value: Any, handler: Any) -> Any:
     if is_unknown(value):
         return value
     if not isinstance(value, dict):
         raise PydanticCustomError(
             "input_type", f"labels must be a dict of label -> value or a pulumi.Output of one, not {type(value).__name__}")
-    return {str(key): _text_or_output(item) for key, item in value.items()}
+    return handler(value)  # each value checked as InputText, with its key in the problem's path
 
 
 InputLabels = Annotated[
-    Union[dict[str, InputText], pulumi.Output[dict[str, str]]],
-    PlainValidator(_labels_or_output),
+    dict[str, InputText],
+    WrapValidator(_labels_or_output),
     WithJsonSchema({"type": "object", "additionalProperties": {"type": "string"}}),
 ]
 """Node labels: a map checked key by key, or an Output of a whole map (another stack's, say), passed

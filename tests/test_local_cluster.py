@@ -25,7 +25,10 @@ from eks_gpu_training.offline.render.engine import render_stack
 from eks_gpu_training.platform.loading import platform_args_from_settings
 
 
-@pytest.mark.parametrize("component", builds.CONTROL_PLANE, ids=lambda c: c.name)
+WRAPPED = (*builds.CONTROL_PLANE, *(c for c in builds.KUBERNETES_BY_MINOR.values() if c is not builds.KUBERNETES))
+
+
+@pytest.mark.parametrize("component", WRAPPED, ids=lambda c: c.name)
 def test_each_wrapper_pins_its_upstream_module_and_every_hash(component):
     go_mod = (component.wrapper / "go.mod").read_text()
     assert re.match(r"^v\d+\.\d+\.\d+$", component.version), component.version
@@ -35,12 +38,33 @@ def test_each_wrapper_pins_its_upstream_module_and_every_hash(component):
     assert "module eks-gpu-training.local/" in go_mod
 
 
-def test_the_kubernetes_wrapper_pins_every_staging_module_to_the_matching_release():
-    go_mod = (builds.KUBERNETES.wrapper / "go.mod").read_text()
-    minor_patch = builds.KUBERNETES.version.removeprefix("v1.")
+@pytest.mark.parametrize("minor", builds.KUBERNETES_BY_MINOR)
+def test_each_kubernetes_wrapper_pins_its_minor_and_every_staging_module_to_the_matching_release(minor):
+    component = builds.KUBERNETES_BY_MINOR[minor]
+    assert component.version.startswith(f"v{minor}.")
+    go_mod = (component.wrapper / "go.mod").read_text()
+    minor_patch = component.version.removeprefix("v1.")
     replaced = re.findall(r"^\s+(k8s\.io/\S+) => (\S+) (v\S+)$", go_mod, re.M)
     assert len(replaced) >= 30
     assert all(left == right and version == f"v0.{minor_patch}" for left, right, version in replaced)
+
+
+def test_the_local_cluster_runs_the_stacks_minor_and_refuses_one_it_cannot_build(tmp_path):
+    import yaml
+
+    from eks_gpu_training.local.cluster import LocalCluster
+
+    assert builds.control_plane_for("1.34")[1] is builds.KUBERNETES_BY_MINOR["1.34"]
+    assert builds.control_plane_for("1.35") == builds.CONTROL_PLANE
+    config = stack_config("dev")
+    config["eks-gpu-training:cluster"] = {**config["eks-gpu-training:cluster"], "kubernetesVersion": "1.33"}
+    stack_path = tmp_path / "Pulumi.old.yaml"
+    stack_path.write_text(yaml.safe_dump({"config": config}))
+    cluster = LocalCluster("old", tmp_path / "state", stack_path=stack_path, log=lambda line: None)
+    with pytest.raises(builds.BuildError) as refused:
+        cluster.up()
+    assert str(refused.value).startswith("the local control plane cannot run Kubernetes 1.33: it is built at 1.34 (v1.34.")
+    assert not (tmp_path / "state").exists()  # refused before anything started
 
 
 def test_binaries_are_cached_by_component_and_version(tmp_path):

@@ -72,17 +72,30 @@ class GoComponent:
         return self.release or self.version
 
 
-KUBERNETES = GoComponent(
-    "kubernetes",
-    "k8s.io/kubernetes",
-    {
-        "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
-        "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
-        "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
-    },
-    version_variable="k8s.io/component-base/version.gitVersion",
-    reports_version=(("--version",), r"^Kubernetes (?P<version>v\S+)"),
-)
+def _kubernetes(name: str) -> GoComponent:
+    """kube-apiserver, kube-controller-manager and kube-scheduler of one Kubernetes minor, from the
+    wrapper ``go/<name>/``."""
+    return GoComponent(
+        name,
+        "k8s.io/kubernetes",
+        {
+            "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+            "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+            "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+        },
+        version_variable="k8s.io/component-base/version.gitVersion",
+        reports_version=(("--version",), r"^Kubernetes (?P<version>v\S+)"),
+    )
+
+
+KUBERNETES = _kubernetes("kubernetes")
+"""The minor the shipped stacks name (1.35), which ``build`` and CI build."""
+KUBERNETES_BY_MINOR = {"1.34": _kubernetes("kubernetes-1.34"), "1.35": KUBERNETES, "1.36": _kubernetes("kubernetes-1.36")}
+"""Each Kubernetes minor the local control plane can run: those the library supports that the Go
+module proxy serves a release of (1.32 and 1.33 releases are there too, but EKS's standard
+support of them ends first; the wrappers pin the newest patch the proxy serves)."""
+
+
 ETCD = GoComponent("etcd", "go.etcd.io/etcd/server/v3", {"etcd": "go.etcd.io/etcd/server/v3"},
                    reports_version=(("--version",), r"^etcd Version: (?P<version>\S+)"))
 KWOK = GoComponent(
@@ -143,8 +156,25 @@ TOOLS = (PULUMI, PULUMI_KUBERNETES, PULUMI_LANGUAGE_PYTHON)
 """What the engine tests run: the Pulumi CLI, the Kubernetes provider plugin and the Python
 language host."""
 CONTROL_PLANE = (ETCD, KUBERNETES, KWOK, KUEUE, KARPENTER_KWOK)
-"""What ``eks-gpu-training-local up`` runs, in build order (smallest first, so a missing toolchain
-or proxy shows within seconds)."""
+"""What ``eks-gpu-training-local up`` runs for a stack of the default minor, in build order
+(smallest first, so a missing toolchain or proxy shows within seconds)."""
+
+
+def kubernetes_for(minor: str) -> GoComponent:
+    """The Kubernetes component of ``minor`` (``cluster.kubernetesVersion``); ``BuildError`` naming
+    the minors there are when it is none of them."""
+    if minor not in KUBERNETES_BY_MINOR:
+        available = ", ".join(f"{m} ({c.version})" for m, c in KUBERNETES_BY_MINOR.items())
+        raise BuildError(f"the local control plane cannot run Kubernetes {minor}: it is built at {available}; "
+                         "set cluster.kubernetesVersion to one of them for the try-out")
+    return KUBERNETES_BY_MINOR[minor]
+
+
+def control_plane_for(minor: str) -> tuple[GoComponent, ...]:
+    """``CONTROL_PLANE`` with the Kubernetes component of ``minor``."""
+    return tuple(kubernetes_for(minor) if c is KUBERNETES else c for c in CONTROL_PLANE)
+
+
 DISTRIBUTION = GoComponent(
     "distribution", "github.com/distribution/distribution/v3",
     {"registry": "github.com/distribution/distribution/v3/cmd/registry"},
@@ -154,6 +184,7 @@ DISTRIBUTION = GoComponent(
 pinned charts to, so pulls from an ``oci://`` mirror are tested with a real registry."""
 TEST_TOOLS = (DISTRIBUTION,)
 """What only the tests run; neither ``up`` nor ``tools`` builds it."""
+
 
 _REQUIRE = re.compile(r"^\s*(?:require\s+)?(?P<module>\S+)\s+(?P<version>v\S+)\s*(?://.*)?$")
 

@@ -90,13 +90,18 @@ class LocalCluster:
         started = time.monotonic()
         # The render first: a stack or chart problem shows in seconds, before any build.
         render = self._render()
+        # The stack's own Kubernetes minor; one the local control plane cannot run is refused, naming
+        # those it can.
+        assert self.args is not None
+        components = builds.control_plane_for(self.args.cluster.kubernetes_version)
+        assert components[1].module == builds.KUBERNETES.module
         # Says what is missing when a component can be neither found, taken from the binaries folder, nor built.
-        builds.build_all(log=self.log, prebuilt=builds.prebuilt_dir(self.bin_dir))
+        builds.build_all(components, log=self.log, prebuilt=builds.prebuilt_dir(self.bin_dir))
         self.timings["build"] = time.monotonic() - started
         if self.state.exists():
             shutil.rmtree(self.state)
         self.state.mkdir(parents=True)
-        self.control_plane = ControlPlane(self.state, attached=self.attached)
+        self.control_plane = ControlPlane(self.state, attached=self.attached, kubernetes=components[1])
         try:
             self.control_plane.start(log=self.log)
             self.timings["control plane"] = time.monotonic() - started

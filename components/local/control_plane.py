@@ -17,7 +17,7 @@ from typing import Optional
 
 import yaml
 
-from .build import ETCD, KUBERNETES, KWOK, bin_dir
+from .build import ETCD, KUBERNETES, KWOK, GoComponent, bin_dir
 from .fleet import KWOK_NODE_ANNOTATION
 from .pki import Pki, write_pki
 from .processes import Supervisor, free_port
@@ -77,6 +77,8 @@ class ControlPlane:
     state: Path
     attached: bool = False
     """Processes end with the process that started them (see ``Supervisor``)."""
+    kubernetes: GoComponent = KUBERNETES
+    """The Kubernetes minor's component (``build.kubernetes_for``) whose binaries run."""
     supervisor: Supervisor = field(init=False)
     ports: dict[str, int] = field(default_factory=dict)
     pki: Optional[Pki] = None
@@ -135,7 +137,7 @@ class ControlPlane:
     def _start_apiserver(self, log) -> None:
         assert self.pki is not None
         pki = self.pki
-        binary = bin_dir(KUBERNETES) / "kube-apiserver"
+        binary = bin_dir(self.kubernetes) / "kube-apiserver"
         log(f"starting kube-apiserver on https://127.0.0.1:{self.ports['apiserver']}")
         process = self.supervisor.start("kube-apiserver", [
             str(binary),
@@ -166,7 +168,7 @@ class ControlPlane:
 
     def _start_controllers(self, log) -> None:
         assert self.pki is not None
-        kube = bin_dir(KUBERNETES)
+        kube = bin_dir(self.kubernetes)
         kubeconfig = str(self.kubeconfig)
         serving = [f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
                    "--bind-address=127.0.0.1"]

@@ -93,8 +93,21 @@ def test_an_unmapped_registry_is_refused_naming_each_object_before_anything_regi
     assert any(m.startswith("Helm release kueue: controllerManager.manager.image.repository from registry.k8s.io") for m in messages)
     # A part of a chart the stack leaves off (Kueue's dashboard, from a staging registry) is not asked for.
     assert not any("kueueViz" in m for m in messages)
-    # Nothing from a mapped registry, nor from EKS's own ECR (the EFA device plugin).
+    # Nothing from a mapped registry, nor from EKS's own ECR in the cluster's region (the EFA device plugin's).
     assert not any("public.ecr.aws" in m or "dkr.ecr" in m for m in messages)
+
+
+def test_a_private_ecr_of_another_region_needs_a_mirror_too():
+    """The EFA device plugin's chart names EKS's ECR in us-west-2; a cluster elsewhere reaches it
+    only over the internet, not through its VPC's ECR endpoints."""
+    config = stack_config("prod")
+    config["aws:region"] = "eu-west-1"
+    config[f"{PROJECT}:images"] = {"requireMirror": True, "registryMirrors": {
+        r: p for r, p in MIRRORS.items() if not r.endswith(".amazonaws.com")}}
+    graph = run_main(config)
+    problems = [p.message for p in getattr(graph.error, "problems", []) if p.path == "images.requireMirror"]
+    assert any(m.startswith("Helm release aws-efa-k8s-device-plugin: image.repository from "
+                            "602401143452.dkr.ecr.us-west-2.amazonaws.com") for m in problems), graph.error
 
 
 def test_mirrors_that_are_not_registries_are_refused_with_their_key():

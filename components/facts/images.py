@@ -25,9 +25,8 @@ from typing import Mapping, Optional
 
 DOCKER_HUB = "docker.io"
 CHART_IMAGES = Path(__file__).parent / "data" / "chart-images.json"
-_PRIVATE_ECR = re.compile(r"^\d{12}\.dkr\.ecr(-fips)?\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$")
-"""A private ECR registry (EKS's own in a region, or an account's): nodes reach it through the VPC's
-ECR interface endpoints, without a route to the internet."""
+_PRIVATE_ECR = re.compile(r"^\d{12}\.dkr\.ecr(-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
+"""A private ECR registry (EKS's own in a region, or an account's)."""
 
 
 def split_registry(reference: str) -> tuple[str, str]:
@@ -42,8 +41,12 @@ def registry_of(reference: str) -> str:
     return split_registry(reference)[0]
 
 
-def is_private_ecr(registry: str) -> bool:
-    return _PRIVATE_ECR.match(registry) is not None
+def is_private_ecr(registry: str, region: Optional[str] = None) -> bool:
+    """Whether ``registry`` is a private ECR registry (of ``region``, when given: the one a
+    cluster's nodes reach through their VPC's ECR interface endpoints, without a route out; another
+    region's is reached only over the internet)."""
+    match = _PRIVATE_ECR.match(registry)
+    return match is not None and (region is None or match["region"] == region)
 
 
 def mirrored(reference: str, mirrors: Mapping[str, str]) -> str:

@@ -6,7 +6,9 @@ The charts' images are the repository keys of the pinned chart's values (``facts
 part of the chart is on (its nearest ``enabled`` key, as the stack's values or the chart's default
 set it), at the value the stack's own values set or the chart's default. A private ECR registry (EKS's own, whose
 images the EFA device plugin's chart and the EKS add-ons use, or the account's, where the topology
-labeler's image is pushed) needs no mirror: nodes reach it through the VPC's ECR endpoints.
+labeler's image is pushed) in the cluster's own region needs no mirror: nodes reach it through the
+VPC's ECR endpoints. Another region's does (the EFA device plugin's chart names EKS's ECR in
+us-west-2 wherever the cluster is).
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def validate_image_mirrors(args: GpuTrainingPlatformArgs) -> list[Problem]:
         if is_unknown(image):
             continue  # an image built in the same program: pushed to the stack's own ECR
         registry = registry_of(str(image))
-        if registry not in mirrors and not is_private_ecr(registry):
+        if registry not in mirrors and not is_private_ecr(registry, args.region):
             release, _, key = what.partition(" (")
             unmapped[(release, registry)].append(key.rstrip(")") or str(image))
     for (what, registry), images in unmapped.items():

@@ -16,7 +16,6 @@ from harness import REFERENCE
 from eks_gpu_training.local import build as builds
 from eks_gpu_training.offline.check import check_render
 from eks_gpu_training.offline.chart_sources import ChartSources, ChartUnavailable, chart_name
-from eks_gpu_training.offline.render import render
 
 
 @pytest.fixture(scope="module")
@@ -45,20 +44,10 @@ def _pulled_from(mirror: OciChartMirror, summary) -> list[str]:
                   for c in summary.charts)
 
 
-def test_prod_renders_every_chart_pulled_from_an_oci_mirror_into_an_empty_cache(oci_mirror, tmp_path):
-    sources = ChartSources(cache=tmp_path / "cache", mirror=oci_mirror.url)
-    summary = render("prod", tmp_path / "out", sources=sources, picture=False)
-    assert summary.charts
-    assert all(c.objects and not c.skipped and not c.error for c in summary.charts), summary.charts
-    assert all(c.source.parent == tmp_path / "cache" for c in summary.charts)
-    assert sorted(sources.pulled) == _pulled_from(oci_mirror, summary)
-    report = check_render(tmp_path / "out")
-    assert report.ok, report.failures
-
-
 def test_the_stacks_oci_charts_mirror_alone_supplies_every_chart(oci_mirror, tmp_path, monkeypatch):
     """No mirror set for the run and an empty cache: the stack's ``charts.mirror: oci://...``
-    supplies every chart, the add-on's too."""
+    supplies every chart of prod, the add-on's too, each pulled from the registry, and the render
+    passes ``check``. (A mirror given for the run takes the same path: it replaces the stack's.)"""
     sources, summary = render_with_stack_mirror(oci_mirror.url, tmp_path, monkeypatch)
     assert sorted(sources.pulled) == _pulled_from(oci_mirror, summary)
     report = check_render(tmp_path / "out")

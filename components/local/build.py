@@ -9,6 +9,7 @@ version, and a second run finds them there.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import json
@@ -358,7 +359,8 @@ def adopt(component: GoComponent, directory: Path, *, root: Optional[Path] = Non
                 f"{component.stamp}; give a folder with {binary} {component.stamp}, or remove it there to build it"
             )
     folder = bin_dir(component, root)
-    staging = Path(tempfile.mkdtemp(prefix=f".{component.name}-", dir=_parent(folder)))
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{component.name}-", dir=folder.parent))
     for binary in present:
         shutil.copy2(directory / binary, staging / binary)
     shutil.rmtree(folder, ignore_errors=True)
@@ -368,11 +370,6 @@ def adopt(component: GoComponent, directory: Path, *, root: Optional[Path] = Non
         _build(component, root=root, log=log)
     log(f"{component.name} {component.stamp}: {', '.join(present)} taken from {directory}")
     return True
-
-
-def _parent(folder: Path) -> Path:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    return folder.parent
 
 
 def build(
@@ -491,19 +488,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     """Build a group of components. The module needs nothing beyond the standard library, so CI
     runs it as a script (``python3 components/local/build.py tools``) before the package is
     installed, to overlap the cold builds with the Python install and the unit tier."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    given = None
-    if "--bin-dir" in args:
-        at = args.index("--bin-dir")
-        if at + 1 >= len(args):
-            print("--bin-dir needs a folder", file=sys.stderr)
-            return 2
-        given = Path(args[at + 1])
-        del args[at:at + 2]
-    group = args[0] if args else "control-plane"
-    if group not in GROUPS:
-        print(f"unknown group {group!r}: one of {', '.join(GROUPS)}", file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(prog="build.py", description="Build a group of the local control plane's components.")
+    parser.add_argument("group", nargs="?", default="control-plane", choices=sorted(GROUPS))
+    parser.add_argument("--bin-dir", type=Path, default=None, help=f"prebuilt binaries to use (default: ${PREBUILT_ENV})")
+    options = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    group, given = options.group, options.bin_dir
     prebuilt = prebuilt_dir(given)
     if prebuilt is not None and not prebuilt.is_dir():
         print(f"the binaries folder {prebuilt} is not a folder", file=sys.stderr)

@@ -35,7 +35,7 @@ from eks_gpu_training.offline import agent_data
 assert instance_types.instance_type("p5.48xlarge").allocatable["nvidia.com/gpu"] == "8"
 assert agent_data.DATA.is_relative_to(installed) and agent_data.reasons()
 from eks_gpu_training.facts import images
-assert images.chart_image_keys("kueue", "0.19.2")
+assert images.chart_images("kueue", "0.19.2")
 print(labeler_image.build_context_tag())
 """
 

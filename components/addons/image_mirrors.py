@@ -25,7 +25,7 @@ from typing import Any, Mapping, Optional
 
 import pulumi
 
-from ..facts.images import chart_image_keys, mirrored
+from ..facts.images import chart_images, mirrored, named_repository
 from .chart_source import chart_name
 
 WORKLOAD_KINDS = {"Pod", "Job", "CronJob", "Deployment", "DaemonSet", "StatefulSet", "ReplicaSet"}
@@ -79,23 +79,14 @@ def _set(values: dict[str, Any], path: str, value: str) -> None:
     values[leaf] = value
 
 
-def _get(values: Any, path: str) -> Any:
-    for key in path.split("."):
-        if not isinstance(values, dict):
-            return None
-        values = values.get(key)
-    return values
-
-
 def mirror_release_values(values: Any, chart: str, version: str, mirrors: Mapping[str, str]) -> Any:
     """A Helm release's values with every image repository of ``chart`` at ``version`` mirrored."""
-    keys = chart_image_keys(chart, version) or {}
+    images = chart_images(chart, version) or {}
 
     def rewrite(plain: Any) -> Any:
         result = _deep_copy_dicts(plain) if isinstance(plain, dict) else {}
-        for path, default in keys.items():
-            current = _get(result, path)
-            source = current if isinstance(current, str) and current else default
+        for path, image in images.items():
+            source = named_repository(result, path, image)
             target = mirrored(source, mirrors)
             if target != source:
                 _set(result, path, target)

@@ -21,7 +21,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 DOCKER_HUB = "docker.io"
 CHART_IMAGES = Path(__file__).parent / "data" / "chart-images.json"
@@ -84,7 +84,23 @@ def chart_images(chart: str, version: str) -> Optional[dict[str, ChartImage]]:
     return None
 
 
-def chart_image_keys(chart: str, version: str) -> Optional[dict[str, str]]:
-    """Values key path -> default repository of every image ``chart`` names at ``version``."""
-    images = chart_images(chart, version)
-    return None if images is None else {path: image.repository for path, image in images.items()}
+def value_at(values: Any, path: str) -> Any:
+    """The value at a dotted key path of a release's values, or None."""
+    for key in path.split("."):
+        if not isinstance(values, dict):
+            return None
+        values = values.get(key)
+    return values
+
+
+def named_repository(values: Any, path: str, image: ChartImage) -> str:
+    """The repository a release's ``values`` set at ``path``, else the chart's default."""
+    current = value_at(values, path)
+    return current if isinstance(current, str) and current else image.repository
+
+
+def is_deployed(values: Any, image: ChartImage) -> bool:
+    """Whether the part of the chart that names ``image`` is on, as ``values`` or the chart's
+    default set its switch."""
+    switch = value_at(values, image.enabled_by) if image.enabled_by else None
+    return switch if isinstance(switch, bool) else image.enabled_by_default

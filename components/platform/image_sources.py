@@ -14,29 +14,16 @@ us-west-2 wherever the cluster is).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterator
+from typing import Any, Iterator, Optional
 
-from ..addons import efa_device_plugin, gpu_operator, karpenter, kueue
+from ..addons import efa_device_plugin, gpu_operator, kueue
 from ..addons.chart_source import chart_name
-from ..addons.image_mirrors import _get
 from ..config import GpuTrainingPlatformArgs, Problem
 from ..config.inputs import is_unknown
-from ..facts.images import chart_images, is_private_ecr, registry_of
+from ..facts.images import chart_images, is_deployed, is_private_ecr, named_repository, registry_of
+from .releases import stack_charts
 
 PATH = "images.requireMirror"
-
-
-def stack_charts(args: GpuTrainingPlatformArgs) -> list[tuple[str, str]]:
-    """The (chart, version) of every Helm release the stack installs."""
-    charts = [(gpu_operator.CHART, args.gpu_operator.chart_version)]
-    if efa_device_plugin.efa_needed(args):
-        charts.append((efa_device_plugin.CHART, efa_device_plugin.CHART_VERSION))
-    if args.kueue.enabled:
-        charts.append((kueue.KUEUE_CHART, args.kueue.chart_version))
-    if args.karpenter.enabled and not args.in_cluster.enabled:
-        charts += [(karpenter.KARPENTER_CRD_CHART, args.karpenter.chart_version),
-                   (karpenter.KARPENTER_CHART, args.karpenter.chart_version)]
-    return charts
 
 
 def _release_values(args: GpuTrainingPlatformArgs, chart: str) -> dict:
@@ -50,34 +37,32 @@ def _release_values(args: GpuTrainingPlatformArgs, chart: str) -> dict:
     return {}
 
 
-def stack_images(args: GpuTrainingPlatformArgs) -> Iterator[tuple[str, str]]:
-    """(what, image or repository) of everything the stack deploys that names an image known
-    before deployment; a chart version the package has no image keys for yields ``(what, "")``."""
+def stack_images(args: GpuTrainingPlatformArgs) -> Iterator[tuple[str, Optional[str], Any]]:
+    """(what, values key or None, image or repository) of everything the stack deploys that names an
+    image; the image is None for a chart version whose image keys the package does not know, an
+    Output for one built in the same program."""
     for chart, version in stack_charts(args):
         name = chart_name(chart)
         images = chart_images(name, version)
         if images is None:
-            yield f"Helm release {name} {version}", ""
+            yield f"Helm release {name} {version}", None, None
             continue
         values = _release_values(args, name)
         for path, image in images.items():
-            switch = _get(values, image.enabled_by) if image.enabled_by else None
-            if not (switch if isinstance(switch, bool) else image.enabled_by_default):
-                continue  # not deployed
-            current = _get(values, path)
-            yield f"Helm release {name} ({path})", current if isinstance(current, str) and current else image.repository
+            if is_deployed(values, image):
+                yield f"Helm release {name}", path, named_repository(values, path, image)
     for app in args.scheduling.training_apps:
         if app.job is not None:
-            yield f"training job {app.name}", app.job.image
+            yield f"training job {app.name}", None, app.job.image
     if args.smoke_test.enabled:
-        yield "the smoke test", args.smoke_test.image
+        yield "the smoke test", None, args.smoke_test.image
     if args.preflight.enabled:
         if args.preflight.dcgm_diag.enabled:
-            yield "the DCGM diagnostics", args.preflight.dcgm_diag.image
+            yield "the DCGM diagnostics", None, args.preflight.dcgm_diag.image
         if args.preflight.nccl.enabled and args.preflight.nccl.image:
-            yield "the NCCL test", args.preflight.nccl.image
+            yield "the NCCL test", None, args.preflight.nccl.image
     if args.topology_labeler.enabled and args.topology_labeler.image is not None:
-        yield "the topology labeler", args.topology_labeler.image
+        yield "the topology labeler", None, args.topology_labeler.image
 
 
 def validate_image_mirrors(args: GpuTrainingPlatformArgs) -> list[Problem]:
@@ -86,8 +71,8 @@ def validate_image_mirrors(args: GpuTrainingPlatformArgs) -> list[Problem]:
     mirrors = args.images.registry_mirrors
     unmapped: dict[tuple[str, str], list[str]] = defaultdict(list)
     problems = []
-    for what, image in stack_images(args):
-        if image == "":
+    for what, key, image in stack_images(args):
+        if image is None:
             problems.append(Problem(PATH, f"{what}: the package knows no image keys of this chart version, so its "
                                           "images cannot be mirrored; use a version this library pins"))
             continue
@@ -95,8 +80,7 @@ def validate_image_mirrors(args: GpuTrainingPlatformArgs) -> list[Problem]:
             continue  # an image built in the same program: pushed to the stack's own ECR
         registry = registry_of(str(image))
         if registry not in mirrors and not is_private_ecr(registry, args.region):
-            release, _, key = what.partition(" (")
-            unmapped[(release, registry)].append(key.rstrip(")") or str(image))
+            unmapped[(what, registry)].append(key or str(image))
     for (what, registry), images in unmapped.items():
         problems.append(Problem(PATH, f"{what}: {', '.join(images)} from {registry}, which images.registryMirrors "
                                       f"does not map; map {registry} to a mirror prefix"))

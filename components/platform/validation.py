@@ -10,8 +10,9 @@ from ..config.inputs import is_unknown
 from ..workloads.preflight_checks import validate_preflight
 from ..workloads.queues import validate_kueue
 from ..workloads.scheduling_validation import validate_scheduling
-from .image_sources import stack_charts, validate_image_mirrors
+from .image_sources import validate_image_mirrors
 from .names import PLATFORM_NAME, validate_names
+from .releases import stack_charts
 from .system_capacity import validate_system_capacity
 
 

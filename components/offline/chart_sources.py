@@ -36,7 +36,7 @@ import yaml
 
 from ..addons.chart_source import chart_name, local_chart
 
-__all__ = ["ChartLock", "ChartSources", "ChartUnavailable", "chart_name", "chart_source"]
+__all__ = ["ChartLock", "ChartSources", "ChartUnavailable", "chart_name"]
 
 CACHE_ENV = "EKS_GPU_TRAINING_CHARTS_CACHE"
 MIRROR_ENV = "EKS_GPU_TRAINING_CHARTS_MIRROR"
@@ -202,16 +202,4 @@ class ChartSources:
             except ChartUnavailable as error:
                 lines.append(str(error))
         return lines
-
-
-def chart_source(sources: Optional[ChartSources], chart: str, version: str,
-                 repository: Optional[str] = None) -> tuple[Optional[Path], str]:
-    """The chart's folder or archive from ``sources``, or None and why (``sources`` None: charts are
-    not rendered, as asked with ``--no-charts``)."""
-    if sources is None:
-        return None, "chart rendering was turned off (--no-charts)"
-    try:
-        return sources.locate(chart, version, repository), ""
-    except ChartUnavailable as error:
-        return None, str(error)
 

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Optional
 
 import yaml
 
-from ..chart_sources import ChartSources, chart_name, chart_source
+from ..chart_sources import ChartSources, ChartUnavailable, chart_name
 
 # libyaml's loader and dumper when PyYAML has them: a chart's CRDs are hundreds of kilobytes of YAML,
 # which the pure-Python ones take most of a second to read and write.
@@ -103,8 +103,14 @@ def _documents(text: str) -> Iterator[dict[str, Any]]:
 
 
 def locate_release_chart(release: dict[str, Any], sources: Optional[ChartSources]) -> tuple[Optional[Path], str]:
-    """The release's chart from ``sources``, or None and why."""
-    return chart_source(sources, str(release.get("chart") or ""), str(release.get("version") or ""), release.get("repository"))
+    """The release's chart folder or archive from ``sources``, or None and why (``sources`` None:
+    charts are not rendered, as asked with ``--no-charts``)."""
+    if sources is None:
+        return None, "chart rendering was turned off (--no-charts)"
+    try:
+        return sources.locate(str(release.get("chart") or ""), str(release.get("version") or ""), release.get("repository")), ""
+    except ChartUnavailable as error:
+        return None, str(error)
 
 
 def render_release(release: dict[str, Any], source: Optional[Path], reason: str = "") -> ChartRender:

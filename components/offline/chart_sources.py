@@ -101,16 +101,16 @@ class ChartSources:
     """What this run pulled, as ``<chart> <version> from <where>``."""
 
     @classmethod
-    def configured(cls, *, mirror: Optional[str] = None, stack_dir: Optional[Path] = None, record: bool = False,
-                   directory: Optional[str] = None) -> "ChartSources":
-        """The sources a command uses: ``mirror`` or ``$EKS_GPU_TRAINING_CHARTS_MIRROR``, the lock
-        file of ``stack_dir`` (the folder of the stack files), the stack's ``charts.directory``."""
+    def configured(cls, *, mirror: Optional[str] = None, stack_dir: Optional[Path] = None,
+                   record: bool = False) -> "ChartSources":
+        """The sources a command uses: ``mirror`` or ``$EKS_GPU_TRAINING_CHARTS_MIRROR``, and the
+        lock file of ``stack_dir`` (the folder of the stack files); the stack's own
+        ``charts.directory`` and ``charts.mirror`` join them when its render is written."""
         chosen = mirror or os.environ.get(MIRROR_ENV) or None
         if chosen is not None and not chosen.startswith(("http://", "https://", "oci://")):
             raise ChartUnavailable(f"charts mirror {chosen!r}: not an http(s):// Helm repository or an oci:// prefix")
         lock = ChartLock.read(stack_dir / LOCK_FILE) if stack_dir is not None else None
-        return cls(mirror=chosen.rstrip("/") if chosen else None, lock=lock, record=record,
-                   directory=Path(directory) if directory else None)
+        return cls(mirror=chosen.rstrip("/") if chosen else None, lock=lock, record=record)
 
     def locate(self, chart: str, version: str, repository: Optional[str] = None) -> Path:
         """The chart's folder or archive; ``ChartUnavailable`` when no source has it."""

@@ -93,15 +93,15 @@ class LocalCluster:
         # The stack's own Kubernetes minor; one the local control plane cannot run is refused, naming
         # those it can.
         assert self.args is not None
-        components = builds.control_plane_for(self.args.cluster.kubernetes_version)
-        assert components[1].module == builds.KUBERNETES.module
+        minor = self.args.cluster.kubernetes_version
+        kubernetes = builds.kubernetes_for(minor)
         # Says what is missing when a component can be neither found, taken from the binaries folder, nor built.
-        builds.build_all(components, log=self.log, prebuilt=builds.prebuilt_dir(self.bin_dir))
+        builds.build_all(builds.control_plane_for(minor), log=self.log, prebuilt=builds.prebuilt_dir(self.bin_dir))
         self.timings["build"] = time.monotonic() - started
         if self.state.exists():
             shutil.rmtree(self.state)
         self.state.mkdir(parents=True)
-        self.control_plane = ControlPlane(self.state, attached=self.attached, kubernetes=components[1])
+        self.control_plane = ControlPlane(self.state, attached=self.attached, kubernetes=kubernetes)
         try:
             self.control_plane.start(log=self.log)
             self.timings["control plane"] = time.monotonic() - started

@@ -53,6 +53,8 @@ class Settings:
     gpu_operator_version: str = INSTALLED
     chart_mirror: str | None = None
     """The stack's ``charts.mirror``; unset, its charts come from the local folder."""
+    registry_mirrors: tuple[tuple[str, str], ...] = ()
+    """The stack's ``images.registryMirrors``."""
 
 
 def pulled_chart(folder: Path, chart: str, version: str, repository: str | None = None) -> None:
@@ -89,6 +91,8 @@ def program(kubeconfig: Path, charts: Path):
         config[f"{PROJECT}:gpuOperator"] = {**config[f"{PROJECT}:gpuOperator"], "chartVersion": settings.gpu_operator_version}
         if settings.chart_mirror:
             config[f"{PROJECT}:charts"] = {"mirror": settings.chart_mirror}
+        if settings.registry_mirrors:
+            config[f"{PROJECT}:images"] = {"registryMirrors": dict(settings.registry_mirrors)}
         args = platform_args_from_settings(config)
         return lambda: GpuTrainingInCluster("gpu-training", args)
 
@@ -160,6 +164,28 @@ def test_moving_the_charts_to_a_mirror_upgrades_the_release_in_place_and_leaves_
     assert release_secrets(bare_cluster.kube)[-1] == "sh.helm.release.v1.gpu-operator.v3"
     after = apps.read_namespaced_deployment("gpu-operator", gpu_operator.NAMESPACE).metadata
     assert (after.uid, after.generation) == (before.uid, before.generation)
+    assert changed(engine.plan(mirrored, expect_no_changes=True)) == {}
+
+
+def test_image_mirrors_upgrade_the_release_and_roll_its_pods_but_leave_a_training_job_alone(engine, bare_cluster):
+    """``images.registryMirrors`` set on a running stack: one update of the release (its values'
+    image repositories), the operator's Deployment rolled to the mirrored image as the same object
+    (a new generation), and the training Job, whose pod template is immutable, untouched: the
+    stack ignores its template, so the next Job pulls from the mirror."""
+    apps = client.AppsV1Api(bare_cluster.kube.api)
+    before = apps.read_namespaced_deployment("gpu-operator", gpu_operator.NAMESPACE)
+    job_before = bare_cluster.kube.batch.read_namespaced_job("rl-training", "training")
+    mirrored = Settings(gpu_operator_version=UPGRADE, chart_mirror=os.environ[MIRROR_ENV],
+                        registry_mirrors=(("nvcr.io", "harbor.example.com/nvcr"),))
+    plan = changed(engine.plan(mirrored))
+    assert plan == {RELEASE: ["update"]}, plan
+    engine.up(mirrored)
+    after = apps.read_namespaced_deployment("gpu-operator", gpu_operator.NAMESPACE)
+    assert after.metadata.uid == before.metadata.uid and after.metadata.generation > before.metadata.generation
+    assert after.spec.template.spec.containers[0].image.startswith("harbor.example.com/nvcr/nvidia/gpu-operator:")
+    job_after = bare_cluster.kube.batch.read_namespaced_job("rl-training", "training")
+    assert job_after.metadata.uid == job_before.metadata.uid
+    assert job_after.spec.template.spec.containers[0].image == job_before.spec.template.spec.containers[0].image
     assert changed(engine.plan(mirrored, expect_no_changes=True)) == {}
 
 

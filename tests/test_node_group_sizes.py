@@ -1,4 +1,5 @@
-"""New size bounds move a running node group's desired size into them, so EKS accepts the update."""
+"""Every update sends the running node group's desired size, moved into the new bounds: EKS accepts the
+update, and a pool an autoscaler or a person resized keeps its nodes."""
 
 from __future__ import annotations
 
@@ -19,10 +20,9 @@ SUFFIX = "20261201093000000000000001"  # what the provider appends: 18-digit tim
 @pytest.mark.parametrize(
     ("current", "bounds", "sent"),
     [
-        (2, (0, 2), None),  # inside the bounds: nothing to send, the size stays ignored
+        (2, (0, 2), 2),  # inside the bounds: the running size, unchanged
         (2, (3, 4), 3),  # minSize raised above it: up to the new minimum
         (4, (0, 2), 2),  # maxSize lowered below it: down to the new maximum
-        (None, (3, 4), None),  # no running group: the size at creation applies
     ],
 )
 def test_the_desired_size_sent_is_the_running_one_clamped_to_the_new_bounds(current, bounds, sent):
@@ -70,11 +70,32 @@ def test_lowering_max_size_below_the_running_desired_size_sends_the_new_maximum(
     assert group.ignore_changes == []
 
 
-def test_bounds_that_hold_the_running_size_leave_it_to_whoever_owns_it():
+def test_raising_max_size_keeps_a_pool_an_autoscaler_scaled_out():
+    # Created at 2 (Pulumi's state says 2), scaled to 3 since: the update must send 3, or EKS would
+    # set the pool back to 2 and terminate a GPU node of its choosing.
+    class ScaledOut(RunningProd):
+        def call(self, args):
+            result = super().call(args)
+            if args.token == "aws:eks/getNodeGroup:getNodeGroup" and args.args["nodeGroupName"].startswith("p5-training-2"):
+                result["scalingConfigs"][0]["desiredSize"] = 3
+            return result
+
+    config = copy.deepcopy(stack_config("prod"))
+    config["eks-gpu-training:gpuNodeGroups"][0].update(minSize=2, desiredSize=2, maxSize=4)
+    graph = run_main(config, mocks=ScaledOut())
+    assert graph.error is None, repr(graph.error)
+    group = graph.one(NODE_GROUP, GPU_GROUP)
+    assert group.inputs["scalingConfig"] == {"minSize": 2, "desiredSize": 3, "maxSize": 4}
+    assert group.ignore_changes == []
+
+
+def test_bounds_that_hold_the_running_size_send_it_unchanged():
     graph = prod_with()
-    assert graph.one(NODE_GROUP, GPU_GROUP).ignore_changes == ["scalingConfig.desiredSize"]
-    # The system group runs 3 nodes inside its bounds (2-4): ignored as well.
-    assert graph.one(NODE_GROUP, SYSTEM_GROUP).ignore_changes == ["scalingConfig.desiredSize"]
+    gpu = graph.one(NODE_GROUP, GPU_GROUP)
+    assert gpu.inputs["scalingConfig"]["desiredSize"] == 2 and gpu.ignore_changes == []
+    # The system group runs 3 nodes inside its bounds (2-4), though created with 2.
+    system = graph.one(NODE_GROUP, SYSTEM_GROUP)
+    assert system.inputs["scalingConfig"]["desiredSize"] == 3 and system.ignore_changes == []
 
 
 def test_a_first_deployment_creates_the_groups_at_their_configured_size(prod_graph):

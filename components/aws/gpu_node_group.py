@@ -273,8 +273,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 # A reserved pool's capacity is exactly its reservation, so a replacement made before the
                 # old group is deleted would need the reservation twice and never get its nodes.
                 delete_before_replace=replaces_old_first(pool),
-                # An autoscaler (or a person) owns the node count after creation; `pulumi up` must not
-                # reset it, unless new bounds exclude it (node_group_sizes).
+                # An autoscaler (or a person) owns the node count after creation: every update sends the
+                # running group's count, kept inside the bounds, never the state's (node_group_sizes).
                 ignore_changes=ignored,
             ),
         )

@@ -45,6 +45,19 @@ class ChangeEffect:
     """One line of the table in docs/operations.md."""
 
 
+_SENDS_RUNNING_SIZE = (
+    "EKS takes the whole scaling config, and the update sends the running group's desired size (read with DescribeNodegroup "
+    "before anything registers), not the one in Pulumi's state, so a pool an autoscaler or a person resized keeps its nodes"
+)
+_RAISE_MIN = (
+    f"scaling limits change without touching running nodes; {_SENDS_RUNNING_SIZE}. Raised above the running size, it "
+    "launches nodes up to it (EKS requires minSize <= desiredSize)"
+)
+_LOWER_MAX = (
+    f"scaling limits change without touching running nodes; {_SENDS_RUNNING_SIZE}. Lowered below the running size, it "
+    "terminates nodes down to it, EKS picking which: lower it between jobs"
+)
+
 _POOL = "gpuNodeGroups[]"
 _SYSTEM = "systemNodeGroup"
 
@@ -99,15 +112,15 @@ CHANGE_EFFECTS: tuple[ChangeEffect, ...] = (
         f"{_POOL}.minSize",
         IN_PLACE,
         "scalingConfig",
-        "scaling limits change without touching running nodes; raising it above the running desired size launches nodes up to it: the desired size is moved into the new bounds, which EKS requires",
+        _RAISE_MIN,
     ),
     ChangeEffect(
         f"{_POOL}.maxSize",
         IN_PLACE,
         "scalingConfig",
-        "scaling limits change without touching running nodes; lowering it below the running desired size terminates nodes down to it (EKS picks which): the desired size is moved into the new bounds, which EKS requires",
+        _LOWER_MAX,
     ),
-    ChangeEffect(f"{_POOL}.desiredSize", NO_NODE_CHANGE, None, "used at creation only; later the autoscaler or a person owns it (new bounds move it into them)"),
+    ChangeEffect(f"{_POOL}.desiredSize", NO_NODE_CHANGE, None, "used at creation only; later the autoscaler or a person owns it, and every update sends the running size (new bounds move it into them)"),
     ChangeEffect(f"{_POOL}.updateMaxUnavailable", IN_PLACE, "updateConfig", "applies to the next roll"),
     ChangeEffect(f"{_POOL}.updateStrategy", IN_PLACE, "updateConfig", "applies to the next roll"),
     ChangeEffect(f"{_POOL}.nodeRepair", IN_PLACE, "nodeRepairConfig", "repair settings change without touching nodes"),
@@ -142,15 +155,15 @@ CHANGE_EFFECTS: tuple[ChangeEffect, ...] = (
         f"{_SYSTEM}.minSize",
         IN_PLACE,
         "scalingConfig",
-        "scaling limits change without touching running nodes; raising it above the running desired size launches nodes up to it: the desired size is moved into the new bounds, which EKS requires",
+        _RAISE_MIN,
     ),
     ChangeEffect(
         f"{_SYSTEM}.maxSize",
         IN_PLACE,
         "scalingConfig",
-        "scaling limits change without touching running nodes; lowering it below the running desired size terminates nodes down to it (EKS picks which): the desired size is moved into the new bounds, which EKS requires",
+        _LOWER_MAX,
     ),
-    ChangeEffect(f"{_SYSTEM}.desiredSize", NO_NODE_CHANGE, None, "used at creation only (new bounds move the running size into them)"),
+    ChangeEffect(f"{_SYSTEM}.desiredSize", NO_NODE_CHANGE, None, "used at creation only; every update sends the running size (new bounds move it into them)"),
 )
 """Every node-group key and what its change does."""
 

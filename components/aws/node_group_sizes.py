@@ -1,15 +1,21 @@
-"""Keeping a node group's desired size inside new bounds.
+"""The desired size a node group's update sends: the running group's, kept inside the new bounds.
 
-After creation ``scalingConfig.desiredSize`` is ignored (an autoscaler or a person owns it), so a
-``pulumi up`` that raises ``minSize`` above the group's current desired size, or lowers ``maxSize``
-below it, sends EKS the old desired size with the new bounds, and EKS refuses the update ("Minimum
-capacity N can't be greater than desired size M"; UpdateNodegroupConfig requires
-minSize <= desiredSize <= maxSize, docs.aws.amazon.com/eks/latest/APIReference/API_NodegroupScalingConfig.html).
+After creation an autoscaler or a person owns a node group's desired size. But the provider sends
+the whole ``scalingConfig`` with any change to it (UpdateNodegroupConfig takes ``scalingConfig`` as
+one object, docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupConfig.html), and
+``ignoreChanges`` only makes Pulumi send the value in its state (Pulumi docs, "ignoreChanges": the
+old value from the state is used). So ignoring ``desiredSize`` is not enough: a pool scaled from 2
+to 3 after the last ``pulumi up`` would be set back to 2 by an ``up`` that raises ``maxSize``, and
+EKS would terminate a GPU node of its choosing.
 
 So the program reads the running group's desired size (DescribeNodegroup, at preview and at update
-alike) and, only when it lies outside the new bounds, sends it clamped to them for that one update.
-Raising ``minSize`` then launches nodes up to it; lowering ``maxSize`` terminates nodes down to it
-(EKS picks which, so a node running a job may go: lower ``maxSize`` between jobs).
+alike) and always sends it, moved into the new bounds, which EKS requires
+(minSize <= desiredSize <= maxSize, API_NodegroupScalingConfig.html). Only a group that does not run
+yet (or whose cluster name is known only after deployment) gets the configured size at creation,
+ignored afterwards. Raising ``minSize`` above the running size launches nodes up to it; lowering
+``maxSize`` below it terminates nodes down to it (EKS picks which, so a node running a job may go:
+lower ``maxSize`` between jobs). The read happens seconds before the update: a scale-out in between
+is the one change this cannot see.
 """
 
 from __future__ import annotations
@@ -22,11 +28,9 @@ import pulumi_aws as aws
 
 
 
-def clamped_desired_size(current: Optional[int], min_size: int, max_size: int) -> Optional[int]:
-    """The desired size to send with new bounds: ``current`` moved into ``[min_size, max_size]``,
-    or None when it already lies inside them (or there is no running group)."""
-    if current is None or min_size <= current <= max_size:
-        return None
+def clamped_desired_size(current: int, min_size: int, max_size: int) -> int:
+    """The desired size to send with new bounds: the running group's ``current`` size, moved into
+    ``[min_size, max_size]``."""
     return min(max(current, min_size), max_size)
 
 
@@ -83,10 +87,10 @@ def desired_size_and_ignored(
     cluster_name: pulumi.Input[str], name_prefix: str, initial_size: int, min_size: int, max_size: int, parent: pulumi.Resource,
     region: Optional[str] = None,
 ) -> tuple[int, list[str]]:
-    """The node group's ``scalingConfig.desiredSize`` input and its ``ignore_changes``: the size at
-    creation, ignored afterwards; or, when the running group's desired size lies outside the new
-    bounds, that size clamped to them and not ignored, for this update."""
-    clamped = clamped_desired_size(running_desired_size(cluster_name, name_prefix, parent, region), min_size, max_size)
-    if clamped is None:
+    """The node group's ``scalingConfig.desiredSize`` input and its ``ignore_changes``: the running
+    group's desired size clamped to the new bounds, never ignored, so the update sends what runs; the
+    size at creation, ignored afterwards, when no group runs yet (``running_node_group``)."""
+    running = running_desired_size(cluster_name, name_prefix, parent, region)
+    if running is None:
         return initial_size, ["scalingConfig.desiredSize"]
-    return clamped, []
+    return clamped_desired_size(running, min_size, max_size), []

@@ -178,7 +178,7 @@ class SystemNodeGroupConfig(_Model):
     min_size: NodeCount = 2
     """Minimum number of system nodes. Default: 2 (controllers survive one node's loss)."""
     desired_size: NodeCount = 2
-    """Number of system nodes at creation; later changes are left to autoscalers. Default: 2."""
+    """Number of system nodes at creation; later the size is left to autoscalers and people, and `pulumi up` keeps the running size. Default: 2."""
     max_size: PositiveNodeCount = 4
     """Maximum number of system nodes. Default: 4."""
     disk_size_gib: int = Field(default=50, ge=20, le=16384)

@@ -136,7 +136,7 @@ class GpuNodeGroupConfig(GpuPoolConfig):
     min_size: NodeCount = 0
     """Minimum number of nodes. Default: 0."""
     desired_size: Optional[NodeCount] = None
-    """Number of nodes at creation; later changes are left to autoscalers and ignored by `pulumi up`. Default: min size."""
+    """Number of nodes at creation; later the size is left to autoscalers and people, and `pulumi up` keeps the running size. Default: min size."""
     max_size: PositiveNodeCount = 2
     """Maximum number of nodes. Default: 2 (the seed's two-node training job)."""
     update_max_unavailable: int = Field(default=1, ge=1, le=100)

@@ -356,3 +356,39 @@ def test_kueue_admits_jobs_without_counting_their_ephemeral_storage():
     args = parse_platform_args(prod_raw())
     excluded = kueue_manager_config(args.kueue, ["training"])["resources"]["excludeResourcePrefixes"]
     assert "ephemeral-storage" in excluded
+
+
+# --- the file system's data survives -------------------------------------------------------------
+
+
+def test_prod_file_system_is_protected_keeps_a_week_of_backups_and_takes_a_final_one(prod_graph):
+    file_system = prod_graph.one(FILE_SYSTEM)
+    inputs = file_system.inputs
+    assert file_system.protect
+    # pulumi-aws defaults skipFinalBackup to true: without this a delete would keep nothing.
+    assert inputs["skipFinalBackup"] is False
+    stack_tags = {k: v for k, v in inputs["tags"].items() if k != "Name"}
+    assert inputs["finalBackupTags"] == stack_tags
+    assert stack_tags["environment"] == "prod" and stack_tags["owner"] == "ml-platform"
+    assert (inputs["automaticBackupRetentionDays"], inputs["copyTagsToBackups"]) == (7, True)
+    # Set at creation only: a file system made without it must not be replaced to get it.
+    assert file_system.ignore_changes == ["copyTagsToBackups"]
+
+
+def test_an_unprotected_stack_leaves_the_file_system_deletable_and_retention_is_configurable():
+    raw = prod_raw(topologyLabeler={"enabled": False})
+    raw["cluster"]["protect"] = False
+    fsx(raw)["automaticBackupRetentionDays"] = 0
+    result = run_program(lambda: GpuTrainingPlatform("gpu", parse_platform_args(raw)))
+    assert result.error is None, repr(result.error)
+    file_system = result.one(FILE_SYSTEM)
+    assert not file_system.protect
+    assert file_system.inputs["automaticBackupRetentionDays"] == 0
+    assert file_system.inputs["skipFinalBackup"] is False
+
+
+@pytest.mark.parametrize("days,expected", [(91, "less than or equal to 90"), (-1, "greater than or equal to 0")])
+def test_backup_retention_outside_what_fsx_allows_is_refused(days, expected):
+    raw = prod_raw()
+    fsx(raw)["automaticBackupRetentionDays"] = days
+    assert any(p.startswith(f"storage.fsx.automaticBackupRetentionDays: Input should be {expected}") for p in problems_of(raw)), problems_of(raw)

@@ -6,7 +6,9 @@ What the next change does (FSx for Lustre user guide, "Managing storage capacity
 "Managing throughput capacity"; API_UpdateFileSystem): a larger ``storageCapacityGib`` or another
 ``throughputMbpsPerTib`` updates the file system in place, online; a smaller capacity cannot be
 applied, so Pulumi replaces the file system and its data is lost unless it is in S3. A new AZ or
-subnet replaces it too (a file system's subnet is fixed at creation). Security-group rules are
+subnet replaces it too (a file system's subnet is fixed at creation). Another
+``automaticBackupRetentionDays`` updates it in place; ``protect``, the final backup's settings and
+its tags change Pulumi's state only. Security-group rules are
 separate resources and change without touching the file system. A data repository association
 whose bucket, prefix or path changes is replaced (DeleteDataRepositoryAssociation keeps the files
 already in the file system).
@@ -140,7 +142,9 @@ class LustreStorageArgs:
     account_id: pulumi.Input[str]
     """The AWS account (Pod Identity trust of the CSI driver's role)."""
     tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
-    """Tags for every AWS resource. Default: none."""
+    """Tags for every AWS resource, and for the file system's final backup. Default: none."""
+    protect: bool = False
+    """Refuse deleting or replacing the file system (Pulumi ``protect``; the platform passes ``cluster.protect``). Default: false."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -208,9 +212,22 @@ class LustreStorage(pulumi.ComponentResource):
             # One subnet: a file system lives in one AZ (pulumi-aws 7 takes the ID as a string).
             subnet_ids=args.subnet_id,
             security_group_ids=[group.id],
+            # pulumi-aws skips the final backup unless told not to; it reads this only on delete.
+            skip_final_backup=False,
+            final_backup_tags=tags,
+            automatic_backup_retention_days=config.automatic_backup_retention_days,
+            copy_tags_to_backups=True,
             tags={**tags, "Name": pulumi.Output.concat(ref.name, "-training")},
             region=ref.region,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=rules),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=rules,
+                protect=args.protect,
+                # CopyTagsToBackups is set at creation only (UpdateFileSystem has no such field; the
+                # provider marks it ForceNew): a file system made before it keeps its setting rather
+                # than being replaced, data and all.
+                ignore_changes=["copyTagsToBackups"],
+            ),
         )
 
         repository = config.data_repository

@@ -46,6 +46,8 @@ class FsxLustreConfig(_Model):
     """Throughput per TiB of storage (125, 250, 500 or 1000 MB/s/TiB). Default: 250."""
     availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
     """AZ of the file system; required when `cluster.protect` is on, since a derived AZ follows the pools and a new AZ replaces the file system and its data. Default: the AZ the GPU pools with a fixed AZ share (the network's first AZ when none fixes one)."""
+    automatic_backup_retention_days: int = Field(default=7, ge=0, le=90)
+    """Days FSx keeps its automatic daily backups (0-90; 0 turns them off); a change is applied in place (UpdateFileSystem). Backups are incremental and billed per GB-month of backup storage, so each day kept costs what that day's changed blocks take (docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html). Default: 7."""
     mount_path: str = Field(default="/fsx", pattern=r"^/[^\s]*$")
     """Where training containers mount the file system. Default: /fsx."""
     data_repository: Optional[DataRepositoryConfig] = None

@@ -161,6 +161,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                     subnet_id=subnet_in_zone(self.cluster.ref.subnets, zone),
                     account_id=aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id,
                     tags=tags,
+                    protect=args.cluster.protect,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

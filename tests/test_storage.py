@@ -361,8 +361,24 @@ def test_kueue_admits_jobs_without_counting_their_ephemeral_storage():
 # --- the file system's data survives -------------------------------------------------------------
 
 
-def test_prod_file_system_is_protected_keeps_a_week_of_backups_and_takes_a_final_one(prod_graph):
+def test_prod_file_system_is_protected_and_linked_to_s3_so_it_takes_no_backups(prod_graph):
     file_system = prod_graph.one(FILE_SYSTEM)
+    inputs = file_system.inputs
+    assert file_system.protect
+    # Prod's file system is linked to its datasets bucket, and FSx backs up no linked file system
+    # (API CreateBackup): asking for backups would fail the create, a final backup the delete.
+    assert inputs["skipFinalBackup"] is True and "finalBackupTags" not in inputs
+    assert (inputs["automaticBackupRetentionDays"], inputs["copyTagsToBackups"]) == (0, False)
+    # Set at creation only: a file system made without it must not be replaced to get it.
+    assert file_system.ignore_changes == ["copyTagsToBackups"]
+
+
+def test_an_unlinked_file_system_keeps_a_week_of_backups_and_takes_a_final_one():
+    raw = prod_raw(topologyLabeler={"enabled": False})
+    del fsx(raw)["dataRepository"]
+    result = run_program(lambda: GpuTrainingPlatform("gpu", parse_platform_args(raw)))
+    assert result.error is None, repr(result.error)
+    file_system = result.one(FILE_SYSTEM)
     inputs = file_system.inputs
     assert file_system.protect
     # pulumi-aws defaults skipFinalBackup to true: without this a delete would keep nothing.
@@ -371,13 +387,12 @@ def test_prod_file_system_is_protected_keeps_a_week_of_backups_and_takes_a_final
     assert inputs["finalBackupTags"] == stack_tags
     assert stack_tags["environment"] == "prod" and stack_tags["owner"] == "ml-platform"
     assert (inputs["automaticBackupRetentionDays"], inputs["copyTagsToBackups"]) == (7, True)
-    # Set at creation only: a file system made without it must not be replaced to get it.
-    assert file_system.ignore_changes == ["copyTagsToBackups"]
 
 
 def test_an_unprotected_stack_leaves_the_file_system_deletable_and_retention_is_configurable():
     raw = prod_raw(topologyLabeler={"enabled": False})
     raw["cluster"]["protect"] = False
+    del fsx(raw)["dataRepository"]
     fsx(raw)["automaticBackupRetentionDays"] = 0
     result = run_program(lambda: GpuTrainingPlatform("gpu", parse_platform_args(raw)))
     assert result.error is None, repr(result.error)
@@ -385,6 +400,13 @@ def test_an_unprotected_stack_leaves_the_file_system_deletable_and_retention_is_
     assert not file_system.protect
     assert file_system.inputs["automaticBackupRetentionDays"] == 0
     assert file_system.inputs["skipFinalBackup"] is False
+
+
+def test_backups_of_a_file_system_linked_to_s3_are_refused():
+    raw = prod_raw()
+    fsx(raw)["automaticBackupRetentionDays"] = 7
+    [problem] = [p for p in problems_of(raw) if p.startswith("storage.fsx.automaticBackupRetentionDays")]
+    assert "FSx takes no backups of a file system linked to an S3 data repository" in problem
 
 
 @pytest.mark.parametrize("days,expected", [(91, "less than or equal to 90"), (-1, "greater than or equal to 0")])

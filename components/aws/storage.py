@@ -8,7 +8,10 @@ What the next change does (FSx for Lustre user guide, "Managing storage capacity
 applied, so Pulumi replaces the file system and its data is lost unless it is in S3. A new AZ or
 subnet replaces it too (a file system's subnet is fixed at creation). Another
 ``automaticBackupRetentionDays`` updates it in place; ``protect``, the final backup's settings and
-its tags change Pulumi's state only. Security-group rules are
+its tags change Pulumi's state only. FSx backs up only file systems not linked to an S3 data
+repository (API CreateBackup; LustreGuide using-backups-fsx.html): a linked one keeps no automatic
+backups and takes no final one, and what survives its deletion is what was exported to S3, so
+linking a repository later turns its backups off in the same update. Security-group rules are
 separate resources and change without touching the file system. A data repository association
 whose bucket, prefix or path changes is replaced (DeleteDataRepositoryAssociation keeps the files
 already in the file system).
@@ -28,7 +31,7 @@ from .iam import managed_policy_arn
 from .pod_identity import pod_identity_agent, pod_identity_role
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
-from ..config import ConfigError, FsxLustreConfig, validate_fsx_sizes
+from ..config import ConfigError, FsxLustreConfig, validate_fsx_file_system
 from ..config.inputs import is_unknown
 from ..facts.aws_names import PhysicalName
 
@@ -164,7 +167,7 @@ class LustreStorage(pulumi.ComponentResource):
     """The file system's security group."""
 
     def __init__(self, name: str, args: LustreStorageArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        problems = validate_fsx_sizes(args.config, f"LustreStorage({name}).config")
+        problems = validate_fsx_file_system(args.config, f"LustreStorage({name}).config")
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:LustreStorage", name, None, opts)
@@ -212,11 +215,14 @@ class LustreStorage(pulumi.ComponentResource):
             # One subnet: a file system lives in one AZ (pulumi-aws 7 takes the ID as a string).
             subnet_ids=args.subnet_id,
             security_group_ids=[group.id],
-            # pulumi-aws skips the final backup unless told not to; it reads this only on delete.
-            skip_final_backup=False,
-            final_backup_tags=tags,
-            automatic_backup_retention_days=config.automatic_backup_retention_days,
-            copy_tags_to_backups=True,
+            # pulumi-aws skips the final backup unless told not to, and reads this only on delete. FSx
+            # backs up no file system linked to S3 (API CreateBackup), so a linked one takes none.
+            skip_final_backup=not config.backups,
+            final_backup_tags=tags if config.backups else None,
+            automatic_backup_retention_days=config.backup_retention_days,
+            # "Not available for use with file systems that are linked to a data repository" (API
+            # CreateFileSystemLustreConfiguration CopyTagsToBackups).
+            copy_tags_to_backups=config.backups,
             tags={**tags, "Name": pulumi.Output.concat(ref.name, "-training")},
             region=ref.region,
             opts=pulumi.ResourceOptions(

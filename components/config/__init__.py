@@ -64,7 +64,7 @@ from .storage import (
     FsxLustreConfig,
     StorageConfig,
     fsx_zone,
-    validate_fsx_sizes,
+    validate_fsx_file_system,
     validate_storage,
 )
 from .cluster import (
@@ -181,7 +181,7 @@ __all__ = [
     "StorageConfig",
     "fsx_zone",
     "validate_storage",
-    "validate_fsx_sizes",
+    "validate_fsx_file_system",
     "ADDRESSES_PER_EFA_NODE",
     "SubnetRef",
     "SubnetLayout",

@@ -21,6 +21,10 @@ FSX_PERSISTENT_2_THROUGHPUTS = (125, 250, 500, 1000)
 """MB/s per TiB of storage a PERSISTENT_2 file system offers (same page, PerUnitStorageThroughput)."""
 
 
+DEFAULT_BACKUP_RETENTION_DAYS = 7
+"""Automatic daily backups FSx keeps of a file system it can back up: a week of restore points."""
+
+
 class DataRepositoryConfig(_Model):
     """An S3 prefix linked to a directory of the file system: files load from S3 on first read, and
     new or changed files are exported back (checkpoints reach S3 without a copy step)."""
@@ -46,8 +50,23 @@ class FsxLustreConfig(_Model):
     """Throughput per TiB of storage (125, 250, 500 or 1000 MB/s/TiB). Default: 250."""
     availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
     """AZ of the file system; required when `cluster.protect` is on, since a derived AZ follows the pools and a new AZ replaces the file system and its data. Default: the AZ the GPU pools with a fixed AZ share (the network's first AZ when none fixes one)."""
-    automatic_backup_retention_days: int = Field(default=7, ge=0, le=90)
-    """Days FSx keeps its automatic daily backups (0-90; 0 turns them off); a change is applied in place (UpdateFileSystem). Backups are incremental and billed per GB-month of backup storage, so each day kept costs what that day's changed blocks take (docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html). Default: 7."""
+    automatic_backup_retention_days: Optional[int] = Field(default=None, ge=0, le=90)
+    """Days FSx keeps its automatic daily backups (0-90; 0 turns them off); a change is applied in place (UpdateFileSystem). Backups are incremental and billed per GB-month of backup storage, so each day kept costs what that day's changed blocks take (docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html). FSx backs up no file system linked to an S3 data repository, so with `dataRepository` it must stay 0 and S3 holds the only copy of what is exported. Default: 7, or 0 with `dataRepository`."""
+
+    @property
+    def backups(self) -> bool:
+        """FSx can back the file system up: backups (automatic, user-initiated, final) are only for
+        persistent file systems not linked to an S3 data repository (FSx API CreateBackup;
+        docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html)."""
+        return self.data_repository is None
+
+    @property
+    def backup_retention_days(self) -> int:
+        """``automatic_backup_retention_days``, else 7 days when FSx can back the file system up, 0 when not."""
+        if self.automatic_backup_retention_days is not None:
+            return self.automatic_backup_retention_days
+        return DEFAULT_BACKUP_RETENTION_DAYS if self.backups else 0
+
     mount_path: str = Field(default="/fsx", pattern=r"^/[^\s]*$")
     """Where training containers mount the file system. Default: /fsx."""
     data_repository: Optional[DataRepositoryConfig] = None
@@ -77,9 +96,18 @@ def fsx_zone(storage: StorageConfig, network: NetworkConfig, pool_zones: list[Op
     return fixed.pop() if len(fixed) == 1 else None
 
 
-def validate_fsx_sizes(fsx: FsxLustreConfig, path: str) -> list[Problem]:
-    """Storage capacity and throughput a PERSISTENT_2 SSD file system accepts."""
+def validate_fsx_file_system(fsx: FsxLustreConfig, path: str) -> list[Problem]:
+    """Storage capacity, throughput and backups a PERSISTENT_2 SSD file system accepts."""
     problems = []
+    if fsx.data_repository is not None and fsx.backup_retention_days:
+        problems.append(
+            Problem(
+                f"{path}.automaticBackupRetentionDays",
+                f"is {fsx.backup_retention_days}, but FSx takes no backups of a file system linked to an S3 data repository "
+                "(dataRepository): leave it unset or 0, and keep what must survive the file system under the repository's "
+                "path with autoExport on, or drop dataRepository to have FSx back the file system up",
+            )
+        )
     capacity = fsx.storage_capacity_gib
     if capacity not in (1200, 2400) and capacity % FSX_PERSISTENT_2_CAPACITY_STEP_GIB:
         problems.append(Problem(f"{path}.storageCapacityGib", f"{capacity} is not 1200, 2400 or a multiple of 2400 (FSx PERSISTENT_2 SSD)"))
@@ -106,7 +134,7 @@ def validate_storage(
     if not fsx.enabled:
         return problems
     path = "storage.fsx"
-    problems.extend(validate_fsx_sizes(fsx, path))
+    problems.extend(validate_fsx_file_system(fsx, path))
     zones = network_zones(network)
     fixed = sorted({zone for zone in pool_zones if zone is not None})
     zone = fsx_zone(storage, network, pool_zones)

@@ -203,12 +203,13 @@ def test_component_refuses_a_private_only_cluster_no_one_can_reach():
     assert graph.resources == []
 
 
-def test_prod_protects_the_cluster_gpu_node_groups_and_placement_groups_from_deletion(prod_graph, dev_graph):
+def test_prod_protects_the_cluster_gpu_node_groups_placement_groups_and_file_system_from_deletion(prod_graph, dev_graph):
     prod = prod_graph
     protected = sorted(r.name for r in prod.resources if r.protect)
     assert protected == [
         "gpu-training-cluster-eks",
         "gpu-training-karpenter-gpu-training-placement-group",
+        "gpu-training-lustre-file-system",
         "gpu-training-p5-training-node-group",
         "gpu-training-p5-training-placement-group",
     ]

@@ -251,7 +251,9 @@ class LustreStorage(pulumi.ComponentResource):
                 s3=s3,
                 tags=tags,
                 region=ref.region,
-                opts=pulumi.ResourceOptions(parent=file_system),
+                # Not protected with its parent: deleting an association keeps the files already in the
+                # file system (DeleteDataRepositoryAssociation), so a new bucket or path may replace it.
+                opts=pulumi.ResourceOptions(parent=file_system, protect=False),
             )
 
         driver_role = pod_identity_role(

@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from eks_gpu_training.addons import efa_device_plugin, gpu_operator, karpenter, kueue
+from eks_gpu_training.aws.pool_network import deletion_options
 from eks_gpu_training.config import KarpenterConfig
 from harness import run_main, stack_config
 
@@ -82,6 +83,32 @@ def test_a_removed_pool_keeps_what_its_retained_nodes_run_on(prod_graph):
     kept = karpenter_node_dependencies(prod_graph)
     assert {r.type for r in kept} == set(WHAT_RETAINED_NODES_RUN_ON)
     assert [r.name for r in kept if not r.retain_on_delete] == []
+
+
+def test_no_resource_of_the_protected_prod_stack_is_both_retained_and_protected(prod_graph):
+    # Pulumi refuses to delete a protected resource before it looks at retainOnDelete, so a resource
+    # that is both could never leave the stack: removing a Karpenter pool would fail in prod.
+    assert any(r.protect for r in prod_graph.resources)
+    retained = [r for r in prod_graph.resources if r.retain_on_delete]
+    assert {r.type for r in retained} >= set(WHAT_RETAINED_NODES_RUN_ON)
+    assert [f"{r.type} {r.name}" for r in retained if r.protect] == []
+
+
+def test_a_retained_resource_is_never_protected_and_never_inherits_protection():
+    assert deletion_options(protect=True, retain_on_delete=True) == {"protect": False, "retain_on_delete": True}
+    assert deletion_options(protect=True, retain_on_delete=False) == {"protect": True, "retain_on_delete": False}
+    assert deletion_options(protect=False, retain_on_delete=False) == {"protect": False, "retain_on_delete": False}
+
+
+def test_a_protected_stack_still_protects_what_it_does_not_retain(prod_graph):
+    managed_group = prod_graph.one("aws:ec2/placementGroup:PlacementGroup", "gpu-training-p5-training-placement-group")
+    assert (managed_group.protect, managed_group.retain_on_delete) == (True, False)
+    config = stack_config("prod")
+    config[KARPENTER_CONFIG] = {**config[KARPENTER_CONFIG], "retainOnRemoval": False}
+    graph = run_main(config)
+    assert graph.error is None, graph.error
+    karpenter_group = graph.one("aws:ec2/placementGroup:PlacementGroup", "gpu-training-karpenter-gpu-training-placement-group")
+    assert (karpenter_group.protect, karpenter_group.retain_on_delete) == (True, False)
 
 
 def test_opting_out_of_retention_deletes_the_node_role_groups_and_placement_groups_too():

@@ -182,7 +182,7 @@ class GpuNodePoolArgs:
     instance_store_raid0: bool = True
     """Make the nodes' instance-store NVMe one RAID0 array for ephemeral storage. Default: true."""
     protect: bool = False
-    """Protect the placement group the pool creates from deletion. Default: false."""
+    """Protect the placement group the pool creates from deletion, unless ``retain_on_removal`` keeps it in AWS anyway (protected and retained, it could never leave the stack). Default: false."""
     retain_on_removal: bool = KarpenterConfig.model_fields["retain_on_removal"].default
     """Leave the EC2NodeClass and NodePool (and so the pool's nodes) in the cluster when the pool is
     removed from the program (``karpenter.retainOnRemoval``). Default: true."""
@@ -227,7 +227,8 @@ class GpuNodePool(pulumi.ComponentResource):
         tags = dict(args.tags)
 
         # Retained pools keep their nodes, and the nodes keep what they run on: their placement group
-        # and EFA security group (with its rules) stay in AWS with the NodePool and EC2NodeClass.
+        # and EFA security group (with its rules) stay in AWS with the NodePool and EC2NodeClass. A
+        # retained group is not protected as well (`deletion_options`): the pool could not be removed.
         retain = args.retain_on_removal
         placement_group_name = pool_placement_group_name(
             name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: karpenter_placement_group_name(cluster, pool)), tags, parent=self, region=ref.region, protect=args.protect,

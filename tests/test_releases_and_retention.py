@@ -9,7 +9,7 @@ import yaml
 from eks_gpu_training.addons import efa_device_plugin, gpu_operator, karpenter, kueue
 from eks_gpu_training.aws.pool_network import deletion_options
 from eks_gpu_training.config import KarpenterConfig
-from harness import run_main, stack_config
+from harness import run_main, run_program, stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
@@ -118,6 +118,58 @@ def test_opting_out_of_retention_deletes_the_node_role_groups_and_placement_grou
     assert graph.error is None, graph.error
     kept = karpenter_node_dependencies(graph)
     assert kept and not any(r.retain_on_delete for r in kept)
+
+
+def readded(stack: str, **settings):
+    """The stack with its Karpenter pools added back after a retained removal, the documented way."""
+    config = stack_config(stack)
+    pools = [{**pool, "adoptRetained": True, **settings} for pool in config[KARPENTER_CONFIG]["gpuNodePools"]]
+    config[KARPENTER_CONFIG] = {**config[KARPENTER_CONFIG], "gpuNodePools": pools}
+    return run_main(config)
+
+
+def test_a_pool_added_back_takes_over_its_retained_placement_group_node_class_and_node_pool(prod_graph):
+    graph = readded("prod")
+    assert graph.error is None, graph.error
+    group = graph.one("aws:ec2/placementGroup:PlacementGroup", "gpu-training-karpenter-gpu-training-placement-group")
+    # The retained group's fixed name, which a create would clash with (InvalidPlacementGroup.Duplicate).
+    assert group.import_id == group.inputs["name"] == "gpu-training-prod-karpenter-gpu-training"
+    assert (graph.one(NODE_CLASS).import_id, graph.one(NODE_POOL).import_id) == ("gpu-training", "gpu-training")
+    # The same specs as before the removal: the kept nodes stay in their placement group, nothing drifts.
+    for kind in (NODE_CLASS, NODE_POOL):
+        assert graph.one(kind).inputs["spec"] == prod_graph.one(kind).inputs["spec"], kind
+
+
+def test_a_pool_created_anew_imports_nothing(stack_graph):
+    _, graph = stack_graph
+    assert [r.name for r in graph.resources if r.import_id] == []
+
+
+def test_a_pool_added_back_without_a_created_group_takes_over_only_its_custom_resources():
+    graph = readded("dev")
+    assert graph.error is None, graph.error
+    assert graph.of_type("aws:ec2/placementGroup:PlacementGroup") == []
+    assert {r.type: r.import_id for r in graph.resources if r.import_id} == {NODE_CLASS: "gpu-training", NODE_POOL: "gpu-training"}
+
+
+def test_adopting_a_group_needs_the_cluster_name_known_before_deployment():
+    import pulumi
+
+    from eks_gpu_training import ClusterRef, ConfigError, GpuNodePool, GpuNodePoolArgs
+    from eks_gpu_training.config import KarpenterGpuNodePoolConfig
+    from harness import stand_in_ref, two_az_network
+
+    def program():
+        ref = stand_in_ref()
+        ref = ClusterRef(**{**ref.__dict__, "name": pulumi.Output.from_input("research")})
+        pool = KarpenterGpuNodePoolConfig.model_validate({"name": "burst", "availabilityZone": "us-west-2a", "adoptRetained": True})
+        GpuNodePool("k-burst", GpuNodePoolArgs(cluster=ref, pool=pool, network=two_az_network(), node_role_name="node",
+                                                karpenter_release=None))  # type: ignore[arg-type]
+
+    graph = run_program(program)
+    assert isinstance(graph.error, ConfigError)
+    assert [p.path for p in graph.error.problems] == ["GpuNodePool(k-burst).pool.adoptRetained"]
+    assert graph.resources == []
 
 
 def test_karpenter_launches_nodes_only_once_their_role_can_join(prod_graph):

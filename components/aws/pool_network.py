@@ -49,13 +49,15 @@ def placement_group_name(
     region: str,
     protect: bool = False,
     retain_on_delete: bool = False,
+    import_id: Optional[str] = None,
 ) -> Optional[pulumi.Input[str]]:
     """The name of the placement group a pool's nodes launch in: a cluster placement group
     ``{name}-placement-group`` called ``group_name`` that this creates (mode ``create``), the
     existing group named in the configuration (mode ``existing``), or None (mode ``none``). ``protect``
     keeps a created group from being deleted while its pool runs in it; ``retain_on_delete`` leaves
     it in AWS when the pool is removed from the program instead, and then ``protect`` is dropped
-    (``deletion_options``); ``region`` is the cluster's."""
+    (``deletion_options``); ``import_id``, the group's name, has a created group taken over where it
+    already is (Pulumi's ``import``); ``region`` is the cluster's."""
     if placement.mode == "create":
         group = aws.ec2.PlacementGroup(
             f"{name}-placement-group",
@@ -63,7 +65,7 @@ def placement_group_name(
             strategy=placement.strategy,
             tags=dict(tags),
             region=region,
-            opts=pulumi.ResourceOptions(parent=parent, **deletion_options(protect, retain_on_delete)),
+            opts=pulumi.ResourceOptions(parent=parent, import_=import_id, **deletion_options(protect, retain_on_delete)),
         )
         return group.name
     if placement.mode == "existing":

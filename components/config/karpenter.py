@@ -86,6 +86,8 @@ class KarpenterGpuNodePoolConfig(GpuPoolConfig):
     """Most GPUs (`nvidia.com/gpu`) the pool's nodes may have in total; at least one node's. Default: 16 (two p5.48xlarge nodes)."""
     disruption: KarpenterDisruptionConfig = KarpenterDisruptionConfig()
     """Consolidation delay, disruption budgets and node expiry. Default: see its keys."""
+    adopt_retained: bool = False
+    """Set when adding back a pool that `retainOnRemoval` left behind: take over its placement group (mode create), EC2NodeClass and NodePool where they are (Pulumi's `import`, by name) instead of creating them, which EC2 refuses with InvalidPlacementGroup.Duplicate and the API server with AlreadyExists. Its nodes keep running in the same placement group. Changes nothing while they are in the stack; the preview fails on one that is neither in the stack nor in AWS or the cluster (a pool never retained). Default: false."""
 
     @field_validator("capacity_reservation_ids")
     @classmethod

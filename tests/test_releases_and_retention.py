@@ -3,7 +3,6 @@ options the program registers under the mock engine, checked against the upstrea
 
 from __future__ import annotations
 
-import pytest
 import yaml
 
 from eks_gpu_training.addons import efa_device_plugin, gpu_operator, karpenter, kueue
@@ -30,15 +29,6 @@ def release(graph, name: str):
     return found
 
 
-@pytest.fixture(scope="module")
-def dev_without_retention():
-    config = stack_config("dev")
-    config[KARPENTER_CONFIG] = {**config[KARPENTER_CONFIG], "retainOnRemoval": False}
-    graph = run_main(config)
-    assert graph.error is None, graph.error
-    return graph
-
-
 # --- removing Karpenter or a pool ----------------------------------------------------------------
 
 
@@ -46,9 +36,8 @@ def test_retention_is_the_default_so_removal_never_takes_gpu_nodes_unasked():
     assert KarpenterConfig().retain_on_removal is True
 
 
-def test_node_pools_and_node_classes_are_retained_when_removed_from_the_program(stack_graph):
-    _, graph = stack_graph
-    objects = [*graph.of_type(NODE_POOL), *graph.of_type(NODE_CLASS)]
+def test_prod_node_pools_and_node_classes_are_retained_when_removed_from_the_program(prod_graph):
+    objects = [*prod_graph.of_type(NODE_POOL), *prod_graph.of_type(NODE_CLASS)]
     assert objects
     assert [r.name for r in objects if not r.retain_on_delete] == []
 
@@ -179,9 +168,8 @@ def test_karpenter_launches_nodes_only_once_their_role_can_join(prod_graph):
     assert role_pieces and all(prod_graph.depends_on(node_class, r) for r in role_pieces)
 
 
-def test_karpenter_crds_carry_helms_keep_policy_so_uninstalling_the_release_keeps_them(stack_graph):
-    _, graph = stack_graph
-    assert release(graph, "karpenter-crd").inputs["values"] == {"additionalAnnotations": {"helm.sh/resource-policy": "keep"}}
+def test_karpenter_crds_carry_helms_keep_policy_so_uninstalling_the_release_keeps_them(prod_graph):
+    assert release(prod_graph, "karpenter-crd").inputs["values"] == {"additionalAnnotations": {"helm.sh/resource-policy": "keep"}}
 
 
 def test_the_crd_charts_templates_put_additional_annotations_on_the_nodepool_and_nodeclaim_crds(reference_dir):
@@ -191,10 +179,24 @@ def test_the_crd_charts_templates_put_additional_annotations_on_the_nodepool_and
         assert "{{- with .Values.additionalAnnotations }}" in (chart / "templates" / crd).read_text(), crd
 
 
-def test_opting_out_lets_removal_delete_the_pools_and_the_crds(dev_without_retention):
-    pools = [*dev_without_retention.of_type(NODE_POOL), *dev_without_retention.of_type(NODE_CLASS)]
+def test_dev_ships_without_retention_so_removal_deletes_the_pools_and_the_crds(dev_graph):
+    assert stack_config("dev")[KARPENTER_CONFIG]["retainOnRemoval"] is False
+    pools = [*dev_graph.of_type(NODE_POOL), *dev_graph.of_type(NODE_CLASS)]
     assert pools and not any(r.retain_on_delete for r in pools)
-    assert release(dev_without_retention, "karpenter-crd").inputs.get("values", {}) == {}
+    assert release(dev_graph, "karpenter-crd").inputs.get("values", {}) == {}
+
+
+def test_destroy_deletes_the_node_pools_before_the_controller_and_the_network_they_need(dev_graph):
+    # Pulumi deletes a resource before what it depends on, so the NodePool and its EC2NodeClass go
+    # while the controller runs (Karpenter drains and terminates their nodes, and the Kubernetes
+    # provider waits for the objects to be gone), before the release, the CRDs and the subnets.
+    controller = release(dev_graph, "karpenter")
+    node_class, node_pool = dev_graph.one(NODE_CLASS), dev_graph.one(NODE_POOL)
+    assert dev_graph.depends_on(node_pool, controller) and dev_graph.depends_on(node_pool, node_class)
+    assert dev_graph.depends_on(node_class, controller)
+    assert dev_graph.depends_on(controller, release(dev_graph, "karpenter-crd"))
+    private_subnets = [r for r in dev_graph.of_type("aws:ec2/subnet:Subnet") if "private" in r.name]
+    assert private_subnets and all(dev_graph.depends_on(node_class, subnet) for subnet in private_subnets)
 
 
 # --- every Helm release --------------------------------------------------------------------------

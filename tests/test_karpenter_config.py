@@ -78,6 +78,10 @@ def test_gpu_limit_of_exactly_one_node_is_accepted():
 
 P = "karpenter.gpuNodePools[0]"
 
+def created_network(config: dict[str, Any]) -> None:
+    config["network"] = {"create": True, "availabilityZones": ["us-west-2a", "us-west-2b"]}
+
+
 REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
     ("spot capacity for training", lambda c: kpool(c).update(capacityTypes=["on-demand", "spot"]), f"{P}.capacityTypes[1]: spot is refused for training pools: a reclaimed node stops the whole distributed job"),
     ("EKS spelling of a capacity type", lambda c: kpool(c).update(capacityTypes=["ON_DEMAND"]), f"{P}.capacityTypes[0]: 'ON_DEMAND' is not a karpenter.sh/capacity-type value"),
@@ -110,6 +114,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
     ("chart version that is not x.y.z", lambda c: c["karpenter"].update(chartVersion="latest"), "karpenter.chartVersion: 'latest' is not supported; allowed: 1.14.1"),
     ("EFA pool over several AZs without a placement group", lambda c: (kpool(c).pop("availabilityZone"), kpool(c).update(placementGroup={"mode": "none"}, instanceTypes=["p5.48xlarge"])), f"{P}.availabilityZone: is required with EFA"),
     ("placement group name of a managed pool", lambda c: c["gpuNodeGroups"][0].update(name="karpenter-burst"), f"{P}.name: gives the placement group name 'research-karpenter-burst' that gpuNodeGroups[0].name gives too"),
+    ("retained pools in a VPC that destroy deletes", created_network, "karpenter.retainOnRemoval: is true (the default) on a stack that creates its VPC (network.create) and is not protected (cluster.protect false): `pulumi destroy` would leave the NodePools' GPU instances running in that VPC and then fail to delete it; set retainOnRemoval: false (destroy then deletes the NodePools first, and Karpenter drains and terminates their nodes), or cluster.protect: true (destroy is refused)"),
     ("stack tag Karpenter reserves", lambda c: c.update(tags={"kubernetes.io/cluster/research": "owned"}), "tags.kubernetes.io/cluster/research: is a tag Karpenter sets itself"),
 ]
 
@@ -118,6 +123,25 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
 def test_rejects_invalid_karpenter_configuration_naming_the_key(mutate, expected):
     problems = problems_of(mutate)
     assert any(p.startswith(expected) for p in problems), problems
+
+
+@pytest.mark.parametrize("settings", [
+    pytest.param({"karpenter": {"retainOnRemoval": False}}, id="Karpenter drains its nodes on destroy"),
+    pytest.param({"cluster": {"protect": True}}, id="destroy is refused"),
+    pytest.param({"karpenter": {"enabled": False, "gpuNodePools": []}}, id="no Karpenter"),
+])
+def test_a_created_vpc_accepts_karpenter_where_destroy_leaves_no_instance_in_it(settings):
+    config = karpenter_config()
+    created_network(config)
+    for section, values in settings.items():
+        config[section] = {**config[section], **values}
+    assert parse_platform_args(config).network.create is True
+
+
+def test_an_adopted_vpc_keeps_retained_pools_through_destroy():
+    # destroy does not delete a VPC the stack did not create, so the retained nodes stay where they run.
+    args = parse_platform_args(karpenter_config())
+    assert (args.network.create, args.cluster.protect, args.karpenter.retain_on_removal) == (False, False, True)
 
 
 def test_reserved_tags_are_fine_while_karpenter_is_off():

@@ -25,7 +25,7 @@ CREATED = {"create": True, "availabilityZones": ["us-west-2a", "us-west-2b", "us
 
 def created_config(**network: Any) -> dict[str, Any]:
     """A stack whose network is created, with a p5 pool in one AZ with a placement group and a
-    Karpenter pool in the same AZ."""
+    Karpenter pool in the same AZ (not retained, as a created VPC without cluster.protect requires)."""
     return {
         "region": "us-west-2",
         "cluster": {"name": "research", "endpointPublicAccessCidrs": ["203.0.113.0/24"]},
@@ -34,6 +34,7 @@ def created_config(**network: Any) -> dict[str, Any]:
         "topologyLabeler": {"enabled": False},
         "karpenter": {
             "enabled": True,
+            "retainOnRemoval": False,
             "gpuNodePools": [{"name": "burst", "instanceTypes": ["p5.48xlarge"], "availabilityZone": "us-west-2b", "gpuLimit": 16}],
         },
     }

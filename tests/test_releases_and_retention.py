@@ -3,12 +3,12 @@ options the program registers under the mock engine, checked against the upstrea
 
 from __future__ import annotations
 
-import pytest
 import yaml
 
 from eks_gpu_training.addons import efa_device_plugin, gpu_operator, karpenter, kueue
+from eks_gpu_training.aws.pool_network import deletion_options
 from eks_gpu_training.config import KarpenterConfig
-from harness import run_main, stack_config
+from harness import run_main, run_program, stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
@@ -29,15 +29,6 @@ def release(graph, name: str):
     return found
 
 
-@pytest.fixture(scope="module")
-def dev_without_retention():
-    config = stack_config("dev")
-    config[KARPENTER_CONFIG] = {**config[KARPENTER_CONFIG], "retainOnRemoval": False}
-    graph = run_main(config)
-    assert graph.error is None, graph.error
-    return graph
-
-
 # --- removing Karpenter or a pool ----------------------------------------------------------------
 
 
@@ -45,9 +36,8 @@ def test_retention_is_the_default_so_removal_never_takes_gpu_nodes_unasked():
     assert KarpenterConfig().retain_on_removal is True
 
 
-def test_node_pools_and_node_classes_are_retained_when_removed_from_the_program(stack_graph):
-    _, graph = stack_graph
-    objects = [*graph.of_type(NODE_POOL), *graph.of_type(NODE_CLASS)]
+def test_prod_node_pools_and_node_classes_are_retained_when_removed_from_the_program(prod_graph):
+    objects = [*prod_graph.of_type(NODE_POOL), *prod_graph.of_type(NODE_CLASS)]
     assert objects
     assert [r.name for r in objects if not r.retain_on_delete] == []
 
@@ -84,6 +74,32 @@ def test_a_removed_pool_keeps_what_its_retained_nodes_run_on(prod_graph):
     assert [r.name for r in kept if not r.retain_on_delete] == []
 
 
+def test_no_resource_of_the_protected_prod_stack_is_both_retained_and_protected(prod_graph):
+    # Pulumi refuses to delete a protected resource before it looks at retainOnDelete, so a resource
+    # that is both could never leave the stack: removing a Karpenter pool would fail in prod.
+    assert any(r.protect for r in prod_graph.resources)
+    retained = [r for r in prod_graph.resources if r.retain_on_delete]
+    assert {r.type for r in retained} >= set(WHAT_RETAINED_NODES_RUN_ON)
+    assert [f"{r.type} {r.name}" for r in retained if r.protect] == []
+
+
+def test_a_retained_resource_is_never_protected_and_never_inherits_protection():
+    assert deletion_options(protect=True, retain_on_delete=True) == {"protect": False, "retain_on_delete": True}
+    assert deletion_options(protect=True, retain_on_delete=False) == {"protect": True, "retain_on_delete": False}
+    assert deletion_options(protect=False, retain_on_delete=False) == {"protect": False, "retain_on_delete": False}
+
+
+def test_a_protected_stack_still_protects_what_it_does_not_retain(prod_graph):
+    managed_group = prod_graph.one("aws:ec2/placementGroup:PlacementGroup", "gpu-training-p5-training-placement-group")
+    assert (managed_group.protect, managed_group.retain_on_delete) == (True, False)
+    config = stack_config("prod")
+    config[KARPENTER_CONFIG] = {**config[KARPENTER_CONFIG], "retainOnRemoval": False}
+    graph = run_main(config)
+    assert graph.error is None, graph.error
+    karpenter_group = graph.one("aws:ec2/placementGroup:PlacementGroup", "gpu-training-karpenter-gpu-training-placement-group")
+    assert (karpenter_group.protect, karpenter_group.retain_on_delete) == (True, False)
+
+
 def test_opting_out_of_retention_deletes_the_node_role_groups_and_placement_groups_too():
     config = stack_config("prod")
     config[KARPENTER_CONFIG] = {**config[KARPENTER_CONFIG], "retainOnRemoval": False}
@@ -93,6 +109,58 @@ def test_opting_out_of_retention_deletes_the_node_role_groups_and_placement_grou
     assert kept and not any(r.retain_on_delete for r in kept)
 
 
+def readded(stack: str, **settings):
+    """The stack with its Karpenter pools added back after a retained removal, the documented way."""
+    config = stack_config(stack)
+    pools = [{**pool, "adoptRetained": True, **settings} for pool in config[KARPENTER_CONFIG]["gpuNodePools"]]
+    config[KARPENTER_CONFIG] = {**config[KARPENTER_CONFIG], "gpuNodePools": pools}
+    return run_main(config)
+
+
+def test_a_pool_added_back_takes_over_its_retained_placement_group_node_class_and_node_pool(prod_graph):
+    graph = readded("prod")
+    assert graph.error is None, graph.error
+    group = graph.one("aws:ec2/placementGroup:PlacementGroup", "gpu-training-karpenter-gpu-training-placement-group")
+    # The retained group's fixed name, which a create would clash with (InvalidPlacementGroup.Duplicate).
+    assert group.import_id == group.inputs["name"] == "gpu-training-prod-karpenter-gpu-training"
+    assert (graph.one(NODE_CLASS).import_id, graph.one(NODE_POOL).import_id) == ("gpu-training", "gpu-training")
+    # The same specs as before the removal: the kept nodes stay in their placement group, nothing drifts.
+    for kind in (NODE_CLASS, NODE_POOL):
+        assert graph.one(kind).inputs["spec"] == prod_graph.one(kind).inputs["spec"], kind
+
+
+def test_a_pool_created_anew_imports_nothing(stack_graph):
+    _, graph = stack_graph
+    assert [r.name for r in graph.resources if r.import_id] == []
+
+
+def test_a_pool_added_back_without_a_created_group_takes_over_only_its_custom_resources():
+    graph = readded("dev")
+    assert graph.error is None, graph.error
+    assert graph.of_type("aws:ec2/placementGroup:PlacementGroup") == []
+    assert {r.type: r.import_id for r in graph.resources if r.import_id} == {NODE_CLASS: "gpu-training", NODE_POOL: "gpu-training"}
+
+
+def test_adopting_a_group_needs_the_cluster_name_known_before_deployment():
+    import pulumi
+
+    from eks_gpu_training import ClusterRef, ConfigError, GpuNodePool, GpuNodePoolArgs
+    from eks_gpu_training.config import KarpenterGpuNodePoolConfig
+    from harness import stand_in_ref, two_az_network
+
+    def program():
+        ref = stand_in_ref()
+        ref = ClusterRef(**{**ref.__dict__, "name": pulumi.Output.from_input("research")})
+        pool = KarpenterGpuNodePoolConfig.model_validate({"name": "burst", "availabilityZone": "us-west-2a", "adoptRetained": True})
+        GpuNodePool("k-burst", GpuNodePoolArgs(cluster=ref, pool=pool, network=two_az_network(), node_role_name="node",
+                                                karpenter_release=None))  # type: ignore[arg-type]
+
+    graph = run_program(program)
+    assert isinstance(graph.error, ConfigError)
+    assert [p.path for p in graph.error.problems] == ["GpuNodePool(k-burst).pool.adoptRetained"]
+    assert graph.resources == []
+
+
 def test_karpenter_launches_nodes_only_once_their_role_can_join(prod_graph):
     node_class = prod_graph.one(NODE_CLASS)
     role_pieces = [r for r in karpenter_node_dependencies(prod_graph) if r.type in (
@@ -100,9 +168,8 @@ def test_karpenter_launches_nodes_only_once_their_role_can_join(prod_graph):
     assert role_pieces and all(prod_graph.depends_on(node_class, r) for r in role_pieces)
 
 
-def test_karpenter_crds_carry_helms_keep_policy_so_uninstalling_the_release_keeps_them(stack_graph):
-    _, graph = stack_graph
-    assert release(graph, "karpenter-crd").inputs["values"] == {"additionalAnnotations": {"helm.sh/resource-policy": "keep"}}
+def test_karpenter_crds_carry_helms_keep_policy_so_uninstalling_the_release_keeps_them(prod_graph):
+    assert release(prod_graph, "karpenter-crd").inputs["values"] == {"additionalAnnotations": {"helm.sh/resource-policy": "keep"}}
 
 
 def test_the_crd_charts_templates_put_additional_annotations_on_the_nodepool_and_nodeclaim_crds(reference_dir):
@@ -112,10 +179,24 @@ def test_the_crd_charts_templates_put_additional_annotations_on_the_nodepool_and
         assert "{{- with .Values.additionalAnnotations }}" in (chart / "templates" / crd).read_text(), crd
 
 
-def test_opting_out_lets_removal_delete_the_pools_and_the_crds(dev_without_retention):
-    pools = [*dev_without_retention.of_type(NODE_POOL), *dev_without_retention.of_type(NODE_CLASS)]
+def test_dev_ships_without_retention_so_removal_deletes_the_pools_and_the_crds(dev_graph):
+    assert stack_config("dev")[KARPENTER_CONFIG]["retainOnRemoval"] is False
+    pools = [*dev_graph.of_type(NODE_POOL), *dev_graph.of_type(NODE_CLASS)]
     assert pools and not any(r.retain_on_delete for r in pools)
-    assert release(dev_without_retention, "karpenter-crd").inputs.get("values", {}) == {}
+    assert release(dev_graph, "karpenter-crd").inputs.get("values", {}) == {}
+
+
+def test_destroy_deletes_the_node_pools_before_the_controller_and_the_network_they_need(dev_graph):
+    # Pulumi deletes a resource before what it depends on, so the NodePool and its EC2NodeClass go
+    # while the controller runs (Karpenter drains and terminates their nodes, and the Kubernetes
+    # provider waits for the objects to be gone), before the release, the CRDs and the subnets.
+    controller = release(dev_graph, "karpenter")
+    node_class, node_pool = dev_graph.one(NODE_CLASS), dev_graph.one(NODE_POOL)
+    assert dev_graph.depends_on(node_pool, controller) and dev_graph.depends_on(node_pool, node_class)
+    assert dev_graph.depends_on(node_class, controller)
+    assert dev_graph.depends_on(controller, release(dev_graph, "karpenter-crd"))
+    private_subnets = [r for r in dev_graph.of_type("aws:ec2/subnet:Subnet") if "private" in r.name]
+    assert private_subnets and all(dev_graph.depends_on(node_class, subnet) for subnet in private_subnets)
 
 
 # --- every Helm release --------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from ..aws.cluster import ClusterInput, cluster_field
 from ..aws.node_config import node_config_user_data
 from ..config import (
     ConfigError,
+    Problem,
     KarpenterConfig,
     KarpenterGpuNodePoolConfig,
     NetworkConfig,
@@ -182,7 +183,7 @@ class GpuNodePoolArgs:
     instance_store_raid0: bool = True
     """Make the nodes' instance-store NVMe one RAID0 array for ephemeral storage. Default: true."""
     protect: bool = False
-    """Protect the placement group the pool creates from deletion. Default: false."""
+    """Protect the placement group the pool creates from deletion, unless ``retain_on_removal`` keeps it in AWS anyway (protected and retained, it could never leave the stack). Default: false."""
     retain_on_removal: bool = KarpenterConfig.model_fields["retain_on_removal"].default
     """Leave the EC2NodeClass and NodePool (and so the pool's nodes) in the cluster when the pool is
     removed from the program (``karpenter.retainOnRemoval``). Default: true."""
@@ -219,6 +220,12 @@ class GpuNodePool(pulumi.ComponentResource):
             pool, args.network, path=f"GpuNodePool({name})", instance_store_raid0=args.instance_store_raid0
         )
         problems += validate_tags(dict(args.tags), path=f"GpuNodePool({name}).tags")
+        if pool.adopt_retained and pool.placement_group.mode == "create" and not isinstance(ref.name, str):
+            problems.append(Problem(
+                f"GpuNodePool({name}).pool.adoptRetained",
+                "takes over the placement group by its name, made from the cluster's, which is known only at deployment "
+                "here; give a ClusterRef whose name is a string, or point placementGroup at the group (mode existing)",
+            ))
         if not problems:
             problems = subnet_problems(pool_subnets(pool, ref.subnets or args.network), f"GpuNodePool({name})")
         if problems:
@@ -227,11 +234,19 @@ class GpuNodePool(pulumi.ComponentResource):
         tags = dict(args.tags)
 
         # Retained pools keep their nodes, and the nodes keep what they run on: their placement group
-        # and EFA security group (with its rules) stay in AWS with the NodePool and EC2NodeClass.
+        # and EFA security group (with its rules) stay in AWS with the NodePool and EC2NodeClass. A
+        # retained group is not protected as well (`deletion_options`): the pool could not be removed.
         retain = args.retain_on_removal
+        # A pool added back after a retained removal takes over what it left, by the IDs Pulumi gave
+        # them (a placement group's is its name, a cluster-scoped object's its name). Pulumi imports
+        # only a resource that the stack does not hold with that ID (pulumi/pulumi
+        # pkg/resource/deploy/step_generator.go, continueStepsFromRefresh: `isImport`), so the
+        # setting changes nothing once they are back.
+        adopt = pool.adopt_retained
+        group_import = karpenter_placement_group_name(ref.name, pool) if adopt and pool.placement_group.mode == "create" else None
         placement_group_name = pool_placement_group_name(
             name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: karpenter_placement_group_name(cluster, pool)), tags, parent=self, region=ref.region, protect=args.protect,
-            retain_on_delete=retain,
+            retain_on_delete=retain, import_id=group_import,
         )
 
         security_group_ids: list[pulumi.Input[str]] = [ref.cluster_security_group_id]
@@ -242,7 +257,7 @@ class GpuNodePool(pulumi.ComponentResource):
         # Custom resources are cluster-scoped and named after the pool, so `kubectl get nodepool` shows its name.
         # Deleting a NodePool makes Karpenter drain and terminate every node of it, running jobs
         # included; retained, a removed pool's objects stay in the cluster (Pulumi forgets them).
-        custom = dict(parent=self, provider=ref.provider, retain_on_delete=args.retain_on_removal)
+        custom = dict(parent=self, provider=ref.provider, retain_on_delete=args.retain_on_removal, import_=pool.name if adopt else None)
         node_class = k8s.apiextensions.CustomResource(
             f"{name}-node-class",
             api_version=EC2_NODE_CLASS_API_VERSION,

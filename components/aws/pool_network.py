@@ -29,6 +29,17 @@ def pool_network_names(name: str, placement: PlacementGroupConfig, group_name: O
     return names
 
 
+def deletion_options(protect: bool, retain_on_delete: bool) -> dict[str, bool]:
+    """``protect`` and ``retain_on_delete`` of a resource that may be both: a retained resource is
+    never protected. Pulumi refuses to delete a protected resource before it looks at
+    ``retainOnDelete`` (pulumi/pulumi ``pkg/resource/deploy/step.go``, ``DeleteStep.Apply``: the
+    ``deleteProtectedError`` check comes before the ``s.old.RetainOnDelete`` no-op), so a resource
+    that is both can leave neither the program nor the stack: removing it fails. Retained, the object
+    outlives its removal, and a replacement's delete of it, in AWS anyway: ``protect`` would guard
+    nothing more. Explicitly false, it does not inherit a protected parent's ``protect`` either."""
+    return {"protect": protect and not retain_on_delete, "retain_on_delete": retain_on_delete}
+
+
 def placement_group_name(
     name: str,
     placement: PlacementGroupConfig,
@@ -38,12 +49,15 @@ def placement_group_name(
     region: str,
     protect: bool = False,
     retain_on_delete: bool = False,
+    import_id: Optional[str] = None,
 ) -> Optional[pulumi.Input[str]]:
     """The name of the placement group a pool's nodes launch in: a cluster placement group
     ``{name}-placement-group`` called ``group_name`` that this creates (mode ``create``), the
     existing group named in the configuration (mode ``existing``), or None (mode ``none``). ``protect``
     keeps a created group from being deleted while its pool runs in it; ``retain_on_delete`` leaves
-    it in AWS when the pool is removed from the program; ``region`` is the cluster's."""
+    it in AWS when the pool is removed from the program instead, and then ``protect`` is dropped
+    (``deletion_options``); ``import_id``, the group's name, has a created group taken over where it
+    already is (Pulumi's ``import``); ``region`` is the cluster's."""
     if placement.mode == "create":
         group = aws.ec2.PlacementGroup(
             f"{name}-placement-group",
@@ -51,7 +65,7 @@ def placement_group_name(
             strategy=placement.strategy,
             tags=dict(tags),
             region=region,
-            opts=pulumi.ResourceOptions(parent=parent, protect=protect, retain_on_delete=retain_on_delete),
+            opts=pulumi.ResourceOptions(parent=parent, import_=import_id, **deletion_options(protect, retain_on_delete)),
         )
         return group.name
     if placement.mode == "existing":

@@ -61,7 +61,7 @@ class ClusterConfig(_Model):
     endpoint_private_access_security_group_ids: list[SecurityGroupId] = []
     """Security groups (e.g. a CI runner's) let in on port 443 of the cluster security group to reach the private endpoint (a created cluster). Default: none."""
     protect: bool = False
-    """Protect the cluster, GPU node groups, the placement groups of managed GPU pools and the FSx file system from deletion (Pulumi `protect`), and turn on the created cluster's own EKS deletion protection (`deletionProtection`, which refuses DeleteCluster from any tool): `pulumi destroy` or a change that would replace them fails until it is turned off and a `pulumi up` has applied that. Default: false."""
+    """Protect the cluster, GPU node groups, the placement groups of GPU pools and the FSx file system from deletion (Pulumi `protect`; not a Karpenter pool's group that `karpenter.retainOnRemoval` keeps in AWS anyway, which could then never leave the stack), and turn on the created cluster's own EKS deletion protection (`deletionProtection`, which refuses DeleteCluster from any tool): `pulumi destroy` or a change that would replace them fails until it is turned off and a `pulumi up` has applied that. Default: false."""
     support_type: str = DEFAULT_SUPPORT_TYPE
     """What EKS does when `kubernetesVersion` reaches the end of standard support (a created cluster; EKS `upgradePolicy.supportType`): `EXTENDED` keeps the version up to 12 more months in extended support, billed $0.60 per cluster-hour instead of standard support's $0.10 (aws.amazon.com/eks/pricing); `STANDARD` has EKS upgrade the control plane to the next version itself at the end of standard support. Default: EXTENDED (EKS's own default)."""
     admin_principal_arns: list[PrincipalArn] = []

@@ -86,6 +86,8 @@ class KarpenterGpuNodePoolConfig(GpuPoolConfig):
     """Most GPUs (`nvidia.com/gpu`) the pool's nodes may have in total; at least one node's. Default: 16 (two p5.48xlarge nodes)."""
     disruption: KarpenterDisruptionConfig = KarpenterDisruptionConfig()
     """Consolidation delay, disruption budgets and node expiry. Default: see its keys."""
+    adopt_retained: bool = False
+    """Set when adding back a pool that `retainOnRemoval` left behind: take over its placement group (mode create), EC2NodeClass and NodePool where they are (Pulumi's `import`, by name) instead of creating them, which EC2 refuses with InvalidPlacementGroup.Duplicate and the API server with AlreadyExists. Its nodes keep running in the same placement group. Changes nothing while they are in the stack; the preview fails on one that is neither in the stack nor in AWS or the cluster (a pool never retained). Default: false."""
 
     @field_validator("capacity_reservation_ids")
     @classmethod
@@ -108,7 +110,7 @@ class KarpenterConfig(_Model):
     node_repair: bool = False
     """Karpenter's NodeRepair feature gate (ALPHA in Karpenter 1.14, off upstream): force-terminate, without a drain, a node whose AcceleratedHardwareReady condition is False for 10 minutes, or another monitored condition for 30, and replace it (chart value `settings.featureGates.nodeRepair`). Opt-in, since a drain-less termination ends the pods of a job there. Default: false."""
     retain_on_removal: bool = True
-    """Leave the NodePools, EC2NodeClasses and Karpenter's CRDs, and so the NodeClaims and GPU nodes behind them, in the cluster when a pool, Karpenter or the stack is removed. To have Karpenter drain and terminate its nodes instead, set false and run `pulumi up` before removing. Default: true."""
+    """Leave the NodePools, EC2NodeClasses and Karpenter's CRDs, and so the NodeClaims and GPU nodes behind them, in the cluster when a pool, Karpenter or the stack is removed. To have Karpenter drain and terminate its nodes instead, set false and run `pulumi up` before removing. Must be false on a stack that creates its VPC without `cluster.protect`, whose `pulumi destroy` would otherwise leave instances in the VPC it deletes. Default: true."""
 
 
 _KARPENTER_RESTRICTED_LABEL = re.compile(r"^([^/]*\.)?(karpenter\.sh|karpenter\.k8s\.aws)/|^kubernetes\.io/hostname$")
@@ -176,9 +178,23 @@ _KARPENTER_RESTRICTED_TAG = re.compile(r"^(kubernetes\.io/cluster|eks:eks-cluste
 """AWS tag keys an EC2NodeClass may not carry (the CEL rules on ``spec.tags`` of its CRD)."""
 
 
-def validate_karpenter(karpenter: KarpenterConfig, network: NetworkConfig, *, instance_store_raid0: bool = True) -> list[Problem]:
-    """Rules of the ``karpenter`` section (names shared with managed pools: ``platform.validate_names``)."""
+def validate_karpenter(
+    karpenter: KarpenterConfig, network: NetworkConfig, *, instance_store_raid0: bool = True, protect: bool = False
+) -> list[Problem]:
+    """Rules of the ``karpenter`` section (names shared with managed pools: ``platform.validate_names``);
+    ``protect`` is ``cluster.protect``."""
     problems: list[Problem] = []
+    if karpenter.enabled and karpenter.retain_on_removal and network.create and not protect:
+        # `pulumi destroy` runs no program, so this is the last point the stack can refuse it.
+        problems.append(
+            Problem(
+                "karpenter.retainOnRemoval",
+                "is true (the default) on a stack that creates its VPC (network.create) and is not protected "
+                "(cluster.protect false): `pulumi destroy` would leave the NodePools' GPU instances running in that VPC "
+                "and then fail to delete it; set retainOnRemoval: false (destroy then deletes the NodePools first, and "
+                "Karpenter drains and terminates their nodes), or cluster.protect: true (destroy is refused)",
+            )
+        )
     if karpenter.gpu_node_pools and not karpenter.enabled:
         problems.append(
             Problem(

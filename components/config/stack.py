@@ -169,7 +169,8 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     problems.extend(validate_gpu_node_os(gpu_pool_ami_types(args)))
     problems.extend(validate_gpu_operator(args.gpu_operator))
     problems.extend(validate_topology_labeler(args.topology_labeler, "topologyLabeler"))
-    problems.extend(validate_karpenter(args.karpenter, args.network, instance_store_raid0=args.storage.instance_store == "raid0"))
+    problems.extend(validate_karpenter(args.karpenter, args.network, instance_store_raid0=args.storage.instance_store == "raid0",
+                                       protect=args.cluster.protect))
     problems.extend(validate_storage(args.storage, args.network, gpu_pool_zones(args), args.s3_buckets, protect=args.cluster.protect))
 
     problems.extend(validate_tags(args.tags))

@@ -79,6 +79,8 @@ class Registration:
     """``delete_before_replace``: a replacement deletes the old object before creating the new one."""
     replace_on_changes: list[str] = field(default_factory=list)
     """``replace_on_changes``: properties whose change replaces the object even where the provider would update it."""
+    import_id: Optional[str] = None
+    """``import_``: the ID of an existing object the engine takes over instead of creating one."""
 
 
 @dataclass
@@ -193,6 +195,7 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
                     retain_on_delete=bool(request.retainOnDelete),
                     delete_before_replace=request.deleteBeforeReplace,
                     replace_on_changes=list(request.replaceOnChanges),
+                    import_id=request.importId or None,
                 )
             )
         return response

@@ -215,6 +215,8 @@ def karpenter_program(kubeconfig: Path, charts: Path):
         config = stack_config("dev")
         args = platform_args_from_settings(config)
         pool = next(p for p in args.karpenter.gpu_node_pools if p.name == KARPENTER_POOL)
+        # The retained pool of the change table: prod's setting (dev ships retainOnRemoval false).
+        retain = True
 
         def run() -> None:
             provider = k8s.Provider("local", kubeconfig=str(kubeconfig))
@@ -223,7 +225,7 @@ def karpenter_program(kubeconfig: Path, charts: Path):
                 name="karpenter-crd",
                 namespace=karpenter.KARPENTER_NAMESPACE,
                 **release_chart(karpenter.KARPENTER_CRD_CHART, args.karpenter.chart_version, None, str(charts), "charts"),
-                values=karpenter.karpenter_crd_values(args.karpenter.retain_on_removal),
+                values=karpenter.karpenter_crd_values(retain),
                 atomic=True,
                 opts=pulumi.ResourceOptions(provider=provider),
             )
@@ -237,7 +239,7 @@ def karpenter_program(kubeconfig: Path, charts: Path):
                 )
                 GpuNodePool("gpu-training-pool", GpuNodePoolArgs(
                     cluster=ref, pool=pool, node_role_name=f"{args.cluster.name}-karpenter-node",
-                    karpenter_release=crds, retain_on_removal=args.karpenter.retain_on_removal,
+                    karpenter_release=crds, retain_on_removal=retain,
                 ))
 
         return run

@@ -44,11 +44,17 @@ from ..facts.gpu_nodes import (
 from .iam import create_node_role, node_role_resource_name
 from .node_group_sizes import desired_size_and_ignored
 from ..facts.aws_names import PhysicalName
-from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, launch_template_ref, node_launch_template
-from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_field, pool_network_names
+from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, launch_template_data, launch_template_ref, node_launch_template
+from .pool_network import (
+    efa_security_group,
+    launched_placement_group,
+    placement_group_name as pool_placement_group_name,
+    pool_network_field,
+    pool_network_names,
+)
 from .node_config import node_config_launch_settings
 from ..config.arguments import check_model_fields
-from ..config.inputs import is_unknown
+from ..config.inputs import is_unknown, joined
 from ..config.documented import documented_args, documented_component
 
 
@@ -130,6 +136,40 @@ def replaces_old_first(pool: GpuNodeGroupConfig) -> bool:
 def placement_group_physical_name(cluster_name: str, pool: GpuNodeGroupConfig) -> str:
     """Name of the placement group a pool with ``placementGroup.mode: create`` gets."""
     return f"{cluster_name}-{pool.name}"
+
+
+def gpu_launch_template_data(
+    pool: GpuNodeGroupConfig,
+    cluster_name: pulumi.Input[str],
+    instance_store_raid0: bool,
+    placement_group_name: Optional[pulumi.Input[str]],
+    security_group_ids: list[Any],
+) -> dict[str, Any]:
+    """The pool's launch template data (``node_launch.launch_template_data``): root volume, EFA
+    interfaces with ``security_group_ids``, placement group, instance tags, capacity reservation and
+    the nodeadm user data. ``GpuNodeGroup`` creates the template from it and the roll check compares
+    it with the running template, so both read the same settings."""
+    network_settings: dict[str, Any] = {}
+    if pool.efa_interfaces:
+        network_settings["network_interfaces"] = efa_network_interfaces(pool.efa_interfaces, security_group_ids)
+    return launch_template_data(
+        description=joined(f"GPU training pool {pool.name} of EKS cluster ", cluster_name),
+        ami_type=pool.ami_type,
+        volume_size_gib=pool.root_volume_size_gib,
+        instance_name=joined(cluster_name, f"-{pool.name}"),
+        instance_tags=pool.instance_tags,
+        placement_group_name=placement_group_name,
+        **network_settings,
+        **capacity_options(pool),
+        **node_config_launch_settings(pool.ami_type, instance_store_raid0, pool.fast_image_pull),
+    )
+
+
+def planned_launch_template(pool: GpuNodeGroupConfig, cluster_name: str, instance_store_raid0: bool) -> dict[str, Any]:
+    """``gpu_launch_template_data`` as far as it is known before deployment, for the roll check: the
+    placement group by the name the pool gives it, and no security groups (their IDs are Outputs)."""
+    placement = launched_placement_group(pool.placement_group, placement_group_physical_name(cluster_name, pool))
+    return gpu_launch_template_data(pool, cluster_name, instance_store_raid0, placement, security_group_ids=[])
 
 
 def launch_template_resource_name(name: str) -> str:
@@ -214,28 +254,18 @@ class GpuNodeGroup(pulumi.ComponentResource):
         )
 
         self.efa_interfaces = pool.efa_interfaces
-        network_settings: dict[str, Any] = {}
         self.efa_security_group = None
+        security_group_ids: list[Any] = []
         if self.efa_interfaces:
             self.efa_security_group = efa_group = efa_security_group(name, ref, tags, parent=self)
-            network_settings["network_interfaces"] = efa_network_interfaces(
-                self.efa_interfaces, [ref.cluster_security_group_id, efa_group.id]
-            )
+            security_group_ids = [ref.cluster_security_group_id, efa_group.id]
 
         self.launch_template = launch_template = node_launch_template(
             launch_template_resource_name(name),
-            description=pulumi.Output.concat(f"GPU training pool {pool.name} of EKS cluster ", ref.name),
-            ami_type=pool.ami_type,
-            volume_size_gib=pool.root_volume_size_gib,
-            instance_name=pulumi.Output.concat(ref.name, f"-{pool.name}"),
-            instance_tags=pool.instance_tags,
+            gpu_launch_template_data(pool, ref.name, args.instance_store_raid0, placement_group_name, security_group_ids),
             tags=tags,
             parent=self,
             region=ref.region,
-            placement_group_name=placement_group_name,
-            **network_settings,
-            **capacity_options(pool),
-            **node_config_launch_settings(pool.ami_type, args.instance_store_raid0, pool.fast_image_pull),
         )
 
         desired_size, ignored = desired_size_and_ignored(

@@ -29,6 +29,16 @@ def pool_network_names(name: str, placement: PlacementGroupConfig, group_name: O
     return names
 
 
+def launched_placement_group(placement: PlacementGroupConfig, created_name: Optional[pulumi.Input[str]]) -> Optional[pulumi.Input[str]]:
+    """The placement group a pool's nodes launch in: ``created_name`` for mode ``create`` (the group
+    the pool gets), the existing group named in the configuration (mode ``existing``), or None."""
+    if placement.mode == "create":
+        return created_name
+    if placement.mode == "existing":
+        return placement.name
+    return None
+
+
 def placement_group_name(
     name: str,
     placement: PlacementGroupConfig,
@@ -44,19 +54,17 @@ def placement_group_name(
     existing group named in the configuration (mode ``existing``), or None (mode ``none``). ``protect``
     keeps a created group from being deleted while its pool runs in it; ``retain_on_delete`` leaves
     it in AWS when the pool is removed from the program; ``region`` is the cluster's."""
+    created = None
     if placement.mode == "create":
-        group = aws.ec2.PlacementGroup(
+        created = aws.ec2.PlacementGroup(
             f"{name}-placement-group",
             name=group_name,
             strategy=placement.strategy,
             tags=dict(tags),
             region=region,
             opts=pulumi.ResourceOptions(parent=parent, protect=protect, retain_on_delete=retain_on_delete),
-        )
-        return group.name
-    if placement.mode == "existing":
-        return placement.name
-    return None
+        ).name
+    return launched_placement_group(placement, created)
 
 
 def efa_security_group(

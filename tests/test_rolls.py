@@ -10,9 +10,11 @@ from typing import Any, Optional
 
 import pytest
 
-from harness import PlausibleMocks, Graph, refusal_text, run_main, stack_config
+from harness import PlausibleMocks, Graph, refusal_text, research_cluster, run_main, run_program, stack_config
 
+from eks_gpu_training import GpuNodeGroup, GpuNodeGroupArgs
 from eks_gpu_training.aws.node_group_rolls import RunningNodeGroup
+from eks_gpu_training.config import GpuNodeGroupConfig, NetworkConfig
 from eks_gpu_training.platform.loading import platform_args_from_settings
 from eks_gpu_training.platform.rolls import roll_problems
 
@@ -299,3 +301,45 @@ def test_upgrading_with_the_opt_in_deploys_and_tells_eks_to_force():
     graph = run_main(prod(forceUpdateVersion=True), mocks=RunningAt134())
     assert graph.error is None, repr(graph.error)
     assert graph.one(NODE_GROUP, "gpu-training-p5-training-node-group").inputs["forceUpdateVersion"] is True
+
+
+# The standalone component refuses what it can compare: the launch template of a cluster named by a
+# string, the version of a ref that holds it as one.
+
+NETWORK = NetworkConfig.model_validate(
+    {"vpcId": "vpc-0123456789abcdef0", "subnets": [{"id": "subnet-0000000000000000a", "availabilityZone": "us-west-2a"}]}
+)
+
+
+def research_pool(**settings):
+    """A program of its own: the created cluster ``research`` and one p5 pool beside it."""
+    pool = GpuNodeGroupConfig.model_validate({"name": "train", "availabilityZone": "us-west-2a", **settings})
+
+    def program():
+        cluster = research_cluster(NETWORK, system_node_group=False)
+        GpuNodeGroup("train", GpuNodeGroupArgs(cluster=cluster.ref, pool=pool, network=NETWORK))
+
+    return program
+
+
+def research_deployed(**running) -> Deployed:
+    return Deployed(run_program(research_pool()), **running)
+
+
+def test_a_gpu_node_group_of_another_program_is_updated_in_its_steady_state():
+    graph = run_program(research_pool(), mocks=research_deployed())
+    assert graph.error is None, refusal_text(graph.error)
+    assert [token for token, _ in graph.invokes].count(GET_LAUNCH_TEMPLATE) == 1
+
+
+def test_a_gpu_node_group_of_another_program_refuses_a_launch_template_roll():
+    graph = run_program(research_pool(rootVolumeSizeGib=800), mocks=research_deployed())
+    assert not [r for r in graph.resources if r.name.startswith("train")]
+    shown = refusal_text(graph.error)
+    assert "  - GpuNodeGroup(train).pool.forceUpdateVersion: rootVolumeSizeGib 500 → 800 makes a new launch template version" in shown
+    assert run_program(research_pool(rootVolumeSizeGib=800, forceUpdateVersion=True), mocks=research_deployed()).error is None
+
+
+def test_a_gpu_node_group_of_another_program_refuses_to_move_a_node_group_behind_its_cluster():
+    graph = run_program(research_pool(), mocks=research_deployed(groups={"train-": {"version": "1.34"}}))
+    assert "the node group runs Kubernetes 1.34 while the cluster ref's kubernetes_version is 1.35" in refusal_text(graph.error)

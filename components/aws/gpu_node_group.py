@@ -20,12 +20,13 @@ from typing import Any, Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
-from .cluster import ClusterInput, cluster_field
+from .cluster import ClusterInput, ClusterRef, cluster_field
 from ..config import (
     GPU_NODE_ROLE_LABEL,
     ConfigError,
     GpuNodeGroupConfig,
     NetworkConfig,
+    Problem,
     pool_subnets,
     subnet_problems,
     validate_gpu_node_group,
@@ -42,7 +43,9 @@ from ..facts.gpu_nodes import (
     gpu_toleration,
 )
 from .iam import create_node_role, node_role_resource_name
-from .node_group_sizes import desired_size_and_ignored
+from .node_group_rolls import PlannedNodeGroup, RunningNodeGroup, roll_problem, roll_reasons, running_state
+from .node_group_sizes import desired_size_for, running_desired_size, running_node_group
+from .region import aws_provider_of
 from ..facts.aws_names import PhysicalName
 from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, launch_template_data, launch_template_ref, node_launch_template
 from .pool_network import (
@@ -172,6 +175,25 @@ def planned_launch_template(pool: GpuNodeGroupConfig, cluster_name: str, instanc
     return gpu_launch_template_data(pool, cluster_name, instance_store_raid0, placement, security_group_ids=[])
 
 
+def pool_roll_problems(
+    name: str, pool: GpuNodeGroupConfig, ref: ClusterRef, instance_store_raid0: bool, running: RunningNodeGroup
+) -> list[Problem]:
+    """The refusal of ``GpuNodeGroup(name)`` rolling the running node group (``node_group_rolls``)
+    without ``pool.forceUpdateVersion``. Only what the ref holds as plain values is compared: its
+    ``kubernetes_version`` when it is one (``EksCluster.ref`` of a created cluster; an adopted
+    cluster's or a ``pulumi_eks.Cluster``'s is an Output, which ``GpuTrainingPlatform`` compares with
+    the cluster it reads), the launch template for a ref whose name is a string."""
+    version = ref.kubernetes_version if isinstance(ref.kubernetes_version, str) else None
+    planned = PlannedNodeGroup(
+        version=version,
+        version_source=f"the cluster ref's kubernetes_version is {version}",
+        release_version=pool.release_version,
+        launch_template=planned_launch_template(pool, ref.name, instance_store_raid0),  # type: ignore[arg-type]
+    )
+    reasons = roll_reasons(planned, running)
+    return [roll_problem(f"GpuNodeGroup({name}).pool.forceUpdateVersion", reasons)] if reasons else []
+
+
 def launch_template_resource_name(name: str) -> str:
     """Logical name of a pool's launch template (auto-named by Pulumi)."""
     return f"{name}-launch-template"
@@ -241,6 +263,13 @@ class GpuNodeGroup(pulumi.ComponentResource):
         problems += validate_tags(dict(args.tags), path=f"GpuNodeGroup({name}).tags")
         if not problems:
             problems = subnet_problems(pool_subnets(pool, ref.subnets or args.network), f"GpuNodeGroup({name})")
+        running = None
+        if not problems:
+            # Read before registering, so a refused roll creates nothing; the provider is the one opts give.
+            invoke = pulumi.InvokeOptions(parent=opts.parent if opts else None, provider=aws_provider_of(opts))
+            running = running_node_group(ref.name, node_group_name_prefix(pool.name), ref.region, invoke)
+            if running is not None and not pool.force_update_version:
+                problems = pool_roll_problems(name, pool, ref, args.instance_store_raid0, running_state(running, ref.region, invoke))
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodeGroup", name, None, opts)
@@ -268,10 +297,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             region=ref.region,
         )
 
-        desired_size, ignored = desired_size_and_ignored(
-            ref.name, node_group_name_prefix(pool.name), pool.initial_size, pool.min_size, pool.max_size, self,
-            ref.region,
-        )
+        desired_size, ignored = desired_size_for(running_desired_size(running), pool.initial_size, pool.min_size, pool.max_size)
         # The cluster name may be a plain string, so the node group waits for a created cluster explicitly.
         self.node_group = aws.eks.NodeGroup(
             f"{name}-node-group",

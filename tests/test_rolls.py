@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Optional
 
+import pulumi
 import pytest
 
 from harness import PlausibleMocks, Graph, refusal_text, research_cluster, run_main, run_program, stack_config
@@ -343,3 +344,17 @@ def test_a_gpu_node_group_of_another_program_refuses_a_launch_template_roll():
 def test_a_gpu_node_group_of_another_program_refuses_to_move_a_node_group_behind_its_cluster():
     graph = run_program(research_pool(), mocks=research_deployed(groups={"train-": {"version": "1.34"}}))
     assert "the node group runs Kubernetes 1.34 while the cluster ref's kubernetes_version is 1.35" in refusal_text(graph.error)
+
+
+def test_an_instance_tag_a_program_computes_is_not_compared():
+    # Known only at deployment: the check cannot tell whether it changes, so it does not refuse.
+    def program():
+        pool = GpuNodeGroupConfig.model_validate(
+            {"name": "train", "availabilityZone": "us-west-2a", "instanceTags": {"team": pulumi.Output.from_input("ml")}}
+        )
+        cluster = research_cluster(NETWORK, system_node_group=False)
+        GpuNodeGroup("train", GpuNodeGroupArgs(cluster=cluster.ref, pool=pool, network=NETWORK))
+
+    graph = run_program(program, mocks=research_deployed())
+    assert graph.error is None, refusal_text(graph.error)
+    assert graph.one(LAUNCH_TEMPLATE).inputs["tagSpecifications"][0]["tags"] == {"team": "ml", "Name": "research-train"}

@@ -10,6 +10,12 @@ automatically creates access entries" for managed node groups); no aws-auth Conf
 
 The launch template is built here because a training pool wants the placement group on its own
 terms (created, existing, or none) and an EFA layout for the instance types it actually runs.
+
+Before it registers anything, the component reads its running node group (when the cluster name is
+a string) and refuses an update that would roll its nodes without ``pool.forceUpdateVersion``
+(``node_group_rolls``): a launch-template change, a node group behind the ref's version, a new
+pinned release. ``GpuTrainingPlatform`` makes the same check for all its pools at once, adopted
+clusters' live versions included.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any, Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
-from .cluster import ClusterInput, ClusterRef, cluster_field
+from .cluster import ClusterInput, cluster_field
 from ..config import (
     GPU_NODE_ROLE_LABEL,
     ConfigError,
@@ -176,19 +182,20 @@ def planned_launch_template(pool: GpuNodeGroupConfig, cluster_name: str, instanc
 
 
 def pool_roll_problems(
-    name: str, pool: GpuNodeGroupConfig, ref: ClusterRef, instance_store_raid0: bool, running: RunningNodeGroup
+    name: str, pool: GpuNodeGroupConfig, cluster_name: str, kubernetes_version: pulumi.Input[str], instance_store_raid0: bool,
+    running: RunningNodeGroup,
 ) -> list[Problem]:
-    """The refusal of ``GpuNodeGroup(name)`` rolling the running node group (``node_group_rolls``)
-    without ``pool.forceUpdateVersion``. Only what the ref holds as plain values is compared: its
-    ``kubernetes_version`` when it is one (``EksCluster.ref`` of a created cluster; an adopted
+    """The refusal of ``GpuNodeGroup(name)`` rolling its running node group (``node_group_rolls``)
+    without ``pool.forceUpdateVersion``, in the cluster ``cluster_name``. The version is compared
+    only when the ref holds it as a plain value (``EksCluster.ref`` of a created cluster); an adopted
     cluster's or a ``pulumi_eks.Cluster``'s is an Output, which ``GpuTrainingPlatform`` compares with
-    the cluster it reads), the launch template for a ref whose name is a string."""
-    version = ref.kubernetes_version if isinstance(ref.kubernetes_version, str) else None
+    the cluster it reads instead."""
+    version = kubernetes_version if isinstance(kubernetes_version, str) else None
     planned = PlannedNodeGroup(
         version=version,
         version_source=f"the cluster ref's kubernetes_version is {version}",
         release_version=pool.release_version,
-        launch_template=planned_launch_template(pool, ref.name, instance_store_raid0),  # type: ignore[arg-type]
+        launch_template=planned_launch_template(pool, cluster_name, instance_store_raid0),
     )
     reasons = roll_reasons(planned, running)
     return [roll_problem(f"GpuNodeGroup({name}).pool.forceUpdateVersion", reasons)] if reasons else []
@@ -268,8 +275,10 @@ class GpuNodeGroup(pulumi.ComponentResource):
             # Read before registering, so a refused roll creates nothing; the provider is the one opts give.
             invoke = pulumi.InvokeOptions(parent=opts.parent if opts else None, provider=aws_provider_of(opts))
             running = running_node_group(ref.name, node_group_name_prefix(pool.name), ref.region, invoke)
-            if running is not None and not pool.force_update_version:
-                problems = pool_roll_problems(name, pool, ref, args.instance_store_raid0, running_state(running, ref.region, invoke))
+            if running is not None and isinstance(ref.name, str) and not pool.force_update_version:
+                problems = pool_roll_problems(
+                    name, pool, ref.name, ref.kubernetes_version, args.instance_store_raid0, running_state(running, ref.region, invoke)
+                )
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodeGroup", name, None, opts)

@@ -6,7 +6,9 @@ its ``releaseVersion`` or its ``launchTemplate`` version
 version" is one of the updates docs.aws.amazon.com/eks/latest/userguide/update-managed-node-group.html
 rolls out node by node). The node groups of this library follow their template's latest version
 (``node_launch.launch_template_ref``), and the provider makes a new version whenever the template's
-data changes, the description among it. So a pool rolls when:
+data changes, the description among it (hashicorp/terraform-provider-aws,
+internal/service/ec2/ec2_launch_template.go: ``resourceLaunchTemplateUpdate`` calls
+CreateLaunchTemplateVersion when any of its ``updateKeys`` changes). So a pool rolls when:
 
 - its running node group's ``version`` differs from the one the plan sends (a created cluster's
   ``cluster.kubernetesVersion``, an adopted cluster's live version, which node groups follow), or its
@@ -16,8 +18,8 @@ data changes, the description among it. So a pool rolls when:
   e.g. on ``PodEvictionFailure``): sending the latest finishes that roll.
 
 What runs is read before anything is registered: DescribeNodegroup (``node_group_sizes``) and the
-template's latest version (``aws.ec2.get_launch_template``, whose data source reads the template's
-``LatestVersionNumber``). The comparison is of plain data, the plan built by the very functions the
+template's latest version (``aws.ec2.get_launch_template``, whose data source reads the version
+``LatestVersionNumber`` names: internal/service/ec2/ec2_launch_template_data_source.go). The comparison is of plain data, the plan built by the very functions the
 components create the template with. A planned value that is an Output (a cluster name or an
 instance tag a program computes) is not known before deployment, so that part is skipped; the EFA
 interfaces' security groups, always Outputs, are never compared.

@@ -22,7 +22,12 @@ import yaml
 
 from crd_check import crd_schema
 from eks_gpu_training.addons.gpu_node_pool import ec2_node_class_spec
-from eks_gpu_training.aws.node_config import NODE_CONFIG_CONTENT_TYPE, node_config_launch_settings, node_config_user_data
+from eks_gpu_training.aws.node_config import (
+    NODE_CONFIG_CONTENT_TYPE,
+    node_config_launch_settings,
+    node_config_settings,
+    node_config_user_data,
+)
 from eks_gpu_training.platform import parse_platform_args
 from test_storage import prod_raw
 
@@ -129,3 +134,14 @@ def test_karpenter_pools_without_the_gate_have_no_user_data():
     pool = parse_platform_args(raw).karpenter.gpu_node_pools[0]
     spec = ec2_node_class_spec(pool, node_role_name="r", subnet_ids=["subnet-1"], security_group_ids=["sg-1"], instance_store_raid0=True)
     assert "userData" not in spec
+
+
+@pytest.mark.parametrize(("raid0", "fast"), [(True, False), (False, True), (True, True), (False, False)])
+def test_user_data_tells_the_settings_it_was_made_from(raid0, fast):
+    # The roll check reads a running template's user data back into the keys that made it.
+    user_data = node_config_launch_settings("AL2023_x86_64_NVIDIA", raid0, fast).get("user_data")
+    assert node_config_settings(user_data) == (raid0, fast)
+
+
+def test_user_data_made_elsewhere_tells_no_settings():
+    assert node_config_settings(base64.b64encode(b"#!/bin/bash\necho hi\n").decode()) is None

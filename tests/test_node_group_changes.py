@@ -75,3 +75,12 @@ def test_operations_doc_has_the_change_table():
     operations = (PROJECT_ROOT / "docs" / "operations.md").read_text()
     assert SECTION in operations
     assert change_table() in operations.split(SECTION, 1)[1]
+
+
+def test_every_roll_of_a_gpu_pool_says_it_is_refused_without_the_opt_in():
+    # platform.rolls refuses each of these for a running pool; the system node group runs no job.
+    gpu_rolls = [r for r in CHANGE_EFFECTS if r.effect == ROLLS_NODES and not r.key.startswith("systemNodeGroup")]
+    assert [r.key for r in gpu_rolls if not r.refused] == []
+    assert [r.key for r in CHANGE_EFFECTS if r.refused and r.effect != ROLLS_NODES] == []
+    assert not any(r.refused for r in CHANGE_EFFECTS if r.key.startswith("systemNodeGroup"))
+    assert "refused for a running GPU pool without `forceUpdateVersion`" in change_effect("gpuNodeGroups[].rootVolumeSizeGib").explained()

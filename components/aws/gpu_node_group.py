@@ -10,6 +10,12 @@ automatically creates access entries" for managed node groups); no aws-auth Conf
 
 The launch template is built here because a training pool wants the placement group on its own
 terms (created, existing, or none) and an EFA layout for the instance types it actually runs.
+
+Before it registers anything, the component reads its running node group (when the cluster name is
+a string) and refuses an update that would roll its nodes without ``pool.forceUpdateVersion``
+(``node_group_rolls``): a launch-template change, a node group behind the ref's version, a new
+pinned release. ``GpuTrainingPlatform`` makes the same check for all its pools at once, adopted
+clusters' live versions included.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from ..config import (
     ConfigError,
     GpuNodeGroupConfig,
     NetworkConfig,
+    Problem,
     pool_subnets,
     subnet_problems,
     validate_gpu_node_group,
@@ -42,13 +49,21 @@ from ..facts.gpu_nodes import (
     gpu_toleration,
 )
 from .iam import create_node_role, node_role_resource_name
-from .node_group_sizes import desired_size_and_ignored
+from .node_group_rolls import PlannedNodeGroup, RunningNodeGroup, roll_problem, roll_reasons, running_state
+from .node_group_sizes import desired_size_for, running_desired_size, running_node_group
+from .region import aws_provider_of
 from ..facts.aws_names import PhysicalName
-from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, launch_template_ref, node_launch_template
-from .pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_field, pool_network_names
+from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, launch_template_data, launch_template_ref, node_launch_template
+from .pool_network import (
+    efa_security_group,
+    launched_placement_group,
+    placement_group_name as pool_placement_group_name,
+    pool_network_field,
+    pool_network_names,
+)
 from .node_config import node_config_launch_settings
 from ..config.arguments import check_model_fields
-from ..config.inputs import is_unknown
+from ..config.inputs import is_unknown, joined
 from ..config.documented import documented_args, documented_component
 
 
@@ -132,6 +147,60 @@ def placement_group_physical_name(cluster_name: str, pool: GpuNodeGroupConfig) -
     return f"{cluster_name}-{pool.name}"
 
 
+def gpu_launch_template_data(
+    pool: GpuNodeGroupConfig,
+    cluster_name: pulumi.Input[str],
+    instance_store_raid0: bool,
+    placement_group_name: Optional[pulumi.Input[str]],
+    security_group_ids: list[Any],
+) -> dict[str, Any]:
+    """The pool's launch template data (``node_launch.launch_template_data``): root volume, EFA
+    interfaces with ``security_group_ids``, placement group, instance tags, capacity reservation and
+    the nodeadm user data. ``GpuNodeGroup`` creates the template from it and the roll check compares
+    it with the running template, so both read the same settings."""
+    network_settings: dict[str, Any] = {}
+    if pool.efa_interfaces:
+        network_settings["network_interfaces"] = efa_network_interfaces(pool.efa_interfaces, security_group_ids)
+    return launch_template_data(
+        description=joined(f"GPU training pool {pool.name} of EKS cluster ", cluster_name),
+        ami_type=pool.ami_type,
+        volume_size_gib=pool.root_volume_size_gib,
+        instance_name=joined(cluster_name, f"-{pool.name}"),
+        instance_tags=pool.instance_tags,
+        placement_group_name=placement_group_name,
+        **network_settings,
+        **capacity_options(pool),
+        **node_config_launch_settings(pool.ami_type, instance_store_raid0, pool.fast_image_pull),
+    )
+
+
+def planned_launch_template(pool: GpuNodeGroupConfig, cluster_name: str, instance_store_raid0: bool) -> dict[str, Any]:
+    """``gpu_launch_template_data`` as far as it is known before deployment, for the roll check: the
+    placement group by the name the pool gives it, and no security groups (their IDs are Outputs)."""
+    placement = launched_placement_group(pool.placement_group, placement_group_physical_name(cluster_name, pool))
+    return gpu_launch_template_data(pool, cluster_name, instance_store_raid0, placement, security_group_ids=[])
+
+
+def pool_roll_problems(
+    name: str, pool: GpuNodeGroupConfig, cluster_name: str, kubernetes_version: pulumi.Input[str], instance_store_raid0: bool,
+    running: RunningNodeGroup,
+) -> list[Problem]:
+    """The refusal of ``GpuNodeGroup(name)`` rolling its running node group (``node_group_rolls``)
+    without ``pool.forceUpdateVersion``, in the cluster ``cluster_name``. The version is compared
+    only when the ref holds it as a plain value (``EksCluster.ref`` of a created cluster); an adopted
+    cluster's or a ``pulumi_eks.Cluster``'s is an Output, which ``GpuTrainingPlatform`` compares with
+    the cluster it reads instead."""
+    version = kubernetes_version if isinstance(kubernetes_version, str) else None
+    planned = PlannedNodeGroup(
+        version=version,
+        version_source=f"the cluster ref's kubernetes_version is {version}",
+        release_version=pool.release_version,
+        launch_template=planned_launch_template(pool, cluster_name, instance_store_raid0),
+    )
+    reasons = roll_reasons(planned, running)
+    return [roll_problem(f"GpuNodeGroup({name}).pool.forceUpdateVersion", reasons)] if reasons else []
+
+
 def launch_template_resource_name(name: str) -> str:
     """Logical name of a pool's launch template (auto-named by Pulumi)."""
     return f"{name}-launch-template"
@@ -201,6 +270,15 @@ class GpuNodeGroup(pulumi.ComponentResource):
         problems += validate_tags(dict(args.tags), path=f"GpuNodeGroup({name}).tags")
         if not problems:
             problems = subnet_problems(pool_subnets(pool, ref.subnets or args.network), f"GpuNodeGroup({name})")
+        running = None
+        if not problems:
+            # Read before registering, so a refused roll creates nothing; the provider is the one opts give.
+            invoke = pulumi.InvokeOptions(parent=opts.parent if opts else None, provider=aws_provider_of(opts))
+            running = running_node_group(ref.name, node_group_name_prefix(pool.name), ref.region, invoke)
+            if running is not None and isinstance(ref.name, str) and not pool.force_update_version:
+                problems = pool_roll_problems(
+                    name, pool, ref.name, ref.kubernetes_version, args.instance_store_raid0, running_state(running, ref.region, invoke)
+                )
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodeGroup", name, None, opts)
@@ -214,34 +292,21 @@ class GpuNodeGroup(pulumi.ComponentResource):
         )
 
         self.efa_interfaces = pool.efa_interfaces
-        network_settings: dict[str, Any] = {}
         self.efa_security_group = None
+        security_group_ids: list[Any] = []
         if self.efa_interfaces:
             self.efa_security_group = efa_group = efa_security_group(name, ref, tags, parent=self)
-            network_settings["network_interfaces"] = efa_network_interfaces(
-                self.efa_interfaces, [ref.cluster_security_group_id, efa_group.id]
-            )
+            security_group_ids = [ref.cluster_security_group_id, efa_group.id]
 
         self.launch_template = launch_template = node_launch_template(
             launch_template_resource_name(name),
-            description=pulumi.Output.concat(f"GPU training pool {pool.name} of EKS cluster ", ref.name),
-            ami_type=pool.ami_type,
-            volume_size_gib=pool.root_volume_size_gib,
-            instance_name=pulumi.Output.concat(ref.name, f"-{pool.name}"),
-            instance_tags=pool.instance_tags,
+            gpu_launch_template_data(pool, ref.name, args.instance_store_raid0, placement_group_name, security_group_ids),
             tags=tags,
             parent=self,
             region=ref.region,
-            placement_group_name=placement_group_name,
-            **network_settings,
-            **capacity_options(pool),
-            **node_config_launch_settings(pool.ami_type, args.instance_store_raid0, pool.fast_image_pull),
         )
 
-        desired_size, ignored = desired_size_and_ignored(
-            ref.name, node_group_name_prefix(pool.name), pool.initial_size, pool.min_size, pool.max_size, self,
-            ref.region,
-        )
+        desired_size, ignored = desired_size_for(running_desired_size(running), pool.initial_size, pool.min_size, pool.max_size)
         # The cluster name may be a plain string, so the node group waits for a created cluster explicitly.
         self.node_group = aws.eks.NodeGroup(
             f"{name}-node-group",

@@ -71,5 +71,20 @@ def node_config_launch_settings(ami_type: str, raid0: bool, fast_image_pull: boo
     reads (validation refuses ``fastImagePull`` there), or when neither is asked for."""
     if not ami_type.startswith("AL2023") or not (raid0 or fast_image_pull):
         return {}
-    user_data = node_config_user_data(RAID0 if raid0 else None, fast_image_pull)
-    return {"user_data": base64.b64encode(user_data.encode()).decode()}
+    return {"user_data": _base64(node_config_user_data(RAID0 if raid0 else None, fast_image_pull))}
+
+
+def _base64(user_data: str) -> str:
+    return base64.b64encode(user_data.encode()).decode()
+
+
+def node_config_settings(user_data: Optional[str]) -> Optional[tuple[bool, bool]]:
+    """The ``(raid0, fast_image_pull)`` for which ``node_config_launch_settings`` makes the (base64)
+    ``user_data`` of an AL2023 pool: ``(False, False)`` for none; None for user data it never makes
+    (an older NodeConfig, or one written elsewhere)."""
+    if not user_data:
+        return False, False
+    for raid0, fast_image_pull in ((True, False), (False, True), (True, True)):
+        if _base64(node_config_user_data(RAID0 if raid0 else None, fast_image_pull)) == user_data:
+            return raid0, fast_image_pull
+    return None

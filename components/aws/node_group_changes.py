@@ -25,6 +25,10 @@ ROLLS_NODES = "rolls nodes"
 REPLACES_POOL = "replaces the pool"
 NO_NODE_CHANGE = "no change to nodes"
 
+REFUSED = "refused for a running GPU pool without `forceUpdateVersion`"
+"""What the table says of a roll ``platform.rolls`` refuses: under a running job's
+PodDisruptionBudget EKS would give up with PodEvictionFailure."""
+
 LAUNCH_TEMPLATE = "launchTemplate"
 """The EKS field a launch-template setting reaches: a new template version, rolled out through
 UpdateNodegroupVersion."""
@@ -43,6 +47,13 @@ class ChangeEffect:
     the key never reaches the node group."""
     why: str
     """One line of the table in docs/operations.md."""
+    refused: bool = False
+    """Whether the roll of a running managed GPU pool is refused without ``forceUpdateVersion``
+    (``platform.rolls``); the table says so after ``why``."""
+
+    def explained(self) -> str:
+        """``why``, and the refusal when there is one."""
+        return f"{self.why}; {REFUSED}" if self.refused else self.why
 
 
 _SENDS_RUNNING_SIZE = (
@@ -69,6 +80,7 @@ CHANGE_EFFECTS: tuple[ChangeEffect, ...] = (
         ROLLS_NODES,
         LAUNCH_TEMPLATE,
         "a Capacity Block pool names its one type in the launch template, not the node group (EKS refuses it in both)",
+        refused=True,
     ),
     ChangeEffect(f"{_POOL}.availabilityZone", REPLACES_POOL, "subnets", "subnets are fixed at creation"),
     ChangeEffect(f"{_POOL}.subnetIds", REPLACES_POOL, "subnets", "subnets are fixed at creation"),
@@ -80,25 +92,57 @@ CHANGE_EFFECTS: tuple[ChangeEffect, ...] = (
         LAUNCH_TEMPLATE,
         "a new template version places new nodes in the new group; leaving mode create deletes the pool's group, "
         "which `cluster.protect` refuses: the preview fails until protect is off for that change",
+        refused=True,
     ),
-    ChangeEffect(f"{_POOL}.efa", ROLLS_NODES, LAUNCH_TEMPLATE, "network interfaces live in the launch template"),
-    ChangeEffect(f"{_POOL}.capacityReservationId", ROLLS_NODES, LAUNCH_TEMPLATE, "the reservation target lives in the launch template"),
-    ChangeEffect(f"{_POOL}.rootVolumeSizeGib", ROLLS_NODES, LAUNCH_TEMPLATE, "the root volume lives in the launch template"),
-    ChangeEffect(f"{_POOL}.instanceTags", ROLLS_NODES, LAUNCH_TEMPLATE, "instance tags live in the launch template (opt-in for that reason)"),
+    ChangeEffect(f"{_POOL}.efa", ROLLS_NODES, LAUNCH_TEMPLATE, "network interfaces live in the launch template", refused=True),
+    ChangeEffect(f"{_POOL}.capacityReservationId", ROLLS_NODES, LAUNCH_TEMPLATE, "the reservation target lives in the launch template", refused=True),
+    ChangeEffect(f"{_POOL}.rootVolumeSizeGib", ROLLS_NODES, LAUNCH_TEMPLATE, "the root volume lives in the launch template", refused=True),
+    ChangeEffect(
+        f"{_POOL}.instanceTags", ROLLS_NODES, LAUNCH_TEMPLATE, "instance tags live in the launch template (opt-in for that reason)", refused=True
+    ),
     ChangeEffect(
         f"{_POOL}.releaseVersion",
         ROLLS_NODES,
         "releaseVersion",
-        "new AMI, node by node; refused for a running pool without `forceUpdateVersion`",
+        "new AMI, node by node",
+        refused=True,
     ),
     ChangeEffect(
         "cluster.kubernetesVersion",
         ROLLS_NODES,
         "version",
-        "control plane first, then every node group follows the version (refused for a running GPU pool without "
-        "`forceUpdateVersion`); the EKS add-ons move to their builds for the version, in place",
+        "control plane first, then every node group follows the version; the EKS add-ons move to their builds for "
+        "the version, in place",
+        refused=True,
     ),
-    ChangeEffect("storage.instanceStore", ROLLS_NODES, LAUNCH_TEMPLATE, "the RAID0 NodeConfig is the launch template's user data (AL2023 GPU pools)"),
+    ChangeEffect(
+        "cluster.create: false, upgraded by its owners",
+        ROLLS_NODES,
+        "version",
+        "not a key: the team that owns an adopted cluster moved its control plane, and the node groups follow the "
+        "cluster's live version, so the next `pulumi up` moves them to it",
+        refused=True,
+    ),
+    ChangeEffect(
+        f"{_POOL} behind the cluster's version",
+        ROLLS_NODES,
+        "version",
+        "not a key: an upgrade that stopped after the control plane moved (PodEvictionFailure) left the node group on the "
+        "old version, and the next `pulumi up` moves it to the cluster's",
+        refused=True,
+    ),
+    ChangeEffect(
+        f"{_POOL} on an older launch template version",
+        ROLLS_NODES,
+        LAUNCH_TEMPLATE,
+        "not a key: a roll onto a new template version stopped half-way, and the next `pulumi up` moves the node group "
+        "to the template's latest version",
+        refused=True,
+    ),
+    ChangeEffect(
+        "storage.instanceStore", ROLLS_NODES, LAUNCH_TEMPLATE, "the RAID0 NodeConfig is the launch template's user data (AL2023 GPU pools)",
+        refused=True,
+    ),
     ChangeEffect(
         f"{_POOL}.fastImagePull",
         ROLLS_NODES,
@@ -106,6 +150,7 @@ CHANGE_EFFECTS: tuple[ChangeEffect, ...] = (
         "the FastImagePull feature gate is in the NodeConfig of the launch template's user data: turning it on or off makes a new "
         "template version, and EKS replaces the nodes to move them to it (docs.aws.amazon.com/eks/latest/userguide/update-managed-node-group.html; "
         "API_UpdateNodegroupVersion `launchTemplate`)",
+        refused=True,
     ),
     ChangeEffect(f"{_POOL}.labels", IN_PLACE, "labels", "labels are updated on running nodes"),
     ChangeEffect(
@@ -188,5 +233,5 @@ def effect_of(eks_field: str, updatable_in_place: frozenset[str], updatable_by_v
 def change_table() -> str:
     """The table of docs/operations.md (markdown)."""
     rows = ["| Key | A change | Why |", "| --- | --- | --- |"]
-    rows += [f"| `{row.key}` | {row.effect} | {row.why} |" for row in CHANGE_EFFECTS]
+    rows += [f"| `{row.key}` | {row.effect} | {row.explained()} |" for row in CHANGE_EFFECTS]
     return "\n".join(rows)

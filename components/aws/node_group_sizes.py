@@ -40,57 +40,57 @@ def _generated_name(prefix: str) -> re.Pattern[str]:
     return re.compile(rf"^{re.escape(prefix)}\d{{18}}[0-9a-f]{{8}}$")
 
 
-def _invoke(parent: Optional[pulumi.Resource]) -> pulumi.InvokeOptions:
-    return pulumi.InvokeOptions(parent=parent)
-
-
 def running_cluster(
-    cluster_name: pulumi.Input[str], parent: Optional[pulumi.Resource] = None, region: Optional[str] = None
+    cluster_name: pulumi.Input[str], region: Optional[str] = None, invoke: Optional[pulumi.InvokeOptions] = None
 ) -> Optional[Any]:
     """The running EKS cluster of that name in ``region`` (DescribeCluster); None when it does not
-    exist yet or its name is known only after deployment."""
+    exist yet or its name is known only after deployment. ``invoke`` chooses the AWS provider."""
     if not isinstance(cluster_name, str):
         return None
-    if cluster_name not in (aws.eks.get_clusters(region=region, opts=_invoke(parent)).names or []):
+    if cluster_name not in (aws.eks.get_clusters(region=region, opts=invoke).names or []):
         return None
-    return aws.eks.get_cluster(name=cluster_name, region=region, opts=_invoke(parent))
+    return aws.eks.get_cluster(name=cluster_name, region=region, opts=invoke)
 
 
 def running_node_group(
-    cluster_name: pulumi.Input[str], name_prefix: str, parent: Optional[pulumi.Resource] = None,
-    region: Optional[str] = None,
+    cluster_name: pulumi.Input[str], name_prefix: str, region: Optional[str] = None,
+    invoke: Optional[pulumi.InvokeOptions] = None,
 ) -> Optional[Any]:
     """The cluster's one node group named ``name_prefix`` plus a generated suffix (DescribeNodegroup);
     None when the cluster or the group does not exist yet, when the cluster name is known only after
     deployment, or when two such groups exist (a replacement under way)."""
     if not isinstance(cluster_name, str):
         return None
-    if cluster_name not in (aws.eks.get_clusters(region=region, opts=_invoke(parent)).names or []):
+    if cluster_name not in (aws.eks.get_clusters(region=region, opts=invoke).names or []):
         return None
     pattern = _generated_name(name_prefix)
-    groups = [g for g in aws.eks.get_node_groups(cluster_name=cluster_name, region=region, opts=_invoke(parent)).names or []
+    groups = [g for g in aws.eks.get_node_groups(cluster_name=cluster_name, region=region, opts=invoke).names or []
               if pattern.match(g)]
     if len(groups) != 1:
         return None
-    return aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=groups[0], region=region, opts=_invoke(parent))
+    return aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=groups[0], region=region, opts=invoke)
 
 
-def running_desired_size(
-    cluster_name: pulumi.Input[str], name_prefix: str, parent: pulumi.Resource, region: Optional[str] = None
-) -> Optional[int]:
-    """The desired size of the running node group (``running_node_group``); None without one."""
-    group = running_node_group(cluster_name, name_prefix, parent, region)
+def running_desired_size(group: Optional[Any]) -> Optional[int]:
+    """The desired size of a running node group (``running_node_group``); None without one."""
     return group.scaling_configs[0].desired_size if group is not None and group.scaling_configs else None
+
+
+def desired_size_for(current: Optional[int], initial_size: int, min_size: int, max_size: int) -> tuple[int, list[str]]:
+    """The node group's ``scalingConfig.desiredSize`` input and its ``ignore_changes``, given the
+    running group's desired size ``current``: that size clamped to the new bounds, never ignored, so
+    the update sends what runs; without a running group (``current`` None) the size at creation,
+    ignored afterwards."""
+    if current is None:
+        return initial_size, ["scalingConfig.desiredSize"]
+    return clamped_desired_size(current, min_size, max_size), []
 
 
 def desired_size_and_ignored(
     cluster_name: pulumi.Input[str], name_prefix: str, initial_size: int, min_size: int, max_size: int, parent: pulumi.Resource,
     region: Optional[str] = None,
 ) -> tuple[int, list[str]]:
-    """The node group's ``scalingConfig.desiredSize`` input and its ``ignore_changes``: the running
-    group's desired size clamped to the new bounds, never ignored, so the update sends what runs; the
-    size at creation, ignored afterwards, when no group runs yet (``running_node_group``)."""
-    running = running_desired_size(cluster_name, name_prefix, parent, region)
-    if running is None:
-        return initial_size, ["scalingConfig.desiredSize"]
-    return clamped_desired_size(running, min_size, max_size), []
+    """``desired_size_for`` the running node group named ``name_prefix`` (read through ``parent``'s
+    AWS provider)."""
+    group = running_node_group(cluster_name, name_prefix, region, pulumi.InvokeOptions(parent=parent))
+    return desired_size_for(running_desired_size(group), initial_size, min_size, max_size)

@@ -29,33 +29,31 @@ def image_volume_device(ami_type: str) -> str:
     return "/dev/xvdb" if ami_type.startswith("BOTTLEROCKET") else "/dev/xvda"
 
 
-def instance_tag_specifications(instance_name: pulumi.Input[str], instance_tags: Mapping[str, str]) -> list[dict[str, Any]]:
+def instance_tag_specifications(instance_name: pulumi.Input[str], instance_tags: Mapping[str, pulumi.Input[str]]) -> list[dict[str, Any]]:
     """Tags the launch template puts on instances and their volumes: ``Name`` (stable: cluster and
     pool) and the tags a pool opted into, never the stack's tags."""
     tags = {**instance_tags, "Name": instance_name}
     return [{"resource_type": "instance", "tags": tags}, {"resource_type": "volume", "tags": tags}]
 
 
-def node_launch_template(
-    resource_name: str,
+def launch_template_data(
     *,
     description: pulumi.Input[str],
     ami_type: str,
     volume_size_gib: int,
     instance_name: pulumi.Input[str],
-    instance_tags: Mapping[str, str],
-    tags: Mapping[str, str],
-    parent: pulumi.Resource,
-    region: str,
+    instance_tags: Mapping[str, pulumi.Input[str]],
     placement_group_name: Optional[pulumi.Input[str]] = None,
     **settings: Any,
-) -> aws.ec2.LaunchTemplate:
-    """A launch template in ``region`` with the settings every node of this library has; ``settings`` adds the
-    pool's own (EFA network interfaces, capacity reservation)."""
-    return aws.ec2.LaunchTemplate(
-        resource_name,
-        description=description,
-        block_device_mappings=[
+) -> dict[str, Any]:
+    """The template's version data, as ``aws.ec2.LaunchTemplate`` inputs: the settings every node of
+    this library has, plus ``settings``, the pool's own (EFA network interfaces, capacity
+    reservation, user data). A change to any of them makes a new template version (the provider
+    calls CreateLaunchTemplateVersion when any of its template-data inputs, the description among
+    them, changes), so the resource and the roll check (``node_group_rolls``) both take it from here."""
+    return {
+        "description": description,
+        "block_device_mappings": [
             {
                 "device_name": image_volume_device(ami_type),
                 "ebs": {
@@ -67,16 +65,32 @@ def node_launch_template(
                 },
             }
         ],
-        metadata_options={
+        "metadata_options": {
             "http_endpoint": "enabled",
             "http_tokens": "required",
             "http_put_response_hop_limit": IMDS_HOP_LIMIT,
         },
-        placement={"group_name": placement_group_name} if placement_group_name is not None else None,
-        tag_specifications=instance_tag_specifications(instance_name, instance_tags),
+        "placement": {"group_name": placement_group_name} if placement_group_name is not None else None,
+        "tag_specifications": instance_tag_specifications(instance_name, instance_tags),
+        **settings,
+    }
+
+
+def node_launch_template(
+    resource_name: str,
+    data: Mapping[str, Any],
+    *,
+    tags: Mapping[str, pulumi.Input[str]],
+    parent: pulumi.Resource,
+    region: str,
+) -> aws.ec2.LaunchTemplate:
+    """A launch template in ``region`` holding ``data`` (``launch_template_data``), each new version
+    its default. ``tags`` go on the template itself, never into its data, so they make no version."""
+    return aws.ec2.LaunchTemplate(
+        resource_name,
+        **data,
         update_default_version=True,
         tags=dict(tags),
-        **settings,
         region=region,
         opts=pulumi.ResourceOptions(parent=parent),
     )

@@ -40,6 +40,16 @@ def deletion_options(protect: bool, retain_on_delete: bool) -> dict[str, bool]:
     return {"protect": protect and not retain_on_delete, "retain_on_delete": retain_on_delete}
 
 
+def launched_placement_group(placement: PlacementGroupConfig, created_name: Optional[pulumi.Input[str]]) -> Optional[pulumi.Input[str]]:
+    """The placement group a pool's nodes launch in: ``created_name`` for mode ``create`` (the group
+    the pool gets), the existing group named in the configuration (mode ``existing``), or None."""
+    if placement.mode == "create":
+        return created_name
+    if placement.mode == "existing":
+        return placement.name
+    return None
+
+
 def placement_group_name(
     name: str,
     placement: PlacementGroupConfig,
@@ -58,19 +68,17 @@ def placement_group_name(
     it in AWS when the pool is removed from the program instead, and then ``protect`` is dropped
     (``deletion_options``); ``import_id``, the group's name, has a created group taken over where it
     already is (Pulumi's ``import``); ``region`` is the cluster's."""
+    created = None
     if placement.mode == "create":
-        group = aws.ec2.PlacementGroup(
+        created = aws.ec2.PlacementGroup(
             f"{name}-placement-group",
             name=group_name,
             strategy=placement.strategy,
             tags=dict(tags),
             region=region,
             opts=pulumi.ResourceOptions(parent=parent, import_=import_id, **deletion_options(protect, retain_on_delete)),
-        )
-        return group.name
-    if placement.mode == "existing":
-        return placement.name
-    return None
+        ).name
+    return launched_placement_group(placement, created)
 
 
 def efa_security_group(

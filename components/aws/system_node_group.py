@@ -12,7 +12,7 @@ import pulumi_aws as aws
 from ..config import SYSTEM_NODE_ROLE_LABEL, ClusterConfig, SystemNodeGroupConfig
 from .iam import create_node_role
 from .node_group_sizes import desired_size_and_ignored
-from .node_launch import launch_template_ref, node_launch_template
+from .node_launch import launch_template_data, launch_template_ref, node_launch_template
 
 SYSTEM_NODE_GROUP_PREFIX = "system-"
 """Prefix of the system node group's EKS name; the suffix EKS adds keeps a replacement from clashing."""
@@ -61,11 +61,13 @@ def system_node_group(
     role = node_role.role
     launch_template = node_launch_template(
         system_launch_template_resource_name(name),
-        description=pulumi.Output.concat("System nodes of EKS cluster ", cluster.name),
-        ami_type=system.ami_type,
-        volume_size_gib=system.disk_size_gib,
-        instance_name=pulumi.Output.concat(cluster.name, "-system"),
-        instance_tags={},
+        launch_template_data(
+            description=pulumi.Output.concat("System nodes of EKS cluster ", cluster.name),
+            ami_type=system.ami_type,
+            volume_size_gib=system.disk_size_gib,
+            instance_name=pulumi.Output.concat(cluster.name, "-system"),
+            instance_tags={},
+        ),
         tags=tags,
         parent=parent,
         region=region,

@@ -17,6 +17,14 @@ def is_unknown(value: Any) -> bool:
     return isinstance(value, pulumi.Output)
 
 
+def joined(*parts: pulumi.Input[str]) -> pulumi.Input[str]:
+    """``parts`` as one text: a plain string when every part is one (known at preview, so a rule can
+    compare it with what runs), else their ``pulumi.Output.concat``."""
+    if all(isinstance(part, str) for part in parts):
+        return "".join(parts)  # type: ignore[arg-type]
+    return pulumi.Output.concat(*parts)
+
+
 def shown(value: Any) -> str:
     """A configuration value as a problem message quotes it; an Output has no text before deployment."""
     return "an Output (known after deployment)" if is_unknown(value) else f"'{value}'"

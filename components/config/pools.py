@@ -150,7 +150,7 @@ class GpuNodeGroupConfig(GpuPoolConfig):
     node_repair: NodeRepairConfig = NodeRepairConfig()
     """EKS node auto repair of the pool. Default: on, one node at a time, halting above 50% unhealthy."""
     force_update_version: bool = False
-    """Let a roll (a `cluster.kubernetesVersion`, `releaseVersion` or launch-template change) evict pods a PodDisruptionBudget protects, killing the pool's running job, instead of EKS giving up after 15 minutes with PodEvictionFailure once the control plane has already moved (EKS UpdateNodegroupVersion `force`); a version or release change of a running pool is refused without it. Default: false."""
+    """Let a roll (a `cluster.kubernetesVersion`, `releaseVersion` or launch-template change, or a node group catching up with its cluster) evict pods a PodDisruptionBudget protects, killing the pool's running job, instead of EKS giving up after 15 minutes with PodEvictionFailure once the control plane has already moved (EKS UpdateNodegroupVersion `force`); every such roll of a running pool is refused without it. Default: false."""
 
     @field_validator("update_strategy")
     @classmethod

@@ -1,71 +1,92 @@
 """A change that rolls GPU nodes under a running job is refused unless the pool opts in.
 
-A ``cluster.kubernetesVersion`` or ``releaseVersion`` change rolls a managed pool's nodes. A running
+An update rolls a managed pool's nodes when it changes the node group's Kubernetes version, its AMI
+release or its launch template (``aws.node_group_rolls`` says which differences do). A running
 training job's PodDisruptionBudget keeps every one of its pods, so EKS cannot evict them and gives
 up after 15 minutes with ``PodEvictionFailure``
-(docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html), after the control
-plane has already moved to the new version, which does not go back. A preview cannot see whether a
-job runs, so every such roll of a pool needs the explicit opt-in ``forceUpdateVersion: true``, with
-which EKS evicts the protected pods (UpdateNodegroupVersion ``force``): the operator stops or
-holds the pool's jobs first, or accepts losing them.
+(docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html), after a created
+cluster's control plane has already moved to a new ``cluster.kubernetesVersion``, which does not go
+back. A preview cannot see whether a job runs, so every roll of a running pool needs the explicit
+opt-in ``forceUpdateVersion: true``, with which EKS evicts the protected pods
+(UpdateNodegroupVersion ``force``): the operator stops or holds the pool's jobs first, or accepts
+losing them.
 
-The rolls are found by reading the running cluster and node groups (DescribeCluster,
-DescribeNodegroup) before anything is registered; a first deployment has none. Launch-template
-changes (root volume, EFA, placement group, instance tags) roll nodes as well but are not detected
-here: docs/operations.md says so.
+Refused without it, for each running managed GPU pool:
+
+- a created cluster's ``cluster.kubernetesVersion`` that differs from the running control plane's;
+- a node group whose version is not the one it is sent: behind a created cluster's
+  ``cluster.kubernetesVersion`` (an upgrade that stopped before the node groups), or behind an
+  adopted cluster's live version (its owners upgraded the control plane; node groups follow it);
+- a pinned ``releaseVersion`` other than the running one;
+- a launch-template change (``fastImagePull``, ``storage.instanceStore``, ``rootVolumeSizeGib``,
+  ``efa``, ``placementGroup``, ``instanceTags``, ``capacityReservationId``, a Capacity Block's
+  instance type), and a node group not on its template's latest version (a roll that stopped
+  half-way).
+
+The running cluster, node groups and launch templates are read (DescribeCluster, DescribeNodegroup,
+DescribeLaunchTemplateVersions) before anything is registered; a first deployment has none. A
+cluster name that is an Output cannot be looked up, so nothing is compared for it.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Mapping, Optional
 
-from ..aws.gpu_node_group import node_group_name_prefix
+from ..aws.gpu_node_group import node_group_name_prefix, planned_launch_template
+from ..aws.node_group_rolls import PlannedNodeGroup, RunningNodeGroup, roll_problem, roll_reasons, running_state
 from ..aws.node_group_sizes import running_cluster, running_node_group
 from ..config import GpuTrainingPlatformArgs, Problem
 
 
 def roll_problems(
-    args: GpuTrainingPlatformArgs, running_version: Optional[str], running_releases: dict[str, Optional[str]]
+    args: GpuTrainingPlatformArgs, running_version: Optional[str], running_groups: Mapping[str, RunningNodeGroup]
 ) -> list[Problem]:
-    """Pools a change would roll without ``forceUpdateVersion``: every managed GPU pool when the
-    running cluster's version differs from ``cluster.kubernetesVersion``, a pool whose pinned
-    ``releaseVersion`` differs from its running group's. ``running_releases`` maps the pool names of
-    running groups to their AMI release."""
+    """Pools a change would roll without ``forceUpdateVersion``, one problem each with every reason.
+    ``running_version`` is the running cluster's Kubernetes version; ``running_groups`` maps the pool
+    names of running node groups to what they run."""
+    create = args.cluster.create
+    cluster_moves = create and running_version is not None and running_version != args.cluster.kubernetes_version
+    raid0 = args.storage.instance_store == "raid0"
     problems = []
-    version_moves = running_version is not None and running_version != args.cluster.kubernetes_version
     for i, pool in enumerate(args.gpu_node_groups):
-        if pool.force_update_version or pool.name not in running_releases:
+        if pool.force_update_version or pool.name not in running_groups:
             continue
-        running_release = running_releases[pool.name]
-        if version_moves:
-            why = f"cluster.kubernetesVersion moves the running cluster from {running_version} to {args.cluster.kubernetes_version}"
-        elif pool.release_version is not None and running_release is not None and pool.release_version != running_release:
-            why = f"releaseVersion moves the running nodes from {running_release} to {pool.release_version}"
+        reasons = []
+        if cluster_moves:
+            # The node group follows the control plane; the move is the reason, said once.
+            reasons.append(f"cluster.kubernetesVersion moves the running cluster from {running_version} to {args.cluster.kubernetes_version}")
+            version, source = None, ""
+        elif create:
+            version = args.cluster.kubernetes_version
+            source = f"cluster.kubernetesVersion is {version} (an earlier upgrade stopped before the node group)"
         else:
-            continue
-        problems.append(
-            Problem(
-                f"gpuNodeGroups[{i}].forceUpdateVersion",
-                f"{why}, which rolls the pool's nodes; a running job's PodDisruptionBudget would make EKS give up "
-                "after 15 minutes with PodEvictionFailure, after the control plane has moved. Stop or hold the "
-                "pool's jobs (ClusterQueue stopPolicy HoldAndDrain) and set forceUpdateVersion: true for this change "
-                "(EKS then evicts whatever still runs)",
-            )
+            version = running_version
+            source = f"the adopted cluster runs {version} (its owners upgraded the control plane; node groups follow it)"
+        planned = PlannedNodeGroup(
+            version=version,
+            version_source=source,
+            release_version=pool.release_version,
+            launch_template=planned_launch_template(pool, args.cluster.name, raid0),
         )
+        reasons += roll_reasons(planned, running_groups[pool.name])
+        if reasons:
+            problems.append(roll_problem(f"gpuNodeGroups[{i}].forceUpdateVersion", reasons, control_plane_moves=cluster_moves))
     return problems
 
 
 def live_roll_problems(args: GpuTrainingPlatformArgs) -> list[Problem]:
-    """``roll_problems`` for what runs now, read from EKS; nothing for an adopted cluster's version
-    (the stack does not set it) or a cluster not created yet."""
+    """``roll_problems`` for what runs now, read from EKS and EC2; nothing for a cluster not created
+    yet, or one whose name is an Output."""
     if not args.gpu_node_groups or all(p.force_update_version for p in args.gpu_node_groups):
         return []
     cluster = running_cluster(args.cluster.name, region=args.region)
     if cluster is None:
         return []
-    releases = {}
+    groups = {}
     for pool in args.gpu_node_groups:
+        if pool.force_update_version:
+            continue
         group = running_node_group(args.cluster.name, node_group_name_prefix(pool.name), region=args.region)
         if group is not None:
-            releases[pool.name] = group.release_version
-    return roll_problems(args, cluster.version if args.cluster.create else None, releases)
+            groups[pool.name] = running_state(group, region=args.region)
+    return roll_problems(args, cluster.version, groups)

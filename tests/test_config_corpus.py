@@ -117,6 +117,8 @@ INVALID: list[tuple[str, Mutation, str]] = [
     ("same admin principal twice", S("cluster.adminPrincipalArns", [ADMIN, ADMIN]), "cluster.adminPrincipalArns[1]"),
     ("admin principal that is not an ARN", S("cluster.adminPrincipalArns", ["platform-admin"]), "cluster.adminPrincipalArns[0]"),
     ("admin principal that is a group", S("cluster.adminPrincipalArns", ["arn:aws:iam::444455556666:group/admins"]), "cluster.adminPrincipalArns[0]"),
+    ("same admin principal under another path", S("cluster.adminPrincipalArns", [ADMIN, ADMIN.replace("role/", "role/team/")]), "cluster.adminPrincipalArns[1]"),
+    ("same admin principal in another case", S("cluster.adminPrincipalArns", [ADMIN, ADMIN.upper().replace("ARN:AWS:IAM::", "arn:aws:iam::").replace(":ROLE/", ":role/")]), "cluster.adminPrincipalArns[1]"),
     ("unknown log type", S("cluster.enabledLogTypes", ["api", "kubelet"]), "cluster.enabledLogTypes"),
     ("no API endpoint at all", S("cluster.endpointPrivateAccess", False), "cluster.endpointPrivateAccess"),
     ("create that is not a boolean", S("cluster.create", "sometimes"), "cluster.create"),

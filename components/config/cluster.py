@@ -9,17 +9,18 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
+from ..facts.iam_principals import PRINCIPAL_ARN_PATTERN, iam_principal
 from ..facts.kubernetes_versions import DEFAULT_KUBERNETES_VERSION
 from .base import SUPPORTED_KUBERNETES_VERSIONS, AmiType, InstanceType, _enum_error, _Model, supported_version
 from .problems import Problem, _collector
-from .inputs import NodeCount, PositiveNodeCount, resource_input
+from .inputs import NodeCount, PositiveNodeCount, is_unknown, resource_input
 
 ClusterName = resource_input(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$", "an EKS cluster name")
 """An EKS cluster name, or an Output that names one (e.g. a stack reference's)."""
-PRINCIPAL_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$"
 SecurityGroupId = resource_input(r"^sg-[0-9a-f]{8,17}$", "a security group ID", "sg-...")
 """A security group ID, or the ``id`` Output of a security group made in the same program."""
-PrincipalArn = resource_input(PRINCIPAL_ARN_PATTERN, "an IAM role or user ARN", "arn:<partition>:iam::<account>:role/<name>")
+PRINCIPAL_ARN_HINT = "arn:<partition>:iam::<account>:role/<name>"
+PrincipalArn = resource_input(PRINCIPAL_ARN_PATTERN, "an IAM role or user ARN", PRINCIPAL_ARN_HINT)
 """An IAM role or user ARN, or the ``arn`` Output of a role made in the same program."""
 
 WORLD_CIDR = "0.0.0.0/0"
@@ -185,3 +186,28 @@ class SystemNodeGroupConfig(_Model):
     """Encrypted gp3 root volume of system nodes in GiB. Default: 50."""
     release_version: Optional[str] = Field(default=None, pattern=RELEASE_VERSION_PATTERN)
     """EKS AMI release version to pin, e.g. 1.34.2-20251120; changing it rolls the nodes. Default: none (the latest AMI for the cluster version at creation)."""
+
+
+def validate_admin_principals(cluster: ClusterConfig, path: str = "cluster") -> list[Problem]:
+    """``adminPrincipalArns`` names each principal once: EKS keeps one access entry per principal and
+    refuses a second, and two ARNs that differ only in the path or the name's case are one principal
+    (``facts/iam_principals.py``), whose entry has one resource name. Outputs are not compared."""
+    problems: list[Problem] = []
+    first: dict[str, int] = {}
+    for i, arn in enumerate(cluster.admin_principal_arns):
+        principal = None if is_unknown(arn) else iam_principal(arn)
+        if principal is None:
+            continue
+        if principal.key in first:
+            j = first[principal.key]
+            other = cluster.admin_principal_arns[j]
+            twice = f"is listed twice (as [{j}])" if arn == other else f"names the same principal as [{j}] ('{other}')"
+            problems.append(
+                Problem(
+                    f"{path}.adminPrincipalArns[{i}]",
+                    f"'{arn}' {twice}; EKS keeps one access entry per principal (IAM names are unique in an "
+                    "account whatever the path, and case-insensitive) and refuses to create the second",
+                )
+            )
+        first.setdefault(principal.key, i)
+    return problems

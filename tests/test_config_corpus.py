@@ -119,6 +119,8 @@ INVALID: list[tuple[str, Mutation, str]] = [
     ("admin principal that is a group", S("cluster.adminPrincipalArns", ["arn:aws:iam::444455556666:group/admins"]), "cluster.adminPrincipalArns[0]"),
     ("same admin principal under another path", S("cluster.adminPrincipalArns", [ADMIN, ADMIN.replace("role/", "role/team/")]), "cluster.adminPrincipalArns[1]"),
     ("same admin principal in another case", S("cluster.adminPrincipalArns", [ADMIN, ADMIN.upper().replace("ARN:AWS:IAM::", "arn:aws:iam::").replace(":ROLE/", ":role/")]), "cluster.adminPrincipalArns[1]"),
+    ("creator principal that is not an ARN", S("cluster.creatorPrincipalArn", "ci-deployer"), "cluster.creatorPrincipalArn"),
+    ("creator principal that is an assumed-role session", S("cluster.creatorPrincipalArn", "arn:aws:sts::444455556666:assumed-role/ci/run-1"), "cluster.creatorPrincipalArn"),
     ("unknown log type", S("cluster.enabledLogTypes", ["api", "kubelet"]), "cluster.enabledLogTypes"),
     ("no API endpoint at all", S("cluster.endpointPrivateAccess", False), "cluster.endpointPrivateAccess"),
     ("create that is not a boolean", S("cluster.create", "sometimes"), "cluster.create"),

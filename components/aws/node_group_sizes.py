@@ -36,20 +36,22 @@ def _generated_name(prefix: str) -> re.Pattern[str]:
     return re.compile(rf"^{re.escape(prefix)}\d{{18}}[0-9a-f]{{8}}$")
 
 
-def _invoke(parent: Optional[pulumi.Resource]) -> pulumi.InvokeOptions:
-    return pulumi.InvokeOptions(parent=parent)
+def _invoke(parent: Optional[pulumi.Resource], provider: Optional[pulumi.ProviderResource] = None) -> pulumi.InvokeOptions:
+    return pulumi.InvokeOptions(parent=parent, provider=provider)
 
 
 def running_cluster(
-    cluster_name: pulumi.Input[str], parent: Optional[pulumi.Resource] = None, region: Optional[str] = None
+    cluster_name: pulumi.Input[str], parent: Optional[pulumi.Resource] = None, region: Optional[str] = None,
+    provider: Optional[pulumi.ProviderResource] = None,
 ) -> Optional[Any]:
     """The running EKS cluster of that name in ``region`` (DescribeCluster); None when it does not
-    exist yet or its name is known only after deployment."""
+    exist yet or its name is known only after deployment. ``provider``: the AWS provider to ask
+    through, for a look-up before the component that would pass it on is registered."""
     if not isinstance(cluster_name, str):
         return None
-    if cluster_name not in (aws.eks.get_clusters(region=region, opts=_invoke(parent)).names or []):
+    if cluster_name not in (aws.eks.get_clusters(region=region, opts=_invoke(parent, provider)).names or []):
         return None
-    return aws.eks.get_cluster(name=cluster_name, region=region, opts=_invoke(parent))
+    return aws.eks.get_cluster(name=cluster_name, region=region, opts=_invoke(parent, provider))
 
 
 def running_node_group(

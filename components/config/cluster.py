@@ -66,7 +66,9 @@ class ClusterConfig(_Model):
     support_type: str = DEFAULT_SUPPORT_TYPE
     """What EKS does when `kubernetesVersion` reaches the end of standard support (a created cluster; EKS `upgradePolicy.supportType`): `EXTENDED` keeps the version up to 12 more months in extended support, billed $0.60 per cluster-hour instead of standard support's $0.10 (aws.amazon.com/eks/pricing); `STANDARD` has EKS upgrade the control plane to the next version itself at the end of standard support. Default: EXTENDED (EKS's own default)."""
     admin_principal_arns: list[PrincipalArn] = []
-    """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster); the principal running `pulumi up` (its role, for an assumed-role session) is left out, since EKS already gave it an admin entry when it created the cluster. Default: none."""
+    """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster), one entry per principal, named after it, so adding or removing one leaves the others alone. The principal that created the cluster (recorded in the cluster's `eks-gpu-training/creator-principal` tag, whoever runs `pulumi up` later) is left out, since EKS gave it an admin entry itself: list the people and the CI role alike, whichever creates the cluster. Default: none."""
+    creator_principal_arn: Optional[str] = None
+    """The IAM role or user that created the running cluster, for one without the `eks-gpu-training/creator-principal` tag (created by a library version before the tag, or a cluster whose `name` is an Output, which cannot be read before deployment): it is left out of `adminPrincipalArns`' entries and written to the tag (a created cluster). `aws eks list-access-entries` lists it among the cluster's principals. Default: none (the tag, or on a first deployment the principal running `pulumi up`)."""
     enabled_log_types: list[str] = ["api", "audit", "authenticator"]
     """Control-plane log types sent to CloudWatch (a created cluster). Default: api, audit, authenticator."""
     coredns_version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
@@ -86,6 +88,14 @@ class ClusterConfig(_Model):
                 f"{value!r} was read as a number (YAML reads an unquoted 1.30 as 1.3); quote the version, "
                 f"e.g. kubernetesVersion: \"{SUPPORTED_KUBERNETES_VERSIONS[-1]}\"",
             )
+        return value
+
+    @field_validator("creator_principal_arn")
+    @classmethod
+    def _creator(cls, value: Optional[str]) -> Optional[str]:
+        # Compared with the running cluster's tag before anything registers, so never an Output.
+        if value is not None and iam_principal(value) is None:
+            raise PydanticCustomError("principal_arn", f"'{value}' is not an IAM role or user ARN ({PRINCIPAL_ARN_HINT})")
         return value
 
     @field_validator("endpoint_public_access_cidrs")

@@ -17,7 +17,7 @@ removing one admin creates or deletes that entry alone. An ARN that is an Output
 same program) has no value before deployment; it is named by its position among the Output ARNs, and
 is never the creator (the role did not exist when the cluster was made).
 
-Earlier versions had pulumi-eks make the entries, as its children ``<cluster>-eks-admin-<index>``
+Earlier versions had pulumi-eks make the entries, as its children ``<component>-eks-admin-<index>``
 (pulumi-eks ``nodejs/eks/cluster/authenticationMode.ts``, ``createAccessEntries``: the entry
 ``<component>-<key>``, its policy association ``<component>-<key>-<policy key>`` under it). Renamed,
 they would be created anew before the old ones are deleted, for the same principals: 409 again. So

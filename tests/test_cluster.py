@@ -7,7 +7,7 @@ import json
 from eks_gpu_training.aws.cluster_ref import kubeconfig_for
 import pytest
 
-from harness import PlausibleMocks, run_main, stack_config
+from harness import run_main, stack_config
 
 PROJECT = "eks-gpu-training"
 
@@ -49,9 +49,14 @@ def test_created_cluster_uses_api_authentication_with_admin_access_entries(prod_
     assert cluster.inputs["version"] == "1.35"
     assert cluster.inputs["endpointPublicAccess"] is False
     assert cluster.inputs["skipDefaultSecurityGroups"] is True
-    (entry,) = cluster.inputs["accessEntries"].values()
-    assert entry["principalArn"] == "arn:aws:iam::444455556666:role/platform-admin"
-    assert entry["accessPolicies"]["cluster-admin"] == {
+    # The admins' entries are the component's own, not pulumi-eks's.
+    assert "accessEntries" not in cluster.inputs
+    entry = graph.one("aws:eks/accessEntry:AccessEntry", "gpu-training-cluster-admin-444455556666-role-platform-admin")
+    assert entry.inputs["principalArn"] == "arn:aws:iam::444455556666:role/platform-admin"
+    assert entry.inputs["clusterName"] == "gpu-training-prod"
+    (association,) = [r for r in graph.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation") if r.parent == entry.urn]
+    assert {k: association.inputs[k] for k in ("principalArn", "policyArn", "accessScope")} == {
+        "principalArn": "arn:aws:iam::444455556666:role/platform-admin",
         "policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy",
         "accessScope": {"type": "cluster"},
     }
@@ -94,7 +99,7 @@ def test_downstream_is_identical_for_created_and_adopted_clusters(prod_graph, ad
             (r.type, r.name)
             for r in graph.resources
             if r.type not in ("eks:index:Cluster", "aws:eks/addon:Addon")
-            and not r.name.startswith("gpu-training-cluster-api-ingress-")
+            and not r.name.startswith(("gpu-training-cluster-api-ingress-", "gpu-training-cluster-admin-"))
         )
 
     assert downstream(created) == downstream(adopted_graph)
@@ -241,36 +246,6 @@ def test_kubeconfig_for_authenticates_with_aws_eks_get_token():
     assert config["users"][0]["user"]["exec"]["args"] == [
         "eks", "get-token", "--cluster-name", "c1", "--region", "eu-west-1", "--output", "json"
     ]
-
-
-class DeployerIsPlatformAdmin(PlausibleMocks):
-    """`pulumi up` run from an assumed-role session of the role prod lists as admin."""
-
-    def call(self, args):
-        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
-            arn = "arn:aws:sts::444455556666:assumed-role/platform-admin/ci-session"
-            return {"accountId": "444455556666", "arn": arn, "userId": "AROATEST:ci-session"}
-        return super().call(args)
-
-
-def test_the_deployers_own_role_is_left_out_of_the_admin_access_entries():
-    config = stack_config("prod")
-    other = "arn:aws:iam::444455556666:role/oncall"
-    config[f"{PROJECT}:cluster"] = {**config[f"{PROJECT}:cluster"], "adminPrincipalArns": ["arn:aws:iam::444455556666:role/platform-admin", other]}
-    graph = run_main(config, mocks=DeployerIsPlatformAdmin())
-    assert graph.error is None, repr(graph.error)
-    entries = graph.one("eks:index:Cluster").inputs["accessEntries"]
-    # EKS already made the deployer's entry (bootstrapClusterCreatorAdminPermissions); the other keeps its key.
-    assert {key: entry["principalArn"] for key, entry in entries.items()} == {"admin-1": other}
-
-
-def test_admin_entries_keep_every_principal_that_is_not_the_deployer():
-    from eks_gpu_training.aws.cluster_access import admin_access_entries
-
-    listed = ["arn:aws:iam::1:role/a", "arn:aws:iam::1:user/b"]
-    assert admin_access_entries(listed, "arn:aws:iam::1:role/c") == {"admin-0": listed[0], "admin-1": listed[1]}
-    assert admin_access_entries(listed, "arn:aws:iam::1:user/b") == {"admin-0": listed[0]}
-    assert admin_access_entries(listed, None) == {"admin-0": listed[0], "admin-1": listed[1]}
 
 
 def test_in_cluster_objects_wait_for_the_443_rules_that_let_pulumi_reach_a_private_endpoint(tuned_prod_graph):

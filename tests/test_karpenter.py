@@ -100,7 +100,7 @@ def test_controller_role_carries_the_six_upstream_policies_scoped_to_the_cluster
 def test_node_role_joins_the_cluster_through_an_ec2_linux_access_entry(prod_graph):
     node_role = prod_graph.one("aws:iam/role:Role", "gpu-training-karpenter-node-role")
     assert json.loads(node_role.inputs["assumeRolePolicy"])["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
-    entry = prod_graph.one("aws:eks/accessEntry:AccessEntry")
+    entry = prod_graph.one("aws:eks/accessEntry:AccessEntry", "gpu-training-karpenter-node-access-entry")
     assert entry.inputs["type"] == "EC2_LINUX"
     assert entry.inputs["clusterName"] == "gpu-training-prod"
     assert prod_graph.depends_on(entry, node_role)

@@ -184,7 +184,8 @@ def test_the_platform_built_from_outputs_has_no_output_text_in_any_input():
     graph = _run(platform_program, preview=True)
     assert graph.output_text() == []
     cluster = graph.one("eks:index:Cluster")
-    assert cluster.inputs["accessEntries"]["admin-0"]["principalArn"] == f"arn:aws:iam::{ACCOUNT_ID}:role/admin-1a2b3c"
+    entry = graph.one("aws:eks/accessEntry:AccessEntry", "platform-cluster-admin-output-0")
+    assert entry.inputs["principalArn"] == f"arn:aws:iam::{ACCOUNT_ID}:role/admin-1a2b3c"
     subnets = {r.name: r.id for r in graph.of_type("aws:ec2/subnet:Subnet")}
     assert cluster.inputs["subnetIds"] == [subnets["subnet-a"], subnets["subnet-b"]]
     assert all(i.startswith("subnet-") for i in cluster.inputs["subnetIds"])

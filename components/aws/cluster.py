@@ -23,13 +23,14 @@ from ..config import (
     NetworkConfig,
     Problem,
     SystemNodeGroupConfig,
+    validate_admin_principals,
     validate_cluster_endpoint,
 )
 from ..facts import aws_enums
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 from .addon_versions import addon_version
-from .cluster_access import cluster_admin_access_entries
+from .cluster_access import admin_access_entries, live_admin_access
 from .cluster_ref import ClusterRef
 from .iam import node_role_resource_name
 from .network import NetworkRef, adopted_network
@@ -108,6 +109,9 @@ class EksCluster(pulumi.ComponentResource):
     """The ``pulumi_eks.Cluster`` this component created; None for an adopted cluster."""
     system_node_group: Optional[aws.eks.NodeGroup]
     """The system node group; None when ``systemNodeGroup.enabled`` is false."""
+    admin_access: list[aws.eks.AccessPolicyAssociation]
+    """The cluster-admin policy of each of ``adminPrincipalArns`` but the cluster's creator, each under
+    its access entry (``cluster_access.py``); empty for an adopted cluster."""
     coredns: Optional[aws.eks.Addon]
     """The ``coredns`` EKS add-on of a created cluster; None for an adopted one."""
     provider: k8s.Provider
@@ -119,6 +123,10 @@ class EksCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EksClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         problems = validate_cluster_endpoint(args.cluster)
+        problems.extend(validate_admin_principals(args.cluster))
+        # Who created the cluster decides its admin entries: read before anything registers.
+        access, access_problems = live_admin_access(args.cluster, args.tags, args.region, opts) if args.cluster.create else (None, [])
+        problems.extend(access_problems)
         # A regional provider for the cluster carries the stack's AWS settings: checked up front.
         provider_settings, setting_problems = stack_provider_settings() if args.cluster.create else ({}, [])
         problems.extend(setting_problems)
@@ -139,21 +147,24 @@ class EksCluster(pulumi.ComponentResource):
         control_plane: list[pulumi.Resource] = []
         pod_identity: list[pulumi.Resource] = []
         self.eks_cluster = None
+        self.admin_access = []
 
         # Every AWS resource and look-up below takes ``region``; the pulumi-eks cluster, which has no
         # such input, gets a provider for it. The region an AWS provider in opts points at must agree.
         check_provider_region(aws_provider_of(resource=self), args.region, f"EksCluster({name}).region")
         if config.create:
             cluster_provider = cluster_aws_provider(name, args.region, parent=self, settings=provider_settings)
+            eks_cluster_name = f"{name}-eks"
             cluster = eks.Cluster(
-                f"{name}-eks",
+                eks_cluster_name,
                 eks.ClusterArgs(
                     name=config.name,
                     version=config.kubernetes_version,
                     vpc_id=network.vpc_id,
                     subnet_ids=subnet_ids,
                     authentication_mode=eks.AuthenticationMode.API,
-                    access_entries=cluster_admin_access_entries(config.admin_principal_arns, args.partition, parent=self),
+                    # The admins' access entries are this component's (``admin_access_entries`` below).
+                    cluster_tags=access.cluster_tags,
                     skip_default_node_group=True,
                     # CoreDNS is the add-on below, at a build resolved for the version.
                     coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
@@ -197,6 +208,10 @@ class EksCluster(pulumi.ComponentResource):
                 region=args.region,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
             )
+            self.admin_access = admin_access_entries(
+                name, access, cluster, eks_cluster_name, config.name, args.partition, args.region, args.tags,
+                provider=cluster_provider, parent=self,
+            )
             ready.append(cluster)
             control_plane.append(cluster)
             pod_identity.append(pod_identity_addon)
@@ -213,8 +228,11 @@ class EksCluster(pulumi.ComponentResource):
             cluster_security_group_id = cluster.cluster_security_group_id
             kubeconfig = cluster.kubeconfig_json
             kubernetes_version: pulumi.Input[str] = config.kubernetes_version
+            # `pulumi up` run by a listed admin reaches the cluster through its entry, so in-cluster objects
+            # wait for the entries as well (a new admin's first run creates its own).
             self.provider = k8s.Provider(
-                f"{name}-k8s", kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=self, depends_on=endpoint_rules)
+                f"{name}-k8s", kubeconfig=kubeconfig,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*endpoint_rules, *self.admin_access]),
             )
         else:
             # An adopted cluster must already run the Pod Identity agent: the components that need it
@@ -293,6 +311,7 @@ class EksCluster(pulumi.ComponentResource):
                 "kubeconfig": self.kubeconfig,
                 "eksCluster": self.eks_cluster,
                 "systemNodeGroup": self.system_node_group,
+                "adminAccess": self.admin_access,
                 "coredns": self.coredns,
             }
         )

@@ -1,58 +1,271 @@
 """Who administers a cluster this program creates: an EKS access entry with cluster-wide
-``AmazonEKSClusterAdminPolicy`` for each of ``cluster.adminPrincipalArns``, less the principal running
-`pulumi up`, whom EKS has already made an admin."""
+``AmazonEKSClusterAdminPolicy`` for each of ``cluster.adminPrincipalArns``, less the principal that
+created the cluster.
+
+pulumi-eks creates the cluster with ``bootstrapClusterCreatorAdminPermissions``, so EKS itself made
+an admin access entry for the creator, and a second entry for it fails with ``409
+ResourceInUseException`` (docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html;
+terraform-aws-modules/terraform-aws-eks#2969). Who runs a later `pulumi up` (CI, or a person) says
+nothing about who that was, so the creator is recorded once, in the cluster's tag ``CREATOR_TAG``:
+the first `pulumi up` writes the principal running it, later ones read the tag back from the running
+cluster (DescribeCluster) and send it unchanged. A running cluster without the tag (created by an
+earlier version of this library) takes its creator from ``cluster.creatorPrincipalArn``, and is
+refused without it while a listed admin could be that creator.
+
+Entries are named after their principal (``IamPrincipal.key``: account, kind, name), so adding or
+removing one admin creates or deletes that entry alone. An ARN that is an Output (a role made in the
+same program) has no value before deployment; it is named by its position among the Output ARNs, and
+is never the creator (the role did not exist when the cluster was made).
+
+Earlier versions had pulumi-eks make the entries, as its children ``<component>-eks-admin-<index>``
+(pulumi-eks ``nodejs/eks/cluster/authenticationMode.ts``, ``createAccessEntries``: the entry
+``<component>-<key>``, its policy association ``<component>-<key>-<policy key>`` under it). Renamed,
+they would be created anew before the old ones are deleted, for the same principals: 409 again. So
+each entry carries an alias to the pulumi-eks child the current list gives it (its index), and Pulumi
+takes it over as the same resource, nothing deleted or created; ``delete_before_replace`` makes any
+later replacement delete the old entry first.
+"""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
+from ..config import ClusterConfig, Problem
+from ..config.inputs import is_unknown
+from ..facts import aws_enums
+from ..facts.iam_principals import iam_principal, same_principal
+from .node_group_sizes import running_cluster
+from .region import aws_provider_of
+
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 """EKS access policy granted to ``cluster.adminPrincipalArns`` (cluster-wide scope)."""
 
+CREATOR_TAG = "eks-gpu-training/creator-principal"
+"""Tag of a created EKS cluster naming the principal whose `pulumi up` created it."""
 
-def deployer_principal_arn(parent: pulumi.Resource) -> Optional[str]:
+TAG_VALUE_LIMIT = aws_enums.string_limits("eks", "TagValue")[1]
+"""EKS tag values have at most 256 characters (botocore eks ``TagValue``)."""
+
+TAGS_DOC = "docs.aws.amazon.com/eks/latest/userguide/eks-using-tags.html"
+"""EKS tag restrictions: length, and the characters generally allowed (those of IAM's alphabet)."""
+
+ADMIN_POLICY_KEY = "cluster-admin"
+"""The key of the policy association under each entry (pulumi-eks's ``accessPolicies`` key before)."""
+
+ACCESS_ENTRY_TYPE = "aws:eks/accessEntry:AccessEntry"
+
+
+@dataclass(frozen=True)
+class AdminEntry:
+    """One admin's access entry, as data."""
+
+    key: str
+    """``admin-<account>-<kind>-<name>``, or ``admin-output-<n>`` for the n-th Output ARN."""
+    principal_arn: pulumi.Input[str]
+    """The ARN as listed."""
+    legacy_key: str
+    """``admin-<index in the list>``: the pulumi-eks child an earlier version made for it."""
+
+
+@dataclass(frozen=True)
+class AdminAccess:
+    """Who created the cluster and which entries the stack makes."""
+
+    creator: Optional[str]
+    """The creator as ``CREATOR_TAG`` records it; None when it is not known (no plain ARN is listed then)."""
+    entries: tuple[AdminEntry, ...]
+    """Entries for ``adminPrincipalArns``, the creator left out."""
+
+    @property
+    def cluster_tags(self) -> dict[str, str]:
+        """Tags for the EKS cluster alone (pulumi-eks ``clusterTags``)."""
+        return {} if self.creator is None else {CREATOR_TAG: self.creator}
+
+
+def admin_entries(admin_principal_arns: Sequence[pulumi.Input[str]], creator: Optional[str]) -> tuple[AdminEntry, ...]:
+    """Entries for ``admin_principal_arns`` without the one naming ``creator`` (path and case of
+    the name aside, ``facts/iam_principals.py``)."""
+    entries = []
+    outputs = 0
+    for index, arn in enumerate(admin_principal_arns):
+        principal = None if is_unknown(arn) else iam_principal(arn)
+        if principal is None:
+            key = f"admin-output-{outputs}"
+            outputs += 1
+        elif creator is not None and same_principal(arn, creator):
+            continue
+        else:
+            key = f"admin-{principal.key}"
+        entries.append(AdminEntry(key=key, principal_arn=arn, legacy_key=f"admin-{index}"))
+    return tuple(entries)
+
+
+def creator_tag_value(arn: str) -> str:
+    """What ``CREATOR_TAG`` records for ``arn``: a role's or user's ARN without its path (the name is
+    unique in the account, and an IAM path of up to 512 characters would not fit in a tag); any
+    other principal (the account's root) as it is."""
+    principal = iam_principal(arn)
+    return principal.arn if principal is not None else arn
+
+
+def creator_record(
+    cluster: ClusterConfig, running_tags: Optional[Mapping[str, str]], caller_arn: Optional[str], path: str = "cluster"
+) -> tuple[Optional[str], list[Problem]]:
+    """The creator's ``CREATOR_TAG`` value and the problems with it. ``running_tags``: the tags of
+    the running cluster, None when there is none (a first deployment) or its name is an Output;
+    ``caller_arn``: the principal running `pulumi up`, who creates a cluster that does not run yet."""
+    setting = cluster.creator_principal_arn
+    setting_path = f"{path}.creatorPrincipalArn"
+    problems: list[Problem] = []
+    if running_tags is not None:
+        recorded = running_tags.get(CREATOR_TAG)
+        if recorded:
+            if setting is not None and not same_principal(setting, recorded):
+                problems.append(
+                    Problem(
+                        setting_path,
+                        f"is '{setting}', but the running cluster records '{recorded}' as its creator (tag {CREATOR_TAG}), "
+                        "whom EKS gave its own admin entry; remove the setting or correct it",
+                    )
+                )
+            return recorded, problems
+        creator = setting
+    elif isinstance(cluster.name, str):
+        creator = caller_arn
+        if setting is not None and iam_principal(caller_arn) is not None and not same_principal(setting, caller_arn):
+            problems.append(
+                Problem(
+                    setting_path,
+                    f"is '{setting}', but cluster '{cluster.name}' does not exist yet: this `pulumi up` creates it as "
+                    f"'{caller_arn}', whom EKS makes its admin; remove the setting, or create the cluster as that principal",
+                )
+            )
+    else:
+        creator = setting
+    if creator is None:
+        # A first deployment always learns its caller from STS; only a mock that answers nothing leaves
+        # it out, and then nothing is left out or recorded.
+        first_deployment = running_tags is None and isinstance(cluster.name, str)
+        if not first_deployment and any(not is_unknown(arn) for arn in cluster.admin_principal_arns):
+            why = (
+                f"the running cluster '{cluster.name}' has no {CREATOR_TAG} tag (it was created by a library version before the tag)"
+                if running_tags is not None
+                else f"{path}.name is an Output, so the running cluster's {CREATOR_TAG} tag cannot be read before deployment"
+            )
+            problems.append(
+                Problem(
+                    setting_path,
+                    f"is needed: {why}, so the principal that created it is not known. EKS gave that principal an admin "
+                    "access entry itself, and if adminPrincipalArns lists it, a second one fails with 409 "
+                    "ResourceInUseException. Set it to the IAM role or user that created the cluster (`aws eks "
+                    "list-access-entries` lists it among the cluster's principals; CloudTrail's CreateCluster event names "
+                    "it); `pulumi up` then records it in the tag",
+                )
+            )
+        return None, problems
+    value = creator_tag_value(creator)
+    if len(value) > TAG_VALUE_LIMIT or (iam_principal(value) is not None and not aws_enums.iam_tag_text_ok(value)):
+        problems.append(
+            Problem(
+                setting_path,
+                f"the creator '{value}' cannot be recorded in the cluster's {CREATOR_TAG} tag: EKS tag values have at most "
+                f"{TAG_VALUE_LIMIT} characters, generally {aws_enums.iam_tag_alphabet()} ({TAGS_DOC}); create the "
+                "cluster as a principal whose name has none other",
+            )
+        )
+    return value, problems
+
+
+def creator_tag_problems(tags: Mapping[str, object], path: str = "tags") -> list[Problem]:
+    """Stack tags reach the EKS cluster after its own (pulumi-eks merges ``tags`` over
+    ``clusterTags``), so one named ``CREATOR_TAG`` would overwrite the record."""
+    if CREATOR_TAG not in tags:
+        return []
+    return [Problem(f"{path}.{CREATOR_TAG}", "is the tag the cluster records its creator in; leave it out of tags")]
+
+
+def deployer_principal_arn(
+    parent: Optional[pulumi.Resource] = None, provider: Optional[pulumi.ProviderResource] = None
+) -> Optional[str]:
     """The IAM principal running this `pulumi up`: the role of an assumed-role session (STS names
     the session, access entries name the role), or the user. ``aws.iam.get_session_context`` turns
     ``arn:aws:sts::<account>:assumed-role/<role>/<session>`` into the role's ARN, path included."""
-    caller = aws.get_caller_identity(opts=pulumi.InvokeOptions(parent=parent))
-    return aws.iam.get_session_context(arn=caller.arn, opts=pulumi.InvokeOptions(parent=parent)).issuer_arn
+    opts = pulumi.InvokeOptions(parent=parent, provider=provider)
+    caller = aws.get_caller_identity(opts=opts)
+    return aws.iam.get_session_context(arn=caller.arn, opts=opts).issuer_arn
+
+
+def live_admin_access(
+    cluster: ClusterConfig, tags: Mapping[str, object], region: str, opts: Optional[pulumi.ResourceOptions] = None
+) -> tuple[AdminAccess, list[Problem]]:
+    """``AdminAccess`` of a created cluster and its problems, read before anything is registered,
+    through the AWS provider ``opts`` gives: the running cluster's tags (DescribeCluster), or, for
+    a cluster that does not run yet, the principal running `pulumi up` (its creator)."""
+    parent = opts.parent if opts is not None else None
+    provider = aws_provider_of(opts)
+    running = running_cluster(cluster.name, region, pulumi.InvokeOptions(parent=parent, provider=provider))
+    running_tags = dict(running.tags or {}) if running is not None else None
+    caller = deployer_principal_arn(parent, provider) if running is None and isinstance(cluster.name, str) else None
+    creator, problems = creator_record(cluster, running_tags, caller)
+    problems.extend(creator_tag_problems(tags))
+    return AdminAccess(creator=creator, entries=admin_entries(cluster.admin_principal_arns, creator)), problems
 
 
 def admin_access_entries(
-    admin_principal_arns: Sequence[pulumi.Input[str]], deployer_arn: Optional[str]
-) -> dict[str, pulumi.Input[str]]:
-    """Access entries for ``cluster.adminPrincipalArns``, keyed ``admin-<index in the list>`` so an
-    entry keeps its name when another is left out, without the deployer's own principal: pulumi-eks
-    creates the cluster with ``bootstrapClusterCreatorAdminPermissions``, so EKS has already made an
-    admin access entry for it, and a second one fails the first `pulumi up` with
-    ``409 ResourceInUseException`` (docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html;
-    terraform-aws-modules/terraform-aws-eks#2969). An ARN that is an Output (a role this program
-    makes) is never the deployer and is kept."""
-    return {
-        f"admin-{i}": arn
-        for i, arn in enumerate(admin_principal_arns)
-        if not (isinstance(arn, str) and deployer_arn is not None and arn == deployer_arn)
-    }
-
-
-def cluster_admin_access_entries(
-    admin_principal_arns: Sequence[pulumi.Input[str]], partition: str, parent: pulumi.Resource
-) -> dict[str, eks.AccessEntryArgs]:
-    """pulumi-eks ``access_entries`` granting ``CLUSTER_ADMIN_POLICY`` cluster-wide to each entry of
-    ``admin_access_entries`` (the deployer, looked up with ``parent``, left out)."""
-    return {
-        key: eks.AccessEntryArgs(
-            principal_arn=arn,
-            access_policies={
-                "cluster-admin": eks.AccessPolicyAssociationArgs(
-                    policy_arn=f"arn:{partition}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}",
-                    access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
-                )
-            },
+    name: str,
+    access: AdminAccess,
+    eks_cluster: eks.Cluster,
+    eks_cluster_name: str,
+    cluster_name: pulumi.Input[str],
+    partition: str,
+    region: str,
+    tags: Mapping[str, pulumi.Input[str]],
+    provider: Optional[pulumi.ProviderResource],
+    parent: pulumi.Resource,
+) -> list[aws.eks.AccessPolicyAssociation]:
+    """Each entry of ``access`` as ``<name>-<key>`` with ``CLUSTER_ADMIN_POLICY`` associated
+    cluster-wide under it (``<name>-<key>-cluster-admin``), aliased to the pulumi-eks children of
+    ``eks_cluster`` (resource name ``eks_cluster_name``) an earlier version made for it. ``provider``: the AWS provider pulumi-eks's
+    children had (the cluster's own, or None for the default)."""
+    policy_arn = f"arn:{partition}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}"
+    associations = []
+    for entry in access.entries:
+        legacy_entry = f"{eks_cluster_name}-{entry.legacy_key}"
+        access_entry = aws.eks.AccessEntry(
+            f"{name}-{entry.key}",
+            cluster_name=cluster_name,
+            principal_arn=entry.principal_arn,
+            tags=dict(tags),
+            region=region,
+            # The cluster name may be a plain string, so the entry must wait for the cluster explicitly.
+            opts=pulumi.ResourceOptions(
+                parent=parent,
+                provider=provider,
+                depends_on=[eks_cluster],
+                delete_before_replace=True,
+                aliases=[pulumi.Alias(name=legacy_entry, parent=eks_cluster)],
+            ),
         )
-        for key, arn in admin_access_entries(admin_principal_arns, deployer_principal_arn(parent)).items()
-    }
+        legacy_entry_urn = pulumi.resource.create_urn(legacy_entry, ACCESS_ENTRY_TYPE, parent=eks_cluster)
+        associations.append(
+            aws.eks.AccessPolicyAssociation(
+                f"{name}-{entry.key}-{ADMIN_POLICY_KEY}",
+                cluster_name=cluster_name,
+                principal_arn=access_entry.principal_arn,
+                policy_arn=policy_arn,
+                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                region=region,
+                opts=pulumi.ResourceOptions(
+                    parent=access_entry,
+                    provider=provider,
+                    delete_before_replace=True,
+                    aliases=[pulumi.Alias(name=f"{legacy_entry}-{ADMIN_POLICY_KEY}", parent=legacy_entry_urn)],
+                ),
+            )
+        )
+    return associations

@@ -192,6 +192,25 @@ CHANGE_EFFECTS: tuple[ChangeEffect, ...] = (
         "when the version's standard support ends: `EXTENDED` then bills $0.60 instead of $0.10 per cluster-hour, `STANDARD` "
         "has EKS upgrade the control plane, not the nodes or add-ons (docs.aws.amazon.com/eks/latest/userguide/view-upgrade-policy.html)",
     ),
+    ChangeEffect(
+        "cluster.adminPrincipalArns",
+        NO_NODE_CHANGE,
+        None,
+        "an admin added gets its own access entry and cluster-admin policy association (EKS CreateAccessEntry, "
+        "AssociateAccessPolicy); one removed loses only its own (DeleteAccessEntry): each entry is named after its "
+        "principal, so the others, every node and every job are untouched. The cluster's creator, recorded in its "
+        "`eks-gpu-training/creator-principal` tag, gets none whoever runs `pulumi up`: EKS made its entry itself "
+        "(docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html)",
+    ),
+    ChangeEffect(
+        "cluster.creatorPrincipalArn",
+        NO_NODE_CHANGE,
+        None,
+        "read only for a running cluster without the `eks-gpu-training/creator-principal` tag: the first `pulumi up` "
+        "with it writes the tag on the EKS cluster in place (TagResource) and plans no entry for that principal; once "
+        "the tag is there it must agree with it (a first deployment records the principal running it). No node, job "
+        "or data is touched",
+    ),
     ChangeEffect(f"{_SYSTEM}.instanceTypes", REPLACES_POOL, "instanceTypes", "instance types are fixed at creation"),
     ChangeEffect(f"{_SYSTEM}.amiType", REPLACES_POOL, "amiType", "AMI type is fixed at creation"),
     ChangeEffect(f"{_SYSTEM}.diskSizeGib", ROLLS_NODES, LAUNCH_TEMPLATE, "the root volume lives in the launch template"),

@@ -73,6 +73,7 @@ from .cluster import (
     WORLD_CIDR,
     ENDPOINT_DOC,
     RELEASE_VERSION_PATTERN,
+    validate_admin_principals,
     validate_cluster_endpoint,
 )
 from .node_repair import (
@@ -194,6 +195,7 @@ __all__ = [
     "WORLD_CIDR",
     "ENDPOINT_DOC",
     "RELEASE_VERSION_PATTERN",
+    "validate_admin_principals",
     "validate_cluster_endpoint",
     "NODE_MONITORING_CONDITIONS",
     "DEFAULT_MAX_PARALLEL_NODES_REPAIRED",

@@ -9,17 +9,18 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
+from ..facts.iam_principals import PRINCIPAL_ARN_PATTERN, iam_principal
 from ..facts.kubernetes_versions import DEFAULT_KUBERNETES_VERSION
 from .base import SUPPORTED_KUBERNETES_VERSIONS, AmiType, InstanceType, _enum_error, _Model, supported_version
 from .problems import Problem, _collector
-from .inputs import NodeCount, PositiveNodeCount, resource_input
+from .inputs import NodeCount, PositiveNodeCount, is_unknown, resource_input
 
 ClusterName = resource_input(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$", "an EKS cluster name")
 """An EKS cluster name, or an Output that names one (e.g. a stack reference's)."""
-PRINCIPAL_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$"
 SecurityGroupId = resource_input(r"^sg-[0-9a-f]{8,17}$", "a security group ID", "sg-...")
 """A security group ID, or the ``id`` Output of a security group made in the same program."""
-PrincipalArn = resource_input(PRINCIPAL_ARN_PATTERN, "an IAM role or user ARN", "arn:<partition>:iam::<account>:role/<name>")
+PRINCIPAL_ARN_HINT = "arn:<partition>:iam::<account>:role/<name>"
+PrincipalArn = resource_input(PRINCIPAL_ARN_PATTERN, "an IAM role or user ARN", PRINCIPAL_ARN_HINT)
 """An IAM role or user ARN, or the ``arn`` Output of a role made in the same program."""
 
 WORLD_CIDR = "0.0.0.0/0"
@@ -65,7 +66,9 @@ class ClusterConfig(_Model):
     support_type: str = DEFAULT_SUPPORT_TYPE
     """What EKS does when `kubernetesVersion` reaches the end of standard support (a created cluster; EKS `upgradePolicy.supportType`): `EXTENDED` keeps the version up to 12 more months in extended support, billed $0.60 per cluster-hour instead of standard support's $0.10 (aws.amazon.com/eks/pricing); `STANDARD` has EKS upgrade the control plane to the next version itself at the end of standard support. Default: EXTENDED (EKS's own default)."""
     admin_principal_arns: list[PrincipalArn] = []
-    """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster); the principal running `pulumi up` (its role, for an assumed-role session) is left out, since EKS already gave it an admin entry when it created the cluster. Default: none."""
+    """IAM role/user ARNs granted cluster-admin through EKS access entries (a created cluster), one entry per principal, named after it, so adding or removing one leaves the others alone. The principal that created the cluster (recorded in the cluster's `eks-gpu-training/creator-principal` tag, whoever runs `pulumi up` later) is left out, since EKS gave it an admin entry itself: list the people and the CI role alike, whichever creates the cluster. Default: none."""
+    creator_principal_arn: Optional[str] = None
+    """The IAM role or user that created the running cluster, for one without the `eks-gpu-training/creator-principal` tag (created by a library version before the tag, or a cluster whose `name` is an Output, which cannot be read before deployment): it is left out of `adminPrincipalArns`' entries and written to the tag (a created cluster). `aws eks list-access-entries` lists it among the cluster's principals. Default: none (the tag, or on a first deployment the principal running `pulumi up`)."""
     enabled_log_types: list[str] = ["api", "audit", "authenticator"]
     """Control-plane log types sent to CloudWatch (a created cluster). Default: api, audit, authenticator."""
     coredns_version: Optional[str] = Field(default=None, pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
@@ -85,6 +88,14 @@ class ClusterConfig(_Model):
                 f"{value!r} was read as a number (YAML reads an unquoted 1.30 as 1.3); quote the version, "
                 f"e.g. kubernetesVersion: \"{SUPPORTED_KUBERNETES_VERSIONS[-1]}\"",
             )
+        return value
+
+    @field_validator("creator_principal_arn")
+    @classmethod
+    def _creator(cls, value: Optional[str]) -> Optional[str]:
+        # Compared with the running cluster's tag before anything registers, so never an Output.
+        if value is not None and iam_principal(value) is None:
+            raise PydanticCustomError("principal_arn", f"'{value}' is not an IAM role or user ARN ({PRINCIPAL_ARN_HINT})")
         return value
 
     @field_validator("endpoint_public_access_cidrs")
@@ -185,3 +196,28 @@ class SystemNodeGroupConfig(_Model):
     """Encrypted gp3 root volume of system nodes in GiB. Default: 50."""
     release_version: Optional[str] = Field(default=None, pattern=RELEASE_VERSION_PATTERN)
     """EKS AMI release version to pin, e.g. 1.34.2-20251120; changing it rolls the nodes. Default: none (the latest AMI for the cluster version at creation)."""
+
+
+def validate_admin_principals(cluster: ClusterConfig, path: str = "cluster") -> list[Problem]:
+    """``adminPrincipalArns`` names each principal once: EKS keeps one access entry per principal and
+    refuses a second, and two ARNs that differ only in the path or the name's case are one principal
+    (``facts/iam_principals.py``), whose entry has one resource name. Outputs are not compared."""
+    problems: list[Problem] = []
+    first: dict[str, int] = {}
+    for i, arn in enumerate(cluster.admin_principal_arns):
+        principal = None if is_unknown(arn) else iam_principal(arn)
+        if principal is None:
+            continue
+        if principal.key in first:
+            j = first[principal.key]
+            other = cluster.admin_principal_arns[j]
+            twice = f"is listed twice (as [{j}])" if arn == other else f"names the same principal as [{j}] ('{other}')"
+            problems.append(
+                Problem(
+                    f"{path}.adminPrincipalArns[{i}]",
+                    f"'{arn}' {twice}; EKS keeps one access entry per principal (IAM names are unique in an "
+                    "account whatever the path, and case-insensitive) and refuses to create the second",
+                )
+            )
+        first.setdefault(principal.key, i)
+    return problems

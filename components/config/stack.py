@@ -21,8 +21,8 @@ from .base import NVIDIA_AMI_TYPES, _enum_error, _Model, validate_tags
 from .charts import ChartsConfig
 from .images import ImagesConfig
 from .problems import Problem, _collector
-from .cluster import ClusterConfig, SystemNodeGroupConfig, validate_cluster_endpoint
-from .inputs import InputText, is_unknown
+from .cluster import ClusterConfig, SystemNodeGroupConfig, validate_admin_principals, validate_cluster_endpoint
+from .inputs import InputText
 from .health import NodeMonitoringConfig, PreflightConfig
 from .in_cluster import InClusterConfig
 from .network import NetworkConfig, validate_network
@@ -188,15 +188,6 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
                 "(turning it off is for adopted clusters that run their controllers elsewhere)",
             )
         )
-    admins = args.cluster.admin_principal_arns
-    for i, arn in enumerate(admins):
-        if not is_unknown(arn) and admins.index(arn) != i:
-            problems.append(
-                Problem(
-                    f"cluster.adminPrincipalArns[{i}]",
-                    f"'{arn}' is listed twice (as [{admins.index(arn)}]); EKS keeps one access entry per principal "
-                    "and refuses to create the second",
-                )
-            )
+    problems.extend(validate_admin_principals(args.cluster))
 
     return problems

@@ -43,6 +43,7 @@ __all__ = [
     "PlausibleMocks",
     "RecordingMonitor",
     "Registration",
+    "alias_urn",
     "run_main",
     "run_program",
     "run_stack",
@@ -81,6 +82,9 @@ class Registration:
     """``replace_on_changes``: properties whose change replaces the object even where the provider would update it."""
     import_id: Optional[str] = None
     """``import_``: the ID of an existing object the engine takes over instead of creating one."""
+    aliases: list[str] = field(default_factory=list)
+    """The URNs its ``aliases`` name, as the Pulumi engine resolves them (``alias_urn``): state under
+    any of them is taken over as this resource's."""
 
 
 @dataclass
@@ -157,6 +161,21 @@ def _output_text(value: Any, path: str) -> list[str]:
     return []
 
 
+def alias_urn(alias: Any, request: Any, urn: str) -> str:
+    """The URN one alias of a registration names, as the engine resolves an alias spec: the given
+    name, type, stack and project or the resource's own, under the given parent (its whole type
+    chain; none under the root stack or with ``noParent``) or the resource's own parent."""
+    if alias.urn:
+        return alias.urn
+    spec = alias.spec
+    own_stack, own_project = urn.split("::")[0].rsplit(":", 1)[1], urn.split("::")[1]
+    parent = "" if spec.noParent else (spec.parentUrn or request.parent)
+    type_ = spec.type or request.type
+    if parent and parent.split("::")[2] != "pulumi:pulumi:Stack":
+        type_ = parent.split("::")[2] + "$" + type_
+    return f"urn:pulumi:{spec.stack or own_stack}::{spec.project or own_project}::{type_}::{spec.name or request.name}"
+
+
 class RecordingMonitor(runtime_mocks.MockMonitor):
     """The SDK's mock monitor, also keeping what the program asked for of each registration."""
 
@@ -196,6 +215,7 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
                     delete_before_replace=request.deleteBeforeReplace,
                     replace_on_changes=list(request.replaceOnChanges),
                     import_id=request.importId or None,
+                    aliases=[*request.aliasURNs, *(alias_urn(a, request, response.urn) for a in request.aliases)],
                 )
             )
         return response

@@ -15,8 +15,13 @@ from typing import Any
 
 import pulumi
 
+from ..aws.cluster_access import CREATOR_TAG
+
 ACCOUNT_ID = "123456789012"
 """The account ID ``PlausibleMocks`` puts in ARNs (tests only; a render never invents one)."""
+
+CALLER_ARN = f"arn:aws:iam::{ACCOUNT_ID}:user/test"
+"""The principal ``PlausibleMocks`` runs `pulumi up` as."""
 
 
 def _arn(service: str, kind: str, name: str) -> str:
@@ -140,9 +145,11 @@ class PlausibleMocks(pulumi.runtime.Mocks):
                 "version": "1.34",
                 "accessConfigs": [{"authenticationMode": "API_AND_CONFIG_MAP"}],
                 "roleArn": f"arn:aws:iam::{ACCOUNT_ID}:role/{cluster_name}-cluster",
+                # A cluster this library created, by the principal getCallerIdentity answers with.
+                "tags": {CREATOR_TAG: CALLER_ARN},
             }
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": ACCOUNT_ID, "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/test", "userId": "AIDATEST"}
+            return {"accountId": ACCOUNT_ID, "arn": CALLER_ARN, "userId": "AIDATEST"}
         if args.token == "aws:iam/getSessionContext:getSessionContext":
             # STS names an assumed-role session arn:aws:sts::<account>:assumed-role/<role>/<session>;
             # the issuer is the role. Any other principal is its own issuer.

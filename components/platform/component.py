@@ -10,6 +10,7 @@ import pulumi_aws as aws
 
 from ..facts import aws_enums
 from ..aws.cluster import EksCluster, EksClusterArgs
+from ..aws.cluster_access import creator_tag_problems, live_admin_access
 from ..aws.network import Network, NetworkArgs, adopted_network
 from ..aws.storage import LustreStorage, LustreStorageArgs, subnet_in_zone
 from ..config import fsx_zone, gpu_pool_zones
@@ -117,9 +118,13 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         if args.in_cluster.enabled:
             problems.append(Problem("inCluster", "deploys the in-cluster half alone, with GpuTrainingInCluster; "
                                     "GpuTrainingPlatform builds the whole stack: remove inCluster for it"))
+        problems.extend(creator_tag_problems(args.tags))
         if not problems:
-            # What runs now decides whether a version change rolls pools: read before registering.
+            # What runs now decides whether a version change rolls pools, and who created the cluster
+            # which admins get access entries (EksCluster reads it again): read before registering.
             problems = live_roll_problems(args)
+            if args.cluster.create:
+                problems.extend(live_admin_access(args.cluster, args.tags, args.region, opts)[1])
         if problems:
             raise ConfigError(problems)
         # Every image under the platform from its registry's mirror (images.registryMirrors).

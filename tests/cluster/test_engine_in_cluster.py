@@ -211,10 +211,14 @@ NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass gpu-training-pool-nod
 
 
 def karpenter_program(kubeconfig: Path, charts: Path):
-    def for_pool(with_pool: bool):
+    def for_pool(with_pool: bool | str):
+        """The CRD release, with the pool (True), without it (False), or with it added back taking
+        over what its removal retained ("adopt": ``adoptRetained``)."""
         config = stack_config("dev")
         args = platform_args_from_settings(config)
         pool = next(p for p in args.karpenter.gpu_node_pools if p.name == KARPENTER_POOL)
+        if with_pool == "adopt":
+            pool = pool.model_copy(update={"adopt_retained": True})
         # The retained pool of the change table: prod's setting (dev ships retainOnRemoval false).
         retain = True
 
@@ -258,6 +262,16 @@ def karpenter_engine(tools, bare_cluster, tmp_path_factory):
     engine.destroy_after_tests()
 
 
+def karpenter_identities(kube) -> dict[str, tuple]:
+    """Each pool object's uid, generation and spec: what Karpenter acts on (a new spec drifts nodes)."""
+    custom = client.CustomObjectsApi(kube.api)
+    objects = {
+        "NodePool": custom.get_cluster_custom_object("karpenter.sh", "v1", "nodepools", KARPENTER_POOL),
+        "EC2NodeClass": custom.get_cluster_custom_object("karpenter.k8s.aws", "v1", "ec2nodeclasses", KARPENTER_POOL),
+    }
+    return {kind: (o["metadata"]["uid"], o["metadata"]["generation"], o["spec"]) for kind, o in objects.items()}
+
+
 def karpenter_objects(kube) -> dict[str, bool]:
     custom = client.CustomObjectsApi(kube.api)
     return {
@@ -277,6 +291,21 @@ def test_a_karpenter_pool_removed_from_the_configuration_stays_in_the_cluster(ka
     karpenter_engine.up(False)
     # retainOnDelete: Pulumi forgets the objects and leaves them, so Karpenter keeps the pool's nodes.
     assert karpenter_objects(kube) == {"NodePool": True, "EC2NodeClass": True}
+
+
+def test_a_retained_pool_added_back_with_adopt_retained_is_imported_not_created(karpenter_engine, bare_cluster):
+    # Added back as it was, the pool would fail with AlreadyExists (pulumi-kubernetes creates
+    # client-side); adoptRetained imports the kept objects instead. The provider imports each one and
+    # then applies the program's spec to it, which is the spec it already has: the same object, the
+    # same generation (the API server counts only spec changes), so Karpenter sees no drift.
+    kube = bare_cluster.kube
+    kept = karpenter_identities(kube)
+    plan = changed(karpenter_engine.plan("adopt"))
+    assert plan == {NODE_POOL: ["import", "update"], NODE_CLASS: ["import", "update"],
+                    "eks-gpu-training:index:GpuNodePool gpu-training-pool": ["create"]}, plan
+    karpenter_engine.up("adopt")
+    assert karpenter_identities(kube) == kept
+    assert changed(karpenter_engine.plan("adopt")) == {}
 
 
 def test_destroy_uninstalls_the_crd_release_and_keeps_the_crds_and_the_kept_pool(karpenter_engine, bare_cluster):

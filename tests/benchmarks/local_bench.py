@@ -96,7 +96,7 @@ def main() -> int:
                         "tests/cluster", *ignored])
         rows.append(("cluster tier (one run)", f"{seconds / 60:.1f} min", "5 min", seconds <= TARGETS["cluster tier"]))
     if not options.no_tier:
-        seconds = _run([str(BIN / "python"), "-m", "pytest", "-q", "--cluster", *ENGINE_TESTS])
+        seconds = _run([str(BIN / "python"), "-m", "pytest", "-q", "--cluster", "-n", "2", "--dist", "loadfile", *ENGINE_TESTS])
         rows.append(("engine tests (one run, tools built)", f"{seconds / 60:.1f} min", "5 min", seconds <= TARGETS["engine tests"]))
     print("| measure | figure | target | met |\n|---|---|---|---|")
     for measure, figure, target, met in rows:

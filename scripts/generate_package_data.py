@@ -19,7 +19,7 @@ Writes, each with the upstream source it was read from:
   release tags (NVIDIA/gpu-operator, aws/eks-charts, kubernetes-sigs/kueue, aws/karpenter-provider-aws):
   the keys ``images.registryMirrors`` rewrites, so every image a chart deploys comes from a mirror.
 
-``tests/test_package_data.py`` regenerates them from the reference folder and fails when the shipped
+``tests/unit/project/test_package_data.py`` regenerates them from the reference folder and fails when the shipped
 files differ, so they cannot drift from their source.
 """
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import PROJECT_ROOT, REFERENCE, run_main, run_stack, stack_config
+from builders import health_config, read_instance_type_docs
+from harness import PROJECT_ROOT, REFERENCE, run_main, run_stack
 
 CLUSTER_TIER = Path(__file__).parent / "cluster"
 
@@ -57,21 +58,10 @@ def dev_graph():
     return graph
 
 
-HEALTH_NCCL_IMAGE = "444455556666.dkr.ecr.us-west-2.amazonaws.com/nccl-tests:efa1.47.0-ncclv2.29.3-1-testsv2.17.9"
-
-
-def health_config() -> dict:
-    """The prod stack with everything GPU health can add: pre-flight checks (DCGM and NCCL), the
-    Prometheus operator (the DCGM dashboard) and a pinned node monitoring agent version."""
-    config = stack_config("prod")
-    config["eks-gpu-training:nodeMonitoring"] = {"addonVersion": "v1.6.7-eksbuild.2"}
-    config["eks-gpu-training:preflight"] = {"enabled": True, "nccl": {"image": HEALTH_NCCL_IMAGE}}
-    config["eks-gpu-training:gpuOperator"] = {
-        "chartVersion": "v26.7.0",
-        "prometheusOperator": True,
-        "serviceMonitorLabels": {"release": "kube-prometheus-stack"},
-    }
-    return config
+@pytest.fixture(scope="session")
+def instance_type_docs(reference_dir) -> dict[str, dict[str, str]]:
+    """Karpenter's instance-type reference: labels and resources per instance type."""
+    return read_instance_type_docs(reference_dir)
 
 
 @pytest.fixture(scope="session")

@@ -99,7 +99,7 @@ def gpu_operator_values(
 
     Every key set here exists in the values.yaml of each version in
     ``config.GPU_OPERATOR_CHART_VERSIONS`` (and ``node-feature-discovery.*`` in the NFD subchart's);
-    ``tests/test_chart_values.py`` checks that against the upstream files.
+    ``tests/unit/addons/test_chart_values.py`` checks that against the upstream files.
     """
     toleration = gpu_toleration()
     values: dict[str, Any] = {

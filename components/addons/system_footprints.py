@@ -3,7 +3,7 @@ anti-affinity, and the DaemonSets every system node runs, per chart version.
 
 ``pulumi up`` cannot render a chart (the program never has the chart sources), so these are named
 constants. Each chart's figures are what that chart renders with the values this stack passes;
-``tests/test_system_capacity.py`` renders the pinned charts with Helm's own engine and fails when a
+``tests/unit/platform/test_system_capacity.py`` renders the pinned charts with Helm's own engine and fails when a
 constant differs from what the chart creates. EKS add-ons that no chart here renders (CoreDNS,
 kube-proxy, the VPC CNI, the Pod Identity agent, the FSx CSI driver) cite their own source.
 """

@@ -12,7 +12,7 @@ it calls; components call the same helpers, so the rules hold whether a stack fi
 Pulumi program builds the arguments.
 
 The model is one package, a module per part of the stack, and its imports run one way (bottom to
-top; ``tests/test_layers.py`` checks that no package's modules import each other in a circle):
+top; ``tests/unit/project/test_layers.py`` checks that no package's modules import each other in a circle):
 
 1. ``problems`` (a problem, ``ConfigError``) and ``inputs`` (the field types of values another
    resource can supply: a string, or a ``pulumi.Output`` in a program) import nothing of the

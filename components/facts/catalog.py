@@ -3,7 +3,7 @@
 Source: the "Instance Types" reference of Karpenter 1.14 (aws/karpenter-provider-aws,
 website/content/en/v1.14/reference/instance-types.md), which lists for each type the allocatable
 ``nvidia.com/gpu`` and ``vpc.amazonaws.com/efa`` resources, vCPUs and memory as EC2 reports them.
-``tests/test_catalog.py`` re-reads that document (when ``../shared/reference`` is present) and
+``tests/unit/facts/test_catalog.py`` re-reads that document (when ``../shared/reference`` is present) and
 fails if any number here drifts from it.
 
 Every x86_64 NVIDIA type of that reference is listed (the NVIDIA EKS AMIs ``AL2023_x86_64_NVIDIA``

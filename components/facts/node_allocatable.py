@@ -4,7 +4,7 @@ AL2023 AMI configures the kubelet, for the system node group's types and every G
 The instance facts (vCPUs, memory, maximum pods) are those of Karpenter 1.14's "Instance Types"
 reference (aws/karpenter-provider-aws, website/content/en/v1.14/reference/instance-types.md), which
 EC2's DescribeInstanceTypes fills; the pod count is the ENI limit the AMI's ``eni-max-pods.txt``
-gives (ENIs x (IPv4 addresses per ENI - 1) + 2). ``tests/test_node_allocatable.py`` re-reads that
+gives (ENIs x (IPv4 addresses per ENI - 1) + 2). ``tests/unit/facts/test_node_allocatable.py`` re-reads that
 reference (when ``../shared/reference`` is present) and checks both the facts and that
 ``allocatable`` below reproduces the allocatable CPU and memory it lists for every type.
 

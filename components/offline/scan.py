@@ -8,7 +8,7 @@ cannot fix it. ``python -m eks_gpu_training.offline.scan REPORT.json`` reads che
 
 ``python -m eks_gpu_training.offline.scan --readme [--write]`` prints (or writes into
 ``docs/operations.md``, between the ``scan-skips`` markers) the table of every skip of the three scan
-files, with its reason, so the documentation cannot go stale (``tests/test_scan_config.py`` compares
+files, with its reason, so the documentation cannot go stale (``tests/unit/offline/test_scan_config.py`` compares
 them).
 """
 

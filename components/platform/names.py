@@ -3,7 +3,7 @@ is registered.
 
 Nothing here repeats a naming rule: the platform names its children with the functions below, and
 each component lists its AWS names with the same functions it names its resources with
-(``gpu_node_group_physical_names`` and its kin). ``tests/test_names.py`` compares the result with what
+(``gpu_node_group_physical_names`` and its kin). ``tests/unit/platform/test_names.py`` compares the result with what
 the program registers under the mock engine.
 """
 

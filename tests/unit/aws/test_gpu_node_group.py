@@ -16,21 +16,10 @@ from eks_gpu_training.aws.gpu_node_group import (
     gpu_toleration,
 )
 from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES
+from builders import NETWORK
 from harness import research_cluster, run_program, stand_in_ref
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
-
-NETWORK = NetworkConfig.model_validate(
-    {
-        "vpcId": "vpc-0123456789abcdef0",
-        "subnets": [
-            {"id": "subnet-0000000000000000a", "availabilityZone": "us-west-2a"},
-            {"id": "subnet-0000000000000000c", "availabilityZone": "us-west-2a"},
-            {"id": "subnet-0000000000000000b", "availabilityZone": "us-west-2b"},
-        ],
-    }
-)
-
 
 def gpu_pool(**settings) -> GpuNodeGroupConfig:
     return GpuNodeGroupConfig.model_validate({"name": "train", "availabilityZone": "us-west-2a", **settings})

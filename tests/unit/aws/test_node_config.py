@@ -29,7 +29,7 @@ from eks_gpu_training.aws.node_config import (
     node_config_user_data,
 )
 from eks_gpu_training.platform import parse_platform_args
-from test_storage import prod_raw
+from builders import prod_raw
 
 MANAGED_TEMPLATE = "gpu-training-p5-training-launch-template"
 """The prod stack's managed GPU pool's launch template."""

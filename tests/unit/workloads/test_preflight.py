@@ -18,7 +18,7 @@ from eks_gpu_training.platform import platform_args_from_settings
 from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 from eks_gpu_training.platform.validation import validate_stack
 from eks_gpu_training.workloads.preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects, nccl_test_script
-from conftest import HEALTH_NCCL_IMAGE as NCCL_IMAGE, health_config
+from builders import HEALTH_NCCL_IMAGE as NCCL_IMAGE, health_config
 
 NS = "eks-gpu-training:"
 JOB = "kubernetes:batch/v1:Job"

@@ -24,7 +24,7 @@ from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, TOP
 from eks_gpu_training.workloads.templates import training_job
 from eks_gpu_training.workloads.training_spec import TrainingJobSpec, validate_training_job
 from harness import Graph, run_main, stack_config
-from test_seed_prechecks import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects
+from builders import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects
 
 NAMESPACE = "eks-gpu-training:"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -233,7 +233,7 @@ def with_kueue_chart(program):
 
 def test_every_kueue_kind_the_stacks_make_has_its_crd_in_the_kueue_chart(chart_sources):
     """The stacks' Kueue objects are validated against the CRDs Kueue's chart installs, not skipped:
-    the check of each rendered stack (tests/test_check.py) then reports no failure and no skip."""
+    the check of each rendered stack (tests/unit/offline/test_check.py) then reports no failure and no skip."""
     from eks_gpu_training.offline.render.charts import locate_release_chart, render_release
 
     crds = CustomResourceSchemas()

@@ -17,7 +17,7 @@ from eks_gpu_training.addons.gpu_node_pool import (
 )
 from eks_gpu_training.addons.karpenter import KARPENTER_CHART, KARPENTER_CRD_CHART, karpenter_values
 from harness import ACCOUNT_ID, research_cluster, run_main, run_program, stack_config
-from test_gpu_node_group import NETWORK
+from builders import NETWORK
 
 PROJECT = "eks-gpu-training"
 RELEASE = "kubernetes:helm.sh/v3:Release"

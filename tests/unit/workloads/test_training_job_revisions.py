@@ -9,7 +9,7 @@ from eks_gpu_training import TrainingJob, TrainingJobArgs
 from eks_gpu_training.workloads.templates import rendezvous_service, training_job
 from eks_gpu_training.config import TrainingJobConfig
 from harness import run_main, run_program, stack_config
-from test_workloads import p5_job
+from builders import p5_job
 
 JOB = "kubernetes:batch/v1:Job"
 SCHEDULING = "eks-gpu-training:scheduling"

@@ -16,19 +16,10 @@ from eks_gpu_training.config import END_OF_LIFE_AMI_TYPES, NVIDIA_AMI_TYPES
 from eks_gpu_training.aws.gpu_node_group import GPU_TAINT_EFFECT
 from eks_gpu_training.local.instance_types import parse_table
 
-INSTANCE_TYPES_DOC = "karpenter-1.14.1/docs-instance-types.md"
-"""Karpenter's instance-type reference in the reference folder."""
 
 
-def instance_type_docs(reference_dir) -> dict[str, dict[str, str]]:
-    """Karpenter's instance-type reference: labels and resources per instance type, read by the
-    same parser the local cluster's fleet uses."""
-    table = parse_table((reference_dir / INSTANCE_TYPES_DOC).read_text())
-    return {name: {**facts.labels, **facts.allocatable} for name, facts in table.items()}
-
-
-def test_catalog_matches_karpenters_instance_type_reference(reference_dir):
-    docs = instance_type_docs(reference_dir)
+def test_catalog_matches_karpenters_instance_type_reference(instance_type_docs):
+    docs = instance_type_docs
     for name, facts in GPU_INSTANCE_TYPES.items():
         upstream = docs[name]
         assert int(upstream["nvidia.com/gpu"]) == facts.gpus, name
@@ -40,8 +31,8 @@ def test_catalog_matches_karpenters_instance_type_reference(reference_dir):
         assert upstream["kubernetes.io/arch"] == "amd64", name
 
 
-def test_every_x86_64_nvidia_type_of_karpenters_reference_is_in_the_catalog(reference_dir):
-    docs = instance_type_docs(reference_dir)
+def test_every_x86_64_nvidia_type_of_karpenters_reference_is_in_the_catalog(instance_type_docs):
+    docs = instance_type_docs
     nvidia_x86 = {
         name
         for name, facts in docs.items()

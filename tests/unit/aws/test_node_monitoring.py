@@ -20,7 +20,7 @@ GET_ADDON_VERSION = "aws:eks/getAddonVersion:getAddonVersion"
 
 @pytest.fixture(scope="module")
 def schema():
-    """The add-on's configuration schema as the package ships it (``tests/test_package_data.py``
+    """The add-on's configuration schema as the package ships it (``tests/unit/project/test_package_data.py``
     holds it to the upstream file)."""
     from eks_gpu_training.offline.agent_data import configuration_schema
 

@@ -17,8 +17,7 @@ from eks_gpu_training.config.image_pull import (
 )
 from eks_gpu_training.platform import parse_platform_args
 from harness import run_program, stack_config, stand_in_ref
-from test_config import valid_config
-from test_gpu_node_group import NETWORK
+from builders import NETWORK, valid_config
 
 THROUGHPUT_REFUSAL = (
     "would slow image pulls: AWS finds them slower with it below 600 MiB/s of root-volume throughput, the root "

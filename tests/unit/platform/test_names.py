@@ -10,7 +10,7 @@ from eks_gpu_training.facts.aws_names import AUTONAME_SUFFIX_LENGTH, NAME_LIMITS
 from eks_gpu_training.platform import PLATFORM_NAME, generated_names, parse_platform_args
 from eks_gpu_training.platform.loading import platform_args_from_settings
 from harness import run_program, stack_config
-from test_config import valid_config
+from builders import valid_config
 
 
 def registered_names(graph) -> set[tuple[str, str, bool, bool]]:

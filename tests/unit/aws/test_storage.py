@@ -21,19 +21,12 @@ from eks_gpu_training.facts.instance_store import LOCAL_NVME_GB, ephemeral_stora
 from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
 from eks_gpu_training.platform import GpuTrainingPlatform, parse_platform_args
 from harness import run_main, run_program, stack_config, stand_in_ref
-from test_catalog import instance_type_docs
+from builders import prod_raw
 
 NS = "eks-gpu-training"
 INGRESS, EGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
 FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
 CLUSTER_SG = "sg-0c1a55e7c1a55e7c1"  # the cluster security group PlausibleMocks gives eks.Cluster
-
-
-def prod_raw(**overrides: Any) -> dict[str, Any]:
-    base = stack_config("prod")
-    raw = {k.split(":", 1)[1]: v for k, v in base.items() if k.startswith(f"{NS}:")}
-    raw["region"] = base["aws:region"]
-    return {**copy.deepcopy(raw), **overrides}
 
 
 def problems_of(raw: dict[str, Any]) -> list[str]:
@@ -319,8 +312,8 @@ def test_every_catalog_type_has_its_instance_store_size():
     assert ephemeral_storage_request(["m7i.large"]) is None
 
 
-def test_instance_store_sizes_match_karpenters_instance_type_reference(reference_dir: Path):
-    docs = instance_type_docs(reference_dir)
+def test_instance_store_sizes_match_karpenters_instance_type_reference(instance_type_docs):
+    docs = instance_type_docs
     for instance_type, size in LOCAL_NVME_GB.items():
         assert int(docs[instance_type]["karpenter.k8s.aws/instance-local-nvme"]) == size, instance_type
 

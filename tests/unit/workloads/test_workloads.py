@@ -17,25 +17,8 @@ from eks_gpu_training.workloads.templates import (
 )
 from eks_gpu_training.workloads.training_spec import TrainingJobSpec, validate_training_job
 from eks_gpu_training.workloads.smoke_test import smoke_test_job, smoke_test_name
+from builders import TRAINING_IMAGE as IMAGE, p5_job
 from harness import run_program
-
-IMAGE = "public.ecr.aws/deep-learning-containers/pytorch-training:2.7.1-gpu-py312-cu128-ubuntu22.04-ec2"
-
-
-def p5_job(**changes) -> TrainingJobSpec:
-    """The seed's job: two p5.48xlarge nodes with EFA."""
-    values = dict(
-        name="rl-training",
-        nodes=2,
-        instance_types=("p5.48xlarge",),
-        priority_class="training-critical",
-        namespace="training",
-        efa=True,
-        image=IMAGE,
-    )
-    values.update(changes)
-    return TrainingJobSpec(**values)
-
 
 def pod_spec(spec: TrainingJobSpec) -> dict:
     return training_pod_template(spec)["spec"]

@@ -12,30 +12,7 @@ import pytest
 
 from eks_gpu_training.config import ConfigError, GpuTrainingPlatformArgs
 from eks_gpu_training.platform import parse_platform_args
-
-
-def valid_config() -> dict[str, Any]:
-    """A small valid configuration, as camelCase plain data (what a stack file holds)."""
-    return {
-        "region": "us-west-2",
-        "cluster": {"name": "research", "endpointPublicAccessCidrs": ["192.0.2.0/24"]},
-        "network": {
-            "vpcId": "vpc-0123456789abcdef0",
-            "subnets": [
-                {"id": "subnet-0000000000000000a", "availabilityZone": "us-west-2a"},
-                {"id": "subnet-0000000000000000b", "availabilityZone": "us-west-2b"},
-            ],
-        },
-        "gpuNodeGroups": [{"name": "h100", "instanceTypes": ["p5.48xlarge"], "availabilityZone": "us-west-2a"}],
-    }
-
-
-def problems_of(mutate: Callable[[dict[str, Any]], None]) -> list[str]:
-    config = valid_config()
-    mutate(config)
-    with pytest.raises(ConfigError) as error:
-        parse_platform_args(config)
-    return [str(p) for p in error.value.problems]
+from builders import problems_of, valid_config
 
 
 def pool(config: dict[str, Any], index: int = 0) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from test_catalog import instance_type_docs
 
 from eks_gpu_training.facts import aws_enums
 from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
@@ -29,8 +28,8 @@ def test_every_system_type_is_an_ec2_type():
     assert set(SYSTEM_INSTANCE_TYPES) <= aws_enums.ec2_instance_types()
 
 
-def test_the_table_and_the_computed_allocatable_match_karpenters_reference(reference_dir):
-    docs = instance_type_docs(reference_dir)
+def test_the_table_and_the_computed_allocatable_match_karpenters_reference(instance_type_docs):
+    docs = instance_type_docs
     for name, shape in SYSTEM_INSTANCE_TYPES.items():
         upstream = docs[name]
         assert int(upstream["karpenter.k8s.aws/instance-cpu"]) == shape.vcpus, name
@@ -41,8 +40,8 @@ def test_the_table_and_the_computed_allocatable_match_karpenters_reference(refer
         assert parse_quantity(upstream["memory"]) / MIB == node.memory_mib, name
 
 
-def test_every_gpu_types_computed_allocatable_matches_karpenters_reference(reference_dir):
-    docs = instance_type_docs(reference_dir)
+def test_every_gpu_types_computed_allocatable_matches_karpenters_reference(instance_type_docs):
+    docs = instance_type_docs
     for name in GPU_INSTANCE_TYPES:
         upstream = docs[name]
         assert int(upstream["pods"]) == GPU_INSTANCE_MAX_PODS[name], name

@@ -12,9 +12,7 @@ from eks_gpu_training import S3BucketConfig, TrainingIdentity, TrainingIdentityA
 from eks_gpu_training.aws.training_identity import s3_access_policy
 from eks_gpu_training.workloads.templates import training_pod_template
 from harness import ACCOUNT_ID, research_cluster, run_main, run_program, stack_config
-from test_config import problems_of
-from test_gpu_node_group import NETWORK
-from test_workloads import p5_job
+from builders import NETWORK, p5_job, problems_of
 
 JOB = "kubernetes:batch/v1:Job"
 SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"

@@ -27,6 +27,7 @@ import threading
 import urllib.request
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from eks_gpu_training.platform.stack_files import stack_file_name
 
 
 def package_charts(reference: Path, folder: Path) -> list[Path]:
@@ -161,7 +162,7 @@ def render_with_stack_mirror(url: str, folder: Path, monkeypatch, stack: str = "
     monkeypatch.setenv(CACHE_ENV, str(folder / "cache"))
     config = stack_config(stack)
     config["eks-gpu-training:charts"] = {"mirror": url}
-    stack_path = folder / "Pulumi.mirrored.yaml"
+    stack_path = folder / stack_file_name("mirrored")
     stack_path.write_text(yaml.safe_dump({"config": config}))
     sources = ChartSources.configured()
     assert sources.mirror is None

@@ -9,6 +9,7 @@ import pytest
 
 from builders import health_config, read_instance_type_docs
 from harness import PROJECT_ROOT, REFERENCE, run_main, run_stack
+from eks_gpu_training.platform.stack_files import stack_names
 
 CLUSTER_TIER = Path(__file__).parent / "cluster"
 
@@ -25,7 +26,7 @@ def pytest_ignore_collect(collection_path, config):
     if Path(collection_path) == CLUSTER_TIER and not config.getoption("--cluster"):
         return True
     return None
-STACKS = sorted(p.name.split(".")[1] for p in (PROJECT_ROOT / "stacks").glob("Pulumi.*.yaml"))
+STACKS = stack_names(PROJECT_ROOT)
 
 
 @pytest.fixture(scope="session")

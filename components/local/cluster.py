@@ -23,7 +23,6 @@ from ..offline.engine import PlausibleMocks
 from ..offline.render.engine import render_stack
 from ..offline.render import RenderError, write_render
 from ..offline.render.files import is_kubernetes_object, is_patch, manifest
-from ..platform.loading import platform_args_from_settings
 from ..platform.stack_files import StackFile, locate_stack
 from . import build as builds
 from .control_plane import ControlPlane
@@ -117,7 +116,7 @@ class LocalCluster:
     def _render(self) -> dict[str, Any]:
         located = self._stack_file()
         self.log(f"rendering stack {self.stack} from {located.path}")
-        self.args = platform_args_from_settings(located.settings())
+        self.args = located.platform_args()
         # IDs and ARNs in AWS's own shape (CRD patterns check them), as a deployment would give back.
         result = render_stack(self.stack, project_root=located.project_dir, stack_path=located.path,
                               mocks=PlausibleMocks())

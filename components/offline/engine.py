@@ -327,9 +327,11 @@ def run_main(
     preview: bool = False,
     mocks: Optional[pulumi.runtime.Mocks] = None,
     project_root: Optional[Path] = None,
+    project: str = "eks-gpu-training",
 ) -> Graph:
     """Run a project's ``__main__.py`` (``project_root``, else the project the current folder is
-    in) under mocks with the given stack configuration; a project without one (stack files and
+    in) under mocks with the given stack configuration, as Pulumi project ``project`` (the
+    namespace its own settings are read from); a project without one (stack files and
     ``Pulumi.yaml`` beside an installed package) runs the package's stack program, which this
     project's own ``__main__.py`` is."""
     import runpy
@@ -340,6 +342,7 @@ def run_main(
     return run_program(
         (lambda: runpy.run_path(str(program), run_name="__main__")) if program.is_file() else stack_program,
         config,
+        project=project,
         stack=stack,
         preview=preview,
         mocks=mocks,
@@ -347,5 +350,5 @@ def run_main(
 
 
 def run_stack(stack: str, *, preview: bool = False) -> Graph:
-    """Run ``__main__.py`` with the configuration of ``stacks/Pulumi.<stack>.yaml``."""
+    """Run ``__main__.py`` with the configuration of the project's stack file of ``stack``."""
     return run_main(stack_config(stack), stack=stack, preview=preview)

@@ -6,6 +6,11 @@ Pulumi does: ``Pulumi.<name>.yaml`` in the project's ``stackConfigDir`` (the pro
 when ``Pulumi.yaml`` sets none). The project is the folder of the nearest ``Pulumi.yaml`` at or
 above the current folder (or above the stack file given by path), never the folder this package
 was installed from: an installed package has no project of its own.
+
+The settings are read from one configuration namespace, as a running program reads them
+(``loading.load_stack_config``): the project's own name (``name:`` in ``Pulumi.yaml``, what Pulumi
+prefixes a project's keys with), else this library's ``eks-gpu-training``, else the one other
+namespace the file sets keys in.
 """
 
 from __future__ import annotations
@@ -16,9 +21,21 @@ from typing import Any, Optional, Union
 
 import yaml
 
-from ..config import ConfigError, Problem
+from ..config import PROJECT, ConfigError, GpuTrainingPlatformArgs, Problem
 
 PROJECT_FILE = "Pulumi.yaml"
+STACK_FILE_PREFIX, STACK_FILE_SUFFIX = "Pulumi.", ".yaml"
+"""Pulumi's stack files: ``Pulumi.<stack>.yaml``."""
+
+
+def stack_file_name(stack: str) -> str:
+    """The file name of stack ``stack``'s settings."""
+    return f"{STACK_FILE_PREFIX}{stack}{STACK_FILE_SUFFIX}"
+
+
+def stack_name_of(path: Path) -> str:
+    """The stack a stack file is named for (``Pulumi.dev.yaml``: ``dev``)."""
+    return path.name.removeprefix(STACK_FILE_PREFIX).rsplit(".", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -38,6 +55,24 @@ class StackFile:
             raise ConfigError([Problem(str(self.path), "no such stack file")])
         return (yaml.safe_load(self.path.read_text()) or {}).get("config") or {}
 
+    def namespace(self) -> str:
+        """The configuration namespace the stack's settings are read from: the project's name when
+        the file sets keys under it, else ``eks-gpu-training`` when it does, else the one other
+        namespace it sets keys in (``aws:`` aside), else ``eks-gpu-training``."""
+        namespaces = {str(key).split(":", 1)[0] for key in self.settings() if ":" in str(key)} - {"aws"}
+        project = project_name(self.project_dir) if self.project_dir is not None else None
+        if project is not None and project in namespaces:
+            return project
+        if PROJECT in namespaces or len(namespaces) != 1:
+            return PROJECT
+        return namespaces.pop()
+
+    def platform_args(self) -> GpuTrainingPlatformArgs:
+        """The stack's checked arguments, read from its namespace; ``ConfigError`` with every problem."""
+        from .loading import platform_args_from_settings
+
+        return platform_args_from_settings(self.settings(), self.namespace())
+
 
 def find_project(start: Path) -> Optional[Path]:
     """The folder of the nearest ``Pulumi.yaml`` at or above ``start``."""
@@ -54,12 +89,27 @@ def is_path(stack: Union[str, Path]) -> bool:
     return isinstance(stack, Path) or text.endswith((".yaml", ".yml")) or "/" in text
 
 
+def _project(project_dir: Path) -> dict[str, Any]:
+    path = project_dir / PROJECT_FILE
+    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+
+
+def project_name(project_dir: Path) -> Optional[str]:
+    """The project's ``name`` (its configuration namespace); None without a ``Pulumi.yaml``."""
+    name = _project(project_dir).get("name")
+    return str(name) if name else None
+
+
 def stack_config_dir(project_dir: Path) -> Path:
     """The project's ``stackConfigDir`` (Pulumi's default, and a folder without ``Pulumi.yaml``'s:
     the folder itself)."""
-    path = project_dir / PROJECT_FILE
-    project = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
-    return project_dir / str(project.get("stackConfigDir") or ".")
+    return project_dir / str(_project(project_dir).get("stackConfigDir") or ".")
+
+
+def stack_names(project_dir: Path) -> list[str]:
+    """The stacks whose files are in the project's ``stackConfigDir``, sorted."""
+    folder = stack_config_dir(project_dir)
+    return sorted(stack_name_of(path) for path in folder.glob(stack_file_name("*")))
 
 
 def locate_stack(stack: Union[str, Path], project_dir: Optional[Path] = None) -> StackFile:
@@ -68,11 +118,10 @@ def locate_stack(stack: Union[str, Path], project_dir: Optional[Path] = None) ->
     project to be looked up in."""
     if is_path(stack):
         path = Path(stack)
-        name = path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
-        return StackFile(name, path, project_dir or find_project(path.parent) or find_project(Path.cwd()))
+        return StackFile(stack_name_of(path), path, project_dir or find_project(path.parent) or find_project(Path.cwd()))
     project = project_dir or find_project(Path.cwd())
     if project is None:
         raise ConfigError([Problem(str(stack), f"no Pulumi project ({PROJECT_FILE}) in {Path.cwd()} or a folder above it "
                                                "to find the stack in: run from the project, name its folder, or give "
                                                "the stack file's path")])
-    return StackFile(str(stack), stack_config_dir(project) / f"Pulumi.{stack}.yaml", project)
+    return StackFile(str(stack), stack_config_dir(project) / stack_file_name(str(stack)), project)

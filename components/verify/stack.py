@@ -14,10 +14,9 @@ from typing import Optional, Union
 from ..addons import topology_labeler
 from ..addons.kueue import KUEUE_NAMESPACE
 from ..aws.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
-from ..config import NODE_MONITORING_AGENT_ADDON, PROJECT, GpuTrainingPlatformArgs
+from ..config import NODE_MONITORING_AGENT_ADDON, GpuTrainingPlatformArgs
 from ..facts.gpu_nodes import GPU_POOL_KEY
 from ..facts.quantity import parse_quantity
-from ..platform.loading import platform_args_from_settings
 from ..platform.stack_files import locate_stack
 from ..workloads.fleet_capacity import resolve_quota
 from ..workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, pool_flavors
@@ -39,15 +38,12 @@ the checked arguments themselves."""
 
 
 def load_stack_args(stack: StackRef, project_dir: Optional[Path] = None) -> GpuTrainingPlatformArgs:
-    """The checked arguments of a stack file. The settings are read from ``eks-gpu-training:``, or
-    from the one other project namespace the file sets (a program named ``acme`` keeps them under
-    ``acme:``), as ``load_stack_config`` reads a running stack's. Raises ``ConfigError``."""
+    """The checked arguments of a stack file, read from its configuration namespace
+    (``StackFile.namespace``: a program named ``acme`` keeps them under ``acme:``) as
+    ``load_stack_config`` reads a running stack's. Raises ``ConfigError``."""
     if isinstance(stack, GpuTrainingPlatformArgs):
         return stack
-    settings = locate_stack(stack, project_dir).settings()
-    namespaces = {str(key).split(":", 1)[0] for key in settings if ":" in str(key)} - {"aws"}
-    namespace = PROJECT if PROJECT in namespaces or len(namespaces) != 1 else namespaces.pop()
-    return platform_args_from_settings(settings, namespace)
+    return locate_stack(stack, project_dir).platform_args()
 
 
 # --- the rows --------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import yaml
+from eks_gpu_training.platform.stack_files import locate_stack, stack_file_name
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PROD_TARGET_S = 3.0
@@ -42,7 +43,7 @@ def pools_stack(pools: int) -> dict:
     """prod's stack file with ``pools`` copies of its first GPU pool, all in its availability zone
     (prod's FSx for Lustre file system refuses pools in other AZs); the first keeps its name, which
     other settings (training apps) refer to."""
-    stack = yaml.safe_load((PROJECT_ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
+    stack = yaml.safe_load(locate_stack("prod", PROJECT_ROOT).path.read_text())
     config = stack["config"]
     template = config["eks-gpu-training:gpuNodeGroups"][0]
     config["eks-gpu-training:gpuNodeGroups"] = [
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         scratch_dir = Path(scratch)
         stacks = {"prod": "prod"}
         for pools in (1, 10):
-            path = scratch_dir / f"Pulumi.pools-{pools}.yaml"
+            path = scratch_dir / stack_file_name(f"pools-{pools}")
             path.write_text(yaml.safe_dump(pools_stack(pools), sort_keys=False))
             stacks[f"{pools} GPU pool{'s' if pools > 1 else ''}"] = str(path)
         warm_env = {**base_env, "XDG_CACHE_HOME": str(scratch_dir / "warm-cache")}

@@ -19,15 +19,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pulumi
-import yaml
 from pulumi.asset import Archive, Asset
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
 from ...facts.aws_enums import partition_of
-from ...config import PROJECT
-from ...platform import platform_args_from_settings
-from ..engine import Graph, Registration, run_main, stack_config
+from ...platform.stack_files import locate_stack
+from ..engine import Graph, Registration, run_main
 from .markers import SECRET, UNKNOWN_PREFIX, placeholder
 
 COMPUTED = f"{UNKNOWN_PREFIX}computed at deployment>"
@@ -288,15 +286,18 @@ def render_stack(
     """Run ``__main__.py`` of ``project_root`` (else the project the current folder is in) with a
     stack's configuration (from ``stack_path``, or the project's stack file of that name), offline. Values AWS would compute are placeholders that say so,
     unless ``mocks`` gives them (the local cluster needs IDs in AWS's own shape, which CRD patterns check)."""
-    config = yaml.safe_load(stack_path.read_text())["config"] if stack_path else stack_config(stack, project_root)
+    located = locate_stack(stack_path or stack, project_root)
+    config = located.settings()
+    namespace = located.namespace()
     region = config.get("aws:region", "")
     mocks = mocks or PlaceholderMocks(region)
-    graph = run_main(config, stack=stack, preview=True, mocks=mocks, project_root=project_root)
+    graph = run_main(config, stack=stack, preview=True, mocks=mocks, project_root=located.project_dir or project_root,
+                     project=namespace)
     if graph.error is not None:
         raise RenderError(f"stack {stack}: the program failed: {graph.error}") from graph.error
-    args = platform_args_from_settings(config)
+    args = located.platform_args()
     result = to_render(
-        graph, stack=stack, project=PROJECT, region=region, kubernetes_version=args.cluster.kubernetes_version
+        graph, stack=stack, project=namespace, region=region, kubernetes_version=args.cluster.kubernetes_version
     )
     result.unanswered_calls = sorted(getattr(mocks, "unanswered_calls", ()))
     result.charts_directory, result.charts_mirror = args.charts.directory, args.charts.mirror

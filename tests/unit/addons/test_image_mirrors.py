@@ -11,6 +11,7 @@ import yaml
 from eks_gpu_training import ConfigError, image_mirrors
 from eks_gpu_training.facts.images import is_private_ecr, mirrored, registry_of, split_registry
 from harness import run_main, run_program, stack_config
+from eks_gpu_training.platform.stack_files import stack_file_name
 
 PROJECT = "eks-gpu-training"
 MIRRORS = {
@@ -61,7 +62,7 @@ def test_with_every_registry_mapped_no_object_of_the_stack_pulls_from_outside_th
 
     config = stack_config(stack)
     config[f"{PROJECT}:images"] = {"registryMirrors": MIRRORS, "requireMirror": True}
-    stack_path = tmp_path / f"Pulumi.{stack}-mirrored.yaml"
+    stack_path = tmp_path / stack_file_name(f"{stack}-mirrored")
     stack_path.write_text(yaml.safe_dump({"config": config}))
     out = tmp_path / "out"
     summary = render(f"{stack}-mirrored", out, stack_path=stack_path, picture=False, sources=chart_sources)

@@ -6,7 +6,7 @@ import pulumi
 import pytest
 
 from eks_gpu_training import ConfigError, GpuNodeGroup, GpuNodeGroupArgs
-from eks_gpu_training.config import GpuNodeGroupConfig, NetworkConfig
+from eks_gpu_training.config import GpuNodeGroupConfig
 from eks_gpu_training.aws.node_launch import image_volume_device
 from eks_gpu_training.aws.gpu_node_group import (
     capacity_options,

@@ -3,9 +3,7 @@ volumes), the instance store (its user data: test_node_config.py), and the pods'
 
 from __future__ import annotations
 
-import copy
 import json
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest

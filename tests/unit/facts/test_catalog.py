@@ -14,7 +14,6 @@ from eks_gpu_training.facts.catalog import (
 )
 from eks_gpu_training.config import END_OF_LIFE_AMI_TYPES, NVIDIA_AMI_TYPES
 from eks_gpu_training.aws.gpu_node_group import GPU_TAINT_EFFECT
-from eks_gpu_training.local.instance_types import parse_table
 
 
 

@@ -23,6 +23,7 @@ from eks_gpu_training.local.platform import KWOK_NODE_CLASS, PlatformObjects, co
 from eks_gpu_training.offline.engine import PlausibleMocks
 from eks_gpu_training.offline.render.engine import render_stack
 from eks_gpu_training.platform.loading import platform_args_from_settings
+from eks_gpu_training.platform.stack_files import stack_file_name
 
 
 WRAPPED = (*builds.CONTROL_PLANE, *(c for c in builds.KUBERNETES_BY_MINOR.values() if c is not builds.KUBERNETES))
@@ -58,7 +59,7 @@ def test_the_local_cluster_runs_the_stacks_minor_and_refuses_one_it_cannot_build
     assert builds.control_plane_for("1.35") == builds.CONTROL_PLANE
     config = stack_config("dev")
     config["eks-gpu-training:cluster"] = {**config["eks-gpu-training:cluster"], "kubernetesVersion": "1.33"}
-    stack_path = tmp_path / "Pulumi.old.yaml"
+    stack_path = tmp_path / stack_file_name("old")
     stack_path.write_text(yaml.safe_dump({"config": config}))
     cluster = LocalCluster("old", tmp_path / "state", stack_path=stack_path, log=lambda line: None)
     with pytest.raises(builds.BuildError) as refused:

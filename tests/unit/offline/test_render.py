@@ -20,7 +20,8 @@ from eks_gpu_training.offline.render import GRAPH_DOT, GRAPH_MERMAID, GRAPH_PNG,
 from eks_gpu_training.offline.render.__main__ import main as render_main
 from eks_gpu_training.offline.render.engine import render_stack
 from eks_gpu_training.offline.render.picture import build_tree, node_id, source_hash, to_dot, to_mermaid
-from harness import PROJECT_ROOT, run_stack
+from harness import PROJECT_ROOT, run_stack, stack_file
+from eks_gpu_training.platform.stack_files import stack_file_name
 
 RESOURCE_KEYS = {"type", "name", "urn", "parent", "provider", "dependencies", "custom", "remote", "id", "protect", "ignoreChanges", "inputs"}
 
@@ -298,11 +299,11 @@ def test_render_command_writes_the_render_and_says_what(tmp_path, capsys):
 
 
 def test_render_command_fails_with_the_configuration_problem(tmp_path, capsys):
-    stack_file = tmp_path / "Pulumi.broken.yaml"
-    config = yaml.safe_load((PROJECT_ROOT / "stacks" / "Pulumi.dev.yaml").read_text())
+    broken = tmp_path / stack_file_name("broken")
+    config = yaml.safe_load(stack_file("dev", PROJECT_ROOT).read_text())
     config["config"]["eks-gpu-training:gpuNodeGroups"][0]["instanceTypes"] = ["p5.48xl"]
-    stack_file.write_text(yaml.safe_dump(config))
-    assert render_main([str(stack_file), str(tmp_path / "out"), "--no-picture"]) == 1
+    broken.write_text(yaml.safe_dump(config))
+    assert render_main([str(broken), str(tmp_path / "out"), "--no-picture"]) == 1
     assert "did you mean 'p5.48xlarge'?" in capsys.readouterr().err
 
 
@@ -326,7 +327,7 @@ def test_a_project_of_stack_files_alone_renders_with_the_packages_stack_program(
     project = tmp_path / "platform"
     (project / "stacks").mkdir(parents=True)
     shutil.copy(PROJECT_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
-    shutil.copy(PROJECT_ROOT / "stacks" / "Pulumi.dev.yaml", project / "stacks" / "Pulumi.dev.yaml")
+    shutil.copy(stack_file("dev", PROJECT_ROOT), project / "stacks" / stack_file_name("dev"))
     alone = render_stack("dev", project_root=project)
     here = render_stack("dev", project_root=PROJECT_ROOT)
     assert [r.urn for r in alone.resources] == [r.urn for r in here.resources] and alone.exports.keys() == here.exports.keys()

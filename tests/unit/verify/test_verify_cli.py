@@ -21,7 +21,8 @@ from eks_gpu_training.verify import Row, Snapshot, as_json, main, read_snapshot,
 from eks_gpu_training.verify.cli import _wants_colour
 from eks_gpu_training.verify.snapshot import SNAPSHOT_FIELDS, ClusterUnreadable
 from cluster_objects import SEED_CLASSES, node, pdb, system_node, training_pods
-from harness import PROJECT_ROOT
+from harness import PROJECT_ROOT, stack_file
+from eks_gpu_training.platform.stack_files import stack_file_name
 
 STATUS_FORBIDDEN = {
     "kind": "Status",
@@ -242,7 +243,7 @@ def test_something_other_than_an_api_server_exits_2(tmp_path, capsys):
 
 
 def test_an_invalid_stack_file_exits_2_before_reading_the_cluster(tmp_path, capsys):
-    bad = tmp_path / "Pulumi.bad.yaml"
+    bad = tmp_path / stack_file_name("bad")
     bad.write_text("config:\n  aws:region: us-west-2\n  eks-gpu-training:cluster: {name: c}\n")
     with FakeApiServer(healthy_objects()) as server:
         status, _, err = run(capsys, "--kubeconfig", kubeconfig(tmp_path, server.url), "--stack", str(bad))
@@ -262,7 +263,7 @@ def test_it_only_lists_the_seeds_resources_without_a_stack(tmp_path):
 
 def test_with_a_stack_it_also_lists_quotas_claims_daemonsets_and_kueues_queues(tmp_path):
     with FakeApiServer({**healthy_objects(), "clusterqueues": [], "localqueues": []}) as server:
-        verify(kubeconfig=kubeconfig(tmp_path, server.url), stack=PROJECT_ROOT / "stacks" / "Pulumi.prod.yaml")
+        verify(kubeconfig=kubeconfig(tmp_path, server.url), stack=stack_file("prod", PROJECT_ROOT))
     assert server.paths == [read.path for read in VERIFY_READS]
     assert server.paths[-2:] == ["/apis/kueue.x-k8s.io/v1beta2/clusterqueues", "/apis/kueue.x-k8s.io/v1beta2/localqueues"]
 

@@ -11,7 +11,8 @@ from eks_gpu_training.config import ConfigError
 from eks_gpu_training.verify import Snapshot, judge, judge_stack, load_stack_args
 from eks_gpu_training.verify import stack as checks
 from cluster_objects import SEED_CLASSES, daemon_pods, daemon_set, node, pdb, priority_class, system_node, training_pods
-from harness import PROJECT_ROOT
+from harness import PROJECT_ROOT, stack_file
+from eks_gpu_training.platform.stack_files import stack_file_name
 
 PROD_QUOTA = {"requests.nvidia.com/gpu": "32", "requests.cpu": "768", "requests.memory": "8Ti", "persistentvolumeclaims": "6"}
 """What prod's training quota computes to: 2 × p5.48xlarge plus Karpenter's gpuLimit of 16 (32 GPUs,
@@ -102,15 +103,15 @@ def test_features_the_dev_stack_leaves_off_are_skips_that_say_so(dev):
 
 
 def test_a_stack_file_is_found_by_name_or_path_and_a_missing_one_is_refused(tmp_path, prod):
-    assert load_stack_args(PROJECT_ROOT / "stacks" / "Pulumi.prod.yaml") == prod
+    assert load_stack_args(stack_file("prod", PROJECT_ROOT)) == prod
     with pytest.raises(ConfigError, match=r"Pulumi\.absent\.yaml: no such stack file"):
         load_stack_args("absent", tmp_path)
 
 
 def test_a_stack_file_in_another_projects_namespace_is_read_from_it(tmp_path, dev):
-    text = (PROJECT_ROOT / "stacks" / "Pulumi.dev.yaml").read_text().replace("eks-gpu-training:", "acme:")
-    (tmp_path / "Pulumi.dev.yaml").write_text(text)
-    assert load_stack_args(tmp_path / "Pulumi.dev.yaml") == dev
+    text = stack_file("dev", PROJECT_ROOT).read_text().replace("eks-gpu-training:", "acme:")
+    (tmp_path / stack_file_name("dev")).write_text(text)
+    assert load_stack_args(tmp_path / stack_file_name("dev")) == dev
 
 
 # --- pool-nodes ------------------------------------------------------------------------------------

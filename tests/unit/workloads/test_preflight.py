@@ -19,6 +19,7 @@ from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 from eks_gpu_training.platform.validation import validate_stack
 from eks_gpu_training.workloads.preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects, nccl_test_script
 from builders import HEALTH_NCCL_IMAGE as NCCL_IMAGE, health_config
+from eks_gpu_training.platform.stack_files import stack_file_name
 
 NS = "eks-gpu-training:"
 JOB = "kubernetes:batch/v1:Job"
@@ -266,7 +267,7 @@ def test_preflight_and_dashboard_objects_render_and_pass_check(tmp_path):
     """Every new object, as a render writes it, against the Kubernetes schemas. The charts are not
     rendered: the stack pins a node monitoring agent (1.6.7) whose chart no test mirror holds."""
     config = health_config()
-    stack_path = tmp_path / "Pulumi.preflight.yaml"
+    stack_path = tmp_path / stack_file_name("preflight")
     stack_path.write_text(yaml.safe_dump({"config": config}))
     out = tmp_path / "render"
     render("preflight", out, stack_path=stack_path, picture=False, charts=False)

@@ -20,7 +20,7 @@ from eks_gpu_training.workloads.scheduling_policies import (
     training_job_spec,
     training_namespace,
 )
-from harness import PROJECT_ROOT, run_main, run_program, stack_config
+from harness import PROJECT_ROOT, run_main, run_program, stack_config, stack_file
 
 NAMESPACE = "eks-gpu-training:"
 
@@ -459,4 +459,4 @@ def test_namespace_policy_defaults_to_baseline():
 
 
 def test_stack_files_live_where_the_harness_reads_them():
-    assert (PROJECT_ROOT / "stacks" / "Pulumi.prod.yaml").is_file()
+    assert stack_file("prod", PROJECT_ROOT).is_file()

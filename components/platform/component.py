@@ -1,8 +1,9 @@
-"""The whole GPU-training platform of one stack, composed from one typed ``GpuTrainingPlatformArgs``."""
+"""The whole GPU-training platform of one stack, composed from one typed ``GpuTrainingPlatformArgs``:
+the AWS half (network, cluster, node groups, Karpenter and what else needs AWS), then the in-cluster
+half ``GpuTrainingInCluster`` deploys alone, from the same ``compose_in_cluster``."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional
 
 import pulumi
@@ -17,26 +18,22 @@ from ..config import fsx_zone, gpu_pool_zones
 from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.arguments import as_model
 from ..addons.image_mirrors import image_mirrors
-from ..addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
+from ..addons.efa_device_plugin import EfaDevicePlugin
 from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from ..addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
-from ..addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
+from ..addons.gpu_operator import GpuOperator
 from ..addons.karpenter import Karpenter, KarpenterArgs
-from ..addons.kueue import Kueue, KueueArgs
+from ..addons.kueue import Kueue
 from ..aws.training_identity import TrainingIdentity, TrainingIdentityArgs, training_role_needed
 from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
-from ..addons.verifier_role import VerifierRole, VerifierRoleArgs
+from ..addons.verifier_role import VerifierRole
 from ..aws.node_monitoring import NodeMonitoringAgent, NodeMonitoringAgentArgs
 from ..workloads.preflight_checks import PreflightChecks
-from ..workloads.queues import KueueQueues, kueue_queues_args
-from ..workloads.scheduling_policies import (
-    SchedulingPolicies,
-    scheduling_policies_args,
-    training_job_spec,
-)
+from ..workloads.queues import KueueQueues
+from ..workloads.scheduling_policies import SchedulingPolicies
 from ..workloads.smoke_test import GpuSmokeTest
 from ..workloads.storage import TrainingStorage, TrainingStorageArgs
-from ..workloads.training_job import TrainingJob, TrainingJobArgs
+from ..workloads.training_job import TrainingJob
 from .names import (
     cluster_child_name,
     lustre_child_name,
@@ -47,8 +44,8 @@ from .names import (
     topology_labeler_child_name,
     training_identity_child_name,
 )
+from .in_cluster import compose_in_cluster
 from .rolls import live_roll_problems
-from .checks import preflight_checks_args, smoke_test_args
 from .validation import validate_stack
 from ..config.documented import documented_component
 
@@ -185,20 +182,6 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             )
             for pool in args.gpu_node_groups
         }
-        # The GPU Operator's and the EFA plugin's releases wait for DaemonSets on GPU nodes, which Helm
-        # cannot see ready while those nodes are still joining (a p5 takes minutes to boot): two slow
-        # boots would outlast the release timeout and roll it back. So they install once the managed
-        # GPU node groups are active (EKS reports a node group active once its nodes joined); Karpenter
-        # pools start empty, so nothing of theirs is waited for.
-        after_gpu_nodes = dataclasses.replace(
-            self.cluster.ref, ready=(*self.cluster.ref.ready, *self.gpu_node_groups.values())
-        )
-        self.gpu_operator = GpuOperator(
-            f"{name}-gpu-operator",
-            GpuOperatorArgs(cluster=after_gpu_nodes, config=args.gpu_operator, node_os=gpu_node_os(args),
-                            chart_directory=args.charts.directory, chart_mirror=args.charts.mirror),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
         self.node_monitoring_agent = None
         if args.node_monitoring.enabled:
             self.node_monitoring_agent = NodeMonitoringAgent(
@@ -206,16 +189,6 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                 NodeMonitoringAgentArgs(cluster=self.cluster.ref, addon_version=args.node_monitoring.addon_version, tags=tags),
                 opts=pulumi.ResourceOptions(parent=self),
             )
-        self.efa_device_plugin = (
-            EfaDevicePlugin(
-                f"{name}-efa-device-plugin",
-                EfaDevicePluginArgs(cluster=after_gpu_nodes, chart_directory=args.charts.directory,
-                                    chart_mirror=args.charts.mirror),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            if efa_needed(args)
-            else None
-        )
         # The labeler waits for the cluster only: its DaemonSet has nothing to wait for on GPU nodes,
         # whose pods start as the nodes join.
         self.topology_labeler = (
@@ -255,12 +228,6 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                 for pool in args.karpenter.gpu_node_pools
             }
 
-        kubernetes = {"kubernetes": self.cluster.ref.provider}
-        self.scheduling = SchedulingPolicies(
-            f"{name}-scheduling",
-            scheduling_policies_args(args),
-            opts=pulumi.ResourceOptions(parent=self, providers=kubernetes),
-        )
         account = args.scheduling.service_account
         self.training_identity = None
         if training_role_needed(args.s3_buckets, account.policy_arns):
@@ -276,84 +243,36 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
-        # Pods naming a PriorityClass, namespace or ServiceAccount that does not exist yet are refused,
-        # so jobs wait for the policy; and they get AWS credentials only if the association exists first.
-        job_dependencies: list[pulumi.Resource] = [self.scheduling]
-        if self.training_identity is not None:
-            job_dependencies.append(self.training_identity)
         self.training_storage = None
-        if self.lustre is not None:
-            self.training_storage = TrainingStorage(
-                f"{name}-training-storage",
-                TrainingStorageArgs(
-                    volume=self.lustre.volume,
-                    namespaces=[ns.name for ns in args.scheduling.namespaces],
-                    depends_on=[self.scheduling, self.lustre.csi_driver],
-                ),
-                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes),
-            )
-            # A pod whose claim does not exist yet stays Pending; jobs start once their volume is bound.
-            job_dependencies.append(self.training_storage)
-        self.kueue = None
-        self.kueue_queues = None
-        if args.kueue.enabled:
-            self.kueue = Kueue(
-                f"{name}-kueue",
-                KueueArgs(cluster=self.cluster.ref, config=args.kueue, namespaces=[ns.name for ns in args.scheduling.namespaces],
-                          chart_directory=args.charts.directory, chart_mirror=args.charts.mirror),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            # Kueue's CRDs and webhooks come with the release; LocalQueues live in the training namespaces.
-            self.kueue_queues = KueueQueues(
-                f"{name}-kueue-queues",
-                kueue_queues_args(args, self.scheduling.namespaces),
-                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=[self.kueue.release]),
-            )
-        if self.kueue_queues is not None:
-            # Queued jobs wait for their queues, so that Kueue's webhook sees them created.
-            job_dependencies.append(self.kueue_queues)
-        self.training_jobs = {
-            app.name: TrainingJob(
-                f"{name}-training-{app.name}",
-                TrainingJobArgs(job=training_job_spec(app, args)),
-                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=job_dependencies),
-            )
-            for app in args.scheduling.training_apps
-            if app.job is not None
-        }
-        self.smoke_test = None
-        if args.smoke_test.enabled:
-            self.smoke_test = GpuSmokeTest(
-                f"{name}-smoke-test",
-                smoke_test_args(args),
-                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=self._gpu_check_dependencies()),
-            )
 
-        self.preflight = None
-        if args.preflight.enabled:
-            self.preflight = PreflightChecks(
-                f"{name}-preflight",
-                preflight_checks_args(args),
-                opts=pulumi.ResourceOptions(
-                    parent=self,
-                    providers=kubernetes,
-                    # The NCCL test also needs the EFA devices the EFA device plugin advertises.
-                    depends_on=[
-                        *self._gpu_check_dependencies(),
-                        *([self.efa_device_plugin] if self.efa_device_plugin else []),
-                    ],
-                ),
-            )
+        def training_prerequisites(scheduling: SchedulingPolicies) -> list[pulumi.Resource]:
+            # Training pods get AWS credentials only if their association exists when they start, and
+            # stay Pending while their claim does not exist: jobs wait for both.
+            if self.lustre is not None:
+                self.training_storage = TrainingStorage(
+                    f"{name}-training-storage",
+                    TrainingStorageArgs(
+                        volume=self.lustre.volume,
+                        namespaces=[ns.name for ns in args.scheduling.namespaces],
+                        depends_on=[scheduling, self.lustre.csi_driver],
+                    ),
+                    opts=pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.cluster.ref.provider}),
+                )
+            return [r for r in (self.training_identity, self.training_storage) if r is not None]
 
-        self.verifier_role = (
-            VerifierRole(
-                f"{name}-verifier-role",
-                VerifierRoleArgs(group=args.verify.group),
-                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes),
-            )
-            if args.verify.cluster_role
-            else None
-        )
+        # Releases with DaemonSets on GPU nodes, and the checks of those nodes, wait for the managed
+        # GPU node groups; Karpenter pools start empty, so nothing of theirs is waited for.
+        half = compose_in_cluster(self, name, args, self.cluster.ref, gpu_nodes=list(self.gpu_node_groups.values()),
+                                  job_prerequisites=training_prerequisites)
+        self.gpu_operator = half.gpu_operator
+        self.efa_device_plugin = half.efa_device_plugin
+        self.scheduling = half.scheduling
+        self.kueue = half.kueue
+        self.kueue_queues = half.kueue_queues
+        self.training_jobs = half.training_jobs
+        self.smoke_test = half.smoke_test
+        self.preflight = half.preflight
+        self.verifier_role = half.verifier_role
 
         self.cluster_name = self.cluster.cluster_name
         self.kubeconfig = self.cluster.kubeconfig
@@ -375,15 +294,3 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                 "karpenterPlacementGroupNames": self.karpenter_placement_group_names,
             }
         )
-
-    def _gpu_check_dependencies(self) -> list[pulumi.Resource]:
-        """What a Job that checks GPU nodes (smoke test, pre-flight) waits for: its namespace, the GPU
-        nodes and the GPU Operator (GPUs are advertised once the nodes exist and the device plugin runs
-        on them), and, with Kueue, Kueue's release: its webhook watches Jobs in the training namespaces
-        and must answer before a Job there can be created."""
-        return [
-            self.scheduling,
-            self.gpu_operator,
-            *self.gpu_node_groups.values(),
-            *([self.kueue.release] if self.kueue is not None else []),
-        ]

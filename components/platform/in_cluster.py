@@ -1,5 +1,7 @@
-"""The stack's in-cluster half: ``compose_in_cluster`` builds it, and ``GpuTrainingInCluster``
-deploys it alone, through a kubeconfig, for a cluster whose AWS half another program or team runs.
+"""The stack's in-cluster half: ``compose_in_cluster`` builds it, the same for both entry points, and
+``GpuTrainingInCluster`` deploys it alone, through a kubeconfig, for a cluster whose AWS half another
+program or team runs. ``GpuTrainingPlatform`` builds its AWS half and then the same composition, so
+what runs in the cluster, and what each part of it waits for, cannot drift between the two modes.
 
 What the half alone leaves out is what needs AWS to exist: the network, the cluster and its node
 groups, the topology labeler (an IAM role and an ECR image) and the node monitoring add-on. What the

@@ -1,9 +1,10 @@
-"""The whole GPU-training platform of one stack, composed from one typed ``GpuTrainingPlatformArgs``."""
+"""The whole GPU-training platform of one stack, composed from one typed ``GpuTrainingPlatformArgs``:
+the AWS half (network, cluster, node groups, Karpenter and what else needs AWS), then the in-cluster
+half ``GpuTrainingInCluster`` deploys alone, from the same ``compose_in_cluster``."""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Optional
+from typing import Mapping, Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -17,26 +18,22 @@ from ..config import fsx_zone, gpu_pool_zones
 from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.arguments import as_model
 from ..addons.image_mirrors import image_mirrors
-from ..addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
+from ..addons.efa_device_plugin import EfaDevicePlugin
 from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from ..addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
-from ..addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
+from ..addons.gpu_operator import GpuOperator
 from ..addons.karpenter import Karpenter, KarpenterArgs
-from ..addons.kueue import Kueue, KueueArgs
+from ..addons.kueue import Kueue
 from ..aws.training_identity import TrainingIdentity, TrainingIdentityArgs, training_role_needed
 from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
-from ..addons.verifier_role import VerifierRole, VerifierRoleArgs
+from ..addons.verifier_role import VerifierRole
 from ..aws.node_monitoring import NodeMonitoringAgent, NodeMonitoringAgentArgs
 from ..workloads.preflight_checks import PreflightChecks
-from ..workloads.queues import KueueQueues, kueue_queues_args
-from ..workloads.scheduling_policies import (
-    SchedulingPolicies,
-    scheduling_policies_args,
-    training_job_spec,
-)
+from ..workloads.queues import KueueQueues
+from ..workloads.scheduling_policies import SchedulingPolicies
 from ..workloads.smoke_test import GpuSmokeTest
 from ..workloads.storage import TrainingStorage, TrainingStorageArgs
-from ..workloads.training_job import TrainingJob, TrainingJobArgs
+from ..workloads.training_job import TrainingJob
 from .names import (
     cluster_child_name,
     lustre_child_name,
@@ -47,10 +44,35 @@ from .names import (
     topology_labeler_child_name,
     training_identity_child_name,
 )
+from .in_cluster import compose_in_cluster
 from .rolls import live_roll_problems
-from .checks import preflight_checks_args, smoke_test_args
 from .validation import validate_stack
 from ..config.documented import documented_component
+
+Tags = Mapping[str, pulumi.Input[str]]
+"""The stack's tags, as every AWS child takes them."""
+
+
+def checked_platform_args(
+    args: GpuTrainingPlatformArgs, name: str, opts: Optional[pulumi.ResourceOptions]
+) -> GpuTrainingPlatformArgs:
+    """``args`` as the model, once every rule of the stack holds; otherwise a ``ConfigError`` with
+    every problem. What runs now decides whether a version change rolls pools, and who created the
+    cluster which admins get access entries (``EksCluster`` reads it again), so both are read here,
+    before anything registers, and only for arguments that pass the rules."""
+    args = as_model(args, GpuTrainingPlatformArgs, "GpuTrainingPlatformArgs")
+    problems = validate_stack(args, name)
+    if args.in_cluster.enabled:
+        problems.append(Problem("inCluster", "deploys the in-cluster half alone, with GpuTrainingInCluster; "
+                                "GpuTrainingPlatform builds the whole stack: remove inCluster for it"))
+    problems.extend(creator_tag_problems(args.tags))
+    if not problems:
+        problems = live_roll_problems(args)
+        if args.cluster.create:
+            problems.extend(live_admin_access(args.cluster, args.tags, args.region, opts)[1])
+    if problems:
+        raise ConfigError(problems)
+    return args
 
 
 @documented_component(GpuTrainingPlatformArgs)
@@ -113,247 +135,47 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
         # Checked before the component registers, so invalid arguments create nothing at all.
-        args = as_model(args, GpuTrainingPlatformArgs, "GpuTrainingPlatformArgs")
-        problems = validate_stack(args, name)
-        if args.in_cluster.enabled:
-            problems.append(Problem("inCluster", "deploys the in-cluster half alone, with GpuTrainingInCluster; "
-                                    "GpuTrainingPlatform builds the whole stack: remove inCluster for it"))
-        problems.extend(creator_tag_problems(args.tags))
-        if not problems:
-            # What runs now decides whether a version change rolls pools, and who created the cluster
-            # which admins get access entries (EksCluster reads it again): read before registering.
-            problems = live_roll_problems(args)
-            if args.cluster.create:
-                problems.extend(live_admin_access(args.cluster, args.tags, args.region, opts)[1])
-        if problems:
-            raise ConfigError(problems)
+        args = checked_platform_args(args, name, opts)
         # Every image under the platform from its registry's mirror (images.registryMirrors).
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transformations=[image_mirrors(args.images.registry_mirrors)]))
         super().__init__("eks-gpu-training:index:GpuTrainingPlatform", name, None, opts)
-        partition = aws_enums.partition_of(args.region)
         tags = dict(args.tags)
 
-        self.network = (
-            Network(
-                network_child_name(name),
-                NetworkArgs(config=args.network, region=args.region, name_prefix=args.cluster.name, tags=tags),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            if args.network.create
+        self.network = self._network(name, args, tags) if args.network.create else None
+        self.cluster = self._cluster(name, args, tags)
+        self.lustre = self._lustre(name, args, tags) if args.storage.fsx.enabled else None
+        self.gpu_node_groups = self._gpu_node_groups(name, args, tags)
+        self.node_monitoring_agent = self._node_monitoring(name, args, tags) if args.node_monitoring.enabled else None
+        self.topology_labeler = self._topology_labeler(name, args, tags) if args.topology_labeler.enabled else None
+        self.karpenter = self._karpenter(name, args, tags) if args.karpenter.enabled else None
+        self.gpu_node_pools = self._gpu_node_pools(name, args, self.karpenter, tags) if self.karpenter else {}
+        self.training_identity = (
+            self._training_identity(name, args, tags)
+            if training_role_needed(args.s3_buckets, args.scheduling.service_account.policy_arns)
             else None
         )
-        self.cluster = EksCluster(
-            cluster_child_name(name),
-            EksClusterArgs(
-                cluster=args.cluster,
-                network=self.network.ref if self.network is not None else adopted_network(args.network),
-                system_node_group=args.system_node_group,
-                region=args.region,
-                partition=partition,
-                tags=tags,
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.lustre = None
-        if args.storage.fsx.enabled:
-            zone = fsx_zone(args.storage, args.network, gpu_pool_zones(args))
-            assert zone is not None, "validate_storage reports a file system without an AZ"
-            self.lustre = LustreStorage(
-                lustre_child_name(name),
-                LustreStorageArgs(
-                    config=args.storage.fsx,
-                    cluster=self.cluster.ref,
-                    subnet_id=subnet_in_zone(self.cluster.ref.subnets, zone),
-                    account_id=aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id,
-                    tags=tags,
-                    protect=args.cluster.protect,
-                ),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-        self.gpu_node_groups = {
-            pool.name: GpuNodeGroup(
-                gpu_node_group_child_name(name, pool.name),
-                GpuNodeGroupArgs(
-                    cluster=self.cluster.ref,
-                    pool=pool,
-                    network=args.network,
-                    tags=tags,
-                    protect=args.cluster.protect,
-                    instance_store_raid0=args.storage.instance_store == "raid0",
-                ),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            for pool in args.gpu_node_groups
-        }
-        # The GPU Operator's and the EFA plugin's releases wait for DaemonSets on GPU nodes, which Helm
-        # cannot see ready while those nodes are still joining (a p5 takes minutes to boot): two slow
-        # boots would outlast the release timeout and roll it back. So they install once the managed
-        # GPU node groups are active (EKS reports a node group active once its nodes joined); Karpenter
-        # pools start empty, so nothing of theirs is waited for.
-        after_gpu_nodes = dataclasses.replace(
-            self.cluster.ref, ready=(*self.cluster.ref.ready, *self.gpu_node_groups.values())
-        )
-        self.gpu_operator = GpuOperator(
-            f"{name}-gpu-operator",
-            GpuOperatorArgs(cluster=after_gpu_nodes, config=args.gpu_operator, node_os=gpu_node_os(args),
-                            chart_directory=args.charts.directory, chart_mirror=args.charts.mirror),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.node_monitoring_agent = None
-        if args.node_monitoring.enabled:
-            self.node_monitoring_agent = NodeMonitoringAgent(
-                f"{name}-node-monitoring",
-                NodeMonitoringAgentArgs(cluster=self.cluster.ref, addon_version=args.node_monitoring.addon_version, tags=tags),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-        self.efa_device_plugin = (
-            EfaDevicePlugin(
-                f"{name}-efa-device-plugin",
-                EfaDevicePluginArgs(cluster=after_gpu_nodes, chart_directory=args.charts.directory,
-                                    chart_mirror=args.charts.mirror),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            if efa_needed(args)
-            else None
-        )
-        # The labeler waits for the cluster only: its DaemonSet has nothing to wait for on GPU nodes,
-        # whose pods start as the nodes join.
-        self.topology_labeler = (
-            TopologyLabeler(
-                topology_labeler_child_name(name),
-                TopologyLabelerArgs(cluster=self.cluster.ref, config=args.topology_labeler, tags=tags),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            if args.topology_labeler.enabled
-            else None
-        )
-        self.karpenter = None
-        self.gpu_node_pools = {}
-        if args.karpenter.enabled:
-            self.karpenter = Karpenter(
-                karpenter_child_name(name),
-                KarpenterArgs(cluster=self.cluster.ref, config=args.karpenter, tags=tags,
-                              chart_directory=args.charts.directory, chart_mirror=args.charts.mirror),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            self.gpu_node_pools = {
-                pool.name: GpuNodePool(
-                    gpu_node_pool_child_name(name, pool.name),
-                    GpuNodePoolArgs(
-                        cluster=self.cluster.ref,
-                        pool=pool,
-                        network=args.network,
-                        node_role_name=self.karpenter.node_role_name,
-                        karpenter_release=self.karpenter.release,
-                        tags=tags,
-                        instance_store_raid0=args.storage.instance_store == "raid0",
-                        protect=args.cluster.protect,
-                        retain_on_removal=args.karpenter.retain_on_removal,
-                    ),
-                    opts=pulumi.ResourceOptions(parent=self),
-                )
-                for pool in args.karpenter.gpu_node_pools
-            }
-
-        kubernetes = {"kubernetes": self.cluster.ref.provider}
-        self.scheduling = SchedulingPolicies(
-            f"{name}-scheduling",
-            scheduling_policies_args(args),
-            opts=pulumi.ResourceOptions(parent=self, providers=kubernetes),
-        )
-        account = args.scheduling.service_account
-        self.training_identity = None
-        if training_role_needed(args.s3_buckets, account.policy_arns):
-            self.training_identity = TrainingIdentity(
-                training_identity_child_name(name),
-                TrainingIdentityArgs(
-                    cluster=self.cluster.ref,
-                    namespaces=[ns.name for ns in args.scheduling.namespaces],
-                    service_account=account.name,
-                    s3_buckets=list(args.s3_buckets),
-                    policy_arns=list(account.policy_arns),
-                    tags=tags,
-                ),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-        # Pods naming a PriorityClass, namespace or ServiceAccount that does not exist yet are refused,
-        # so jobs wait for the policy; and they get AWS credentials only if the association exists first.
-        job_dependencies: list[pulumi.Resource] = [self.scheduling]
-        if self.training_identity is not None:
-            job_dependencies.append(self.training_identity)
         self.training_storage = None
-        if self.lustre is not None:
-            self.training_storage = TrainingStorage(
-                f"{name}-training-storage",
-                TrainingStorageArgs(
-                    volume=self.lustre.volume,
-                    namespaces=[ns.name for ns in args.scheduling.namespaces],
-                    depends_on=[self.scheduling, self.lustre.csi_driver],
-                ),
-                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes),
-            )
-            # A pod whose claim does not exist yet stays Pending; jobs start once their volume is bound.
-            job_dependencies.append(self.training_storage)
-        self.kueue = None
-        self.kueue_queues = None
-        if args.kueue.enabled:
-            self.kueue = Kueue(
-                f"{name}-kueue",
-                KueueArgs(cluster=self.cluster.ref, config=args.kueue, namespaces=[ns.name for ns in args.scheduling.namespaces],
-                          chart_directory=args.charts.directory, chart_mirror=args.charts.mirror),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            # Kueue's CRDs and webhooks come with the release; LocalQueues live in the training namespaces.
-            self.kueue_queues = KueueQueues(
-                f"{name}-kueue-queues",
-                kueue_queues_args(args, self.scheduling.namespaces),
-                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=[self.kueue.release]),
-            )
-        if self.kueue_queues is not None:
-            # Queued jobs wait for their queues, so that Kueue's webhook sees them created.
-            job_dependencies.append(self.kueue_queues)
-        self.training_jobs = {
-            app.name: TrainingJob(
-                f"{name}-training-{app.name}",
-                TrainingJobArgs(job=training_job_spec(app, args)),
-                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=job_dependencies),
-            )
-            for app in args.scheduling.training_apps
-            if app.job is not None
-        }
-        self.smoke_test = None
-        if args.smoke_test.enabled:
-            self.smoke_test = GpuSmokeTest(
-                f"{name}-smoke-test",
-                smoke_test_args(args),
-                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes, depends_on=self._gpu_check_dependencies()),
-            )
 
-        self.preflight = None
-        if args.preflight.enabled:
-            self.preflight = PreflightChecks(
-                f"{name}-preflight",
-                preflight_checks_args(args),
-                opts=pulumi.ResourceOptions(
-                    parent=self,
-                    providers=kubernetes,
-                    # The NCCL test also needs the EFA devices the EFA device plugin advertises.
-                    depends_on=[
-                        *self._gpu_check_dependencies(),
-                        *([self.efa_device_plugin] if self.efa_device_plugin else []),
-                    ],
-                ),
-            )
+        def training_prerequisites(scheduling: SchedulingPolicies) -> list[pulumi.Resource]:
+            # Training pods get AWS credentials only if their association exists when they start, and
+            # stay Pending while their claim does not exist: jobs wait for both.
+            if self.lustre is not None:
+                self.training_storage = self._training_storage(name, args, scheduling, self.lustre)
+            return [r for r in (self.training_identity, self.training_storage) if r is not None]
 
-        self.verifier_role = (
-            VerifierRole(
-                f"{name}-verifier-role",
-                VerifierRoleArgs(group=args.verify.group),
-                opts=pulumi.ResourceOptions(parent=self, providers=kubernetes),
-            )
-            if args.verify.cluster_role
-            else None
-        )
+        # Releases with DaemonSets on GPU nodes, and the checks of those nodes, wait for the managed
+        # GPU node groups; Karpenter pools start empty, so nothing of theirs is waited for.
+        half = compose_in_cluster(self, name, args, self.cluster.ref, gpu_nodes=list(self.gpu_node_groups.values()),
+                                  job_prerequisites=training_prerequisites)
+        self.gpu_operator = half.gpu_operator
+        self.efa_device_plugin = half.efa_device_plugin
+        self.scheduling = half.scheduling
+        self.kueue = half.kueue
+        self.kueue_queues = half.kueue_queues
+        self.training_jobs = half.training_jobs
+        self.smoke_test = half.smoke_test
+        self.preflight = half.preflight
+        self.verifier_role = half.verifier_role
 
         self.cluster_name = self.cluster.cluster_name
         self.kubeconfig = self.cluster.kubeconfig
@@ -376,14 +198,140 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             }
         )
 
-    def _gpu_check_dependencies(self) -> list[pulumi.Resource]:
-        """What a Job that checks GPU nodes (smoke test, pre-flight) waits for: its namespace, the GPU
-        nodes and the GPU Operator (GPUs are advertised once the nodes exist and the device plugin runs
-        on them), and, with Kueue, Kueue's release: its webhook watches Jobs in the training namespaces
-        and must answer before a Job there can be created."""
-        return [
-            self.scheduling,
-            self.gpu_operator,
-            *self.gpu_node_groups.values(),
-            *([self.kueue.release] if self.kueue is not None else []),
-        ]
+    def _network(self, name: str, args: GpuTrainingPlatformArgs, tags: Tags) -> Network:
+        """The VPC with its subnets, endpoints and NAT gateways (``network.create``)."""
+        return Network(
+            network_child_name(name),
+            NetworkArgs(config=args.network, region=args.region, name_prefix=args.cluster.name, tags=tags),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _cluster(self, name: str, args: GpuTrainingPlatformArgs, tags: Tags) -> EksCluster:
+        """The created or adopted cluster with its system node group, in this stack's or the adopted network."""
+        return EksCluster(
+            cluster_child_name(name),
+            EksClusterArgs(
+                cluster=args.cluster,
+                network=self.network.ref if self.network is not None else adopted_network(args.network),
+                system_node_group=args.system_node_group,
+                region=args.region,
+                partition=aws_enums.partition_of(args.region),
+                tags=tags,
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _lustre(self, name: str, args: GpuTrainingPlatformArgs, tags: Tags) -> LustreStorage:
+        """The FSx for Lustre file system and its CSI driver, in the private subnet of its AZ."""
+        zone = fsx_zone(args.storage, args.network, gpu_pool_zones(args))
+        assert zone is not None, "validate_storage reports a file system without an AZ"
+        return LustreStorage(
+            lustre_child_name(name),
+            LustreStorageArgs(
+                config=args.storage.fsx,
+                cluster=self.cluster.ref,
+                subnet_id=subnet_in_zone(self.cluster.ref.subnets, zone),
+                account_id=aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id,
+                tags=tags,
+                protect=args.cluster.protect,
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _gpu_node_groups(self, name: str, args: GpuTrainingPlatformArgs, tags: Tags) -> dict[str, GpuNodeGroup]:
+        """The managed node group of each GPU pool (``gpuNodeGroups``), by pool name."""
+        return {
+            pool.name: GpuNodeGroup(
+                gpu_node_group_child_name(name, pool.name),
+                GpuNodeGroupArgs(
+                    cluster=self.cluster.ref,
+                    pool=pool,
+                    network=args.network,
+                    tags=tags,
+                    protect=args.cluster.protect,
+                    instance_store_raid0=args.storage.instance_store == "raid0",
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for pool in args.gpu_node_groups
+        }
+
+    def _node_monitoring(self, name: str, args: GpuTrainingPlatformArgs, tags: Tags) -> NodeMonitoringAgent:
+        """The EKS node monitoring agent add-on, whose node conditions node auto repair acts on."""
+        return NodeMonitoringAgent(
+            f"{name}-node-monitoring",
+            NodeMonitoringAgentArgs(cluster=self.cluster.ref, addon_version=args.node_monitoring.addon_version, tags=tags),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _topology_labeler(self, name: str, args: GpuTrainingPlatformArgs, tags: Tags) -> TopologyLabeler:
+        """The topology labeler with its image and role. It waits for the cluster only: its DaemonSet
+        has nothing to wait for on GPU nodes, whose pods start as the nodes join."""
+        return TopologyLabeler(
+            topology_labeler_child_name(name),
+            TopologyLabelerArgs(cluster=self.cluster.ref, config=args.topology_labeler, tags=tags),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _karpenter(self, name: str, args: GpuTrainingPlatformArgs, tags: Tags) -> Karpenter:
+        """The Karpenter controller with its IAM role and interruption queue."""
+        return Karpenter(
+            karpenter_child_name(name),
+            KarpenterArgs(cluster=self.cluster.ref, config=args.karpenter, tags=tags,
+                          chart_directory=args.charts.directory, chart_mirror=args.charts.mirror),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _gpu_node_pools(
+        self, name: str, args: GpuTrainingPlatformArgs, karpenter: Karpenter, tags: Tags
+    ) -> dict[str, GpuNodePool]:
+        """The EC2NodeClass and NodePool of each Karpenter GPU pool (``karpenter.gpuNodePools``), by pool name."""
+        return {
+            pool.name: GpuNodePool(
+                gpu_node_pool_child_name(name, pool.name),
+                GpuNodePoolArgs(
+                    cluster=self.cluster.ref,
+                    pool=pool,
+                    network=args.network,
+                    node_role_name=karpenter.node_role_name,
+                    karpenter_release=karpenter.release,
+                    tags=tags,
+                    instance_store_raid0=args.storage.instance_store == "raid0",
+                    protect=args.cluster.protect,
+                    retain_on_removal=args.karpenter.retain_on_removal,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for pool in args.karpenter.gpu_node_pools
+        }
+
+    def _training_identity(self, name: str, args: GpuTrainingPlatformArgs, tags: Tags) -> TrainingIdentity:
+        """The training pods' Pod Identity role, for ``s3Buckets`` and the ServiceAccount's ``policyArns``."""
+        account = args.scheduling.service_account
+        return TrainingIdentity(
+            training_identity_child_name(name),
+            TrainingIdentityArgs(
+                cluster=self.cluster.ref,
+                namespaces=[ns.name for ns in args.scheduling.namespaces],
+                service_account=account.name,
+                s3_buckets=list(args.s3_buckets),
+                policy_arns=list(account.policy_arns),
+                tags=tags,
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _training_storage(
+        self, name: str, args: GpuTrainingPlatformArgs, scheduling: SchedulingPolicies, lustre: LustreStorage
+    ) -> TrainingStorage:
+        """The file system's volume and claim in each training namespace, once the namespaces and the
+        CSI driver exist."""
+        return TrainingStorage(
+            f"{name}-training-storage",
+            TrainingStorageArgs(
+                volume=lustre.volume,
+                namespaces=[ns.name for ns in args.scheduling.namespaces],
+                depends_on=[scheduling, lustre.csi_driver],
+            ),
+            opts=pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.cluster.ref.provider}),
+        )

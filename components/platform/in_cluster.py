@@ -1,20 +1,24 @@
-"""The stack's in-cluster half alone, for a cluster whose AWS half another program or team runs:
-``GpuTrainingInCluster`` deploys through a kubeconfig what needs only Kubernetes, and nothing in AWS.
+"""The stack's in-cluster half: ``compose_in_cluster`` builds it, the same for both entry points, and
+``GpuTrainingInCluster`` deploys it alone, through a kubeconfig, for a cluster whose AWS half another
+program or team runs. ``GpuTrainingPlatform`` builds its AWS half and then the same composition, so
+what runs in the cluster, and what each part of it waits for, cannot drift between the two modes.
 
-What it leaves out is what needs AWS to exist: the network, the cluster and its node groups, the
-topology labeler (an IAM role and an ECR image) and the node monitoring add-on. What the stack's
-workloads would depend on is refused instead of left out (``validation.validate_in_cluster_settings``):
-Karpenter (an IAM role, an SQS queue and EC2NodeClasses naming subnets and security groups), whose
-pools' jobs would wait for nodes no one launches, FSx for Lustre and the training pods' Pod Identity
-role. The pool settings still describe the cluster's GPU nodes: the quotas, Kueue's flavors and the
-training jobs are derived from them, as in the whole stack. Controllers go on ``role=system`` nodes
-only when ``systemNodeGroup`` is given: the cluster was made elsewhere, so by default it has no
-system node group of this stack's (``GpuTrainingPlatformArgs``).
+What the half alone leaves out is what needs AWS to exist: the network, the cluster and its node
+groups, the topology labeler (an IAM role and an ECR image) and the node monitoring add-on. What the
+stack's workloads would depend on is refused instead of left out
+(``validation.validate_in_cluster_settings``): Karpenter (an IAM role, an SQS queue and
+EC2NodeClasses naming subnets and security groups), whose pools' jobs would wait for nodes no one
+launches, FSx for Lustre and the training pods' Pod Identity role. The pool settings still describe
+the cluster's GPU nodes: the quotas, Kueue's flavors and the training jobs are derived from them, as
+in the whole stack. Controllers go on ``role=system`` nodes only when ``systemNodeGroup`` is given:
+the cluster was made elsewhere, so by default it has no system node group of this stack's
+(``GpuTrainingPlatformArgs``).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass, replace
+from typing import Callable, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -40,6 +44,177 @@ from ..workloads.smoke_test import GpuSmokeTest
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
 from .checks import preflight_checks_args, smoke_test_args
 from .validation import validate_stack
+
+
+@dataclass(frozen=True)
+class InClusterHalf:
+    """The components ``compose_in_cluster`` made; both entry points expose them under these names."""
+
+    gpu_operator: GpuOperator
+    efa_device_plugin: Optional[EfaDevicePlugin]
+    scheduling: SchedulingPolicies
+    kueue: Optional[Kueue]
+    kueue_queues: Optional[KueueQueues]
+    training_jobs: dict[str, TrainingJob]
+    smoke_test: Optional[GpuSmokeTest]
+    preflight: Optional[PreflightChecks]
+    verifier_role: Optional[VerifierRole]
+
+
+@dataclass(frozen=True)
+class WorkloadWaits:
+    """What the half's workloads wait for, besides what their inputs already order."""
+
+    training_jobs: list[pulumi.Resource]
+    smoke_test: list[pulumi.Resource]
+    preflight: list[pulumi.Resource]
+
+
+def workload_waits(
+    *,
+    scheduling: SchedulingPolicies,
+    gpu_operator: GpuOperator,
+    efa_device_plugin: Optional[EfaDevicePlugin],
+    kueue: Optional[Kueue],
+    kueue_queues: Optional[KueueQueues],
+    gpu_nodes: Sequence[pulumi.Resource],
+    job_prerequisites: Sequence[pulumi.Resource],
+) -> WorkloadWaits:
+    """The one rule for what the training jobs and the checks of the GPU nodes wait for.
+
+    Pods naming a PriorityClass, namespace or ServiceAccount that does not exist yet are refused, so
+    every workload waits for the policy. Queued jobs wait for their queues, so that Kueue's webhook
+    sees them created; ``job_prerequisites`` are what training pods need from the AWS half before
+    they start (a Pod Identity association, a volume claim). A check (smoke test, pre-flight) needs
+    GPUs advertised, so it waits for the GPU nodes and the GPU Operator (the device plugin runs on
+    them), and, with Kueue, for Kueue's release: its webhook watches Jobs in the training namespaces
+    and must answer before a Job there can be created. The NCCL test also needs the EFA devices the
+    EFA device plugin advertises."""
+    kueue_webhook = [kueue.release] if kueue is not None else []
+    queues = [kueue_queues] if kueue_queues is not None else []
+    efa = [efa_device_plugin] if efa_device_plugin is not None else []
+    gpu_checks = [scheduling, gpu_operator, *gpu_nodes, *kueue_webhook]
+    return WorkloadWaits(
+        training_jobs=[scheduling, *job_prerequisites, *queues],
+        smoke_test=gpu_checks,
+        preflight=[*gpu_checks, *efa],
+    )
+
+
+def after_gpu_nodes(cluster: ClusterRef, gpu_nodes: Sequence[pulumi.Resource]) -> ClusterRef:
+    """``cluster`` whose in-cluster objects also wait for ``gpu_nodes``: what the releases with
+    DaemonSets on GPU nodes take, since Helm cannot see those ready while the nodes are still joining
+    (a p5 takes minutes to boot) and two slow boots would outlast the release timeout and roll it
+    back."""
+    return replace(cluster, ready=(*cluster.ready, *gpu_nodes))
+
+
+def compose_in_cluster(
+    parent: pulumi.Resource,
+    name: str,
+    args: GpuTrainingPlatformArgs,
+    cluster: ClusterRef,
+    *,
+    gpu_nodes: Sequence[pulumi.Resource] = (),
+    job_prerequisites: Callable[[SchedulingPolicies], Sequence[pulumi.Resource]] = lambda _scheduling: (),
+) -> InClusterHalf:
+    """The in-cluster half of the stack ``args`` describes, as children ``<name>-<role>`` of ``parent``,
+    on ``cluster`` and its Kubernetes provider.
+
+    ``gpu_nodes`` are the GPU node groups the GPU Operator, the EFA device plugin and the checks wait
+    for: the platform's managed node groups, which EKS reports active once their nodes joined; none
+    for a cluster made elsewhere, whose nodes are already there. Karpenter pools start empty, so
+    nothing of theirs is waited for. ``job_prerequisites`` makes what the training jobs also wait
+    for, once the policy (and so the training namespaces) exists; none by default."""
+    gpu_cluster = after_gpu_nodes(cluster, gpu_nodes)
+    kubernetes = {"kubernetes": cluster.provider}
+    charts, mirror = args.charts.directory, args.charts.mirror
+
+    gpu_operator = GpuOperator(
+        f"{name}-gpu-operator",
+        GpuOperatorArgs(cluster=gpu_cluster, config=args.gpu_operator, node_os=gpu_node_os(args), chart_directory=charts,
+                        chart_mirror=mirror),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    efa_device_plugin = (
+        EfaDevicePlugin(
+            f"{name}-efa-device-plugin",
+            EfaDevicePluginArgs(cluster=gpu_cluster, chart_directory=charts, chart_mirror=mirror),
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+        if efa_needed(args)
+        else None
+    )
+    scheduling = SchedulingPolicies(
+        f"{name}-scheduling",
+        scheduling_policies_args(args),
+        opts=pulumi.ResourceOptions(parent=parent, providers=kubernetes),
+    )
+    prerequisites = job_prerequisites(scheduling)
+    kueue = None
+    kueue_queues = None
+    if args.kueue.enabled:
+        kueue = Kueue(
+            f"{name}-kueue",
+            KueueArgs(cluster=cluster, config=args.kueue, namespaces=[ns.name for ns in args.scheduling.namespaces],
+                      chart_directory=charts, chart_mirror=mirror),
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+        # Kueue's CRDs and webhooks come with the release; LocalQueues live in the training namespaces.
+        kueue_queues = KueueQueues(
+            f"{name}-kueue-queues",
+            kueue_queues_args(args, scheduling.namespaces),
+            opts=pulumi.ResourceOptions(parent=parent, providers=kubernetes, depends_on=[kueue.release]),
+        )
+    waits = workload_waits(scheduling=scheduling, gpu_operator=gpu_operator, efa_device_plugin=efa_device_plugin,
+                           kueue=kueue, kueue_queues=kueue_queues, gpu_nodes=gpu_nodes, job_prerequisites=prerequisites)
+    training_jobs = {
+        app.name: TrainingJob(
+            f"{name}-training-{app.name}",
+            TrainingJobArgs(job=training_job_spec(app, args)),
+            opts=pulumi.ResourceOptions(parent=parent, providers=kubernetes, depends_on=waits.training_jobs),
+        )
+        for app in args.scheduling.training_apps
+        if app.job is not None
+    }
+    smoke_test = (
+        GpuSmokeTest(
+            f"{name}-smoke-test",
+            smoke_test_args(args),
+            opts=pulumi.ResourceOptions(parent=parent, providers=kubernetes, depends_on=waits.smoke_test),
+        )
+        if args.smoke_test.enabled
+        else None
+    )
+    preflight = (
+        PreflightChecks(
+            f"{name}-preflight",
+            preflight_checks_args(args),
+            opts=pulumi.ResourceOptions(parent=parent, providers=kubernetes, depends_on=waits.preflight),
+        )
+        if args.preflight.enabled
+        else None
+    )
+    verifier_role = (
+        VerifierRole(
+            f"{name}-verifier-role",
+            VerifierRoleArgs(group=args.verify.group),
+            opts=pulumi.ResourceOptions(parent=parent, providers=kubernetes),
+        )
+        if args.verify.cluster_role
+        else None
+    )
+    return InClusterHalf(
+        gpu_operator=gpu_operator,
+        efa_device_plugin=efa_device_plugin,
+        scheduling=scheduling,
+        kueue=kueue,
+        kueue_queues=kueue_queues,
+        training_jobs=training_jobs,
+        smoke_test=smoke_test,
+        preflight=preflight,
+        verifier_role=verifier_role,
+    )
 
 
 def validate_in_cluster(args: GpuTrainingPlatformArgs) -> list[Problem]:
@@ -117,71 +292,15 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
             context=args.in_cluster.context,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        ref = kubeconfig_cluster_ref(args, self.provider)
-        on_cluster = pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.provider})
-        charts, mirror = args.charts.directory, args.charts.mirror
-        namespaces = [ns.name for ns in args.scheduling.namespaces]
-
-        self.gpu_operator = GpuOperator(
-            f"{name}-gpu-operator",
-            GpuOperatorArgs(cluster=ref, config=args.gpu_operator, node_os=gpu_node_os(args), chart_directory=charts,
-                            chart_mirror=mirror),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.efa_device_plugin = (
-            EfaDevicePlugin(f"{name}-efa-device-plugin", EfaDevicePluginArgs(cluster=ref, chart_directory=charts, chart_mirror=mirror),
-                            opts=pulumi.ResourceOptions(parent=self))
-            if efa_needed(args)
-            else None
-        )
-        self.scheduling = SchedulingPolicies(f"{name}-scheduling", scheduling_policies_args(args), opts=on_cluster)
-        job_dependencies: list[pulumi.Resource] = [self.scheduling]
-        self.kueue = None
-        self.kueue_queues = None
-        if args.kueue.enabled:
-            self.kueue = Kueue(
-                f"{name}-kueue",
-                KueueArgs(cluster=ref, config=args.kueue, namespaces=namespaces, chart_directory=charts,
-                          chart_mirror=mirror),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            self.kueue_queues = KueueQueues(
-                f"{name}-kueue-queues",
-                kueue_queues_args(args, self.scheduling.namespaces),
-                opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[self.kueue.release])),
-            )
-            job_dependencies.append(self.kueue_queues)
-        self.training_jobs = {
-            app.name: TrainingJob(
-                f"{name}-training-{app.name}",
-                TrainingJobArgs(job=training_job_spec(app, args)),
-                opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=job_dependencies)),
-            )
-            for app in args.scheduling.training_apps
-            if app.job is not None
-        }
-        # Checks of the GPU nodes wait for their namespace, the device plugin (the GPU Operator) and
-        # Kueue's webhook, as in the whole stack; the nodes themselves are already there.
-        gpu_checks = [self.scheduling, self.gpu_operator, *([self.kueue.release] if self.kueue is not None else [])]
-        self.smoke_test = None
-        if args.smoke_test.enabled:
-            self.smoke_test = GpuSmokeTest(
-                f"{name}-smoke-test",
-                smoke_test_args(args),
-                opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=gpu_checks)),
-            )
-        self.preflight = None
-        if args.preflight.enabled:
-            efa = [self.efa_device_plugin] if self.efa_device_plugin is not None else []
-            self.preflight = PreflightChecks(
-                f"{name}-preflight",
-                preflight_checks_args(args),
-                opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[*gpu_checks, *efa])),
-            )
-        self.verifier_role = (
-            VerifierRole(f"{name}-verifier-role", VerifierRoleArgs(group=args.verify.group), opts=on_cluster)
-            if args.verify.cluster_role
-            else None
-        )
+        half = compose_in_cluster(self, name, args, kubeconfig_cluster_ref(args, self.provider))
+        self.gpu_operator = half.gpu_operator
+        self.efa_device_plugin = half.efa_device_plugin
+        self.scheduling = half.scheduling
+        self.kueue = half.kueue
+        self.kueue_queues = half.kueue_queues
+        self.training_jobs = half.training_jobs
+        self.smoke_test = half.smoke_test
+        self.preflight = half.preflight
+        self.verifier_role = half.verifier_role
         self.gpu_operator_status = self.gpu_operator.release_status
         self.register_outputs({"gpuOperatorStatus": self.gpu_operator_status})

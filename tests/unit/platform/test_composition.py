@@ -1,0 +1,133 @@
+"""The whole platform and its in-cluster half alone are one composition (``compose_in_cluster``):
+the same in-cluster children under the same names, with the same inputs, waiting for the same
+things; the whole stack adds only what needs its AWS half."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from eks_gpu_training.platform.in_cluster import workload_waits
+from builders import PROJECT
+from harness import Graph, Registration, run_main, stack_config
+
+PLATFORM = "eks-gpu-training:index:GpuTrainingPlatform"
+IN_CLUSTER = "eks-gpu-training:index:GpuTrainingInCluster"
+EFA_DEVICE_PLUGIN = "eks-gpu-training:index:EfaDevicePlugin"
+IN_CLUSTER_HALF = {
+    "eks-gpu-training:index:GpuOperator",
+    EFA_DEVICE_PLUGIN,
+    "eks-gpu-training:index:SchedulingPolicies",
+    "eks-gpu-training:index:Kueue",
+    "eks-gpu-training:index:KueueQueues",
+    "eks-gpu-training:index:TrainingJob",
+    "eks-gpu-training:index:GpuSmokeTest",
+    "eks-gpu-training:index:PreflightChecks",
+    "eks-gpu-training:index:VerifierRole",
+}
+"""What ``compose_in_cluster`` makes, as direct children of either entry point."""
+
+
+def settings(stack: str) -> dict:
+    """``stack`` with everything the in-cluster half can deploy turned on, and nothing it refuses
+    (Karpenter, FSx, the training role), so both entry points can take the same settings."""
+    config = stack_config(stack)
+    config[f"{PROJECT}:storage"] = {**config[f"{PROJECT}:storage"], "fsx": {"enabled": False}}
+    config[f"{PROJECT}:s3Buckets"] = []
+    config[f"{PROJECT}:karpenter"] = {"enabled": False}
+    for app in config[f"{PROJECT}:scheduling"]["trainingApps"]:
+        app["pool"] = config[f"{PROJECT}:gpuNodeGroups"][0]["name"]
+    config[f"{PROJECT}:smokeTest"] = {"enabled": True}
+    config[f"{PROJECT}:preflight"] = {**config[f"{PROJECT}:preflight"], "enabled": True}
+    config[f"{PROJECT}:preflight"].setdefault("nccl", {"enabled": False})  # dev's one node has no EFA
+    config[f"{PROJECT}:verify"] = {"clusterRole": True}
+    return config
+
+
+def whole_and_half(stack: str) -> tuple[Graph, Graph]:
+    whole = run_main(settings(stack), stack=stack)
+    half_settings = settings(stack)
+    half_settings[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": "/home/ml/.kube/config"}
+    half = run_main(half_settings, stack=stack)
+    assert whole.error is None and half.error is None, (whole.error, half.error)
+    return whole, half
+
+
+def part_of(graph: Graph, top: Registration, urn: str) -> tuple[str, str]:
+    """The direct child of ``top`` that ``urn`` is, or is under: the part of the stack it belongs to."""
+    resource = graph.by_urn(urn)
+    while resource.parent != top.urn:
+        resource = graph.by_urn(resource.parent)
+    return resource.type, resource.name
+
+
+def in_cluster_objects(graph: Graph, top: Registration) -> dict[tuple[str, str], dict]:
+    """Every resource under the in-cluster half's components, by type and name, with its inputs."""
+    half = [child for child in graph.children(top) if child.type in IN_CLUSTER_HALF]
+    return {(r.type, r.name): r.inputs for part in half for r in [part, *graph.subtree(part).resources]}
+
+
+def waits(graph: Graph, top: Registration, type_: str) -> set[tuple[str, str]]:
+    """The parts of the stack the one ``type_`` child of ``top`` waits for."""
+    (workload,) = [child for child in graph.children(top) if child.type == type_]
+    return {part_of(graph, top, urn) for urn in workload.dependencies}
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_whole_stack_registers_the_in_cluster_half_as_the_half_alone_does(stack):
+    whole, half = whole_and_half(stack)
+    platform, in_cluster = whole.one(PLATFORM), half.one(IN_CLUSTER)
+    expected = IN_CLUSTER_HALF if stack == "prod" else IN_CLUSTER_HALF - {EFA_DEVICE_PLUGIN}  # dev's pool has no EFA
+    assert {c.type for c in half.children(in_cluster)} == {*expected, "pulumi:providers:kubernetes"}
+    assert in_cluster_objects(whole, platform) == in_cluster_objects(half, in_cluster)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_checks_and_jobs_wait_for_the_same_parts_and_the_whole_stack_adds_its_gpu_node_groups(stack):
+    whole, half = whole_and_half(stack)
+    platform, in_cluster = whole.one(PLATFORM), half.one(IN_CLUSTER)
+    node_groups = {(c.type, c.name) for c in whole.children(platform) if c.type.endswith(":GpuNodeGroup")}
+    assert node_groups
+    for check in ("eks-gpu-training:index:GpuSmokeTest", "eks-gpu-training:index:PreflightChecks"):
+        assert waits(whole, platform, check) == waits(half, in_cluster, check) | node_groups
+    assert waits(half, in_cluster, "eks-gpu-training:index:GpuSmokeTest") == {
+        ("eks-gpu-training:index:SchedulingPolicies", "gpu-training-scheduling"),
+        ("eks-gpu-training:index:GpuOperator", "gpu-training-gpu-operator"),
+        ("eks-gpu-training:index:Kueue", "gpu-training-kueue"),
+    }
+    job = "eks-gpu-training:index:TrainingJob"
+    assert waits(whole, platform, job) == waits(half, in_cluster, job) == {
+        ("eks-gpu-training:index:SchedulingPolicies", "gpu-training-scheduling"),
+        ("eks-gpu-training:index:KueueQueues", "gpu-training-kueue-queues"),
+    }
+
+
+def test_the_training_role_and_file_system_are_what_the_whole_stack_adds_to_the_jobs_waits(prod_graph):
+    assert waits(prod_graph, prod_graph.one(PLATFORM), "eks-gpu-training:index:TrainingJob") == {
+        ("eks-gpu-training:index:SchedulingPolicies", "gpu-training-scheduling"),
+        ("eks-gpu-training:index:KueueQueues", "gpu-training-kueue-queues"),
+        ("eks-gpu-training:index:TrainingIdentity", "gpu-training-training-identity"),
+        ("eks-gpu-training:index:TrainingStorage", "gpu-training-training-storage"),
+    }
+
+
+def test_the_rule_checks_wait_for_gpus_advertised_and_kueues_webhook_jobs_for_their_policy_queues_and_prerequisites():
+    scheduling, operator, efa, queues, node_group, claim = (
+        SimpleNamespace(role=role)
+        for role in ("scheduling", "gpu-operator", "efa-device-plugin", "kueue-queues", "node-group", "claim")
+    )
+    kueue = SimpleNamespace(release=SimpleNamespace(role="kueue-release"))
+    rule = workload_waits(scheduling=scheduling, gpu_operator=operator, efa_device_plugin=efa, kueue=kueue,
+                          kueue_queues=queues, gpu_nodes=[node_group], job_prerequisites=[claim])
+    assert rule.training_jobs == [scheduling, claim, queues]
+    assert rule.smoke_test == [scheduling, operator, node_group, kueue.release]
+    assert rule.preflight == [scheduling, operator, node_group, kueue.release, efa]
+
+
+def test_without_kueue_or_efa_the_checks_wait_for_the_policy_and_the_gpu_operator_alone():
+    scheduling, operator = SimpleNamespace(role="scheduling"), SimpleNamespace(role="gpu-operator")
+    rule = workload_waits(scheduling=scheduling, gpu_operator=operator, efa_device_plugin=None, kueue=None,
+                          kueue_queues=None, gpu_nodes=[], job_prerequisites=[])
+    assert rule.training_jobs == [scheduling]
+    assert rule.smoke_test == rule.preflight == [scheduling, operator]

@@ -227,3 +227,17 @@ def test_refuses_a_pulumi_eks_cluster_with_an_aws_provider_of_its_own_given_with
         "GpuNodeGroupArgs.cluster: the region of this pulumi_eks.Cluster is not known (it has an AWS provider of its own); "
         "pass ClusterRef.from_eks_cluster(cluster, region=...)"
     ]
+
+
+def test_kueue_queues_given_a_cluster_put_their_objects_on_the_clusters_kubernetes_provider():
+    from eks_gpu_training import KueueQueues, NamespaceQueues
+
+    def program():
+        KueueQueues("queues", flavors=[], namespaces=[NamespaceQueues("training", {})], cluster=research_cluster(NETWORK))
+
+    graph = run_program(program, STACK)
+    assert graph.error is None, repr(graph.error)
+    provider = graph.one("pulumi:providers:kubernetes")
+    queue_objects = [r for r in graph.resources if r.name.startswith("queues-")]
+    assert sorted(r.type.rsplit(":", 1)[1] for r in queue_objects) == ["ClusterQueue", "LocalQueue", "LocalQueue", "Topology"]
+    assert {r.provider.rsplit("::", 1)[0] for r in queue_objects} == {provider.urn}

@@ -52,7 +52,7 @@ from .templates import PART_OF
 from .training_job import _dependencies
 from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
 """The storage version of Kueue 0.19's CRDs (kueue-0.19.2/crds)."""
@@ -358,7 +358,9 @@ class KueueQueues(pulumi.ComponentResource):
     cluster_queue_names: pulumi.Output[list[str]]
     """The ClusterQueues, one per namespace."""
 
-    def __init__(self, name: str, args: KueueQueuesArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[KueueQueuesArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(KueueQueuesArgs, "KueueQueues", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"KueueQueues({name})")
         known = {f.name for f in args.flavors}
         problems = [
             Problem(f"KueueQueues({name}).namespaces[{i}].quotas.{flavor}", "names no flavor of `flavors`")

@@ -152,6 +152,27 @@ def test_every_component_signature_lists_args_opts_and_each_field_as_a_keyword(c
     assert all(parameters[f].kind is inspect.Parameter.KEYWORD_ONLY for f in fields)
 
 
+@pytest.mark.parametrize("component", COMPONENTS, ids=lambda c: c.__name__)
+def test_every_component_builds_its_arguments_in_its_own_constructor(component):
+    # The constructor is the one the class defines, not a wrapper put in its place.
+    assert component.__init__.__qualname__ == f"{component.__name__}.__init__"
+    assert not hasattr(component.__init__, "__wrapped__")
+    with pytest.raises(ConfigError) as raised:
+        component("x", no_such_field=1)
+    assert str(raised.value.problems[0]).startswith(f"{component.__name__}(x).no_such_field: unknown argument; allowed: ")
+
+
+def test_documenting_a_component_whose_constructor_takes_no_keyword_fields_is_refused():
+    from eks_gpu_training.config.documented import documented_component
+
+    with pytest.raises(TypeError, match=r"Plain.__init__ takes no \*\*fields"):
+
+        @documented_component(GpuNodeGroupArgs)
+        class Plain(pulumi.ComponentResource):
+            def __init__(self, name: str, args: GpuNodeGroupArgs, opts=None):
+                super().__init__("test:index:Plain", name, None, opts)
+
+
 def _job_spec():
     from eks_gpu_training import TrainingJobSpec
 

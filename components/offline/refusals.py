@@ -96,16 +96,19 @@ _OWN_NODES: dict[ast.AST, list[ast.AST]] = {}
 """``_own_nodes`` of each function while ``source_refusals`` runs (names are looked up many times)."""
 
 
-def _own_nodes(function: ast.AST) -> list[ast.AST]:
+def _walk_own(function: ast.AST) -> Iterator[ast.AST]:
     """The nodes of ``function``'s body, not those of functions defined inside it."""
+    stack = list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _own_nodes(function: ast.AST) -> list[ast.AST]:
     if function not in _OWN_NODES:
-        found, stack = [], list(ast.iter_child_nodes(function))
-        while stack:
-            node = stack.pop()
-            found.append(node)
-            if not isinstance(node, (ast.FunctionDef, ast.Lambda, ast.ClassDef)):
-                stack.extend(ast.iter_child_nodes(node))
-        _OWN_NODES[function] = found
+        _OWN_NODES[function] = list(_walk_own(function))
     return _OWN_NODES[function]
 
 
@@ -271,8 +274,9 @@ def _is_name(target: ast.expr, name: str) -> bool:
     return isinstance(target, ast.Name) and target.id == name
 
 
-def message_text(expr: ast.expr, scope: Scope, limit: int = 110) -> str:
-    """A message as a reader meets it, each placeholder shown as ``…``."""
+def message_text(expr: ast.expr, scope: Scope, module: Optional[ast.Module] = None, limit: int = 110) -> str:
+    """A message as a reader meets it, each placeholder shown as ``…``; a name holding the message
+    is read from its assignment in ``scope`` or among ``module``'s constants."""
 
     def text(node: ast.expr) -> str:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -283,8 +287,9 @@ def message_text(expr: ast.expr, scope: Scope, limit: int = 110) -> str:
             return text(node.left) + text(node.right)
         if isinstance(node, ast.IfExp):
             return text(node.body)
-        if isinstance(node, ast.Name) and scope is not None:
-            values = [n.value for n in _own_nodes(scope) if isinstance(n, ast.Assign) and any(_is_name(t, node.id) for t in n.targets)]
+        if isinstance(node, ast.Name):
+            assignments = [*(_walk_own(scope) if scope is not None else ()), *(module.body if module else ())]
+            values = [n.value for n in assignments if isinstance(n, ast.Assign) and any(_is_name(t, node.id) for t in n.targets)]
             if values:
                 return text(values[0])
         return "…"
@@ -320,7 +325,8 @@ def _source_refusals(source: _Source) -> list[Refusal]:
     found: dict[tuple[str, str], set[str]] = {}
 
     def add(paths: set[str], scope: Scope, message: ast.expr, node: ast.AST) -> None:
-        key = (_rule(scope, message_text(message, scope)), source.module_of[node])
+        module = source.module_of[node]
+        key = (_rule(scope, message_text(message, scope, source.modules[module])), module)
         found.setdefault(key, set()).update(sorted(paths)[:MAX_PATHS])
 
     forwarders = {}

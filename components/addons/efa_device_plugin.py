@@ -22,7 +22,7 @@ from ..config import GpuTrainingPlatformArgs
 from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
 from ..config.arguments import check_model_fields
 from .chart_source import release_chart
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
 CHART = "aws-efa-k8s-device-plugin"
 """Chart name in the EKS charts repository."""
@@ -107,7 +107,9 @@ class EfaDevicePlugin(pulumi.ComponentResource):
     release_status: pulumi.Output[Optional[str]]
     """Helm's status of the release (``deployed`` once installed)."""
 
-    def __init__(self, name: str, args: EfaDevicePluginArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[EfaDevicePluginArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(EfaDevicePluginArgs, "EfaDevicePlugin", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"EfaDevicePlugin({name})")
         # A missing local chart is refused before anything registers.
         chart = release_chart(CHART, CHART_VERSION, CHART_REPOSITORY, args.chart_directory,
                               f"EfaDevicePlugin({name}).chart_directory", args.chart_mirror)

@@ -32,7 +32,7 @@ from ..aws.pool_network import efa_security_group, placement_group_name as pool_
 from ..facts.aws_names import PhysicalName
 from ..aws.gpu_node_group import GP3_THROUGHPUT_MIBPS, GPU_TAINT_KEY, GPU_TAINT_VALUE, IMDS_HOP_LIMIT, gpu_node_selector
 from ..config.arguments import check_model_fields
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
 EC2_NODE_CLASS_API_VERSION = "karpenter.k8s.aws/v1"
 """EC2NodeClass API version served by Karpenter 1.14 (karpenter.k8s.aws_ec2nodeclasses.yaml)."""
@@ -214,7 +214,9 @@ class GpuNodePool(pulumi.ComponentResource):
     placement_group_name: pulumi.Output[Optional[str]]
     """Name of the pool's placement group; None without one."""
 
-    def __init__(self, name: str, args: GpuNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[GpuNodePoolArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(GpuNodePoolArgs, "GpuNodePool", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"GpuNodePool({name})")
         pool, ref = args.pool, args.cluster
         problems = validate_karpenter_gpu_node_pool(
             pool, args.network, path=f"GpuNodePool({name})", instance_store_raid0=args.instance_store_raid0

@@ -35,7 +35,7 @@ from .chart_source import release_chart
 from .dcgm_dashboard import dcgm_dashboard_config_map
 from ..facts.node_os import NODE_OS_BY_AMI_TYPE, GpuNodeOs, node_os_of
 from ..config.arguments import check_model_fields
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
 CHART = "gpu-operator"
 """Chart name in NVIDIA's Helm repository."""
@@ -206,7 +206,9 @@ class GpuOperator(pulumi.ComponentResource):
     release_status: pulumi.Output[Optional[str]]
     """Helm's status of the release (``deployed`` once installed)."""
 
-    def __init__(self, name: str, args: GpuOperatorArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[GpuOperatorArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(GpuOperatorArgs, "GpuOperator", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"GpuOperator({name})")
         problems = validate_gpu_operator(args.config, path=f"GpuOperator({name}).config")
         if problems:
             raise ConfigError(problems)

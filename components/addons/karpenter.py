@@ -30,7 +30,7 @@ from ..aws.pod_identity import pod_identity_role
 from ..facts.aws_names import PhysicalName
 from ..config.arguments import check_model_fields
 from .chart_source import release_chart
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
 """The controller chart (upstream's OCI repository)."""
@@ -200,7 +200,9 @@ class Karpenter(pulumi.ComponentResource):
     interruption_queue_name: pulumi.Output[str]
     """The SQS queue Karpenter reads spot interruptions, rebalance and health events from."""
 
-    def __init__(self, name: str, args: KarpenterArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[KarpenterArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(KarpenterArgs, "Karpenter", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"Karpenter({name})")
         # A missing local chart is refused before anything registers.
         path = f"Karpenter({name}).chart_directory"
         crd_chart = release_chart(KARPENTER_CRD_CHART, args.config.chart_version, None, args.chart_directory, path,

@@ -38,7 +38,7 @@ from ..config import KueueConfig
 from ..facts.gpu_nodes import EFA_RESOURCE
 from ..config.arguments import check_model_fields
 from .chart_source import release_chart
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 """Kueue's chart (kubernetes-sigs/kueue's OCI repository on registry.k8s.io)."""
@@ -165,7 +165,9 @@ class Kueue(pulumi.ComponentResource):
     namespace: pulumi.Output[str]
     """Kueue's namespace (``kueue-system``)."""
 
-    def __init__(self, name: str, args: KueueArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[KueueArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(KueueArgs, "Kueue", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"Kueue({name})")
         # A missing local chart is refused before anything registers.
         chart = release_chart(KUEUE_CHART, args.config.chart_version, None, args.chart_directory, f"Kueue({name}).chart_directory",
                               args.chart_mirror)

@@ -37,7 +37,7 @@ from ..labeler.settings import (
     MAX_HEARTBEAT_AGE_SECONDS,
 )
 from ..config.arguments import check_model_fields
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
 NAME = "topology-labeler"
 """Name of the namespace, ServiceAccount, ClusterRole(Binding) and DaemonSet."""
@@ -306,7 +306,9 @@ class TopologyLabeler(pulumi.ComponentResource):
     role_arn: pulumi.Output[str]
     """The IAM role the labeler's pods get through EKS Pod Identity."""
 
-    def __init__(self, name: str, args: TopologyLabelerArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[TopologyLabelerArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(TopologyLabelerArgs, "TopologyLabeler", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"TopologyLabeler({name})")
         problems = validate_topology_labeler(args.config, path=f"TopologyLabeler({name})")
         if problems:
             raise ConfigError(problems)

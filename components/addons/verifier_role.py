@@ -17,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ..config import VERIFIER_GROUP, ConfigError, Problem
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component
 
 VERIFIER_ROLE_NAME = "eks-gpu-training-verify"
 """Name of the ClusterRole and of its ClusterRoleBinding."""
@@ -118,7 +118,8 @@ class VerifierRole(pulumi.ComponentResource):
     role_name: pulumi.Output[str]
     """Name of the ClusterRole."""
 
-    def __init__(self, name: str, args: VerifierRoleArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[VerifierRoleArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(VerifierRoleArgs, "VerifierRole", name, args, fields)
         if not args.group or args.group.startswith("system:"):
             raise ConfigError([Problem(f"VerifierRole({name}).group", f"'{args.group}': name a group of your own, not empty and not a 'system:' group")])
         super().__init__("eks-gpu-training:index:VerifierRole", name, None, opts)

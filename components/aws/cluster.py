@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Union
+from typing import Any, Mapping, Optional, Union
 
 import pulumi
 import pulumi_aws as aws
@@ -28,7 +28,7 @@ from ..config import (
 )
 from ..facts import aws_enums
 from ..config.arguments import check_model_fields
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component
 from .addon_versions import addon_version
 from .cluster_access import admin_access_entries, live_admin_access
 from .cluster_ref import ClusterRef
@@ -121,7 +121,8 @@ class EksCluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     """Kubeconfig (JSON, secret) that authenticates with ``aws eks get-token``."""
 
-    def __init__(self, name: str, args: EksClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[EksClusterArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(EksClusterArgs, "EksCluster", name, args, fields)
         problems = validate_cluster_endpoint(args.cluster)
         problems.extend(validate_admin_principals(args.cluster))
         # Who created the cluster decides its admin entries: read before anything registers.

@@ -64,7 +64,7 @@ from .pool_network import (
 from .node_config import node_config_launch_settings
 from ..config.arguments import check_model_fields
 from ..config.inputs import is_unknown, joined
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
 
 def gpu_node_labels(pool: GpuNodeGroupConfig) -> pulumi.Input[dict[str, str]]:
@@ -264,7 +264,9 @@ class GpuNodeGroup(pulumi.ComponentResource):
     node_group: aws.eks.NodeGroup
     """The EKS managed node group."""
 
-    def __init__(self, name: str, args: GpuNodeGroupArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[GpuNodeGroupArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(GpuNodeGroupArgs, "GpuNodeGroup", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"GpuNodeGroup({name})")
         pool, ref = args.pool, args.cluster
         problems = validate_gpu_node_group(pool, args.network, path=f"GpuNodeGroup({name})", instance_store_raid0=args.instance_store_raid0)
         problems += validate_tags(dict(args.tags), path=f"GpuNodeGroup({name}).tags")

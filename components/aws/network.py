@@ -15,13 +15,13 @@ VPC endpoints nodes need, so image pulls and AWS calls stay off the NAT gateways
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import pulumi
 import pulumi_aws as aws
 
 from ..config.arguments import check_model_fields
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component
 from ..config import ConfigError, NetworkConfig, Problem, SubnetRef, network_zones, subnet_layout, validate_network
 from ..facts.aws_names import PhysicalName
 
@@ -126,7 +126,8 @@ class Network(pulumi.ComponentResource):
     public_subnet_ids: pulumi.Output[list[str]]
     """Public subnet IDs, in AZ order."""
 
-    def __init__(self, name: str, args: NetworkArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[NetworkArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(NetworkArgs, "Network", name, args, fields)
         config = args.config
         problems = validate_network(config, args.region, cluster_created=True)
         if not config.create:

@@ -26,7 +26,7 @@ import pulumi_aws as aws
 
 from ..config import NODE_MONITORING_AGENT_ADDON
 from ..config.arguments import check_model_fields
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..facts.gpu_nodes import gpu_toleration
 from .addon_versions import addon_version
 from .cluster import ClusterInput, cluster_field
@@ -75,7 +75,9 @@ class NodeMonitoringAgent(pulumi.ComponentResource):
     addon_version: pulumi.Output[str]
     """The add-on version EKS resolved (``v1.7.0-eksbuild.1`` style)."""
 
-    def __init__(self, name: str, args: NodeMonitoringAgentArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[NodeMonitoringAgentArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(NodeMonitoringAgentArgs, "NodeMonitoringAgent", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"NodeMonitoringAgent({name})")
         super().__init__("eks-gpu-training:index:NodeMonitoringAgent", name, None, opts)
         ref = args.cluster
         # Unless pinned, EKS's default build for this Kubernetes version (``addon_versions``): it moves

@@ -20,7 +20,7 @@ already in the file system).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -30,7 +30,7 @@ from .addon_versions import addon_version
 from .iam import managed_policy_arn
 from .pod_identity import pod_identity_agent, pod_identity_role
 from ..config.arguments import check_model_fields
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..config import ConfigError, FsxLustreConfig, validate_fsx_file_system
 from ..config.inputs import is_unknown
 from ..facts.aws_names import PhysicalName
@@ -166,7 +166,9 @@ class LustreStorage(pulumi.ComponentResource):
     security_group_id: pulumi.Output[str]
     """The file system's security group."""
 
-    def __init__(self, name: str, args: LustreStorageArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[LustreStorageArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(LustreStorageArgs, "LustreStorage", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"LustreStorage({name})")
         problems = validate_fsx_file_system(args.config, f"LustreStorage({name}).config")
         if problems:
             raise ConfigError(problems)

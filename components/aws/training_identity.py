@@ -16,7 +16,7 @@ from ..config import S3BucketConfig
 from .cluster import ClusterInput, cluster_field
 from .pod_identity import pod_identity_role
 from ..config.arguments import check_model_fields
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..facts.aws_names import PhysicalName
 
 S3_BUCKET_READ_ACTIONS = ("s3:ListBucket", "s3:GetBucketLocation")
@@ -113,7 +113,9 @@ class TrainingIdentity(pulumi.ComponentResource):
     associations: list[aws.eks.PodIdentityAssociation]
     """The associations; pods created before them get no credentials, so training pods wait for them."""
 
-    def __init__(self, name: str, args: TrainingIdentityArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[TrainingIdentityArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(TrainingIdentityArgs, "TrainingIdentity", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"TrainingIdentity({name})")
         super().__init__("eks-gpu-training:index:TrainingIdentity", name, None, opts)
         ref, tags = args.cluster, dict(args.tags)
         identity = pod_identity_role(

@@ -1,19 +1,29 @@
-"""Field docstrings made visible to ``help()`` and editors.
+"""Field docstrings made visible to ``help()`` and editors, and the calling convention components share.
 
 Args dataclasses document each field with a docstring under it, as the configuration models do;
 Python keeps those strings only in the source. ``documented_args`` reads them back (with ``ast``)
 and appends an ``Args:`` section to the class docstring, and ``documented_component`` appends the
 same section to a component's docstring, so ``help(GpuNodeGroup)`` lists every argument with its
 type, default and meaning. Reading the source is slow next to the rest of an import (a render or a
-``pulumi up`` never shows a docstring), so the longer docstring is built the first time it is read. ``documented_component`` also gives the component pulumi-eks's calling
-convention: ``Name(name, args=NameArgs(...), opts=...)`` or the same fields as keywords.
+``pulumi up`` never shows a docstring), so the longer docstring is built the first time it is read.
+
+The calling convention is pulumi-eks's: ``Name(name, args=NameArgs(...), opts=...)`` or the same
+fields as keywords. Each component's constructor says so itself, in its first lines::
+
+    def __init__(self, name, args=None, opts=None, **fields):
+        args = component_args(NameArgs, "Name", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"Name({name})")
+
+``component_args`` builds the Args from either form, and ``with_cluster_provider`` (in components
+that take a ``cluster``) puts the cluster's Kubernetes provider in ``opts``. A decorator that did
+both behind the constructor's back would hide what a component does with its arguments; the
+decorator here only documents, and leaves the constructor the class defines in place.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-import functools
 import inspect
 import textwrap
 from typing import Any, Callable, Optional, TypeVar
@@ -224,10 +234,13 @@ def _default(args_cls: type, field_name: str) -> Any:
 
 
 def documented_component(args_cls: type) -> Callable[[T], T]:
-    """Class decorator for a component: its docstring gains the fields of ``args_cls`` and the
-    component's own documented attributes, and ``__init__`` takes ``args`` or the same fields as
-    keywords (pulumi-eks's convention) and says what it takes (instead of showing
-    ``ComponentResource``'s own parameters)."""
+    """Class decorator for a component: documentation only, the constructor stays the one the class
+    defines. The class docstring gains the fields of ``args_cls`` and the component's own documented
+    attributes; the constructor, which takes ``**fields`` and passes them to ``component_args``,
+    gets ``__signature__`` ``(name, args=None, opts=None, *, <field>=<default>, ...)`` so that
+    ``help()`` and editors list each field it takes as a keyword, and, when it has no docstring of
+    its own, one saying so (rather than ``ComponentResource``'s, whose parameters it does not take).
+    A constructor without ``**fields`` is a ``TypeError`` here: that signature would then be false."""
 
     def decorate(cls: T) -> T:
         own = cls.__doc__
@@ -239,22 +252,16 @@ def documented_component(args_cls: type) -> Callable[[T], T]:
             return _append(own, "\n\n".join(sections))
 
         cls.__doc__ = _LazyDoc(doc)  # type: ignore[assignment]
-        init = cls.__dict__.get("__init__")
-        if init is not None:
-
-            @functools.wraps(init)
-            def __init__(self: Any, name: str, args: Any = None, opts: Any = None, **fields: Any) -> None:
-                args = component_args(args_cls, cls.__name__, name, args, fields)
-                init(self, name, args, with_cluster_provider(opts, getattr(args, "cluster", None), f"{cls.__name__}({name})"))
-
-            if init.__doc__ is None:
-                __init__.__doc__ = (
-                    f"Register the component. ``name``: its Pulumi name (children are ``<name>-<role>``); "
-                    f"``args``: its ``{args_cls.__name__}`` (fields above), or the same fields as keywords; "
-                    "``opts``: its resource options."
-                )
-            __init__.__signature__ = _signature(args_cls)  # type: ignore[attr-defined]
-            cls.__init__ = __init__  # type: ignore[misc]
+        init = cls.__dict__["__init__"]
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(init).parameters.values()):
+            raise TypeError(f"{cls.__name__}.__init__ takes no **fields: call component_args({args_cls.__name__}, ...) with them")
+        if init.__doc__ is None:
+            init.__doc__ = (
+                f"Register the component. ``name``: its Pulumi name (children are ``<name>-<role>``); "
+                f"``args``: its ``{args_cls.__name__}`` (fields above), or the same fields as keywords; "
+                "``opts``: its resource options."
+            )
+        init.__signature__ = _signature(args_cls)  # type: ignore[attr-defined]
         return cls
 
     return decorate

@@ -11,10 +11,13 @@ from typing import Callable
 import pulumi
 
 
-class ConfigError(pulumi.RunError, ValueError):
+class ConfigError(pulumi.InputPropertiesError, pulumi.RunError, ValueError):
     """Invalid stack configuration: every problem, each with its key path.
 
-    A ``pulumi.RunError``, because Pulumi's Python language host (``pulumi-language-python-exec``)
+    A ``pulumi.InputPropertiesError``, the form Pulumi's own tools report input problems in: its
+    ``errors`` hold one ``{"property_path", "reason"}`` per problem, which the SDK's component
+    provider host (``pulumi.provider.experimental``) sends to the engine as property errors. A
+    ``pulumi.RunError`` too, because Pulumi's Python language host (``pulumi-language-python-exec``)
     logs only the message of a ``RunError`` a program raises, and a full traceback for any other
     exception, which would bury the problems under the library's stack frames. Still a
     ``ValueError`` for programs that catch it as one."""
@@ -23,7 +26,10 @@ class ConfigError(pulumi.RunError, ValueError):
         self.problems = problems
         lines = "\n".join(f"  - {p}" for p in problems)
         count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
-        super().__init__(f"invalid configuration ({count}), rejected before registering any resource:\n{lines}")
+        super().__init__(
+            f"invalid configuration ({count}), rejected before registering any resource:\n{lines}",
+            errors=[{"property_path": p.path, "reason": p.message} for p in problems],
+        )
 
 
 @dataclass(frozen=True)

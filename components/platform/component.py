@@ -4,7 +4,7 @@ half ``GpuTrainingInCluster`` deploys alone, from the same ``compose_in_cluster`
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -47,7 +47,7 @@ from .names import (
 from .in_cluster import compose_in_cluster
 from .rolls import live_roll_problems
 from .validation import validate_stack
-from ..config.documented import documented_component
+from ..config.documented import component_args, documented_component
 
 Tags = Mapping[str, pulumi.Input[str]]
 """The stack's tags, as every AWS child takes them."""
@@ -133,8 +133,9 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     verifier_role: Optional[VerifierRole]
     """The read-only ClusterRole of ``eks-gpu-training-verify``; None unless ``verify.clusterRole``."""
 
-    def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[GpuTrainingPlatformArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
         # Checked before the component registers, so invalid arguments create nothing at all.
+        args = component_args(GpuTrainingPlatformArgs, "GpuTrainingPlatform", name, args, fields)
         args = checked_platform_args(args, name, opts)
         # Every image under the platform from its registry's mirror (images.registryMirrors).
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transformations=[image_mirrors(args.images.registry_mirrors)]))

@@ -18,7 +18,7 @@ the cluster was made elsewhere, so by default it has no system node group of thi
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -31,7 +31,7 @@ from ..addons.verifier_role import VerifierRole, VerifierRoleArgs
 from ..aws.cluster import ClusterRef, system_node_labels
 from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.arguments import as_model
-from ..config.documented import documented_component
+from ..config.documented import component_args, documented_component
 from ..facts import aws_enums
 from ..workloads.preflight_checks import PreflightChecks
 from ..workloads.queues import KueueQueues, kueue_queues_args
@@ -277,8 +277,9 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
     gpu_operator_status: pulumi.Output[Optional[str]]
     """Helm's status of the GPU Operator release (``deployed`` once installed)."""
 
-    def __init__(self, name: str, args: GpuTrainingPlatformArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[GpuTrainingPlatformArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
         # Checked before the component registers, so invalid arguments create nothing at all.
+        args = component_args(GpuTrainingPlatformArgs, "GpuTrainingInCluster", name, args, fields)
         args = as_model(args, GpuTrainingPlatformArgs, "GpuTrainingPlatformArgs")
         problems = [*validate_stack(args, name), *validate_in_cluster(args)]
         if problems:

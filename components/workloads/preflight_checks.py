@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -21,7 +21,7 @@ import pulumi_tls as tls
 
 from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..config import GpuTrainingPlatformArgs, PreflightConfig, Problem, ResourceQuotaConfig
 from ..facts.gpu_nodes import GPU_POOL_KEY
 from .fleet_capacity import pool_capacity, resolve_quota
@@ -192,7 +192,9 @@ class PreflightChecks(pulumi.ComponentResource):
     Make it depend on the node groups, the GPU Operator and EFA device plugin, and the namespace;
     give it the ``cluster`` (or its Kubernetes provider in ``opts``)."""
 
-    def __init__(self, name: str, args: PreflightChecksArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[PreflightChecksArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(PreflightChecksArgs, "PreflightChecks", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"PreflightChecks({name})")
         super().__init__("eks-gpu-training:index:PreflightChecks", name, None, opts)
         config = args.config
         deadline = config.timeout_minutes * 60

@@ -52,7 +52,7 @@ from .templates import PART_OF
 from .training_job import _dependencies
 from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
 """The storage version of Kueue 0.19's CRDs (kueue-0.19.2/crds)."""
@@ -331,6 +331,12 @@ class KueueQueuesArgs:
     """The training namespaces with their quotas."""
     namespace_resources: Mapping[str, pulumi.Resource] = field(default_factory=dict)
     """The Namespace resources by name, which the LocalQueues in them wait for. Default: none (the namespaces exist)."""
+    cluster: Optional[ClusterInput] = None
+    """The cluster whose Kubernetes provider the objects go on (a ``ClusterRef``, ``EksCluster`` or
+    ``pulumi_eks.Cluster``); default: the Kubernetes provider in ``opts``."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self, optional_cluster_field(self))
 
 
 def kueue_queues_args(args: GpuTrainingPlatformArgs, namespace_resources: Optional[Mapping[str, pulumi.Resource]] = None) -> KueueQueuesArgs:
@@ -341,12 +347,6 @@ def kueue_queues_args(args: GpuTrainingPlatformArgs, namespace_resources: Option
         namespaces=[NamespaceQueues(ns.name, flavor_quotas(flavors, resolve_quota(ns.quota, args))) for ns in args.scheduling.namespaces],
         namespace_resources=dict(namespace_resources or {}),
     )
-    cluster: Optional[ClusterInput] = None
-    """The cluster whose Kubernetes provider the objects go on (a ``ClusterRef``, ``EksCluster`` or
-    ``pulumi_eks.Cluster``); default: the Kubernetes provider in ``opts``."""
-
-    def __post_init__(self) -> None:
-        check_model_fields(self, optional_cluster_field(self))
 
 
 @documented_component(KueueQueuesArgs)
@@ -358,7 +358,9 @@ class KueueQueues(pulumi.ComponentResource):
     cluster_queue_names: pulumi.Output[list[str]]
     """The ClusterQueues, one per namespace."""
 
-    def __init__(self, name: str, args: KueueQueuesArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[KueueQueuesArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(KueueQueuesArgs, "KueueQueues", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"KueueQueues({name})")
         known = {f.name for f in args.flavors}
         problems = [
             Problem(f"KueueQueues({name}).namespaces[{i}].quotas.{flavor}", "names no flavor of `flavors`")

@@ -33,7 +33,7 @@ from .training_spec import PART_OF, TrainingJobSpec
 from ..facts.catalog import GPU_INSTANCE_TYPES
 from ..config.arguments import check_model_fields
 from ..aws.cluster import ClusterInput, optional_cluster_field
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
 QUOTA_NAME = "gpu-quota"
 """Name of each training namespace's ResourceQuota (the seed's)."""
@@ -266,7 +266,9 @@ class SchedulingPolicies(pulumi.ComponentResource):
     namespaces: dict[str, k8s.core.v1.Namespace]
     """The training namespaces by name, for objects that live in them (Kueue's LocalQueues)."""
 
-    def __init__(self, name: str, args: SchedulingPoliciesArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[SchedulingPoliciesArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(SchedulingPoliciesArgs, "SchedulingPolicies", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"SchedulingPolicies({name})")
         path = f"SchedulingPolicies({name})"
         problems = validate_priority_classes(args.priority_classes, f"{path}.priorityClasses")
         names = [ns.name for ns in args.namespaces]

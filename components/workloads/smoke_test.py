@@ -21,7 +21,7 @@ from .placement import label_in, whole_node_pod
 from .training_spec import COMPONENT_LABEL, PART_OF
 from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
 SMOKE_TEST_COMPONENT = "gpu-smoke-test"
 """``app.kubernetes.io/component`` of the smoke test's pods (they request GPUs but are not training)."""
@@ -114,7 +114,9 @@ class GpuSmokeTest(pulumi.ComponentResource):
     and fails if a node does not show all its GPUs. Make it depend on the node groups and the GPU
     device plugin, and give it the ``cluster`` (or its Kubernetes provider in ``opts``)."""
 
-    def __init__(self, name: str, args: GpuSmokeTestArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[GpuSmokeTestArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(GpuSmokeTestArgs, "GpuSmokeTest", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"GpuSmokeTest({name})")
         image_problem = image_reference_problem(args.image)
         if image_problem is not None:
             raise ConfigError([Problem(f"GpuSmokeTest({name}).image", image_problem)])

@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 
 from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..aws.storage import FSX_CSI_DRIVER, LustreVolume
 from ..config import GpuTrainingPlatformArgs
 from ..facts.instance_store import ephemeral_storage_request
@@ -138,7 +138,9 @@ class TrainingStorage(pulumi.ComponentResource):
     claim_name: pulumi.Output[str]
     """The claim's name, the same in every namespace."""
 
-    def __init__(self, name: str, args: TrainingStorageArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[TrainingStorageArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(TrainingStorageArgs, "TrainingStorage", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"TrainingStorage({name})")
         super().__init__("eks-gpu-training:index:TrainingStorage", name, None, opts)
         after = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
         for namespace in args.namespaces:

@@ -4,7 +4,7 @@ templates in ``workloads.py``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -20,7 +20,7 @@ from .templates import (
 from .training_spec import TrainingJobSpec, validate_training_job
 from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
-from ..config.documented import documented_args, documented_component
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
 
 JOB_OPTIONS = dict(
@@ -85,7 +85,9 @@ class TrainingJob(pulumi.ComponentResource):
     job_name: pulumi.Output[str]
     """Name of the current revision's Job (``<name>``, then ``<name>-r<revision>``)."""
 
-    def __init__(self, name: str, args: TrainingJobArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: Optional[TrainingJobArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(TrainingJobArgs, "TrainingJob", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"TrainingJob({name})")
         spec = args.job
         problems = validate_training_job(spec, path=f"TrainingJob({name})")
         if spec.image is None:

@@ -429,3 +429,37 @@ def test_a_fractional_gpu_says_why_it_is_refused():
 def test_a_kubelet_refused_label_names_the_allowed_namespaces():
     message = problem_text("node-role label the kubelet refuses")
     assert "kubelet.kubernetes.io, node.kubernetes.io" in message and "never join" in message
+
+
+def _path_pattern(template: str) -> re.Pattern[str]:
+    """A "Refused by" key path as a pattern: ``[*]`` any index, ``<...>`` any key or name."""
+    parts = re.split(r"(\[\*\]|<[^>]*>)", template)
+    return re.compile("".join(r"\[\d+\]" if p == "[*]" else ".+" if p.startswith("<") else re.escape(p) for p in parts))
+
+
+def _message_pattern(rule: str) -> re.Pattern[str]:
+    """A row's message as a pattern: ``…`` stands for a value, a trailing ``…`` for the rest."""
+    return re.compile(".*".join(map(re.escape, rule.split(": ", 1)[1].rstrip("…").split("…"))), re.S)
+
+
+def _pydantic_wording(message: str) -> bool:
+    """Whether pydantic worded a refusal (``List should have at least 1 item``, and the package's
+    rewording of its unknown, missing and pattern errors): the table gives the constraint, not the wording."""
+    return message[:1].isupper() or message.startswith(("unknown key; allowed: ", "is required")) or " does not match " in message
+
+
+def test_every_refusal_of_the_corpus_is_a_row_of_the_refused_by_table():
+    from eks_gpu_training.offline.refusals import source_refusals
+    from eks_gpu_training.offline.schema_refusals import schema_refusals
+
+    rows = [(_path_pattern(p), r.rule) for r in [*schema_refusals(), *source_refusals()] for p in r.paths]
+    unlisted = []
+    for case, mutate, _ in INVALID:
+        for problem in refusal(mutate).problems:
+            rules = [rule for pattern, rule in rows if pattern.fullmatch(problem.path)]
+            worded = any(_message_pattern(rule).match(problem.message) for rule in rules if not rule.startswith("`schema`"))
+            # An unknown key has no row of its own; the table says once that every object refuses one.
+            by_pydantic = _pydantic_wording(problem.message) and (bool(rules) or problem.message.startswith("unknown key"))
+            if not (worded or by_pydantic):
+                unlisted.append(f"{case}: {problem}")
+    assert unlisted == []

@@ -5,8 +5,9 @@ program raises a ``pulumi.RunError``, which Pulumi's Python language host shows 
 from __future__ import annotations
 
 import pulumi
+import pytest
 
-from eks_gpu_training import ConfigError, GpuNodeGroup, GpuNodeGroupArgs
+from eks_gpu_training import ConfigError, GpuNodeGroup, GpuNodeGroupArgs, Problem
 from eks_gpu_training.config import GpuNodeGroupConfig, NetworkConfig
 from harness import research_cluster, run_main, run_program, stack_config
 from harness import refusal_text
@@ -22,6 +23,42 @@ NETWORK = NetworkConfig(
 
 def test_config_error_is_a_run_error_and_still_a_value_error():
     assert issubclass(ConfigError, pulumi.RunError) and issubclass(ConfigError, ValueError)
+
+
+def test_config_error_is_an_input_properties_error_with_every_problems_path_and_reason():
+    error = ConfigError([
+        Problem("gpuNodeGroups[1].instanceTypes[0]", "'p9.48xlarge' is not a GPU instance type"),
+        Problem("tags.team", "'a,b' has characters IAM refuses"),
+    ])
+    assert isinstance(error, pulumi.InputPropertiesError)
+    assert error.errors == [
+        {"property_path": "gpuNodeGroups[1].instanceTypes[0]", "reason": "'p9.48xlarge' is not a GPU instance type"},
+        {"property_path": "tags.team", "reason": "'a,b' has characters IAM refuses"},
+    ]
+    assert error.message == str(error) == (
+        "invalid configuration (2 problems), rejected before registering any resource:\n"
+        "  - gpuNodeGroups[1].instanceTypes[0]: 'p9.48xlarge' is not a GPU instance type\n"
+        "  - tags.team: 'a,b' has characters IAM refuses"
+    )
+
+
+def test_a_refused_stack_files_errors_are_its_problems_as_property_paths_and_reasons():
+    config = stack_config("dev")
+    config["eks-gpu-training:tags"] = {"team": "ml,platform", "owner": "ml;platform"}
+    error = run_main(config).error
+    assert isinstance(error, ConfigError) and len(error.problems) == 2
+    assert error.errors == [{"property_path": p.path, "reason": p.message} for p in error.problems]
+    assert {e["property_path"] for e in error.errors} == {"tags.team", "tags.owner"}
+
+
+def test_a_component_refusals_errors_name_the_components_key_paths():
+    with pytest.raises(pulumi.InputPropertiesError) as raised:
+        GpuNodeGroup("h100", cluster=None, pools=[])
+    assert raised.value.errors == [
+        {"property_path": "GpuNodeGroup(h100).pools",
+         "reason": "unknown argument; allowed: cluster, pool, network, tags, protect, instance_store_raid0"},
+        {"property_path": "GpuNodeGroup(h100).pool", "reason": "is required"},
+    ]
 
 
 def test_a_refused_stack_file_shows_only_its_problems():

@@ -152,6 +152,27 @@ def test_every_component_signature_lists_args_opts_and_each_field_as_a_keyword(c
     assert all(parameters[f].kind is inspect.Parameter.KEYWORD_ONLY for f in fields)
 
 
+@pytest.mark.parametrize("component", COMPONENTS, ids=lambda c: c.__name__)
+def test_every_component_builds_its_arguments_in_its_own_constructor(component):
+    # The constructor is the one the class defines, not a wrapper put in its place.
+    assert component.__init__.__qualname__ == f"{component.__name__}.__init__"
+    assert not hasattr(component.__init__, "__wrapped__")
+    with pytest.raises(ConfigError) as raised:
+        component("x", no_such_field=1)
+    assert str(raised.value.problems[0]).startswith(f"{component.__name__}(x).no_such_field: unknown argument; allowed: ")
+
+
+def test_documenting_a_component_whose_constructor_takes_no_keyword_fields_is_refused():
+    from eks_gpu_training.config.documented import documented_component
+
+    with pytest.raises(TypeError, match=r"Plain.__init__ takes no \*\*fields"):
+
+        @documented_component(GpuNodeGroupArgs)
+        class Plain(pulumi.ComponentResource):
+            def __init__(self, name: str, args: GpuNodeGroupArgs, opts=None):
+                super().__init__("test:index:Plain", name, None, opts)
+
+
 def _job_spec():
     from eks_gpu_training import TrainingJobSpec
 
@@ -227,3 +248,17 @@ def test_refuses_a_pulumi_eks_cluster_with_an_aws_provider_of_its_own_given_with
         "GpuNodeGroupArgs.cluster: the region of this pulumi_eks.Cluster is not known (it has an AWS provider of its own); "
         "pass ClusterRef.from_eks_cluster(cluster, region=...)"
     ]
+
+
+def test_kueue_queues_given_a_cluster_put_their_objects_on_the_clusters_kubernetes_provider():
+    from eks_gpu_training import KueueQueues, NamespaceQueues
+
+    def program():
+        KueueQueues("queues", flavors=[], namespaces=[NamespaceQueues("training", {})], cluster=research_cluster(NETWORK))
+
+    graph = run_program(program, STACK)
+    assert graph.error is None, repr(graph.error)
+    provider = graph.one("pulumi:providers:kubernetes")
+    queue_objects = [r for r in graph.resources if r.name.startswith("queues-")]
+    assert sorted(r.type.rsplit(":", 1)[1] for r in queue_objects) == ["ClusterQueue", "LocalQueue", "LocalQueue", "Topology"]
+    assert {r.provider.rsplit("::", 1)[0] for r in queue_objects} == {provider.urn}

@@ -24,7 +24,8 @@ def test_every_relative_link_of_the_readme_and_docs_resolves():
 
     broken = []
     for page in [PROJECT_ROOT / "README.md", *sorted((PROJECT_ROOT / "docs").glob("*.md"))]:
-        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
+        text = re.sub(r"`[^`\n]*`", "", page.read_text())  # a pattern in a code span, ``[a-z]([-a-z]*)``, links nothing
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
             if not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(PROJECT_ROOT)}: {target}")
     assert broken == []

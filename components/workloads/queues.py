@@ -331,6 +331,12 @@ class KueueQueuesArgs:
     """The training namespaces with their quotas."""
     namespace_resources: Mapping[str, pulumi.Resource] = field(default_factory=dict)
     """The Namespace resources by name, which the LocalQueues in them wait for. Default: none (the namespaces exist)."""
+    cluster: Optional[ClusterInput] = None
+    """The cluster whose Kubernetes provider the objects go on (a ``ClusterRef``, ``EksCluster`` or
+    ``pulumi_eks.Cluster``); default: the Kubernetes provider in ``opts``."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self, optional_cluster_field(self))
 
 
 def kueue_queues_args(args: GpuTrainingPlatformArgs, namespace_resources: Optional[Mapping[str, pulumi.Resource]] = None) -> KueueQueuesArgs:
@@ -341,12 +347,6 @@ def kueue_queues_args(args: GpuTrainingPlatformArgs, namespace_resources: Option
         namespaces=[NamespaceQueues(ns.name, flavor_quotas(flavors, resolve_quota(ns.quota, args))) for ns in args.scheduling.namespaces],
         namespace_resources=dict(namespace_resources or {}),
     )
-    cluster: Optional[ClusterInput] = None
-    """The cluster whose Kubernetes provider the objects go on (a ``ClusterRef``, ``EksCluster`` or
-    ``pulumi_eks.Cluster``); default: the Kubernetes provider in ``opts``."""
-
-    def __post_init__(self) -> None:
-        check_model_fields(self, optional_cluster_field(self))
 
 
 @documented_component(KueueQueuesArgs)

@@ -23,7 +23,7 @@ from eks_gpu_training.workloads.fleet_capacity import pool_capacity
 from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, TOPOLOGY_LEVELS, cluster_queue, pool_flavor
 from eks_gpu_training.workloads.templates import training_job
 from eks_gpu_training.workloads.training_spec import TrainingJobSpec, validate_training_job
-from harness import Graph, run_main, stack_config
+from harness import Graph, research_cluster, run_main, run_program, stack_config, two_az_network
 from builders import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects
 
 NAMESPACE = "eks-gpu-training:"
@@ -439,6 +439,23 @@ def test_a_namespace_quota_below_the_fleet_is_accepted_with_a_single_pool():
 
     [queues] = kueue_queues_args(args).namespaces
     assert queues.quotas["p5-training-tas"]["nvidia.com/gpu"] == "8"
+
+
+def test_kueue_queues_given_a_cluster_put_their_objects_on_the_clusters_kubernetes_provider():
+    from eks_gpu_training.workloads.queues import KueueQueues, KueueQueuesArgs, kueue_queues_args
+
+    stack_args = kueue_queues_args(parse_platform_args(raw()))
+
+    def program():
+        cluster = research_cluster(two_az_network())
+        KueueQueues("queues", KueueQueuesArgs(flavors=stack_args.flavors, namespaces=stack_args.namespaces, cluster=cluster))
+
+    graph = run_program(program, {"aws:region": "us-west-2"})
+    assert graph.error is None, repr(graph.error)
+    provider = graph.one("pulumi:providers:kubernetes")
+    queue_objects = [r for r in graph.resources if r.name.startswith("queues-")]
+    assert {r.inputs["kind"] for r in queue_objects} == {"Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue"}
+    assert {r.provider.rsplit("::", 1)[0] for r in queue_objects} == {provider.urn}
 
 
 def test_kueue_settings_are_bounded():

@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 from ..facts.catalog import GPU_INSTANCE_TYPES
 from ..aws.cluster import ClusterInput, cluster_field
 from ..config import GpuTrainingPlatformArgs
-from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
+from ..facts.gpu_nodes import gpu_node_selector, gpu_toleration
 from ..config.arguments import check_model_fields
 from .chart_source import release_chart
 from ..config.documented import documented_args, documented_component

@@ -30,7 +30,9 @@ from ..config import (
 )
 from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_field, pool_network_names
 from ..facts.aws_names import PhysicalName
-from ..aws.gpu_node_group import GP3_THROUGHPUT_MIBPS, GPU_TAINT_KEY, GPU_TAINT_VALUE, IMDS_HOP_LIMIT, gpu_node_selector
+from ..aws.node_launch import IMDS_HOP_LIMIT
+from ..config.image_pull import GP3_THROUGHPUT_MIBPS
+from ..facts.gpu_nodes import GPU_TAINT_KEY, GPU_TAINT_VALUE, gpu_node_selector
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
 

@@ -30,7 +30,7 @@ from ..config import (
     gpu_pool_ami_types,
     validate_gpu_operator,
 )
-from ..aws.gpu_node_group import gpu_toleration
+from ..facts.gpu_nodes import gpu_toleration
 from .chart_source import release_chart
 from .dcgm_dashboard import dcgm_dashboard_config_map
 from ..facts.node_os import NODE_OS_BY_AMI_TYPE, GpuNodeOs, node_os_of

@@ -23,7 +23,7 @@ import pulumi_kubernetes as k8s
 
 from ..aws.cluster import ClusterInput, cluster_field
 from ..config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
-from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
+from ..facts.gpu_nodes import gpu_node_selector, gpu_toleration
 from ..aws.labeler_image import build_and_push, ecr_repository_name
 from ..aws.pod_identity import pod_identity_role
 from ..facts.aws_names import PhysicalName

@@ -39,21 +39,13 @@ from ..config import (
     validate_tags,
 )
 from ..config import node_repair_settings
-from ..facts.gpu_nodes import (
-    GPU_POOL_KEY,
-    GPU_TAINT_EFFECT,
-    GPU_TAINT_KEY,
-    GPU_TAINT_VALUE,
-    gpu_node_selector,
-    gpu_taint,
-    gpu_toleration,
-)
+from ..facts.gpu_nodes import GPU_POOL_KEY, gpu_taint
 from .iam import create_node_role, node_role_resource_name
 from .node_group_rolls import PlannedNodeGroup, RunningNodeGroup, roll_problem, roll_reasons, running_state
 from .node_group_sizes import desired_size_for, running_desired_size, running_node_group
 from .region import aws_provider_of
 from ..facts.aws_names import PhysicalName
-from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, launch_template_data, launch_template_ref, node_launch_template
+from .node_launch import launch_template_data, launch_template_ref, node_launch_template
 from .pool_network import (
     efa_security_group,
     launched_placement_group,

@@ -13,8 +13,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
-from ..facts.gpu_nodes import GPU_NODE_ROLE_LABEL, SYSTEM_NODE_ROLE_LABEL
-from ..facts.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, EKS_KUBERNETES_VERSIONS
+from ..facts.kubernetes_versions import EKS_KUBERNETES_VERSIONS
 from ..facts.quantity import QUANTITY_PATTERN
 from .arguments import problems_from_validation_error
 from .documented import args_section, type_text

@@ -17,7 +17,6 @@ from .base import (
     _DNS_LABEL,
     _LABEL_KEY,
     _LABEL_VALUE,
-    GPU_NODE_ROLE_LABEL,
     NVIDIA_AMI_TYPES,
     AmiType,
     InstanceType,
@@ -25,7 +24,7 @@ from .base import (
     _Model,
 )
 from .problems import Problem, ProblemSink, _collector
-from ..facts.gpu_nodes import GPU_POOL_KEY
+from ..facts.gpu_nodes import GPU_NODE_ROLE_LABEL, GPU_POOL_KEY
 from .inputs import InputLabels, InputText, NodeCount, PositiveNodeCount, is_unknown, shown
 from .cluster import RELEASE_VERSION_PATTERN
 from .network import NetworkConfig, SubnetId, SubnetRef, network_zones, planned_subnets

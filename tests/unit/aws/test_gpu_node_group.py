@@ -13,8 +13,8 @@ from eks_gpu_training.aws.gpu_node_group import (
     efa_network_interfaces,
     gpu_node_labels,
     gpu_taint,
-    gpu_toleration,
 )
+from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES
 from builders import NETWORK
 from harness import research_cluster, run_program, stand_in_ref

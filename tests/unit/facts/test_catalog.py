@@ -13,7 +13,7 @@ from eks_gpu_training.facts.catalog import (
     eks_labels_topology,
 )
 from eks_gpu_training.config import END_OF_LIFE_AMI_TYPES, NVIDIA_AMI_TYPES
-from eks_gpu_training.aws.gpu_node_group import GPU_TAINT_EFFECT
+from eks_gpu_training.facts.gpu_nodes import GPU_TAINT_EFFECT
 
 
 

@@ -6,7 +6,7 @@ import kubernetes_validate
 import pytest
 
 from eks_gpu_training.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError
-from eks_gpu_training.aws.gpu_node_group import gpu_toleration
+from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 from eks_gpu_training.workloads.training_job import TrainingJob, TrainingJobArgs
 from eks_gpu_training.workloads.templates import (
     EFA_HUGEPAGES,

@@ -3,12 +3,12 @@ cluster placement group and, with EFA, a security group that passes EFA traffic.
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional, Protocol
 
 import pulumi
 import pulumi_aws as aws
 
-from .cluster import ClusterRef
+from .cluster import ArgsWithCluster, ClusterRef
 from ..config import NetworkConfig, PlacementGroupConfig, Problem, SubnetConfig
 from ..facts.aws_names import PhysicalName
 
@@ -119,13 +119,19 @@ def efa_security_group(
     return group
 
 
-def pool_network_field(args: object) -> list[Problem]:
+class PoolArgs(ArgsWithCluster, Protocol):
+    """A pool's Args: a ``cluster`` and the ``network`` its nodes join."""
+
+    network: Any
+
+
+def pool_network_field(args: PoolArgs) -> list[Problem]:
     """Complete the ``network`` of a pool's Args (after ``cluster_field``) from its cluster: left
     out, it is the cluster's VPC and subnets (a ref that holds them: ``EksCluster``'s, or one built
     with ``subnets=``); given as a dict without ``vpcId``, the cluster's VPC, since a pool only
     chooses among the subnets. The problems, for ``check_model_fields`` to raise with the others."""
-    ref = getattr(args, "cluster")
-    network = getattr(args, "network")
+    ref = args.cluster
+    network = args.network
     path = f"{type(args).__name__}.network"
     if not isinstance(ref, ClusterRef):
         return []  # the cluster's own problem is reported

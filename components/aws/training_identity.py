@@ -41,7 +41,7 @@ def s3_access_policy(partition: str, buckets: Sequence[S3BucketConfig], names: O
     those buckets and their objects. ``names`` are the buckets' names once known, in order (a name
     may be an Output: the component resolves them and calls this inside ``apply``)."""
     if names is not None:
-        buckets = [bucket.model_copy(update={"name": name}) for bucket, name in zip(buckets, names)]
+        buckets = [bucket.model_copy(update={"name": name}) for bucket, name in zip(buckets, names, strict=True)]
     statements = []
     for access, bucket_actions, object_actions in (
         ("read", S3_BUCKET_READ_ACTIONS, S3_OBJECT_READ_ACTIONS),

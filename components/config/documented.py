@@ -34,7 +34,7 @@ def field_docstrings(cls: type) -> dict[str, str]:
     body = ast.parse(source).body[0]
     docs: dict[str, str] = {}
     statements = getattr(body, "body", [])
-    for statement, following in zip(statements, statements[1:]):
+    for statement, following in zip(statements, statements[1:], strict=False):
         if (
             isinstance(statement, ast.AnnAssign)
             and isinstance(statement.target, ast.Name)

@@ -129,8 +129,8 @@ def subnet_layout(network: NetworkConfig) -> SubnetLayout:
             f"/{network.public_subnet_prefix_length} subnets do not fit in {vpc}"
         )
     return SubnetLayout(
-        private={zone: str(block) for zone, block in zip(zones, private)},
-        public={zone: str(block) for zone, block in zip(zones, public)},
+        private={zone: str(block) for zone, block in zip(zones, private, strict=True)},
+        public={zone: str(block) for zone, block in zip(zones, public, strict=True)},
     )
 
 

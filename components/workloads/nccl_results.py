@@ -73,13 +73,13 @@ def _number(token: str) -> Optional[float]:
 
 def _measurement(tokens: list[str]) -> Optional[Measurement]:
     time_us, algbw, busbw = (_number(t) for t in tokens[:3])
-    wrong_token = tokens[3]
+    wrong_column = tokens[3]
     if time_us is None or algbw is None or busbw is None:
         return None
-    if wrong_token == "N/A":
+    if wrong_column == "N/A":
         wrong = None
-    elif wrong_token.isdigit():
-        wrong = int(wrong_token)
+    elif wrong_column.isdigit():
+        wrong = int(wrong_column)
     else:
         return None
     return Measurement(time_us, algbw, busbw, wrong)

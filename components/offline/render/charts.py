@@ -54,7 +54,7 @@ class ChartRender:
             return {"error": self.error}
         if self.skipped:
             return {"skipped": self.skipped}
-        assert self.source is not None
+        assert self.source is not None  # noqa: S101 - a chart neither failed nor skipped has its source
         return {
             "source": str(self.source),
             "folder": f"manifests/{CHARTS_DIR}/{safe_name(self.release)}",

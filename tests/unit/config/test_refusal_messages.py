@@ -21,7 +21,8 @@ NETWORK = NetworkConfig(
 
 
 def test_config_error_is_a_run_error_and_still_a_value_error():
-    assert issubclass(ConfigError, pulumi.RunError) and issubclass(ConfigError, ValueError)
+    assert issubclass(ConfigError, pulumi.RunError)
+    assert issubclass(ConfigError, ValueError)
 
 
 def test_a_refused_stack_file_shows_only_its_problems():
@@ -31,7 +32,8 @@ def test_a_refused_stack_file_shows_only_its_problems():
     shown = refusal_text(graph.error)
     assert graph.resources == []
     assert shown.startswith("invalid configuration (1 problem), rejected before registering any resource:\n  - tags.team: ")
-    assert "Traceback" not in shown and "File \"" not in shown
+    assert "Traceback" not in shown
+    assert "File \"" not in shown
 
 
 def test_a_component_refusal_in_another_program_shows_only_its_problems():

@@ -117,7 +117,7 @@ class _LazyDoc:
 def documented_args(cls: T) -> T:
     """Class decorator for an Args dataclass: its docstring gains the fields and their docstrings."""
     own = cls.__doc__
-    cls.__doc__ = _LazyDoc(lambda: _append(own, args_section(cls)))  # type: ignore[assignment]
+    cls.__doc__ = _LazyDoc(lambda: _append(own, args_section(cls)))  # type: ignore[assignment]  # a descriptor: the text is built when read
     return cls
 
 
@@ -137,7 +137,7 @@ def _field_names(args_cls: type) -> tuple[list[str], list[str]]:
         return list(model_fields), [n for n, f in model_fields.items() if f.is_required()]
     fields = dataclasses.fields(args_cls)
     required = [
-        f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+        f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     ]
     return [f.name for f in fields], required
 
@@ -220,7 +220,8 @@ def _default(args_cls: type, field_name: str) -> Any:
     if model_fields is not None:
         return model_fields[field_name].get_default(call_default_factory=True)
     field = next(f for f in dataclasses.fields(args_cls) if f.name == field_name)
-    return field.default_factory() if field.default is dataclasses.MISSING else field.default  # type: ignore[misc]
+    factory = field.default_factory
+    return factory() if field.default is dataclasses.MISSING and callable(factory) else field.default
 
 
 def documented_component(args_cls: type) -> Callable[[T], T]:
@@ -238,7 +239,7 @@ def documented_component(args_cls: type) -> Callable[[T], T]:
                 sections.append(outputs_section(cls))
             return _append(own, "\n\n".join(sections))
 
-        cls.__doc__ = _LazyDoc(doc)  # type: ignore[assignment]
+        cls.__doc__ = _LazyDoc(doc)  # type: ignore[assignment]  # a descriptor: the text is built when read
         init = cls.__dict__.get("__init__")
         if init is not None:
 
@@ -253,8 +254,8 @@ def documented_component(args_cls: type) -> Callable[[T], T]:
                     f"``args``: its ``{args_cls.__name__}`` (fields above), or the same fields as keywords; "
                     "``opts``: its resource options."
                 )
-            __init__.__signature__ = _signature(args_cls)  # type: ignore[attr-defined]
-            cls.__init__ = __init__  # type: ignore[misc]
+            __init__.__signature__ = _signature(args_cls)  # type: ignore[attr-defined]  # what inspect.signature reads
+            cls.__init__ = __init__  # type: ignore[misc]  # the decorator's whole point: args or keywords
         return cls
 
     return decorate

@@ -12,17 +12,17 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import Field
 
 from .base import _AZ, _Model
 from .problems import Problem
-from .inputs import is_unknown, resource_input, shown
+from .inputs import ResourceInput, TextOrOutput, is_unknown, shown
 
-SubnetId = resource_input(r"^subnet-[0-9a-f]{8,17}$", "a subnet ID")
+SubnetId = Annotated[TextOrOutput, ResourceInput(r"^subnet-[0-9a-f]{8,17}$", "a subnet ID")]
 """A subnet ID (``subnet-`` and 8 or 17 hex digits), or the ``id`` Output of a subnet made in the same program."""
-VpcId = resource_input(r"^vpc-[0-9a-f]{8,17}$", "a VPC ID")
+VpcId = Annotated[TextOrOutput, ResourceInput(r"^vpc-[0-9a-f]{8,17}$", "a VPC ID")]
 """A VPC ID, or the ``id`` Output of a VPC made in the same program."""
 
 VPC_PREFIX_RANGE = (16, 28)

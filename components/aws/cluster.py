@@ -317,7 +317,7 @@ class EksCluster(pulumi.ComponentResource):
         )
 
     def _endpoint_ingress(
-        self, name: str, config: ClusterConfig, security_group_id: pulumi.Input[str], tags: Mapping[str, str], region: str
+        self, name: str, config: ClusterConfig, security_group_id: pulumi.Input[str], tags: Mapping[str, pulumi.Input[str]], region: str
     ) -> list[aws.vpc.SecurityGroupIngressRule]:
         """Port 443 of the cluster security group, opened to the networks and security groups that
         may reach the private endpoint. EKS: "you must ensure that your Amazon EKS control plane
@@ -395,6 +395,12 @@ def cluster_field(args: ArgsWithCluster) -> list[Problem]:
     except ConfigError as error:
         return list(error.problems)
     return []
+
+
+def cluster_ref_of(args: ArgsWithCluster) -> ClusterRef:
+    """The ``ClusterRef`` in the ``cluster`` of Args that ``cluster_field`` checked (a no-op lookup
+    then; the type says what the component holds)."""
+    return as_cluster_ref(args.cluster, f"{type(args).__name__}.cluster")
 
 
 def optional_cluster_field(args: ArgsWithCluster) -> list[Problem]:

@@ -26,7 +26,7 @@ from typing import Any, Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
-from .cluster import ClusterInput, cluster_field
+from .cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import (
     GPU_NODE_ROLE_LABEL,
     ConfigError,
@@ -257,7 +257,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
     """The EKS managed node group."""
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        pool, ref = args.pool, args.cluster
+        pool, ref = args.pool, cluster_ref_of(args)
         problems = validate_gpu_node_group(pool, args.network, path=f"GpuNodeGroup({name})", instance_store_raid0=args.instance_store_raid0)
         problems += validate_tags(dict(args.tags), path=f"GpuNodeGroup({name}).tags")
         if not problems:

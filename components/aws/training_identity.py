@@ -13,7 +13,7 @@ import pulumi
 import pulumi_aws as aws
 
 from ..config import S3BucketConfig
-from .cluster import ClusterInput, cluster_field
+from .cluster import ClusterInput, cluster_field, cluster_ref_of
 from .pod_identity import pod_identity_role
 from ..config.arguments import check_model_fields
 from ..config.documented import documented_args, documented_component
@@ -60,7 +60,7 @@ def s3_access_policy(partition: str, buckets: Sequence[S3BucketConfig], names: O
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def training_role_needed(buckets: Sequence[S3BucketConfig], policy_arns: Sequence[str]) -> bool:
+def training_role_needed(buckets: Sequence[S3BucketConfig], policy_arns: Sequence[pulumi.Input[str]]) -> bool:
     """A role is made only when it grants something."""
     return bool(buckets) or bool(policy_arns)
 
@@ -115,7 +115,7 @@ class TrainingIdentity(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TrainingIdentityArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("eks-gpu-training:index:TrainingIdentity", name, None, opts)
-        ref, tags = args.cluster, dict(args.tags)
+        ref, tags = cluster_ref_of(args), dict(args.tags)
         identity = pod_identity_role(
             training_role_resource_name(name),
             ref,

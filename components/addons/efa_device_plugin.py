@@ -17,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ..facts.catalog import GPU_INSTANCE_TYPES
-from ..aws.cluster import ClusterInput, cluster_field
+from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import GpuTrainingPlatformArgs
 from ..facts.gpu_nodes import gpu_node_selector, gpu_toleration
 from ..config.arguments import check_model_fields
@@ -112,7 +112,7 @@ class EfaDevicePlugin(pulumi.ComponentResource):
         chart = release_chart(CHART, CHART_VERSION, CHART_REPOSITORY, args.chart_directory,
                               f"EfaDevicePlugin({name}).chart_directory", args.chart_mirror)
         super().__init__("eks-gpu-training:index:EfaDevicePlugin", name, None, opts)
-        ref = args.cluster
+        ref = cluster_ref_of(args)
         self.values = efa_device_plugin_values()
         self.release = k8s.helm.v3.Release(
             f"{name}-release",

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterInput, cluster_field
+from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..aws.node_config import node_config_user_data
 from ..config import (
     ConfigError,
@@ -217,7 +217,7 @@ class GpuNodePool(pulumi.ComponentResource):
     """Name of the pool's placement group; None without one."""
 
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        pool, ref = args.pool, args.cluster
+        pool, ref = args.pool, cluster_ref_of(args)
         problems = validate_karpenter_gpu_node_pool(
             pool, args.network, path=f"GpuNodePool({name})", instance_store_raid0=args.instance_store_raid0
         )
@@ -259,7 +259,12 @@ class GpuNodePool(pulumi.ComponentResource):
         # Custom resources are cluster-scoped and named after the pool, so `kubectl get nodepool` shows its name.
         # Deleting a NodePool makes Karpenter drain and terminate every node of it, running jobs
         # included; retained, a removed pool's objects stay in the cluster (Pulumi forgets them).
-        custom = dict(parent=self, provider=ref.provider, retain_on_delete=args.retain_on_removal, import_=pool.name if adopt else None)
+        def custom(*depends_on: pulumi.Resource) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(
+                parent=self, provider=ref.provider, retain_on_delete=args.retain_on_removal, import_=pool.name if adopt else None,
+                depends_on=list(depends_on),
+            )
+
         node_class = k8s.apiextensions.CustomResource(
             f"{name}-node-class",
             api_version=EC2_NODE_CLASS_API_VERSION,
@@ -276,7 +281,7 @@ class GpuNodePool(pulumi.ComponentResource):
                 # tag change would roll the pool's GPU nodes under running jobs.
                 instance_store_raid0=args.instance_store_raid0,
             ),
-            opts=pulumi.ResourceOptions(**custom, depends_on=[args.karpenter_release]),
+            opts=custom(args.karpenter_release),
         )
         k8s.apiextensions.CustomResource(
             f"{name}-node-pool",
@@ -284,7 +289,7 @@ class GpuNodePool(pulumi.ComponentResource):
             kind="NodePool",
             metadata={"name": pool.name},
             spec=node_pool_spec(pool, node_class_name=pool.name, zones=sorted({s.availability_zone for s in subnets})),
-            opts=pulumi.ResourceOptions(**custom, depends_on=[args.karpenter_release, node_class]),
+            opts=custom(args.karpenter_release, node_class),
         )
 
         self.node_pool_name = pulumi.Output.from_input(pool.name)

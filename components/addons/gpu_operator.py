@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional, Union
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterInput, cluster_field
+from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import (
     ConfigError,
     GpuNodeGroupConfig,
@@ -213,7 +213,7 @@ class GpuOperator(pulumi.ComponentResource):
         chart = release_chart(CHART, args.config.chart_version, CHART_REPOSITORY, args.chart_directory,
                               f"GpuOperator({name}).chart_directory", args.chart_mirror)
         super().__init__("eks-gpu-training:index:GpuOperator", name, None, opts)
-        ref = args.cluster
+        ref = cluster_ref_of(args)
         # Whatever the ref lists: the cluster and its system nodes, and, in the platform's ref, the
         # managed GPU node groups too, so that Helm waits for pulls on joined nodes, not for boots
         # (``RELEASE_TIMEOUT_SECONDS``).

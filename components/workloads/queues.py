@@ -204,11 +204,6 @@ def _quantity_text(resource: str, amount: Fraction) -> str:
     return str(int(amount))
 
 
-def quota_totals(quotas: dict[str, dict[str, str]]) -> dict[str, Fraction]:
-    """What a ClusterQueue admits at most, per resource: its flavors' quotas together."""
-    return {r: sum((parse_quantity(q[r]) for q in quotas.values()), Fraction(0)) for r in QUOTA_RESOURCES}
-
-
 def cluster_queue(namespace: str, quotas: dict[str, dict[str, str]]) -> dict[str, Any]:
     """The namespace's ClusterQueue: only its own namespace's LocalQueues, every pool's flavor, and
     preemption of lower-priority workloads (the seed's classes: training-critical over

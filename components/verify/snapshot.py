@@ -104,7 +104,7 @@ def _one_line(error: BaseException) -> str:
 
 def _reason(error: BaseException) -> str:
     """The innermost cause of a connection failure (urllib3 wraps it in MaxRetryError)."""
-    reason = getattr(error, "reason", None)
+    reason: Any = getattr(error, "reason", None)
     while getattr(reason, "reason", None) is not None and reason is not reason.reason:
         reason = reason.reason
     text = _one_line(reason if reason is not None else error)

@@ -256,12 +256,12 @@ def validate_kueue(args: GpuTrainingPlatformArgs) -> list[Problem]:
     flavors = pool_flavors(args)
     problems = []
     names = [f.name for f in flavors]
-    for i, flavor in enumerate(flavors):
-        if names.index(flavor.name) != i:
+    for i, named in enumerate(flavors):
+        if names.index(named.name) != i:
             problems.append(
                 Problem(
-                    f"{flavor.capacity.path}.name",
-                    f"gives the ResourceFlavor name '{flavor.name}' that {flavors[names.index(flavor.name)].capacity.path} has too; rename the pool",
+                    f"{named.capacity.path}.name",
+                    f"gives the ResourceFlavor name '{named.name}' that {flavors[names.index(named.name)].capacity.path} has too; rename the pool",
                 )
             )
     by_pool = {f.capacity.pool.name: f for f in flavors}

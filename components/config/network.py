@@ -138,7 +138,7 @@ def validate_network(network: NetworkConfig, region: str, cluster_created: bool)
     """Rules of the network section: the keys each mode needs, AZs in the region, two AZs for a
     new cluster, and subnets that fit in the VPC."""
     problems: list[Problem] = []
-    problem = lambda key, message: problems.append(Problem(f"network.{key}", message))  # noqa: E731
+    problem = lambda key, message: problems.append(Problem(f"network.{key}", message))  # noqa: E731 - a one-line problem collector
     if network.create:
         if not cluster_created:
             problem("create", "must be false with cluster.create false: an adopted cluster already lives in its VPC; adopt it (vpcId, subnets)")

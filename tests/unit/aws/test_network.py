@@ -229,7 +229,7 @@ def test_changing_the_vpc_cidr_changes_every_subnet_block():
     """A subnet's CIDR cannot change (EC2 has no API for it), so a new VPC CIDR replaces every subnet
     and what runs in them; docs/operations.md says so."""
     before, after = network_graph(), network_graph(cidr="10.1.0.0/16")
-    cidrs = lambda g: {s.name: s.inputs["cidrBlock"] for s in g.of_type("aws:ec2/subnet:Subnet")}  # noqa: E731
+    cidrs = lambda g: {s.name: s.inputs["cidrBlock"] for s in g.of_type("aws:ec2/subnet:Subnet")}  # noqa: E731 - a one-line lookup
     assert cidrs(before).keys() == cidrs(after).keys()
     assert all(cidrs(before)[name] != cidrs(after)[name] for name in cidrs(before))
 

@@ -84,7 +84,7 @@ def test_a_well_formed_daemonset_passes(render_program):
 
 def test_an_object_is_checked_against_the_stacks_kubernetes_version(render_program):
     # ResourceClaim reached resource.k8s.io/v1 in Kubernetes 1.34; 1.33 does not serve it.
-    claim = lambda: k8s.apiextensions.CustomResource(  # noqa: E731
+    claim = lambda: k8s.apiextensions.CustomResource(  # noqa: E731 - a one-object program
         "claim", api_version="resource.k8s.io/v1", kind="ResourceClaim", metadata={"name": "gpu", "namespace": "ml"},
         spec={"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
     )
@@ -94,7 +94,7 @@ def test_an_object_is_checked_against_the_stacks_kubernetes_version(render_progr
 
 
 def test_an_unknown_built_in_api_version_fails(render_program):
-    program = lambda: k8s.apiextensions.CustomResource(  # noqa: E731
+    program = lambda: k8s.apiextensions.CustomResource(  # noqa: E731 - a one-object program
         "labeler", api_version="apps/v2", kind="DaemonSet", metadata={"name": "labeler", "namespace": "kube-system"},
         spec=LABELER,
     )

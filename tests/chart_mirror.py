@@ -42,7 +42,7 @@ def package_charts(reference: Path, folder: Path) -> list[Path]:
 
 
 class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - the base class's parameter name
+    def log_message(self, format, *args):  # `format`: the base class's parameter name
         pass
 
 

@@ -3,8 +3,9 @@ runs the same engine) and is re-exported here under the names the tests import."
 
 from pathlib import Path
 
-from eks_gpu_training.offline.engine import *  # noqa: F403
-from eks_gpu_training.offline.engine import __all__  # noqa: F401
+from eks_gpu_training.offline.engine import *  # noqa: F403 - the engine's names are the harness's
+from eks_gpu_training.offline.engine import __all__  # noqa: F401 - so the harness exports exactly those
+from eks_gpu_training.offline.engine import Graph, run_program
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 """This checkout: the project the tests run (the package itself knows no checkout)."""
@@ -51,7 +52,7 @@ def page_examples(page: str, section: str) -> dict[str, str]:
 
 def run_example(code: str, name: str = "documentation example", **kwargs) -> Graph:
     """Run example code as a Pulumi program under mocks."""
-    return run_program(lambda: exec(compile(code, name, "exec"), {"__name__": "__main__"}), **kwargs)
+    return run_program(lambda: exec(compile(code, name, "exec"), {"__name__": "__main__"}), **kwargs)  # noqa: S102 - the docs' own examples
 
 
 def two_az_network():

@@ -17,9 +17,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ..facts.catalog import GPU_INSTANCE_TYPES
-from ..aws.cluster import ClusterInput, cluster_field
+from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import GpuTrainingPlatformArgs
-from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
+from ..facts.gpu_nodes import gpu_node_selector, gpu_toleration
 from ..config.arguments import check_model_fields
 from .chart_source import release_chart
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
@@ -114,7 +114,7 @@ class EfaDevicePlugin(pulumi.ComponentResource):
         chart = release_chart(CHART, CHART_VERSION, CHART_REPOSITORY, args.chart_directory,
                               f"EfaDevicePlugin({name}).chart_directory", args.chart_mirror)
         super().__init__("eks-gpu-training:index:EfaDevicePlugin", name, None, opts)
-        ref = args.cluster
+        ref = cluster_ref_of(args)
         self.values = efa_device_plugin_values()
         self.release = k8s.helm.v3.Release(
             f"{name}-release",

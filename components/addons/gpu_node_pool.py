@@ -15,7 +15,7 @@ from typing import Any, Mapping, Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterInput, cluster_field
+from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..aws.node_config import node_config_user_data
 from ..config import (
     ConfigError,
@@ -30,7 +30,9 @@ from ..config import (
 )
 from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_field, pool_network_names
 from ..facts.aws_names import PhysicalName
-from ..aws.gpu_node_group import GP3_THROUGHPUT_MIBPS, GPU_TAINT_KEY, GPU_TAINT_VALUE, IMDS_HOP_LIMIT, gpu_node_selector
+from ..aws.node_launch import IMDS_HOP_LIMIT
+from ..config.image_pull import GP3_THROUGHPUT_MIBPS
+from ..facts.gpu_nodes import GPU_TAINT_KEY, GPU_TAINT_VALUE, gpu_node_selector
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
@@ -217,7 +219,7 @@ class GpuNodePool(pulumi.ComponentResource):
     def __init__(self, name: str, args: Optional[GpuNodePoolArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
         args = component_args(GpuNodePoolArgs, "GpuNodePool", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"GpuNodePool({name})")
-        pool, ref = args.pool, args.cluster
+        pool, ref = args.pool, cluster_ref_of(args)
         problems = validate_karpenter_gpu_node_pool(
             pool, args.network, path=f"GpuNodePool({name})", instance_store_raid0=args.instance_store_raid0
         )
@@ -259,7 +261,12 @@ class GpuNodePool(pulumi.ComponentResource):
         # Custom resources are cluster-scoped and named after the pool, so `kubectl get nodepool` shows its name.
         # Deleting a NodePool makes Karpenter drain and terminate every node of it, running jobs
         # included; retained, a removed pool's objects stay in the cluster (Pulumi forgets them).
-        custom = dict(parent=self, provider=ref.provider, retain_on_delete=args.retain_on_removal, import_=pool.name if adopt else None)
+        def custom(*depends_on: pulumi.Resource) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(
+                parent=self, provider=ref.provider, retain_on_delete=args.retain_on_removal, import_=pool.name if adopt else None,
+                depends_on=list(depends_on),
+            )
+
         node_class = k8s.apiextensions.CustomResource(
             f"{name}-node-class",
             api_version=EC2_NODE_CLASS_API_VERSION,
@@ -276,7 +283,7 @@ class GpuNodePool(pulumi.ComponentResource):
                 # tag change would roll the pool's GPU nodes under running jobs.
                 instance_store_raid0=args.instance_store_raid0,
             ),
-            opts=pulumi.ResourceOptions(**custom, depends_on=[args.karpenter_release]),
+            opts=custom(args.karpenter_release),
         )
         k8s.apiextensions.CustomResource(
             f"{name}-node-pool",
@@ -284,7 +291,7 @@ class GpuNodePool(pulumi.ComponentResource):
             kind="NodePool",
             metadata={"name": pool.name},
             spec=node_pool_spec(pool, node_class_name=pool.name, zones=sorted({s.availability_zone for s in subnets})),
-            opts=pulumi.ResourceOptions(**custom, depends_on=[args.karpenter_release, node_class]),
+            opts=custom(args.karpenter_release, node_class),
         )
 
         self.node_pool_name = pulumi.Output.from_input(pool.name)

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional, Union
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterInput, cluster_field
+from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import (
     ConfigError,
     GpuNodeGroupConfig,
@@ -30,7 +30,7 @@ from ..config import (
     gpu_pool_ami_types,
     validate_gpu_operator,
 )
-from ..aws.gpu_node_group import gpu_toleration
+from ..facts.gpu_nodes import gpu_toleration
 from .chart_source import release_chart
 from .dcgm_dashboard import dcgm_dashboard_config_map
 from ..facts.node_os import NODE_OS_BY_AMI_TYPE, GpuNodeOs, node_os_of
@@ -215,7 +215,7 @@ class GpuOperator(pulumi.ComponentResource):
         chart = release_chart(CHART, args.config.chart_version, CHART_REPOSITORY, args.chart_directory,
                               f"GpuOperator({name}).chart_directory", args.chart_mirror)
         super().__init__("eks-gpu-training:index:GpuOperator", name, None, opts)
-        ref = args.cluster
+        ref = cluster_ref_of(args)
         # Whatever the ref lists: the cluster and its system nodes, and, in the platform's ref, the
         # managed GPU node groups too, so that Helm waits for pulls on joined nodes, not for boots
         # (``RELEASE_TIMEOUT_SECONDS``).

@@ -23,7 +23,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from ..aws import karpenter_iam
-from ..aws.cluster import ClusterInput, cluster_field
+from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import KarpenterConfig
 from ..aws.iam import create_node_role, node_role_resource_name
 from ..aws.pod_identity import pod_identity_role
@@ -210,7 +210,7 @@ class Karpenter(pulumi.ComponentResource):
         controller_chart = release_chart(KARPENTER_CHART, args.config.chart_version, None, args.chart_directory, path,
                                    args.chart_mirror)
         super().__init__("eks-gpu-training:index:Karpenter", name, None, opts)
-        ref, tags = args.cluster, dict(args.tags)
+        ref, tags = cluster_ref_of(args), dict(args.tags)
         # Cluster-side AWS objects (access entry, association) need the cluster; in-cluster ones its nodes too.
         after_cluster = pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready))
         account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
@@ -303,7 +303,6 @@ class Karpenter(pulumi.ComponentResource):
         # Karpenter's pods get credentials only through the Pod Identity agent add-on.
         pod_identity = controller.associate(f"{name}-pod-identity")
 
-        in_cluster = dict(parent=self, provider=ref.provider)
         crds = k8s.helm.v3.Release(
             f"{name}-crd",
             k8s.helm.v3.ReleaseArgs(
@@ -315,7 +314,7 @@ class Karpenter(pulumi.ComponentResource):
                 cleanup_on_fail=True,
                 timeout=CRD_RELEASE_TIMEOUT_SECONDS,
             ),
-            opts=pulumi.ResourceOptions(**in_cluster, depends_on=list(ref.ready)),
+            opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=list(ref.ready)),
         )
         # Pods get Pod Identity credentials only if the association exists when they start.
         self.release = k8s.helm.v3.Release(
@@ -333,7 +332,7 @@ class Karpenter(pulumi.ComponentResource):
                 timeout=CONTROLLER_RELEASE_TIMEOUT_SECONDS,
             ),
             opts=pulumi.ResourceOptions(
-                **in_cluster, depends_on=[*ref.ready, crds, pod_identity, node_access, *attachments]
+                parent=self, provider=ref.provider, depends_on=[*ref.ready, crds, pod_identity, node_access, *attachments]
             ),
         )
 

@@ -33,7 +33,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from ..aws.cluster import ClusterInput, cluster_field
+from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import KueueConfig
 from ..facts.gpu_nodes import EFA_RESOURCE
 from ..config.arguments import check_model_fields
@@ -172,7 +172,7 @@ class Kueue(pulumi.ComponentResource):
         chart = release_chart(KUEUE_CHART, args.config.chart_version, None, args.chart_directory, f"Kueue({name}).chart_directory",
                               args.chart_mirror)
         super().__init__("eks-gpu-training:index:Kueue", name, None, opts)
-        ref = args.cluster
+        ref = cluster_ref_of(args)
         ready = list(ref.ready)
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",

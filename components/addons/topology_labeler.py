@@ -21,9 +21,9 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterInput, cluster_field
+from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
-from ..aws.gpu_node_group import gpu_node_selector, gpu_toleration
+from ..facts.gpu_nodes import gpu_node_selector, gpu_toleration
 from ..aws.labeler_image import build_and_push, ecr_repository_name
 from ..aws.pod_identity import pod_identity_role
 from ..facts.aws_names import PhysicalName
@@ -313,7 +313,7 @@ class TopologyLabeler(pulumi.ComponentResource):
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:TopologyLabeler", name, None, opts)
-        ref, config, tags = args.cluster, args.config, dict(args.tags)
+        ref, config, tags = cluster_ref_of(args), args.config, dict(args.tags)
 
         def in_cluster(*depends_on: pulumi.Resource) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=list(depends_on))

@@ -21,9 +21,6 @@ from typing import Optional
 import pulumi
 import pulumi_aws as aws
 
-ADDON_VERSION_PATTERN = r"^v\d+\.\d+\.\d+-eksbuild\.\d+$"
-"""An EKS add-on build, e.g. ``v1.12.4-eksbuild.1``."""
-
 NEWEST_BUILD = False
 """``most_recent`` of the look-up: False asks for EKS's default build of the Kubernetes minor, True
 for the newest (see the module docstring for why not)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Mapping, Optional, Protocol, Union
 
 import pulumi
 import pulumi_aws as aws
@@ -318,7 +318,7 @@ class EksCluster(pulumi.ComponentResource):
         )
 
     def _endpoint_ingress(
-        self, name: str, config: ClusterConfig, security_group_id: pulumi.Input[str], tags: Mapping[str, str], region: str
+        self, name: str, config: ClusterConfig, security_group_id: pulumi.Input[str], tags: Mapping[str, pulumi.Input[str]], region: str
     ) -> list[aws.vpc.SecurityGroupIngressRule]:
         """Port 443 of the cluster security group, opened to the networks and security groups that
         may reach the private endpoint. EKS: "you must ensure that your Amazon EKS control plane
@@ -382,16 +382,28 @@ def as_cluster_ref(value: object, path: str) -> ClusterRef:
     )
 
 
-def cluster_field(args: object) -> list[Problem]:
+class ArgsWithCluster(Protocol):
+    """A component's Args: any dataclass with a ``cluster`` field."""
+
+    cluster: Any
+
+
+def cluster_field(args: ArgsWithCluster) -> list[Problem]:
     """Turn the ``cluster`` field of a component's Args into a ``ClusterRef`` (``as_cluster_ref``); the
     problems, for ``check_model_fields`` to raise with those of the other fields."""
     try:
-        object.__setattr__(args, "cluster", as_cluster_ref(getattr(args, "cluster"), f"{type(args).__name__}.cluster"))
+        object.__setattr__(args, "cluster", as_cluster_ref(args.cluster, f"{type(args).__name__}.cluster"))
     except ConfigError as error:
         return list(error.problems)
     return []
 
 
-def optional_cluster_field(args: object) -> list[Problem]:
+def cluster_ref_of(args: ArgsWithCluster) -> ClusterRef:
+    """The ``ClusterRef`` in the ``cluster`` of Args that ``cluster_field`` checked (a no-op lookup
+    then; the type says what the component holds)."""
+    return as_cluster_ref(args.cluster, f"{type(args).__name__}.cluster")
+
+
+def optional_cluster_field(args: ArgsWithCluster) -> list[Problem]:
     """``cluster_field`` for Args whose ``cluster`` may be left out (None)."""
-    return [] if getattr(args, "cluster") is None else cluster_field(args)
+    return [] if args.cluster is None else cluster_field(args)

@@ -26,7 +26,7 @@ from typing import Any, Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
-from .cluster import ClusterInput, cluster_field
+from .cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import (
     GPU_NODE_ROLE_LABEL,
     ConfigError,
@@ -39,21 +39,13 @@ from ..config import (
     validate_tags,
 )
 from ..config import node_repair_settings
-from ..facts.gpu_nodes import (
-    GPU_POOL_KEY,
-    GPU_TAINT_EFFECT,
-    GPU_TAINT_KEY,
-    GPU_TAINT_VALUE,
-    gpu_node_selector,
-    gpu_taint,
-    gpu_toleration,
-)
+from ..facts.gpu_nodes import GPU_POOL_KEY, gpu_taint
 from .iam import create_node_role, node_role_resource_name
 from .node_group_rolls import PlannedNodeGroup, RunningNodeGroup, roll_problem, roll_reasons, running_state
 from .node_group_sizes import desired_size_for, running_desired_size, running_node_group
 from .region import aws_provider_of
 from ..facts.aws_names import PhysicalName
-from .node_launch import GP3_THROUGHPUT_MIBPS, IMDS_HOP_LIMIT, launch_template_data, launch_template_ref, node_launch_template
+from .node_launch import launch_template_data, launch_template_ref, node_launch_template
 from .pool_network import (
     efa_security_group,
     launched_placement_group,
@@ -267,7 +259,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
     def __init__(self, name: str, args: Optional[GpuNodeGroupArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
         args = component_args(GpuNodeGroupArgs, "GpuNodeGroup", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"GpuNodeGroup({name})")
-        pool, ref = args.pool, args.cluster
+        pool, ref = args.pool, cluster_ref_of(args)
         problems = validate_gpu_node_group(pool, args.network, path=f"GpuNodeGroup({name})", instance_store_raid0=args.instance_store_raid0)
         problems += validate_tags(dict(args.tags), path=f"GpuNodeGroup({name}).tags")
         if not problems:

@@ -77,7 +77,7 @@ class NodeRole:
 def create_node_role(
     name: str,
     partition: str,
-    tags: Mapping[str, str],
+    tags: Mapping[str, pulumi.Input[str]],
     parent: pulumi.Resource,
     extra_policy_names: Optional[tuple[str, ...]] = None,
     ssm_access: bool = False,

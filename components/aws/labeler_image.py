@@ -107,7 +107,7 @@ def build_context_location(directory: Path = LABELER_DIR, working_directory: Pat
 
 
 def build_and_push(
-    name: str, cluster_name: pulumi.Input[str], tags: Mapping[str, str], parent: pulumi.Resource, region: str
+    name: str, cluster_name: pulumi.Input[str], tags: Mapping[str, pulumi.Input[str]], parent: pulumi.Resource, region: str
 ) -> pulumi.Output[str]:
     """Build ``components/labeler``, push it to a private ECR repository in ``region`` (children ``{name}-repository``
     and ``{name}-image`` of ``parent``) and return the digest reference of the push."""

@@ -29,7 +29,7 @@ from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..facts.gpu_nodes import gpu_toleration
 from .addon_versions import addon_version
-from .cluster import ClusterInput, cluster_field
+from .cluster import ClusterInput, cluster_field, cluster_ref_of
 
 AGENT_NAMESPACE = "kube-system"
 """Namespace EKS installs the add-on's objects in."""
@@ -79,7 +79,7 @@ class NodeMonitoringAgent(pulumi.ComponentResource):
         args = component_args(NodeMonitoringAgentArgs, "NodeMonitoringAgent", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"NodeMonitoringAgent({name})")
         super().__init__("eks-gpu-training:index:NodeMonitoringAgent", name, None, opts)
-        ref = args.cluster
+        ref = cluster_ref_of(args)
         # Unless pinned, EKS's default build for this Kubernetes version (``addon_versions``): it moves
         # with a version upgrade, or when EKS moves its default, not with every build AWS publishes
         # (EKS updates the add-on in place; its DaemonSets roll 10% of nodes at a time).

@@ -3,12 +3,12 @@ cluster placement group and, with EFA, a security group that passes EFA traffic.
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional, Protocol, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 
-from .cluster import ClusterRef
+from .cluster import ArgsWithCluster, ClusterRef
 from ..config import NetworkConfig, PlacementGroupConfig, Problem, SubnetConfig
 from ..facts.aws_names import PhysicalName
 
@@ -29,7 +29,14 @@ def pool_network_names(name: str, placement: PlacementGroupConfig, group_name: O
     return names
 
 
-def deletion_options(protect: bool, retain_on_delete: bool) -> dict[str, bool]:
+class DeletionOptions(TypedDict):
+    """The two resource options ``deletion_options`` settles, to pass as ``**`` to ``ResourceOptions``."""
+
+    protect: bool
+    retain_on_delete: bool
+
+
+def deletion_options(protect: bool, retain_on_delete: bool) -> DeletionOptions:
     """``protect`` and ``retain_on_delete`` of a resource that may be both: a retained resource is
     never protected. Pulumi refuses to delete a protected resource before it looks at
     ``retainOnDelete`` (pulumi/pulumi ``pkg/resource/deploy/step.go``, ``DeleteStep.Apply``: the
@@ -37,7 +44,7 @@ def deletion_options(protect: bool, retain_on_delete: bool) -> dict[str, bool]:
     that is both can leave neither the program nor the stack: removing it fails. Retained, the object
     outlives its removal, and a replacement's delete of it, in AWS anyway: ``protect`` would guard
     nothing more. Explicitly false, it does not inherit a protected parent's ``protect`` either."""
-    return {"protect": protect and not retain_on_delete, "retain_on_delete": retain_on_delete}
+    return DeletionOptions(protect=protect and not retain_on_delete, retain_on_delete=retain_on_delete)
 
 
 def launched_placement_group(placement: PlacementGroupConfig, created_name: Optional[pulumi.Input[str]]) -> Optional[pulumi.Input[str]]:
@@ -54,7 +61,7 @@ def placement_group_name(
     name: str,
     placement: PlacementGroupConfig,
     group_name: pulumi.Input[str],
-    tags: Mapping[str, str],
+    tags: Mapping[str, pulumi.Input[str]],
     parent: pulumi.Resource,
     region: str,
     protect: bool = False,
@@ -82,7 +89,7 @@ def placement_group_name(
 
 
 def efa_security_group(
-    name: str, ref: ClusterRef, tags: Mapping[str, str], parent: pulumi.Resource, retain_on_delete: bool = False
+    name: str, ref: ClusterRef, tags: Mapping[str, pulumi.Input[str]], parent: pulumi.Resource, retain_on_delete: bool = False
 ) -> aws.ec2.SecurityGroup:
     """A security group named ``{name}-efa`` that lets EFA traffic flow between a pool's nodes: EFA
     needs all traffic allowed to and from the group itself (OS-bypass traffic is not IP-filtered).
@@ -119,13 +126,19 @@ def efa_security_group(
     return group
 
 
-def pool_network_field(args: object) -> list[Problem]:
+class PoolArgs(ArgsWithCluster, Protocol):
+    """A pool's Args: a ``cluster`` and the ``network`` its nodes join."""
+
+    network: Any
+
+
+def pool_network_field(args: PoolArgs) -> list[Problem]:
     """Complete the ``network`` of a pool's Args (after ``cluster_field``) from its cluster: left
     out, it is the cluster's VPC and subnets (a ref that holds them: ``EksCluster``'s, or one built
     with ``subnets=``); given as a dict without ``vpcId``, the cluster's VPC, since a pool only
     chooses among the subnets. The problems, for ``check_model_fields`` to raise with the others."""
-    ref = getattr(args, "cluster")
-    network = getattr(args, "network")
+    ref = args.cluster
+    network = args.network
     path = f"{type(args).__name__}.network"
     if not isinstance(ref, ClusterRef):
         return []  # the cluster's own problem is reported

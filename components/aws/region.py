@@ -89,7 +89,7 @@ rest of the stack, or without its default tags."""
 def _config_keys(input_type: type) -> dict[str, str]:
     """The camelCase keys a stack file writes for a pulumi-aws input type, to its Python parameters
     (``roleArn`` to ``role_arn``), read from the type's own signature."""
-    parameters = [p for p in inspect.signature(input_type.__init__).parameters if p != "__self__"]
+    parameters = [p for p in inspect.signature(input_type).parameters if p != "__self__"]
     return {p.split("_")[0] + "".join(part.title() for part in p.split("_")[1:]): p for p in parameters}
 
 

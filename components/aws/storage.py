@@ -25,13 +25,13 @@ from typing import Any, Mapping, Optional, Sequence
 import pulumi
 import pulumi_aws as aws
 
-from .cluster import ClusterInput, cluster_field
+from .cluster import ClusterInput, cluster_field, cluster_ref_of
 from .addon_versions import addon_version
 from .iam import managed_policy_arn
 from .pod_identity import pod_identity_agent, pod_identity_role
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
-from ..config import ConfigError, FsxLustreConfig, validate_fsx_file_system
+from ..config import ConfigError, FsxLustreConfig, SubnetRef, validate_fsx_file_system
 from ..config.inputs import is_unknown
 from ..facts.aws_names import PhysicalName
 
@@ -173,7 +173,7 @@ class LustreStorage(pulumi.ComponentResource):
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:LustreStorage", name, None, opts)
-        config, ref = args.config, args.cluster
+        config, ref = args.config, cluster_ref_of(args)
         tags = dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
 
@@ -305,6 +305,6 @@ class LustreStorage(pulumi.ComponentResource):
         self.register_outputs({"fileSystemId": self.file_system_id, "securityGroupId": self.security_group_id})
 
 
-def subnet_in_zone(subnets: Sequence[object], zone: str) -> pulumi.Input[str]:
+def subnet_in_zone(subnets: Sequence[SubnetRef], zone: str) -> pulumi.Input[str]:
     """The first of the cluster's private subnets in ``zone`` (validation guarantees there is one)."""
-    return next(s.id for s in subnets if s.availability_zone == zone)  # type: ignore[attr-defined]
+    return next(s.id for s in subnets if s.availability_zone == zone)

@@ -13,7 +13,7 @@ import pulumi
 import pulumi_aws as aws
 
 from ..config import S3BucketConfig
-from .cluster import ClusterInput, cluster_field
+from .cluster import ClusterInput, cluster_field, cluster_ref_of
 from .pod_identity import pod_identity_role
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
@@ -41,7 +41,7 @@ def s3_access_policy(partition: str, buckets: Sequence[S3BucketConfig], names: O
     those buckets and their objects. ``names`` are the buckets' names once known, in order (a name
     may be an Output: the component resolves them and calls this inside ``apply``)."""
     if names is not None:
-        buckets = [bucket.model_copy(update={"name": name}) for bucket, name in zip(buckets, names)]
+        buckets = [bucket.model_copy(update={"name": name}) for bucket, name in zip(buckets, names, strict=True)]
     statements = []
     for access, bucket_actions, object_actions in (
         ("read", S3_BUCKET_READ_ACTIONS, S3_OBJECT_READ_ACTIONS),
@@ -60,7 +60,7 @@ def s3_access_policy(partition: str, buckets: Sequence[S3BucketConfig], names: O
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def training_role_needed(buckets: Sequence[S3BucketConfig], policy_arns: Sequence[str]) -> bool:
+def training_role_needed(buckets: Sequence[S3BucketConfig], policy_arns: Sequence[pulumi.Input[str]]) -> bool:
     """A role is made only when it grants something."""
     return bool(buckets) or bool(policy_arns)
 
@@ -117,7 +117,7 @@ class TrainingIdentity(pulumi.ComponentResource):
         args = component_args(TrainingIdentityArgs, "TrainingIdentity", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"TrainingIdentity({name})")
         super().__init__("eks-gpu-training:index:TrainingIdentity", name, None, opts)
-        ref, tags = args.cluster, dict(args.tags)
+        ref, tags = cluster_ref_of(args), dict(args.tags)
         identity = pod_identity_role(
             training_role_resource_name(name),
             ref,

@@ -35,13 +35,12 @@ Reading a stack and the rules that span layers live in ``platform``.
 """
 
 from .problems import ConfigError, Problem, ProblemSink
+from ..facts.gpu_nodes import GPU_NODE_ROLE_LABEL, SYSTEM_NODE_ROLE_LABEL
 from .base import (
     validate_tags,
     supported_version,
     Quantity,
     PROJECT,
-    GPU_NODE_ROLE_LABEL,
-    SYSTEM_NODE_ROLE_LABEL,
     NVIDIA_AMI_TYPES,
     END_OF_LIFE_AMI_TYPES,
     SUPPORTED_KUBERNETES_VERSIONS,

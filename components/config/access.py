@@ -4,13 +4,13 @@ and the training ServiceAccount whose EKS Pod Identity role reaches them."""
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from .base import _DNS_SUBDOMAIN, _Model
-from .inputs import is_unknown, resource_input
+from .inputs import ResourceInput, TextOrOutput, is_unknown
 
 S3_BUCKET_NAME = re.compile(r"^(?!xn--)(?!sthree-)(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 """General purpose bucket names: 3-63 lowercase letters, digits, dots and hyphens, starting and
@@ -19,11 +19,11 @@ ending with a letter or digit, no ``..``, no reserved ``xn--``/``sthree-`` prefi
 
 _POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(\d{12}|aws):policy/[\w+=,.@/-]+$")
 
-BucketName = resource_input(
+BucketName = Annotated[TextOrOutput, ResourceInput(
     S3_BUCKET_NAME.pattern, "an S3 bucket name", "3-63 lowercase letters, digits, '.', '-'; no '..', no xn--/sthree- prefix"
-)
+)]
 """An S3 bucket name, or the ``bucket`` Output of a bucket made in the same program."""
-PolicyArn = resource_input(_POLICY_ARN.pattern, "an IAM policy ARN", "arn:<partition>:iam::<account or aws>:policy/<name>")
+PolicyArn = Annotated[TextOrOutput, ResourceInput(_POLICY_ARN.pattern, "an IAM policy ARN", "arn:<partition>:iam::<account or aws>:policy/<name>")]
 """An IAM policy ARN, or the ``arn`` Output of a policy made in the same program."""
 
 

@@ -7,13 +7,15 @@ import collections.abc
 import dataclasses
 import sys
 import typing
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 import pulumi
 import pydantic
 from pydantic import BaseModel
 
 from .problems import ConfigError, Problem
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 def _key_path(loc: tuple[Any, ...]) -> str:
@@ -64,7 +66,7 @@ def problems_from_validation_error(error: pydantic.ValidationError, root: type[B
     return problems
 
 
-def as_model(value: Any, model: type[BaseModel], path: str) -> BaseModel:
+def as_model(value: Any, model: type[ModelT], path: str) -> ModelT:
     """``value`` as a ``model`` instance: the instance itself, or a dict of its keys (camelCase or
     snake_case) checked into one; anything else, or a dict with bad keys, raises one ``ConfigError``
     whose problems name the key path under ``path``."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Mapping, cast
 
 import pulumi
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -13,11 +13,11 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from ..facts import aws_enums
-from ..facts.gpu_nodes import GPU_NODE_ROLE_LABEL, SYSTEM_NODE_ROLE_LABEL
-from ..facts.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, EKS_KUBERNETES_VERSIONS
+from ..facts.kubernetes_versions import EKS_KUBERNETES_VERSIONS
 from ..facts.quantity import QUANTITY_PATTERN
 from .arguments import problems_from_validation_error
 from .documented import args_section, type_text
+from .inputs import TextOrOutput
 from .problems import ConfigError, Problem
 
 PROJECT = "eks-gpu-training"
@@ -40,7 +40,14 @@ SUPPORTED_KUBERNETES_VERSIONS = tuple(EKS_KUBERNETES_VERSIONS)
 ``facts.kubernetes_versions`` says what each needs."""
 
 
-class _ModelMeta(type(BaseModel)):  # type: ignore[misc]
+if TYPE_CHECKING:
+    # What type(BaseModel) is; the type checker cannot take a call as a base class.
+    from pydantic._internal._model_construction import ModelMetaclass as _PydanticModelMeta
+else:
+    _PydanticModelMeta = type(BaseModel)
+
+
+class _ModelMeta(_PydanticModelMeta):
     def __call__(cls, *args: object, **kwargs: object) -> object:
         # A model built in a program with a wrong value is refused like a stack file's: one
         # ConfigError naming each key path, not pydantic's own error. Only a program's own call
@@ -48,7 +55,9 @@ class _ModelMeta(type(BaseModel)):  # type: ignore[misc]
         try:
             return super().__call__(*args, **kwargs)
         except ValidationError as error:
-            raise ConfigError(problems_from_validation_error(error, cls, cls.__name__)) from None
+            # Every class this metaclass makes is a model class (_Model and its subclasses).
+            model = cast("type[BaseModel]", cls)
+            raise ConfigError(problems_from_validation_error(error, model, cls.__name__)) from None
 
 
 class _Model(BaseModel, metaclass=_ModelMeta):
@@ -65,7 +74,7 @@ class _Model(BaseModel, metaclass=_ModelMeta):
         """``help()`` and editors show what a program passes: snake_case parameters, each with the
         one-line description docs/configuration.md shows (both read the field docstrings)."""
         super().__pydantic_init_subclass__(**kwargs)
-        cls.__signature__ = inspect.Signature(  # type: ignore[misc]
+        cls.__signature__ = inspect.Signature(
             [
                 inspect.Parameter(
                     name,
@@ -133,7 +142,7 @@ TAG_VALUE_LIMITS = aws_enums.string_limits("iam", "tagValueType")
 """Length limits of a tag value, from IAM's model (0-256; EC2's and EKS's are the same)."""
 
 
-def validate_tags(tags: dict[str, str], path: str = "tags") -> list[Problem]:
+def validate_tags(tags: Mapping[str, TextOrOutput], path: str = "tags") -> list[Problem]:
     """Tags every AWS resource of the stack carries, IAM roles included: lengths, IAM's alphabet
     (no comma, no ``#``, ...), no reserved ``aws:`` prefix, and no two keys IAM would take as one
     (IAM tag keys are case-insensitive: docs.aws.amazon.com/IAM/latest/UserGuide/id_tags.html)."""

@@ -13,14 +13,14 @@ from ..facts.iam_principals import PRINCIPAL_ARN_PATTERN, iam_principal
 from ..facts.kubernetes_versions import DEFAULT_KUBERNETES_VERSION
 from .base import SUPPORTED_KUBERNETES_VERSIONS, AmiType, InstanceType, _enum_error, _Model, supported_version
 from .problems import Problem, _collector
-from .inputs import NodeCount, PositiveNodeCount, is_unknown, resource_input
+from .inputs import NodeCount, PositiveNodeCount, ResourceInput, TextOrOutput, is_unknown
 
-ClusterName = resource_input(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$", "an EKS cluster name")
+ClusterName = Annotated[TextOrOutput, ResourceInput(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$", "an EKS cluster name")]
 """An EKS cluster name, or an Output that names one (e.g. a stack reference's)."""
-SecurityGroupId = resource_input(r"^sg-[0-9a-f]{8,17}$", "a security group ID", "sg-...")
+SecurityGroupId = Annotated[TextOrOutput, ResourceInput(r"^sg-[0-9a-f]{8,17}$", "a security group ID", "sg-...")]
 """A security group ID, or the ``id`` Output of a security group made in the same program."""
 PRINCIPAL_ARN_HINT = "arn:<partition>:iam::<account>:role/<name>"
-PrincipalArn = resource_input(PRINCIPAL_ARN_PATTERN, "an IAM role or user ARN", PRINCIPAL_ARN_HINT)
+PrincipalArn = Annotated[TextOrOutput, ResourceInput(PRINCIPAL_ARN_PATTERN, "an IAM role or user ARN", PRINCIPAL_ARN_HINT)]
 """An IAM role or user ARN, or the ``arn`` Output of a role made in the same program."""
 
 WORLD_CIDR = "0.0.0.0/0"

@@ -44,7 +44,7 @@ def field_docstrings(cls: type) -> dict[str, str]:
     body = ast.parse(source).body[0]
     docs: dict[str, str] = {}
     statements = getattr(body, "body", [])
-    for statement, following in zip(statements, statements[1:]):
+    for statement, following in zip(statements, statements[1:], strict=False):
         if (
             isinstance(statement, ast.AnnAssign)
             and isinstance(statement.target, ast.Name)
@@ -127,7 +127,7 @@ class _LazyDoc:
 def documented_args(cls: T) -> T:
     """Class decorator for an Args dataclass: its docstring gains the fields and their docstrings."""
     own = cls.__doc__
-    cls.__doc__ = _LazyDoc(lambda: _append(own, args_section(cls)))  # type: ignore[assignment]
+    cls.__doc__ = _LazyDoc(lambda: _append(own, args_section(cls)))  # type: ignore[assignment]  # a descriptor: the text is built when read
     return cls
 
 
@@ -147,7 +147,7 @@ def _field_names(args_cls: type) -> tuple[list[str], list[str]]:
         return list(model_fields), [n for n, f in model_fields.items() if f.is_required()]
     fields = dataclasses.fields(args_cls)
     required = [
-        f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+        f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     ]
     return [f.name for f in fields], required
 
@@ -230,7 +230,8 @@ def _default(args_cls: type, field_name: str) -> Any:
     if model_fields is not None:
         return model_fields[field_name].get_default(call_default_factory=True)
     field = next(f for f in dataclasses.fields(args_cls) if f.name == field_name)
-    return field.default_factory() if field.default is dataclasses.MISSING else field.default  # type: ignore[misc]
+    factory = field.default_factory
+    return factory() if field.default is dataclasses.MISSING and callable(factory) else field.default
 
 
 def documented_component(args_cls: type) -> Callable[[T], T]:
@@ -251,7 +252,7 @@ def documented_component(args_cls: type) -> Callable[[T], T]:
                 sections.append(outputs_section(cls))
             return _append(own, "\n\n".join(sections))
 
-        cls.__doc__ = _LazyDoc(doc)  # type: ignore[assignment]
+        cls.__doc__ = _LazyDoc(doc)  # type: ignore[assignment]  # a descriptor: the text is built when read
         init = cls.__dict__["__init__"]
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(init).parameters.values()):
             raise TypeError(f"{cls.__name__}.__init__ takes no **fields: call component_args({args_cls.__name__}, ...) with them")
@@ -261,7 +262,7 @@ def documented_component(args_cls: type) -> Callable[[T], T]:
                 f"``args``: its ``{args_cls.__name__}`` (fields above), or the same fields as keywords; "
                 "``opts``: its resource options."
             )
-        init.__signature__ = _signature(args_cls)  # type: ignore[attr-defined]
+        init.__signature__ = _signature(args_cls)  # what inspect.signature reads
         return cls
 
     return decorate

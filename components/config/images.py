@@ -39,9 +39,10 @@ def image_reference_problem(value: Any) -> Optional[str]:
 
 def _image_reference(value: str) -> re.Match[str]:
     reason = image_reference_problem(value)
-    if reason is not None:
-        raise PydanticCustomError("image", reason)
-    return _IMAGE_REFERENCE.match(value)  # type: ignore[return-value]
+    match = _IMAGE_REFERENCE.match(value)
+    if reason is not None or match is None:
+        raise PydanticCustomError("image", reason or f"'{value}' is not an image reference")
+    return match
 
 
 def check_image_grammar(value: str) -> str:

@@ -4,14 +4,19 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Union
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Union
 
 import pulumi
-from pydantic import PlainValidator, WithJsonSchema, WrapValidator
-from pydantic_core import PydanticCustomError
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, PlainValidator, WithJsonSchema, WrapValidator
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 
-def is_unknown(value: Any) -> bool:
+def is_unknown(value: object) -> TypeIs[pulumi.Output[Any]]:
     """Whether a configuration value is a ``pulumi.Output`` (known only once its resource exists):
     such values are passed on to AWS as they are, and rules that compare values skip them."""
     return isinstance(value, pulumi.Output)
@@ -20,8 +25,9 @@ def is_unknown(value: Any) -> bool:
 def joined(*parts: pulumi.Input[str]) -> pulumi.Input[str]:
     """``parts`` as one text: a plain string when every part is one (known at preview, so a rule can
     compare it with what runs), else their ``pulumi.Output.concat``."""
-    if all(isinstance(part, str) for part in parts):
-        return "".join(parts)  # type: ignore[arg-type]
+    texts = [part for part in parts if isinstance(part, str)]
+    if len(texts) == len(parts):
+        return "".join(texts)
     return pulumi.Output.concat(*parts)
 
 
@@ -30,25 +36,38 @@ def shown(value: Any) -> str:
     return "an Output (known after deployment)" if is_unknown(value) else f"'{value}'"
 
 
-def resource_input(pattern: str, what: str, hint: str | None = None) -> Any:
-    """The field type of a value another resource can supply (a VPC or subnet ID, an ARN, an image):
-    a string matching ``pattern``, checked as any other key, or a ``pulumi.Output``, accepted as it is
-    because its value is unknown until that resource exists. Stack files can only hold strings. A
-    mismatch reports the pattern, or ``'<value>' is not <what> (<hint>)`` when ``hint`` is given."""
-    compiled = re.compile(pattern)
+TextOrOutput = Union[str, pulumi.Output[str]]
+"""A string, or an Output of one (the type ``ResourceInput`` checks)."""
 
-    def check(value: Any) -> Any:
+
+@dataclass(frozen=True)
+class ResourceInput:
+    """The check of a value another resource can supply (a VPC or subnet ID, an ARN, an image): a
+    string matching ``pattern``, checked as any other key, or a ``pulumi.Output``, accepted as it is
+    because its value is unknown until that resource exists. Stack files can only hold strings. A
+    mismatch reports the pattern, or ``'<value>' is not <what> (<hint>)`` when ``hint`` is given.
+    pydantic reads it as the ``PlainValidator`` and ``WithJsonSchema`` it stands for."""
+
+    pattern: str
+    what: str
+    hint: str | None = None
+
+    def check(self, value: Any) -> Any:
         if is_unknown(value):
             return value
         if not isinstance(value, str):
-            raise PydanticCustomError("input_type", f"{what} must be a string or a pulumi.Output, not {type(value).__name__}")
-        if not compiled.match(value) and hint is not None:
-            raise PydanticCustomError("resource_input", f"'{value}' is not {what} ({hint})")
-        if not compiled.match(value):
-            raise PydanticCustomError("string_pattern_mismatch", "String should match pattern '{pattern}'", {"pattern": pattern})
+            raise PydanticCustomError("input_type", f"{self.what} must be a string or a pulumi.Output, not {type(value).__name__}")
+        if not re.match(self.pattern, value) and self.hint is not None:
+            raise PydanticCustomError("resource_input", f"'{value}' is not {self.what} ({self.hint})")
+        if not re.match(self.pattern, value):
+            raise PydanticCustomError("string_pattern_mismatch", "String should match pattern '{pattern}'", {"pattern": self.pattern})
         return value
 
-    return Annotated[Union[str, pulumi.Output[str]], PlainValidator(check), WithJsonSchema({"type": "string", "pattern": pattern})]
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return PlainValidator(self.check).__get_pydantic_core_schema__(source, handler)
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return WithJsonSchema({"type": "string", "pattern": self.pattern}).__get_pydantic_json_schema__(schema, handler)
 
 
 def _text_or_output(value: Any) -> Any:

@@ -12,17 +12,17 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import Field
 
 from .base import _AZ, _Model
 from .problems import Problem
-from .inputs import is_unknown, resource_input, shown
+from .inputs import ResourceInput, TextOrOutput, is_unknown, shown
 
-SubnetId = resource_input(r"^subnet-[0-9a-f]{8,17}$", "a subnet ID")
+SubnetId = Annotated[TextOrOutput, ResourceInput(r"^subnet-[0-9a-f]{8,17}$", "a subnet ID")]
 """A subnet ID (``subnet-`` and 8 or 17 hex digits), or the ``id`` Output of a subnet made in the same program."""
-VpcId = resource_input(r"^vpc-[0-9a-f]{8,17}$", "a VPC ID")
+VpcId = Annotated[TextOrOutput, ResourceInput(r"^vpc-[0-9a-f]{8,17}$", "a VPC ID")]
 """A VPC ID, or the ``id`` Output of a VPC made in the same program."""
 
 VPC_PREFIX_RANGE = (16, 28)
@@ -129,8 +129,8 @@ def subnet_layout(network: NetworkConfig) -> SubnetLayout:
             f"/{network.public_subnet_prefix_length} subnets do not fit in {vpc}"
         )
     return SubnetLayout(
-        private={zone: str(block) for zone, block in zip(zones, private)},
-        public={zone: str(block) for zone, block in zip(zones, public)},
+        private={zone: str(block) for zone, block in zip(zones, private, strict=True)},
+        public={zone: str(block) for zone, block in zip(zones, public, strict=True)},
     )
 
 
@@ -138,7 +138,7 @@ def validate_network(network: NetworkConfig, region: str, cluster_created: bool)
     """Rules of the network section: the keys each mode needs, AZs in the region, two AZs for a
     new cluster, and subnets that fit in the VPC."""
     problems: list[Problem] = []
-    problem = lambda key, message: problems.append(Problem(f"network.{key}", message))  # noqa: E731
+    problem = lambda key, message: problems.append(Problem(f"network.{key}", message))  # noqa: E731 - a one-line problem collector
     if network.create:
         if not cluster_created:
             problem("create", "must be false with cluster.create false: an adopted cluster already lives in its VPC; adopt it (vpcId, subnets)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Sequence, Union
+from typing import Any, Literal, Mapping, Optional, Sequence, Union
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -17,7 +17,6 @@ from .base import (
     _DNS_LABEL,
     _LABEL_KEY,
     _LABEL_VALUE,
-    GPU_NODE_ROLE_LABEL,
     NVIDIA_AMI_TYPES,
     AmiType,
     InstanceType,
@@ -25,8 +24,8 @@ from .base import (
     _Model,
 )
 from .problems import Problem, ProblemSink, _collector
-from ..facts.gpu_nodes import GPU_POOL_KEY
-from .inputs import InputLabels, InputText, NodeCount, PositiveNodeCount, is_unknown, shown
+from ..facts.gpu_nodes import GPU_NODE_ROLE_LABEL, GPU_POOL_KEY
+from .inputs import InputLabels, InputText, NodeCount, PositiveNodeCount, TextOrOutput, is_unknown, shown
 from .cluster import RELEASE_VERSION_PATTERN
 from .network import NetworkConfig, SubnetId, SubnetRef, network_zones, planned_subnets
 from .node_repair import NodeRepairConfig, check_node_repair
@@ -318,7 +317,7 @@ def _check_efa(pool: GpuPoolConfig, network: NetworkConfig, known_types: bool, p
             )
 
 
-def _check_node_labels(labels: dict[str, str], problem: ProblemSink) -> None:
+def _check_node_labels(labels: Mapping[str, TextOrOutput], problem: ProblemSink) -> None:
     for key, value in labels.items():
         if key in GPU_SHARING_NODE_LABELS and not (key == "nvidia.com/mig.config" and value == MIG_DISABLED_CONFIG):
             problem(f"labels.{key}", f"is refused: it {GPU_SHARING_NODE_LABELS[key]}; {GPU_SHARING_REFUSED}")
@@ -339,7 +338,7 @@ def _check_node_labels(labels: dict[str, str], problem: ProblemSink) -> None:
             problem(f"labels.{key}", f"'{value}' is not a valid Kubernetes label value (63 characters, alphanumerics, '-', '_', '.')")
 
 
-def _check_eks_labels(labels: dict[str, str], problem: ProblemSink) -> None:
+def _check_eks_labels(labels: Mapping[str, TextOrOutput], problem: ProblemSink) -> None:
     """EKS takes narrower node group labels than Kubernetes (botocore eks ``labelKey``/``labelValue``:
     1-63 characters each, so no prefixed key over 63 and no empty value)."""
     key_min, key_max, _ = aws_enums.string_limits("eks", "labelKey")

@@ -15,9 +15,10 @@ import difflib
 import functools
 import json
 import os
+from typing import Any, cast
 
 import botocore.loaders
-from botocore.model import ServiceModel
+from botocore.model import ServiceModel, StringShape
 from botocore.regions import EndpointResolver
 
 
@@ -25,7 +26,7 @@ class _PlainJSONFileLoader(botocore.loaders.JSONFileLoader):
     """botocore's JSON file loader, parsing into plain dicts: its ``OrderedDict`` hook (dicts keep
     insertion order anyway) makes parsing the EC2 model, a 4 MB document, about twice as slow."""
 
-    def _load_file(self, full_path, open_method):  # type: ignore[no-untyped-def]
+    def _load_file(self, full_path: str, open_method: Any) -> Any:
         if not os.path.isfile(full_path):
             return None
         with open_method(full_path, "rb") as fp:
@@ -55,7 +56,8 @@ def _endpoint_resolver() -> EndpointResolver:
 @functools.cache
 def enum_values(service: str, shape: str) -> frozenset[str]:
     """The values of an enumeration shape of an AWS service model (``ec2``, ``InstanceType``)."""
-    return frozenset(_service_model(service).shape_for(shape).enum)
+    # An enumeration is a string shape in botocore's models.
+    return frozenset(cast(StringShape, _service_model(service).shape_for(shape)).enum)
 
 
 _enum = enum_values

@@ -139,11 +139,6 @@ FRACTIONAL_GPU_INSTANCE_TYPES: dict[str, str] = {
 fractional GPU is GPU sharing, which training pools refuse (whole GPUs per pod)."""
 
 
-def gpu_instance_type(name: str) -> GpuInstanceType:
-    """Facts for one instance type; ``KeyError`` for a type that is not a known GPU type."""
-    return GPU_INSTANCE_TYPES[name]
-
-
 def has_efa(instance_types: list[str]) -> bool:
     """True when every one of the types has at least one EFA device."""
     return all(GPU_INSTANCE_TYPES[t].efa_interfaces > 0 for t in instance_types)

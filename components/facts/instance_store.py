@@ -40,9 +40,10 @@ the same RAID0 array also holds the image cache (multi-GB CUDA images), logs and
 def smallest_local_nvme_gb(instance_types: Iterable[str]) -> Optional[int]:
     """The smallest instance store among the types; None when one of them has none or is unknown."""
     sizes = [LOCAL_NVME_GB.get(t) for t in instance_types]
-    if not sizes or any(size is None for size in sizes):
+    known = [size for size in sizes if size is not None]
+    if not sizes or len(known) < len(sizes):
         return None
-    return min(sizes)  # type: ignore[type-var]
+    return min(known)
 
 
 def ephemeral_storage_request(instance_types: Iterable[str]) -> Optional[str]:

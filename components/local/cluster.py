@@ -91,7 +91,7 @@ class LocalCluster:
         render = self._render()
         # The stack's own Kubernetes minor; one the local control plane cannot run is refused, naming
         # those it can.
-        assert self.args is not None
+        assert self.args is not None  # noqa: S101 - set by _render
         minor = self.args.cluster.kubernetes_version
         kubernetes = builds.kubernetes_for(minor)
         # Says what is missing when a component can be neither found, taken from the binaries folder, nor built.
@@ -138,7 +138,8 @@ class LocalCluster:
         return {"resources": resources, "stack_objects": stack_objects, "chart_objects": chart_objects}
 
     def _apply(self, render: dict[str, Any], *, bare: bool) -> None:
-        assert self.control_plane is not None and self.args is not None
+        assert self.control_plane is not None  # noqa: S101 - started before anything is applied
+        assert self.args is not None  # noqa: S101 - set by _render
         applier = Applier(self.kubeconfig)
         self.nodes = managed_nodes(self.args, render["resources"])
         self.log(f"creating {len(self.nodes)} simulated nodes: " + ", ".join(

@@ -95,7 +95,7 @@ class ControlPlane:
         return f"https://127.0.0.1:{self.ports['apiserver']}"
 
     def _ssl_context(self) -> ssl.SSLContext:
-        assert self.pki is not None
+        assert self.pki is not None  # noqa: S101 - written by start
         context = ssl.create_default_context(cafile=str(self.pki.ca_cert))
         context.load_cert_chain(str(self.pki.admin_cert), str(self.pki.admin_key))
         return context
@@ -135,7 +135,7 @@ class ControlPlane:
         )
 
     def _start_apiserver(self, log) -> None:
-        assert self.pki is not None
+        assert self.pki is not None  # noqa: S101 - written by start
         pki = self.pki
         binary = bin_dir(self.kubernetes) / "kube-apiserver"
         log(f"starting kube-apiserver on https://127.0.0.1:{self.ports['apiserver']}")
@@ -167,7 +167,7 @@ class ControlPlane:
         )
 
     def _start_controllers(self, log) -> None:
-        assert self.pki is not None
+        assert self.pki is not None  # noqa: S101 - written by start
         kube = bin_dir(self.kubernetes)
         kubeconfig = str(self.kubeconfig)
         serving = [f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",

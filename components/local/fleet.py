@@ -29,7 +29,6 @@ KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 """The annotation KWOK's controller selects the nodes it simulates by (Karpenter's KWOK provider
 puts it on the nodes it launches, too)."""
 NODE_GROUP_TYPE = "aws:eks/nodeGroup:NodeGroup"
-NODEPOOL_KIND = "NodePool"
 EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
 EKS_CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
 """Labels EKS puts on every node of a managed node group (EKS user guide, "Managed node groups":

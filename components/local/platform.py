@@ -206,7 +206,7 @@ class Applier:
         from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
         pending = list(objects)
-        for attempt in range(3):
+        for _attempt in range(3):
             retry = []
             for obj in pending:
                 try:

@@ -139,7 +139,7 @@ class Supervisor:
             try:
                 if ready():
                     return
-            except Exception:  # noqa: BLE001 - not ready yet, whatever the probe raised
+            except Exception:  # noqa: BLE001, S110 - not ready yet, whatever the probe raised
                 pass
             time.sleep(0.2)
         raise process.failure(f"was not {what} after {timeout:.0f} s")

@@ -4,5 +4,5 @@ the generated configuration reference (``docs/configuration.md``) and node-condi
 ``eks-gpu-training-preflight`` (the pre-flight checks for an existing cluster). Builds on every
 layer; nothing imports it."""
 
-from .engine import *  # noqa: F403
-from .engine import __all__  # noqa: F401
+from .engine import *  # noqa: F403 - the package is the engine's names under a shorter import
+from .engine import __all__  # noqa: F401 - so the package exports exactly those

@@ -105,7 +105,7 @@ class Graph:
 
     def one(self, type_: str, name: Optional[str] = None) -> Registration:
         found = [r for r in self.of_type(type_) if name is None or r.name == name]
-        assert len(found) == 1, f"expected one {type_} {name or ''}, found {[r.name for r in found]}"
+        assert len(found) == 1, f"expected one {type_} {name or ''}, found {[r.name for r in found]}"  # noqa: S101 - the tests' lookup: a failed lookup is a failed test
         return found[0]
 
     def subtree(self, root: Registration) -> "Graph":

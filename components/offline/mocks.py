@@ -58,7 +58,7 @@ class PlausibleMocks(pulumi.runtime.Mocks):
         typ = args.typ
         if typ == "eks:index:Cluster":
             # pulumi-eks names an unnamed cluster after the resource, with a random suffix.
-            cluster_name = outputs.get("name") or f"{name}-eksCluster-{hashlib.sha1(name.encode()).hexdigest()[:7]}"
+            cluster_name = outputs.get("name") or f"{name}-eksCluster-{hashlib.sha1(name.encode(), usedforsecurity=False).hexdigest()[:7]}"
             kubeconfig = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": cluster_name}]}
             outputs.update(
                 kubeconfig=kubeconfig,
@@ -123,7 +123,7 @@ class PlausibleMocks(pulumi.runtime.Mocks):
             resource_id = "/".join(p for p in (metadata.get("namespace"), metadata.get("name") or name) if p)
         elif typ in EC2_ID_PREFIXES:
             # EC2-shaped, since CRD patterns (EC2NodeClass selector ids) check them.
-            resource_id = EC2_ID_PREFIXES[typ] + hashlib.sha1(name.encode()).hexdigest()[:17]
+            resource_id = EC2_ID_PREFIXES[typ] + hashlib.sha1(name.encode(), usedforsecurity=False).hexdigest()[:17]
         else:
             resource_id = args.resource_id or f"{name}-id"
         return resource_id, outputs

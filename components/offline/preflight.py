@@ -70,11 +70,12 @@ def _dcgm(options: argparse.Namespace) -> int:
 
 def ssh_key_pair() -> tuple[str, str]:
     """A fresh ed25519 key pair (private, public) in OpenSSH format, from ``ssh-keygen``."""
-    if shutil.which("ssh-keygen") is None:
+    keygen = shutil.which("ssh-keygen")
+    if keygen is None:
         raise SystemExit("ssh-keygen is not on the PATH; it makes the key the NCCL pods log in to each other with")
     with tempfile.TemporaryDirectory() as folder:
         key = Path(folder) / "id_ed25519"
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "nccl-test", "-f", str(key)], check=True)
+        subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-C", "nccl-test", "-f", str(key)], check=True)
         return key.read_text(), key.with_suffix(".pub").read_text()
 
 

@@ -113,28 +113,28 @@ def _own_nodes(function: ast.AST) -> list[ast.AST]:
 
 
 def _parameters(function: ast.AST) -> list[ast.arg]:
-    args = function.args  # type: ignore[attr-defined]
+    args = function.args  # type: ignore[attr-defined]  # a def or lambda node; callers pass only those
     return [*args.posonlyargs, *args.args, *args.kwonlyargs]
 
 
 def _default(function: ast.AST, name: str) -> Optional[ast.expr]:
-    args = function.args  # type: ignore[attr-defined]
+    args = function.args  # type: ignore[attr-defined]  # a def or lambda node; callers pass only those
     positional = [*args.posonlyargs, *args.args]
-    for arg, default in zip(reversed(positional), reversed(args.defaults)):
+    for arg, default in zip(reversed(positional), reversed(args.defaults), strict=False):
         if arg.arg == name:
             return default
-    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
         if arg.arg == name:
             return default
     return None
 
 
-def _argument(call: ast.Call, function: ast.FunctionDef, name: str) -> Optional[ast.expr]:
+def _argument(call: ast.Call, function: ast.AST, name: str) -> Optional[ast.expr]:
     """The expression ``call`` passes for ``function``'s parameter ``name``, if it passes one."""
     for keyword in call.keywords:
         if keyword.arg == name:
             return keyword.value
-    positional = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    positional = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]  # type: ignore[attr-defined]  # a def or lambda node
     if positional and positional[0] in ("self", "cls"):
         positional = positional[1:]
     if name in positional and positional.index(name) < len(call.args):
@@ -166,7 +166,7 @@ class _Resolver:
                     pieces.append(self.paths(part.value, scope, depth, in_brackets=text.endswith("[")))
                     text = ""
                 else:
-                    text = part.value  # type: ignore[attr-defined]
+                    text = part.value  # type: ignore[attr-defined]  # an f-string's other parts are str Constants
                     pieces.append({text})
             return self._joined(pieces)
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
@@ -201,7 +201,7 @@ class _Resolver:
                 if not isinstance(binding, ast.Assign):
                     return set()
             if bindings:
-                return set().union(*(self.paths(b.value, function, depth + 1) for b in before[-1:] or bindings))  # type: ignore[attr-defined]
+                return set().union(*(self.paths(b.value, function, depth + 1) for b in before[-1:] or bindings))  # type: ignore[attr-defined]  # each binding is an ast.Assign, checked above
             if name in (a.arg for a in _parameters(function)):
                 return self.parameter(function, name, depth)
         module = self.source.modules[self.source.module_of[scope]] if scope is not None else None
@@ -250,7 +250,7 @@ class _Resolver:
                     return None
                 found: set[str] = set()
                 for call in self.source.calls.get(getattr(function, "name", ""), []):
-                    passed = _argument(call, function, name)  # type: ignore[arg-type]
+                    passed = _argument(call, function, name)
                     if isinstance(passed, ast.Name) and depth < MAX_DEPTH:
                         found |= self.sink_prefixes(passed.id, self.source.scope(call), depth + 1) or set()
                 return found or {f"<{name}>"}
@@ -350,8 +350,8 @@ def _source_refusals(source: _Source) -> list[Refusal]:
             for forwarder, problem in forwarders.items():
                 if source.name_of(forwarder) != name or not _visible(source, forwarder, scope):
                     continue
-                message_name = problem.args[1].id  # type: ignore[attr-defined]
-                passed = _argument(call, forwarder, message_name)  # type: ignore[arg-type]
+                message_name = problem.args[1].id  # type: ignore[attr-defined]  # a forwarder's message argument is a Name, found so above
+                passed = _argument(call, forwarder, message_name)
                 if passed is None:
                     continue
                 paths = _bound_paths(resolver, problem.args[0], forwarder, call)
@@ -381,12 +381,12 @@ def _visible(source: _Source, function: ast.AST, scope: Scope) -> bool:
 
 def _bound_paths(resolver: _Resolver, path: ast.expr, forwarder: ast.AST, call: ast.Call) -> set[str]:
     """``path`` (an expression over ``forwarder``'s parameters) with this call's arguments in them."""
-    bound = {a.arg: _argument(call, forwarder, a.arg) for a in _parameters(forwarder)}  # type: ignore[arg-type]
+    bound = {a.arg: _argument(call, forwarder, a.arg) for a in _parameters(forwarder)}
     caller = resolver.source.scope(call)
 
     def substitute(node: ast.expr) -> ast.expr:
         if isinstance(node, ast.Name) and bound.get(node.id) is not None:
-            return bound[node.id]  # type: ignore[return-value]
+            return bound[node.id]  # type: ignore[return-value]  # not None: checked in the condition
         for field, value in ast.iter_fields(node):
             if isinstance(value, ast.expr):
                 setattr(node, field, substitute(value))

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 from pydantic import AfterValidator, BaseModel, BeforeValidator, PlainValidator, WrapValidator
 
 from ..config import GpuTrainingPlatformArgs
+from ..config.inputs import ResourceInput
 from .refusals import Refusal, message_text
 
 VALIDATORS = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
@@ -40,8 +41,14 @@ def validator_messages(func: Callable[..., Any]) -> list[str]:
     """What a validator says when it refuses: the message of each error it raises, or builds with a
     helper of its module, or else that the helpers it calls raise; placeholders as ``…``, the text
     of the values a factory closed over (``resource_input(pattern, what, hint)``) written in."""
+    # A check that is a method (``ResourceInput.check``) reads its values from its instance.
+    owner = getattr(func, "__self__", None)
+    if isinstance(owner, type):  # a classmethod validator: nothing of its class is a value it shows
+        owner = None
     func = inspect.unwrap(getattr(func, "__func__", func))
     closed_over = {k: v for k, v in inspect.getclosurevars(func).nonlocals.items() if isinstance(v, str)}
+    if owner is not None:
+        closed_over |= {f"self.{k}": v for k, v in vars(owner).items() if isinstance(v, str)}
     return _raised_messages(func, 0, closed_over) or [(func.__doc__ or "see its source").strip().splitlines()[0]]
 
 
@@ -62,7 +69,7 @@ def _raised_messages(func: Callable[..., Any], depth: int, constants: dict[str, 
     def function_named(name: str) -> Any:
         return closed_over.get(name, getattr(module, name, None))
 
-    body = [n for statement in node.body for n in ast.walk(statement)]  # type: ignore[attr-defined]
+    body = [n for statement in node.body for n in ast.walk(statement)]  # type: ignore[attr-defined]  # a validator's source parses to a def node
     messages: list[str] = []
     raising: set[ast.AST] = set()
     for raised in body:
@@ -78,8 +85,10 @@ def _raised_messages(func: Callable[..., Any], depth: int, constants: dict[str, 
             messages.append(message_text(_with_constants(call.args[0], constants), node))
         elif callable(helper):  # ``raise _enum_error(value, allowed, "an EC2 instance type", ...)``
             messages += _raised_messages(helper, depth + 1, _constant_arguments(helper, call))
-    for call in (n for n in body if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n not in raising):
-        helper = function_named(call.func.id)
+    for handed in body:
+        if not isinstance(handed, ast.Call) or not isinstance(handed.func, ast.Name) or handed in raising:
+            continue
+        helper = function_named(handed.func.id)
         if inspect.isfunction(helper) and helper is not func:  # a check the validator hands the value to
             messages += _raised_messages(helper, depth + 1, {})
     return list(dict.fromkeys(messages))
@@ -104,22 +113,35 @@ def _returned(message: ast.expr, node: ast.AST, function_named: Callable[[str], 
 
 def _constant_arguments(helper: Callable[..., Any], call: ast.Call) -> dict[str, str]:
     names = list(inspect.signature(helper).parameters)
-    return {n: a.value for n, a in zip(names, call.args) if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+    return {n: a.value for n, a in zip(names, call.args, strict=False) if isinstance(a, ast.Constant) and isinstance(a.value, str)}
 
 
 def _with_constants(expr: ast.expr, constants: dict[str, str]) -> ast.expr:
     """``expr`` with the helper's parameters the call gave as text written in."""
     if not isinstance(expr, ast.JoinedStr) or not constants:
         return expr
-    values = [
-        ast.Constant(constants[v.value.id]) if isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name) and v.value.id in constants else v
-        for v in expr.values
-    ]
+    values = [ast.Constant(constants[name]) if (name := _named(v)) in constants else v for v in expr.values]
     return ast.JoinedStr(values=values)
 
 
+def _named(value: ast.expr) -> str | None:
+    """The name an f-string's placeholder shows: ``what`` for ``{what}``, ``self.what`` for ``{self.what}``."""
+    if not isinstance(value, ast.FormattedValue):
+        return None
+    if isinstance(value.value, ast.Name):
+        return value.value.id
+    if isinstance(value.value, ast.Attribute) and isinstance(value.value.value, ast.Name):
+        return f"{value.value.value.id}.{value.value.attr}"
+    return None
+
+
 def _validator_name(func: Callable[..., Any]) -> str:
-    """A validator's name; one a factory made (``count_input.<locals>.check``) by its factory's."""
+    """A validator's name; one a factory made (``count_input.<locals>.check``) by its factory's, a
+    method (``ResourceInput.check``) by its class's."""
+    owner = getattr(func, "__self__", None)
+    if owner is not None and not isinstance(owner, type):
+        return type(owner).__name__
+    func = inspect.unwrap(getattr(func, "__func__", func))
     return func.__qualname__.split(".<locals>")[0].rsplit(".", 1)[-1]
 
 
@@ -169,6 +191,8 @@ def _field_rows(model: type[BaseModel], name: str, key: str) -> Iterator[Refusal
         elif type(item).__name__ in BOUNDS:
             attribute, wording = BOUNDS[type(item).__name__]
             rules.setdefault(suffix, []).append(wording.format(getattr(item, attribute)))
+        elif isinstance(item, ResourceInput):
+            validators.append((suffix, item.check))
         elif getattr(item, "pattern", None):
             rules.setdefault(suffix, []).append(f"matches `{item.pattern}`")
         elif isinstance(item, VALIDATORS):
@@ -179,9 +203,8 @@ def _field_rows(model: type[BaseModel], name: str, key: str) -> Iterator[Refusal
     for suffix, parts in rules.items():
         yield Refusal((key + suffix,), "`schema`: " + "; ".join(dict.fromkeys(parts)), _module(model))
     for suffix, func in dict.fromkeys(validators):
-        func = inspect.unwrap(getattr(func, "__func__", func))
         for message in validator_messages(func):
-            yield Refusal((key + suffix,), f"`{_validator_name(func)}`: {message}", _module(func))
+            yield Refusal((key + suffix,), f"`{_validator_name(func)}`: {message}", _module(inspect.unwrap(getattr(func, "__func__", func))))
 
 
 def schema_refusals(model: type[BaseModel] = GpuTrainingPlatformArgs, prefix: str = "") -> list[Refusal]:

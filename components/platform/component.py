@@ -225,7 +225,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     def _lustre(self, name: str, args: GpuTrainingPlatformArgs, tags: Tags) -> LustreStorage:
         """The FSx for Lustre file system and its CSI driver, in the private subnet of its AZ."""
         zone = fsx_zone(args.storage, args.network, gpu_pool_zones(args))
-        assert zone is not None, "validate_storage reports a file system without an AZ"
+        assert zone is not None, "validate_storage reports a file system without an AZ"  # noqa: S101 - an invariant of validated args
         return LustreStorage(
             lustre_child_name(name),
             LustreStorageArgs(

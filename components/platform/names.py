@@ -90,9 +90,9 @@ def generated_names(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) ->
         names += [(own, n) for n in training_identity_physical_names(child, args.s3_buckets)]
     if args.karpenter.enabled:
         names += [(own, n) for n in karpenter_physical_names(karpenter_child_name(name))]
-        for i, pool in enumerate(args.karpenter.gpu_node_pools):
-            child = gpu_node_pool_child_name(name, pool.name)
-            names += [(f"karpenter.gpuNodePools[{i}].name", n) for n in gpu_node_pool_physical_names(child, pool, cluster_name)]
+        for i, karpenter_pool in enumerate(args.karpenter.gpu_node_pools):
+            child = gpu_node_pool_child_name(name, karpenter_pool.name)
+            names += [(f"karpenter.gpuNodePools[{i}].name", n) for n in gpu_node_pool_physical_names(child, karpenter_pool, cluster_name)]
     return names
 
 

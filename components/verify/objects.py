@@ -45,7 +45,7 @@ def labels(obj: Mapping[str, Any]) -> dict[str, str]:
     return obj.get("metadata", {}).get("labels") or {}
 
 
-def annotations(obj: Mapping[str, Any]) -> dict[str, str]:
+def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
     return obj.get("metadata", {}).get("annotations") or {}
 
 

@@ -113,7 +113,7 @@ def _declared_pools(args: Optional[GpuTrainingPlatformArgs]) -> dict[PoolKey, Gp
     """The stack's GPU pools by the node label that names their nodes (none without the stack)."""
     if args is None:
         return {}
-    pools = {PoolKey(GPU_POOL_KEY, p.name): p for p in args.gpu_node_groups}
+    pools: dict[PoolKey, GpuPoolConfig] = {PoolKey(GPU_POOL_KEY, p.name): p for p in args.gpu_node_groups}
     if args.karpenter.enabled:
         pools.update({PoolKey(KARPENTER_NODEPOOL_LABEL, p.name): p for p in args.karpenter.gpu_node_pools})
     return pools

@@ -91,7 +91,7 @@ def _api_client(kubeconfig: Optional[str], context: Optional[str]) -> Any:
     configuration = client.Configuration()
     try:
         config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
-    except Exception as error:  # the loader raises ConfigException, and whatever an exec plugin raises
+    except Exception as error:  # noqa: BLE001 - the loader raises ConfigException, and an exec plugin anything
         raise ClusterUnreadable(f"kubeconfig: {_one_line(error)}") from None
     configuration.retries = CONNECT_RETRIES
     return client.ApiClient(configuration)
@@ -104,7 +104,7 @@ def _one_line(error: BaseException) -> str:
 
 def _reason(error: BaseException) -> str:
     """The innermost cause of a connection failure (urllib3 wraps it in MaxRetryError)."""
-    reason = getattr(error, "reason", None)
+    reason: Any = getattr(error, "reason", None)
     while getattr(reason, "reason", None) is not None and reason is not reason.reason:
         reason = reason.reason
     text = _one_line(reason if reason is not None else error)
@@ -133,7 +133,7 @@ def _list(api: Any, read: ApiRead) -> Optional[list[dict[str, Any]]]:
             raise ClusterUnreadable(f"{host}: {_one_line(error)}") from None
         except HTTPError as error:
             raise ClusterUnreadable(f"cannot reach the API server at {host}: {_reason(error)}") from None
-        except Exception as error:  # an exec plugin (aws eks get-token) failing to refresh the token
+        except Exception as error:  # noqa: BLE001 - an exec plugin (aws eks get-token) failing to refresh the token
             raise ClusterUnreadable(f"{host}: {_one_line(error)}") from None
         if response.status == 404 and read.optional:
             return None

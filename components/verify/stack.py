@@ -225,8 +225,8 @@ def fsx_claims(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]:
         item = f"fsx-claim/{config.name}"
         claim = next((c for c in snapshot.persistent_volume_claims if namespace(c) == config.name and name(c) == FSX_CLAIM), None)
         phase = claim.get("status", {}).get("phase") if claim is not None else None
-        if phase == "Bound":
-            rows.append(passed(item, f"{config.name}/{FSX_CLAIM} is Bound to {claim['spec'].get('volumeName')}."))  # type: ignore[index]
+        if claim is not None and phase == "Bound":
+            rows.append(passed(item, f"{config.name}/{FSX_CLAIM} is Bound to {claim['spec'].get('volumeName')}."))
         else:
             rows.append(
                 failed(

@@ -11,7 +11,7 @@ from ..addons import topology_labeler
 from ..facts.catalog import EC2_TOPOLOGY_INSTANCE_TYPES
 from ..facts.gpu_nodes import network_layer_key
 from ..workloads.training_spec import TOPOLOGY_ANNOTATIONS
-from .objects import NO_TRAINING_JOB, TrainingJob, annotations, gpu_nodes, instance_type, labels, name, node_name, nodes_by_pool, training_jobs
+from .objects import NO_TRAINING_JOB, TrainingJob, annotations_of, gpu_nodes, instance_type, labels, name, node_name, nodes_by_pool, training_jobs
 from .rows import Row, failed, listing, passed, skipped
 from .snapshot import Snapshot
 
@@ -62,7 +62,7 @@ def topology_labels(snapshot: Snapshot) -> Row:
 def _topology_request(pod: Mapping[str, Any]) -> Optional[tuple[str, str]]:
     """(mode, level) of a Kueue topology request over a network layer on the pod, if any."""
     for mode, annotation in TOPOLOGY_ANNOTATIONS.items():
-        level = annotations(pod).get(annotation)
+        level = annotations_of(pod).get(annotation)
         if level in LAYER_KEYS:
             return mode, level
     return None
@@ -99,15 +99,15 @@ def topology_aware_spread(snapshot: Snapshot) -> Row:
         if bare:
             problems.append(f"job {job}: pods {listing(bare)} carry neither a topology spread constraint nor a Kueue topology request over a network-node layer")
             continue
-        requests = {_topology_request(p) for p in job.pods} - {None}
+        requests = {request for p in job.pods if (request := _topology_request(p)) is not None}
         how = (
-            ", ".join(f"Kueue {mode} topology {level}" for mode, level in sorted(requests))  # type: ignore[misc]
+            ", ".join(f"Kueue {mode} topology {level}" for mode, level in sorted(requests))
             if requests
             else f"spread over {_layer_spread(job.pods[0])}"
         )
         shared, values, unlabelled = _blocks(job, nodes)
         unknown = f" ({len(unlabelled)} on nodes without network-node labels, see {TOPOLOGY_LABELS})" if unlabelled else ""
-        required = [level for mode, level in requests if mode == "required"]  # type: ignore[misc]
+        required = [level for mode, level in requests if mode == "required"]
         if required and (shared is None or LAYER_KEYS.index(shared) < LAYER_KEYS.index(required[0])):
             problems.append(f"job {job} ({how}): its pods stand under {len(values[required[0]])} {required[0]} blocks{unknown}")
         elif shared is None:

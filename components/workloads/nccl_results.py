@@ -73,13 +73,13 @@ def _number(token: str) -> Optional[float]:
 
 def _measurement(tokens: list[str]) -> Optional[Measurement]:
     time_us, algbw, busbw = (_number(t) for t in tokens[:3])
-    wrong_token = tokens[3]
+    wrong_column = tokens[3]
     if time_us is None or algbw is None or busbw is None:
         return None
-    if wrong_token == "N/A":
+    if wrong_column == "N/A":
         wrong = None
-    elif wrong_token.isdigit():
-        wrong = int(wrong_token)
+    elif wrong_column.isdigit():
+        wrong = int(wrong_column)
     else:
         return None
     return Measurement(time_us, algbw, busbw, wrong)
@@ -142,13 +142,13 @@ def judge_all_reduce(result: AllReduceResult, *, at_bytes: int, min_bus_bandwidt
             problems.append(f"{max(wrong)} wrong elements at {row.size_bytes} bytes: a GPU or link corrupts data")
     if result.out_of_bounds:
         problems.append(f"{result.out_of_bounds} out-of-bounds values")
-    row = result.row_at(at_bytes)
-    measured = row.out_of_place.bus_bandwidth_gbps if row is not None else None
+    judged = result.row_at(at_bytes)
+    measured = judged.out_of_place.bus_bandwidth_gbps if judged is not None else None
     if min_bus_bandwidth_gbps is not None:
-        if row is None:
+        if judged is None:
             largest = max((r.size_bytes for r in result.rows), default=0)
             problems.append(f"no result at {at_bytes} bytes to compare with the baseline (largest size run: {largest} bytes)")
-        elif measured < min_bus_bandwidth_gbps:
+        elif measured is not None and measured < min_bus_bandwidth_gbps:
             problems.append(
                 f"bus bandwidth {measured:.2f} GB/s at {at_bytes} bytes is below the required {min_bus_bandwidth_gbps:.2f} GB/s"
             )

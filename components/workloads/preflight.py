@@ -36,7 +36,7 @@ PREFLIGHT_COMPONENT = "gpu-preflight"
 training apps' spread constraints do not count them."""
 SSH_PORT = 2222
 """Port of the pods' sshd (an unprivileged choice; mpirun is told with ``plm_rsh_args``)."""
-SSH_SECRET_MOUNT = "/etc/preflight-ssh"
+SSH_SECRET_MOUNT = "/etc/preflight-ssh"  # noqa: S105 - where the key Secret is mounted, not a secret
 JUDGE_MOUNT = "/etc/preflight-judge"
 JUDGE_FILE = "nccl_results.py"
 JUDGE_SOURCE = Path(__file__).with_name(JUDGE_FILE)
@@ -204,7 +204,7 @@ def nccl_test_script(spec: NcclTestSpec) -> str:
         judge.append(f"--min-bus-bandwidth {spec.min_bus_bandwidth_gbps}")
     mpirun = [
         MPIRUN, "--allow-run-as-root", "--tag-output",
-        "-np", str(spec.nodes * gpus), "-N", str(gpus), "--hostfile", "/tmp/hostfile", "--bind-to", "none",
+        "-np", str(spec.nodes * gpus), "-N", str(gpus), "--hostfile", "/tmp/hostfile", "--bind-to", "none",  # noqa: S108 - the launcher pod's own /tmp
         "--mca", "plm_rsh_args", shlex.quote(ssh_options),
         "--mca", "pml", "^ucx", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_exclude", "lo,docker0,veth_def_agent",
         "-x", "PATH", "-x", "LD_LIBRARY_PATH", "-x", "FI_PROVIDER=efa", "-x", "FI_EFA_FORK_SAFE=1", "-x", "NCCL_DEBUG=WARN",

@@ -204,11 +204,6 @@ def _quantity_text(resource: str, amount: Fraction) -> str:
     return str(int(amount))
 
 
-def quota_totals(quotas: dict[str, dict[str, str]]) -> dict[str, Fraction]:
-    """What a ClusterQueue admits at most, per resource: its flavors' quotas together."""
-    return {r: sum((parse_quantity(q[r]) for q in quotas.values()), Fraction(0)) for r in QUOTA_RESOURCES}
-
-
 def cluster_queue(namespace: str, quotas: dict[str, dict[str, str]]) -> dict[str, Any]:
     """The namespace's ClusterQueue: only its own namespace's LocalQueues, every pool's flavor, and
     preemption of lower-priority workloads (the seed's classes: training-critical over
@@ -261,12 +256,12 @@ def validate_kueue(args: GpuTrainingPlatformArgs) -> list[Problem]:
     flavors = pool_flavors(args)
     problems = []
     names = [f.name for f in flavors]
-    for i, flavor in enumerate(flavors):
-        if names.index(flavor.name) != i:
+    for i, named in enumerate(flavors):
+        if names.index(named.name) != i:
             problems.append(
                 Problem(
-                    f"{flavor.capacity.path}.name",
-                    f"gives the ResourceFlavor name '{flavor.name}' that {flavors[names.index(flavor.name)].capacity.path} has too; rename the pool",
+                    f"{named.capacity.path}.name",
+                    f"gives the ResourceFlavor name '{named.name}' that {flavors[names.index(named.name)].capacity.path} has too; rename the pool",
                 )
             )
     by_pool = {f.capacity.pool.name: f for f in flavors}

@@ -124,7 +124,7 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
     Call it on arguments that passed ``validate_scheduling``."""
     scheduling = args.scheduling
     capacity = app_pool(app, args)
-    assert capacity is not None, "validate_scheduling reports an app without a pool"
+    assert capacity is not None, "validate_scheduling reports an app without a pool"  # noqa: S101 - an invariant of validated args
     pool = capacity.pool
     job = app.job
     runs = (

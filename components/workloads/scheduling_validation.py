@@ -113,7 +113,7 @@ def _validate_app(app: TrainingAppConfig, path: str, args: GpuTrainingPlatformAr
     capacity = app_pool(app, args)
     if capacity is None and app.pool is None:
         problems.append(Problem(f"{path}.pool", f"is required: the stack has {len(pools)} GPU pools ({', '.join(pools) or 'none'})"))
-    elif capacity is None and pools.count(app.pool) > 1:
+    elif capacity is None and app.pool is not None and pools.count(app.pool) > 1:
         paths = " and ".join(c.path for c in fleet if c.pool.name == app.pool)
         problems.append(Problem(f"{path}.pool", f"'{app.pool}' names {paths}; rename one of them"))
     elif capacity is None:

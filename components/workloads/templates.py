@@ -116,7 +116,7 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
     container.update(
         env=torchrun_env(spec) + [{"name": k, "value": v} for k, v in spec.env.items()],
         resources=training_resources(spec),
-        volumeMounts=[{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+        volumeMounts=[{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]  # noqa: S108 - the container's shared memory, a memory-backed volume
         + ([{"name": SHARED_VOLUME, "mountPath": spec.shared_volume_mount_path}] if spec.shared_volume_claim else []),
         securityContext={
             "allowPrivilegeEscalation": False,

@@ -4,7 +4,7 @@ templates in ``workloads.py``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -23,7 +23,14 @@ from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
 
-JOB_OPTIONS = dict(
+class JobOptions(TypedDict):
+    """The resource options ``JOB_OPTIONS`` sets, to pass as ``**`` to ``ResourceOptions``."""
+
+    ignore_changes: list[str]
+    retain_on_delete: bool
+
+
+JOB_OPTIONS = JobOptions(
     # A Job's pod template is immutable (only a suspended Job's scheduling directives may change:
     # kubernetes.io/docs/concepts/workloads/controllers/job), so any change to the spec would replace
     # the Job and kill the run. While a revision exists, its spec is left alone, suspension included

@@ -197,7 +197,7 @@ def validate_training_job(spec: TrainingJobSpec, path: str) -> list[Problem]:
         listed = ", ".join(f"{t} {n}" for t, n in gpu_counts.items())
         problem("gpusPerNode", f"is required: the instance types have different GPU counts ({listed}), so no whole-node count fits all")
     elif spec.gpus_per_node is not None and spec.gpus_per_node > min(gpu_counts.values()):
-        problem("gpusPerNode", f"{spec.gpus_per_node} exceeds the GPUs of {min(gpu_counts, key=gpu_counts.get)} ({min(gpu_counts.values())})")
+        problem("gpusPerNode", f"{spec.gpus_per_node} exceeds the GPUs of {min(gpu_counts, key=lambda t: gpu_counts[t])} ({min(gpu_counts.values())})")
     if spec.efa and any(f.efa_interfaces == 0 for f in types.values()):
         problem("efa", f"is on but {', '.join(t for t, f in types.items() if f.efa_interfaces == 0)} has no EFA")
     elif spec.efa and spec.efa_devices_per_node is not None and not 1 <= spec.efa_devices_per_node <= efa_interface_count(list(types)):

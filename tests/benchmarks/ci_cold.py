@@ -63,7 +63,7 @@ def main() -> int:
         status = process.wait()
     seconds = time.monotonic() - started
     done.set()
-    print(f"| minute | step |\n|---|---|")
+    print("| minute | step |\n|---|---|")
     for at, step in steps:
         print(f"| {at / 60:.1f} | {step[:160]} |")
     load = f"median {statistics.median(loads):.1f}, max {max(loads):.1f}" if loads else "not sampled"

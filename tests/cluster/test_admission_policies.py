@@ -102,7 +102,8 @@ def test_the_labeler_may_add_a_fourth_layer_label_beside_existing_ones(prod_clus
     own, saved = labelled_node
     _labeler(prod_cluster, own).core.patch_node(own, {"metadata": {"labels": {LAYER_4: "nn-4"}}})
     labels = prod_cluster.kube.core.read_node(own).metadata.labels
-    assert labels[LAYER_4] == "nn-4" and all(labels[key] == value for key, value in saved.items())
+    assert labels[LAYER_4] == "nn-4"
+    assert all(labels[key] == value for key, value in saved.items())
 
 
 def test_the_labeler_may_not_set_other_labels(prod_cluster, labeler_nodes):

@@ -181,7 +181,8 @@ def test_image_mirrors_upgrade_the_release_and_roll_its_pods_but_leave_a_trainin
     assert plan == {RELEASE: ["update"]}, plan
     engine.up(mirrored)
     after = apps.read_namespaced_deployment("gpu-operator", gpu_operator.NAMESPACE)
-    assert after.metadata.uid == before.metadata.uid and after.metadata.generation > before.metadata.generation
+    assert after.metadata.uid == before.metadata.uid
+    assert after.metadata.generation > before.metadata.generation
     assert after.spec.template.spec.containers[0].image.startswith("harbor.example.com/nvcr/nvidia/gpu-operator:")
     job_after = bare_cluster.kube.batch.read_namespaced_job("rl-training", "training")
     assert job_after.metadata.uid == job_before.metadata.uid
@@ -331,7 +332,8 @@ def test_a_bad_configuration_fails_the_preview_with_the_message_and_no_traceback
 
     engine = Engine(tools, tmp_path_factory.mktemp("bad-config-state"), bad, project="bad-config")
     steps, output = engine.failed_plan(None)
-    assert "charts.directory: '" in output and "is not a folder" in output
+    assert "charts.directory: '" in output
+    assert "is not a folder" in output
     assert "s3Buckets: training pods reach the buckets through a Pod Identity role" in output
     assert "Traceback" not in output
     # Nothing but the stack itself was planned: the component refused before registering anything.
@@ -384,9 +386,11 @@ def test_the_language_host_shows_a_refused_stack_file_as_its_problems_without_a_
     shown = result.stdout + result.stderr
     assert result.returncode != 0
     assert "invalid configuration (2 problems), rejected before registering any resource:" in shown
-    assert "  - charts.directory: '" in shown and "is not a folder" in shown
+    assert "  - charts.directory: '" in shown
+    assert "is not a folder" in shown
     assert "  - s3Buckets: training pods reach the buckets through a Pod Identity role" in shown
-    assert "Traceback" not in shown and 'File "' not in shown
+    assert "Traceback" not in shown
+    assert 'File "' not in shown
 
 
 def test_pulumi_up_of_the_project_deploys_the_in_cluster_half_and_destroy_removes_it(tools, bare_cluster, tmp_path_factory):

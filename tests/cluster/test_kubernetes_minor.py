@@ -43,4 +43,5 @@ def test_a_stack_of_another_minor_runs_on_that_minors_control_plane(other_minor_
     version = client.VersionApi(cluster.kube.api).get_code()
     assert version.git_version == builds.KUBERNETES_BY_MINOR[minor].version
     nodes = cluster.kube.core.list_node().items
-    assert nodes and all(n.status.conditions for n in nodes)
+    assert nodes
+    assert all(n.status.conditions for n in nodes)

@@ -63,4 +63,5 @@ def test_a_chart_version_the_oci_mirror_lacks_is_unavailable_naming_the_chart_an
                               f"{oci_mirror.url}/gpu-operator could not supply it (")
     assert f"{oci_mirror.url.removeprefix('oci://')}/gpu-operator:v99.0.0: not found)" in message  # the registry's answer
     assert "supply it with charts.directory" in message
-    assert sources.pulled == [] and not list(tmp_path.glob("*.tgz"))
+    assert sources.pulled == []
+    assert not list(tmp_path.glob("*.tgz"))

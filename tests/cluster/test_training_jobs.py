@@ -209,7 +209,8 @@ def _waits_for_quota(cluster, *, parallelism: int) -> None:
     try:
         workload = _stays_suspended(kube, namespace, name)
         reserved = _condition(workload, "QuotaReserved")
-        assert reserved.get("status") == "False" and "insufficient" in reserved.get("message", "").lower(), reserved
+        assert reserved.get("status") == "False", reserved
+        assert "insufficient" in reserved.get("message", "").lower(), reserved
     finally:
         _delete_job(kube, namespace, name)
 

@@ -166,7 +166,8 @@ def test_kueue_places_a_two_node_job_in_the_block_of_the_three_node_pool_that_ho
 def _assert_passes_or_skips_with_reasons(rows: dict[str, dict]) -> None:
     assert not _failing(rows), {i: r["detail"] for i, r in rows.items() if r["status"] == FAIL}
     for item, row in rows.items():
-        assert row["status"] in (PASS, SKIP) and row["detail"], (item, row)
+        assert row["status"] in (PASS, SKIP), (item, row)
+        assert row["detail"], (item, row)
 
 
 def test_with_the_training_job_running_every_row_passes_or_skips_with_its_reason(any_cluster, any_running):
@@ -204,7 +205,8 @@ def test_on_prod_the_rows_judge_the_two_node_job_and_the_stack(prod_cluster, pro
 def test_with_no_training_job_running_the_job_rows_skip_saying_so(prod_cluster):
     rows = _wait_healthy(prod_cluster)
     for item in ("pod-disruption-budgets", "one-pod-per-node", "topology-aware-spread"):
-        assert rows[item]["status"] == SKIP and rows[item]["detail"].startswith("no training job runs"), rows[item]
+        assert rows[item]["status"] == SKIP, rows[item]
+        assert rows[item]["detail"].startswith("no training job runs"), rows[item]
 
 
 def test_on_a_three_node_pool_the_topology_rows_pass(three_node_cluster, three_node_running):
@@ -328,7 +330,8 @@ def test_two_pods_of_the_job_on_one_node_fail_one_pod_per_node(prod_cluster):
         pods = _running(kube, namespace, name, app.nodes)
         assert {p.spec.node_name for p in pods} == {node}
         row = _fails_alone(prod_cluster, "one-pod-per-node")
-        assert row["detail"].startswith("job training/rl-training-multi: ") and f"on {node}." in row["detail"]
+        assert row["detail"].startswith("job training/rl-training-multi: ")
+        assert f"on {node}." in row["detail"]
     finally:
         _delete_job(kube, namespace, name)
         _wait_healthy(prod_cluster)
@@ -399,6 +402,7 @@ def test_an_api_server_that_does_not_answer_gives_exit_2_and_its_reason(prod_clu
         assert status == EXIT_UNREADABLE
         assert out.getvalue() == ""
         message = err.getvalue()
-        assert message.count("\n") == 1 and "Traceback" not in message
+        assert message.count("\n") == 1
+        assert "Traceback" not in message
         assert message.startswith(f"eks-gpu-training-verify: cannot read the cluster: cannot reach the API server at {address}: ")
         assert "Connection refused" in message, message

@@ -45,8 +45,8 @@ def check_addon(resource: dict[str, Any]) -> Iterator[tuple[str, str]]:
         return
     try:
         values = json.loads(configuration)
-    except json.JSONDecodeError as error:
-        yield "fail", f"{what}: configurationValues is not JSON: {error}"
+    except json.JSONDecodeError as not_json:
+        yield "fail", f"{what}: configurationValues is not JSON: {not_json}"
         return
     # An add-on version known only at deployment (EKS picks the build for the cluster's Kubernetes
     # version) is checked against the schema the package ships.

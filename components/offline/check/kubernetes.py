@@ -85,12 +85,13 @@ class KubernetesSchemas:
         self._folder = f"kubernetes-json-schema/v{available[-1]}-local-strict"
         definitions = self._load("_definitions.json")
         self._registry = Resource.from_contents(definitions) @ Registry()
+        # Cached per instance: a cache on the method would keep every instance's schemas alive.
+        self._validator = functools.cache(self._new_validator)
 
     def _load(self, filename: str) -> Any:
         return kubernetes_validate.schema_contents(f"{self._folder}/{filename}", self.version)
 
-    @functools.cache
-    def _validator(self, api_version: str, kind: str) -> Optional[jsonschema.Draft202012Validator]:
+    def _new_validator(self, api_version: str, kind: str) -> Optional[jsonschema.Draft202012Validator]:
         # kubernetes-validate's file naming: rbac.authorization.k8s.io/v1 -> rbac-v1.
         api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
         try:
@@ -105,7 +106,7 @@ class KubernetesSchemas:
     def errors(self, obj: dict[str, Any]) -> list[str]:
         """Schema errors of a built-in object (``knows`` it first)."""
         validator = self._validator(obj["apiVersion"], obj["kind"])
-        assert validator is not None
+        assert validator is not None  # noqa: S101 - callers ask `knows` first
         return _messages(validator.iter_errors(obj))
 
     @functools.cached_property
@@ -136,6 +137,8 @@ class CustomResourceSchemas:
     def __init__(self) -> None:
         self._crds: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
         self._rules = CelRules(undecidable=_holds_placeholder)
+        # Cached per instance, as KubernetesSchemas's.
+        self._validator = functools.cache(self._new_validator)
 
     def add(self, crd: dict[str, Any], source: str) -> None:
         spec = crd.get("spec") or {}
@@ -162,8 +165,7 @@ class CustomResourceSchemas:
                 return (entry.get("schema") or {}).get("openAPIV3Schema") or {}
         return None
 
-    @functools.cache
-    def _validator(self, group: str, kind: str, version: str) -> jsonschema.Draft202012Validator:
+    def _new_validator(self, group: str, kind: str, version: str) -> jsonschema.Draft202012Validator:
         schema = strict_schema(self._schema(group, kind, version))
         # Every object has these, whether or not its CRD's schema spells them out.
         for field, type_ in (("apiVersion", "string"), ("kind", "string"), ("metadata", "object")):

@@ -54,7 +54,7 @@ class ChartRender:
             return {"error": self.error}
         if self.skipped:
             return {"skipped": self.skipped}
-        assert self.source is not None
+        assert self.source is not None  # noqa: S101 - a chart neither failed nor skipped has its source
         return {
             "source": str(self.source),
             "folder": f"manifests/{CHARTS_DIR}/{safe_name(self.release)}",
@@ -82,7 +82,7 @@ def in_release_namespace(objects: list[tuple[str, dict[str, Any]]], namespace: s
     """Give each namespaced object that names no namespace the release's, as ``helm install`` does
     (Helm's client sets the release namespace on every namespaced object it creates); a custom
     resource is cluster-scoped when the chart's own CRD says so."""
-    cluster_scoped = set(CLUSTER_SCOPED_KINDS)
+    cluster_scoped: set[Optional[str]] = set(CLUSTER_SCOPED_KINDS)
     for _, obj in objects:
         if obj.get("kind") == "CustomResourceDefinition" and (obj.get("spec") or {}).get("scope") == "Cluster":
             cluster_scoped.add(((obj["spec"].get("names") or {}).get("kind")))

@@ -221,6 +221,6 @@ def _write_chart(
     if chart.objects:
         folder.mkdir(parents=True, exist_ok=True)
     taken: set[str] = set()
-    for (_, obj), text in zip(chart.objects, texts):
+    for (_, obj), text in zip(chart.objects, texts, strict=True):
         (folder / _unique(object_filename(obj), taken)).write_text(text)
     return chart

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SECRET = "<secret>"
+SECRET = "<secret>"  # noqa: S105 - the text a render shows in place of a secret
 """What a secret value reads in a render (a render is meant to be shared and committed)."""
 
 UNKNOWN_PREFIX = "<unknown: "

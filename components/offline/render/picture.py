@@ -264,7 +264,7 @@ class Layout:
             stderr=subprocess.PIPE,
         )
         # The text is sent now (dot reads all of it before it lays anything out); its answer is read in finish.
-        assert self.process.stdin is not None
+        assert self.process.stdin is not None  # noqa: S101 - started with stdin=PIPE
         try:
             self.process.stdin.write(dot_source.encode())
         except BrokenPipeError:
@@ -275,7 +275,7 @@ class Layout:
         """Wait for ``dot``; raise ``PictureError`` with its message if it failed."""
         if self.process is None:
             return
-        assert self.process.stderr is not None
+        assert self.process.stderr is not None  # noqa: S101 - started with stderr=PIPE
         stderr = self.process.stderr.read()
         self.process.stderr.close()
         if self.process.wait() != 0:
@@ -293,7 +293,7 @@ class Layout:
             return
         if self.process.poll() is None:
             self.process.kill()
-        assert self.process.stderr is not None
+        assert self.process.stderr is not None  # noqa: S101 - started with stderr=PIPE
         self.process.stderr.close()
         self.process.wait()
 

@@ -99,7 +99,8 @@ def test_the_stack_installs_every_release_from_the_local_folder(tmp_path):
     assert set(releases) == {"gpu-operator", "aws-efa-k8s-device-plugin", "kueue", "karpenter", "karpenter-crd"}
     for name, inputs in releases.items():
         assert Path(inputs["chart"]).parent == tmp_path, name
-        assert "repositoryOpts" not in inputs and "version" not in inputs, name
+        assert "repositoryOpts" not in inputs, name
+        assert "version" not in inputs, name
 
 
 
@@ -132,7 +133,8 @@ def test_a_charts_mirror_that_is_no_repository_is_refused_with_its_key_before_an
     config = stack_config("prod")
     config[f"{PROJECT}:charts"] = {"mirror": "harbor.example.com/helm-remote"}
     graph = run_main(config)
-    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert isinstance(graph.error, ConfigError)
+    assert graph.resources == []
     assert [(p.path, p.message) for p in graph.error.problems] == [
         ("charts.mirror", "'harbor.example.com/helm-remote' is neither a Helm repository (https://...) nor an OCI prefix (oci://...)")]
 

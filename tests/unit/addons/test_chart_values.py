@@ -92,7 +92,7 @@ VALUE_VARIANTS = [
 
 
 @pytest.mark.parametrize("version", GPU_OPERATOR_CHART_VERSIONS)
-@pytest.mark.parametrize("node_os, selector, config", VALUE_VARIANTS)
+@pytest.mark.parametrize(("node_os", "selector", "config"), VALUE_VARIANTS)
 def test_gpu_operator_values_exist_in_the_chart(reference_dir, version, node_os, selector, config):
     values = gpu_operator_values(config.model_copy(update={"chart_version": version}), node_os, selector)
     assert gpu_operator_problems(values, reference_dir, version) == []

@@ -69,7 +69,8 @@ def test_plugin_runs_only_on_efa_capable_gpu_training_nodes():
     labels = values["supportedInstanceLabels"]
     assert labels["keys"] == [INSTANCE_TYPE_LABEL]
     assert labels["values"] == efa_instance_types()
-    assert "p5.48xlarge" in labels["values"] and "p4d.24xlarge" in labels["values"]
+    assert "p5.48xlarge" in labels["values"]
+    assert "p4d.24xlarge" in labels["values"]
     assert all(GPU_INSTANCE_TYPES[t].efa_interfaces > 0 for t in labels["values"])
     assert "g6e.xlarge" not in labels["values"]  # dev's type has no EFA
     assert {t for t, f in GPU_INSTANCE_TYPES.items() if f.efa_interfaces} == set(labels["values"])
@@ -79,4 +80,5 @@ def test_efa_plugin_release_waits_for_the_gpu_node_groups_so_helm_never_waits_fo
     (release,) = efa_releases(prod_graph)
     assert prod_graph.depends_on(release, prod_graph.one("eks:index:Cluster"))
     groups = [r for r in prod_graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs.get("taints")]
-    assert groups and all(prod_graph.depends_on(release, group) for group in groups)
+    assert groups
+    assert all(prod_graph.depends_on(release, group) for group in groups)

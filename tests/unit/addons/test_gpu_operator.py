@@ -144,15 +144,18 @@ def test_each_stack_has_exactly_one_gpu_operator_release(stack_graph):
     ]
     assert graph.depends_on(release, namespace)
     provider = graph.one("pulumi:providers:kubernetes")
-    assert release.provider.startswith(provider.urn) and namespace.provider.startswith(provider.urn)
+    assert release.provider.startswith(provider.urn)
+    assert namespace.provider.startswith(provider.urn)
 
     values = release.inputs["values"]
     assert values["driver"] == {"enabled": False}
     assert values["toolkit"] == {"enabled": False}  # both stacks run AL2023_x86_64_NVIDIA
     assert values["devicePlugin"] == {"enabled": True}
-    assert values["dcgmExporter"]["enabled"] is True and values["gfd"]["enabled"] is True
+    assert values["dcgmExporter"]["enabled"] is True
+    assert values["gfd"]["enabled"] is True
     assert values["dcgmExporter"]["serviceMonitor"]["enabled"] is False  # no Prometheus operator in either
-    assert values["mig"] == {"strategy": "none"} and values["migManager"] == {"enabled": False}
+    assert values["mig"] == {"strategy": "none"}
+    assert values["migManager"] == {"enabled": False}
     assert gpu_toleration() in values["daemonsets"]["tolerations"]
     assert gpu_toleration() in values["node-feature-discovery"]["worker"]["tolerations"]
 
@@ -204,7 +207,8 @@ def test_the_dependency_walk_finds_gpu_node_group_resources_where_they_are_waite
     # some: the GPU managed node group waits for its launch template, which lives in a GpuNodeGroup.
     (group,) = [r for r in prod_graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs.get("taints")]
     template = prod_graph.one("aws:ec2/launchTemplate:LaunchTemplate", "gpu-training-p5-training-launch-template")
-    assert template in upstream(prod_graph, group) and is_gpu_node_group(prod_graph, template)
+    assert template in upstream(prod_graph, group)
+    assert is_gpu_node_group(prod_graph, template)
 
 
 def test_seed_chart_version_v24_9_2_works_when_a_stack_asks_for_it():
@@ -261,7 +265,7 @@ def test_time_slicing_is_refused_naming_the_key():
 
 
 @pytest.mark.parametrize(
-    "label, value", [("nvidia.com/mig.config", "all-1g.10gb"), ("nvidia.com/device-plugin.config", "time-sliced")]
+    ("label", "value"), [("nvidia.com/mig.config", "all-1g.10gb"), ("nvidia.com/device-plugin.config", "time-sliced")]
 )
 def test_a_training_pool_asking_for_gpu_sharing_by_label_is_refused(label, value):
     pools = prod_pools(labels={"environment": "prod", label: value})
@@ -275,7 +279,8 @@ def test_mig_disabled_label_is_allowed():
 
 def test_unsupported_chart_version_is_refused_with_the_supported_ones():
     line = assert_refused(with_config("prod", gpuOperator={"chartVersion": "v25.3.0"}), "gpuOperator.chartVersion")
-    assert "v26.7.0" in line and "v24.9.2" in line
+    assert "v26.7.0" in line
+    assert "v24.9.2" in line
 
 
 def test_service_monitor_labels_need_the_prometheus_operator():

@@ -87,7 +87,8 @@ def test_an_unmapped_registry_is_refused_naming_each_object_before_anything_regi
     config = stack_config("dev")
     config[f"{PROJECT}:images"] = {"requireMirror": True, "registryMirrors": {"public.ecr.aws": "harbor.example.com/ecr-public"}}
     graph = run_main(config)
-    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert isinstance(graph.error, ConfigError)
+    assert graph.resources == []
     messages = [p.message for p in graph.error.problems if p.path == "images.requireMirror"]
     assert any(m.startswith("Helm release gpu-operator: ") and "operator.repository" in m and "from nvcr.io, which images.registryMirrors does not map" in m
                for m in messages), messages
@@ -115,7 +116,8 @@ def test_mirrors_that_are_not_registries_are_refused_with_their_key():
     config = stack_config("dev")
     config[f"{PROJECT}:images"] = {"registryMirrors": {"https://nvcr.io": "harbor.example.com/nvcr", "registry.k8s.io": "https://harbor/k8s"}}
     graph = run_main(config)
-    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert isinstance(graph.error, ConfigError)
+    assert graph.resources == []
     assert [p.path for p in graph.error.problems] == ["images.registryMirrors"]
     assert "'https://nvcr.io' is not a registry host" in graph.error.problems[0].message
 

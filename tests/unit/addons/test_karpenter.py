@@ -88,7 +88,8 @@ def test_controller_role_carries_the_six_upstream_policies_scoped_to_the_cluster
         for role in ("node-lifecycle", "iam-integration", "eks-integration", "interruption", "zonal-shift", "resource-discovery")
     }
     attachments = [a for a in prod_graph.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if a.parent == controller.urn]
-    assert len(attachments) == 6 and all(prod_graph.depends_on(a, controller) for a in attachments)
+    assert len(attachments) == 6
+    assert all(prod_graph.depends_on(a, controller) for a in attachments)
     lifecycle = policies["gpu-training-karpenter-node-lifecycle-policy"]["Statement"]
     deletion = next(s for s in lifecycle if s["Sid"] == "AllowScopedDeletion")
     assert deletion["Condition"]["StringEquals"] == {"aws:ResourceTag/kubernetes.io/cluster/gpu-training-prod": "owned"}
@@ -121,14 +122,16 @@ def test_interruption_queue_is_encrypted_short_lived_and_fed_by_five_rules(prod_
         "EC2 Capacity Reservation Instance Interruption Warning",
     }
     targets = prod_graph.of_type("aws:cloudwatch/eventTarget:EventTarget")
-    assert len(targets) == 5 and all(t.inputs["arn"] == QUEUE_ARN for t in targets)
+    assert len(targets) == 5
+    assert all(t.inputs["arn"] == QUEUE_ARN for t in targets)
     policy = json.loads(prod_graph.one("aws:sqs/queuePolicy:QueuePolicy").inputs["policy"])
     assert policy["Statement"][0]["Principal"] == {"Service": "events.amazonaws.com"}
     assert policy["Statement"][0]["Resource"] == QUEUE_ARN
     # Only the five interruption rules may send (each rule's ARN, as the mocks give it, ends in its name).
     rule_names = {r.name for r in prod_graph.of_type("aws:cloudwatch/eventRule:EventRule")}
     (condition,) = policy["Statement"][0]["Condition"].values()
-    assert len(rule_names) == 5 and {arn.rsplit("/", 1)[1] for arn in condition["aws:SourceArn"]} == rule_names
+    assert len(rule_names) == 5
+    assert {arn.rsplit("/", 1)[1] for arn in condition["aws:SourceArn"]} == rule_names
 
 
 def test_helm_releases_are_pinned_and_the_controller_waits_for_its_crds_and_credentials(prod_graph):
@@ -137,12 +140,14 @@ def test_helm_releases_are_pinned_and_the_controller_waits_for_its_crds_and_cred
     assert (crds.inputs["chart"], crds.inputs["version"]) == (KARPENTER_CRD_CHART, "1.14.1")
     assert (release.inputs["chart"], release.inputs["version"]) == (KARPENTER_CHART, "1.14.1")
     assert release.inputs["chart"] == "oci://public.ecr.aws/karpenter/karpenter"
-    assert release.inputs["namespace"] == "kube-system" and release.inputs["skipCrds"] is True
+    assert release.inputs["namespace"] == "kube-system"
+    assert release.inputs["skipCrds"] is True
     for dependency in (crds, prod_graph.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", "gpu-training-karpenter-pod-identity"), prod_graph.one("eks:index:Cluster")):
         assert prod_graph.depends_on(release, dependency)
     controller = prod_graph.one("aws:iam/role:Role", "gpu-training-karpenter-controller-role")
     permissions = [a for a in prod_graph.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if a.parent == controller.urn]
-    assert len(permissions) == 6 and all(prod_graph.depends_on(release, a) for a in permissions)
+    assert len(permissions) == 6
+    assert all(prod_graph.depends_on(release, a) for a in permissions)
 
 
 def test_controller_settings_name_the_cluster_its_endpoint_and_the_queue(prod_graph):
@@ -239,7 +244,8 @@ def test_node_class_uses_the_pool_subnets_of_its_zone_and_the_cluster_and_efa_gr
 def test_node_class_pins_an_al2023_ami_and_requires_imdsv2_and_an_encrypted_root_volume(prod_graph):
     spec = prod_graph.one(NODE_CLASS).inputs["spec"]
     assert spec["amiSelectorTerms"] == [{"alias": AL2023_AMI_ALIAS}]
-    assert AL2023_AMI_ALIAS.startswith("al2023@v") and not AL2023_AMI_ALIAS.endswith("@latest")
+    assert AL2023_AMI_ALIAS.startswith("al2023@v")
+    assert not AL2023_AMI_ALIAS.endswith("@latest")
     assert spec["metadataOptions"]["httpTokens"] == "required"
     assert spec["metadataOptions"]["httpPutResponseHopLimit"] == 1
     ebs = spec["blockDeviceMappings"][0]["ebs"]
@@ -255,7 +261,8 @@ def test_a_stack_tag_change_leaves_the_node_class_alone_so_no_karpenter_node_dri
         return graph.one(NODE_CLASS).inputs["spec"]
 
     before, after = node_class({"team": "ml"}), node_class({"team": "ml", "cost-center": "4711"})
-    assert "tags" not in before and before == after
+    assert "tags" not in before
+    assert before == after
 
 
 def test_existing_placement_group_is_selected_by_name_not_created():
@@ -267,7 +274,8 @@ def test_existing_placement_group_is_selected_by_name_not_created():
 def test_pool_without_placement_group_or_efa_selects_neither():
     graph = build(karpenter_pool(instanceTypes=["g6e.xlarge"], gpuLimit=1, placementGroup={"mode": "none"}, availabilityZone=None))
     spec = graph.one(NODE_CLASS).inputs["spec"]
-    assert "placementGroupSelector" not in spec and "networkInterfaces" not in spec
+    assert "placementGroupSelector" not in spec
+    assert "networkInterfaces" not in spec
     assert graph.of_type("aws:ec2/securityGroup:SecurityGroup") == []
     assert [t["id"] for t in spec["subnetSelectorTerms"]] == [s.id for s in NETWORK.subnets]
     zones = next(r for r in graph.one(NODE_POOL).inputs["spec"]["template"]["spec"]["requirements"] if r["key"] == "topology.kubernetes.io/zone")
@@ -315,7 +323,7 @@ def test_component_validates_its_pool_before_registering_anything():
 
 
 @pytest.mark.parametrize(
-    "change,expected",
+    ("change", "expected"),
     [
         ({"capacityTypes": ["spot"]}, "karpenter.gpuNodePools[0].capacityTypes[0]: spot is refused for training pools"),
         ({"gpuLimit": 4}, "karpenter.gpuNodePools[0].gpuLimit: 4 is less than one p5.48xlarge node's 8 GPUs"),

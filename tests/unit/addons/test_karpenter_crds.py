@@ -113,7 +113,7 @@ def assert_conforms(checker: CrdChecker, obj: dict[str, Any]) -> None:
     assert set(report.cel_skipped) <= TRANSITION_RULES, report.cel_skipped
 
 
-@pytest.mark.parametrize("pool,placement_group", POOLS.values(), ids=POOLS.keys())
+@pytest.mark.parametrize(("pool", "placement_group"), POOLS.values(), ids=POOLS.keys())
 def test_generated_ec2_node_class_conforms_to_the_crd(node_class_crd, pool, placement_group):
     assert_conforms(node_class_crd, node_class(pool, placement_group))
 
@@ -126,7 +126,8 @@ def test_generated_node_pool_conforms_to_the_crd(node_pool_crd, pool):
 def test_every_custom_resource_of_both_stacks_conforms(node_class_crd, node_pool_crd, stack_graph):
     stack, graph = stack_graph
     node_classes, node_pools = stack_objects(graph, "EC2NodeClass"), stack_objects(graph, "NodePool")
-    assert node_classes and len(node_classes) == len(node_pools), stack
+    assert node_classes, stack
+    assert len(node_classes) == len(node_pools), stack
     for obj in node_classes:
         assert_conforms(node_class_crd, obj)
     for obj in node_pools:
@@ -161,7 +162,7 @@ BROKEN_NODE_CLASSES = {
 }
 
 
-@pytest.mark.parametrize("breakage,expected", BROKEN_NODE_CLASSES.values(), ids=BROKEN_NODE_CLASSES.keys())
+@pytest.mark.parametrize(("breakage", "expected"), BROKEN_NODE_CLASSES.values(), ids=BROKEN_NODE_CLASSES.keys())
 def test_checker_catches_a_broken_ec2_node_class(node_class_crd, breakage, expected):
     obj = node_class(karpenter_pool(), "pg")
     breakage(obj["spec"])
@@ -180,7 +181,7 @@ BROKEN_NODE_POOLS = {
 }
 
 
-@pytest.mark.parametrize("breakage,expected", BROKEN_NODE_POOLS.values(), ids=BROKEN_NODE_POOLS.keys())
+@pytest.mark.parametrize(("breakage", "expected"), BROKEN_NODE_POOLS.values(), ids=BROKEN_NODE_POOLS.keys())
 def test_checker_catches_a_broken_node_pool(node_pool_crd, breakage, expected):
     obj = node_pool(karpenter_pool())
     breakage(obj["spec"])

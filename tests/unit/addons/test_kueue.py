@@ -23,7 +23,7 @@ from eks_gpu_training.workloads.fleet_capacity import pool_capacity
 from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, TOPOLOGY_LEVELS, cluster_queue, pool_flavor
 from eks_gpu_training.workloads.templates import training_job
 from eks_gpu_training.workloads.training_spec import TrainingJobSpec, validate_training_job
-from harness import Graph, run_main, stack_config
+from harness import Graph, research_cluster, run_main, run_program, stack_config, two_az_network
 from builders import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects
 
 NAMESPACE = "eks-gpu-training:"
@@ -123,7 +123,8 @@ def test_no_job_on_a_karpenter_pool_carries_a_topology_request(stack_graph):
         assert job["metadata"]["labels"][QUEUE_LABEL] in (LOCAL_QUEUE, HELD_LOCAL_QUEUE)
         assert not set(job["spec"]["template"]["metadata"].get("annotations") or {}) & {PREFERRED, REQUIRED}
     karpenter_flavors = [f.inputs for f in kubernetes_objects(graph, "ResourceFlavor") if "karpenter.sh/nodepool" in f.inputs["spec"]["nodeLabels"]]
-    assert karpenter_flavors and all("topologyName" not in f["spec"] for f in karpenter_flavors)
+    assert karpenter_flavors
+    assert all("topologyName" not in f["spec"] for f in karpenter_flavors)
 
 
 def test_dev_flavors_follow_its_pools_a_fixed_node_with_topology_and_karpenter_on_quota(dev_graph):
@@ -285,7 +286,8 @@ def test_flavors_follow_whether_the_pools_nodes_exist():
 def test_a_queued_job_is_created_suspended_and_without_kueue_nothing_changes():
     spec = TrainingJobSpec(name="t", nodes=2, instance_types=("p5.48xlarge",), priority_class="p", namespace="n")
     plain = training_job(spec)
-    assert plain["spec"]["suspend"] is False and QUEUE_LABEL not in plain["metadata"]["labels"]
+    assert plain["spec"]["suspend"] is False
+    assert QUEUE_LABEL not in plain["metadata"]["labels"]
     assert "podAffinity" in plain["spec"]["template"]["spec"]["affinity"]
     queued = training_job(TrainingJobSpec(**{**spec.__dict__, "queue_name": LOCAL_QUEUE, "topology_mode": "required", "topology_level": TOPOLOGY_LEVELS[1]}))
     assert queued["spec"]["suspend"] is True
@@ -373,7 +375,8 @@ def admission_bounds(graph: Graph) -> list[tuple[str, str, Fraction, Fraction]]:
     bounds = []
     for queue in graph.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"):
         spec = queue.inputs["spec"]
-        assert "cohort" not in spec and "cohortName" not in spec
+        assert "cohort" not in spec
+        assert "cohortName" not in spec
         [namespace] = spec["namespaceSelector"]["matchLabels"].values()
         for group in spec["resourceGroups"]:
             for resource in group["coveredResources"]:
@@ -439,6 +442,23 @@ def test_a_namespace_quota_below_the_fleet_is_accepted_with_a_single_pool():
 
     [queues] = kueue_queues_args(args).namespaces
     assert queues.quotas["p5-training-tas"]["nvidia.com/gpu"] == "8"
+
+
+def test_kueue_queues_given_a_cluster_put_their_objects_on_the_clusters_kubernetes_provider():
+    from eks_gpu_training.workloads.queues import KueueQueues, KueueQueuesArgs, kueue_queues_args
+
+    stack_args = kueue_queues_args(parse_platform_args(raw()))
+
+    def program():
+        cluster = research_cluster(two_az_network())
+        KueueQueues("queues", KueueQueuesArgs(flavors=stack_args.flavors, namespaces=stack_args.namespaces, cluster=cluster))
+
+    graph = run_program(program, {"aws:region": "us-west-2"})
+    assert graph.error is None, repr(graph.error)
+    provider = graph.one("pulumi:providers:kubernetes")
+    queue_objects = [r for r in graph.resources if r.name.startswith("queues-")]
+    assert {r.inputs["kind"] for r in queue_objects} == {"Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue"}
+    assert {r.provider.rsplit("::", 1)[0] for r in queue_objects} == {provider.urn}
 
 
 def test_kueue_settings_are_bounded():

@@ -106,7 +106,8 @@ def test_opting_out_of_retention_deletes_the_node_role_groups_and_placement_grou
     graph = run_main(config)
     assert graph.error is None, graph.error
     kept = karpenter_node_dependencies(graph)
-    assert kept and not any(r.retain_on_delete for r in kept)
+    assert kept
+    assert not any(r.retain_on_delete for r in kept)
 
 
 def readded(stack: str, **settings):
@@ -165,7 +166,8 @@ def test_karpenter_launches_nodes_only_once_their_role_can_join(prod_graph):
     node_class = prod_graph.one(NODE_CLASS)
     role_pieces = [r for r in karpenter_node_dependencies(prod_graph) if r.type in (
         "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "aws:eks/accessEntry:AccessEntry")]
-    assert role_pieces and all(prod_graph.depends_on(node_class, r) for r in role_pieces)
+    assert role_pieces
+    assert all(prod_graph.depends_on(node_class, r) for r in role_pieces)
 
 
 def test_karpenter_crds_carry_helms_keep_policy_so_uninstalling_the_release_keeps_them(prod_graph):
@@ -182,7 +184,8 @@ def test_the_crd_charts_templates_put_additional_annotations_on_the_nodepool_and
 def test_dev_ships_without_retention_so_removal_deletes_the_pools_and_the_crds(dev_graph):
     assert stack_config("dev")[KARPENTER_CONFIG]["retainOnRemoval"] is False
     pools = [*dev_graph.of_type(NODE_POOL), *dev_graph.of_type(NODE_CLASS)]
-    assert pools and not any(r.retain_on_delete for r in pools)
+    assert pools
+    assert not any(r.retain_on_delete for r in pools)
     assert release(dev_graph, "karpenter-crd").inputs.get("values", {}) == {}
 
 
@@ -192,11 +195,13 @@ def test_destroy_deletes_the_node_pools_before_the_controller_and_the_network_th
     # provider waits for the objects to be gone), before the release, the CRDs and the subnets.
     controller = release(dev_graph, "karpenter")
     node_class, node_pool = dev_graph.one(NODE_CLASS), dev_graph.one(NODE_POOL)
-    assert dev_graph.depends_on(node_pool, controller) and dev_graph.depends_on(node_pool, node_class)
+    assert dev_graph.depends_on(node_pool, controller)
+    assert dev_graph.depends_on(node_pool, node_class)
     assert dev_graph.depends_on(node_class, controller)
     assert dev_graph.depends_on(controller, release(dev_graph, "karpenter-crd"))
     private_subnets = [r for r in dev_graph.of_type("aws:ec2/subnet:Subnet") if "private" in r.name]
-    assert private_subnets and all(dev_graph.depends_on(node_class, subnet) for subnet in private_subnets)
+    assert private_subnets
+    assert all(dev_graph.depends_on(node_class, subnet) for subnet in private_subnets)
 
 
 # --- every Helm release --------------------------------------------------------------------------

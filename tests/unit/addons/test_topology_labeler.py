@@ -15,7 +15,7 @@ from eks_gpu_training.aws import labeler_image
 from eks_gpu_training.addons import topology_labeler as tl
 from eks_gpu_training.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError, TopologyLabelerConfig
 from eks_gpu_training.platform import parse_platform_args
-from eks_gpu_training.aws.gpu_node_group import gpu_toleration
+from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 from harness import ACCOUNT_ID, PROJECT_ROOT, run_main, run_program, stack_config, stand_in_ref
 
 NS = "kubernetes:core/v1:Namespace"
@@ -198,7 +198,7 @@ def _equal_numbers(sent, expected) -> bool:
     if isinstance(expected, dict):
         return sent.keys() == expected.keys() and all(_equal_numbers(sent[k], expected[k]) for k in expected)
     if isinstance(expected, list):
-        return len(sent) == len(expected) and all(_equal_numbers(s, e) for s, e in zip(sent, expected))
+        return len(sent) == len(expected) and all(_equal_numbers(s, e) for s, e in zip(sent, expected, strict=True))
     if isinstance(expected, (int, float)) and not isinstance(expected, bool):
         return float(sent) == float(expected)
     return sent == expected
@@ -249,7 +249,8 @@ def test_labeler_resources_are_children_of_one_component(prod_graph):
 def test_a_prebuilt_image_skips_the_repository_and_the_build():
     graph = run_main(prod_with_labeler(image=PREBUILT))
     assert graph.error is None, repr(graph.error)
-    assert graph.of_type(REPOSITORY) == [] and graph.of_type(IMAGE) == []
+    assert graph.of_type(REPOSITORY) == []
+    assert graph.of_type(IMAGE) == []
     (container,) = labeler_of(graph).one(DAEMONSET).inputs["spec"]["template"]["spec"]["containers"]
     assert container["image"] == PREBUILT
 
@@ -258,7 +259,8 @@ def test_labeler_can_be_switched_off_per_stack(dev_graph):
     graph = run_main(prod_with_labeler(enabled=False))
     assert graph.error is None, repr(graph.error)
     for g in (graph, dev_graph):
-        assert g.of_type(COMPONENT) == [] and not [r for r in g.resources if "topology-labeler" in r.name]
+        assert g.of_type(COMPONENT) == []
+        assert not [r for r in g.resources if "topology-labeler" in r.name]
         assert not [r for r in g.of_type(ROLE) if "topology" in r.name]
 
 
@@ -319,7 +321,8 @@ def test_image_references_pinned_by_digest_or_release_tag_are_accepted(image):
 )
 def test_image_references_without_a_fixed_image_or_malformed_are_refused(image, message):
     (problem,) = labeler_problems(image=image)
-    assert problem.startswith("topologyLabeler.image: ") and message in problem
+    assert problem.startswith("topologyLabeler.image: ")
+    assert message in problem
 
 
 def test_requests_above_limits_are_refused_with_their_key_paths():
@@ -363,9 +366,12 @@ def test_ecr_repository_name_is_a_valid_repository_name_for_any_cluster_name():
 
 def test_build_context_is_the_program_and_its_requirements_only():
     files = labeler_image.build_context_files()
-    assert "requirements.txt" in files and "loop.py" in files and "__main__.py" in files
+    assert "requirements.txt" in files
+    assert "loop.py" in files
+    assert "__main__.py" in files
     assert all(f == "requirements.txt" or (f.endswith(".py") and "/" not in f) for f in files)
-    assert "Dockerfile" not in files and ".dockerignore" not in files
+    assert "Dockerfile" not in files
+    assert ".dockerignore" not in files
 
 
 def test_build_context_tag_follows_the_sources(tmp_path):

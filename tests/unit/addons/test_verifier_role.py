@@ -33,7 +33,8 @@ def with_verify(stack: str, **verify) -> dict:
 
 
 def test_the_stacks_ship_no_verifier_role_by_default(prod_graph, dev_graph):
-    assert prod_graph.of_type(COMPONENT) == [] and dev_graph.of_type(COMPONENT) == []
+    assert prod_graph.of_type(COMPONENT) == []
+    assert dev_graph.of_type(COMPONENT) == []
     assert not [r for r in prod_graph.of_type(CLUSTER_ROLE) if r.inputs["metadata"]["name"] == "eks-gpu-training-verify"]
 
 
@@ -80,7 +81,8 @@ def test_the_stack_refuses_a_system_group_with_its_key_path():
 
 def test_the_component_refuses_a_system_group_before_registering():
     graph = run_program(lambda: VerifierRole("v", VerifierRoleArgs(group="system:authenticated")))
-    assert isinstance(graph.error, ConfigError) and "VerifierRole(v).group" in str(graph.error)
+    assert isinstance(graph.error, ConfigError)
+    assert "VerifierRole(v).group" in str(graph.error)
     assert graph.of_type(COMPONENT) == []
 
 
@@ -97,4 +99,5 @@ def test_the_component_outputs_the_roles_name():
         VerifierRole("v", VerifierRoleArgs()).role_name.apply(names.append)
 
     graph = run_program(program)
-    assert graph.error is None and names == ["eks-gpu-training-verify"]
+    assert graph.error is None
+    assert names == ["eks-gpu-training-verify"]

@@ -160,7 +160,9 @@ def test_system_node_group_follows_the_cluster_version_with_its_own_hardened_lau
     assert system.inputs["launchTemplate"] == {"id": template.id, "version": "1"}
     assert template.inputs["metadataOptions"] == {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1}
     (volume,) = template.inputs["blockDeviceMappings"]
-    assert volume["ebs"]["volumeType"] == "gp3" and volume["ebs"]["encrypted"] == "true" and volume["ebs"]["volumeSize"] == 50
+    assert volume["ebs"]["volumeType"] == "gp3"
+    assert volume["ebs"]["encrypted"] == "true"
+    assert volume["ebs"]["volumeSize"] == 50
     assert "diskSize" not in system.inputs
     # Stack tags stay on the template itself; instances get only their Name.
     assert [spec["tags"] for spec in template.inputs["tagSpecifications"]] == [{"Name": "gpu-training-prod-system"}] * 2
@@ -183,7 +185,8 @@ def test_prod_reaches_its_private_endpoint_and_dev_names_its_public_cidrs(prod_g
     assert "publicAccessCidrs" not in prod.one("eks:index:Cluster").inputs
     dev = dev_graph
     cidrs = dev.one("eks:index:Cluster").inputs["publicAccessCidrs"]
-    assert cidrs and "0.0.0.0/0" not in cidrs
+    assert cidrs
+    assert "0.0.0.0/0" not in cidrs
 
 
 def test_component_refuses_a_private_only_cluster_no_one_can_reach():
@@ -290,7 +293,8 @@ def test_an_unknown_support_type_is_refused_with_the_allowed_ones_before_anythin
     config = stack_config("prod")
     config[f"{PROJECT}:cluster"] = {**config[f"{PROJECT}:cluster"], "supportType": "standard"}
     graph = run_main(config)
-    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert isinstance(graph.error, ConfigError)
+    assert graph.resources == []
     assert [str(p) for p in graph.error.problems] == [
         "cluster.supportType: 'standard' is not an EKS support type (botocore eks SupportType); allowed: EXTENDED, STANDARD "
         "(docs.aws.amazon.com/eks/latest/userguide/view-upgrade-policy.html)"

@@ -85,7 +85,8 @@ def test_an_arn_with_another_path_or_case_names_the_same_principal():
     assert same_principal(CI, "arn:aws:iam::444455556666:role/Deployer")
     assert not same_principal(CI, "arn:aws:iam::444455556666:user/deployer")
     assert not same_principal(CI, "arn:aws:iam::111122223333:role/deployer")
-    assert iam_principal(CI_SESSION) is None and iam_principal("arn:aws:iam::444455556666:root") is None
+    assert iam_principal(CI_SESSION) is None
+    assert iam_principal("arn:aws:iam::444455556666:root") is None
 
 
 def test_the_same_principal_under_two_paths_is_refused_with_both_positions():
@@ -132,7 +133,8 @@ def test_a_running_cluster_keeps_the_creator_its_tag_records_as_written():
 
 def test_a_setting_that_contradicts_the_tag_is_refused():
     value, [problem] = creator_record(cluster(creator_principal_arn=ALICE), {CREATOR_TAG: CI}, None)
-    assert value == CI and problem.path == "cluster.creatorPrincipalArn"
+    assert value == CI
+    assert problem.path == "cluster.creatorPrincipalArn"
     assert f"the running cluster records '{CI}' as its creator" in problem.message
 
 
@@ -148,9 +150,11 @@ def test_the_setting_names_the_creator_of_an_untagged_running_cluster():
 
 def test_an_untagged_running_cluster_without_the_setting_is_refused_while_a_plain_arn_is_listed():
     value, [problem] = creator_record(cluster(), {"team": "ml"}, None)
-    assert value is None and problem.path == "cluster.creatorPrincipalArn"
+    assert value is None
+    assert problem.path == "cluster.creatorPrincipalArn"
     assert f"the running cluster '{CLUSTER}' has no {CREATOR_TAG} tag" in problem.message
-    assert "409 ResourceInUseException" in problem.message and "aws eks list-access-entries" in problem.message
+    assert "409 ResourceInUseException" in problem.message
+    assert "aws eks list-access-entries" in problem.message
     # With no admin listed, no entry could collide: nothing to refuse, nothing recorded.
     assert creator_record(cluster(admins=()), {}, None) == (None, [])
 
@@ -168,7 +172,8 @@ def test_a_cluster_named_by_an_output_needs_the_setting_for_its_plain_admins():
 def test_a_creator_whose_name_eks_tags_cannot_hold_is_refused():
     # IAM names may hold a comma; tag values may not.
     _, [problem] = creator_record(cluster(), None, "arn:aws:iam::444455556666:role/ml,ops")
-    assert problem.path == "cluster.creatorPrincipalArn" and "cannot be recorded" in problem.message
+    assert problem.path == "cluster.creatorPrincipalArn"
+    assert "cannot be recorded" in problem.message
 
 
 def test_stack_tags_may_not_overwrite_the_creator_tag():
@@ -188,7 +193,8 @@ def test_removing_the_first_of_three_admins_leaves_the_other_entries_resources_a
                 if r.name.startswith("gpu-training-cluster-")}
 
     kept = {k: v for k, v in urns(before).items() if k != PLATFORM}
-    assert len(kept) == 2 and urns(after) == kept
+    assert len(kept) == 2
+    assert urns(after) == kept
     assert {r.urn for r in after.of_type(ASSOCIATION)} <= {r.urn for r in before.of_type(ASSOCIATION)}
 
 
@@ -228,7 +234,8 @@ def test_an_untagged_running_cluster_is_refused_before_anything_registers_until_
     graph = run_main(prod([PLATFORM, ALICE]), mocks=Deployment(CI_SESSION, {}))
     assert graph.resources == []
     [problem] = graph.error.problems
-    assert problem.path == "cluster.creatorPrincipalArn" and "has no eks-gpu-training/creator-principal tag" in problem.message
+    assert problem.path == "cluster.creatorPrincipalArn"
+    assert "has no eks-gpu-training/creator-principal tag" in problem.message
 
     graph = deploy(prod([PLATFORM, ALICE], creatorPrincipalArn=ALICE), Deployment(CI_SESSION, {}))
     assert entries(graph) == {"gpu-training-cluster-admin-444455556666-role-platform-admin": PLATFORM}
@@ -237,7 +244,8 @@ def test_an_untagged_running_cluster_is_refused_before_anything_registers_until_
 
 def test_an_adopted_cluster_gets_no_entries_and_no_creator_lookups():
     graph = deploy(prod([PLATFORM], create=False), Deployment(CI_SESSION, {}))
-    assert entries(graph) == {} and graph.of_type(ASSOCIATION) == []
+    assert entries(graph) == {}
+    assert graph.of_type(ASSOCIATION) == []
     assert not [t for t, _ in graph.invokes if t == "aws:iam/getSessionContext:getSessionContext"]
 
 
@@ -263,7 +271,8 @@ def test_each_entry_takes_over_the_pulumi_eks_child_its_index_named(upgraded):
 
 def test_a_replaced_entry_is_deleted_before_its_successor_is_created(upgraded):
     made = [r for r in [*upgraded.of_type(ENTRY), *upgraded.of_type(ASSOCIATION)] if r.name.startswith("gpu-training-cluster-")]
-    assert len(made) == 4 and all(r.delete_before_replace for r in made)
+    assert len(made) == 4
+    assert all(r.delete_before_replace for r in made)
 
 
 def research(region: str, admins: list):
@@ -290,7 +299,8 @@ def test_the_entries_of_a_cluster_in_another_region_go_through_the_provider_pulu
     assert graph.error is None, repr(graph.error)
     eks_provider = graph.one("eks:index:Cluster").providers["aws"]
     made = [*graph.of_type(ENTRY), *graph.of_type(ASSOCIATION)]
-    assert len(made) == 2 and {r.provider for r in made} == {eks_provider}
+    assert len(made) == 2
+    assert {r.provider for r in made} == {eks_provider}
     assert {r.inputs["region"] for r in made} == {"us-east-1"}
 
 

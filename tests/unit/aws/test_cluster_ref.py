@@ -42,7 +42,9 @@ def test_from_eks_cluster_takes_what_it_needs_from_the_cluster():
     graph, refs = _refs(program)
     ref, cluster = refs["ref"], refs["cluster"]
     assert (ref.name, ref.region, ref.partition) == ("research", "eu-central-1", "aws")
-    assert ref.ready == (cluster,) and ref.control_plane == (cluster,) and ref.pod_identity == ()
+    assert ref.ready == (cluster,)
+    assert ref.control_plane == (cluster,)
+    assert ref.pod_identity == ()
     assert graph.exports == {
         "vpc": "vpc-0123456789abcdef0",
         "endpoint": "https://0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com",
@@ -79,7 +81,9 @@ def test_from_existing_looks_the_cluster_up_and_creates_only_a_provider():
     assert [(r.type, r.name) for r in graph.resources] == [("pulumi:providers:kubernetes", "research-k8s")]
     assert [args["name"] for token, args in graph.invokes if token == "aws:eks/getCluster:getCluster"] == ["research"]
     assert graph.exports == {"version": "1.34", "sg": "sg-0e0e0e0e0e0e0e0e0"}
-    assert refs["ref"].ready == () and refs["ref"].control_plane == () and refs["ref"].system_node_selector == {}
+    assert refs["ref"].ready == ()
+    assert refs["ref"].control_plane == ()
+    assert refs["ref"].system_node_selector == {}
 
 
 def test_from_existing_needs_a_resource_name_when_the_cluster_name_is_an_output():

@@ -13,8 +13,8 @@ from eks_gpu_training.aws.gpu_node_group import (
     efa_network_interfaces,
     gpu_node_labels,
     gpu_taint,
-    gpu_toleration,
 )
+from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES
 from builders import NETWORK
 from harness import research_cluster, run_program, stand_in_ref
@@ -191,7 +191,8 @@ def test_the_platform_refuses_output_labels_and_says_why_in_its_own_words():
              *args.gpu_node_groups[1:]]
     args = args.model_copy(update={"gpu_node_groups": pools})
     graph = run_program(lambda: GpuTrainingPlatform("gpu-training", args), {})
-    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert isinstance(graph.error, ConfigError)
+    assert graph.resources == []
     (problem,) = graph.error.problems
     assert problem.path == "gpuNodeGroups[0].labels"
     assert problem.message.startswith("is an Output: GpuNodeGroup takes one, but the platform checks the pools' labels")
@@ -232,7 +233,7 @@ def test_component_validates_its_pool_before_registering_anything():
     assert graph.resources == []
 
 
-@pytest.mark.parametrize("instance_types,interfaces", [(["p5.48xlarge"], 32), (["p4de.24xlarge"], 4), (["p5en.48xlarge"], 16), (["p6-b200.48xlarge"], 8)])
+@pytest.mark.parametrize(("instance_types", "interfaces"), [(["p5.48xlarge"], 32), (["p4de.24xlarge"], 4), (["p5en.48xlarge"], 16), (["p6-b200.48xlarge"], 8)])
 def test_efa_interfaces_follow_the_instance_type(instance_types, interfaces):
     template = build(gpu_pool(instanceTypes=instance_types)).one("aws:ec2/launchTemplate:LaunchTemplate")
     assert len(template.inputs["networkInterfaces"]) == interfaces

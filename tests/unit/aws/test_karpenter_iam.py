@@ -45,7 +45,7 @@ def _fill(text: str) -> str:
 @pytest.fixture(scope="module")
 def upstream(reference_dir) -> dict[str, Any]:
     path = reference_dir / "karpenter-1.14.1" / "getting-started-cloudformation.yaml"
-    return yaml.load(path.read_text(), Loader=_CloudFormationLoader)["Resources"]
+    return yaml.load(path.read_text(), Loader=_CloudFormationLoader)["Resources"]  # noqa: S506 - a SafeLoader with three tags
 
 
 UPSTREAM_POLICY = {
@@ -63,7 +63,7 @@ def test_there_is_one_policy_per_upstream_controller_policy(upstream):
     assert upstream_policies == set(UPSTREAM_POLICY.values())
 
 
-@pytest.mark.parametrize("role,upstream_name", UPSTREAM_POLICY.items())
+@pytest.mark.parametrize(("role", "upstream_name"), UPSTREAM_POLICY.items())
 def test_controller_policy_is_upstreams_scoped_to_this_cluster(upstream, role, upstream_name):
     expected = json.loads(_fill(upstream[upstream_name]["Properties"]["PolicyDocument"]))
     ours = karpenter_iam.controller_policies(PARTITION, REGION, ACCOUNT, CLUSTER, NODE_ROLE_ARN, QUEUE_ARN)[role]
@@ -75,7 +75,8 @@ def test_instance_launches_and_deletions_are_limited_to_this_clusters_resources(
     deletion = next(s for s in lifecycle if s["Sid"] == "AllowScopedDeletion")
     assert deletion["Condition"]["StringEquals"] == {f"aws:ResourceTag/kubernetes.io/cluster/{CLUSTER}": "owned"}
     passing = karpenter_iam.iam_integration_policy(PARTITION, REGION, ACCOUNT, CLUSTER, NODE_ROLE_ARN)["Statement"][0]
-    assert passing["Action"] == "iam:PassRole" and passing["Resource"] == NODE_ROLE_ARN
+    assert passing["Action"] == "iam:PassRole"
+    assert passing["Resource"] == NODE_ROLE_ARN
 
 
 def test_pod_identity_roles_trust_one_service_account_of_this_cluster_only():
@@ -109,7 +110,8 @@ def test_queue_policy_is_upstreams_narrowed_to_the_interruption_rules(upstream):
     # Upstream's TLS-only deny, as it is.
     assert json.loads(_normalised([deny])) == [s for s in expected if s.get("Sid") == "DenyHTTP"]
     (upstream_allow,) = [s for s in expected if s.get("Effect") == "Allow"]
-    assert allow["Action"] == upstream_allow["Action"] and allow["Resource"] == upstream_allow["Resource"] == QUEUE_ARN
+    assert allow["Action"] == upstream_allow["Action"]
+    assert allow["Resource"] == upstream_allow["Resource"] == QUEUE_ARN
     # Narrowed: EventBridge only, and only from the rules that name this queue as their target.
     assert allow["Principal"] == {"Service": "events.amazonaws.com"}
     assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": RULE_ARNS}}

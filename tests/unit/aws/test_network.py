@@ -124,7 +124,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
 ]
 
 
-@pytest.mark.parametrize("mutate,expected", [r[1:] for r in REJECTIONS], ids=[r[0] for r in REJECTIONS])
+@pytest.mark.parametrize(("mutate", "expected"), [r[1:] for r in REJECTIONS], ids=[r[0] for r in REJECTIONS])
 def test_network_rules_reject(mutate, expected):
     config = copy.deepcopy(created_config())
     mutate(config)
@@ -139,7 +139,9 @@ def test_nat_mode_is_one_of_single_and_per_az():
 
 def test_defaults_are_adopt_with_resilient_nat_when_created():
     network = NetworkConfig.model_validate(CREATED)
-    assert network.nat_gateways == "perAz" and network.vpc_endpoints and network.cidr == "10.0.0.0/16"
+    assert network.nat_gateways == "perAz"
+    assert network.vpc_endpoints
+    assert network.cidr == "10.0.0.0/16"
     assert NetworkConfig.model_validate(ADOPTED).create is False
 
 
@@ -196,10 +198,12 @@ def test_endpoints_cover_ecr_s3_sts_ec2_and_eks_auth_in_the_private_subnets(crea
     private_ids = sorted(s.id for s in subnets_by_zone(created_graph, INTERNAL_ELB_TAG).values())
     for service in INTERFACE_ENDPOINT_SERVICES:
         endpoint = endpoints[f"com.amazonaws.us-west-2.{service}"]
-        assert endpoint.inputs["vpcEndpointType"] == "Interface" and endpoint.inputs["privateDnsEnabled"] is True
+        assert endpoint.inputs["vpcEndpointType"] == "Interface"
+        assert endpoint.inputs["privateDnsEnabled"] is True
         assert sorted(endpoint.inputs["subnetIds"]) == private_ids
     s3 = endpoints["com.amazonaws.us-west-2.s3"]
-    assert s3.inputs["vpcEndpointType"] == "Gateway" and len(s3.inputs["routeTableIds"]) == 3
+    assert s3.inputs["vpcEndpointType"] == "Gateway"
+    assert len(s3.inputs["routeTableIds"]) == 3
 
 
 def network_graph(**network: Any):
@@ -213,7 +217,8 @@ def test_switching_nat_mode_changes_only_gateways_and_default_routes():
     """NAT mode is a route change: subnets, tables and associations keep their inputs, so nothing
     that holds nodes is replaced (a route's target is updated in place, ReplaceRoute in the EC2 API)."""
     single, per_az = network_graph(natGateways="single"), network_graph(natGateways="perAz")
-    assert len(single.of_type("aws:ec2/natGateway:NatGateway")) == 1 and len(per_az.of_type("aws:ec2/natGateway:NatGateway")) == 3
+    assert len(single.of_type("aws:ec2/natGateway:NatGateway")) == 1
+    assert len(per_az.of_type("aws:ec2/natGateway:NatGateway")) == 3
     for type_ in ("aws:ec2/subnet:Subnet", "aws:ec2/routeTable:RouteTable", "aws:ec2/routeTableAssociation:RouteTableAssociation", "aws:ec2/vpcEndpoint:VpcEndpoint"):
         assert {r.name: r.inputs for r in single.of_type(type_)} == {r.name: r.inputs for r in per_az.of_type(type_)}, type_
     one_gateway = single.one("aws:ec2/natGateway:NatGateway").id
@@ -224,7 +229,7 @@ def test_changing_the_vpc_cidr_changes_every_subnet_block():
     """A subnet's CIDR cannot change (EC2 has no API for it), so a new VPC CIDR replaces every subnet
     and what runs in them; docs/operations.md says so."""
     before, after = network_graph(), network_graph(cidr="10.1.0.0/16")
-    cidrs = lambda g: {s.name: s.inputs["cidrBlock"] for s in g.of_type("aws:ec2/subnet:Subnet")}  # noqa: E731
+    cidrs = lambda g: {s.name: s.inputs["cidrBlock"] for s in g.of_type("aws:ec2/subnet:Subnet")}  # noqa: E731 - a one-line lookup
     assert cidrs(before).keys() == cidrs(after).keys()
     assert all(cidrs(before)[name] != cidrs(after)[name] for name in cidrs(before))
 
@@ -259,7 +264,8 @@ def test_a_program_composes_its_own_network_cluster_and_pool():
 
 def test_without_endpoints_the_network_has_none_and_egress_still_goes_through_nat():
     graph = network_graph(vpcEndpoints=False, natGateways="single")
-    assert graph.of_type("aws:ec2/vpcEndpoint:VpcEndpoint") == [] and graph.of_type("aws:ec2/securityGroup:SecurityGroup") == []
+    assert graph.of_type("aws:ec2/vpcEndpoint:VpcEndpoint") == []
+    assert graph.of_type("aws:ec2/securityGroup:SecurityGroup") == []
     assert len([r for r in graph.of_type("aws:ec2/route:Route") if r.inputs.get("natGatewayId")]) == 3
 
 
@@ -269,10 +275,12 @@ def test_components_refuse_a_misused_network_before_registering_anything():
 
     adopted = NetworkConfig.model_validate(ADOPTED)
     graph = run_program(lambda: Network("net", NetworkArgs(config=adopted, region="us-west-2", name_prefix="research")))
-    assert isinstance(graph.error, ConfigError) and "Network(net).config.create: must be true" in str(graph.error)
+    assert isinstance(graph.error, ConfigError)
+    assert "Network(net).config.create: must be true" in str(graph.error)
     one_az = NetworkConfig.model_validate({**CREATED, "availabilityZones": ["us-west-2a"]})
     graph = run_program(lambda: Network("net", NetworkArgs(config=one_az, region="us-west-2", name_prefix="research")))
-    assert isinstance(graph.error, ConfigError) and "network.availabilityZones: must list at least two AZs" in str(graph.error)
+    assert isinstance(graph.error, ConfigError)
+    assert "network.availabilityZones: must list at least two AZs" in str(graph.error)
     created = NetworkConfig.model_validate(CREATED)
     cluster = ClusterConfig(name="research", endpoint_public_access_cidrs=["203.0.113.0/24"])
     graph = run_program(
@@ -281,7 +289,8 @@ def test_components_refuse_a_misused_network_before_registering_anything():
             EksClusterArgs(cluster=cluster, network=created, system_node_group=SystemNodeGroupConfig(enabled=False), region="us-west-2", partition="aws"),
         )
     )
-    assert isinstance(graph.error, ConfigError) and "EksCluster(c).network.create" in str(graph.error)
+    assert isinstance(graph.error, ConfigError)
+    assert "EksCluster(c).network.create" in str(graph.error)
     assert graph.resources == []
 
 

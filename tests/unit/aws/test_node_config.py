@@ -38,7 +38,8 @@ MANAGED_TEMPLATE = "gpu-training-p5-training-launch-template"
 def node_configs(user_data: str) -> list[dict[str, Any]]:
     """Parse user data as nodeadm does: a MIME multipart document, each NodeConfig part a YAML body."""
     message = email.message_from_string(user_data, policy=email.policy.default)
-    assert message.is_multipart() and message.get_content_type() == "multipart/mixed"
+    assert message.is_multipart()
+    assert message.get_content_type() == "multipart/mixed"
     parts = list(message.iter_parts())
     assert [part.get_content_type() for part in parts] == [NODE_CONFIG_CONTENT_TYPE] * len(parts)
     # nodeadm reads the body as YAML text: 7-bit, no base64 transfer encoding.
@@ -98,7 +99,7 @@ def test_launch_settings_carry_the_nodeconfig_only_on_al2023_and_only_when_it_sa
 
 
 @pytest.mark.parametrize(
-    "local_storage_strategy, fast_image_pull", [("RAID0", False), ("RAID0", True), (None, True)], ids=["raid0", "raid0+gate", "gate"]
+    ("local_storage_strategy", "fast_image_pull"), [("RAID0", False), ("RAID0", True), (None, True)], ids=["raid0", "raid0+gate", "gate"]
 )
 def test_every_nodeconfig_the_project_writes_fits_nodeadms_schema(node_config_schema, local_storage_strategy, fast_image_pull):
     (node_config,) = node_configs(node_config_user_data(local_storage_strategy, fast_image_pull))

@@ -45,7 +45,8 @@ def test_each_key_has_the_effect_the_eks_update_apis_give_its_field(row):
 
 
 def test_launch_template_settings_roll_nodes_through_update_nodegroup_version():
-    assert LAUNCH_TEMPLATE in UPDATE_VERSION and LAUNCH_TEMPLATE not in UPDATE_CONFIG
+    assert LAUNCH_TEMPLATE in UPDATE_VERSION
+    assert LAUNCH_TEMPLATE not in UPDATE_CONFIG
     assert change_effect("gpuNodeGroups[].rootVolumeSizeGib").effect == ROLLS_NODES
     assert change_effect("gpuNodeGroups[].instanceTags").effect == ROLLS_NODES
 

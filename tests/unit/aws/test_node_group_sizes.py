@@ -92,12 +92,15 @@ def test_raising_max_size_keeps_a_pool_an_autoscaler_scaled_out():
 def test_bounds_that_hold_the_running_size_send_it_unchanged():
     graph = prod_with()
     gpu = graph.one(NODE_GROUP, GPU_GROUP)
-    assert gpu.inputs["scalingConfig"]["desiredSize"] == 2 and gpu.ignore_changes == []
+    assert gpu.inputs["scalingConfig"]["desiredSize"] == 2
+    assert gpu.ignore_changes == []
     # The system group runs 3 nodes inside its bounds (2-4), though created with 2.
     system = graph.one(NODE_GROUP, SYSTEM_GROUP)
-    assert system.inputs["scalingConfig"]["desiredSize"] == 3 and system.ignore_changes == []
+    assert system.inputs["scalingConfig"]["desiredSize"] == 3
+    assert system.ignore_changes == []
 
 
 def test_a_first_deployment_creates_the_groups_at_their_configured_size(prod_graph):
     group = prod_graph.one(NODE_GROUP, GPU_GROUP)
-    assert group.inputs["scalingConfig"]["desiredSize"] == 2 and group.ignore_changes == ["scalingConfig.desiredSize"]
+    assert group.inputs["scalingConfig"]["desiredSize"] == 2
+    assert group.ignore_changes == ["scalingConfig.desiredSize"]

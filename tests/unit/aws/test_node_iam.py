@@ -34,6 +34,7 @@ def test_prod_node_roles_have_no_ssm_and_dev_node_roles_do(prod_graph, dev_graph
     assert stack_config("prod")["eks-gpu-training:cluster"]["nodeSsmAccess"] is False
     assert stack_config("dev")["eks-gpu-training:cluster"]["nodeSsmAccess"] is True
     prod, dev = attached(prod_graph), attached(dev_graph)
-    assert prod and dev
+    assert prod
+    assert dev
     assert all(policies == set(NODE_MANAGED_POLICIES) for policies in prod.values()), prod
     assert all(policies == set(NODE_MANAGED_POLICIES) | {SSM_POLICY} for policies in dev.values()), dev

@@ -76,7 +76,8 @@ def test_the_addon_waits_for_the_cluster_and_system_nodes_not_the_gpu_nodes(prod
     gpu_groups = [
         g for kind in ("eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup") for g in prod_graph.of_type(kind) if g.inputs.get("taints")
     ]
-    assert gpu_groups and not any(prod_graph.depends_on(addon, g) for g in gpu_groups)
+    assert gpu_groups
+    assert not any(prod_graph.depends_on(addon, g) for g in gpu_groups)
 
 
 def test_an_adopted_cluster_resolves_the_version_for_the_kubernetes_version_it_runs():

@@ -29,7 +29,8 @@ def test_your_own_cluster_gets_one_agent_add_on_that_every_association_waits_for
     assert (agent.name, agent.inputs["clusterName"], agent.inputs["region"]) == ("research-pod-identity-agent", "research", "us-west-2")
     assert agent.parent == graph.one("eks:index:Cluster").urn
     associations = graph.of_type(ASSOCIATION)
-    assert len(associations) == 2 and all(graph.depends_on(a, agent) for a in associations)
+    assert len(associations) == 2
+    assert all(graph.depends_on(a, agent) for a in associations)
     assert not [token for token, _ in graph.invokes if token == GET_ADDON]
 
 

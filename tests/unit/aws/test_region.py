@@ -50,7 +50,8 @@ def test_prod_stack_names_its_region_on_every_regional_resource_and_look_up(prod
     assert len(resources) > 40
     assert {r.name: r.inputs.get("region") for r in resources if r.inputs.get("region") != "us-west-2"} == {}
     lookups = [args for token, args in prod_graph.invokes if token.startswith("aws:") and takes_region(token)]
-    assert lookups and {args.get("region") for args in lookups} == {"us-west-2"}
+    assert lookups
+    assert {args.get("region") for args in lookups} == {"us-west-2"}
 
 
 def two_fleets():
@@ -231,7 +232,8 @@ def test_a_component_may_be_given_an_aws_provider_for_its_clusters_region():
     assert graph.error is None, repr(graph.error)
     west = graph.one("pulumi:providers:aws")
     pool = next(r for r in graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs["nodeGroupNamePrefix"] == "h100-")
-    assert pool.provider.startswith(west.urn) and pool.inputs["region"] == "us-west-2"
+    assert pool.provider.startswith(west.urn)
+    assert pool.inputs["region"] == "us-west-2"
 
 
 CARRIED = {
@@ -257,7 +259,8 @@ def test_a_carried_setting_pulumi_aws_would_not_take_is_refused_before_anything_
     config = {**STACK, "aws:assumeRoles": [{"roleArn": "arn:aws:iam::444455556666:role/deployer", "sesionName": "pulumi"}],
               "aws:defaultTags": {"tag": {"team": "ml-platform"}}}
     graph = run_program(lambda: EksCluster("c", _cluster_args("us-east-1")), config)
-    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert isinstance(graph.error, ConfigError)
+    assert graph.resources == []
     assert [str(p) for p in graph.error.problems] == [
         "aws:assumeRoles[0].sesionName: unknown key; allowed: duration, externalId, policy, policyArns, roleArn, "
         "sessionName, sourceIdentity, tags, transitiveTagKeys",

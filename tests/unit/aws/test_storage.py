@@ -44,7 +44,8 @@ def test_lustre_ports_are_open_exactly_between_the_clients_and_the_file_system(p
         for rule in prod_graph.of_type(type_):
             if lustre_group not in (rule.inputs["securityGroupId"], rule.inputs.get("referencedSecurityGroupId")):
                 continue
-            assert "cidrIpv4" not in rule.inputs and rule.inputs["ipProtocol"] == "tcp", rule.name
+            assert "cidrIpv4" not in rule.inputs, rule.name
+            assert rule.inputs["ipProtocol"] == "tcp", rule.name
             name = {lustre_group: "filesystem", CLUSTER_SG: "clients"}
             rules.add((name[rule.inputs["securityGroupId"]], direction, rule.inputs["fromPort"], rule.inputs["toPort"], name[rule.inputs["referencedSecurityGroupId"]]))
     expected = set()
@@ -125,16 +126,20 @@ def test_each_training_namespace_gets_a_static_volume_bound_to_its_claim(prod_gr
     (claim,) = [r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolumeClaim"]
     file_system = prod_graph.one(FILE_SYSTEM)
     spec = volume.inputs["spec"]
-    assert spec["csi"]["driver"] == "fsx.csi.aws.com" and spec["csi"]["volumeHandle"] == file_system.id
+    assert spec["csi"]["driver"] == "fsx.csi.aws.com"
+    assert spec["csi"]["volumeHandle"] == file_system.id
     assert spec["claimRef"] == {"namespace": "training", "name": "fsx-lustre"}
-    assert spec["persistentVolumeReclaimPolicy"] == "Retain" and spec["accessModes"] == ["ReadWriteMany"]
+    assert spec["persistentVolumeReclaimPolicy"] == "Retain"
+    assert spec["accessModes"] == ["ReadWriteMany"]
     assert claim.inputs["metadata"] == {"name": "fsx-lustre", "namespace": "training"}
     assert claim.inputs["spec"]["volumeName"] == volume.inputs["metadata"]["name"]
     # The claim asks for FSx's smallest size, not the file system's (2400 GiB): any size binds it.
-    assert claim.inputs["spec"]["storageClassName"] == "" and claim.inputs["spec"]["resources"] == {"requests": {"storage": "1200Gi"}}
+    assert claim.inputs["spec"]["storageClassName"] == ""
+    assert claim.inputs["spec"]["resources"] == {"requests": {"storage": "1200Gi"}}
     assert spec["capacity"] == {"storage": "2400Gi"}
     addon = prod_graph.one("aws:eks/addon:Addon", "gpu-training-lustre-csi-driver")
-    assert prod_graph.depends_on(volume, addon) and prod_graph.depends_on(claim, volume)
+    assert prod_graph.depends_on(volume, addon)
+    assert prod_graph.depends_on(claim, volume)
 
 
 def test_training_job_mounts_the_claim_and_requests_half_the_instance_store(prod_graph):
@@ -256,7 +261,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
 ]
 
 
-@pytest.mark.parametrize("mutate,expected", [r[1:] for r in REJECTIONS], ids=[r[0] for r in REJECTIONS])
+@pytest.mark.parametrize(("mutate", "expected"), [r[1:] for r in REJECTIONS], ids=[r[0] for r in REJECTIONS])
 def test_storage_rules_reject(mutate, expected):
     raw = prod_raw()
     mutate(raw)
@@ -358,7 +363,8 @@ def test_prod_file_system_is_protected_and_linked_to_s3_so_it_takes_no_backups(p
     assert file_system.protect
     # Prod's file system is linked to its datasets bucket, and FSx backs up no linked file system
     # (API CreateBackup): asking for backups would fail the create, a final backup the delete.
-    assert inputs["skipFinalBackup"] is True and "finalBackupTags" not in inputs
+    assert inputs["skipFinalBackup"] is True
+    assert "finalBackupTags" not in inputs
     assert (inputs["automaticBackupRetentionDays"], inputs["copyTagsToBackups"]) == (0, False)
     # Set at creation only: a file system made without it must not be replaced to get it.
     assert file_system.ignore_changes == ["copyTagsToBackups"]
@@ -376,7 +382,8 @@ def test_an_unlinked_file_system_keeps_a_week_of_backups_and_takes_a_final_one()
     assert inputs["skipFinalBackup"] is False
     stack_tags = {k: v for k, v in inputs["tags"].items() if k != "Name"}
     assert inputs["finalBackupTags"] == stack_tags
-    assert stack_tags["environment"] == "prod" and stack_tags["owner"] == "ml-platform"
+    assert stack_tags["environment"] == "prod"
+    assert stack_tags["owner"] == "ml-platform"
     assert (inputs["automaticBackupRetentionDays"], inputs["copyTagsToBackups"]) == (7, True)
 
 
@@ -400,7 +407,7 @@ def test_backups_of_a_file_system_linked_to_s3_are_refused():
     assert "FSx takes no backups of a file system linked to an S3 data repository" in problem
 
 
-@pytest.mark.parametrize("days,expected", [(91, "less than or equal to 90"), (-1, "greater than or equal to 0")])
+@pytest.mark.parametrize(("days", "expected"), [(91, "less than or equal to 90"), (-1, "greater than or equal to 0")])
 def test_backup_retention_outside_what_fsx_allows_is_refused(days, expected):
     raw = prod_raw()
     fsx(raw)["automaticBackupRetentionDays"] = days

@@ -6,8 +6,6 @@ import functools
 import importlib
 import inspect
 
-import pytest
-
 from harness import stack_config
 
 

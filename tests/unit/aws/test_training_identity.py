@@ -78,7 +78,8 @@ def test_prod_training_pods_get_a_pod_identity_role_for_exactly_its_buckets(prod
 def test_the_training_job_runs_as_the_account_and_waits_for_its_association_and_permissions(prod_graph):
     job = training_job_of(prod_graph)
     pod = job.inputs["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == "training" and pod["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == "training"
+    assert pod["automountServiceAccountToken"] is False
     # Pod Identity injects credentials when a pod is created: the association must exist first.
     for name, kind in (("gpu-training-training-identity-training", ASSOCIATION), ("gpu-training-training-identity-s3-access", ROLE_POLICY)):
         assert prod_graph.depends_on(job, prod_graph.one(kind, name)), name
@@ -107,9 +108,11 @@ def test_policy_arns_alone_make_a_role_with_those_policies_and_no_s3_access():
 
 def test_pod_template_names_its_service_account_and_never_mounts_an_api_token():
     pod = training_pod_template(p5_job())["spec"]
-    assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
+    assert pod["automountServiceAccountToken"] is False
+    assert "serviceAccountName" not in pod
     pod = training_pod_template(p5_job(service_account="training"))["spec"]
-    assert pod["serviceAccountName"] == "training" and pod["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == "training"
+    assert pod["automountServiceAccountToken"] is False
 
 
 # --- configuration rules -------------------------------------------------------------------------------

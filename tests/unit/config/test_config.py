@@ -9,6 +9,7 @@ import copy
 from typing import Any, Callable
 
 import pytest
+from pydantic import ValidationError
 
 from eks_gpu_training.config import ConfigError, GpuTrainingPlatformArgs
 from eks_gpu_training.platform import parse_platform_args
@@ -26,11 +27,15 @@ def test_valid_config_fills_in_documented_defaults():
     assert gpu.ami_type == "AL2023_x86_64_NVIDIA"
     assert gpu.capacity_type == "ON_DEMAND"
     assert (gpu.min_size, gpu.initial_size, gpu.max_size) == (0, 0, 2)
-    assert gpu.placement_group.mode == "create" and gpu.placement_group.strategy == "cluster"
-    assert gpu.efa_enabled and gpu.efa_interfaces == 32
+    assert gpu.placement_group.mode == "create"
+    assert gpu.placement_group.strategy == "cluster"
+    assert gpu.efa_enabled
+    assert gpu.efa_interfaces == 32
     assert gpu.root_volume_size_gib == 500
-    assert args.cluster.create is True and args.cluster.kubernetes_version == "1.35"
-    assert args.system_node_group.enabled and args.system_node_group.instance_types == ["m7i.xlarge"]
+    assert args.cluster.create is True
+    assert args.cluster.kubernetes_version == "1.35"
+    assert args.system_node_group.enabled
+    assert args.system_node_group.instance_types == ["m7i.xlarge"]
 
 
 def test_default_instance_types_are_one_type_so_a_p5_keeps_all_32_efa_interfaces():
@@ -126,7 +131,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
 ]
 
 
-@pytest.mark.parametrize("mutate,expected", [(m, e) for _, m, e in REJECTIONS], ids=[r[0] for r in REJECTIONS])
+@pytest.mark.parametrize(("mutate", "expected"), [(m, e) for _, m, e in REJECTIONS], ids=[r[0] for r in REJECTIONS])
 def test_rejects_invalid_configuration_naming_the_key(mutate, expected):
     problems = problems_of(mutate)
     assert any(p.startswith(expected) for p in problems), problems
@@ -207,7 +212,7 @@ def test_reservation_may_use_the_existing_placement_group_it_was_created_in():
 
 def test_model_is_frozen_so_validated_args_cannot_drift():
     args = parse_platform_args(valid_config())
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="Instance is frozen"):
         args.gpu_node_groups[0].max_size = 100  # type: ignore[misc]
 
 

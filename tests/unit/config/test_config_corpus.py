@@ -305,7 +305,7 @@ def test_the_corpus_is_large_and_its_cases_distinct():
     assert len({case for case, _, _ in INVALID}) == len(INVALID)
 
 
-@pytest.mark.parametrize("mutate,path", [(m, p) for _, m, p in INVALID], ids=[c for c, _, _ in INVALID])
+@pytest.mark.parametrize(("mutate", "path"), [(m, p) for _, m, p in INVALID], ids=[c for c, _, _ in INVALID])
 def test_invalid_configuration_is_refused_with_its_key_path_and_no_traceback(mutate, path):
     error = refusal(mutate)
     assert any(problem.path == path for problem in error.problems), [str(p) for p in error.problems]
@@ -334,7 +334,8 @@ def test_pulumi_up_of_an_invalid_stack_registers_nothing_and_shows_no_traceback(
     assert isinstance(graph.error, ConfigError)
     assert graph.resources == []
     shown = refusal_text(graph.error)
-    assert f"  - {path}: " in shown and "Traceback" not in shown
+    assert f"  - {path}: " in shown
+    assert "Traceback" not in shown
 
 
 VALID: list[tuple[str, Mutation]] = [
@@ -413,7 +414,8 @@ def test_an_arm_ami_on_x86_types_says_so():
 
 def test_training_apps_without_namespaces_say_what_is_missing():
     message = problem_text("training app without namespaces")
-    assert message.startswith("has nowhere to run: scheduling.namespaces is empty") and "None" not in message
+    assert message.startswith("has nowhere to run: scheduling.namespaces is empty")
+    assert "None" not in message
 
 
 def test_a_comma_in_a_tag_value_names_iams_alphabet():
@@ -428,7 +430,8 @@ def test_a_fractional_gpu_says_why_it_is_refused():
 
 def test_a_kubelet_refused_label_names_the_allowed_namespaces():
     message = problem_text("node-role label the kubelet refuses")
-    assert "kubelet.kubernetes.io, node.kubernetes.io" in message and "never join" in message
+    assert "kubelet.kubernetes.io, node.kubernetes.io" in message
+    assert "never join" in message
 
 
 def _path_pattern(template: str) -> re.Pattern[str]:

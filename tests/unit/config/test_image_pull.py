@@ -60,7 +60,8 @@ def test_shipped_stacks_turn_it_on_for_every_gpu_pool_and_pass_the_rules(stack):
     raw["region"] = stack_config(stack)["aws:region"]
     args = parse_platform_args(raw)
     pools = list(args.gpu_node_groups) + list(args.karpenter.gpu_node_pools)
-    assert pools and all(pool.fast_image_pull for pool in pools)
+    assert pools
+    assert all(pool.fast_image_pull for pool in pools)
     assert all(has_instance_store_array(pool.instance_types, args.storage.instance_store == "raid0") for pool in pools)
 
 
@@ -98,7 +99,8 @@ def test_refusals_come_together_with_the_other_problems_of_the_stack():
 def test_instance_types_without_instance_store_get_no_array_even_with_raid0():
     found: list[tuple[str, str]] = []
     check_fast_image_pull(True, "AL2023_x86_64_NVIDIA", ["p5.48xlarge", "m7i.large"], True, lambda key, message: found.append((key, message)))
-    assert has_instance_store_array(["p5.48xlarge"], True) and not has_instance_store_array(["p5.48xlarge", "m7i.large"], True)
+    assert has_instance_store_array(["p5.48xlarge"], True)
+    assert not has_instance_store_array(["p5.48xlarge", "m7i.large"], True)
     assert [key for key, _ in found] == ["fastImagePull"]
     assert "m7i.large has no instance-store NVMe" in found[0][1]
 

@@ -45,7 +45,8 @@ def test_pool_defaults_are_the_seeds_nodepool_tuned_for_training():
     assert pool.capacity_types == ["on-demand"]
     assert pool.gpu_limit == 16
     assert pool.placement_group.mode == "create"
-    assert pool.efa_enabled and pool.efa_interfaces == 32
+    assert pool.efa_enabled
+    assert pool.efa_interfaces == 32
     assert pool.gpus_per_node == 8
     assert pool.disruption.consolidate_after == "30m"
     assert pool.disruption.expire_after == "Never"
@@ -58,7 +59,8 @@ def test_pool_defaults_are_the_seeds_nodepool_tuned_for_training():
 def test_efa_enabled_follows_the_same_rule_as_managed_node_groups():
     config = karpenter_config(instanceTypes=["g6e.xlarge"], placementGroup={"mode": "none"}, gpuLimit=1)
     pool = parse_platform_args(config).karpenter.gpu_node_pools[0]
-    assert pool.efa_enabled is False and pool.efa_interfaces == 0
+    assert pool.efa_enabled is False
+    assert pool.efa_interfaces == 0
 
 
 def test_reserved_capacity_with_its_reservations_is_accepted():
@@ -119,7 +121,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize("mutate,expected", [(m, e) for _, m, e in REJECTIONS], ids=[r[0] for r in REJECTIONS])
+@pytest.mark.parametrize(("mutate", "expected"), [(m, e) for _, m, e in REJECTIONS], ids=[r[0] for r in REJECTIONS])
 def test_rejects_invalid_karpenter_configuration_naming_the_key(mutate, expected):
     problems = problems_of(mutate)
     assert any(p.startswith(expected) for p in problems), problems
@@ -157,4 +159,5 @@ def test_managed_node_group_and_karpenter_pool_share_the_placement_rules():
             pool["subnetIds"] = ["subnet-0000000000000000a", "subnet-0000000000000000b"]
 
     messages = [p.split(": ", 1)[1] for p in problems_of(both_multi_az) if p.split(":")[0].endswith(".subnetIds")]
-    assert len(messages) == 2 and messages[0] == messages[1]
+    assert len(messages) == 2
+    assert messages[0] == messages[1]

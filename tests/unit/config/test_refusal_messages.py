@@ -22,7 +22,8 @@ NETWORK = NetworkConfig(
 
 
 def test_config_error_is_a_run_error_and_still_a_value_error():
-    assert issubclass(ConfigError, pulumi.RunError) and issubclass(ConfigError, ValueError)
+    assert issubclass(ConfigError, pulumi.RunError)
+    assert issubclass(ConfigError, ValueError)
 
 
 def test_config_error_is_an_input_properties_error_with_every_problems_path_and_reason():
@@ -46,7 +47,8 @@ def test_a_refused_stack_files_errors_are_its_problems_as_property_paths_and_rea
     config = stack_config("dev")
     config["eks-gpu-training:tags"] = {"team": "ml,platform", "owner": "ml;platform"}
     error = run_main(config).error
-    assert isinstance(error, ConfigError) and len(error.problems) == 2
+    assert isinstance(error, ConfigError)
+    assert len(error.problems) == 2
     assert error.errors == [{"property_path": p.path, "reason": p.message} for p in error.problems]
     assert {e["property_path"] for e in error.errors} == {"tags.team", "tags.owner"}
 
@@ -68,7 +70,8 @@ def test_a_refused_stack_file_shows_only_its_problems():
     shown = refusal_text(graph.error)
     assert graph.resources == []
     assert shown.startswith("invalid configuration (1 problem), rejected before registering any resource:\n  - tags.team: ")
-    assert "Traceback" not in shown and "File \"" not in shown
+    assert "Traceback" not in shown
+    assert "File \"" not in shown
 
 
 def test_a_component_refusal_in_another_program_shows_only_its_problems():

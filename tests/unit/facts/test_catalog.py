@@ -13,7 +13,7 @@ from eks_gpu_training.facts.catalog import (
     eks_labels_topology,
 )
 from eks_gpu_training.config import END_OF_LIFE_AMI_TYPES, NVIDIA_AMI_TYPES
-from eks_gpu_training.aws.gpu_node_group import GPU_TAINT_EFFECT
+from eks_gpu_training.facts.gpu_nodes import GPU_TAINT_EFFECT
 
 
 
@@ -44,8 +44,10 @@ def test_every_x86_64_nvidia_type_of_karpenters_reference_is_in_the_catalog(inst
 
 
 def test_the_catalog_covers_g4dn_with_its_special_cases():
-    assert GPU_INSTANCE_TYPES["g4dn.xlarge"].gpus == 1 and GPU_INSTANCE_TYPES["g4dn.xlarge"].efa_interfaces == 0
-    assert GPU_INSTANCE_TYPES["g4dn.metal"].gpus == 8 and GPU_INSTANCE_TYPES["g4dn.metal"].efa_interfaces == 1
+    assert GPU_INSTANCE_TYPES["g4dn.xlarge"].gpus == 1
+    assert GPU_INSTANCE_TYPES["g4dn.xlarge"].efa_interfaces == 0
+    assert GPU_INSTANCE_TYPES["g4dn.metal"].gpus == 8
+    assert GPU_INSTANCE_TYPES["g4dn.metal"].efa_interfaces == 1
 
 
 def test_reference_readme_gpu_and_efa_counts_hold(reference_dir):
@@ -74,7 +76,7 @@ def test_gpu_taint_effect_is_an_eks_taint_effect():
     assert GPU_TAINT_EFFECT in aws_enums.eks_taint_effects()
 
 
-@pytest.mark.parametrize("region,partition", [("us-west-2", "aws"), ("cn-north-1", "aws-cn"), ("us-gov-west-1", "aws-us-gov")])
+@pytest.mark.parametrize(("region", "partition"), [("us-west-2", "aws"), ("cn-north-1", "aws-cn"), ("us-gov-west-1", "aws-us-gov")])
 def test_partition_comes_from_botocore(region, partition):
     assert region in aws_enums.aws_regions()
     assert aws_enums.partition_of(region) == partition

@@ -21,7 +21,8 @@ def test_every_supported_minor_has_a_row_saying_what_it_needs():
 def test_the_default_is_1_35_released_on_eks_and_in_standard_support_past_1_34s_end():
     default = EKS_KUBERNETES_VERSIONS[DEFAULT_KUBERNETES_VERSION]
     assert DEFAULT_KUBERNETES_VERSION == ClusterConfig(name="x").kubernetes_version == "1.35"
-    assert default.released == date(2026, 1, 28) and default.end_of_standard_support == date(2027, 3, 27)
+    assert default.released == date(2026, 1, 28)
+    assert default.end_of_standard_support == date(2027, 3, 27)
     assert EKS_KUBERNETES_VERSIONS["1.34"].end_of_standard_support == date(2026, 12, 2)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import botocore.exceptions
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from eks_gpu_training.labeler import aws, kube
 from labeler_fakes import (
@@ -58,8 +59,10 @@ def test_ec2_errors_are_classified():
                 aws.describe_topology(ec2, INSTANCE_ID)
             errors.append(caught.value)
     throttled, internal, denied = errors
-    assert aws.is_throttling(throttled) and aws.is_transient(throttled)
-    assert not aws.is_throttling(internal) and aws.is_transient(internal)
+    assert aws.is_throttling(throttled)
+    assert aws.is_transient(throttled)
+    assert not aws.is_throttling(internal)
+    assert aws.is_transient(internal)
     assert not aws.is_transient(denied)
     assert aws.is_transient(botocore.exceptions.EndpointConnectionError(endpoint_url="https://ec2.us-west-2.amazonaws.com"))
 
@@ -104,7 +107,7 @@ def test_api_errors_are_classified():
         api = server.core_v1()
         statuses = []
         for _ in range(4):
-            with pytest.raises(Exception) as caught:
+            with pytest.raises(ApiException) as caught:
                 kube.read_node(api, NODE_NAME)
             statuses.append((kube.api_status(caught.value), kube.is_transient(caught.value)))
     assert statuses == [(409, True), (429, True), (503, True), (403, False)]

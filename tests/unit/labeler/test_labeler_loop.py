@@ -96,12 +96,14 @@ def test_three_layer_response_is_written_with_one_patch(harness_for):
     (patch,) = h.server.patches()
     assert patch.content_type == "application/strategic-merge-patch+json"
     assert patch.body == {"metadata": {"labels": topology_labels(NETWORK_NODES_3), "resourceVersion": "4711"}}
-    assert {k: h.node_labels()[k] for k in (L1, L2, L3)} == dict(zip((L1, L2, L3), NETWORK_NODES_3))
+    assert {k: h.node_labels()[k] for k in (L1, L2, L3)} == dict(zip((L1, L2, L3), NETWORK_NODES_3, strict=True))
     assert h.regions == ["us-west-2"]
     assert h.delays == [INTERVAL]
     (added,) = [e for e in h.logs() if e["event"] == "labels_added"]
-    assert added["node"] == NODE_NAME and added["labels"] == topology_labels(NETWORK_NODES_3)
-    assert added["level"] == "info" and added["instanceType"] == "p5.48xlarge"
+    assert added["node"] == NODE_NAME
+    assert added["labels"] == topology_labels(NETWORK_NODES_3)
+    assert added["level"] == "info"
+    assert added["instanceType"] == "p5.48xlarge"
 
 
 def test_four_layer_response_adds_four_labels(harness_for):
@@ -109,7 +111,7 @@ def test_four_layer_response_adds_four_labels(harness_for):
     h.stubber.add_response(DESCRIBE, topology_response(NETWORK_NODES_4, "p6-b200.48xlarge"), ONLY_THIS_INSTANCE)
     h.run(checks=1)
     (patch,) = h.server.patches()
-    assert patch.body["metadata"]["labels"] == dict(zip((L1, L2, L3, L4), NETWORK_NODES_4))
+    assert patch.body["metadata"]["labels"] == dict(zip((L1, L2, L3, L4), NETWORK_NODES_4, strict=True))
 
 
 def test_existing_labels_are_left_untouched_and_a_differing_value_is_reported(harness_for):
@@ -163,7 +165,8 @@ def test_unsupported_instance_type_is_logged_once_and_the_pod_idles(harness_for)
     assert h.server.patches() == []
     reports = [e for e in h.logs() if e["event"] == "no_topology"]
     assert len(reports) == 1
-    assert reports[0]["instanceType"] == "m7i.xlarge" and reports[0]["instanceId"] == INSTANCE_ID
+    assert reports[0]["instanceType"] == "m7i.xlarge"
+    assert reports[0]["instanceId"] == INSTANCE_ID
     # Idle at the slow interval, never the error backoff: nothing is failing.
     assert h.delays == [INTERVAL] * 3
 
@@ -237,7 +240,8 @@ def test_permission_errors_are_logged_as_errors_and_retried_not_raised(harness_f
     h.stubber.add_client_error(DESCRIBE, "UnauthorizedOperation", http_status_code=403, expected_params=ONLY_THIS_INSTANCE)
     h.run(checks=1)
     (failure,) = h.logs()
-    assert failure["event"] == "check_failed" and failure["level"] == "error"
+    assert failure["event"] == "check_failed"
+    assert failure["level"] == "error"
     assert "UnauthorizedOperation" in failure["error"]
     assert h.delays == [2.0]
 
@@ -274,7 +278,7 @@ def test_a_node_whose_provider_id_names_no_zone_is_labelled_in_its_labelled_regi
     h.stubber.add_response(DESCRIBE, topology_response(NETWORK_NODES_3), ONLY_THIS_INSTANCE)
     h.run(checks=1)
     assert h.regions == ["eu-west-1"]
-    assert {k: h.node_labels()[k] for k in (L1, L2, L3)} == dict(zip((L1, L2, L3), NETWORK_NODES_3))
+    assert {k: h.node_labels()[k] for k in (L1, L2, L3)} == dict(zip((L1, L2, L3), NETWORK_NODES_3, strict=True))
 
 
 def test_without_zone_or_region_label_the_clusters_region_is_used_and_else_retried(harness_for):
@@ -282,11 +286,13 @@ def test_without_zone_or_region_label_the_clusters_region_is_used_and_else_retri
     h.labeler.default_region = "us-east-2"
     h.stubber.add_response(DESCRIBE, topology_response(NETWORK_NODES_3), ONLY_THIS_INSTANCE)
     h.run(checks=1)
-    assert h.regions == ["us-east-2"] and len(h.server.patches()) == 1
+    assert h.regions == ["us-east-2"]
+    assert len(h.server.patches()) == 1
 
     h = harness_for(node_object(provider_id=f"aws:////{INSTANCE_ID}"))
     h.run(checks=1)
-    assert h.events() == ["retrying"] and h.server.patches() == []
+    assert h.events() == ["retrying"]
+    assert h.server.patches() == []
 
 
 def test_one_invalid_network_node_leaves_out_its_layer_only_and_is_reported(harness_for):
@@ -297,7 +303,8 @@ def test_one_invalid_network_node_leaves_out_its_layer_only_and_is_reported(harn
     (patch,) = h.server.patches()
     assert patch.body["metadata"]["labels"] == {L1: NETWORK_NODES_3[0], L3: NETWORK_NODES_3[2]}
     (invalid,) = [e for e in h.logs() if e["event"] == "invalid_label_value"]
-    assert invalid["labels"] == {L2: "'not a label!'"} and invalid["level"] == "warning"
+    assert invalid["labels"] == {L2: "'not a label!'"}
+    assert invalid["level"] == "warning"
 
 
 def test_sigterm_during_the_ec2_call_sends_no_patch(harness_for):
@@ -317,7 +324,7 @@ def test_sigterm_during_the_ec2_call_sends_no_patch(harness_for):
 
 
 def test_an_error_in_the_idle_step_is_logged_and_the_loop_goes_on(harness_for, monkeypatch):
-    h = harness_for(node_object(labels=dict(zip((L1, L2, L3), NETWORK_NODES_3))))
+    h = harness_for(node_object(labels=dict(zip((L1, L2, L3), NETWORK_NODES_3, strict=True))))
     h.stubber.add_response(DESCRIBE, topology_response(NETWORK_NODES_3), ONLY_THIS_INSTANCE)
     slept = []
     monkeypatch.setattr("eks_gpu_training.labeler.loop.time.sleep", slept.append)

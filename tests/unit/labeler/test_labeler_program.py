@@ -56,7 +56,8 @@ def test_main_without_node_name_exits_2_with_a_json_error(capsys):
         logging.getLogger().handlers.clear()
     (line,) = capsys.readouterr().out.splitlines()
     entry = json.loads(line)
-    assert entry["event"] == "cannot_start" and entry["level"] == "error"
+    assert entry["event"] == "cannot_start"
+    assert entry["level"] == "error"
     assert "NODE_NAME" in entry["error"]
 
 
@@ -67,7 +68,8 @@ def test_main_outside_a_cluster_exits_2_with_a_json_error(capsys, tmp_path, monk
     finally:
         logging.getLogger().handlers.clear()
     entry = json.loads(capsys.readouterr().out.strip())
-    assert entry["event"] == "cannot_start" and "ConfigException" in entry["error"]
+    assert entry["event"] == "cannot_start"
+    assert "ConfigException" in entry["error"]
 
 
 def test_library_warnings_are_json_too_and_info_chatter_is_dropped():
@@ -126,7 +128,8 @@ def test_a_heartbeat_that_cannot_be_touched_is_reported_and_the_wait_goes_on(tmp
 
     Idler(Broken(tmp_path / "hb"), sleeps.append, period=15.0, on_error=errors.append).idle(30)
     assert sleeps == [15.0, 15.0]
-    assert len(errors) == 3 and all(isinstance(e, OSError) for e in errors)
+    assert len(errors) == 3
+    assert all(isinstance(e, OSError) for e in errors)
 
 
 def test_idler_returns_early_once_stopped(tmp_path):
@@ -210,12 +213,14 @@ def test_dockerfile_builds_a_slim_non_root_image_from_the_context_alone():
     instructions = [line for line in dockerfile.splitlines() if line and not line.startswith("#")]
     assert re.search(r"^ARG PYTHON_IMAGE=python:3\.\d+-slim@sha256:[0-9a-f]{64}$", dockerfile, re.M)
     (install,) = [line for line in instructions if line.startswith("RUN pip install")]
-    assert "--require-hashes" in install and "--only-binary=:all:" in install
+    assert "--require-hashes" in install
+    assert "--only-binary=:all:" in install
     copies = [line.split()[1:-1] for line in instructions if line.startswith("COPY")]
     assert copies == [["requirements.txt"], ["*.py"]]
     (user,) = [line for line in instructions if line.startswith("USER")]
     uid, gid = user.split()[1].split(":")
-    assert int(uid) == tl.RUN_AS_USER and int(gid) == tl.RUN_AS_USER
+    assert int(uid) == tl.RUN_AS_USER
+    assert int(gid) == tl.RUN_AS_USER
     assert instructions[-1] == 'ENTRYPOINT ["python", "-m", "labeler"]'
 
 

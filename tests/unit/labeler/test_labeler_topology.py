@@ -48,7 +48,7 @@ def test_provider_id_gives_instance_zone_and_region():
     ],
 )
 def test_provider_ids_of_non_ec2_nodes_are_rejected(provider_id):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="is not an EC2 provider id"):
         parse_provider_id(provider_id)
 
 
@@ -70,7 +70,7 @@ def test_region_is_derived_from_the_zone(zone, region):
 
 def test_region_of_a_zone_id_or_garbage_is_refused():
     for zone in ("usw2-az2", "us-west-2", "west"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="is not an availability zone name"):
             region_of_zone(zone)
 
 

@@ -88,7 +88,8 @@ def test_each_managed_pool_node_carries_what_its_node_group_registers(prod_rende
     assert len(gpu) == 2
     manifest = gpu[0].manifest()
     labels = manifest["metadata"]["labels"]
-    assert labels["role"] == "gpu-training" and labels["eks-gpu-training/pool"] == "p5-training"
+    assert labels["role"] == "gpu-training"
+    assert labels["eks-gpu-training/pool"] == "p5-training"
     assert labels["topology.kubernetes.io/zone"] == "us-west-2b"
     assert labels["node.kubernetes.io/instance-type"] == "p5.48xlarge"
     assert manifest["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
@@ -99,7 +100,8 @@ def test_each_managed_pool_node_carries_what_its_node_group_registers(prod_rende
     assert allocatable[EFA_RESOURCE] == str(GPU_INSTANCE_TYPES["p5.48xlarge"].efa_interfaces)
     assert allocatable[HUGEPAGES_RESOURCE] == "10256Mi"
     system = [n for n in nodes if n.pool == "system"]
-    assert len(system) == 3 and all(n.labels["role"] == "system" and not n.taints for n in system)
+    assert len(system) == 3
+    assert all(n.labels["role"] == "system" and not n.taints for n in system)
 
 
 def test_the_instance_store_array_is_the_gpu_nodes_ephemeral_storage(prod_render):
@@ -131,7 +133,8 @@ def test_karpenter_is_offered_only_the_types_zones_and_capacity_its_nodepools_al
         {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2a", "us-west-2b"]},
     ]}}}}
     [offered] = karpenter_instance_types(args, [nodepool])
-    assert offered["name"] == "g6e.xlarge" and offered["resources"][GPU_RESOURCE] == "1"
+    assert offered["name"] == "g6e.xlarge"
+    assert offered["resources"][GPU_RESOURCE] == "1"
     zones = sorted(o["Requirements"][1]["values"][0] for o in offered["offerings"])
     assert zones == ["us-west-2a", "us-west-2b"]
 
@@ -166,7 +169,8 @@ def test_helm_hooks_an_install_does_not_run_are_left_out_with_the_reason():
     hook = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "cleanup", "namespace": "n",
                                                                   "annotations": {"helm.sh/hook": "pre-delete"}}}
     platform = collect([], [hook])
-    assert platform.objects == [] and "pre-delete hook" in platform.left_out[0]
+    assert platform.objects == []
+    assert "pre-delete hook" in platform.left_out[0]
 
 
 def _wait_gone(pid: int, seconds: float = 10) -> bool:

@@ -33,7 +33,8 @@ def test_a_key_the_schema_lacks_fails_and_is_named():
 
 def test_a_value_of_the_wrong_type_fails():
     (outcome,) = check_addon(addon(json.dumps({"dcgmAgent": {"tolerations": "all"}})))
-    assert outcome[0] == "fail" and "configurationValues.dcgmAgent.tolerations" in outcome[1]
+    assert outcome[0] == "fail"
+    assert "configurationValues.dcgmAgent.tolerations" in outcome[1]
 
 
 def test_the_schema_is_found_by_version_or_stands_in_for_one_known_at_deployment():
@@ -41,13 +42,16 @@ def test_the_schema_is_found_by_version_or_stands_in_for_one_known_at_deployment
     # A version EKS picks at deployment: the shipped schema stands in.
     assert configuration_schema("eks-node-monitoring-agent", None)[0] is not None
     schema, reason = configuration_schema("eks-node-monitoring-agent", "9.9.9")
-    assert schema is None and "not 9.9.9" in reason
+    assert schema is None
+    assert "not 9.9.9" in reason
 
 
 def test_values_known_only_at_deployment_or_without_a_schema_are_skipped_and_said_so():
     (outcome,) = check_addon(addon("<unknown: output of x>"))
     assert outcome[0] == "skip"
     (outcome,) = check_addon(addon(json.dumps({"a": 1}), name="vpc-cni"))
-    assert outcome[0] == "skip" and "vpc-cni" in outcome[1]
+    assert outcome[0] == "skip"
+    assert "vpc-cni" in outcome[1]
     (outcome,) = check_addon(addon(json.dumps(TOLERATE_GPU), version="v9.9.9-eksbuild.1"))
-    assert outcome[0] == "skip" and "not 9.9.9" in outcome[1]
+    assert outcome[0] == "skip"
+    assert "not 9.9.9" in outcome[1]

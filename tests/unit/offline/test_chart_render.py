@@ -34,9 +34,11 @@ def test_every_release_of_a_stack_is_rendered_from_its_pinned_chart_pulled_into_
     assert document_releases, f"stack {stack} makes no Helm release"
     for filename, release in document_releases.items():
         rendered = release["rendered"]
-        assert "skipped" not in rendered and "error" not in rendered, (filename, rendered)
+        assert "skipped" not in rendered, (filename, rendered)
+        assert "error" not in rendered, (filename, rendered)
         source = chart_sources.locate(release["chart"], release["version"], release["repository"])
-        assert source.parent == chart_sources.cache and rendered["source"] == str(source)
+        assert source.parent == chart_sources.cache
+        assert rendered["source"] == str(source)
         folder = out / rendered["folder"]
         assert len(list(folder.glob("*.yaml"))) == rendered["objects"] > 0
     assert {c.release for c in summary.charts} == {r["release"] for r in document_releases.values()}
@@ -55,7 +57,8 @@ def test_a_release_that_skips_crds_renders_none(rendered_stack):
     karpenter = releases(out)["gpu-training-karpenter-release.yaml"]
     assert karpenter["skipCrds"] is True
     kinds = {yaml.safe_load(p.read_text())["kind"] for p in (out / karpenter["rendered"]["folder"]).glob("*.yaml")}
-    assert "CustomResourceDefinition" not in kinds and "Deployment" in kinds
+    assert "CustomResourceDefinition" not in kinds
+    assert "Deployment" in kinds
 
 
 def _gpu_operator_release(prod_graph):
@@ -69,7 +72,8 @@ def _gpu_operator_release(prod_graph):
 
 def _cluster_policy_problems(release, sources):
     rendered = render_release(release, *locate_release_chart(release, sources))
-    assert not rendered.error and not rendered.skipped, (rendered.error, rendered.skipped)
+    assert not rendered.error, rendered.error
+    assert not rendered.skipped, rendered.skipped
     crds = CustomResourceSchemas()
     for _, obj in rendered.objects:
         if obj["kind"] == "CustomResourceDefinition":
@@ -85,7 +89,8 @@ def test_a_values_change_that_renders_an_invalid_cluster_policy_fails_its_crd(pr
     # The chart passes daemonsets.updateStrategy through; the CRD allows RollingUpdate or OnDelete.
     release["values"]["daemonsets"]["updateStrategy"] = "Recreate"
     problems = _cluster_policy_problems(release, chart_sources)
-    assert len(problems) == 1 and "spec.daemonsets.updateStrategy: 'Recreate' is not one of" in problems[0]
+    assert len(problems) == 1
+    assert "spec.daemonsets.updateStrategy: 'Recreate' is not one of" in problems[0]
 
 
 def test_values_breaking_the_nfd_values_schema_fail_through_helm(chart_sources):
@@ -93,7 +98,8 @@ def test_values_breaking_the_nfd_values_schema_fail_through_helm(chart_sources):
     good = {"node-feature-discovery": {"worker": {"tolerations": []}}}
     assert values_schema_problems(source, good) is None
     problem = values_schema_problems(source, {"node-feature-discovery": {"worker": {"tolerations": "all"}}})
-    assert "/worker/tolerations" in problem and "want array" in problem
+    assert "/worker/tolerations" in problem
+    assert "want array" in problem
 
 
 def test_render_records_a_chart_helm_refuses_and_check_fails_it(tmp_path, chart_sources):
@@ -220,7 +226,9 @@ def test_an_add_on_whose_version_eks_resolves_at_deployment_renders_the_checked_
     summary = write_render(to_render(graph, stack="t", project="p", region="us-west-2", kubernetes_version="1.34"),
                            tmp_path, picture=False, sources=chart_sources)
     (chart,) = summary.charts
-    assert chart.version == "1.7.0" and not chart.skipped and chart.objects
+    assert chart.version == "1.7.0"
+    assert not chart.skipped
+    assert chart.objects
     (values,) = releases(tmp_path).values()
     assert values["versionNote"].startswith("resolved by EKS at deployment")
 
@@ -248,7 +256,8 @@ def test_releases_installed_from_a_local_chart_folder_render_from_it(tmp_path, r
     result.charts_directory = str(charts)
     summary = write_render(result, rendered, picture=False, sources=ChartSources(cache=tmp_path / "empty-cache"))
     sources = {chart.release: chart.source for chart in summary.charts if chart.source is not None}
-    assert sources["kueue"] == folder and sources["gpu-operator"] == archive
+    assert sources["kueue"] == folder
+    assert sources["gpu-operator"] == archive
     assert sources["eks-node-monitoring-agent"] == charts / "eks-node-monitoring-agent-1.7.0"
     assert set(sources) == {"gpu-operator", "aws-efa-k8s-device-plugin", "kueue", "karpenter", "karpenter-crd",
                             "eks-node-monitoring-agent"}

@@ -78,12 +78,13 @@ def test_a_daemonset_with_an_unknown_field_fails_and_is_named(render_program):
 
 def test_a_well_formed_daemonset_passes(render_program):
     report = check_render(render_program(daemonset()))
-    assert report.ok and report.checked["Kubernetes objects"] == 1
+    assert report.ok
+    assert report.checked["Kubernetes objects"] == 1
 
 
 def test_an_object_is_checked_against_the_stacks_kubernetes_version(render_program):
     # ResourceClaim reached resource.k8s.io/v1 in Kubernetes 1.34; 1.33 does not serve it.
-    claim = lambda: k8s.apiextensions.CustomResource(  # noqa: E731
+    claim = lambda: k8s.apiextensions.CustomResource(  # noqa: E731 - a one-object program
         "claim", api_version="resource.k8s.io/v1", kind="ResourceClaim", metadata={"name": "gpu", "namespace": "ml"},
         spec={"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
     )
@@ -93,7 +94,7 @@ def test_an_object_is_checked_against_the_stacks_kubernetes_version(render_progr
 
 
 def test_an_unknown_built_in_api_version_fails(render_program):
-    program = lambda: k8s.apiextensions.CustomResource(  # noqa: E731
+    program = lambda: k8s.apiextensions.CustomResource(  # noqa: E731 - a one-object program
         "labeler", api_version="apps/v2", kind="DaemonSet", metadata={"name": "labeler", "namespace": "kube-system"},
         spec=LABELER,
     )
@@ -257,7 +258,8 @@ def test_a_helm_values_key_the_chart_lacks_fails_and_is_named(render_program):
 def test_subchart_values_are_checked_against_the_subchart(render_program):
     values = {"node-feature-discovery": {"worker": {"tolerations": []}, "wurker": {}}}
     failures = check_render(render_program(release(values))).failures
-    assert len(failures) == 1 and "node-feature-discovery.wurker: not declared" in failures[0]
+    assert len(failures) == 1
+    assert "node-feature-discovery.wurker: not declared" in failures[0]
 
 
 def test_helm_values_are_not_checked_when_the_charts_were_not_rendered_and_said_so(render_program):
@@ -402,7 +404,8 @@ def test_crd_defaults_are_applied_before_validation_like_the_api_server():
 def test_reference_crds_are_found_by_group_and_kind(reference_dir):
     crds = CustomResourceSchemas()
     crds.add_files(sorted(reference_dir.glob("*/*.yaml")))
-    assert crds.knows("karpenter.sh", "NodePool") and crds.knows("karpenter.k8s.aws", "EC2NodeClass")
+    assert crds.knows("karpenter.sh", "NodePool")
+    assert crds.knows("karpenter.k8s.aws", "EC2NodeClass")
     assert not crds.knows("karpenter.sh", "NodeClass")
 
 

@@ -38,7 +38,8 @@ def test_dcgm_selects_a_karpenter_pool_by_its_label(capsys):
 
 def test_dcgm_refuses_a_level_dcgmi_does_not_have(capsys):
     status, _, err = run(capsys, "dcgm", "--pool", "p", "--instance-type", "p5.48xlarge", "--nodes", "1", "--level", "7")
-    assert status == 2 and err.strip() == "--level: Input should be less than or equal to 4"
+    assert status == 2
+    assert err.strip() == "--level: Input should be less than or equal to 4"
 
 
 @pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen makes the NCCL pods' key and is not installed here")
@@ -71,7 +72,8 @@ def test_judge_passes_the_published_eks_log_and_names_the_baseline(capsys, refer
     assert second.startswith("2 x p5.48xlarge, baseline 437.79 GB/s at 2147483648 bytes: aws-samples/awsome-distributed-training")
     assert second.endswith("required 394.01 GB/s (90%)")
     status, out, _ = run(capsys, "judge", str(log), "--instance-type", "p5.48xlarge", "--nodes", "2", "--baseline-gbps", "500")
-    assert status == 1 and out.startswith("FAIL: bus bandwidth 437.79 GB/s at 2147483648 bytes is below the required 450.00 GB/s")
+    assert status == 1
+    assert out.startswith("FAIL: bus bandwidth 437.79 GB/s at 2147483648 bytes is below the required 450.00 GB/s")
 
 
 def test_judge_without_a_baseline_checks_correctness_only(capsys, tmp_path):
@@ -84,4 +86,5 @@ def test_judge_without_a_baseline_checks_correctness_only(capsys, tmp_path):
 
 def test_judge_refuses_a_fraction_above_one(capsys):
     status, _, err = run(capsys, "judge", "-", "--instance-type", "p5.48xlarge", "--nodes", "2", "--fraction", "1.5")
-    assert status == 2 and err.strip() == "--fraction: Input should be less than or equal to 1"
+    assert status == 2
+    assert err.strip() == "--fraction: Input should be less than or equal to 1"

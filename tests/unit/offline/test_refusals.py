@@ -47,7 +47,7 @@ def test_schema_rows_give_bounds_allowed_values_and_each_message_of_a_validator(
         "`_capacity_type`: '…' is not an EKS capacity type (botocore eks CapacityTypes)…",
         "`_capacity_type`: SPOT is refused for training pools: …; use ON_DEMAND or CAPACITY_BLOCK",
     ]
-    assert "`resource_input`: '…' is not an IAM role or user ARN (arn:<partition>:iam::<account>:role/<name>)" in by_path["cluster.adminPrincipalArns[*]"]
+    assert "`ResourceInput`: '…' is not an IAM role or user ARN (arn:<partition>:iam::<account>:role/<name>)" in by_path["cluster.adminPrincipalArns[*]"]
 
 
 def test_key_paths_follow_assignments_callers_defaults_and_sinks_and_leave_the_rest_as_placeholders(tmp_path):

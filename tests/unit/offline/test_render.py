@@ -54,7 +54,8 @@ def test_render_lists_every_resource_the_program_registers_with_its_wiring(rende
         assert set(resource) == RESOURCE_KEYS
         assert resource["parent"] is None or resource["parent"] in urns
         assert set(resource["dependencies"]) <= urns
-    assert document["stack"] == stack and document["kubernetesVersion"] == "1.35"
+    assert document["stack"] == stack
+    assert document["kubernetesVersion"] == "1.35"
 
 
 def test_render_lists_parents_before_children(rendered_stack):
@@ -177,7 +178,8 @@ def test_secrets_are_not_written_out(render_program):
 
 def test_render_is_the_same_on_every_run():
     first, second = render_stack("prod"), render_stack("prod")
-    assert to_dot(first) == to_dot(second) and to_mermaid(first) == to_mermaid(second)
+    assert to_dot(first) == to_dot(second)
+    assert to_mermaid(first) == to_mermaid(second)
     assert [r.as_json() for r in first.resources] == [r.as_json() for r in second.resources]
 
 
@@ -211,7 +213,7 @@ def test_picture_shows_every_component_as_a_box_around_its_children(rendered_sta
     _require_picture(summary)
     result = summary.render
     assert (out / GRAPH_PNG).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    svg = ElementTree.parse(out / GRAPH_SVG)
+    svg = ElementTree.parse(out / GRAPH_SVG)  # noqa: S314 - the picture Graphviz just drew here
     titles: dict[str, set[str]] = {"node": set(), "cluster": set()}
     for group in svg.iter("{http://www.w3.org/2000/svg}g"):
         title = group.find("{http://www.w3.org/2000/svg}title")
@@ -274,9 +276,11 @@ def test_the_architecture_page_shows_the_current_prod_picture_and_the_readme_emb
     result = render_stack(readme.STACK)
     assert readme.stale(result) == [], "run `python -m eks_gpu_training.offline.render.readme --write`"
     page = (PROJECT_ROOT / "docs" / "architecture.md").read_text()
-    assert "](../tests/golden/prod-stack.svg)" in page and "```mermaid" in page
+    assert "](../tests/golden/prod-stack.svg)" in page
+    assert "```mermaid" in page
     text = (PROJECT_ROOT / "README.md").read_text()
-    assert "](tests/golden/prod-stack.svg)" in text and "```mermaid" not in text
+    assert "](tests/golden/prod-stack.svg)" in text
+    assert "```mermaid" not in text
 
 
 def test_a_golden_picture_is_stale_when_the_graph_changes():
@@ -294,7 +298,8 @@ def test_render_command_writes_the_render_and_says_what(tmp_path, capsys):
     assert any(line.startswith("chart gpu-operator v") and "objects rendered by Helm from" in line for line in said) or any(
         line.startswith("skipped: chart gpu-operator") for line in said
     )
-    assert (tmp_path / "resources.json").is_file() and (tmp_path / GRAPH_MERMAID).is_file()
+    assert (tmp_path / "resources.json").is_file()
+    assert (tmp_path / GRAPH_MERMAID).is_file()
     assert not (tmp_path / GRAPH_SVG).exists()
 
 
@@ -330,7 +335,8 @@ def test_a_project_of_stack_files_alone_renders_with_the_packages_stack_program(
     shutil.copy(stack_file("dev", PROJECT_ROOT), project / "stacks" / stack_file_name("dev"))
     alone = render_stack("dev", project_root=project)
     here = render_stack("dev", project_root=PROJECT_ROOT)
-    assert [r.urn for r in alone.resources] == [r.urn for r in here.resources] and alone.exports.keys() == here.exports.keys()
+    assert [r.urn for r in alone.resources] == [r.urn for r in here.resources]
+    assert alone.exports.keys() == here.exports.keys()
 
 
 def test_placement_group_inputs_reach_the_render_unchanged(render_program):

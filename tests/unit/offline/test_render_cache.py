@@ -69,7 +69,8 @@ def test_a_repeated_render_writes_the_same_files_without_helm_or_graphviz(
     summary = write_render(prod_render, tmp_path / "repeated", sources=chart_sources, cache=cache)
     assert helm_calls == []
     assert files(tmp_path / "repeated") == files(tmp_path / "fresh") == files(uncached)
-    assert (tmp_path / "repeated" / GRAPH_SVG).is_file() and (tmp_path / "repeated" / GRAPH_PNG).is_file()
+    assert (tmp_path / "repeated" / GRAPH_SVG).is_file()
+    assert (tmp_path / "repeated" / GRAPH_PNG).is_file()
     assert [len(c.objects) for c in summary.charts] == [len(c.objects) for c in write_render(
         prod_render, tmp_path / "again", sources=chart_sources, cache=None, picture=False).charts]
 
@@ -78,7 +79,8 @@ def test_a_changed_value_renders_that_release_again(chart_sources, tmp_path, hel
     cache = RenderCache(tmp_path)
     first, _ = render_cache.render_release_cached(gpu_operator_release(), chart_sources, cache)
     again, _ = render_cache.render_release_cached(gpu_operator_release(), chart_sources, cache)
-    assert helm_calls == ["gpu-operator"] and again.objects == first.objects
+    assert helm_calls == ["gpu-operator"]
+    assert again.objects == first.objects
     changed, _ = render_cache.render_release_cached(
         gpu_operator_release(mig={"strategy": "mixed"}), chart_sources, cache
     )
@@ -121,7 +123,8 @@ def test_another_helm_engine_or_render_code_makes_another_key(chart_sources, tmp
     source = chart_sources.locate("gpu-operator", "v26.7.0")
     key = cache.chart_key(release, source)
     engine = render_cache.engine_identity()
-    assert engine["version"] and any(hash_ for _, hash_, _, _ in engine["libraries"])
+    assert engine["version"]
+    assert any(hash_ for _, hash_, _, _ in engine["libraries"])
     monkeypatch.setattr(render_cache, "engine_identity", lambda: {**engine, "version": "9.9.9"})
     assert cache.chart_key(release, source) != key
     monkeypatch.undo()
@@ -143,7 +146,8 @@ def test_a_damaged_entry_is_rendered_again(chart_sources, tmp_path, helm_calls):
     entry.write_text(entry.read_text()[: len(entry.read_text()) // 2])
     again, again_texts = render_cache.render_release_cached(release, chart_sources, cache)
     assert helm_calls == ["gpu-operator", "gpu-operator"]
-    assert again.objects == first.objects and again_texts == texts
+    assert again.objects == first.objects
+    assert again_texts == texts
 
 
 def test_a_helm_refusal_is_not_stored(chart_sources, tmp_path, helm_calls):

@@ -28,7 +28,7 @@ def skipped_checks_with_reasons(text: str) -> dict[str, str]:
     listed = yaml.safe_load(text).get("skip-check") or []
     reasons = {}
     for check in listed:
-        line = next((l for l in text.splitlines() if re.match(rf"^\s*-\s*{re.escape(check)}\b", l)), "")
+        line = next((row for row in text.splitlines() if re.match(rf"^\s*-\s*{re.escape(check)}\b", row)), "")
         reasons[check] = line.partition("#")[2].strip()
     return reasons
 
@@ -103,10 +103,13 @@ def test_the_operations_guide_lists_every_skip_with_its_reason():
 
 def test_the_ci_scans_the_charts_objects():
     ci = (PROJECT_ROOT / ".ci" / "run").read_text()
-    assert "--config-file ../../.checkov-charts.yaml -d manifests/charts" in ci and "eks_gpu_training.offline.scan" in ci
+    assert "--config-file ../../.checkov-charts.yaml -d manifests/charts" in ci
+    assert "eks_gpu_training.offline.scan" in ci
     charts_config = yaml.safe_load((PROJECT_ROOT / ".checkov-charts.yaml").read_text())
-    assert "skip-check" not in charts_config and "skip-path" not in charts_config
-    assert charts_config["output"] == "json" and charts_config["framework"] == ["kubernetes"]
+    assert "skip-check" not in charts_config
+    assert "skip-path" not in charts_config
+    assert charts_config["output"] == "json"
+    assert charts_config["framework"] == ["kubernetes"]
 
 
 def test_a_graph_checks_pod_is_named_without_its_labels():

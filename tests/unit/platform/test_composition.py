@@ -50,7 +50,8 @@ def whole_and_half(stack: str) -> tuple[Graph, Graph]:
     half_settings = settings(stack)
     half_settings[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": "/home/ml/.kube/config"}
     half = run_main(half_settings, stack=stack)
-    assert whole.error is None and half.error is None, (whole.error, half.error)
+    assert whole.error is None, repr(whole.error)
+    assert half.error is None, repr(half.error)
     return whole, half
 
 

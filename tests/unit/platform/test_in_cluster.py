@@ -48,7 +48,9 @@ def test_what_needs_the_aws_half_is_refused_together_and_nothing_is_registered()
     assert isinstance(graph.error, ConfigError)
     assert graph.resources == []
     paths = [p.path for p in graph.error.problems]
-    assert "storage.fsx.enabled" in paths and "s3Buckets" in paths and "karpenter.enabled" in paths
+    assert "storage.fsx.enabled" in paths
+    assert "s3Buckets" in paths
+    assert "karpenter.enabled" in paths
 
 
 def test_karpenter_is_refused_rather_than_left_out_silently():
@@ -57,7 +59,8 @@ def test_karpenter_is_refused_rather_than_left_out_silently():
     config = in_cluster_config()
     config[f"{PROJECT}:karpenter"] = stack_config("prod")[f"{PROJECT}:karpenter"]
     graph = run_main(config)
-    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert isinstance(graph.error, ConfigError)
+    assert graph.resources == []
     assert [(p.path, p.message) for p in graph.error.problems] == [
         ("karpenter.enabled", "Karpenter needs its controller's IAM role, an SQS interruption queue and EC2NodeClasses "
          "naming the cluster's node role, subnets and security groups, which inCluster does not create; turn it off, "
@@ -95,11 +98,13 @@ def test_the_whole_platform_refuses_in_cluster_and_the_half_refuses_its_absence(
 
     whole = platform_args_from_settings(in_cluster_config())
     graph = run_program(lambda: GpuTrainingPlatform("gpu-training", whole))
-    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert isinstance(graph.error, ConfigError)
+    assert graph.resources == []
     assert [p.path for p in graph.error.problems] == ["inCluster"]
     half = platform_args_from_settings(stack_config("dev"))
     graph = run_program(lambda: GpuTrainingInCluster("gpu-training", half))
-    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert isinstance(graph.error, ConfigError)
+    assert graph.resources == []
     assert [p.path for p in graph.error.problems] == ["inCluster.enabled"]
 
 
@@ -109,5 +114,6 @@ def test_in_cluster_refusals_come_with_the_stacks_other_problems(tmp_path):
     config[f"{PROJECT}:charts"] = {"directory": str(tmp_path / "absent")}
     config[f"{PROJECT}:karpenter"] = stack_config("dev")[f"{PROJECT}:karpenter"]
     graph = run_main(config)
-    assert isinstance(graph.error, ConfigError) and graph.resources == []
+    assert isinstance(graph.error, ConfigError)
+    assert graph.resources == []
     assert [p.path for p in graph.error.problems] == ["charts.directory", "karpenter.enabled", "s3Buckets"]

@@ -44,7 +44,8 @@ def test_validation_names_exactly_what_the_dev_stack_registers(dev_graph):
 def test_autonamed_length_counts_pulumis_suffix():
     assert AUTONAME_SUFFIX_LENGTH == len("-") + 7
     role = PhysicalName("aws:iam/role:Role", "x" * 56, autonamed=True)
-    assert role.length == 64 and role.problem() is None
+    assert role.length == 64
+    assert role.problem() is None
     longer = PhysicalName("aws:iam/role:Role", "x" * 57, autonamed=True)
     assert "65 characters, 8 of them Pulumi's random suffix, over AWS's limit of 64" in longer.problem()
 

@@ -124,7 +124,8 @@ def test_the_clusters_output_name_reaches_names_policies_and_the_kubeconfig(crea
     association = graph.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
     assert {a.inputs["clusterName"] for a in association} == {name}
     trust = [json.loads(r.inputs["assumeRolePolicy"]) for r in graph.of_type("aws:iam/role:Role") if "pods.eks" in r.inputs["assumeRolePolicy"]]
-    assert trust and all(
+    assert trust
+    assert all(
         s["Condition"]["ArnEquals"]["aws:SourceArn"].endswith(f":cluster/{name}") for policy in trust for s in policy["Statement"]
     )
     # Each role is also held to the ServiceAccount it serves.
@@ -144,7 +145,8 @@ def test_the_adopted_clusters_kubeconfig_names_the_cluster_from_the_output(adopt
     provider = next(r for r in graph.of_type("pulumi:providers:kubernetes") if r.name == "research-k8s")
     kubeconfig = provider.inputs["kubeconfig"]
     # The name came in as a secret, so the kubeconfig made from it is one too.
-    assert isinstance(kubeconfig, dict) and set(kubeconfig) == {"4dabf18193072939515e22adb298388d", "value"}
+    assert isinstance(kubeconfig, dict)
+    assert set(kubeconfig) == {"4dabf18193072939515e22adb298388d", "value"}
     kubeconfig = json.loads(kubeconfig["value"])
     assert kubeconfig["users"][0]["user"]["exec"]["args"][3] == "research"
 
@@ -167,7 +169,7 @@ def platform_program():
             ),
             network=NetworkConfig(
                 vpc_id=vpc.id,
-                subnets=[SubnetConfig(id=s.id, availability_zone=f"us-west-2{z}") for s, z in zip(subnets, "ab")],
+                subnets=[SubnetConfig(id=s.id, availability_zone=f"us-west-2{z}") for s, z in zip(subnets, "ab", strict=True)],
             ),
             gpu_node_groups=[GpuNodeGroupConfig(name="h100", instance_types=["p5.48xlarge"], availability_zone="us-west-2a")],
             karpenter=KarpenterConfig(

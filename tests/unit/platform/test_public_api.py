@@ -53,7 +53,7 @@ def test_every_type_needed_to_build_a_components_arguments_is_exported_from_the_
     needed = set()
     for args in ARGS:
         hints = _hints(args)
-        for name, annotation in hints.items():
+        for annotation in hints.values():
             needed |= _library_classes(annotation)
         if hasattr(args, "model_fields"):  # the platform's arguments are a configuration model
             for field in args.model_fields.values():
@@ -139,7 +139,8 @@ def test_the_platform_checks_a_dict_given_as_its_arguments_before_registering_an
 def test_configuration_models_take_outputs_where_another_resource_supplies_the_value():
     vpc_id, subnet_id, arn, image = (pulumi.Output.from_input(v) for v in ("a", "b", "c", "d"))
     network = NetworkConfig(vpc_id=vpc_id, subnets=[SubnetConfig(id=subnet_id, availability_zone="us-west-2a")])
-    assert network.vpc_id is vpc_id and network.subnets[0].id is subnet_id
+    assert network.vpc_id is vpc_id
+    assert network.subnets[0].id is subnet_id
     assert ClusterConfig(name=pulumi.Output.from_input("x"), admin_principal_arns=[arn]).admin_principal_arns == [arn]
     assert TopologyLabelerConfig(image=image).image is image
 
@@ -236,7 +237,8 @@ def test_a_dict_for_a_field_taking_a_ref_or_a_model_is_checked_into_the_model():
     from eks_gpu_training import EksClusterArgs, NetworkRef
 
     args = EksClusterArgs(cluster={"name": "research"}, network=NETWORK, system_node_group={}, region="us-west-2", partition="aws")
-    assert isinstance(args.network, NetworkConfig) and args.network.subnets[1].id == "subnet-0123456789abcdef1"
+    assert isinstance(args.network, NetworkConfig)
+    assert args.network.subnets[1].id == "subnet-0123456789abcdef1"
     ref = NetworkRef(vpc_id="vpc-0123456789abcdef0", subnets=())
     assert EksClusterArgs(cluster={"name": "research"}, network=ref, system_node_group={}, region="us-west-2", partition="aws").network is ref
     with pytest.raises(ConfigError, match=r"EksClusterArgs.network.vpc: unknown key"):
@@ -262,7 +264,8 @@ def test_help_of_every_config_model_shows_snake_case_parameters_with_the_referen
     text = pydoc.render_doc(model, renderer=pydoc.plaintext)
     for name, info in model.model_fields.items():
         # The same text docs/configuration.md's table shows for the key.
-        assert f"    {name} (" in text and (info.description or "").replace("\n", " ") in text
+        assert f"    {name} (" in text
+        assert (info.description or "").replace("\n", " ") in text
 
 
 def test_a_model_built_with_a_wrong_type_is_a_config_error_with_the_key_path():

@@ -210,8 +210,10 @@ def test_a_launch_template_change_of_a_running_pool_is_refused_before_anything_i
     assert graph.resources == []
     assert problem_paths(graph) == ["gpuNodeGroups[0].forceUpdateVersion"]
     shown = refusal_text(graph.error)
-    assert reason in shown and "rolls the pool's nodes" in shown
-    assert "Stop or hold the pool's jobs" in shown and "set forceUpdateVersion: true for this change" in shown
+    assert reason in shown
+    assert "rolls the pool's nodes" in shown
+    assert "Stop or hold the pool's jobs" in shown
+    assert "set forceUpdateVersion: true for this change" in shown
 
 
 @pytest.mark.parametrize(("stack", "change", "reason"), LAUNCH_TEMPLATE_CHANGES, ids=lambda v: str(v)[:40])

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator, Optional
 from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES, eks_labels_topology
 from eks_gpu_training.config import GPU_NODE_ROLE_LABEL
 from eks_gpu_training.addons.efa_device_plugin import CHART as EFA_CHART
-from eks_gpu_training.aws.gpu_node_group import GPU_TAINT_KEY
+from eks_gpu_training.facts.gpu_nodes import GPU_TAINT_KEY
 from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 from eks_gpu_training.addons.gpu_operator import CHART as GPU_OPERATOR_CHART
 from eks_gpu_training.facts.node_os import NODE_OS_BY_AMI_TYPE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eks_gpu_training.aws.gpu_node_group import GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE
+from eks_gpu_training.facts.gpu_nodes import GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE
 from harness import stack_config
 
 MNG = "aws:eks/nodeGroup:NodeGroup"
@@ -56,7 +56,8 @@ def test_prod_lays_out_32_efa_interfaces_for_p5(prod_graph):
     template = prod_graph.one("aws:ec2/launchTemplate:LaunchTemplate", "gpu-training-p5-training-launch-template")
     interfaces = template.inputs["networkInterfaces"]
     assert len(interfaces) == 32
-    assert interfaces[0]["interfaceType"] == "efa" and interfaces[0]["deviceIndex"] == 0
+    assert interfaces[0]["interfaceType"] == "efa"
+    assert interfaces[0]["deviceIndex"] == 0
     assert {i["interfaceType"] for i in interfaces[1:]} == {"efa-only"}
     assert [i["networkCardIndex"] for i in interfaces] == list(range(32))
 
@@ -78,7 +79,8 @@ def test_stack_exports_cluster_name_secret_kubeconfig_and_group_names(stack, req
     # EKS names each group from its pool's prefix plus a unique suffix.
     (name,) = graph.exports["gpuNodeGroupNames"]
     (pool,) = stack_config(stack)["eks-gpu-training:gpuNodeGroups"]
-    assert name.startswith(f"{pool['name']}-") and name != f"{pool['name']}-"
+    assert name.startswith(f"{pool['name']}-")
+    assert name != f"{pool['name']}-"
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])

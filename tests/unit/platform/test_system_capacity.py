@@ -45,7 +45,8 @@ def test_the_shipped_stacks_system_nodes_hold_their_controllers(stack):
 def test_refuses_two_m7i_large_for_karpenter_kueue_and_the_gpu_operator():
     [problem] = problems(dev_with_system(instanceTypes=["m7i.large"]))
     assert problem.startswith("systemNodeGroup.instanceTypes: 2 x m7i.large (1930m CPU, 6903Mi, 29 pods allocatable each) cannot hold")
-    assert "karpenter 2x1000m" in problem and "kueue-controller-manager 2x500m" in problem
+    assert "karpenter 2x1000m" in problem
+    assert "kueue-controller-manager 2x500m" in problem
     assert "allowed: instanceTypes [m7i.xlarge] or desiredSize 3" in problem
 
 
@@ -155,7 +156,8 @@ def test_the_footprint_constants_are_what_the_pinned_charts_render(rendered_stac
         folder = out / release["rendered"]["folder"]
         assert rendered_system_pods(folder) == expected_by_chart(release["chart"], version), (stack, release["chart"])
         checked.append(release["chart"])
-    assert any("karpenter" in c for c in checked) and "gpu-operator" in checked
+    assert any("karpenter" in c for c in checked)
+    assert "gpu-operator" in checked
 
 
 @pytest.mark.parametrize("version", ["v24.9.2", "v26.7.0"])
@@ -167,7 +169,8 @@ def test_the_gpu_operator_footprint_holds_for_every_supported_chart_version(vers
         {"release": "gpu-operator", "chart": "gpu-operator", "version": version, "namespace": "gpu-operator", "values": values},
         chart_sources.locate("gpu-operator", version),
     )
-    assert not rendered.error and not rendered.skipped, (rendered.error, rendered.skipped)
+    assert not rendered.error, rendered.error
+    assert not rendered.skipped, rendered.skipped
     for i, (_, obj) in enumerate(rendered.objects):
         (tmp_path / f"{i}.yaml").write_text(yaml.safe_dump(obj))
     assert rendered_system_pods(tmp_path) == expected_by_chart("gpu-operator", version)

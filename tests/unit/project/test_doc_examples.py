@@ -111,5 +111,6 @@ def test_plain_manifests_example_prints_the_job_its_rendezvous_service_and_its_p
         ("Service", "llama-sft"),
         ("PodDisruptionBudget", "llama-sft"),
     ]
-    assert manifests[0]["spec"]["completions"] == 4 and manifests[0]["spec"]["parallelism"] == 4
+    assert manifests[0]["spec"]["completions"] == 4
+    assert manifests[0]["spec"]["parallelism"] == 4
     assert manifests[2]["spec"]["minAvailable"] == 4

@@ -171,7 +171,8 @@ def test_a_failing_row_exits_1_and_prints_what_to_do_under_it(tmp_path, capsys):
 def test_an_unreachable_api_server_exits_2_with_a_one_line_reason(tmp_path, capsys):
     port = closed_port()
     status, out, err = run(capsys, "--kubeconfig", kubeconfig(tmp_path, f"https://127.0.0.1:{port}"))
-    assert status == 2 and out == ""
+    assert status == 2
+    assert out == ""
     assert err == f"eks-gpu-training-verify: cannot read the cluster: cannot reach the API server at https://127.0.0.1:{port}: Failed to establish a new connection: [Errno 111] Connection refused\n"
 
 
@@ -180,15 +181,18 @@ def test_the_command_prints_no_traceback_for_an_unreachable_cluster(tmp_path):
         [sys.executable, "-m", "eks_gpu_training.verify", "--kubeconfig", kubeconfig(tmp_path, f"https://127.0.0.1:{closed_port()}")],
         capture_output=True, text=True, timeout=120,
     )
-    assert result.returncode == 2 and result.stdout == ""
-    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1
+    assert "Traceback" not in result.stderr
     assert "cannot reach the API server" in result.stderr
 
 
 def test_a_forbidden_read_exits_2_naming_the_verb_and_resource_it_needs(tmp_path, capsys):
     with FakeApiServer(healthy_objects(), errors={"poddisruptionbudgets": (403, STATUS_FORBIDDEN)}) as server:
         status, out, err = run(capsys, "--kubeconfig", kubeconfig(tmp_path, server.url))
-    assert status == 2 and out == ""
+    assert status == 2
+    assert out == ""
     assert err == (
         "eks-gpu-training-verify: cannot read the cluster: forbidden: the credentials may not list poddisruptionbudgets "
         "(policy/v1) in all namespaces; grant 'list' on 'poddisruptionbudgets' of API group 'policy' "
@@ -200,14 +204,19 @@ def test_rejected_credentials_exit_2(tmp_path, capsys):
     unauthorized = {"kind": "Status", "code": 401, "reason": "Unauthorized", "message": "Unauthorized"}
     with FakeApiServer(healthy_objects(), errors={"nodes": (401, unauthorized)}) as server:
         status, _, err = run(capsys, "--kubeconfig", kubeconfig(tmp_path, server.url))
-    assert status == 2 and "unauthorized: the API server at http://127.0.0.1:" in err and len(err.splitlines()) == 1
+    assert status == 2
+    assert "unauthorized: the API server at http://127.0.0.1:" in err
+    assert len(err.splitlines()) == 1
 
 
 def test_a_missing_kubeconfig_or_context_exits_2(tmp_path, capsys):
     status, _, err = run(capsys, "--kubeconfig", str(tmp_path / "absent.yaml"))
-    assert status == 2 and err.endswith("absent.yaml: no such file\n")
+    assert status == 2
+    assert err.endswith("absent.yaml: no such file\n")
     status, _, err = run(capsys, "--kubeconfig", kubeconfig(tmp_path, "https://127.0.0.1:1"), "--context", "elsewhere")
-    assert status == 2 and "elsewhere" in err and len(err.splitlines()) == 1
+    assert status == 2
+    assert "elsewhere" in err
+    assert len(err.splitlines()) == 1
 
 
 def test_without_any_kubeconfig_it_says_where_one_is_looked_for(tmp_path, capsys, monkeypatch):
@@ -239,7 +248,8 @@ def test_something_other_than_an_api_server_exits_2(tmp_path, capsys):
     finally:
         httpd.shutdown()
         httpd.server_close()
-    assert status == 2 and "answered something other than JSON" in err
+    assert status == 2
+    assert "answered something other than JSON" in err
 
 
 def test_an_invalid_stack_file_exits_2_before_reading_the_cluster(tmp_path, capsys):
@@ -247,8 +257,11 @@ def test_an_invalid_stack_file_exits_2_before_reading_the_cluster(tmp_path, caps
     bad.write_text("config:\n  aws:region: us-west-2\n  eks-gpu-training:cluster: {name: c}\n")
     with FakeApiServer(healthy_objects()) as server:
         status, _, err = run(capsys, "--kubeconfig", kubeconfig(tmp_path, server.url), "--stack", str(bad))
-    assert status == 2 and server.requests == []
-    assert err.startswith(f"eks-gpu-training-verify: --stack {bad}: ") and "network" in err and len(err.splitlines()) == 1
+    assert status == 2
+    assert server.requests == []
+    assert err.startswith(f"eks-gpu-training-verify: --stack {bad}: ")
+    assert "network" in err
+    assert len(err.splitlines()) == 1
 
 
 # --- what it reads -------------------------------------------------------------------------------
@@ -295,7 +308,8 @@ def test_a_cluster_without_kueues_crds_fails_the_kueue_row_instead_of_stopping(t
     with FakeApiServer(healthy_objects()) as server:
         rows = verify(kubeconfig=kubeconfig(tmp_path, server.url), stack="prod", project_dir=PROJECT_ROOT)
     (kueue,) = [r for r in rows if r.item == "kueue-queues"]
-    assert kueue.status == "fail" and "Kueue's CRDs are not installed" in kueue.evidence
+    assert kueue.status == "fail"
+    assert "Kueue's CRDs are not installed" in kueue.evidence
 
 
 def test_verify_raises_cluster_unreadable_for_python_callers(tmp_path):
@@ -317,7 +331,8 @@ def test_json_output_is_rows_of_item_status_and_detail(tmp_path, capsys):
     with FakeApiServer(healthy_objects()) as server:
         status, out, _ = run(capsys, "--kubeconfig", kubeconfig(tmp_path, server.url), "--json")
     document = json.loads(out)
-    assert status == 0 and list(document) == ["rows"]
+    assert status == 0
+    assert list(document) == ["rows"]
     assert all(list(r) == ["item", "status", "detail"] for r in document["rows"])
     assert document["rows"][0] == {"item": "gpu-device-plugin", "status": "pass", "detail": "2 GPU nodes offer every GPU of their type (2 × p5.48xlarge: 8 each)."}
 
@@ -346,7 +361,8 @@ def test_the_table_aligns_its_columns_and_has_no_colour_off_a_terminal():
 
 def test_the_table_colours_statuses_on_a_terminal_without_moving_the_columns():
     coloured = table(ROWS, colour=True)
-    assert "\033[31mfail  \033[0m" in coloured and "\033[32mpass  \033[0m" in coloured
+    assert "\033[31mfail  \033[0m" in coloured
+    assert "\033[32mpass  \033[0m" in coloured
     assert re.sub(r"\033\[\d+m", "", coloured) == table(ROWS)
 
 
@@ -359,6 +375,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
             return self.tty
 
     monkeypatch.delenv("NO_COLOR", raising=False)
-    assert _wants_colour(Stream(True)) and not _wants_colour(Stream(False))
+    assert _wants_colour(Stream(True))
+    assert not _wants_colour(Stream(False))
     monkeypatch.setenv("NO_COLOR", "1")
     assert not _wants_colour(Stream(True))

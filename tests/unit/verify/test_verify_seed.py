@@ -108,17 +108,20 @@ def test_gpu_device_plugin_fails_on_a_node_whose_allocatable_gpus_are_below_its_
 
 def test_gpu_device_plugin_fails_on_a_gpu_node_reporting_no_gpus_at_all():
     found = seed.gpu_device_plugin(cluster(nodes=[node("gpu-0", gpus=0)]))
-    assert found.status == "fail" and "allocatable nvidia.com/gpu 0, the type has 8" in found.evidence
+    assert found.status == "fail"
+    assert "allocatable nvidia.com/gpu 0, the type has 8" in found.evidence
 
 
 def test_gpu_device_plugin_fails_on_a_gpu_node_of_a_type_the_catalog_does_not_know():
     found = seed.gpu_device_plugin(cluster(nodes=[node("gpu-0", "x9.huge", gpus=8)]))
-    assert found.status == "fail" and "instance type 'x9.huge' is not a GPU type of the catalog" in found.evidence
+    assert found.status == "fail"
+    assert "instance type 'x9.huge' is not a GPU type of the catalog" in found.evidence
 
 
 def test_a_gpu_type_node_without_the_role_label_still_counts_as_a_gpu_node():
     found = seed.gpu_device_plugin(cluster(nodes=[node("gpu-0", role=False, gpus=4)]))
-    assert found.status == "fail" and "gpu-0 (p5.48xlarge): allocatable nvidia.com/gpu 4" in found.evidence
+    assert found.status == "fail"
+    assert "gpu-0 (p5.48xlarge): allocatable nvidia.com/gpu 4" in found.evidence
 
 
 # --- efa-device-plugin ---------------------------------------------------------------------------
@@ -186,14 +189,16 @@ def test_priority_classes_fail_when_the_class_the_pods_name_is_gone():
 def test_priority_classes_fail_when_a_training_pod_names_no_class():
     snapshot = cluster(pods=training_pods("rl-training", ["gpu-0", "gpu-1"], priority_class=None))
     found = seed.priority_classes(snapshot)
-    assert found.status == "fail" and "training pods without a priorityClassName: training/rl-training-0-abcde, training/rl-training-1-abcde" in found.evidence
+    assert found.status == "fail"
+    assert "training pods without a priorityClassName: training/rl-training-0-abcde, training/rl-training-1-abcde" in found.evidence
 
 
 def test_priority_classes_with_the_stack_expect_the_stacks_own_classes():
     args = load_stack_args("prod", PROJECT_ROOT)
     custom = args.model_copy(update={"scheduling": args.scheduling.model_copy(update={"priority_classes": [args.scheduling.priority_classes[0]]})})
     found = seed.priority_classes(cluster(classes=[priority_class("training-critical", 1_000_000)]), custom)
-    assert found.status == "pass" and found.evidence.startswith("classes exist: training-critical (1000000);")
+    assert found.status == "pass"
+    assert found.evidence.startswith("classes exist: training-critical (1000000);")
 
 
 # --- pod-disruption-budgets ----------------------------------------------------------------------
@@ -213,7 +218,8 @@ def test_pdb_fails_when_the_budget_is_deleted():
 
 def test_pdb_fails_when_its_status_lets_a_pod_be_evicted():
     found = seed.pod_disruption_budgets(cluster(pdbs=[pdb("rl-training", "training", "rl-training-multi", min_available=1, disruptions_allowed=1)]))
-    assert found.status == "fail" and "PDB rl-training (minAvailable 1, disruptionsAllowed 1) allows it to be evicted" in found.evidence
+    assert found.status == "fail"
+    assert "PDB rl-training (minAvailable 1, disruptionsAllowed 1) allows it to be evicted" in found.evidence
 
 
 def test_pdb_fails_while_the_disruption_controller_has_not_computed_its_status():
@@ -223,7 +229,8 @@ def test_pdb_fails_while_the_disruption_controller_has_not_computed_its_status()
 
 def test_pdb_in_another_namespace_does_not_protect_the_job():
     found = seed.pod_disruption_budgets(cluster(pdbs=[pdb("rl-training", "default", "rl-training-multi", min_available=2)]))
-    assert found.status == "fail" and "selected by no PDB" in found.evidence
+    assert found.status == "fail"
+    assert "selected by no PDB" in found.evidence
 
 
 def test_pdb_skips_when_the_job_is_only_pending():
@@ -255,7 +262,8 @@ def test_gpu_taints_fail_on_a_pod_without_a_gpu_request_on_a_gpu_node():
     snapshot = cluster()
     snapshot.pods.append(pod("web-5d8f", "default", node="gpu-1", owner=("ReplicaSet", "web-5d8")))
     found = seed.gpu_taints(snapshot)
-    assert found.status == "fail" and found.evidence == "pods without a GPU request on GPU nodes (not of a DaemonSet): default/web-5d8f on gpu-1."
+    assert found.status == "fail"
+    assert found.evidence == "pods without a GPU request on GPU nodes (not of a DaemonSet): default/web-5d8f on gpu-1."
 
 
 def test_gpu_taints_ignore_finished_pods_and_pods_on_system_nodes():
@@ -319,7 +327,8 @@ def test_topology_labels_fail_when_one_node_of_a_three_node_pool_lost_its_labels
 def test_topology_labels_skip_a_pool_of_a_type_ec2_publishes_no_topology_for():
     nodes = [node(f"g5-{i}", "g5.48xlarge", pool="g5", layers=None, efa=1) for i in range(3)]
     found = seed.topology_labels(cluster(nodes=nodes, pods=[]))
-    assert found.status == "skip" and "g5-0 (g5.48xlarge)" in found.evidence
+    assert found.status == "skip"
+    assert "g5-0 (g5.48xlarge)" in found.evidence
 
 
 def test_topology_labels_count_pools_apart():
@@ -330,7 +339,8 @@ def test_topology_labels_count_pools_apart():
 def test_karpenter_nodes_are_a_pool_of_their_own():
     nodes = [node(f"k-{i}", pool=None, karpenter_pool="gpu-training", layers=None if i == 2 else ("x", "y", "z")) for i in range(3)]
     found = seed.topology_labels(cluster(nodes=nodes, pods=[]))
-    assert found.status == "fail" and found.evidence.startswith("Karpenter pool gpu-training: k-2 lacks")
+    assert found.status == "fail"
+    assert found.evidence.startswith("Karpenter pool gpu-training: k-2 lacks")
 
 
 # --- topology-aware-spread -----------------------------------------------------------------------
@@ -345,7 +355,8 @@ def test_topology_aware_spread_passes_with_a_layer_spread_and_the_pods_under_one
 def test_topology_aware_spread_passes_with_a_kueue_topology_request_instead_of_a_spread():
     snapshot = three_node_cluster(spread_keys=("kubernetes.io/hostname",), topology_request=("preferred", LAYER(3)))
     found = seed.topology_aware_spread(snapshot)
-    assert found.status == "pass" and f"Kueue preferred topology {LAYER(3)}" in found.evidence
+    assert found.status == "pass"
+    assert f"Kueue preferred topology {LAYER(3)}" in found.evidence
 
 
 def test_topology_aware_spread_fails_when_the_spread_constraint_is_stripped():
@@ -358,21 +369,24 @@ def test_topology_aware_spread_fails_when_the_pods_span_two_top_level_blocks():
     nodes = [node("gpu-0", layers=("nn-a", "nn-b", "nn-c")), node("gpu-1", layers=("nn-a", "nn-b", "nn-c")), node("gpu-2", layers=("nn-z", "nn-y", "nn-x"))]
     snapshot = cluster(nodes=nodes, pods=training_pods("rl-training", ["gpu-0", "gpu-1", "gpu-2"]))
     found = seed.topology_aware_spread(snapshot)
-    assert found.status == "fail" and f"its pods stand under 2 {LAYER(1)} blocks" in found.evidence
+    assert found.status == "fail"
+    assert f"its pods stand under 2 {LAYER(1)} blocks" in found.evidence
 
 
 def test_a_required_kueue_request_fails_when_the_pods_are_not_under_one_block_of_its_layer():
     nodes = [node("gpu-0", layers=("a", "b", "c1")), node("gpu-1", layers=("a", "b", "c1")), node("gpu-2", layers=("a", "b", "c2"))]
     pods = training_pods("rl-training", ["gpu-0", "gpu-1", "gpu-2"], spread_keys=(), topology_request=("required", LAYER(3)))
     found = seed.topology_aware_spread(cluster(nodes=nodes, pods=pods))
-    assert found.status == "fail" and f"its pods stand under 2 {LAYER(3)} blocks" in found.evidence
+    assert found.status == "fail"
+    assert f"its pods stand under 2 {LAYER(3)} blocks" in found.evidence
 
 
 def test_a_preferred_kueue_request_passes_under_one_wider_block():
     nodes = [node("gpu-0", layers=("a", "b", "c1")), node("gpu-1", layers=("a", "b", "c1")), node("gpu-2", layers=("a", "b", "c2"))]
     pods = training_pods("rl-training", ["gpu-0", "gpu-1", "gpu-2"], spread_keys=(), topology_request=("preferred", LAYER(3)))
     found = seed.topology_aware_spread(cluster(nodes=nodes, pods=pods))
-    assert found.status == "pass" and f"under one {LAYER(2)} block (b)" in found.evidence
+    assert found.status == "pass"
+    assert f"under one {LAYER(2)} block (b)" in found.evidence
 
 
 def test_topology_aware_spread_skips_jobs_below_three_nodes():
@@ -418,7 +432,7 @@ def _breakages():
     ]
 
 
-@pytest.mark.parametrize("item,breakage", _breakages(), ids=[b[0] for b in _breakages()])
+@pytest.mark.parametrize(("item", "breakage"), _breakages(), ids=[b[0] for b in _breakages()])
 def test_each_breakage_fails_its_own_row_and_only_that_row(item, breakage):
     healthy = three_node_cluster()
     assert set(statuses(healthy).values()) == {"pass"}

@@ -129,14 +129,16 @@ def test_pool_nodes_fail_when_a_node_is_not_ready(prod):
     snapshot = prod_cluster()
     snapshot.nodes[2] = node("gpu-1", ready=False)
     (row,) = checks.pool_nodes(snapshot, prod)
-    assert row.status == "fail" and row.evidence.endswith("; not Ready: gpu-1.")
+    assert row.status == "fail"
+    assert row.evidence.endswith("; not Ready: gpu-1.")
 
 
 def test_pool_nodes_fail_above_max_size(prod):
     snapshot = prod_cluster()
     snapshot.nodes.append(node("gpu-2"))
     (row,) = checks.pool_nodes(snapshot, prod)
-    assert row.status == "fail" and "3 Ready of 3 nodes" in row.evidence
+    assert row.status == "fail"
+    assert "3 Ready of 3 nodes" in row.evidence
 
 
 # --- priority-class-values -------------------------------------------------------------------------
@@ -198,7 +200,8 @@ def test_an_inactive_cluster_queue_fails_with_kueues_reason(prod):
     snapshot = prod_cluster()
     snapshot.cluster_queues[0] = queue("training", ["p5-training-tas", "karpenter-gpu-training"], active="False")
     (row,) = checks.kueue_queues(snapshot, prod)
-    assert row.status == "fail" and "ClusterQueue training is not active (FlavorNotFound: Can't admit new workloads" in row.evidence
+    assert row.status == "fail"
+    assert "ClusterQueue training is not active (FlavorNotFound: Can't admit new workloads" in row.evidence
 
 
 def test_a_cluster_queue_missing_a_pools_flavor_fails(prod):
@@ -242,21 +245,24 @@ def test_the_agent_fails_when_dcgm_server_is_not_ready_on_a_gpu_node(prod):
         if p["metadata"]["name"] == "dcgm-server-gpu-0":
             p["status"]["conditions"][0]["status"] = "False"
     row = checks.node_monitoring_agent(snapshot, prod)
-    assert row.status == "fail" and row.evidence == "DaemonSet kube-system/dcgm-server has no Ready pod on GPU nodes gpu-0."
+    assert row.status == "fail"
+    assert row.evidence == "DaemonSet kube-system/dcgm-server has no Ready pod on GPU nodes gpu-0."
 
 
 def test_the_agent_fails_on_a_gpu_node_without_accelerated_hardware_ready(prod):
     snapshot = prod_cluster()
     snapshot.nodes[1] = node("gpu-0", accelerated_hardware_ready=None)
     row = checks.node_monitoring_agent(snapshot, prod)
-    assert row.status == "fail" and row.evidence == "gpu-0 has no AcceleratedHardwareReady condition."
+    assert row.status == "fail"
+    assert row.evidence == "gpu-0 has no AcceleratedHardwareReady condition."
 
 
 def test_the_agent_row_reports_a_gpu_fault_the_agent_found(prod):
     snapshot = prod_cluster()
     snapshot.nodes[2] = node("gpu-1", accelerated_hardware_ready="False")
     row = checks.node_monitoring_agent(snapshot, prod)
-    assert row.evidence == "gpu-1: AcceleratedHardwareReady False (NvidiaXID79Error)." and "node repair replaces it" in row.fix
+    assert row.evidence == "gpu-1: AcceleratedHardwareReady False (NvidiaXID79Error)."
+    assert "node repair replaces it" in row.fix
 
 
 def test_the_agent_row_skips_when_the_stack_runs_no_node_monitoring(prod):

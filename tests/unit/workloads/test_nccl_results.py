@@ -78,7 +78,8 @@ def test_a_log_truncated_mid_run_fails_even_above_the_baseline(published):
     verdict = judge_all_reduce(parse_all_reduce("\n".join(lines[: cut + 1])), at_bytes=2 * GIB, min_bus_bandwidth_gbps=394.0)
     assert not verdict.passed
     assert verdict.bus_bandwidth_gbps == 437.79
-    assert len(verdict.problems) == 1 and verdict.problems[0].startswith("incomplete")
+    assert len(verdict.problems) == 1
+    assert verdict.problems[0].startswith("incomplete")
 
 
 def test_a_run_stopped_before_the_judged_size_says_which_size_it_reached(published):
@@ -102,7 +103,8 @@ def test_wrong_elements_fail_the_run():
 
 def test_an_unchecked_run_reads_wrong_as_unknown():
     row = parse_all_reduce("  8  2  float  sum  -1  69.12  0.00  0.00  N/A  72.43  0.00  0.00  N/A\n").rows[0]
-    assert row.out_of_place.wrong is None and row.in_place.time_us == 72.43
+    assert row.out_of_place.wrong is None
+    assert row.in_place.time_us == 72.43
 
 
 def test_a_failed_run_reports_the_failure_lines():
@@ -127,7 +129,8 @@ def test_the_module_judges_a_log_as_a_script_with_the_standard_library_only(tmp_
     ok = subprocess.run([sys.executable, "-I", str(script), str(log), "--min-bus-bandwidth", "394.011"], capture_output=True, text=True)
     assert (ok.returncode, ok.stdout.strip()) == (0, "PASS: bus bandwidth 437.79 GB/s")
     low = subprocess.run([sys.executable, "-I", str(script), str(log), "--min-bus-bandwidth", "500"], capture_output=True, text=True)
-    assert low.returncode == 1 and low.stdout.startswith("FAIL: bus bandwidth 437.79 GB/s")
+    assert low.returncode == 1
+    assert low.stdout.startswith("FAIL: bus bandwidth 437.79 GB/s")
 
 
 def test_every_baseline_matches_the_published_log_it_cites(published):

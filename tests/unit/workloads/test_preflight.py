@@ -76,7 +76,7 @@ def test_dcgm_diag_script_is_valid_bash_and_fails_on_a_failed_test():
 
 
 @pytest.mark.parametrize(
-    "table, exit_code, expected",
+    ("table", "exit_code", "expected"),
     [("| Memory | Pass |", 0, 0), ("| Memory | Fail |", 0, 1), ("| Memory | Pass |", 226, 226)],
 )
 def test_dcgm_diag_script_fails_on_a_failed_test_even_when_dcgmi_exits_zero(tmp_path, table, exit_code, expected):
@@ -99,7 +99,8 @@ def test_nccl_test_is_an_indexed_job_with_every_gpu_and_efa_device_of_each_node(
     pod = job["spec"]["template"]["spec"]
     assert pod["subdomain"] == service["metadata"]["name"] == "nccl-test-p5-training"
     assert pod["priorityClassName"] == "training-critical"
-    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
     assert {v["name"]: v for v in pod["volumes"]}["ssh-key"]["secret"]["secretName"] == secret["metadata"]["name"]
     assert {v["name"]: v for v in pod["volumes"]}["judge"]["configMap"]["name"] == config_map["metadata"]["name"]
     assert secret["stringData"] == {"id_ed25519": "PRIVATE", "id_ed25519.pub": "PUBLIC"}
@@ -181,7 +182,7 @@ def test_preflight_off_creates_nothing(prod_graph):
 
 
 @pytest.mark.parametrize(
-    "preflight, problem",
+    ("preflight", "problem"),
     [
         ({"enabled": True}, "preflight.nccl.image: is required to run the NCCL test on p5-training"),
         ({"enabled": True, "namespace": "research", "nccl": {"image": NCCL_IMAGE}}, "preflight.namespace: 'research' is not in scheduling.namespaces"),
@@ -248,7 +249,7 @@ def test_preflight_needs_the_cpu_and_memory_of_its_largest_check():
 
 
 @pytest.mark.parametrize(
-    "preflight, key",
+    ("preflight", "key"),
     [
         ({"dcgmDiag": {"level": 5}}, "preflight.dcgmDiag.level"),
         ({"nccl": {"minBusBandwidthFraction": 1.5}}, "preflight.nccl.minBusBandwidthFraction"),

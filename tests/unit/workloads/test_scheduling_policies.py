@@ -152,7 +152,8 @@ def test_a_new_priority_class_value_replaces_the_class_deleting_it_first(prod_gr
     # The value is immutable and the Kubernetes provider would plan an update the API server refuses
     # (tests/cluster/test_engine.py shows both with the real engine).
     classes = [r for r in prod_graph.resources if r.inputs.get("kind") == "PriorityClass"]
-    assert classes and all((c.replace_on_changes, c.delete_before_replace) == (["value"], True) for c in classes)
+    assert classes
+    assert all((c.replace_on_changes, c.delete_before_replace) == (["value"], True) for c in classes)
 
 
 def test_priority_classes_are_configurable():
@@ -354,7 +355,8 @@ def test_an_app_the_stack_does_not_run_gets_its_pdb_from_the_scheduling_policies
     assert graph.error is None, graph.error
     (pdb,) = [r for r in graph.resources if r.inputs.get("kind") == "PodDisruptionBudget"]
     assert pdb.name == "gpu-training-scheduling-notebook-finetune-pdb"
-    assert pdb.inputs["spec"]["minAvailable"] == 1 and "maxUnavailable" not in pdb.inputs["spec"]
+    assert pdb.inputs["spec"]["minAvailable"] == 1
+    assert "maxUnavailable" not in pdb.inputs["spec"]
     assert pdb.inputs["spec"]["selector"] == {"matchLabels": {"app": "notebook-finetune"}}
     assert [r for r in graph.resources if r.inputs.get("kind") == "Job"] == []
 
@@ -391,7 +393,8 @@ def test_invalid_scheduling_config_creates_nothing():
     config[f"{NAMESPACE}scheduling"]["namespaces"][0]["quota"]["gpus"] = 64
     graph = run_main(config)
     assert isinstance(graph.error, ConfigError)
-    assert "scheduling.namespaces[0].quota.gpus" in str(graph.error) and "gpuNodeGroups[0].maxSize" in str(graph.error)
+    assert "scheduling.namespaces[0].quota.gpus" in str(graph.error)
+    assert "gpuNodeGroups[0].maxSize" in str(graph.error)
     assert graph.resources == []
 
 

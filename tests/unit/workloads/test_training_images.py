@@ -23,7 +23,8 @@ POD_SECURITY_BASELINE_ADDABLE = RUNTIME_DEFAULT_CAPABILITIES - {"NET_RAW"}
 @pytest.mark.parametrize("stack", ["prod", "dev"])
 def test_the_stacks_name_their_training_images_by_digest(stack):
     apps = stack_config(stack)["eks-gpu-training:scheduling"]["trainingApps"]
-    assert apps and all(DIGEST.match(app["job"]["image"]) for app in apps)
+    assert apps
+    assert all(DIGEST.match(app["job"]["image"]) for app in apps)
 
 
 def test_a_digest_is_pulled_if_absent_and_a_tag_always():

@@ -6,7 +6,7 @@ import kubernetes_validate
 import pytest
 
 from eks_gpu_training.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError
-from eks_gpu_training.aws.gpu_node_group import gpu_toleration
+from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 from eks_gpu_training.workloads.training_job import TrainingJob, TrainingJobArgs
 from eks_gpu_training.workloads.templates import (
     EFA_HUGEPAGES,
@@ -112,7 +112,8 @@ def test_extended_resources_and_hugepages_follow_the_rules_kubernetes_enforces()
         assert resources["requests"][name] == resources["limits"][name], name
     # A container with hugepages must request CPU or memory; the quota needs both.
     assert {"cpu", "memory"} <= set(resources["requests"])
-    assert "cpu" not in resources["limits"] and "memory" not in resources["limits"]
+    assert "cpu" not in resources["limits"]
+    assert "memory" not in resources["limits"]
 
 
 def test_pods_without_efa_request_gpus_only():
@@ -145,7 +146,8 @@ def test_shared_memory_is_a_memory_backed_volume_at_dev_shm():
 
 
 def test_host_networking_only_when_asked_and_then_with_cluster_dns():
-    assert "hostNetwork" not in pod_spec(p5_job()) and "dnsPolicy" not in pod_spec(p5_job())
+    assert "hostNetwork" not in pod_spec(p5_job())
+    assert "dnsPolicy" not in pod_spec(p5_job())
     spec = pod_spec(p5_job(host_network=True))
     assert spec["hostNetwork"] is True
     assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"

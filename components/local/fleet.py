@@ -212,7 +212,3 @@ def karpenter_instance_types(
                         entry["offerings"].append(offering)
     return list(offered.values())
 
-
-def write_instance_types(path: Path, types: list[dict[str, Any]]) -> Path:
-    path.write_text(json.dumps(types, indent=2) + "\n")
-    return path

@@ -1,0 +1,96 @@
+"""Where one local cluster's files are and which loopback ports it listens on, decided before
+anything starts: every process record and every object pointing at a process is built from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from .build import KUBERNETES, GoComponent, bin_dir
+from .pki import Pki
+from .processes import free_port
+
+PORTS = (
+    "etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok",
+    "kueue-webhook", "kueue-health", "karpenter-metrics", "karpenter-health",
+)
+"""Every port the cluster's processes listen on, each on 127.0.0.1."""
+
+
+def free_ports(names: tuple[str, ...] = PORTS) -> dict[str, int]:
+    """A port free now for each name, no two the same."""
+    ports: dict[str, int] = {}
+    while len(ports) < len(names):
+        port = free_port()
+        if port not in ports.values():
+            ports[names[len(ports)]] = port
+    return ports
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One local cluster's state folder, ports and binaries."""
+
+    state: Path
+    ports: dict[str, int]
+    kubernetes: GoComponent = KUBERNETES
+    """The Kubernetes minor's component (``build.kubernetes_for``) whose binaries run."""
+    cache: Optional[Path] = None
+    """The build cache the binaries come from (default: ``build.cache_root()``)."""
+
+    @classmethod
+    def allocate(cls, state: Path, *, kubernetes: GoComponent = KUBERNETES, cache: Optional[Path] = None) -> "Layout":
+        return cls(state, free_ports(), kubernetes, cache)
+
+    def binary(self, component: GoComponent, name: str) -> Path:
+        return bin_dir(component, self.cache) / name
+
+    def url(self, port: str, scheme: str = "http") -> str:
+        return f"{scheme}://127.0.0.1:{self.ports[port]}"
+
+    @property
+    def server(self) -> str:
+        return self.url("apiserver", "https")
+
+    @property
+    def pki(self) -> Pki:
+        return Pki(self.state / "pki")
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state / "kubeconfig"
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.state / "etcd"
+
+    @property
+    def kwok_config(self) -> Path:
+        return self.state / "kwok.yaml"
+
+    @property
+    def kueue_config(self) -> Path:
+        return self.state / "kueue-config.yaml"
+
+    @property
+    def kueue_certs(self) -> Path:
+        return self.state / "kueue-certs"
+
+    @property
+    def karpenter_instance_types(self) -> Path:
+        return self.state / "karpenter-instance-types.json"
+
+
+@dataclass(frozen=True)
+class File:
+    """A file a process reads, written in the state folder before it starts."""
+
+    path: Path
+    data: bytes
+    mode: int = 0o644
+
+    def write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_bytes(self.data)
+        self.path.chmod(self.mode)

@@ -34,7 +34,8 @@ from .node_health import report_accelerated_hardware
 from .fleet import SimulatedNode
 from .processes import Supervisor
 from .platform import Applier, PlatformObjects
-from .stages import ObjectFile, Plan, Stage, describe_plan, plan
+from . import stages
+from .stages import ObjectFile, Plan, Stage
 
 PLACED_TIMEOUT_SECONDS = 180
 """How long ``up`` waits for every pod to be placed before it reports the ones that are not."""
@@ -90,7 +91,7 @@ class LocalCluster:
 
     def plan(self, render: dict[str, Any], layout: Layout, *, bare: bool = False) -> Plan:
         assert self.args is not None
-        planned = plan(layout, self.args, render, bare=bare)
+        planned = stages.plan(layout, self.args, render, bare=bare)
         self.nodes, self.platform = list(planned.nodes), planned.platform
         return planned
 
@@ -108,7 +109,7 @@ class LocalCluster:
             state = "built" if builds.is_built(component) else "not built: up builds it first"
             lines.append(f"component {component.name} {component.stamp} in {folder} ({state})")
         lines.append("ports are free now; up chooses its own when it runs")
-        return lines + describe_plan(self.plan(render, layout, bare=bare), layout)
+        return lines + stages.describe_plan(self.plan(render, layout, bare=bare), layout)
 
     def _minor(self) -> str:
         assert self.args is not None
@@ -136,7 +137,8 @@ class LocalCluster:
             write_control_plane_files(self.layout)
             applier: Optional[Applier] = None
             for stage in planned.stages:
-                if applier is None and stage.name != "control-plane":
+                # Made once the API server answers: the first stage with objects or waits comes after it.
+                if applier is None and (stage.objects or stage.waits):
                     applier = Applier(self.kubeconfig)
                 self._run(stage, applier)
                 self.timings[stage.name] = time.monotonic() - started

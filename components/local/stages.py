@@ -57,8 +57,13 @@ StageObject = Union[dict[str, Any], ObjectFile]
 
 @dataclass(frozen=True)
 class Stage:
+    """One step of ``up``: its files are written, then its objects applied, its waits waited
+    for, and its processes started."""
+
     name: str
+    """What ``up`` logs and the dry run prints (``crds``, ``webhooks``)."""
     purpose: str
+    """What the stage brings, in a few words."""
     files: tuple[File, ...] = ()
     objects: tuple[StageObject, ...] = ()
     """Applied in order (a Node is created with its status, as a kubelet registers it)."""
@@ -72,6 +77,8 @@ class Stage:
 
 @dataclass(frozen=True)
 class Plan:
+    """What ``up`` does for one render, and what it makes of the render on the way."""
+
     stages: tuple[Stage, ...]
     nodes: tuple[SimulatedNode, ...]
     platform: Optional[PlatformObjects] = None

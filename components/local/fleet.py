@@ -13,9 +13,7 @@ pools start empty: Karpenter launches their nodes.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Optional
 
 from ..config import GpuTrainingPlatformArgs

@@ -3,6 +3,8 @@ anything starts: every process record and every object pointing at a process is 
 
 from __future__ import annotations
 
+import random
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -18,9 +20,43 @@ PORTS = (
 """Every port the cluster's processes listen on, each on 127.0.0.1."""
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+"""The ports the kernel gives outgoing connections (and ``bind`` to port 0). Kueue's and
+Karpenter's ports are chosen a minute before they listen, while every client of the API server
+opens connections: one chosen from this range was seen taken by then ("bind: address already in
+use"), so the cluster's ports come from below it."""
+LISTEN_PORTS_FROM = 10000
+"""The lowest port the cluster listens on, above the registered services most machines run."""
+
+
+def _listen_range() -> range:
+    try:
+        ephemeral_low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return range(0)
+    return range(LISTEN_PORTS_FROM, ephemeral_low)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_ports(names: tuple[str, ...] = PORTS) -> dict[str, int]:
-    """A port free now for each name, no two the same."""
+    """A port free now for each name, no two the same: at random below the ephemeral range, where
+    no outgoing connection takes it before its process listens (else any free port)."""
+    candidates = _listen_range()
     ports: dict[str, int] = {}
+    for _ in range(len(candidates)):
+        if len(ports) == len(names):
+            break
+        port = random.choice(candidates)  # noqa: S311 - a port number, not a secret
+        if port not in ports.values() and _bindable(port):
+            ports[names[len(ports)]] = port
     while len(ports) < len(names):
         port = free_port()
         if port not in ports.values():

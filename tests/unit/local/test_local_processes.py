@@ -26,10 +26,12 @@ def layout(tmp_path):
                   builds.KUBERNETES_BY_MINOR["1.34"], cache=tmp_path / "cache")
 
 
-def test_each_port_is_chosen_once_before_anything_starts():
+def test_each_port_is_chosen_once_below_the_ports_outgoing_connections_take():
     ports = free_ports()
     assert set(ports) == set(PORTS)
     assert len(set(ports.values())) == len(PORTS)
+    ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert all(10000 <= port < ephemeral_low for port in ports.values())
 
 
 def test_the_control_plane_is_built_from_the_layout_alone_and_the_same_layout_gives_the_same_records(layout):
@@ -103,8 +105,9 @@ def _server(port: int) -> Process:
 
 
 def _trap(name: str, record: Path, *after: str) -> Process:
-    """A shell that writes its name to ``record`` when it is asked to stop."""
-    script = f'trap "echo {name} >> {record}; exit 0" TERM; while :; do sleep 0.05; done'
+    """A shell that writes its name to ``record`` once it listens for the signal to stop, and again
+    when it gets it."""
+    script = f'trap "echo {name} stopped >> {record}; exit 0" TERM; echo {name} up >> {record}; while :; do sleep 0.05; done'
     return Process(name, Path("/bin/sh"), ("-c", script), after=after)
 
 
@@ -118,12 +121,16 @@ def test_the_supervisor_starts_in_dependency_order_each_ready_first_and_stops_in
                                        log=said.append)
         assert [p.name for p in started] == ["server", "last", "first"]
         assert said[0] == f"starting server, ready when http://127.0.0.1:{port}/ answers 200"
+        deadline = time.monotonic() + 10
+        while not {"first up", "last up"} <= _lines(record) and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         supervisor.stop_all()
-    deadline = time.monotonic() + 5
-    while record.read_text().split() != ["first", "last"] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert record.read_text().split() == ["first", "last"]
+    assert [line for line in record.read_text().splitlines() if line.endswith("stopped")] == ["first stopped", "last stopped"]
+
+
+def _lines(path: Path) -> set[str]:
+    return set(path.read_text().splitlines()) if path.is_file() else set()
 
 
 def test_a_process_that_exits_before_it_is_ready_fails_naming_its_log(tmp_path):

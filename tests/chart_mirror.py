@@ -24,7 +24,6 @@ import signal
 import sys
 import tempfile
 import threading
-import urllib.request
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from eks_gpu_training.platform.stack_files import stack_file_name
@@ -89,23 +88,21 @@ class OciChartMirror:
     def __init__(self, registry: Path, folder: Path):
         import yaml
 
-        from eks_gpu_training.local.processes import Supervisor, free_port
+        from eks_gpu_training.local.processes import Process, Ready, Supervisor, free_port
 
         self.port = free_port()
         config = folder / "config.yml"
         folder.mkdir(parents=True, exist_ok=True)
         config.write_text(yaml.safe_dump(registry_config(folder / "storage", self.port), sort_keys=False))
         self.supervisor = Supervisor(folder, attached=True)
-        process = self.supervisor.start("registry", [str(registry), "serve", str(config)])
         try:
-            self.supervisor.wait_for(process, self._answers, timeout=REGISTRY_READY_SECONDS, what="answering on /v2/")
+            self.supervisor.start_all([Process(
+                "registry", registry, ("serve", str(config)),
+                ready=Ready(f"http://127.0.0.1:{self.port}/v2/", timeout=REGISTRY_READY_SECONDS),
+            )], log=lambda line: None)
         except BaseException:
             self.stop()
             raise
-
-    def _answers(self) -> bool:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v2/", timeout=2) as response:
-            return response.status == 200
 
     @property
     def url(self) -> str:

@@ -12,9 +12,8 @@ from ..offline.chart_sources import MIRROR_ENV, ChartSources, ChartUnavailable
 from ..platform.stack_files import is_path, locate_stack
 from ..offline.render import RenderError
 from . import build as builds
-from .cluster import LocalCluster, LocalClusterError, default_state_dir
-from .platform import ApplyError
-from .processes import ProcessFailed
+from .cluster import LocalCluster, default_state_dir
+from .errors import LocalError
 
 
 BIN_DIR_HELP = (
@@ -41,6 +40,10 @@ def _parser() -> argparse.ArgumentParser:
                              help="the cluster's files (default: a folder per stack in the build cache)")
         if name == "up":
             command.add_argument("--bare", action="store_true", help="the simulated fleet only, no platform")
+            command.add_argument("--dry-run", action="store_true",
+                                 help="print, stage by stage, every command line (with its environment) and every object "
+                                 "`up` would write, start and apply, and which binaries it would use; render the stack "
+                                 "but build, start and apply nothing")
             command.add_argument("--bin-dir", type=Path, default=None, metavar="DIR", help=BIN_DIR_HELP)
             command.add_argument("--charts-mirror", default=None, metavar="URL",
                                  help="an http(s):// Helm repository or oci:// prefix holding every pinned chart, "
@@ -67,23 +70,52 @@ def _cluster(options) -> LocalCluster:
     )
 
 
+class StackError(LocalError):
+    """The stack file or its render is wrong: nothing was started."""
+
+    fix = "fix the stack file as the problems below say (`eks-gpu-training-render STACK` shows the same)"
+
+
+class ChartsError(LocalError):
+    """A chart the stack pins can be had from none of its sources."""
+
+    fix = ("give a source holding it: charts.directory, --charts-mirror or $EKS_GPU_TRAINING_CHARTS_MIRROR "
+           "(docs/operations.md, where the charts come from)")
+
+
+def _at_the_edge(error: Exception) -> LocalError:
+    """The library's own errors, said as the local cluster's."""
+    if isinstance(error, LocalError):
+        return error
+    if isinstance(error, ChartUnavailable):
+        return ChartsError(str(error))
+    return StackError(str(error))
+
+
+def _report(command: str, error: Exception) -> int:
+    failure = _at_the_edge(error)
+    print(f"local {command} failed: {failure.line()}", file=sys.stderr)
+    if failure.details:
+        print(failure.details, file=sys.stderr)
+    return 1
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     options = _parser().parse_args(argv)
+    try:
+        return _run(options)
+    except (LocalError, ConfigError, RenderError, ChartUnavailable) as error:
+        return _report(options.command, error)
+
+
+def _run(options) -> int:
     if options.command == "build":
         return builds.main(["--bin-dir", str(options.bin_dir)] if options.bin_dir else [])
     if options.command == "tools":
-        try:
-            folder = builds.tools_dir(log=lambda line: print(line, file=sys.stderr), prebuilt=builds.prebuilt_dir(options.bin_dir))
-        except builds.BuildError as error:
-            print(f"build failed: {error}", file=sys.stderr)
-            return 1
+        folder = builds.tools_dir(log=lambda line: print(line, file=sys.stderr), prebuilt=builds.prebuilt_dir(options.bin_dir))
         print(f"bin: {folder}")
         return 0
-    try:
-        cluster = _cluster(options)
-    except (ConfigError, ChartUnavailable) as error:
-        print(f"local {options.command} failed: {error}", file=sys.stderr)
-        return 1
+    cluster = _cluster(options)
     if options.command == "down":
         killed = cluster.down()
         print(f"stopped the local cluster of {cluster.stack}" + (f" (killed: {', '.join(killed)})" if killed else ""))
@@ -96,11 +128,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         for name, alive in running.items():
             print(f"{name}: {'running' if alive else 'NOT RUNNING'}")
         return 0 if all(running.values()) else 1
-    try:
-        kubeconfig = cluster.up(bare=options.bare)
-    except (LocalClusterError, ApplyError, ProcessFailed, builds.BuildError, ConfigError, RenderError) as error:
-        print(f"local up failed: {error}", file=sys.stderr)
-        return 1
+    if options.dry_run:
+        for line in cluster.dry_run(bare=options.bare):
+            print(line)
+        return 0
+    kubeconfig = cluster.up(bare=options.bare)
     print(f"kubeconfig: {kubeconfig}")
     return 0
 

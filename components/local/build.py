@@ -5,6 +5,11 @@ upstream module and a ``go.sum`` that pins every dependency's hash; no Go source
 module's own ``replace`` directives keep ``go install`` from building it, a wrapper's requirement
 does not. The binaries go to a cache folder outside the repository, keyed by component and
 version, and a second run finds them there.
+
+The package's catalogue is what its commands run: the control plane (``up``, ``build``) and the
+engine's tools (``tools``). Components only the tests run are catalogued beside them, in a
+``catalogue.json`` whose wrappers sit in the same folder (``load_catalogue``); ``main`` builds a
+group of either.
 """
 
 from __future__ import annotations
@@ -20,17 +25,26 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
+if __package__:
+    from .errors import LocalError
+else:  # run as a script (CI builds before the package is installed), its folder first on sys.path
+    from errors import LocalError  # type: ignore[import-not-found,no-redef]  # the script's own folder, not the package, is on sys.path
+
 WRAPPERS = Path(__file__).parent / "go"
+"""The package's wrapper modules, one folder each."""
 CACHE_ENV = "EKS_GPU_TRAINING_CACHE"
 """Overrides the cache folder (default ``$XDG_CACHE_HOME/eks-gpu-training``, else ``~/.cache/...``)."""
 
 
-class BuildError(RuntimeError):
-    """A component could not be built; the message says which, and what Go printed last."""
+class BuildError(LocalError):
+    """A component could not be built; the message says which, the details what Go printed last."""
+
+    fix = ("check that the Go module proxy is reachable (GOPROXY) and the wrapper's go.mod and go.sum are as "
+           "committed, then build again")
 
 
 @dataclass(frozen=True)
@@ -59,10 +73,12 @@ class GoComponent:
     """How each binary says its version: the arguments, and a pattern whose group ``version`` is
     it (e.g. ``Kubernetes v1.35.4``), so a prebuilt copy (``--bin-dir``) is used only at the pin.
     None: the binary reports none, and is always built."""
+    wrappers: Path = WRAPPERS
+    """The folder holding the wrapper (default: the package's own)."""
 
     @property
     def wrapper(self) -> Path:
-        return WRAPPERS / self.name
+        return self.wrappers / self.name
 
     @property
     def version(self) -> str:
@@ -166,7 +182,7 @@ def kubernetes_for(minor: str) -> GoComponent:
     the minors there are when it is none of them."""
     if minor not in KUBERNETES_BY_MINOR:
         available = ", ".join(f"{m} ({c.version})" for m, c in KUBERNETES_BY_MINOR.items())
-        raise BuildError(f"the local control plane cannot run Kubernetes {minor}: it is built at {available}; "
+        raise BuildError(f"the local control plane cannot run Kubernetes {minor}: it is built at {available}",
                          "set cluster.kubernetesVersion to one of them for the try-out")
     return KUBERNETES_BY_MINOR[minor]
 
@@ -176,15 +192,29 @@ def control_plane_for(minor: str) -> tuple[GoComponent, ...]:
     return tuple(kubernetes_for(minor) if c is KUBERNETES else c for c in CONTROL_PLANE)
 
 
-DISTRIBUTION = GoComponent(
-    "distribution", "github.com/distribution/distribution/v3",
-    {"registry": "github.com/distribution/distribution/v3/cmd/registry"},
-    version_variable="github.com/distribution/distribution/v3/version.version",
-)
-"""The CNCF Distribution registry: an OCI registry on loopback that the cluster tier pushes the
-pinned charts to, so pulls from an ``oci://`` mirror are tested with a real registry."""
-TEST_TOOLS = (DISTRIBUTION,)
-"""What only the tests run; neither ``up`` nor ``tools`` builds it."""
+def load_catalogue(path: Path) -> dict[str, tuple[GoComponent, ...]]:
+    """Groups of components from a JSON catalogue: ``{"groups": {NAME: [COMPONENT, ...]}}``, each
+    component with ``GoComponent``'s fields by name (an ``about`` says why it is there), its
+    wrapper in the catalogue's folder."""
+    document = json.loads(path.read_text())
+    names = {f.name for f in fields(GoComponent)} - {"wrappers"}
+    groups = {}
+    for group, entries in document["groups"].items():
+        components = []
+        for entry in entries:
+            entry = {key: value for key, value in entry.items() if key != "about"}
+            unknown = sorted(set(entry) - names)
+            if unknown:
+                raise BuildError(f"{path}: {entry.get('name')} has no field {', '.join(unknown)}",
+                                 f"use GoComponent's fields: {', '.join(sorted(names))}")
+            for key in ("data", "generate"):
+                entry[key] = tuple(entry.get(key, ()))
+            if entry.get("reports_version"):
+                arguments, pattern = entry["reports_version"]
+                entry["reports_version"] = (tuple(arguments), pattern)
+            components.append(GoComponent(**entry, wrappers=path.parent))
+        groups[group] = tuple(components)
+    return groups
 
 
 _REQUIRE = re.compile(r"^\s*(?:require\s+)?(?P<module>\S+)\s+(?P<version>v\S+)\s*(?://.*)?$")
@@ -196,7 +226,7 @@ def required_version(go_mod: Path, module: str) -> str:
         match = _REQUIRE.match(line)
         if match and match["module"] == module and "=>" not in line:
             return match["version"]
-    raise BuildError(f"{go_mod} requires no version of {module}")
+    raise BuildError(f"{go_mod} requires no version of {module}", "pin the module in the wrapper's go.mod")
 
 
 def cache_root() -> Path:
@@ -252,7 +282,8 @@ def _module_dir(component: GoComponent, work: Path) -> Path:
         cwd=work, env=_go_env(component), capture_output=True, text=True,
     )
     if result.returncode != 0:
-        raise BuildError(f"go mod download of {component.module} {component.version} failed: {result.stderr.strip()}")
+        raise BuildError(f"go mod download of {component.module} {component.version} failed",
+                         details=result.stderr.strip())
     return Path(json.loads(result.stdout)["Dir"])
 
 
@@ -278,7 +309,7 @@ def _generate(component: GoComponent, work: Path) -> None:
         result = subprocess.run(["go", "generate", "./" + package], cwd=copy, env=generate_env, capture_output=True, text=True)
         if result.returncode != 0:
             tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
-            raise BuildError(f"go generate of {component.module} {component.version} ./{package} failed:\n{tail}")
+            raise BuildError(f"go generate of {component.module} {component.version} ./{package} failed", details=tail)
     subprocess.run(["go", "mod", "edit", f"-replace={component.module}=./module"], cwd=work, env=env, check=True)
 
 
@@ -355,8 +386,8 @@ def adopt(component: GoComponent, directory: Path, *, root: Optional[Path] = Non
         reported = reported_version(directory / binary, component)
         if reported is None or not _same_version(reported, component.stamp):
             raise BuildError(
-                f"{directory / binary} is {binary} {reported or '(no version reported)'}, not the pinned "
-                f"{component.stamp}; give a folder with {binary} {component.stamp}, or remove it there to build it"
+                f"{directory / binary} is {binary} {reported or '(no version reported)'}, not the pinned {component.stamp}",
+                f"give a folder with {binary} {component.stamp}, or remove it there to build it",
             )
     folder = bin_dir(component, root)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -394,7 +425,8 @@ def _build(component: GoComponent, *, root: Optional[Path], log: Callable[[str],
         shutil.rmtree(stale, ignore_errors=True)
     problem = missing_toolchain()
     if problem:
-        raise BuildError(f"cannot build {component.name} {component.version}: {problem}")
+        raise BuildError(f"cannot build {component.name} {component.version}: {problem}",
+                         "install Go 1.26 or newer, or give the binaries with --bin-dir")
     cache = root or cache_root()
     work = cache / "src" / component.name
     shutil.rmtree(work, ignore_errors=True)
@@ -420,7 +452,7 @@ def _build(component: GoComponent, *, root: Optional[Path], log: Callable[[str],
     if result.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
-        raise BuildError(f"go build of {component.name} {component.version} failed:\n{tail}")
+        raise BuildError(f"go build of {component.name} {component.version} failed", details=tail)
     for binary, built_as in outputs.items():
         if built_as != binary:
             (staging / built_as).rename(staging / binary)
@@ -480,7 +512,7 @@ def tools_dir(
     return folder
 
 
-GROUPS = {"control-plane": CONTROL_PLANE, "tools": TOOLS, "test-tools": TEST_TOOLS}
+GROUPS = {"control-plane": CONTROL_PLANE, "tools": TOOLS}
 """What ``main`` builds, by the name given on its command line (default: the control plane)."""
 
 
@@ -489,7 +521,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     runs it as a script (``python3 components/local/build.py tools``) before the package is
     installed, to overlap the cold builds with the Python install and the unit tier."""
     parser = argparse.ArgumentParser(prog="build.py", description="Build a group of the local control plane's components.")
-    parser.add_argument("group", nargs="?", default="control-plane", choices=sorted(GROUPS))
+    parser.add_argument("group", nargs="?", default="control-plane",
+                        help=f"a group of the catalogue (the package's: {', '.join(GROUPS)}; default: control-plane)")
+    parser.add_argument("--catalogue", type=Path, default=None, metavar="FILE",
+                        help="a catalogue.json whose groups to build instead of the package's (the tests' own tools)")
     parser.add_argument("--bin-dir", type=Path, default=None, help=f"prebuilt binaries to use (default: ${PREBUILT_ENV})")
     options = parser.parse_args(sys.argv[1:] if argv is None else argv)
     group, given = options.group, options.bin_dir
@@ -498,10 +533,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"the binaries folder {prebuilt} is not a folder", file=sys.stderr)
         return 2
     try:
-        for binary, path in build_all(GROUPS[group], log=lambda line: print(line, file=sys.stderr), prebuilt=prebuilt).items():
+        groups = load_catalogue(options.catalogue) if options.catalogue else GROUPS
+        if group not in groups:
+            raise BuildError(f"no group {group} in {options.catalogue or 'the package'}", f"name one of {', '.join(groups)}")
+        for binary, path in build_all(groups[group], log=lambda line: print(line, file=sys.stderr), prebuilt=prebuilt).items():
             print(f"{binary}: {path}")
     except BuildError as error:
-        print(f"build failed: {error}", file=sys.stderr)
+        print(f"build failed: {error.line()}" + (f"\n{error.details}" if error.details else ""), file=sys.stderr)
         return 1
     return 0
 

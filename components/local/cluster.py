@@ -1,17 +1,19 @@
 """A local cluster for a stack file: the control plane, the simulated fleet and the platform.
 
-``up`` builds what is missing, starts everything on loopback, creates the stack's nodes, applies
-the stack's objects and its charts' objects, starts Kueue and Karpenter's KWOK provider, and waits
-until every pod the platform creates is placed; then reports the node monitoring agent's
-``AcceleratedHardwareReady`` where its pods stand (``node_health``). A failure stops every process it started before it
-raises. ``down`` stops the processes recorded in the state folder and removes it.
+``up`` renders the stack, builds what is missing, lays the cluster out (its ports and files) and
+runs the stages ``stages.plan`` makes of the render: it starts everything on loopback, creates the
+stack's nodes, applies the stack's objects and its charts' objects, starts Kueue and Karpenter's
+KWOK provider, and waits until every pod the platform creates is placed; then reports the node
+monitoring agent's ``AcceleratedHardwareReady`` where its pods stand (``node_health``). A failure
+stops every process it started before it raises. ``dry_run`` says all of that without doing any of
+it. ``down`` stops the processes recorded in the state folder and removes it.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,22 +27,22 @@ from ..offline.render import RenderError, write_render
 from ..offline.render.files import is_kubernetes_object, is_patch, manifest
 from ..platform.stack_files import StackFile, locate_stack
 from . import build as builds
-from .control_plane import ControlPlane
-from .controllers import (
-    KUEUE_CONFIG_MAP, KUEUE_WEBHOOK_SERVICE, kueue_webhook_secret, kwok_crds, start_karpenter, start_kueue,
-)
-from .eks_addons import eks_system_objects
+from .control_plane import write_control_plane_files
+from .errors import LocalError
+from .layout import Layout
 from .node_health import report_accelerated_hardware
-from .fleet import SimulatedNode, karpenter_instance_types, managed_nodes, write_instance_types
-from .processes import free_port
-from .platform import KWOK_NODE_CLASS, Applier, PlatformObjects, collect, localize
+from .fleet import SimulatedNode
+from .processes import Supervisor
+from .platform import Applier, PlatformObjects
+from . import stages
+from .stages import ObjectFile, Plan, Stage
 
 PLACED_TIMEOUT_SECONDS = 180
 """How long ``up`` waits for every pod to be placed before it reports the ones that are not."""
 
 
-class LocalClusterError(RuntimeError):
-    pass
+class LocalClusterError(LocalError):
+    """The cluster came up, but not as the stack says it should."""
 
 
 def default_state_dir(stack: str) -> Path:
@@ -68,12 +70,18 @@ class LocalCluster:
     args: Optional[GpuTrainingPlatformArgs] = None
     nodes: list[SimulatedNode] = field(default_factory=list)
     platform: Optional[PlatformObjects] = None
-    control_plane: Optional[ControlPlane] = None
+    layout: Optional[Layout] = None
+    supervisor: Optional[Supervisor] = None
     timings: dict[str, float] = field(default_factory=dict)
+    """Seconds from the start of ``up`` to the end of the build and of each stage."""
 
     @property
     def kubeconfig(self) -> Path:
         return self.state / "kubeconfig"
+
+    @property
+    def render_dir(self) -> Path:
+        return self.state.parent / f".{self.state.name}-render"
 
     def _stack_file(self) -> StackFile:
         return locate_stack(self.stack_path or self.stack, self.project_root)
@@ -81,39 +89,67 @@ class LocalCluster:
     def _stack_path(self) -> Path:
         return self._stack_file().path
 
+    def plan(self, render: dict[str, Any], layout: Layout, *, bare: bool = False) -> Plan:
+        assert self.args is not None  # noqa: S101 - set by _render, which up and dry_run call first
+        planned = stages.plan(layout, self.args, render, bare=bare)
+        self.nodes, self.platform = list(planned.nodes), planned.platform
+        return planned
+
+    def dry_run(self, *, bare: bool = False) -> list[str]:
+        """What ``up`` would build, write, apply and start, in order; nothing is built or started,
+        and a running cluster of the stack is left alone. The ports are ones free now; ``up``
+        chooses its own when it runs."""
+        with tempfile.TemporaryDirectory(prefix="eks-gpu-training-dry-run-") as out:
+            render = self._render(Path(out))
+        kubernetes = builds.kubernetes_for(self._minor())
+        layout = Layout.allocate(self.state, kubernetes=kubernetes)
+        lines = [f"dry run of up {self.stack}: nothing is built, started or applied"]
+        for component in builds.control_plane_for(self._minor()):
+            folder = builds.bin_dir(component)
+            state = "built" if builds.is_built(component) else "not built: up builds it first"
+            lines.append(f"component {component.name} {component.stamp} in {folder} ({state})")
+        lines.append("ports are free now; up chooses its own when it runs")
+        return lines + stages.describe_plan(self.plan(render, layout, bare=bare), layout)
+
+    def _minor(self) -> str:
+        assert self.args is not None  # noqa: S101 - set by _render, which up and dry_run call first
+        return self.args.cluster.kubernetes_version
+
     def up(self, *, bare: bool = False) -> Path:
         if (self.state / "pids.json").is_file():
-            raise LocalClusterError(
-                f"a local cluster already runs from {self.state}: `eks-gpu-training-local down {self.stack}` first"
-            )
+            raise LocalClusterError(f"a local cluster already runs from {self.state}",
+                                    f"`eks-gpu-training-local down {self.stack}` first")
         started = time.monotonic()
         # The render first: a stack or chart problem shows in seconds, before any build.
-        render = self._render()
+        render = self._render(self.render_dir)
         # The stack's own Kubernetes minor; one the local control plane cannot run is refused, naming
         # those it can.
-        assert self.args is not None  # noqa: S101 - set by _render
-        minor = self.args.cluster.kubernetes_version
-        kubernetes = builds.kubernetes_for(minor)
+        kubernetes = builds.kubernetes_for(self._minor())
         # Says what is missing when a component can be neither found, taken from the binaries folder, nor built.
-        builds.build_all(builds.control_plane_for(minor), log=self.log, prebuilt=builds.prebuilt_dir(self.bin_dir))
+        builds.build_all(builds.control_plane_for(self._minor()), log=self.log, prebuilt=builds.prebuilt_dir(self.bin_dir))
         self.timings["build"] = time.monotonic() - started
         if self.state.exists():
             shutil.rmtree(self.state)
-        self.state.mkdir(parents=True)
-        self.control_plane = ControlPlane(self.state, attached=self.attached, kubernetes=kubernetes)
+        self.layout = Layout.allocate(self.state, kubernetes=kubernetes)
+        planned = self.plan(render, self.layout, bare=bare)
+        self.supervisor = Supervisor(self.state, attached=self.attached)
         try:
-            self.control_plane.start(log=self.log)
-            self.timings["control plane"] = time.monotonic() - started
-            self._apply(render, bare=bare)
-            self.timings["placed"] = time.monotonic() - started
-            self.control_plane.check()
+            write_control_plane_files(self.layout)
+            applier: Optional[Applier] = None
+            for stage in planned.stages:
+                # Made once the API server answers: the first stage with objects or waits comes after it.
+                if applier is None and (stage.objects or stage.waits):
+                    applier = Applier(self.kubeconfig)
+                self._run(stage, applier)
+                self.timings[stage.name] = time.monotonic() - started
+            self.supervisor.check()
         except BaseException:
-            self.control_plane.stop()
+            self.supervisor.stop_all()
             raise
         (self.state / "stack.json").write_text(json.dumps({"stack": self.stack, "stackFile": str(self._stack_path())}))
         return self.kubeconfig
 
-    def _render(self) -> dict[str, Any]:
+    def _render(self, out: Path) -> dict[str, Any]:
         located = self._stack_file()
         self.log(f"rendering stack {self.stack} from {located.path}")
         self.args = located.platform_args()
@@ -122,106 +158,71 @@ class LocalCluster:
                               mocks=PlausibleMocks())
         try:
             sources = self.sources or ChartSources.configured(stack_dir=located.path.parent)
-            summary = write_render(result, self.state.parent / f".{self.state.name}-render", picture=False, sources=sources)
+            summary = write_render(result, out, picture=False, sources=sources)
         except (ChartUnavailable, RenderError) as error:
-            raise LocalClusterError(f"{error}\n(the platform would be incomplete without them)") from None
+            raise LocalClusterError(str(error), "make every chart available (docs/operations.md, where the charts "
+                                    "come from): the platform would be incomplete without them") from None
         for pulled in sources.pulled:
             self.log(f"pulled chart {pulled}")
         charts = summary.charts
         failed = [f"{chart.chart} {chart.version}: {chart.skipped or chart.error}" for chart in charts
                   if chart.skipped or chart.error]
         if failed:
-            raise LocalClusterError("charts not rendered, so the platform would be incomplete: " + "; ".join(failed))
+            raise LocalClusterError("charts not rendered: " + "; ".join(failed),
+                                    "fix the chart's values or source; the platform would be incomplete without it")
         resources = [r.as_json() for r in result.resources]
         stack_objects = [manifest(r) for r in result.resources if is_kubernetes_object(r) and not is_patch(r)]
         chart_objects = [obj for chart in charts for _, obj in chart.objects]
         return {"resources": resources, "stack_objects": stack_objects, "chart_objects": chart_objects}
 
-    def _apply(self, render: dict[str, Any], *, bare: bool) -> None:
-        assert self.control_plane is not None  # noqa: S101 - started before anything is applied
-        assert self.args is not None  # noqa: S101 - set by _render
-        applier = Applier(self.kubeconfig)
-        self.nodes = managed_nodes(self.args, render["resources"])
-        self.log(f"creating {len(self.nodes)} simulated nodes: " + ", ".join(
-            f"{n.name} ({n.instance_type})" for n in self.nodes))
-        for node in self.nodes:
-            _create_node(applier, node.manifest())
-        _check_allocatable(applier, self.nodes)
-        applier.apply_all(eks_system_objects())
-        if bare:
-            wait_until_placed(applier, timeout=PLACED_TIMEOUT_SECONDS, check=self.control_plane.check)
-            return
-        chart_objects = render["chart_objects"]
-        platform = collect(render["stack_objects"], chart_objects)
-        kueue_on = any(o.get("kind") == "ConfigMap" and o["metadata"].get("name") == KUEUE_CONFIG_MAP[1]
-                       for o in chart_objects)
-        karpenter_on = any(o.get("kind") == "NodePool" for o in platform.objects)
-        supervisor = self.control_plane.supervisor
-        # What runs beside the cluster gets its address before anything points at it: Kueue's
-        # webhooks and CRD conversion must name its port when they are created, and Kueue's own
-        # certificate controller waits for them to exist before it reports ready.
-        out_of_cluster: dict[tuple[str, str], tuple[str, str]] = {}
-        replaced: set[tuple[str, str, str]] = set()
-        kueue_secret = None
-        kueue_port = free_port()
-        if kueue_on:
-            kueue_secret, bundle = kueue_webhook_secret(chart_objects)
-            replaced.add(("Secret", kueue_secret["metadata"]["namespace"], kueue_secret["metadata"]["name"]))
-            out_of_cluster[KUEUE_WEBHOOK_SERVICE] = (f"https://127.0.0.1:{kueue_port}", bundle)
-        crds = platform.crds + (kwok_crds() if karpenter_on else [])
-        localized = localize(
-            PlatformObjects(crds=crds, namespaces=platform.namespaces, objects=platform.objects, left_out=platform.left_out),
-            out_of_cluster=out_of_cluster, replaced=replaced,
-        )
-        self.platform = localized
-        self.log(f"applying {len(localized.crds)} CRDs and {len(localized.namespaces)} namespaces")
-        for crd in localized.crds:
-            applier.apply(crd)
-        applier.wait_established(localized.crds)
-        applier.apply_all(localized.namespaces)
-        webhooks = [o for o in localized.objects if o["kind"].endswith("WebhookConfiguration")]
-        rest = [o for o in localized.objects if o not in webhooks]
-        if kueue_on:
-            applier.apply(kueue_secret)
-            applier.apply_all(webhooks)
-            self.log("starting Kueue")
-            start_kueue(supervisor, self.state, self.kubeconfig, chart_objects, webhook_port=kueue_port,
-                        secret=kueue_secret)
-        elif webhooks:
-            applier.apply_all(webhooks)
-        if karpenter_on:
-            nodepools = [o for o in render["stack_objects"] if o.get("kind") == "NodePool"]
-            types_file = write_instance_types(
-                self.state / "karpenter-instance-types.json",
-                karpenter_instance_types(self.args, nodepools),
-            )
-            applier.apply({"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": KWOK_NODE_CLASS["kind"],
-                           "metadata": {"name": KWOK_NODE_CLASS["name"]}})
-            self.log("starting Karpenter (KWOK provider)")
-            start_karpenter(supervisor, self.state, self.kubeconfig, chart_objects, types_file)
-        self.log(f"applying {len(rest)} objects")
-        applier.apply_all(rest)
-        for reason in localized.left_out:
-            self.log(f"left out: {reason}")
-        wait_until_placed(applier, timeout=PLACED_TIMEOUT_SECONDS, check=self.control_plane.check)
-        reported = report_accelerated_hardware(applier.core)
-        if reported:
-            self.log(f"AcceleratedHardwareReady reported, for the node monitoring agent, on {', '.join(reported)}")
-        if self.args.node_monitoring.enabled:
-            supervisor.start("node-health", [sys.executable, "-m", "eks_gpu_training.local.node_health",
-                                             f"--kubeconfig={self.kubeconfig}"])
+    def _run(self, stage: Stage, applier: Optional[Applier]) -> None:
+        """Write the stage's files, apply its objects, wait for what it waits for, start its processes."""
+        assert self.supervisor is not None  # noqa: S101 - up starts the supervisor before any stage runs
+        self.log(f"stage {stage.name}: {stage.purpose}")
+        for file in stage.files:
+            file.write()
+        objects = [obj.load() if isinstance(obj, ObjectFile) else obj for obj in stage.objects]
+        if objects:
+            assert applier is not None  # noqa: S101 - up makes the applier once a stage has objects or waits
+            nodes = [obj for obj in objects if obj.get("kind") == "Node"]
+            self.log(f"applying {len(objects)} objects" + (f", {len(nodes)} of them simulated nodes" if nodes else ""))
+            for node in nodes:
+                _create_node(applier, node)
+            applier.apply_all([obj for obj in objects if obj.get("kind") != "Node"])
+        for note in stage.notes:
+            self.log(f"left out: {note}")
+        for wait in stage.waits:
+            assert applier is not None  # noqa: S101 - up makes the applier once a stage has objects or waits
+            self._wait(wait, applier, objects)
+        self.supervisor.start_all(stage.processes, log=self.log)
+
+    def _wait(self, wait: str, applier: Applier, objects: list[dict[str, Any]]) -> None:
+        assert self.supervisor is not None  # noqa: S101 - up starts the supervisor before any stage runs
+        if wait == "allocatable":
+            _check_allocatable(applier, [obj for obj in objects if obj.get("kind") == "Node"])
+        elif wait == "established":
+            applier.wait_established([obj for obj in objects if obj.get("kind") == "CustomResourceDefinition"])
+        elif wait == "placed":
+            wait_until_placed(applier, timeout=PLACED_TIMEOUT_SECONDS, check=self.supervisor.check)
+        elif wait == "hardware-reported":
+            reported = report_accelerated_hardware(applier.core)
+            if reported:
+                self.log(f"AcceleratedHardwareReady reported, for the node monitoring agent, on {', '.join(reported)}")
+        else:
+            raise LocalClusterError(f"stage wait {wait!r} is not one the cluster knows", "report it with the command line")
 
     def down(self) -> list[str]:
-        control_plane = ControlPlane(self.state)
-        killed = control_plane.stop()
+        supervisor = Supervisor(self.state)
+        supervisor.load()
+        killed = supervisor.stop_all()
         shutil.rmtree(self.state, ignore_errors=True)
-        shutil.rmtree(self.state.parent / f".{self.state.name}-render", ignore_errors=True)
+        shutil.rmtree(self.render_dir, ignore_errors=True)
         return killed
 
     def status(self) -> dict[str, bool]:
-        control_plane = ControlPlane(self.state)
-        control_plane.supervisor.load()
-        return control_plane.supervisor.status()
+        supervisor = Supervisor(self.state)
+        supervisor.load()
+        return supervisor.status()
 
 
 def _create_node(applier: Applier, node: dict[str, Any]) -> None:
@@ -244,20 +245,23 @@ def _create_node(applier: Applier, node: dict[str, Any]) -> None:
         applier.core.patch_node_status(node["metadata"]["name"], {"status": status})
 
 
-def _check_allocatable(applier: Applier, nodes: list[SimulatedNode]) -> None:
+def _check_allocatable(applier: Applier, nodes: list[dict[str, Any]]) -> None:
     """Every simulated node allocates what its instance type does: a node whose figures were
     replaced would make the scheduler's verdicts the simulator's, not the fleet's."""
     from ..facts.quantity import parse_quantity
 
     wrong = []
     for node in nodes:
-        live = applier.core.read_node(node.name).status.allocatable or {}
-        differing = sorted(key for key, value in node.allocatable.items()
+        name, wanted = node["metadata"]["name"], node["status"]["allocatable"]
+        live = applier.core.read_node(name).status.allocatable or {}
+        differing = sorted(key for key, value in wanted.items()
                            if key not in live or parse_quantity(str(live[key])) != parse_quantity(str(value)))
         if differing:
-            wrong.append(f"{node.name}: " + ", ".join(f"{key} {live.get(key)} instead of {node.allocatable[key]}" for key in differing))
+            wrong.append(f"{name}: " + ", ".join(f"{key} {live.get(key)} instead of {wanted[key]}" for key in differing))
     if wrong:
-        raise LocalClusterError("simulated nodes do not allocate what their instance types do: " + "; ".join(wrong))
+        raise LocalClusterError("simulated nodes do not allocate what their instance types do: " + "; ".join(wrong),
+                                "something replaced their status after it was created (KWOK's node stages?): "
+                                "read the kwok log in the state folder")
 
 
 def pending_pods(applier: Applier) -> list[dict[str, Any]]:
@@ -292,7 +296,10 @@ def wait_until_placed(applier: Applier, *, timeout: float, check: Callable[[], N
         time.sleep(0.5)
     details = [f"{p['pod']}: {p['reason'] or 'not scheduled yet'}" for p in pending_pods(applier)]
     details += [f"{w}: its controller has not made all its pods" for w in _workloads_without_pods(applier)]
-    raise LocalClusterError(f"not every pod was placed after {timeout:.0f} s:\n  " + "\n  ".join(details))
+    raise LocalClusterError(
+        f"not every pod was placed after {timeout:.0f} s ({len(details)} waiting)",
+        "read the reasons below: a pod the stack's fleet cannot hold is a finding about the stack",
+        details="  " + "\n  ".join(details))
 
 
 def _workloads_without_pods(applier: Applier) -> list[str]:

@@ -10,26 +10,27 @@ settings (``FEATURE_GATES``, batching, policies) and the stack's instance types.
 from __future__ import annotations
 
 import base64
-import ssl
-import urllib.request
+import json
 from pathlib import Path
 from typing import Any, Optional
 
 import yaml
 
-from .build import KARPENTER_KWOK, KUEUE, bin_dir
+from .build import KARPENTER_KWOK, KUEUE
+from .errors import LocalError
+from .layout import File, Layout
 from .pki import kueue_webhook_secret_data
-from .processes import Started, Supervisor, free_port
+from .processes import Process, Ready
 
 KUEUE_CONFIG_MAP = ("kueue-system", "kueue-manager-config")
 KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
 KUEUE_WEBHOOK_SERVICE = ("kueue-system", "kueue-webhook-service")
 KARPENTER_DEPLOYMENT = ("kube-system", "karpenter")
 KARPENTER_NAMESPACE = "kube-system"
-READY_TIMEOUT_SECONDS = 120
 KUEUE_FEATURE_GATES = "VisibilityOnDemand=false"
 """Kueue's visibility API server listens on a fixed port and is reached through an APIService,
 which the local cluster leaves out (``platform.localize``)."""
+CHART_FIX = "the local cluster runs the chart versions the library pins; render the stack and compare its chart with them"
 
 
 def _find(objects: list[dict[str, Any]], kind: str, namespace: str, name: str) -> Optional[dict[str, Any]]:
@@ -44,7 +45,7 @@ def _chart_kueue_configuration(chart_objects: list[dict[str, Any]]) -> dict[str,
     """The Kueue configuration the chart renders into its ConfigMap."""
     config_map = _find(chart_objects, "ConfigMap", *KUEUE_CONFIG_MAP)
     if config_map is None:
-        raise ValueError(f"the Kueue chart rendered no ConfigMap {'/'.join(KUEUE_CONFIG_MAP)}")
+        raise LocalError(f"the Kueue chart rendered no ConfigMap {'/'.join(KUEUE_CONFIG_MAP)}", CHART_FIX)
     return yaml.safe_load(config_map["data"][KUEUE_CONFIG_KEY])
 
 
@@ -62,14 +63,6 @@ def kueue_configuration(chart_objects: list[dict[str, Any]], *, webhook_port: in
     return configuration
 
 
-def _ready(url: str) -> bool:
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    with urllib.request.urlopen(url, timeout=2, context=context if url.startswith("https") else None) as response:  # noqa: S310 - loopback
-        return response.status == 200
-
-
 def kueue_webhook_secret(chart_objects: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
     """The Secret Kueue's certificate controller reads (named by the chart's configuration), with
     certificates valid for loopback; and the CA bundle that verifies them."""
@@ -85,59 +78,53 @@ def kueue_webhook_secret(chart_objects: list[dict[str, Any]]) -> tuple[dict[str,
     return secret, base64.b64encode(data["ca.crt"]).decode()
 
 
-def start_kueue(supervisor: Supervisor, state: Path, kubeconfig: Path, chart_objects: list[dict[str, Any]], *,
-                webhook_port: int, secret: dict[str, Any]) -> Started:
-    """Start Kueue, its webhook Secret and webhook configurations already in place. The Secret's
-    files go to its certificate folder, as the chart's Deployment mounts the Secret there."""
-    health_port = free_port()
-    cert_dir = state / "kueue-certs"
-    cert_dir.mkdir(parents=True, exist_ok=True)
-    for key, value in secret["data"].items():
-        (cert_dir / key).write_bytes(base64.b64decode(value))
-        (cert_dir / key).chmod(0o600)
-    configuration = kueue_configuration(chart_objects, webhook_port=webhook_port, health_port=health_port,
-                                        cert_dir=cert_dir)
-    config_file = state / "kueue-config.yaml"
-    config_file.write_text(yaml.safe_dump(configuration, sort_keys=False))
-    process = supervisor.start("kueue", [
-        str(bin_dir(KUEUE) / "kueue"), f"--config={config_file}", f"--kubeconfig={kubeconfig}",
+def kueue_files(layout: Layout, chart_objects: list[dict[str, Any]], secret: dict[str, Any]) -> tuple[File, ...]:
+    """Kueue's configuration, listening where the layout says, and its webhook Secret's files in
+    its certificate folder, as the chart's Deployment mounts the Secret there."""
+    configuration = kueue_configuration(chart_objects, webhook_port=layout.ports["kueue-webhook"],
+                                        health_port=layout.ports["kueue-health"], cert_dir=layout.kueue_certs)
+    certificates = tuple(File(layout.kueue_certs / key, base64.b64decode(value), 0o600)
+                         for key, value in secret["data"].items())
+    return (File(layout.kueue_config, yaml.safe_dump(configuration, sort_keys=False).encode()), *certificates)
+
+
+def kueue_process(layout: Layout) -> Process:
+    """Kueue, ready once its certificate controller has written the serving certificate and the
+    webhook server answers with it; its webhook Secret and webhook configurations must be in place."""
+    return Process("kueue", layout.binary(KUEUE, "kueue"), (
+        f"--config={layout.kueue_config}", f"--kubeconfig={layout.kubeconfig}",
         f"--feature-gates={KUEUE_FEATURE_GATES}", "--zap-log-level=2",
-    ], env={"KUBECONFIG": str(kubeconfig)})
-    # Ready once its certificate controller has written the serving certificate and the webhook
-    # server answers with it.
-    supervisor.wait_for(process, lambda: _ready(f"http://127.0.0.1:{health_port}/readyz"),
-                        timeout=READY_TIMEOUT_SECONDS, what="ready")
-    return process
+    ), env={"KUBECONFIG": str(layout.kubeconfig)}, after=("kube-apiserver",),
+        ready=Ready(f"{layout.url('kueue-health')}/readyz"))
 
 
 def karpenter_environment(chart_objects: list[dict[str, Any]]) -> dict[str, str]:
     """The controller settings of the chart's Karpenter Deployment (plain values only)."""
     deployment = _find(chart_objects, "Deployment", *KARPENTER_DEPLOYMENT)
     if deployment is None:
-        raise ValueError(f"the Karpenter chart rendered no Deployment {'/'.join(KARPENTER_DEPLOYMENT)}")
+        raise LocalError(f"the Karpenter chart rendered no Deployment {'/'.join(KARPENTER_DEPLOYMENT)}", CHART_FIX)
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     return {e["name"]: str(e["value"]) for e in container.get("env") or [] if "value" in e}
 
 
-def start_karpenter(supervisor: Supervisor, state: Path, kubeconfig: Path, chart_objects: list[dict[str, Any]],
-                    instance_types_file: Path) -> Started:
-    metrics_port, health_port = free_port(), free_port()
+def karpenter_files(layout: Layout, instance_types: list[dict[str, Any]]) -> tuple[File, ...]:
+    """The instance types Karpenter's KWOK provider offers (``fleet.karpenter_instance_types``)."""
+    return (File(layout.karpenter_instance_types, (json.dumps(instance_types, indent=2) + "\n").encode()),)
+
+
+def karpenter_process(layout: Layout, chart_objects: list[dict[str, Any]]) -> Process:
     env = {
         **karpenter_environment(chart_objects),
-        "KUBECONFIG": str(kubeconfig),
+        "KUBECONFIG": str(layout.kubeconfig),
         "SYSTEM_NAMESPACE": KARPENTER_NAMESPACE,
         "DISABLE_LEADER_ELECTION": "true",
-        "METRICS_PORT": str(metrics_port),
-        "HEALTH_PROBE_PORT": str(health_port),
-        "INSTANCE_TYPES_FILE_PATH": str(instance_types_file),
+        "METRICS_PORT": str(layout.ports["karpenter-metrics"]),
+        "HEALTH_PROBE_PORT": str(layout.ports["karpenter-health"]),
+        "INSTANCE_TYPES_FILE_PATH": str(layout.karpenter_instance_types),
     }
-    process = supervisor.start("karpenter", [str(bin_dir(KARPENTER_KWOK) / "karpenter-kwok")], env=env)
-    supervisor.wait_for(process, lambda: _ready(f"http://127.0.0.1:{health_port}/readyz"),
-                        timeout=READY_TIMEOUT_SECONDS, what="ready")
-    return process
+    return Process("karpenter", layout.binary(KARPENTER_KWOK, "karpenter-kwok"), env=env, after=("kube-apiserver",),
+                   ready=Ready(f"{layout.url('karpenter-health')}/readyz"))
 
 
-def kwok_crds() -> list[dict[str, Any]]:
-    """The KWOK provider's KWOKNodeClass CRD, from the module Karpenter was built from."""
-    folder = bin_dir(KARPENTER_KWOK)
-    return [yaml.safe_load((folder / "karpenter.kwok.sh_kwoknodeclasses.yaml").read_text())]
+KWOK_NODE_CLASS_CRD = ("kwoknodeclasses.karpenter.kwok.sh", "karpenter.kwok.sh_kwoknodeclasses.yaml")
+"""The KWOK provider's KWOKNodeClass CRD: its name, and its file in the module Karpenter was built from."""

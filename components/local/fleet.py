@@ -13,9 +13,7 @@ pools start empty: Karpenter launches their nodes.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Optional
 
 from ..config import GpuTrainingPlatformArgs
@@ -211,7 +209,3 @@ def karpenter_instance_types(
                         entry["offerings"].append(offering)
     return list(offered.values())
 
-
-def write_instance_types(path: Path, types: list[dict[str, Any]]) -> Path:
-    path.write_text(json.dumps(types, indent=2) + "\n")
-    return path

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from .errors import LocalError
+
 TABLE = Path(__file__).parent / "data" / "instance-types.json"
 """The shipped table (package data), generated from the upstream reference."""
 
@@ -42,8 +44,10 @@ class InstanceTypeFacts:
         return int(self.labels["karpenter.k8s.aws/instance-memory"])
 
 
-class UnknownInstanceType(KeyError):
-    pass
+class UnknownInstanceType(LocalError, KeyError):
+    """An instance type the shipped table has no figures for, so no node of it can be simulated."""
+
+    fix = "name an instance type the table lists, or regenerate it (scripts/generate_package_data.py)"
 
 
 def parse_table(text: str) -> dict[str, InstanceTypeFacts]:

@@ -17,12 +17,16 @@ later (Karpenter's) and for agent pods that come and go, as the agent on each no
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Optional
 
 from ..aws.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
 from ..facts.gpu_nodes import GPU_RESOURCE
+from .layout import Layout
+from .processes import Process
 
 CONDITION = "AcceleratedHardwareReady"
 AGENT, HOST_ENGINE = AGENT_DAEMONSETS
@@ -66,6 +70,12 @@ def report_accelerated_hardware(core: Any) -> list[str]:
         core.patch_node_status(node.metadata.name, {"status": {"conditions": [condition]}})
         reported.append(node.metadata.name)
     return reported
+
+
+def node_health_process(layout: Layout) -> Process:
+    """The reporter beside the cluster, run by this interpreter (it has the package)."""
+    return Process("node-health", Path(sys.executable), ("-m", "eks_gpu_training.local.node_health",
+                                                         f"--kubeconfig={layout.kubeconfig}"), after=("kube-apiserver",))
 
 
 def main(argv: Optional[list[str]] = None) -> int:

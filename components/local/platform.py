@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from .errors import LocalError
+
 HOOKS_APPLIED = {"pre-install", "post-install"}
 """Helm hooks a first install runs; the rest (upgrade, delete, test) never run on ``helm install``."""
 KWOK_NODE_CLASS = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
@@ -35,8 +37,11 @@ FIELD_MANAGER = "eks-gpu-training-local"
 CRD_TIMEOUT_SECONDS = 60
 
 
-class ApplyError(RuntimeError):
+class ApplyError(LocalError):
     """The API server refused an object; the message names it and carries the server's words."""
+
+    fix = ("the API server judged the stack's render: fix the stack (or the chart values it sets) so that "
+           "`eks-gpu-training-render` and `eks-gpu-training-check` pass, then `up` again")
 
 
 @dataclass

@@ -1,8 +1,14 @@
-"""Start, watch and stop the local control plane's processes, each by the pid it was started with.
+"""The local cluster's processes as data, and the one supervisor that starts and stops them.
+
+A ``Process`` is a record (name, binary, arguments, environment, the processes it starts after,
+how it shows it is ready), built by pure functions from the cluster's ``Layout``; nothing about
+it is decided where it starts, so a dry run prints exactly what would run. ``Supervisor.start_all``
+starts records in the order their ``after`` names give, each ready before what starts after it.
 
 Every process gets its own session (so a signal reaches it and nothing else), a log file, and a pid
-file in the state folder. ``stop_all`` stops exactly the pids recorded there, checking that each pid
-still runs the binary it was started with, so a recycled pid is never signalled.
+file in the state folder. ``stop_all`` stops exactly the pids recorded there, last started first,
+checking that each pid still runs the binary it was started with, so a recycled pid is never
+signalled.
 """
 
 from __future__ import annotations
@@ -10,21 +16,109 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shlex
 import signal
 import socket
+import ssl
 import subprocess
 import time
-from dataclasses import dataclass
+import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
+
+from .errors import LocalError
 
 STOP_GRACE_SECONDS = 10
 """How long a process has to exit after SIGTERM before it is killed."""
 LOG_TAIL_LINES = 30
+READY_TIMEOUT_SECONDS = 120
+"""How long a process has to become ready (a cold API server takes tens of seconds on 2 cores)."""
 
 
-class ProcessFailed(RuntimeError):
-    """A process exited or never became ready; the message carries the tail of its log."""
+class ProcessFailed(LocalError):
+    """A process exited or never became ready; the details carry the tail of its log."""
+
+
+class ProcessOrderError(LocalError):
+    """Processes whose ``after`` names no process, or a cycle of them."""
+
+    fix = "a builder of the local cluster's processes named them wrong; report it with the command line"
+
+
+@dataclass(frozen=True)
+class Ready:
+    """When a process counts as started: ``url`` (on loopback) answers 200, its body holding
+    ``body`` when that is given. An https URL is checked against ``ca`` and presents the client
+    certificate ``client`` (certificate, key) when those are given, else it is not verified (a
+    controller's own self-signed serving certificate)."""
+
+    url: str
+    body: Optional[str] = None
+    ca: Optional[Path] = None
+    client: Optional[tuple[Path, Path]] = None
+    timeout: float = READY_TIMEOUT_SECONDS
+
+    def describe(self) -> str:
+        return f"{self.url} answers 200" + (f" with {self.body!r}" if self.body else "")
+
+    def probe(self) -> bool:
+        context = None
+        if self.url.startswith("https:"):
+            context = ssl.create_default_context(cafile=str(self.ca) if self.ca else None)
+            if self.ca is None:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            if self.client:
+                context.load_cert_chain(str(self.client[0]), str(self.client[1]))
+        with urllib.request.urlopen(self.url, timeout=5, context=context) as response:  # noqa: S310 - loopback only
+            text = response.read().decode(errors="replace")
+            return response.status == 200 and (self.body is None or self.body in text)
+
+
+@dataclass(frozen=True)
+class Process:
+    """One process of the local cluster, as data: what runs, with what, after what."""
+
+    name: str
+    binary: Path
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    """Set on top of this process's own environment."""
+    after: tuple[str, ...] = ()
+    """The processes that must be started (and ready, where they say how) before this one."""
+    ready: Optional[Ready] = None
+    """How it shows it is ready; None: started is enough."""
+
+    @property
+    def command(self) -> list[str]:
+        return [str(self.binary), *self.args]
+
+    def command_line(self) -> str:
+        """The command as a shell would run it, its environment first."""
+        return shlex.join([*(f"{key}={value}" for key, value in self.env.items()), *self.command])
+
+
+def start_order(processes: Iterable[Process], started: Iterable[str] = ()) -> list[Process]:
+    """``processes`` ordered so that each comes after every process its ``after`` names, otherwise
+    in the order given; ``started`` names processes already running. ``ProcessOrderError`` for an
+    ``after`` naming neither, or a cycle."""
+    pending = list(processes)
+    done = set(started)
+    known = done | {process.name for process in pending}
+    unknown = [f"{process.name} after {name}" for process in pending for name in process.after if name not in known]
+    if unknown:
+        raise ProcessOrderError("processes start after processes there are not: " + ", ".join(unknown))
+    ordered: list[Process] = []
+    while pending:
+        free = next((process for process in pending if set(process.after) <= done), None)
+        if free is None:
+            raise ProcessOrderError("processes wait for each other in a cycle: " + ", ".join(
+                f"{process.name} after {'+'.join(process.after)}" for process in pending))
+        ordered.append(free)
+        done.add(free.name)
+        pending.remove(free)
+    return ordered
 
 
 def free_port() -> int:
@@ -61,19 +155,29 @@ class Started:
         return _runs(self.pid, self.binary)
 
     def failure(self, what: str) -> ProcessFailed:
-        return ProcessFailed(f"{self.name} {what}; the last lines of {self.log}:\n{log_tail(self.log)}")
+        return ProcessFailed(f"{self.name} {what}", f"read its log, {self.log}",
+                             details=f"the last lines of {self.log}:\n{log_tail(self.log)}")
+
+
+EXEC_SETTLE_READS = 20
+"""Reads of an empty command line, 10 ms apart, before a process counts as not running it: a
+process the kernel is still exec'ing shows an empty ``/proc/PID/cmdline`` for a moment."""
 
 
 def _runs(pid: int, binary: str) -> bool:
     """Whether ``pid`` is alive and still runs ``binary`` (not a pid the kernel gave to another process)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return False
-    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
-        return False
-    return bool(cmdline) and cmdline[0].decode(errors="replace") == binary
+    for _ in range(EXEC_SETTLE_READS):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            return False
+        if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+            return False
+        if cmdline:
+            return cmdline.split(b"\0")[0].decode(errors="replace") == binary
+        time.sleep(0.01)
+    return False
 
 
 PR_SET_PDEATHSIG = 1
@@ -98,20 +202,31 @@ class Supervisor:
         self.record = state / "pids.json"
         self.started: dict[str, Started] = {}
 
-    def start(self, name: str, command: list[str], *, env: Optional[dict[str, str]] = None,
-              cwd: Optional[Path] = None) -> Started:
+    def start(self, process: Process) -> Started:
+        """Start ``process`` (not waiting until it is ready)."""
         self.logs.mkdir(parents=True, exist_ok=True)
-        log = self.logs / f"{name}.log"
+        log = self.logs / f"{process.name}.log"
         with open(log, "ab") as out:
             popen = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True,
+                process.command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, **process.env}, start_new_session=True,
                 preexec_fn=_die_with_parent if self.attached else None,
             )
-        process = Started(name, popen.pid, command[0], log, popen)
-        self.started[name] = process
+        started = Started(process.name, popen.pid, str(process.binary), log, popen)
+        self.started[process.name] = started
         self._write()
-        return process
+        return started
+
+    def start_all(self, processes: Iterable[Process], *, log: Callable[[str], None] = print) -> list[Started]:
+        """Start ``processes`` in ``start_order``, each ready before the next starts."""
+        started = []
+        for process in start_order(processes, self.started):
+            log(f"starting {process.name}" + (f", ready when {process.ready.describe()}" if process.ready else ""))
+            running = self.start(process)
+            if process.ready is not None:
+                self.wait_for(running, process.ready.probe, timeout=process.ready.timeout, what="ready")
+            started.append(running)
+        return started
 
     def _write(self) -> None:
         self.record.write_text(json.dumps(

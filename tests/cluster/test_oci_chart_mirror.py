@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from chart_mirror import OciChartMirror, package_charts, render_with_stack_mirror
+from go_tools import DISTRIBUTION
 from harness import REFERENCE
 
 from eks_gpu_training.local import build as builds
@@ -25,7 +26,7 @@ def oci_mirror(tmp_path_factory):
     if not REFERENCE.is_dir():
         pytest.fail(f"the OCI mirror tests cannot run: no reference charts at {REFERENCE} to push", pytrace=False)
     try:
-        registry = builds.build(builds.DISTRIBUTION, log=print) / "registry"
+        registry = builds.build(DISTRIBUTION, log=print) / "registry"
     except builds.BuildError as error:
         pytest.fail(f"the OCI mirror tests cannot run: {error}", pytrace=False)
     work = tmp_path_factory.mktemp("oci-mirror")

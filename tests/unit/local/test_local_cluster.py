@@ -200,9 +200,9 @@ def test_attached_processes_end_with_the_process_that_started_them_even_when_it_
     starter = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from eks_gpu_training.local.processes import Supervisor
+        from eks_gpu_training.local.processes import Process, Supervisor
         supervisor = Supervisor(Path({str(tmp_path)!r}), attached=True)
-        supervisor.start("sleeper", ["/bin/sleep", "300"])
+        supervisor.start(Process("sleeper", Path("/bin/sleep"), ("300",)))
         print("started", flush=True)
         time.sleep(300)
     """)], stdout=subprocess.PIPE, text=True)
@@ -217,10 +217,10 @@ def test_stop_all_stops_each_recorded_process_and_never_a_pid_running_another_bi
     import json
     import subprocess
 
-    from eks_gpu_training.local.processes import Supervisor
+    from eks_gpu_training.local.processes import Process, Supervisor
 
     supervisor = Supervisor(tmp_path)
-    started = supervisor.start("sleeper", ["/bin/sleep", "300"])
+    started = supervisor.start(Process("sleeper", Path("/bin/sleep"), ("300",)))
     stranger = subprocess.Popen(["/bin/sleep", "300"])
     try:
         record = json.loads((tmp_path / "pids.json").read_text())

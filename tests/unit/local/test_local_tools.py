@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from eks_gpu_training.local import build as builds
 
 
@@ -53,11 +55,31 @@ def test_tools_folder_links_every_built_tool(tmp_path):
     assert (folder / "pulumi").resolve() == builds.bin_dir(builds.PULUMI, tmp_path) / "pulumi"
 
 
-def test_the_oci_registry_is_distribution_v3_1_2_built_for_the_tests_only():
-    assert builds.DISTRIBUTION.version == "v3.1.2"
-    assert builds._built_names(builds.DISTRIBUTION) == {"registry": "registry"}
-    assert builds.GROUPS["test-tools"] == (builds.DISTRIBUTION,)
-    assert builds.DISTRIBUTION not in builds.CONTROL_PLANE + builds.TOOLS
+def test_the_oci_registry_is_distribution_v3_1_2_catalogued_beside_the_tests_that_run_it(tmp_path):
+    from go_tools import CATALOGUE, DISTRIBUTION
+
+    assert DISTRIBUTION.wrapper == CATALOGUE.parent / "distribution"
+    assert DISTRIBUTION.version == "v3.1.2"
+    assert DISTRIBUTION.version_variable == "github.com/distribution/distribution/v3/version.version"
+    assert builds._built_names(DISTRIBUTION) == {"registry": "registry"}
+    # The cache key is the component's name and version, wherever its wrapper is.
+    assert builds.bin_dir(DISTRIBUTION, tmp_path) == tmp_path / "bin" / "distribution-v3.1.2"
+    assert "distribution" not in {c.name for group in builds.GROUPS.values() for c in group}
+
+
+def test_a_catalogue_names_only_fields_a_component_has(tmp_path):
+    catalogue = tmp_path / "catalogue.json"
+    catalogue.write_text('{"groups": {"g": [{"name": "x", "module": "m", "binaries": {}, "verison": "v1"}]}}')
+    with pytest.raises(builds.BuildError) as refused:
+        builds.load_catalogue(catalogue)
+    assert refused.value.what == f"{catalogue}: x has no field verison"
+
+
+def test_the_builder_refuses_a_group_its_catalogue_lacks_naming_those_it_has(capsys):
+    from go_tools import CATALOGUE
+
+    assert builds.main(["--catalogue", str(CATALOGUE), "control-plane"]) == 1
+    assert capsys.readouterr().err == f"build failed: no group control-plane in {CATALOGUE} — name one of test-tools\n"
 
 
 def test_a_binaries_folder_comes_from_the_flag_else_the_environment(monkeypatch, tmp_path, capsys):

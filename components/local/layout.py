@@ -1,0 +1,132 @@
+"""Where one local cluster's files are and which loopback ports it listens on, decided before
+anything starts: every process record and every object pointing at a process is built from it."""
+
+from __future__ import annotations
+
+import random
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from .build import KUBERNETES, GoComponent, bin_dir
+from .pki import Pki
+from .processes import free_port
+
+PORTS = (
+    "etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok",
+    "kueue-webhook", "kueue-health", "karpenter-metrics", "karpenter-health",
+)
+"""Every port the cluster's processes listen on, each on 127.0.0.1."""
+
+
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+"""The ports the kernel gives outgoing connections (and ``bind`` to port 0). Kueue's and
+Karpenter's ports are chosen a minute before they listen, while every client of the API server
+opens connections: one chosen from this range was seen taken by then ("bind: address already in
+use"), so the cluster's ports come from below it."""
+LISTEN_PORTS_FROM = 10000
+"""The lowest port the cluster listens on, above the registered services most machines run."""
+
+
+def _listen_range() -> range:
+    try:
+        ephemeral_low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return range(0)
+    return range(LISTEN_PORTS_FROM, ephemeral_low)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(names: tuple[str, ...] = PORTS) -> dict[str, int]:
+    """A port free now for each name, no two the same: at random below the ephemeral range, where
+    no outgoing connection takes it before its process listens (else any free port)."""
+    candidates = _listen_range()
+    ports: dict[str, int] = {}
+    for _ in range(len(candidates)):
+        if len(ports) == len(names):
+            break
+        port = random.choice(candidates)  # noqa: S311 - a port number, not a secret
+        if port not in ports.values() and _bindable(port):
+            ports[names[len(ports)]] = port
+    while len(ports) < len(names):
+        port = free_port()
+        if port not in ports.values():
+            ports[names[len(ports)]] = port
+    return ports
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One local cluster's state folder, ports and binaries."""
+
+    state: Path
+    ports: dict[str, int]
+    kubernetes: GoComponent = KUBERNETES
+    """The Kubernetes minor's component (``build.kubernetes_for``) whose binaries run."""
+    cache: Optional[Path] = None
+    """The build cache the binaries come from (default: ``build.cache_root()``)."""
+
+    @classmethod
+    def allocate(cls, state: Path, *, kubernetes: GoComponent = KUBERNETES, cache: Optional[Path] = None) -> "Layout":
+        return cls(state, free_ports(), kubernetes, cache)
+
+    def binary(self, component: GoComponent, name: str) -> Path:
+        return bin_dir(component, self.cache) / name
+
+    def url(self, port: str, scheme: str = "http") -> str:
+        return f"{scheme}://127.0.0.1:{self.ports[port]}"
+
+    @property
+    def server(self) -> str:
+        return self.url("apiserver", "https")
+
+    @property
+    def pki(self) -> Pki:
+        return Pki(self.state / "pki")
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state / "kubeconfig"
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.state / "etcd"
+
+    @property
+    def kwok_config(self) -> Path:
+        return self.state / "kwok.yaml"
+
+    @property
+    def kueue_config(self) -> Path:
+        return self.state / "kueue-config.yaml"
+
+    @property
+    def kueue_certs(self) -> Path:
+        return self.state / "kueue-certs"
+
+    @property
+    def karpenter_instance_types(self) -> Path:
+        return self.state / "karpenter-instance-types.json"
+
+
+@dataclass(frozen=True)
+class File:
+    """A file a process reads, written in the state folder before it starts."""
+
+    path: Path
+    data: bytes
+    mode: int = 0o644
+
+    def write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_bytes(self.data)
+        self.path.chmod(self.mode)

@@ -1,0 +1,12 @@
+"""The Go components only this tier runs, from the catalogue beside it (``go/catalogue.json``),
+built by the package's builder into the same cache as the control plane."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eks_gpu_training.local import build as builds
+
+CATALOGUE = Path(__file__).parent / "go" / "catalogue.json"
+TEST_TOOLS = builds.load_catalogue(CATALOGUE)["test-tools"]
+(DISTRIBUTION,) = TEST_TOOLS

@@ -1,0 +1,107 @@
+"""``up`` as named stages of data, and ``up --dry-run`` printing them: the dev stack rendered with
+its charts (from the session's loopback mirror), planned against a fixed layout, without Go."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import REFERENCE
+
+from eks_gpu_training.local import build as builds
+from eks_gpu_training.local.__main__ import main
+from eks_gpu_training.local.cluster import LocalCluster
+from eks_gpu_training.local.layout import PORTS, Layout
+from eks_gpu_training.local.platform import collect, describe
+from eks_gpu_training.local.stages import ObjectFile, describe_plan
+
+pytestmark = pytest.mark.skipif(not REFERENCE.is_dir(), reason=f"the stages are planned from dev's charts, served from {REFERENCE}")
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory):
+    """dev's render, and the cluster that planned it."""
+    folder = tmp_path_factory.mktemp("dev-stages")
+    cluster = LocalCluster("dev", folder / "state", log=lambda line: None)
+    render = cluster._render(folder / "render")
+    layout = Layout(folder / "state", {name: 30000 + index for index, name in enumerate(PORTS)}, cache=folder / "cache")
+    return cluster, render, layout
+
+
+def _names(objects) -> list[str]:
+    return [f"{obj.kind} {obj.name}" if isinstance(obj, ObjectFile) else describe(obj) for obj in objects]
+
+
+def test_up_runs_its_stages_in_the_order_the_platform_needs(dev):
+    cluster, render, layout = dev
+    stages = cluster.plan(render, layout).stages
+    assert [stage.name for stage in stages] == [
+        "control-plane", "fleet", "eks-system", "crds", "namespaces", "webhooks", "karpenter", "platform", "node-health"]
+    assert [stage.name for stage in cluster.plan(render, layout, bare=True).stages] == ["control-plane", "fleet", "eks-system"]
+
+
+def test_every_object_of_the_render_is_applied_once_or_left_out_with_its_reason(dev):
+    cluster, render, layout = dev
+    planned = cluster.plan(render, layout)
+    applied = [name for stage in planned.stages[3:] for name in _names(stage.objects)]
+    assert len(applied) == len(set(applied))
+    left_out = {reason.split(":")[0] for reason in planned.platform.left_out}
+    rendered = {describe(obj) for obj in collect(render["stack_objects"], render["chart_objects"]).all()}
+    # The loopback certificate Secret replaces the chart's; the KWOK node class and its CRD are the local cluster's own.
+    own = {"Secret kueue-system/kueue-webhook-server-cert", "CustomResourceDefinition kwoknodeclasses.karpenter.kwok.sh",
+           "KWOKNodeClass default"}
+    assert set(applied) - own == rendered - left_out
+
+
+def test_kueue_starts_once_its_secret_and_webhooks_are_in_and_they_point_at_its_port(dev):
+    cluster, render, layout = dev
+    webhooks = next(stage for stage in cluster.plan(render, layout).stages if stage.name == "webhooks")
+    assert [obj["kind"] for obj in webhooks.objects][:1] == ["Secret"]
+    mutating = next(obj for obj in webhooks.objects if obj["kind"] == "MutatingWebhookConfiguration")
+    assert all(hook["clientConfig"]["url"].startswith("https://127.0.0.1:30006/") for hook in mutating["webhooks"])
+    [kueue] = webhooks.processes
+    assert kueue.ready.url == "http://127.0.0.1:30007/readyz"
+    config = next(file for file in webhooks.files if file.path == layout.kueue_config)
+    assert b"port: 30006" in config.data
+    assert f"--config={layout.kueue_config}" in kueue.args
+
+
+def test_karpenter_gets_the_charts_settings_and_the_layouts_ports(dev):
+    cluster, render, layout = dev
+    stage = next(stage for stage in cluster.plan(render, layout).stages if stage.name == "karpenter")
+    [karpenter] = stage.processes
+    assert karpenter.env["HEALTH_PROBE_PORT"] == "30009"
+    assert karpenter.env["METRICS_PORT"] == "30008"
+    assert karpenter.env["INSTANCE_TYPES_FILE_PATH"] == str(layout.karpenter_instance_types)
+    assert "FEATURE_GATES" in karpenter.env  # from the chart's Deployment
+    assert _names(stage.objects) == ["KWOKNodeClass default"]
+
+
+def test_the_dry_run_prints_each_command_line_and_object_in_the_order_up_takes_them(dev):
+    cluster, render, layout = dev
+    lines = describe_plan(cluster.plan(render, layout), layout)
+    starts = [line.split(":")[0].strip() for line in lines if line.startswith("  start ")]
+    assert starts == ["start etcd", "start kube-apiserver after etcd", "start kube-controller-manager after kube-apiserver",
+                      "start kube-scheduler after kube-apiserver", "start kwok after kube-apiserver",
+                      "start kueue after kube-apiserver", "start karpenter after kube-apiserver",
+                      "start node-health after kube-apiserver"]
+    etcd = next(line for line in lines if line.startswith("  start etcd: "))
+    assert etcd.startswith(f"  start etcd: {layout.cache}/bin/etcd-{builds.ETCD.version}/etcd --name=local ")
+    kueue = next(line for line in lines if line.startswith("  start kueue "))
+    assert f": KUBECONFIG={layout.kubeconfig} {layout.cache}/bin/kueue-{builds.KUEUE.version}/kueue " in kueue
+    webhooks = lines.index("stage webhooks: Kueue's webhook Secret and the webhook configurations, then Kueue beside the cluster")
+    assert lines[webhooks + 1] == f"  write {layout.kueue_config}"
+    assert "  apply Node dev-gpu-0" in lines
+    assert lines.index("  apply Namespace kueue-system") < lines.index("  apply Secret kueue-system/kueue-webhook-server-cert")
+    assert "  wait until every CRD of the stage is Established" in lines
+
+
+def test_up_dry_run_builds_starts_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(builds.CACHE_ENV, str(tmp_path / "cache"))
+    state = tmp_path / "state"
+    assert main(["up", "dev", "--dry-run", "--bare", "--state-dir", str(state)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "dry run of up dev: nothing is built, started or applied"
+    assert f"component etcd {builds.ETCD.stamp} in {tmp_path / 'cache' / 'bin'}/etcd-{builds.ETCD.version} (not built: up builds it first)" in out
+    assert "stage eks-system: the DaemonSets EKS itself runs on every node" in out
+    assert not state.exists()
+    assert not (tmp_path / "cache" / "bin").exists()

@@ -225,6 +225,54 @@ class Applier:
             self.dynamic.resources.invalidate_cache()
         raise ApplyError("the API server serves no kind for: " + ", ".join(describe(o) for o in pending))
 
+    def get(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None) -> Optional[dict[str, Any]]:
+        """The object as the API server holds it; None when it holds none of that name."""
+        from kubernetes.client.exceptions import ApiException
+
+        resource = self.resource({"apiVersion": api_version, "kind": kind})
+        try:
+            return resource.get(name=name, namespace=namespace).to_dict()
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise ApplyError(f"{_named(kind, name, namespace)} not read: {_server_message(error)}") from None
+
+    def list(self, api_version: str, kind: str, namespace: Optional[str] = None, *,
+             label_selector: str = "") -> list[dict[str, Any]]:
+        """The objects of a kind (in ``namespace``, else in every namespace) matching ``label_selector``."""
+        from kubernetes.client.exceptions import ApiException
+
+        resource = self.resource({"apiVersion": api_version, "kind": kind})
+        try:
+            return resource.get(namespace=namespace, label_selector=label_selector or None).to_dict()["items"]
+        except ApiException as error:
+            where = f" in {namespace}" if namespace else ""
+            raise ApplyError(f"{kind} objects{where} not listed: {_server_message(error)}") from None
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None, *,
+               propagation: str = "Background", grace_seconds: Optional[int] = None) -> bool:
+        """Delete an object; False when there was none. ``propagation`` is the API's
+        ``propagationPolicy``: ``Background`` removes the object at once and its dependents after,
+        ``Foreground`` keeps it (with a deletionTimestamp) until the garbage collector has removed
+        every dependent that blocks it. ``grace_seconds`` unset keeps each pod's own grace period."""
+        from kubernetes.client.exceptions import ApiException
+
+        resource = self.resource({"apiVersion": api_version, "kind": kind})
+        body: dict[str, Any] = {"propagationPolicy": propagation}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        try:
+            resource.delete(name=name, namespace=namespace, body=body)
+        except ApiException as error:
+            if error.status == 404:
+                return False
+            raise ApplyError(f"{_named(kind, name, namespace)} not deleted: {_server_message(error)}") from None
+        return True
+
+
+def _named(kind: str, name: str, namespace: Optional[str]) -> str:
+    return describe({"kind": kind, "metadata": {"name": name, "namespace": namespace}})
+
 
 def _server_message(error) -> str:
     try:

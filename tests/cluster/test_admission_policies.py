@@ -14,6 +14,8 @@ import copy
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from eks_gpu_training.local.platform import ApplyError
+
 from eks_gpu_training.addons import topology_labeler as tl
 from eks_gpu_training.facts.gpu_nodes import network_layer_key
 from eks_gpu_training.workloads.host_network_admission import (
@@ -22,7 +24,8 @@ from eks_gpu_training.workloads.host_network_admission import (
 )
 from eks_gpu_training.workloads.templates import TrainingJobSpec, training_pod_template
 
-from kube import pod_manifest, unique, wait_for
+from environment import expect_refused, expect_refused_by, wait_for
+from manifests import PAUSE_IMAGE, pod_manifest, unique
 
 LABELER_SA = (tl.NAMESPACE, tl.SERVICE_ACCOUNT)
 LABELER_POLICY = tl.NAME
@@ -46,17 +49,8 @@ def _labeler_user() -> str:
 
 def _labeler(cluster, node: str | None):
     """The labeler's identity as its pod on ``node`` presents it (``None``: a token without the claim)."""
-    return cluster.kube.as_user(_labeler_user(), groups=("system:serviceaccounts",),
-                                extra={NODE_NAME_CLAIM: node} if node else None)
-
-
-def _refusal(call) -> str:
-    try:
-        call()
-    except ApiException as error:
-        assert error.status in (403, 422), error.body
-        return error.body
-    raise AssertionError("the API server allowed it")
+    return cluster.env.as_user(_labeler_user(), groups=("system:serviceaccounts",),
+                               extra={NODE_NAME_CLAIM: node} if node else None)
 
 
 def _refused_by(policy: str, message: str, body: str) -> None:
@@ -66,42 +60,42 @@ def _refused_by(policy: str, message: str, body: str) -> None:
 
 
 def _labeler_policy_refuses(call, message: str) -> None:
-    _refused_by(LABELER_POLICY, message, _refusal(call))
+    _refused_by(LABELER_POLICY, message, expect_refused(call))
 
 
 @pytest.fixture
 def labeler_nodes(prod_cluster):
     """Two GPU nodes, the first stripped of its layer labels (as a node the labeler has not seen)."""
-    kube = prod_cluster.kube
-    nodes = kube.nodes("role=gpu-training,eks-gpu-training/pool")
+    env = prod_cluster.env
+    nodes = env.nodes("role=gpu-training,eks-gpu-training/pool")
     own, other = nodes[0], nodes[1]
     saved = {network_layer_key(layer): own.metadata.labels.get(network_layer_key(layer)) for layer in (1, 2, 3)}
-    kube.core.patch_node(own.metadata.name, {"metadata": {"labels": {key: None for key in saved}}})
+    env.core.patch_node(own.metadata.name, {"metadata": {"labels": {key: None for key in saved}}})
     yield own.metadata.name, other.metadata.name, saved
     for name in (own.metadata.name, other.metadata.name):
-        kube.core.patch_node(name, {"metadata": {"labels": {LAYER_4: None, PROBE_LABEL: None}}})
-    kube.core.patch_node(own.metadata.name, {"metadata": {"labels": saved}, "spec": {"unschedulable": None}})
+        env.core.patch_node(name, {"metadata": {"labels": {LAYER_4: None, PROBE_LABEL: None}}})
+    env.core.patch_node(own.metadata.name, {"metadata": {"labels": saved}, "spec": {"unschedulable": None}})
 
 
 @pytest.fixture
 def labelled_node(prod_cluster, labeler_nodes):
     """The labeler's own node with its layer 1-3 labels in place (as after the labeler's first pass)."""
     own, _, saved = labeler_nodes
-    prod_cluster.kube.core.patch_node(own, {"metadata": {"labels": saved}})
+    prod_cluster.env.core.patch_node(own, {"metadata": {"labels": saved}})
     return own, saved
 
 
 def test_the_labeler_may_add_layer_labels_to_its_own_node(prod_cluster, labeler_nodes):
     own, _, saved = labeler_nodes
     _labeler(prod_cluster, own).core.patch_node(own, {"metadata": {"labels": saved}})
-    labels = prod_cluster.kube.core.read_node(own).metadata.labels
+    labels = prod_cluster.env.core.read_node(own).metadata.labels
     assert all(labels[key] == value for key, value in saved.items())
 
 
 def test_the_labeler_may_add_a_fourth_layer_label_beside_existing_ones(prod_cluster, labelled_node):
     own, saved = labelled_node
     _labeler(prod_cluster, own).core.patch_node(own, {"metadata": {"labels": {LAYER_4: "nn-4"}}})
-    labels = prod_cluster.kube.core.read_node(own).metadata.labels
+    labels = prod_cluster.env.core.read_node(own).metadata.labels
     assert labels[LAYER_4] == "nn-4"
     assert all(labels[key] == value for key, value in saved.items())
 
@@ -123,7 +117,7 @@ def test_the_labeler_may_not_change_or_remove_a_topology_label(prod_cluster, lab
                             ONLY_ADD_LAYER_LABELS)
     _labeler_policy_refuses(lambda: labeler.core.patch_node(own, {"metadata": {"labels": {network_layer_key(1): None}}}),
                             ONLY_ADD_LAYER_LABELS)
-    assert prod_cluster.kube.core.read_node(own).metadata.labels[layer_3] == saved[layer_3]
+    assert prod_cluster.env.core.read_node(own).metadata.labels[layer_3] == saved[layer_3]
 
 
 def test_the_labeler_may_not_label_another_node(prod_cluster, labeler_nodes):
@@ -150,7 +144,7 @@ def test_the_labeler_may_not_cordon_or_annotate_its_node(prod_cluster, labeler_n
     _labeler_policy_refuses(lambda: labeler.core.patch_node(own, {"spec": {"unschedulable": True}}), NO_SPEC_OR_ANNOTATIONS)
     _labeler_policy_refuses(lambda: labeler.core.patch_node(own, {"metadata": {"annotations": {PROBE_LABEL: "x"}}}),
                             NO_SPEC_OR_ANNOTATIONS)
-    assert not prod_cluster.kube.core.read_node(own).spec.unschedulable
+    assert not prod_cluster.env.core.read_node(own).spec.unschedulable
 
 
 @pytest.fixture
@@ -158,54 +152,32 @@ def widened_labeler(prod_cluster):
     """The labeler's ServiceAccount granted more than its ClusterRole gives (create, delete, update
     and status writes on Nodes), and a Node of its own that no kubelet or KWOK manages: what the
     policy alone must then refuse."""
-    kube = prod_cluster.kube
+    env = prod_cluster.env
     name = unique("labeler-widened")
     namespace, account = LABELER_SA
-    kube.apply({"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": name}, "rules": [
+    env.apply({"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": name}, "rules": [
         {"apiGroups": [""], "resources": ["nodes", "nodes/status"],
          "verbs": ["get", "create", "update", "patch", "delete"]}]})
-    kube.apply({"apiVersion": RBAC, "kind": "ClusterRoleBinding", "metadata": {"name": name},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-                "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
+    env.apply({"apiVersion": RBAC, "kind": "ClusterRoleBinding", "metadata": {"name": name},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
     node = unique("labeler-probe-node")
-    kube.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {PROBE_LABEL: "x"}}})
+    env.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {PROBE_LABEL: "x"}}})
     yield _labeler(prod_cluster, node), node
-    kube.delete("v1", "Node", node)
-    kube.delete(RBAC, "ClusterRoleBinding", name)
-    kube.delete(RBAC, "ClusterRole", name)
-
-
-def _eventually_refused_by(policy: str, call, what: str, *, on_admitted=lambda result: None) -> str:
-    """The API server's refusal of ``call`` naming ``policy``, once what the test just changed is in
-    force; until then a refusal by RBAC (naming no policy) or an admission is retried."""
-    last = []
-
-    def attempt():
-        try:
-            result = call()
-        except ApiException as error:
-            assert error.status in (403, 422), error.body
-            last[:] = [error.body]
-            return error.body if f"ValidatingAdmissionPolicy '{policy}'" in error.body else None
-        last[:] = ["admitted"]
-        on_admitted(result)
-        return None
-
-    try:
-        return wait_for(attempt, what=what, timeout=30)
-    except AssertionError as error:
-        raise AssertionError(f"{error}; the last answer: {last[0] if last else None}") from None
+    env.delete("v1", "Node", node)
+    env.delete(RBAC, "ClusterRoleBinding", name)
+    env.delete(RBAC, "ClusterRole", name)
 
 
 def _policy_refuses_once_rbac_allows(call, message: str) -> None:
     """The request refused by the labeler's policy, once the widened RBAC is in force."""
-    _refused_by(LABELER_POLICY, message, _eventually_refused_by(LABELER_POLICY, call, "the labeler policy refusing it"))
+    _refused_by(LABELER_POLICY, message, expect_refused_by(LABELER_POLICY, call, what="the labeler policy refusing it"))
 
 
 def test_the_labeler_may_not_delete_its_node_even_when_rbac_allows_it(prod_cluster, widened_labeler):
     labeler, node = widened_labeler
     _policy_refuses_once_rbac_allows(lambda: labeler.core.delete_node(node), ONLY_LABEL_UPDATES)
-    assert prod_cluster.kube.core.read_node(node).metadata.deletion_timestamp is None
+    assert prod_cluster.env.core.read_node(node).metadata.deletion_timestamp is None
 
 
 def test_the_labeler_may_not_write_its_nodes_status_even_when_rbac_allows_it(prod_cluster, widened_labeler):
@@ -224,7 +196,7 @@ def test_the_labeler_may_not_create_a_node_even_when_rbac_allows_it(prod_cluster
         _policy_refuses_once_rbac_allows(lambda: labeler.core.create_node({
             "apiVersion": "v1", "kind": "Node", "metadata": {"name": created}}), ONLY_LABEL_UPDATES)
     finally:
-        prod_cluster.kube.delete("v1", "Node", created)
+        prod_cluster.env.delete("v1", "Node", created)
 
 
 def test_the_labeler_policy_does_not_match_other_users(prod_cluster, labeler_nodes):
@@ -232,24 +204,24 @@ def test_the_labeler_policy_does_not_match_other_users(prod_cluster, labeler_nod
     business only for the labeler: the node's own kubelet identity and a same-named ServiceAccount
     of another namespace, with the same RBAC, make it."""
     own, _, _ = labeler_nodes
-    kube = prod_cluster.kube
+    env = prod_cluster.env
     probe = {"metadata": {"labels": {PROBE_LABEL: "x"}}}
     _labeler_policy_refuses(lambda: _labeler(prod_cluster, own).core.patch_node(own, probe), ONLY_ADD_LAYER_LABELS)
 
     # The Node authorizer and NodeRestriction let a kubelet label its own node (outside their reserved prefixes).
-    kube.as_user(f"system:node:{own}", groups=("system:nodes",)).core.patch_node(own, probe)
-    assert kube.core.read_node(own).metadata.labels[PROBE_LABEL] == "x"
-    kube.core.patch_node(own, {"metadata": {"labels": {PROBE_LABEL: None}}})
+    env.as_user(f"system:node:{own}", groups=("system:nodes",)).core.patch_node(own, probe)
+    assert env.core.read_node(own).metadata.labels[PROBE_LABEL] == "x"
+    env.core.patch_node(own, {"metadata": {"labels": {PROBE_LABEL: None}}})
 
     _, account = LABELER_SA
     elsewhere = unique("elsewhere")
-    kube.ensure_namespace(elsewhere)
-    kube.apply({"apiVersion": RBAC, "kind": "ClusterRoleBinding", "metadata": {"name": elsewhere},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": tl.NAME},
-                "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": elsewhere}]})
+    env.ensure_namespace(elsewhere)
+    env.apply({"apiVersion": RBAC, "kind": "ClusterRoleBinding", "metadata": {"name": elsewhere},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": tl.NAME},
+               "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": elsewhere}]})
     try:
-        other = kube.as_user(f"system:serviceaccount:{elsewhere}:{account}", groups=("system:serviceaccounts",),
-                             extra={NODE_NAME_CLAIM: own})
+        other = env.as_user(f"system:serviceaccount:{elsewhere}:{account}", groups=("system:serviceaccounts",),
+                            extra={NODE_NAME_CLAIM: own})
 
         def labelled():
             try:
@@ -261,18 +233,18 @@ def test_the_labeler_policy_does_not_match_other_users(prod_cluster, labeler_nod
             return True
 
         wait_for(labelled, what=f"{elsewhere}'s {account} labelling the node", timeout=30)
-        assert kube.core.read_node(own).metadata.labels[PROBE_LABEL] == "x"
+        assert env.core.read_node(own).metadata.labels[PROBE_LABEL] == "x"
     finally:
-        kube.delete(RBAC, "ClusterRoleBinding", elsewhere)
-        kube.delete("v1", "Namespace", elsewhere)
+        env.delete(RBAC, "ClusterRoleBinding", elsewhere)
+        env.delete("v1", "Namespace", elsewhere)
 
 
 def test_broken_variant_without_the_policy_the_labeler_could_relabel_its_node(prod_cluster, labeler_nodes):
     """The binding removed: the API server no longer stops the write the policy exists to stop."""
     own, _, _ = labeler_nodes
-    kube = prod_cluster.kube
-    binding = kube.get(VAP, "ValidatingAdmissionPolicyBinding", LABELER_POLICY)
-    kube.delete(VAP, "ValidatingAdmissionPolicyBinding", LABELER_POLICY)
+    env = prod_cluster.env
+    binding = env.get(VAP, "ValidatingAdmissionPolicyBinding", LABELER_POLICY)
+    env.delete(VAP, "ValidatingAdmissionPolicyBinding", LABELER_POLICY)
     try:
         def relabelled():
             try:
@@ -282,10 +254,10 @@ def test_broken_variant_without_the_policy_the_labeler_could_relabel_its_node(pr
                 return False
         wait_for(relabelled, what="the labeler's write allowed once the policy is unbound", timeout=30)
     finally:
-        kube.core.patch_node(own, {"metadata": {"labels": {PROBE_LABEL: None}}})
-        kube.apply({"apiVersion": binding["apiVersion"], "kind": binding["kind"],
-                    "metadata": {"name": binding["metadata"]["name"], "labels": binding["metadata"].get("labels") or {}},
-                    "spec": binding["spec"]})
+        env.core.patch_node(own, {"metadata": {"labels": {PROBE_LABEL: None}}})
+        env.apply({"apiVersion": binding["apiVersion"], "kind": binding["kind"],
+                   "metadata": {"name": binding["metadata"]["name"], "labels": binding["metadata"].get("labels") or {}},
+                   "spec": binding["spec"]})
     # Back in force before the next test (its informer needs a moment).
     # (a fresh value each time: rewriting a label to the value it has changes nothing, which the policy allows)
     wait_for(lambda: _try(lambda: _labeler_policy_refuses(lambda: _labeler(prod_cluster, own).core.patch_node(
@@ -299,29 +271,29 @@ def test_broken_variant_without_the_policy_the_labeler_could_relabel_its_node(pr
 @pytest.fixture
 def host_network_namespace(prod_cluster):
     """A namespace as the platform makes one with ``podSecurity: privileged``, and the policy for it."""
-    kube = prod_cluster.kube
+    env = prod_cluster.env
     namespace = unique("host-network-probe")
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {
+    env.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {
         POD_SECURITY_LABEL: "privileged", PART_OF_LABEL: PART_OF}}})
-    kube.apply(host_network_policy_manifest())
-    kube.apply(host_network_policy_binding_manifest())
-    yield kube, namespace
-    kube.delete(VAP, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
-    kube.delete(VAP, "ValidatingAdmissionPolicy", POLICY_NAME)
-    kube.delete("v1", "Namespace", namespace)
+    env.apply(host_network_policy_manifest())
+    env.apply(host_network_policy_binding_manifest())
+    yield env, namespace
+    env.delete(VAP, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
+    env.delete(VAP, "ValidatingAdmissionPolicy", POLICY_NAME)
+    env.delete("v1", "Namespace", namespace)
 
 
 def _create_pod(target, **spec):
-    kube, namespace = target
+    env, namespace = target
     name = unique("hostnet")
-    kube.apply(pod_manifest(name, namespace, **spec))
+    env.apply(pod_manifest(name, namespace, **spec))
     return name
 
 
 def _try(call):
     try:
         return call()
-    except (ApiException, AssertionError):
+    except (ApiException, ApplyError, AssertionError):
         return None
 
 
@@ -337,17 +309,17 @@ def _training_pod_spec(**changes) -> dict:
 
 
 def _admitted(target, what: str, create) -> str:
-    kube, namespace = target
+    env, namespace = target
     name = wait_for(lambda: _try(create), what=what, timeout=30)
-    kube.delete_pod(namespace, name)
+    env.delete_pod(namespace, name)
     return name
 
 
-def _create_pod_spec(target, spec: dict, kube=None) -> str:
-    default_kube, namespace = target
+def _create_pod_spec(target, spec: dict, env=None) -> str:
+    default_env, namespace = target
     name = unique("hostnet")
-    (kube or default_kube).apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-                                  "spec": spec})
+    (env or default_env).apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+                                "spec": spec})
     return name
 
 
@@ -361,20 +333,20 @@ def test_the_host_network_policy_admits_the_rendered_host_network_training_pod(h
               lambda: _create_pod_spec(host_network_namespace, _training_pod_spec()))
 
 
-def _eventually_refused(target, what: str, *, spec: dict | None = None, kube=None, **pod_spec) -> str:
+def _eventually_refused(target, what: str, *, spec: dict | None = None, env=None, **pod_spec) -> str:
     """The host-network policy's refusal of a pod, once the policy (and any RBAC the test just
     granted) is in force: their informers need a moment, and until then the pod is admitted or RBAC
     refuses it."""
-    default_kube, namespace = target
-    client = kube or default_kube
+    default_env, namespace = target
+    client = env or default_env
 
     def create():
         return _create_pod_spec(target, spec, client) if spec is not None else _create_pod((client, namespace), **pod_spec)
 
-    return _eventually_refused_by(POLICY_NAME, create, what, on_admitted=lambda name: default_kube.delete_pod(namespace, name))
+    return expect_refused_by(POLICY_NAME, create, what=what, on_admitted=lambda name: default_env.delete_pod(namespace, name))
 
 
-PRIVILEGED = {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+PRIVILEGED = {"containers": [{"name": "main", "image": PAUSE_IMAGE,
                               "securityContext": {"privileged": True}}]}
 NO_PRIVILEGED = "privileged containers are not allowed here: this namespace allows host networking only"
 NO_HOST_PATH = "hostPath volumes are not allowed here: this namespace allows host networking only"
@@ -394,14 +366,14 @@ def test_the_host_network_policy_denies_privileged_pods_and_host_paths(host_netw
 def namespace_editors(host_network_namespace):
     """Identities other than the cluster admin that may create pods in the namespace: a user and
     two of the namespace's service accounts (the built-in ``edit`` role, bound in the namespace)."""
-    kube, namespace = host_network_namespace
+    env, namespace = host_network_namespace
     accounts = ("default", "other")
-    kube.apply({"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "editors", "namespace": namespace},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}] + [
-                    {"kind": "ServiceAccount", "name": account, "namespace": namespace} for account in accounts]})
-    return [kube.as_user("alice")] + [
-        kube.as_user(f"system:serviceaccount:{namespace}:{account}", groups=("system:serviceaccounts",))
+    env.apply({"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "editors", "namespace": namespace},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}] + [
+                   {"kind": "ServiceAccount", "name": account, "namespace": namespace} for account in accounts]})
+    return [env.as_user("alice")] + [
+        env.as_user(f"system:serviceaccount:{namespace}:{account}", groups=("system:serviceaccounts",))
         for account in accounts]
 
 
@@ -411,12 +383,12 @@ def test_a_privileged_container_is_denied_whoever_creates_it(host_network_namesp
     spec["containers"][0]["securityContext"].update(privileged=True, allowPrivilegeEscalation=True)
     for editor in namespace_editors:
         message = _eventually_refused(host_network_namespace, "the policy refusing a privileged training pod",
-                                      spec=spec, kube=editor)
+                                      spec=spec, env=editor)
         _refused_by(POLICY_NAME, NO_PRIVILEGED, message)
 
 
 def test_a_privileged_init_container_is_denied_too(host_network_namespace):
-    spec = _training_pod_spec(initContainers=[{"name": "setup", "image": "registry.k8s.io/pause:3.10",
+    spec = _training_pod_spec(initContainers=[{"name": "setup", "image": PAUSE_IMAGE,
                                                "securityContext": {"privileged": True}}])
     message = _eventually_refused(host_network_namespace, "the policy refusing a privileged init container", spec=spec)
     _refused_by(POLICY_NAME, NO_PRIVILEGED, message)
@@ -439,22 +411,22 @@ def test_capabilities_beyond_baseline_are_denied(host_network_namespace):
 def test_a_privileged_namespace_the_project_did_not_make_is_not_matched(host_network_namespace):
     """The policy selects only this project's privileged namespaces: in another privileged
     namespace a privileged pod is admitted, while in the project's it is refused."""
-    kube, _ = host_network_namespace
+    env, _ = host_network_namespace
     _eventually_refused(host_network_namespace, "the policy in force", **PRIVILEGED)
     foreign = unique("privileged-elsewhere")
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": foreign, "labels": {
+    env.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": foreign, "labels": {
         POD_SECURITY_LABEL: "privileged"}}})
     try:
-        _admitted((kube, foreign), "a privileged pod admitted in a namespace of someone else's",
-                  lambda: _create_pod((kube, foreign), **PRIVILEGED))
+        _admitted((env, foreign), "a privileged pod admitted in a namespace of someone else's",
+                  lambda: _create_pod((env, foreign), **PRIVILEGED))
     finally:
-        kube.delete("v1", "Namespace", foreign)
+        env.delete("v1", "Namespace", foreign)
 
 
 def test_broken_variant_without_the_policy_a_privileged_pod_is_admitted(host_network_namespace):
-    kube, _ = host_network_namespace
+    env, _ = host_network_namespace
     _eventually_refused(host_network_namespace, "the policy in force", **PRIVILEGED)
-    kube.delete(VAP, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
+    env.delete(VAP, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
     wait_for(lambda: _try(lambda: _create_pod(host_network_namespace, **PRIVILEGED)),
              what="a privileged pod admitted without the policy",
              timeout=30)

@@ -25,9 +25,9 @@ from eks_gpu_training.workloads.scheduling_policies import NamespacePolicy, Sche
 from eks_gpu_training.workloads.templates import TrainingJobSpec
 from eks_gpu_training.workloads.training_job import TrainingJob, TrainingJobArgs
 
-from conftest import start
+from clusters import start
 from engine import Engine, changed, exists
-from kube import wait_for
+from environment import wait_for
 
 JOB = "kubernetes:batch/v1:Job"
 PRIORITY_CLASS_TYPE = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
@@ -108,12 +108,12 @@ def engine(tools, bare_cluster, tmp_path_factory):
 # The tests below run in order on one stack: each starts from the state the previous one left.
 
 def test_up_creates_the_in_cluster_objects_and_a_second_preview_is_empty(engine, bare_cluster):
-    kube = bare_cluster.kube
+    env = bare_cluster.env
     engine.up(Settings())
-    scheduling = client.SchedulingV1Api(kube.api)
+    scheduling = client.SchedulingV1Api(env.api)
     assert scheduling.read_priority_class(PRIORITY_CLASS).value == 1000
-    assert kube.core.read_namespaced_resource_quota("gpu-quota", NAMESPACE).spec.hard["requests.nvidia.com/gpu"] == "16"
-    job = kube.batch.read_namespaced_job(APP, NAMESPACE)
+    assert env.core.read_namespaced_resource_quota("gpu-quota", NAMESPACE).spec.hard["requests.nvidia.com/gpu"] == "16"
+    job = env.batch.read_namespaced_job(APP, NAMESPACE)
     assert job.spec.template.spec.containers[0].image == "registry.local/trainer:1"
     # expect_no_changes makes the preview itself fail on any change.
     assert changed(engine.plan(Settings(), expect_no_changes=True)) == {}
@@ -123,7 +123,7 @@ def test_a_job_image_change_neither_replaces_nor_deletes_the_job(engine, bare_cl
     plan = changed(engine.plan(Settings(image="registry.local/trainer:2")))
     assert f"{JOB} {APP}-job" not in plan, plan
     engine.up(Settings(image="registry.local/trainer:2"))
-    job = bare_cluster.kube.batch.read_namespaced_job(APP, NAMESPACE)
+    job = bare_cluster.env.batch.read_namespaced_job(APP, NAMESPACE)
     assert job.spec.template.spec.containers[0].image == "registry.local/trainer:1"
 
 
@@ -135,7 +135,7 @@ def test_a_priority_class_value_change_replaces_the_class(engine, bare_cluster):
         f"{PRIORITY_CLASS_TYPE} engine-{PRIORITY_CLASS}": ["create-replacement", "delete-replaced", "replace"]}, plan
     assert f'PriorityClass.scheduling.k8s.io "{PRIORITY_CLASS}" is invalid: value: Forbidden: may not be changed in an update' in output
     engine.up(Settings(priority=2000))
-    scheduling = client.SchedulingV1Api(bare_cluster.kube.api)
+    scheduling = client.SchedulingV1Api(bare_cluster.env.api)
     assert scheduling.read_priority_class(PRIORITY_CLASS).value == 2000
 
 
@@ -143,7 +143,7 @@ def test_a_quota_change_updates_the_quota_in_place(engine, bare_cluster):
     plan = changed(engine.plan(Settings(priority=2000, gpus=32)))
     assert plan == {f"{QUOTA} engine-{NAMESPACE}-quota": ["update"]}, plan
     engine.up(Settings(priority=2000, gpus=32))
-    quota = bare_cluster.kube.core.read_namespaced_resource_quota("gpu-quota", NAMESPACE)
+    quota = bare_cluster.env.core.read_namespaced_resource_quota("gpu-quota", NAMESPACE)
     assert quota.spec.hard["requests.nvidia.com/gpu"] == "32"
 
 
@@ -155,7 +155,7 @@ def test_a_verifier_group_change_updates_the_binding_in_place(engine, bare_clust
     plan = changed(engine.plan(settings))
     assert plan == {"kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding engine-verify-cluster-role-binding": ["update"]}, plan
     engine.up(settings)
-    binding = client.RbacAuthorizationV1Api(bare_cluster.kube.api).read_cluster_role_binding(VERIFIER_ROLE_NAME)
+    binding = client.RbacAuthorizationV1Api(bare_cluster.env.api).read_cluster_role_binding(VERIFIER_ROLE_NAME)
     assert [(s.kind, s.name) for s in binding.subjects] == [("Group", "platform-oncall")]
 
 
@@ -166,36 +166,36 @@ def test_a_labeler_policy_change_updates_the_policy_in_place(engine, bare_cluste
     plan = changed(engine.plan(settings))
     assert plan == {VAP: ["update"]}, plan
     engine.up(settings)
-    policy = client.AdmissionregistrationV1Api(bare_cluster.kube.api).read_validating_admission_policy(
+    policy = client.AdmissionregistrationV1Api(bare_cluster.env.api).read_validating_admission_policy(
         topology_labeler.NAME)
     assert policy.spec.validations[0].message.endswith(UPGRADED)
 
 
 def test_a_new_revision_is_a_new_job_beside_the_previous_one_which_is_retained(engine, bare_cluster):
-    kube = bare_cluster.kube
+    env = bare_cluster.env
     settings = Settings(priority=2000, gpus=32, verifier_group="platform-oncall", labeler_policy_upgraded=True, revision=2)
     plan = changed(engine.plan(settings))
     assert plan[f"{JOB} {APP}-job-r2"] == ["create"], plan
     assert plan[f"{JOB} {APP}-job"] == ["delete"], plan
     engine.up(settings)
     # retainOnDelete: the previous revision's Job leaves the stack and keeps running.
-    assert {job.metadata.name for job in kube.batch.list_namespaced_job(NAMESPACE).items} == {APP, f"{APP}-r2"}
+    assert {job.metadata.name for job in env.batch.list_namespaced_job(NAMESPACE).items} == {APP, f"{APP}-r2"}
 
 
 def test_removing_the_training_job_keeps_the_job_and_deletes_its_service_and_pdb(engine, bare_cluster):
-    kube = bare_cluster.kube
+    env = bare_cluster.env
     engine.up(Settings(priority=2000, gpus=32, image=None, verifier_group="platform-oncall", labeler_policy_upgraded=True,
                        revision=2))
-    assert kube.batch.read_namespaced_job(f"{APP}-r2", NAMESPACE).metadata.name == f"{APP}-r2"
-    assert not exists(lambda: kube.core.read_namespaced_service(APP, NAMESPACE))
-    assert not exists(lambda: kube.policy.read_namespaced_pod_disruption_budget(APP, NAMESPACE))
+    assert env.batch.read_namespaced_job(f"{APP}-r2", NAMESPACE).metadata.name == f"{APP}-r2"
+    assert not exists(lambda: env.core.read_namespaced_service(APP, NAMESPACE))
+    assert not exists(lambda: env.policy.read_namespaced_pod_disruption_budget(APP, NAMESPACE))
 
 
 def test_destroy_removes_the_managed_objects(engine, bare_cluster):
-    kube = bare_cluster.kube
+    env = bare_cluster.env
     engine.destroy()
-    scheduling = client.SchedulingV1Api(kube.api)
+    scheduling = client.SchedulingV1Api(env.api)
     assert not exists(lambda: scheduling.read_priority_class(PRIORITY_CLASS))
-    assert not exists(lambda: client.RbacAuthorizationV1Api(kube.api).read_cluster_role(VERIFIER_ROLE_NAME))
-    wait_for(lambda: not exists(lambda: kube.core.read_namespace(NAMESPACE)), timeout=120,
+    assert not exists(lambda: client.RbacAuthorizationV1Api(env.api).read_cluster_role(VERIFIER_ROLE_NAME))
+    wait_for(lambda: not exists(lambda: env.core.read_namespace(NAMESPACE)), timeout=120,
              what=f"namespace {NAMESPACE} going")

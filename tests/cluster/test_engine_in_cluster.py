@@ -35,10 +35,11 @@ from eks_gpu_training.offline.chart_sources import MIRROR_ENV, ChartSources
 from eks_gpu_training.offline.engine import stack_config
 from harness import PROJECT_ROOT
 from eks_gpu_training.platform.loading import platform_args_from_settings
+from eks_gpu_training.platform.stack_files import stack_config_dir, stack_file_name
 
-from conftest import start
+from clusters import start
 from engine import Engine, changed, exists
-from kube import wait_for
+from environment import wait_for
 
 PROJECT = "eks-gpu-training"
 RELEASE = "kubernetes:helm.sh/v3:Release gpu-training-gpu-operator-release"
@@ -118,24 +119,24 @@ def engine(tools, bare_cluster, tmp_path_factory):
     engine.destroy_after_tests()
 
 
-def release_secrets(kube) -> list[str]:
+def release_secrets(env) -> list[str]:
     """Helm's record of each revision of the GPU Operator release (``sh.helm.release.v1.<name>.v<n>``)."""
-    secrets = kube.core.list_namespaced_secret(gpu_operator.NAMESPACE, label_selector="owner=helm,name=gpu-operator")
+    secrets = env.core.list_namespaced_secret(gpu_operator.NAMESPACE, label_selector="owner=helm,name=gpu-operator")
     return sorted(secret.metadata.name for secret in secrets.items)
 
 
 # The tests below run in order on one stack: each starts from the state the previous one left.
 
 def test_up_installs_the_in_cluster_half_from_local_charts_and_a_second_preview_is_empty(engine, bare_cluster):
-    kube = bare_cluster.kube
+    env = bare_cluster.env
     engine.up(Settings())
-    assert release_secrets(kube) == ["sh.helm.release.v1.gpu-operator.v1"]
+    assert release_secrets(env) == ["sh.helm.release.v1.gpu-operator.v1"]
     # Helm waited for the operator's Deployment before the release counted as installed.
-    operator = client.AppsV1Api(kube.api).read_namespaced_deployment("gpu-operator", gpu_operator.NAMESPACE)
+    operator = client.AppsV1Api(env.api).read_namespaced_deployment("gpu-operator", gpu_operator.NAMESPACE)
     assert operator.status.available_replicas == operator.spec.replicas
-    classes = {c.metadata.name for c in client.SchedulingV1Api(kube.api).list_priority_class().items}
+    classes = {c.metadata.name for c in client.SchedulingV1Api(env.api).list_priority_class().items}
     assert {c.name for c in bare_cluster.args.scheduling.priority_classes} <= classes
-    job = kube.batch.read_namespaced_job("rl-training", "training")
+    job = env.batch.read_namespaced_job("rl-training", "training")
     assert job.spec.suspend is True
     assert changed(engine.plan(Settings(), expect_no_changes=True)) == {}
 
@@ -145,8 +146,8 @@ def test_a_chart_version_bump_upgrades_the_release_in_place(engine, bare_cluster
     assert plan == {RELEASE: ["update"]}, plan
     engine.up(Settings(gpu_operator_version=UPGRADE))
     # A second revision of the same release (an upgrade), not a new release.
-    assert release_secrets(bare_cluster.kube) == ["sh.helm.release.v1.gpu-operator.v1", "sh.helm.release.v1.gpu-operator.v2"]
-    operator = client.AppsV1Api(bare_cluster.kube.api).read_namespaced_deployment("gpu-operator", gpu_operator.NAMESPACE)
+    assert release_secrets(bare_cluster.env) == ["sh.helm.release.v1.gpu-operator.v1", "sh.helm.release.v1.gpu-operator.v2"]
+    operator = client.AppsV1Api(bare_cluster.env.api).read_namespaced_deployment("gpu-operator", gpu_operator.NAMESPACE)
     assert operator.metadata.labels["helm.sh/chart"] == f"gpu-operator-{UPGRADE}"
     assert changed(engine.plan(Settings(gpu_operator_version=UPGRADE), expect_no_changes=True)) == {}
 
@@ -155,13 +156,13 @@ def test_moving_the_charts_to_a_mirror_upgrades_the_release_in_place_and_leaves_
     """The same chart and version from a mirror (the loopback Helm repository the tests serve, which
     the Kubernetes provider's Helm pulls from): the Release is updated, not replaced, and Helm's
     upgrade leaves the objects it already made as they were."""
-    apps = client.AppsV1Api(bare_cluster.kube.api)
+    apps = client.AppsV1Api(bare_cluster.env.api)
     before = apps.read_namespaced_deployment("gpu-operator", gpu_operator.NAMESPACE).metadata
     mirrored = Settings(gpu_operator_version=UPGRADE, chart_mirror=os.environ[MIRROR_ENV])
     plan = changed(engine.plan(mirrored))
     assert plan == {RELEASE: ["update"]}, plan
     engine.up(mirrored)
-    assert release_secrets(bare_cluster.kube)[-1] == "sh.helm.release.v1.gpu-operator.v3"
+    assert release_secrets(bare_cluster.env)[-1] == "sh.helm.release.v1.gpu-operator.v3"
     after = apps.read_namespaced_deployment("gpu-operator", gpu_operator.NAMESPACE).metadata
     assert (after.uid, after.generation) == (before.uid, before.generation)
     assert changed(engine.plan(mirrored, expect_no_changes=True)) == {}
@@ -172,9 +173,9 @@ def test_image_mirrors_upgrade_the_release_and_roll_its_pods_but_leave_a_trainin
     image repositories), the operator's Deployment rolled to the mirrored image as the same object
     (a new generation), and the training Job, whose pod template is immutable, untouched: the
     stack ignores its template, so the next Job pulls from the mirror."""
-    apps = client.AppsV1Api(bare_cluster.kube.api)
+    apps = client.AppsV1Api(bare_cluster.env.api)
     before = apps.read_namespaced_deployment("gpu-operator", gpu_operator.NAMESPACE)
-    job_before = bare_cluster.kube.batch.read_namespaced_job("rl-training", "training")
+    job_before = bare_cluster.env.batch.read_namespaced_job("rl-training", "training")
     mirrored = Settings(gpu_operator_version=UPGRADE, chart_mirror=os.environ[MIRROR_ENV],
                         registry_mirrors=(("nvcr.io", "harbor.example.com/nvcr"),))
     plan = changed(engine.plan(mirrored))
@@ -184,20 +185,20 @@ def test_image_mirrors_upgrade_the_release_and_roll_its_pods_but_leave_a_trainin
     assert after.metadata.uid == before.metadata.uid
     assert after.metadata.generation > before.metadata.generation
     assert after.spec.template.spec.containers[0].image.startswith("harbor.example.com/nvcr/nvidia/gpu-operator:")
-    job_after = bare_cluster.kube.batch.read_namespaced_job("rl-training", "training")
+    job_after = bare_cluster.env.batch.read_namespaced_job("rl-training", "training")
     assert job_after.metadata.uid == job_before.metadata.uid
     assert job_after.spec.template.spec.containers[0].image == job_before.spec.template.spec.containers[0].image
     assert changed(engine.plan(mirrored, expect_no_changes=True)) == {}
 
 
 def test_destroy_uninstalls_the_release_and_removes_the_policy(engine, bare_cluster):
-    kube = bare_cluster.kube
+    env = bare_cluster.env
     engine.destroy()
-    assert release_secrets(kube) == []
-    scheduling = client.SchedulingV1Api(kube.api)
+    assert release_secrets(env) == []
+    scheduling = client.SchedulingV1Api(env.api)
     for priority_class in bare_cluster.args.scheduling.priority_classes:
         assert not exists(lambda: scheduling.read_priority_class(priority_class.name))
-    wait_for(lambda: not exists(lambda: kube.core.read_namespace(gpu_operator.NAMESPACE)), timeout=120,
+    wait_for(lambda: not exists(lambda: env.core.read_namespace(gpu_operator.NAMESPACE)), timeout=120,
              what=f"namespace {gpu_operator.NAMESPACE} going")
 
 
@@ -263,9 +264,9 @@ def karpenter_engine(tools, bare_cluster, tmp_path_factory):
     engine.destroy_after_tests()
 
 
-def karpenter_identities(kube) -> dict[str, tuple]:
+def karpenter_identities(env) -> dict[str, tuple]:
     """Each pool object's uid, generation and spec: what Karpenter acts on (a new spec drifts nodes)."""
-    custom = client.CustomObjectsApi(kube.api)
+    custom = client.CustomObjectsApi(env.api)
     objects = {
         "NodePool": custom.get_cluster_custom_object("karpenter.sh", "v1", "nodepools", KARPENTER_POOL),
         "EC2NodeClass": custom.get_cluster_custom_object("karpenter.k8s.aws", "v1", "ec2nodeclasses", KARPENTER_POOL),
@@ -273,8 +274,8 @@ def karpenter_identities(kube) -> dict[str, tuple]:
     return {kind: (o["metadata"]["uid"], o["metadata"]["generation"], o["spec"]) for kind, o in objects.items()}
 
 
-def karpenter_objects(kube) -> dict[str, bool]:
-    custom = client.CustomObjectsApi(kube.api)
+def karpenter_objects(env) -> dict[str, bool]:
+    custom = client.CustomObjectsApi(env.api)
     return {
         "NodePool": exists(lambda: custom.get_cluster_custom_object("karpenter.sh", "v1", "nodepools", KARPENTER_POOL)),
         "EC2NodeClass": exists(lambda: custom.get_cluster_custom_object(
@@ -283,15 +284,15 @@ def karpenter_objects(kube) -> dict[str, bool]:
 
 
 def test_a_karpenter_pool_removed_from_the_configuration_stays_in_the_cluster(karpenter_engine, bare_cluster):
-    kube = bare_cluster.kube
+    env = bare_cluster.env
     karpenter_engine.up(True)
-    assert karpenter_objects(kube) == {"NodePool": True, "EC2NodeClass": True}
+    assert karpenter_objects(env) == {"NodePool": True, "EC2NodeClass": True}
     plan = changed(karpenter_engine.plan(False))
     assert plan == {NODE_POOL: ["delete"], NODE_CLASS: ["delete"],
                     "eks-gpu-training:index:GpuNodePool gpu-training-pool": ["delete"]}, plan
     karpenter_engine.up(False)
     # retainOnDelete: Pulumi forgets the objects and leaves them, so Karpenter keeps the pool's nodes.
-    assert karpenter_objects(kube) == {"NodePool": True, "EC2NodeClass": True}
+    assert karpenter_objects(env) == {"NodePool": True, "EC2NodeClass": True}
 
 
 def test_a_retained_pool_added_back_with_adopt_retained_is_imported_not_created(karpenter_engine, bare_cluster):
@@ -299,23 +300,23 @@ def test_a_retained_pool_added_back_with_adopt_retained_is_imported_not_created(
     # client-side); adoptRetained imports the kept objects instead. The provider imports each one and
     # then applies the program's spec to it, which is the spec it already has: the same object, the
     # same generation (the API server counts only spec changes), so Karpenter sees no drift.
-    kube = bare_cluster.kube
-    kept = karpenter_identities(kube)
+    env = bare_cluster.env
+    kept = karpenter_identities(env)
     plan = changed(karpenter_engine.plan("adopt"))
     assert plan == {NODE_POOL: ["import", "update"], NODE_CLASS: ["import", "update"],
                     "eks-gpu-training:index:GpuNodePool gpu-training-pool": ["create"]}, plan
     karpenter_engine.up("adopt")
-    assert karpenter_identities(kube) == kept
+    assert karpenter_identities(env) == kept
     assert changed(karpenter_engine.plan("adopt")) == {}
 
 
 def test_destroy_uninstalls_the_crd_release_and_keeps_the_crds_and_the_kept_pool(karpenter_engine, bare_cluster):
-    kube = bare_cluster.kube
+    env = bare_cluster.env
     karpenter_engine.destroy()
-    assert not exists(lambda: kube.core.read_namespaced_secret("sh.helm.release.v1.karpenter-crd.v1", karpenter.KARPENTER_NAMESPACE))
-    extensions = client.ApiextensionsV1Api(kube.api)
+    assert not exists(lambda: env.core.read_namespaced_secret("sh.helm.release.v1.karpenter-crd.v1", karpenter.KARPENTER_NAMESPACE))
+    extensions = client.ApiextensionsV1Api(env.api)
     assert exists(lambda: extensions.read_custom_resource_definition("nodepools.karpenter.sh"))
-    assert karpenter_objects(kube) == {"NodePool": True, "EC2NodeClass": True}
+    assert karpenter_objects(env) == {"NodePool": True, "EC2NodeClass": True}
 
 
 def test_a_bad_configuration_fails_the_preview_with_the_message_and_no_traceback(tools, bare_cluster, tmp_path_factory):
@@ -352,12 +353,14 @@ class Project:
 
     def __init__(self, tools: Path, folder: Path, stack: str, config: dict):
         self.folder, self.stack = folder, stack
-        (folder / "stacks").mkdir(parents=True)
         for name in PROJECT_FILES:
             shutil.copy(PROJECT_ROOT / name, folder / name)
         # The project's virtualenv runtime option: this environment, where the package is installed.
         (folder / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
-        (folder / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
+        # Where Pulumi looks for the stack's file: the copied Pulumi.yaml's stackConfigDir.
+        stacks = stack_config_dir(folder)
+        stacks.mkdir(parents=True, exist_ok=True)
+        (stacks / stack_file_name(stack)).write_text(yaml.safe_dump({"config": config}))
         (folder / "backend").mkdir()
         self.env = {
             **os.environ,
@@ -401,9 +404,9 @@ def test_pulumi_up_of_the_project_deploys_the_in_cluster_half_and_destroy_remove
         assert project.pulumi("up", "-s", "local", "--yes").returncode == 0
         status = project.pulumi("stack", "output", "gpuOperatorStatus", "-s", "local")
         assert status.stdout.strip() == "deployed"
-        assert release_secrets(bare_cluster.kube) == ["sh.helm.release.v1.gpu-operator.v1"]
+        assert release_secrets(bare_cluster.env) == ["sh.helm.release.v1.gpu-operator.v1"]
         assert project.pulumi("preview", "-s", "local", "--expect-no-changes").returncode == 0
     finally:
         destroyed = project.pulumi("destroy", "-s", "local", "--yes")
     assert destroyed.returncode == 0
-    assert release_secrets(bare_cluster.kube) == []
+    assert release_secrets(bare_cluster.env) == []

@@ -5,13 +5,11 @@ of that release, built from its own wrapper module."""
 from __future__ import annotations
 
 import pytest
-import yaml
 from kubernetes import client
 
-from harness import stack_config
-
-from conftest import start
 from eks_gpu_training.local import build as builds
+
+from clusters import stack_variant, start
 
 MINORS = [m for m in builds.KUBERNETES_BY_MINOR if builds.KUBERNETES_BY_MINOR[m] is not builds.KUBERNETES]
 """The minors the shipped stacks do not name (the cluster tier's clusters run theirs)."""
@@ -29,19 +27,20 @@ def other_minor_cluster(request, tmp_path_factory):
         pytest.skip(f"the {minor} control plane ({component.name} {component.version}) is not built in "
                     f"{builds.cache_root()}; `eks-gpu-training-local up` of a {minor} stack builds it")
     folder = tmp_path_factory.mktemp("minor")
-    config = stack_config("dev")
-    config["eks-gpu-training:cluster"] = {**config["eks-gpu-training:cluster"], "kubernetesVersion": minor}
+
+    def other_minor(config):
+        config["eks-gpu-training:cluster"] = {**config["eks-gpu-training:cluster"], "kubernetesVersion": minor}
+
     name = f"dev-{minor.replace('.', '-')}"
-    stack_path = folder / f"Pulumi.{name}.yaml"
-    stack_path.write_text(yaml.safe_dump({"config": config}))
+    stack_path = stack_variant(folder, "dev", other_minor, name=name)
     for running in start(name, folder / "state", stack_path=stack_path, bare=True):
         yield minor, running
 
 
 def test_a_stack_of_another_minor_runs_on_that_minors_control_plane(other_minor_cluster):
     minor, cluster = other_minor_cluster
-    version = client.VersionApi(cluster.kube.api).get_code()
+    version = client.VersionApi(cluster.env.api).get_code()
     assert version.git_version == builds.KUBERNETES_BY_MINOR[minor].version
-    nodes = cluster.kube.core.list_node().items
+    nodes = cluster.env.core.list_node().items
     assert nodes
     assert all(n.status.conditions for n in nodes)

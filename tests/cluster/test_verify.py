@@ -11,25 +11,22 @@ choice of a block on that pool runs on the same cluster.
 
 from __future__ import annotations
 
-import copy
 import io
 import json
 from contextlib import redirect_stderr, redirect_stdout
-from pathlib import Path
 
 import pytest
 import yaml
-
-from harness import PROJECT_ROOT
 
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, GPU_TAINT_KEY, network_layer_key
 from eks_gpu_training.facts.quantity import parse_quantity
 from eks_gpu_training.verify import EXIT_FAILED, EXIT_PASSED, EXIT_UNREADABLE, FAIL, PASS, SKIP, main, verify
 from eks_gpu_training.workloads.training_spec import TOPOLOGY_ANNOTATIONS
 
-from conftest import start
-from kube import wait_for
-from test_training_jobs import QUEUE_LABEL, SUBMITTED_QUEUE, _copy_job, _delete_job, _rendered_job, _running
+from clusters import stack_variant, start
+from environment import wait_for
+from kueue import QUEUE_LABEL
+from manifests import submitted_run
 
 VERIFY_TIMEOUT = 60
 """How long a breakage or its repair may take to show in the command's rows (the disruption
@@ -39,13 +36,9 @@ controller recomputes a PDB's status, the DaemonSet controller places pods)."""
 # --- running the command ---------------------------------------------------------------------------
 
 
-def _stack_file(cluster) -> Path:
-    return cluster.cluster.stack_path or PROJECT_ROOT / "stacks" / f"Pulumi.{cluster.stack}.yaml"
-
-
 def _verify(cluster, *, stack: bool) -> tuple[int, dict[str, dict], str]:
     """``main``'s exit status, its ``--json`` rows by item, and what it printed on stderr."""
-    argv = ["--kubeconfig", str(cluster.kubeconfig), "--json"] + (["--stack", str(_stack_file(cluster))] if stack else [])
+    argv = ["--kubeconfig", str(cluster.kubeconfig), "--json"] + (["--stack", str(cluster.stack_file.path)] if stack else [])
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         status = main(argv)
@@ -96,21 +89,15 @@ def _fails_alone(cluster, item: str, *, with_stack: tuple[str, ...] = ()) -> dic
 # --- the training job --------------------------------------------------------------------------------
 
 
-def _training_app(cluster):
-    apps = [app for app in cluster.args.scheduling.training_apps]
-    assert apps, f"stack {cluster.stack} declares no training app"
-    return apps[0]
-
-
 def _submitted(cluster):
     """A run of the stack's training job, submitted to Kueue's queue and running; deleted afterwards."""
-    app = _training_app(cluster)
-    namespace, name = _copy_job(cluster, app.name)
+    app = cluster.training_app()
+    namespace, name = cluster.submit_run(app.name)
     try:
-        _running(cluster.kube, namespace, name, app.nodes)
+        cluster.env.expect_job_running(namespace, name, app.nodes)
         yield namespace, name
     finally:
-        _delete_job(cluster.kube, namespace, name)
+        cluster.env.delete_job(namespace, name)
 
 
 @pytest.fixture
@@ -126,14 +113,11 @@ def any_running(any_cluster):
 @pytest.fixture(scope="module")
 def three_node_cluster(tmp_path_factory):
     """Prod's stack file with its managed pool and its training job at three nodes."""
-    folder = tmp_path_factory.mktemp("stack-three-nodes")
-    document = yaml.safe_load((PROJECT_ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
-    config = document["config"]
-    pool = config["eks-gpu-training:gpuNodeGroups"][0]
-    pool.update(minSize=3, desiredSize=3, maxSize=3)
-    config["eks-gpu-training:scheduling"]["trainingApps"][0]["nodes"] = 3
-    path = folder / "Pulumi.prod.yaml"
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    def three_nodes(config):
+        config["eks-gpu-training:gpuNodeGroups"][0].update(minSize=3, desiredSize=3, maxSize=3)
+        config["eks-gpu-training:scheduling"]["trainingApps"][0]["nodes"] = 3
+
+    path = stack_variant(tmp_path_factory.mktemp("stack-three-nodes"), "prod", three_nodes)
     yield from start("prod", tmp_path_factory.mktemp("local-prod-three-nodes"), stack_path=path)
 
 
@@ -146,18 +130,18 @@ def test_kueue_places_a_two_node_job_in_the_block_of_the_three_node_pool_that_ho
     """Kueue's topology-aware admission, on the three-node pool (two nodes under one layer-3 block,
     one under another): a two-node run of the job is admitted to the block that holds it whole.
     It shares this module's three-node cluster (one such cluster per run)."""
-    kube = three_node_cluster.kube
+    env = three_node_cluster.env
     blocks: dict[str, list[str]] = {}
-    for node in kube.nodes(f"{GPU_POOL_KEY}=p5-training"):
+    for node in env.nodes(f"{GPU_POOL_KEY}=p5-training"):
         blocks.setdefault(node.metadata.labels[network_layer_key(3)], []).append(node.metadata.name)
     assert sorted(len(members) for members in blocks.values()) == [1, 2], "the fleet lays out two blocks"
     whole_block = next(members for members in blocks.values() if len(members) == 2)
-    namespace, name = _copy_job(three_node_cluster, _training_app(three_node_cluster).name, parallelism=2)
+    namespace, name = three_node_cluster.submit_run(three_node_cluster.training_app().name, parallelism=2)
     try:
-        pods = _running(kube, namespace, name, 2)
+        pods = env.expect_job_running(namespace, name, 2)
         assert sorted(p.spec.node_name for p in pods) == sorted(whole_block)
     finally:
-        _delete_job(kube, namespace, name)
+        env.delete_job(namespace, name)
 
 
 # --- a healthy cluster ---------------------------------------------------------------------------------
@@ -178,7 +162,7 @@ def test_with_the_training_job_running_every_row_passes_or_skips_with_its_reason
         for item in ("gpu-device-plugin", "priority-classes", "pod-disruption-budgets", "gpu-taints"):
             assert rows[item]["status"] == PASS, rows[item]
     assert {"pool-nodes/" + p.name for p in any_cluster.args.gpu_node_groups} <= set(rows)
-    for stack in (None, _stack_file(any_cluster), any_cluster.args):
+    for stack in (None, any_cluster.stack_file.path, any_cluster.args):
         from_python = verify(kubeconfig=str(any_cluster.kubeconfig), stack=stack)
         assert {row.item: row.status for row in from_python} == {
             item: row["status"] for item, row in _wait_healthy(any_cluster, stack=stack is not None).items()}
@@ -223,7 +207,7 @@ def test_on_a_three_node_pool_the_topology_rows_pass(three_node_cluster, three_n
 
 
 def _gpu_node(cluster, index: int = 0):
-    return sorted(cluster.kube.nodes(f"{GPU_POOL_KEY}=p5-training"), key=lambda n: n.metadata.name)[index]
+    return sorted(cluster.env.nodes(f"{GPU_POOL_KEY}=p5-training"), key=lambda n: n.metadata.name)[index]
 
 
 def _taints(node) -> list[dict]:
@@ -231,69 +215,62 @@ def _taints(node) -> list[dict]:
 
 
 def test_a_gpu_node_without_the_gpu_taint_fails_gpu_taints(prod_cluster, prod_running):
-    kube = prod_cluster.kube
+    env = prod_cluster.env
     node = _gpu_node(prod_cluster)
     name, taints = node.metadata.name, _taints(node)
-    before = {(p.metadata.namespace, p.metadata.name) for p in kube.core.list_pod_for_all_namespaces(
+    before = {(p.metadata.namespace, p.metadata.name) for p in env.core.list_pod_for_all_namespaces(
         field_selector=f"spec.nodeName={name}").items}
-    kube.core.patch_node(name, {"spec": {"taints": [t for t in taints if t["key"] != GPU_TAINT_KEY]}})
+    env.core.patch_node(name, {"spec": {"taints": [t for t in taints if t["key"] != GPU_TAINT_KEY]}})
     try:
         row = _fails_alone(prod_cluster, "gpu-taints")
         assert f"GPU nodes without the {GPU_TAINT_KEY} NoSchedule taint: {name}." in row["detail"]
     finally:
-        kube.core.patch_node(name, {"spec": {"taints": taints}})
+        env.core.patch_node(name, {"spec": {"taints": taints}})
         # Pods placed while the taint was gone stay (NoSchedule evicts nothing): remove them, as
         # their controllers no longer place them there.
-        for pod in kube.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}").items:
+        for pod in env.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}").items:
             if (pod.metadata.namespace, pod.metadata.name) not in before:
-                kube.delete_pod(pod.metadata.namespace, pod.metadata.name)
+                env.delete_pod(pod.metadata.namespace, pod.metadata.name)
         _wait_healthy(prod_cluster)
 
 
 def test_a_gpu_node_short_of_gpus_fails_gpu_device_plugin(prod_cluster, prod_running):
-    kube = prod_cluster.kube
+    env = prod_cluster.env
     node = _gpu_node(prod_cluster, 1)
     name, gpus = node.metadata.name, node.status.allocatable[GPU_RESOURCE]
-    kube.core.patch_node_status(name, {"status": {"allocatable": {GPU_RESOURCE: str(int(gpus) - 1)}}})
+    env.core.patch_node_status(name, {"status": {"allocatable": {GPU_RESOURCE: str(int(gpus) - 1)}}})
     try:
         row = _fails_alone(prod_cluster, "gpu-device-plugin")
         assert f"{name} (p5.48xlarge): allocatable {GPU_RESOURCE} {int(gpus) - 1}, the type has {gpus}" in row["detail"]
     finally:
-        kube.core.patch_node_status(name, {"status": {"allocatable": {GPU_RESOURCE: gpus}}})
+        env.core.patch_node_status(name, {"status": {"allocatable": {GPU_RESOURCE: gpus}}})
         _wait_healthy(prod_cluster)
 
 
-def _platform_object(cluster, kind: str, name: str) -> dict:
-    for obj in cluster.cluster.platform.objects:
-        if obj["kind"] == kind and obj["metadata"]["name"] == name:
-            return copy.deepcopy(obj)
-    raise AssertionError(f"the platform applied no {kind} {name}")
-
-
 def test_the_jobs_pdb_deleted_fails_pod_disruption_budgets(prod_cluster, prod_running):
-    kube = prod_cluster.kube
+    env = prod_cluster.env
     namespace, _ = prod_running
-    pdb = _platform_object(prod_cluster, "PodDisruptionBudget", "rl-training")
-    kube.delete("policy/v1", "PodDisruptionBudget", "rl-training", namespace)
+    pdb = prod_cluster.platform_object("PodDisruptionBudget", "rl-training")
+    env.delete("policy/v1", "PodDisruptionBudget", "rl-training", namespace)
     try:
         row = _fails_alone(prod_cluster, "pod-disruption-budgets")
         assert "is selected by no PDB" in row["detail"]
     finally:
-        kube.apply(pdb)
+        env.apply(pdb)
         _wait_healthy(prod_cluster)
 
 
 def test_the_jobs_priority_class_deleted_fails_priority_classes(prod_cluster, prod_running):
-    kube = prod_cluster.kube
-    priority_class = _platform_object(prod_cluster, "PriorityClass", "training-critical")
-    kube.delete("scheduling.k8s.io/v1", "PriorityClass", "training-critical")
+    env = prod_cluster.env
+    priority_class = prod_cluster.platform_object("PriorityClass", "training-critical")
+    env.delete("scheduling.k8s.io/v1", "PriorityClass", "training-critical")
     try:
         row = _fails_alone(prod_cluster, "priority-classes", with_stack=("priority-class-values",))
         assert "missing PriorityClasses of the library's default" in row["detail"]
         assert "classes: training-critical;" in row["detail"]
         assert "training pods naming a class that does not exist" in row["detail"]
     finally:
-        kube.apply(priority_class)
+        env.apply(priority_class)
         _wait_healthy(prod_cluster)
 
 
@@ -310,10 +287,10 @@ def test_two_pods_of_the_job_on_one_node_fail_one_pod_per_node(prod_cluster):
     """A run of the job with its anti-affinity and hostname spread stripped and both pods forced
     onto one node by a nodeSelector (each asking for half the node, so that the scheduler, not
     only KWOK, accepts them there)."""
-    kube = prod_cluster.kube
-    app = _training_app(prod_cluster)
+    env = prod_cluster.env
+    app = prod_cluster.training_app()
     node = _gpu_node(prod_cluster).metadata.name
-    job = _rendered_job(prod_cluster, app.name)
+    job = prod_cluster.platform_object("Job", app.name)
     pod = job["spec"]["template"]["spec"]
     pod["affinity"].pop("podAntiAffinity")
     pod.pop("topologySpreadConstraints", None)
@@ -322,18 +299,15 @@ def test_two_pods_of_the_job_on_one_node_fail_one_pod_per_node(prod_cluster):
         container["resources"] = {key: _halved(values) for key, values in container["resources"].items()}
     namespace = job["metadata"]["namespace"]
     name = "rl-training-one-node"
-    job["metadata"] = {"name": name, "namespace": namespace,
-                       "labels": {**job["metadata"]["labels"], QUEUE_LABEL: SUBMITTED_QUEUE}}
-    job["spec"]["template"]["metadata"]["labels"][QUEUE_LABEL] = SUBMITTED_QUEUE
-    kube.apply(job)
+    env.apply(submitted_run(job, name))
     try:
-        pods = _running(kube, namespace, name, app.nodes)
+        pods = env.expect_job_running(namespace, name, app.nodes)
         assert {p.spec.node_name for p in pods} == {node}
         row = _fails_alone(prod_cluster, "one-pod-per-node")
         assert row["detail"].startswith("job training/rl-training-multi: ")
         assert f"on {node}." in row["detail"]
     finally:
-        _delete_job(kube, namespace, name)
+        env.delete_job(namespace, name)
         _wait_healthy(prod_cluster)
 
 
@@ -341,15 +315,15 @@ LAYER_KEYS = [network_layer_key(layer) for layer in (1, 2, 3)]
 
 
 def test_a_node_of_a_three_node_pool_without_layer_labels_fails_topology_labels(three_node_cluster, three_node_running):
-    kube = three_node_cluster.kube
+    env = three_node_cluster.env
     node = _gpu_node(three_node_cluster, 2)
     name, labels = node.metadata.name, {key: node.metadata.labels[key] for key in LAYER_KEYS}
-    kube.core.patch_node(name, {"metadata": {"labels": {key: None for key in LAYER_KEYS}}})
+    env.core.patch_node(name, {"metadata": {"labels": {key: None for key in LAYER_KEYS}}})
     try:
         row = _fails_alone(three_node_cluster, "topology-labels")
         assert row["detail"].startswith(f"pool p5-training: {name} lacks network-node-layer-1, -2, -3.")
     finally:
-        kube.core.patch_node(name, {"metadata": {"labels": labels}})
+        env.core.patch_node(name, {"metadata": {"labels": labels}})
         _wait_healthy(three_node_cluster)
 
 
@@ -358,9 +332,9 @@ def test_the_jobs_topology_request_stripped_fails_topology_aware_spread(three_no
     over a network layer. Kueue refuses such a job the pool's topology-aware flavor, so it is
     submitted past Kueue (no queue label), as a job created by hand would be: the scheduler places
     its pods one per node, over both of the pool's layer-3 blocks."""
-    kube = three_node_cluster.kube
-    app = _training_app(three_node_cluster)
-    job = _rendered_job(three_node_cluster, app.name)
+    env = three_node_cluster.env
+    app = three_node_cluster.training_app()
+    job = three_node_cluster.platform_object("Job", app.name)
     template = job["spec"]["template"]
     for annotation in TOPOLOGY_ANNOTATIONS.values():
         (template["metadata"].get("annotations") or {}).pop(annotation, None)
@@ -372,14 +346,14 @@ def test_the_jobs_topology_request_stripped_fails_topology_aware_spread(three_no
     job["metadata"] = {"name": name, "namespace": namespace,
                        "labels": {k: v for k, v in job["metadata"]["labels"].items() if k != QUEUE_LABEL}}
     job["spec"]["suspend"] = False
-    kube.apply(job)
+    env.apply(job)
     try:
-        pods = _running(kube, namespace, name, app.nodes)
+        pods = env.expect_job_running(namespace, name, app.nodes)
         assert not any(set(TOPOLOGY_ANNOTATIONS.values()) & set(p.metadata.annotations or {}) for p in pods)
         row = _fails_alone(three_node_cluster, "topology-aware-spread")
         assert "carry neither a topology spread constraint nor a Kueue topology request" in row["detail"]
     finally:
-        _delete_job(kube, namespace, name)
+        env.delete_job(namespace, name)
         _wait_healthy(three_node_cluster)
 
 
@@ -395,7 +369,7 @@ def test_an_api_server_that_does_not_answer_gives_exit_2_and_its_reason(prod_clu
         entry["cluster"]["server"] = address
     unreachable = tmp_path / "kubeconfig"
     unreachable.write_text(yaml.safe_dump(kubeconfig))
-    for extra in ([], ["--stack", str(_stack_file(prod_cluster))]):
+    for extra in ([], ["--stack", str(prod_cluster.stack_file.path)]):
         out, err = io.StringIO(), io.StringIO()
         with redirect_stdout(out), redirect_stderr(err):
             status = main(["--kubeconfig", str(unreachable), *extra])

@@ -120,8 +120,9 @@ def subnet_layout(network: NetworkConfig) -> SubnetLayout:
     they do not fit or overlap (``validate_network`` reports it as a problem first)."""
     vpc = ipaddress.ip_network(network.cidr)
     zones = network_zones(network)
-    private = list(vpc.subnets(new_prefix=network.private_subnet_prefix_length))[: len(zones)]
-    public_blocks = list(vpc.subnets(new_prefix=network.public_subnet_prefix_length))
+    # Iterated rather than list()ed: mypy joins list() of an IPv4-or-IPv6 iterator to list[object].
+    private = [block for block in vpc.subnets(new_prefix=network.private_subnet_prefix_length)][: len(zones)]
+    public_blocks = [block for block in vpc.subnets(new_prefix=network.public_subnet_prefix_length)]
     public = list(reversed(public_blocks))[: len(zones)]
     if len(private) < len(zones) or len(public) < len(zones) or any(p.overlaps(q) for p in private for q in public):
         raise ValueError(

@@ -85,6 +85,7 @@ def _nccl(options: argparse.Namespace) -> int:
         raise SystemExit("--nodes: an all-reduce across nodes needs at least 2")
     if efa_interface_count([options.instance_type]) == 0:
         raise SystemExit(f"--instance-type: {options.instance_type} has no EFA")
+    assert config.image is not None, "argparse requires --image for the nccl command"  # noqa: S101 - an invariant of the parser
     spec = NcclTestSpec(
         pool=options.pool,
         pool_label=_pool_label(options),

@@ -22,9 +22,11 @@ def smoke_test_args(args: GpuTrainingPlatformArgs) -> GpuSmokeTestArgs:
 
 def preflight_checks_args(args: GpuTrainingPlatformArgs) -> PreflightChecksArgs:
     """DCGM diagnostics and the NCCL test of the stack's pools, at the default priority class."""
+    namespace = preflight_namespace(args)
+    assert namespace is not None, "validate_preflight requires a namespace when preflight is enabled"  # noqa: S101 - an invariant of validated args
     return PreflightChecksArgs(
         pools=preflight_pools(args),
-        namespace=preflight_namespace(args),
+        namespace=namespace,
         priority_class=default_priority_class(args.scheduling.priority_classes),
         config=args.preflight,
     )

@@ -62,11 +62,13 @@ def roll_problems(
         else:
             version = running_version
             source = f"the adopted cluster runs {version} (its owners upgraded the control plane; node groups follow it)"
+        cluster_name = args.cluster.name
+        assert isinstance(cluster_name, str), "running groups are read by a cluster name that is no Output"  # noqa: S101 - an invariant of the caller
         planned = PlannedNodeGroup(
             version=version,
             version_source=source,
             release_version=pool.release_version,
-            launch_template=planned_launch_template(pool, args.cluster.name, raid0),
+            launch_template=planned_launch_template(pool, cluster_name, raid0),
         )
         reasons += roll_reasons(planned, running_groups[pool.name])
         if reasons:

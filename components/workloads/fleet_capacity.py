@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..facts.catalog import GPU_INSTANCE_TYPES
-from ..config import GpuNodeGroupConfig, GpuPoolConfig, GpuTrainingPlatformArgs, ResourceQuotaConfig
+from ..config import GpuNodeGroupConfig, GpuPoolConfig, GpuTrainingPlatformArgs, KarpenterGpuNodePoolConfig, ResourceQuotaConfig
 from ..facts.quantity import cpu_quantity, memory_quantity
 from .storage import stack_claims
 from .templates import GPU_RESOURCE
@@ -59,6 +59,7 @@ def pool_capacity(pool: GpuPoolConfig, path: str) -> Optional[PoolCapacity]:
         nodes, gpus = pool.max_size, pool.max_size * per_node
         bound = f"{path}.maxSize {pool.max_size} × {per_node} GPUs ({largest})"
     else:
+        assert isinstance(pool, KarpenterGpuNodePoolConfig), "a pool is a node group or a Karpenter pool"  # noqa: S101 - the two kinds of pool
         nodes, gpus = pool.gpu_limit // smallest_gpus, pool.gpu_limit
         bound = f"{path}.gpuLimit"
     return PoolCapacity(

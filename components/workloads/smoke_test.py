@@ -35,7 +35,7 @@ def smoke_test_name(pool: str) -> str:
     return f"{name[:54]}-{hashlib.sha256(pool.encode()).hexdigest()[:8]}"
 
 
-def smoke_test_job(pool: str, nodes: int, gpus: int, image: str, namespace: str) -> dict[str, Any]:
+def smoke_test_job(pool: str, nodes: int, gpus: int, image: pulumi.Input[str], namespace: str) -> dict[str, Any]:
     """A Job that runs nvidia-smi once on each of a pool's ``nodes`` nodes and fails unless it sees ``gpus`` GPUs.
 
     Each pod requests every GPU of its node (nvidia-smi shows only the GPUs allocated to the

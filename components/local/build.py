@@ -143,6 +143,16 @@ KARPENTER_KWOK = GoComponent(
         "kwok/charts/crds/karpenter.sh_nodeclaims.yaml",
     ),
 )
+JOBSET = GoComponent(
+    "jobset", "sigs.k8s.io/jobset", {"jobset": "sigs.k8s.io/jobset"},
+    version_variable="sigs.k8s.io/jobset/pkg/version.GitVersion",
+)
+"""The JobSet controller manager (its webhooks and the JobSet controller), at the pinned chart's version."""
+KUBEFLOW_TRAINER = GoComponent(
+    "kubeflow-trainer", "github.com/kubeflow/trainer/v2",
+    {"trainer-controller-manager": "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"},
+)
+"""Kubeflow Trainer's controller manager (TrainJob over a TrainingRuntime, run as a JobSet)."""
 PULUMI = GoComponent(
     "pulumi", "github.com/pulumi/pulumi/pkg/v3", {"pulumi": "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"},
     version_variable="github.com/pulumi/pulumi/sdk/v3/go/common/version.Version",
@@ -172,7 +182,7 @@ runs the ``python`` first on ``PATH``: put the virtual environment's ``bin`` the
 TOOLS = (PULUMI, PULUMI_KUBERNETES, PULUMI_LANGUAGE_PYTHON)
 """What the engine tests run: the Pulumi CLI, the Kubernetes provider plugin and the Python
 language host."""
-CONTROL_PLANE = (ETCD, KUBERNETES, KWOK, KUEUE, KARPENTER_KWOK)
+CONTROL_PLANE = (ETCD, KUBERNETES, KWOK, KUEUE, KARPENTER_KWOK, JOBSET, KUBEFLOW_TRAINER)
 """What ``eks-gpu-training-local up`` runs for a stack of the default minor, in build order
 (smallest first, so a missing toolchain or proxy shows within seconds)."""
 

@@ -1,4 +1,5 @@
-"""A Helm chart repository on loopback, serving the reference folder's pinned charts, as a company
+"""A Helm chart repository on loopback, serving the reference folder's pinned charts (and JobSet's
+and Trainer's, from their Go modules: ``module_charts``), as a company
 mirror (Artifactory, Harbor, an ECR pull-through cache) serves them to a user: each chart packaged
 by Helm's own ``package`` and indexed by its ``repo index``, over plain HTTP.
 
@@ -30,12 +31,16 @@ from eks_gpu_training.platform.stack_files import stack_file_name
 
 
 def package_charts(reference: Path, folder: Path) -> list[Path]:
-    """Package every chart of ``reference/charts/`` into ``folder`` and index them there."""
+    """Package every chart of ``reference/charts/`` into ``folder``, and the JobSet and Trainer
+    charts from their Go modules (``module_charts``), and index them there."""
     import helm_python
+
+    from module_charts import package_module_charts
 
     folder.mkdir(parents=True, exist_ok=True)
     archives = [Path(helm_python.package(chart, destination=folder))
                 for chart in sorted((reference / "charts").iterdir()) if (chart / "Chart.yaml").is_file()]
+    archives += package_module_charts(folder)
     helm_python.repo_index_generate(folder)
     return archives
 

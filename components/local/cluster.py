@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 
 from ..config import GpuTrainingPlatformArgs
 from ..offline.chart_sources import ChartSources, ChartUnavailable
-from ..offline.engine import PlausibleMocks
+from ..offline.engine import PlausibleMocks, Registration
 from ..offline.render.engine import render_stack
 from ..offline.render import RenderError, write_render
 from ..offline.render.files import is_kubernetes_object, is_patch, manifest
@@ -39,6 +39,25 @@ from .stages import ObjectFile, Plan, Stage
 
 PLACED_TIMEOUT_SECONDS = 180
 """How long ``up`` waits for every pod to be placed before it reports the ones that are not."""
+
+
+def creation_order(registrations: list[Registration]) -> list[Registration]:
+    """The registrations in the order a deployment creates them: by how long the chain of what each
+    waits for is (its dependencies and its parent), registration order among equals. The mock
+    engine registers every resource as soon as its program runs; a deployment creates a resource
+    once everything it waits for exists, so one with few dependencies (a TrainJob's runtime) is
+    created well before one with many (the TrainJob)."""
+    by_urn = {r.urn: r for r in registrations}
+    depths: dict[str, int] = {}
+
+    def depth(registration: Registration) -> int:
+        if registration.urn not in depths:
+            depths[registration.urn] = 0  # a cycle cannot be registered; this only ends the recursion
+            waits = [by_urn[u] for u in [*registration.dependencies, registration.parent or ""] if u in by_urn]
+            depths[registration.urn] = 1 + max((depth(w) for w in waits), default=0)
+        return depths[registration.urn]
+
+    return sorted(registrations, key=depth)
 
 
 class LocalClusterError(LocalError):
@@ -171,7 +190,7 @@ class LocalCluster:
             raise LocalClusterError("charts not rendered: " + "; ".join(failed),
                                     "fix the chart's values or source; the platform would be incomplete without it")
         resources = [r.as_json() for r in result.resources]
-        stack_objects = [manifest(r) for r in result.resources if is_kubernetes_object(r) and not is_patch(r)]
+        stack_objects = [manifest(r) for r in creation_order(result.resources) if is_kubernetes_object(r) and not is_patch(r)]
         chart_objects = [obj for chart in charts for _, obj in chart.objects]
         return {"resources": resources, "stack_objects": stack_objects, "chart_objects": chart_objects}
 

@@ -16,6 +16,7 @@ from .processes import free_port
 PORTS = (
     "etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok",
     "kueue-webhook", "kueue-health", "karpenter-metrics", "karpenter-health",
+    "jobset-webhook", "jobset-health", "trainer-webhook", "trainer-health",
 )
 """Every port the cluster's processes listen on, each on 127.0.0.1."""
 

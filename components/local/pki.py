@@ -1,6 +1,7 @@
 """The local control plane's certificates: one CA, the API server's serving certificate, an admin
-client certificate and the service-account signing key, all for loopback names only; and Kueue's
-webhook certificates, in the layout its own certificate controller keeps."""
+client certificate and the service-account signing key, all for loopback names only; and the
+webhooks' certificates: Kueue's in the layout its own certificate controller keeps, JobSet's and
+Trainer's for the controllers to serve."""
 
 from __future__ import annotations
 
@@ -161,6 +162,12 @@ KUEUE_VALIDITY = datetime.timedelta(days=365)
 def kueue_webhook_secret_data(service_dns_name: str) -> dict[str, bytes]:
     """``ca.crt``, ``ca.key``, ``tls.crt``, ``tls.key`` for Kueue's webhook Secret: a CA of its own
     and a serving certificate for its Service name and for 127.0.0.1, where it listens here."""
+    return webhook_certificates(service_dns_name, KUEUE_CA_NAME, KUEUE_CA_ORGANIZATION)
+
+
+def webhook_certificates(service_dns_name: str, ca_name: str, ca_organization: str) -> dict[str, bytes]:
+    """``ca.crt``, ``ca.key``, ``tls.crt``, ``tls.key``: a CA named ``ca_name`` and a serving
+    certificate it signed for ``service_dns_name`` and for 127.0.0.1, where a webhook listens here."""
     now = datetime.datetime.now(datetime.timezone.utc)
 
     def sign(builder, key):
@@ -168,15 +175,15 @@ def kueue_webhook_secret_data(service_dns_name: str) -> dict[str, bytes]:
                 .not_valid_after(now + KUEUE_VALIDITY).sign(key, hashes.SHA256()))
 
     ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    ca_name = _name(KUEUE_CA_NAME, KUEUE_CA_ORGANIZATION)
-    ca = sign(x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+    issuer = _name(ca_name, ca_organization)
+    ca = sign(x509.CertificateBuilder().subject_name(issuer).issuer_name(issuer).public_key(ca_key.public_key())
               .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
               .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
                                            content_commitment=False, key_encipherment=True, data_encipherment=False,
                                            key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-              .add_extension(x509.SubjectAlternativeName([x509.DNSName(KUEUE_CA_NAME)]), critical=False), ca_key)
+              .add_extension(x509.SubjectAlternativeName([x509.DNSName(ca_name)]), critical=False), ca_key)
     server_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    server = sign(x509.CertificateBuilder().subject_name(_name(service_dns_name)).issuer_name(ca_name)
+    server = sign(x509.CertificateBuilder().subject_name(_name(service_dns_name)).issuer_name(issuer)
                   .public_key(server_key.public_key())
                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                   .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)

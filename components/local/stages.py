@@ -26,6 +26,7 @@ from .controllers import (
 )
 from .eks_addons import eks_system_objects
 from .fleet import SimulatedNode, karpenter_instance_types, managed_nodes
+from .job_controllers import JOB_CONTROLLERS, installed, job_controller_process, webhook_files
 from .layout import File, Layout
 from .node_health import node_health_process
 from .platform import KWOK_NODE_CLASS, PlatformObjects, collect, describe, localize
@@ -117,6 +118,14 @@ def plan(layout: Layout, args: GpuTrainingPlatformArgs, render: dict[str, Any], 
         kueue_secret, bundle = kueue_webhook_secret(chart_objects)
         replaced.add(("Secret", kueue_secret["metadata"]["namespace"], kueue_secret["metadata"]["name"]))
         out_of_cluster[KUEUE_WEBHOOK_SERVICE] = (layout.url("kueue-webhook", "https"), bundle)
+    controller_files: tuple[File, ...] = ()
+    controller_processes: tuple[Process, ...] = ()
+    for controller in JOB_CONTROLLERS:
+        if installed(controller, chart_objects):
+            files, bundle = webhook_files(controller, chart_objects, layout)
+            controller_files += files
+            controller_processes += (job_controller_process(controller, layout),)
+            out_of_cluster[controller.webhook_service] = (layout.url(f"{controller.name}-webhook", "https"), bundle)
     localized = localize(platform, out_of_cluster=out_of_cluster, replaced=replaced)
     crds: tuple[StageObject, ...] = tuple(localized.crds)
     if karpenter_on:
@@ -127,10 +136,11 @@ def plan(layout: Layout, args: GpuTrainingPlatformArgs, render: dict[str, Any], 
     stages += [
         Stage("crds", "the stack's and the charts' CRDs", objects=crds, waits=("established",)),
         Stage("namespaces", "the stack's and the charts' namespaces", objects=tuple(localized.namespaces)),
-        Stage("webhooks", "Kueue's webhook Secret and the webhook configurations, then Kueue beside the cluster",
-              files=kueue_files(layout, chart_objects, kueue_secret) if kueue_secret else (),
+        Stage("webhooks", "Kueue's webhook Secret and the webhook configurations, then Kueue, JobSet and Kubeflow "
+              "Trainer beside the cluster",
+              files=(kueue_files(layout, chart_objects, kueue_secret) if kueue_secret else ()) + controller_files,
               objects=((kueue_secret,) if kueue_secret else ()) + tuple(webhooks),
-              processes=(kueue_process(layout),) if kueue_on else ()),
+              processes=((kueue_process(layout),) if kueue_on else ()) + controller_processes),
     ]
     if karpenter_on:
         nodepools = [o for o in render["stack_objects"] if o.get("kind") == "NodePool"]

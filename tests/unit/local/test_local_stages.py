@@ -56,9 +56,16 @@ def test_kueue_starts_once_its_secret_and_webhooks_are_in_and_they_point_at_its_
     cluster, render, layout = dev
     webhooks = next(stage for stage in cluster.plan(render, layout).stages if stage.name == "webhooks")
     assert [obj["kind"] for obj in webhooks.objects][:1] == ["Secret"]
-    mutating = next(obj for obj in webhooks.objects if obj["kind"] == "MutatingWebhookConfiguration")
-    assert all(hook["clientConfig"]["url"].startswith("https://127.0.0.1:30006/") for hook in mutating["webhooks"])
-    [kueue] = webhooks.processes
+    configurations = {obj["metadata"]["name"]: obj for obj in webhooks.objects if obj["kind"].endswith("WebhookConfiguration")}
+    # dev's finetune is a JobSet: JobSet's webhooks too, at the layout's jobset-webhook port (no TrainJob, no Trainer)
+    assert sorted(configurations) == ["jobset-mutating-webhook-configuration", "jobset-validating-webhook-configuration",
+                                      "kueue-mutating-webhook-configuration", "kueue-validating-webhook-configuration"]
+    for name, configuration in configurations.items():
+        port = 30006 if name.startswith("kueue-") else 30010
+        assert all(hook["clientConfig"]["url"].startswith(f"https://127.0.0.1:{port}/") for hook in configuration["webhooks"]), name
+    processes = {process.name: process for process in webhooks.processes}
+    assert sorted(processes) == ["jobset", "kueue"]
+    kueue = processes["kueue"]
     assert kueue.ready.url == "http://127.0.0.1:30007/readyz"
     config = next(file for file in webhooks.files if file.path == layout.kueue_config)
     assert b"port: 30006" in config.data
@@ -82,13 +89,14 @@ def test_the_dry_run_prints_each_command_line_and_object_in_the_order_up_takes_t
     starts = [line.split(":")[0].strip() for line in lines if line.startswith("  start ")]
     assert starts == ["start etcd", "start kube-apiserver after etcd", "start kube-controller-manager after kube-apiserver",
                       "start kube-scheduler after kube-apiserver", "start kwok after kube-apiserver",
-                      "start kueue after kube-apiserver", "start karpenter after kube-apiserver",
-                      "start node-health after kube-apiserver"]
+                      "start kueue after kube-apiserver", "start jobset after kube-apiserver",
+                      "start karpenter after kube-apiserver", "start node-health after kube-apiserver"]
     etcd = next(line for line in lines if line.startswith("  start etcd: "))
     assert etcd.startswith(f"  start etcd: {layout.cache}/bin/etcd-{builds.ETCD.version}/etcd --name=local ")
     kueue = next(line for line in lines if line.startswith("  start kueue "))
     assert f": KUBECONFIG={layout.kubeconfig} {layout.cache}/bin/kueue-{builds.KUEUE.version}/kueue " in kueue
-    webhooks = lines.index("stage webhooks: Kueue's webhook Secret and the webhook configurations, then Kueue beside the cluster")
+    webhooks = lines.index("stage webhooks: Kueue's webhook Secret and the webhook configurations, then Kueue, JobSet and "
+                           "Kubeflow Trainer beside the cluster")
     assert lines[webhooks + 1] == f"  write {layout.kueue_config}"
     assert "  apply Node dev-gpu-0" in lines
     assert lines.index("  apply Namespace kueue-system") < lines.index("  apply Secret kueue-system/kueue-webhook-server-cert")

@@ -43,6 +43,10 @@ try:
         KarpenterDisruptionConfig,
         KarpenterGpuNodePoolConfig,
         KueueConfig,
+        TeamConfig,
+        TeamQuotaConfig,
+        JobSetConfig,
+        TrainerConfig,
         LabelerResourcesConfig,
         NetworkConfig,
         NodeRepairConfig,
@@ -82,7 +86,9 @@ try:
     from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
     from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
     from .addons.kueue import Kueue, KueueArgs, kueue_values
-    from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, PoolFlavor, kueue_queues_args, pool_flavors
+    from .addons.job_apis import JobSetController, JobSetControllerArgs, TrainerController, TrainerControllerArgs, jobset_values, trainer_values
+    from .workloads.job_sets import train_job, training_jobset, training_runtime
+    from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, PoolFlavor, TeamQueues, kueue_queues_args, pool_flavors, team_queues
     from .platform import PLATFORM_NAME, GpuTrainingInCluster, GpuTrainingInClusterArgs, GpuTrainingPlatform, load_stack_config, parse_platform_args, stack_program
     from .workloads.fleet_capacity import PoolCapacity, ResolvedQuota, fleet_gpu_capacity
     from .workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, SchedulingPoliciesArgs
@@ -141,11 +147,26 @@ __all__ = [
     "KarpenterConfig",
     "KarpenterDisruptionConfig",
     "KarpenterGpuNodePoolConfig",
+    "JobSetController",
+    "JobSetControllerArgs",
+    "TrainerController",
+    "TrainerControllerArgs",
+    "jobset_values",
+    "trainer_values",
+    "train_job",
+    "training_jobset",
+    "training_runtime",
     "Kueue",
     "KueueArgs",
     "KueueConfig",
+    "TeamConfig",
+    "TeamQuotaConfig",
+    "JobSetConfig",
+    "TrainerConfig",
     "KueueQueues",
     "KueueQueuesArgs",
+    "TeamQueues",
+    "team_queues",
     "LabelerResourcesConfig",
     "LustreStorage",
     "LustreStorageArgs",

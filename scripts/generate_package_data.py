@@ -1,6 +1,10 @@
 """Generate the facts the package needs at run time from the upstream files they come from.
 
-    python scripts/generate_package_data.py --reference ../shared/reference
+    python scripts/generate_package_data.py --reference ../shared/reference --chart DIR --chart DIR
+
+(each ``--chart`` a chart folder the reference lacks: JobSet's and Kubeflow Trainer's, at their
+release tags in their Go modules, which ``tests/module_charts.py`` fetches; ``python
+tests/module_charts.py`` prints their folders)
 
 Writes, each with the upstream source it was read from:
 
@@ -16,8 +20,10 @@ Writes, each with the upstream source it was read from:
 
 - ``components/facts/data/chart-images.json``: every image repository each pinned chart's
   ``values.yaml`` (and its subcharts') names, by values key path, read from the charts at their
-  release tags (NVIDIA/gpu-operator, aws/eks-charts, kubernetes-sigs/kueue, aws/karpenter-provider-aws):
-  the keys ``images.registryMirrors`` rewrites, so every image a chart deploys comes from a mirror.
+  release tags (NVIDIA/gpu-operator, aws/eks-charts, kubernetes-sigs/kueue, aws/karpenter-provider-aws,
+  kubernetes-sigs/jobset, kubeflow/trainer): the keys ``images.registryMirrors`` rewrites, so every
+  image a chart deploys comes from a mirror; where a chart names the registry apart (a ``registry``
+  key beside the ``repository``), that key too.
 
 ``tests/unit/project/test_package_data.py`` regenerates them from the reference folder and fails when the shipped
 files differ, so they cannot drift from their source.
@@ -74,14 +80,17 @@ def node_monitoring(reference: Path) -> dict:
 
 
 def _image_repositories(values: object, path: tuple[str, ...] = (), switch=None):
-    """(key path, repository, switch) of every non-empty ``repository`` string in a chart's values;
-    the switch is the nearest ``enabled`` key above it and its default, (path, bool), or None."""
+    """(key path, repository, switch, registry) of every non-empty ``repository`` string in a chart's
+    values; the switch is the nearest ``enabled`` key above it and its default, (path, bool), or
+    None; the registry a ``registry`` key beside it names, (path, value), or None."""
     if isinstance(values, dict):
         if isinstance(values.get("enabled"), bool):
             switch = (".".join((*path, "enabled")), values["enabled"])
+        registry = values.get("registry")
         for key, value in values.items():
             if key == "repository" and isinstance(value, str) and value:
-                yield ".".join((*path, key)), value, switch
+                beside = (".".join((*path, "registry")), registry) if isinstance(registry, str) and registry else None
+                yield ".".join((*path, key)), value, switch, beside
             else:
                 yield from _image_repositories(value, (*path, str(key)), switch)
 
@@ -89,6 +98,10 @@ def _image_repositories(values: object, path: tuple[str, ...] = (), switch=None)
 TEMPLATE_SWITCHES = {
     # templates/kueueviz/*.yaml render only `{{- if .Values.enableKueueViz }}`.
     "kueue": {"kueueViz.": ("enableKueueViz", False)},
+    # templates/runtimes/*.yaml render only when `trainer.runtimes.enabled`: runtimes.defaultEnabled
+    # or one runtime's own `enabled`; the stack leaves them all off, so the first stands for the rest.
+    "kubeflow-trainer": {"runtimes.installer.": ("runtimes.defaultEnabled", False),
+                         "runtimes.torchtuneDistributed.": ("runtimes.defaultEnabled", False)},
 }
 """Switches a chart's templates test that sit outside the values' own nesting: chart -> key path
 prefix -> (switch, its default in values.yaml)."""
@@ -102,24 +115,41 @@ def _template_switch(chart: str, path: str):
     return None
 
 
-def chart_images(reference: Path) -> dict:
+def _chart_entry(name: str, found: list) -> dict:
+    entries = {}
+    for path, repository, switch, registry in found:
+        switch = _template_switch(name, path) or switch
+        entries[path] = {
+            "repository": repository,
+            **({"enabledBy": switch[0], "enabledByDefault": switch[1]} if switch else {}),
+            **({"registryKey": registry[0], "registry": registry[1]} if registry else {}),
+        }
+    return entries
+
+
+def _values_images(chart: Path) -> list:
+    found = list(_image_repositories(yaml.safe_load((chart / "values.yaml").read_text()) or {}))
+    for sub in sorted((chart / "charts").glob("*/values.yaml")):
+        found += _image_repositories(yaml.safe_load(sub.read_text()) or {}, (sub.parent.name,))
+    return found
+
+
+def chart_images(reference: Path, extra_charts: tuple[Path, ...] = ()) -> dict:
     charts = {}
     for chart in sorted((reference / "charts").iterdir()):
-        if not (chart / "values.yaml").is_file():
-            continue
-        found = list(_image_repositories(yaml.safe_load((chart / "values.yaml").read_text()) or {}))
-        for sub in sorted((chart / "charts").glob("*/values.yaml")):
-            found += _image_repositories(yaml.safe_load(sub.read_text()) or {}, (sub.parent.name,))
-        charts[chart.name] = {
-            path: {"repository": repository, **({"enabledBy": switch[0], "enabledByDefault": switch[1]} if switch else {})}
-            for path, repository, switch in ((p, r, _template_switch(chart.name, p) or w) for p, r, w in found)
-        }
-    return {"source": CHART_IMAGES_SOURCE, "charts": charts}
+        if (chart / "values.yaml").is_file():
+            charts[chart.name] = _chart_entry(chart.name, _values_images(chart))
+    for chart in extra_charts:
+        # A chart folder of a project's source tree is named as the chart, its version in Chart.yaml.
+        metadata = yaml.safe_load((chart / "Chart.yaml").read_text())
+        key = f"{metadata['name']}-{metadata['version']}"
+        charts[key] = _chart_entry(key, _values_images(chart))
+    return {"source": CHART_IMAGES_SOURCE, "charts": dict(sorted(charts.items()))}
 
 
-def generate(reference: Path) -> dict[str, str]:
+def generate(reference: Path, extra_charts: tuple[Path, ...] = ()) -> dict[str, str]:
     """Each output's name -> its text."""
-    documents = {"chart-images": chart_images(reference), "instance-types": instance_types(reference),
+    documents = {"chart-images": chart_images(reference, extra_charts), "instance-types": instance_types(reference),
                  "node-monitoring": node_monitoring(reference)}
     return {name: json.dumps(document, indent=1, sort_keys=True) + "\n" for name, document in documents.items()}
 
@@ -127,8 +157,10 @@ def generate(reference: Path) -> dict[str, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reference", type=Path, required=True, help="the folder of unmodified upstream files")
+    parser.add_argument("--chart", type=Path, action="append", default=[],
+                        help="a chart folder the reference lacks, at its release tag (repeatable)")
     options = parser.parse_args()
-    for name, text in generate(options.reference).items():
+    for name, text in generate(options.reference, tuple(options.chart)).items():
         OUTPUTS[name].parent.mkdir(parents=True, exist_ok=True)
         OUTPUTS[name].write_text(text)
         print(f"wrote {OUTPUTS[name].relative_to(PROJECT)} ({len(text) // 1024} KiB)")

@@ -50,10 +50,53 @@ def problems_of(mutate: Callable[[dict[str, Any]], None]) -> list[str]:
 
 def prod_raw(**overrides: Any) -> dict[str, Any]:
     """The prod stack's settings as plain data (camelCase keys, the region among them)."""
-    base = stack_config("prod")
-    raw = {k.split(":", 1)[1]: v for k, v in base.items() if k.startswith(f"{PROJECT}:")}
-    raw["region"] = base["aws:region"]
-    return {**copy.deepcopy(raw), **overrides}
+    return {**raw_settings(stack_config("prod")), **overrides}
+
+
+def raw_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """A stack's settings (``stack_config``) as plain data: keys without the project's prefix, the
+    region among them (what ``parse_platform_args`` takes)."""
+    raw = {k.split(":", 1)[1]: v for k, v in settings.items() if k.startswith(f"{PROJECT}:")}
+    raw["region"] = settings["aws:region"]
+    return copy.deepcopy(raw)
+
+
+def without_teams(settings: dict[str, Any]) -> dict[str, Any]:
+    """A stack's settings (``stack_config``) the way the stacks were before ``scheduling.teams``: its
+    first training namespace, its first training app, no teams. The namespace then has a ClusterQueue
+    of its own, named after it, and a ResourceQuota of its own quota (the fleet's by default): the
+    path the tests of a namespace's own quota and queues take. A copy; ``settings`` is left alone."""
+    config = copy.deepcopy(settings)
+    config[f"{PROJECT}:scheduling"] = scheduling_without_teams(config.get(f"{PROJECT}:scheduling", {}))
+    return config
+
+
+def scheduling_without_teams(scheduling: dict[str, Any]) -> dict[str, Any]:
+    """A ``scheduling`` section ``without_teams`` (a copy)."""
+    scheduling = {k: copy.deepcopy(v) for k, v in scheduling.items() if k != "teams"}
+    if "namespaces" in scheduling:
+        scheduling["namespaces"] = scheduling["namespaces"][:1]
+    if "trainingApps" in scheduling:
+        scheduling["trainingApps"] = scheduling["trainingApps"][:1]
+    return scheduling
+
+
+def without_karpenter(settings: dict[str, Any]) -> dict[str, Any]:
+    """A stack's settings (``stack_config``) with Karpenter off, as a user turns it off: its GPU pools
+    gone, and with them the teams' quotas on them (an app on one of them must move: the caller's
+    business). A copy; ``settings`` is left alone."""
+    config = copy.deepcopy(settings)
+    pools = {p["name"] for p in config.get(f"{PROJECT}:karpenter", {}).get("gpuNodePools", [])}
+    config[f"{PROJECT}:karpenter"] = {"enabled": False}
+    for team in config.get(f"{PROJECT}:scheduling", {}).get("teams", []):
+        team["quotas"] = [q for q in team.get("quotas", []) if q["pool"] not in pools]
+    return config
+
+
+def stack_without_teams(stack: str) -> dict[str, Any]:
+    """The settings of a stack's file ``without_teams``: for prod and dev, one namespace ``training``
+    and the app rl-training (an Indexed Job) in it."""
+    return without_teams(stack_config(stack))
 
 
 NETWORK = NetworkConfig.model_validate(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import health_config, read_instance_type_docs
+from builders import health_config, read_instance_type_docs, stack_without_teams
 from harness import PROJECT_ROOT, REFERENCE, run_main, run_stack
 from eks_gpu_training.platform.stack_files import stack_names
 
@@ -55,6 +55,23 @@ def prod_graph():
 @pytest.fixture(scope="session")
 def dev_graph():
     graph = run_stack("dev")
+    assert graph.error is None, repr(graph.error)
+    return graph
+
+
+@pytest.fixture(scope="session")
+def prod_graph_without_teams():
+    """The prod stack ``without_teams`` (one namespace with its own quota and ClusterQueue, its
+    first app) run end to end under mocks (once per session)."""
+    graph = run_main(stack_without_teams("prod"), stack="prod")
+    assert graph.error is None, repr(graph.error)
+    return graph
+
+
+@pytest.fixture(scope="session")
+def dev_graph_without_teams():
+    """The dev stack ``without_teams``, as ``prod_graph_without_teams``."""
+    graph = run_main(stack_without_teams("dev"), stack="dev")
     assert graph.error is None, repr(graph.error)
     return graph
 

@@ -4,8 +4,8 @@ One Pulumi transformation on the platform component (``ResourceOptions.transform
 a component and every resource under it) rewrites, before each resource is registered:
 
 - the containers and init containers of every Kubernetes workload object (Pods, Jobs, CronJobs,
-  Deployments, DaemonSets, StatefulSets, ReplicaSets): the training jobs, the smoke test, the
-  pre-flight checks, the topology labeler;
+  Deployments, DaemonSets, StatefulSets, ReplicaSets) and of the Job templates of JobSets and
+  TrainingRuntimes: the training jobs, the smoke test, the pre-flight checks, the topology labeler;
 - the values of every Helm release: each key that names an image repository in the pinned chart's
   ``values.yaml`` (``facts.images``), set to its mirrored value whether the stack sets it or the chart's
   default stands. For the GPU Operator these are also the operands' repositories, which the
@@ -25,10 +25,13 @@ from typing import Any, Mapping, Optional
 
 import pulumi
 
-from ..facts.images import chart_images, mirrored, named_repository
+from ..facts.images import chart_images, mirrored, named_repository, split_registry
 from .chart_source import chart_name
 
 WORKLOAD_KINDS = {"Pod", "Job", "CronJob", "Deployment", "DaemonSet", "StatefulSet", "ReplicaSet"}
+GROUP_KINDS = {"JobSet": ("spec",), "TrainingRuntime": ("spec", "template", "spec")}
+"""Custom resources holding Job templates (``replicatedJobs``), by the path to the JobSet spec in them:
+the training apps' JobSets and TrainJobs' runtimes."""
 _LOCAL_CHART = re.compile(r"^(?P<name>.+?)-v?(?P<version>\d+\.\d+\.\d+[^/]*?)(?:\.tgz)?$")
 
 
@@ -50,6 +53,20 @@ def _pod_spec(props: dict[str, Any], kind: str) -> Optional[dict[str, Any]]:
         spec = ((spec.get("job_template") or spec.get("jobTemplate") or {}).get("spec")) or {}
     template = spec.get("template")
     return template.get("spec") if isinstance(template, dict) else None
+
+
+def _group_pod_specs(props: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    """The pod specs of a JobSet's (or a TrainingRuntime's JobSet template's) replicated Jobs."""
+    spec: Any = props
+    for key in GROUP_KINDS[kind]:
+        spec = spec.get(key) if isinstance(spec, dict) else None
+    jobs = spec.get("replicatedJobs") if isinstance(spec, dict) else None
+    result = []
+    for job in jobs or []:
+        pod_template = (((job or {}).get("template") or {}).get("spec") or {}).get("template") or {}
+        if isinstance(pod_template.get("spec"), dict):
+            result.append(pod_template["spec"])
+    return result
 
 
 def mirror_pod_spec(pod_spec: dict[str, Any], mirrors: Mapping[str, str]) -> None:
@@ -88,8 +105,17 @@ def mirror_release_values(values: Any, chart: str, version: str, mirrors: Mappin
         for path, image in images.items():
             source = named_repository(result, path, image)
             target = mirrored(source, mirrors)
-            if target != source:
+            if target == source:
+                continue
+            if image.registry_key is None:
                 _set(result, path, target)
+                continue
+            # The registry is a key of its own: the mirror's prefix takes its place, and the
+            # repository becomes the rest of the mirrored reference (``library/`` added for Docker
+            # Hub's official images, which the mirror serves under that path).
+            rest = split_registry(source)[1]
+            _set(result, image.registry_key, target[: -len(rest) - 1])
+            _set(result, path, rest)
         return result
 
     if isinstance(values, pulumi.Output):
@@ -125,6 +151,11 @@ def image_mirrors(mirrors: Mapping[str, str]) -> pulumi.ResourceTransformation:
             if pod_spec is None:
                 return None
             mirror_pod_spec(pod_spec, mirrors)
+            return pulumi.ResourceTransformationResult(props, args.opts)
+        if args.type_.startswith("kubernetes:") and kind in GROUP_KINDS:
+            props = _deep_copy_dicts(dict(args.props))
+            for pod_spec in _group_pod_specs(props, kind):
+                mirror_pod_spec(pod_spec, mirrors)
             return pulumi.ResourceTransformationResult(props, args.opts)
         return None
 

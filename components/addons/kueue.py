@@ -14,14 +14,18 @@ Kueue's configuration differs from the chart's default in five ways, each for tr
 - only the training namespaces are Kueue's (``managedJobsNamespaceSelector``): the chart gives
   Kueue's webhooks that selector, so a Job anywhere else (the GPU Operator's, a smoke test in
   another namespace) never waits on Kueue, and cannot fail while Kueue is down;
-- only the ``batch/job`` integration: the stack's jobs are Indexed Jobs, and the chart makes a
-  framework's webhooks fail closed (``failurePolicy: Fail``) only when the framework is on, so no
-  pod creation depends on Kueue;
+- only the integrations of the stack's job kinds (``integrations``): ``batch/job``, and
+  ``jobset.x-k8s.io/jobset`` and ``trainer.kubeflow.org/trainjob`` when their controllers are
+  installed. The chart makes a framework's webhooks fail closed (``failurePolicy: Fail``) only when
+  the framework is on, so no pod creation depends on Kueue;
 - EFA devices, hugepages and ephemeral storage are left out of admission (``excludeResourcePrefixes``): the
   ClusterQueues count what the namespace ResourceQuota counts (GPUs, CPU, memory), and Kueue
   refuses a workload requesting a resource its ClusterQueue does not cover;
 - the image is the release's own on registry.k8s.io: the chart's default is a staging image
-  (``release-0.19``, ``pullPolicy: Always``).
+  (``release-0.19``, ``pullPolicy: Always``);
+- with teams (``scheduling.teams``), fair sharing is on (``fairSharing``, Kueue's own default
+  strategies): which team gets the fleet's idle GPUs, and whose borrowed workloads a team's
+  reclaim preempts, follows each team's use of the fleet beyond its quota, for its weight.
 """
 
 from __future__ import annotations
@@ -83,7 +87,26 @@ def managed_namespaces_selector(namespaces: Sequence[str]) -> dict[str, Any]:
     return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}]}
 
 
-def kueue_manager_config(config: KueueConfig, namespaces: Sequence[str]) -> dict[str, Any]:
+JOB_FRAMEWORK = "batch/job"
+JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
+TRAINJOB_FRAMEWORK = "trainer.kubeflow.org/trainjob"
+"""Kueue's integrations of the three job kinds (Kueue chart values.yaml, ``integrations.frameworks``)."""
+
+
+def integrations(jobset: bool, trainer: bool) -> tuple[str, ...]:
+    """The frameworks Kueue manages: Jobs always, JobSets and TrainJobs when their controllers are
+    installed (Kueue's TrainJob integration reads the JobSet a TrainJob becomes, so it needs JobSet's)."""
+    return (JOB_FRAMEWORK, *((JOBSET_FRAMEWORK,) if jobset or trainer else ()), *((TRAINJOB_FRAMEWORK,) if trainer else ()))
+
+
+FAIR_SHARING_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+"""Kueue's default fair-sharing preemption strategies (Configuration ``fairSharing``; Kueue docs,
+"Fair Sharing"): a team preempts another's workload only while its share with its own workload
+stays at most the other's without it, then while it stays below the other's."""
+
+
+def kueue_manager_config(config: KueueConfig, namespaces: Sequence[str], frameworks: Sequence[str] = (JOB_FRAMEWORK,),
+                         fair_sharing: bool = False) -> dict[str, Any]:
     """Kueue's ``Configuration`` (config.kueue.x-k8s.io/v1beta2) for the training ``namespaces``:
     the chart's default with the changes of the module docstring."""
     return {
@@ -115,12 +138,14 @@ def kueue_manager_config(config: KueueConfig, namespaces: Sequence[str]) -> dict
             },
         },
         "managedJobsNamespaceSelector": managed_namespaces_selector(namespaces),
-        "integrations": {"frameworks": ["batch/job"]},
+        "integrations": {"frameworks": list(frameworks)},
         "resources": {"excludeResourcePrefixes": list(EXCLUDED_RESOURCE_PREFIXES)},
+        **({"fairSharing": {"preemptionStrategies": list(FAIR_SHARING_STRATEGIES)}} if fair_sharing else {}),
     }
 
 
-def kueue_values(config: KueueConfig, namespaces: Sequence[str], system_node_selector: Mapping[str, str]) -> dict[str, Any]:
+def kueue_values(config: KueueConfig, namespaces: Sequence[str], system_node_selector: Mapping[str, str],
+                 frameworks: Sequence[str] = (JOB_FRAMEWORK,), fair_sharing: bool = False) -> dict[str, Any]:
     """Helm values of the ``kueue`` chart (keys checked against the chart's values.yaml by ``check``)."""
     return {
         "controllerManager": {
@@ -130,7 +155,7 @@ def kueue_values(config: KueueConfig, namespaces: Sequence[str], system_node_sel
             "nodeSelector": {"kubernetes.io/os": "linux", **system_node_selector},
             "tolerations": CONTROLLER_TOLERATIONS,
         },
-        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(config, namespaces), sort_keys=False)},
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(config, namespaces, frameworks, fair_sharing), sort_keys=False)},
     }
 
 
@@ -145,6 +170,10 @@ class KueueArgs:
     """Chart version and admission timeouts."""
     namespaces: Sequence[str]
     """The training namespaces: Kueue manages Jobs there and nowhere else."""
+    frameworks: Sequence[str] = (JOB_FRAMEWORK,)
+    """The job kinds Kueue manages (``integrations``). Default: Jobs only."""
+    fair_sharing: bool = False
+    """Turn on fair sharing between the ClusterQueues of a cohort (teams). Default: off."""
     chart_directory: Optional[str] = None
     """A local folder holding the chart at its pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of registry.k8s.io's OCI repository (``charts.directory``). Default: none, the repository."""
     chart_mirror: Optional[str] = None
@@ -179,7 +208,7 @@ class Kueue(pulumi.ComponentResource):
             metadata={"name": KUEUE_NAMESPACE},
             opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=ready),
         )
-        self.values = kueue_values(args.config, args.namespaces, ref.system_node_selector)
+        self.values = kueue_values(args.config, args.namespaces, ref.system_node_selector, args.frameworks, args.fair_sharing)
         self.release = k8s.helm.v3.Release(
             f"{name}-release",
             name="kueue",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..config.addons import LabelerResourcesConfig
 from ..facts.quantity import MIB, parse_quantity
-from . import karpenter, kueue
+from . import job_apis, karpenter, kueue
 from .efa_device_plugin import EFA_PLUGIN_RESOURCES
 
 
@@ -61,6 +61,21 @@ KUEUE_CONTROLLER = {
     "0.19.2": PodFootprint("kueue-controller-manager", replicas=kueue.CONTROLLER_REPLICAS, cpu_millicores=500, memory_mib=512),
 }
 """Kueue's controller by chart version."""
+
+JOBSET_CONTROLLER = {
+    # The stack's ``CONTROLLER_REPLICAS`` and ``CONTROLLER_RESOURCES``; no anti-affinity in the chart.
+    "0.12.0": PodFootprint("jobset-controller", replicas=job_apis.CONTROLLER_REPLICAS,
+                           cpu_millicores=_millicores(job_apis.CONTROLLER_RESOURCES["requests"]["cpu"]),
+                           memory_mib=_mebibytes(job_apis.CONTROLLER_RESOURCES["requests"]["memory"])),
+}
+"""JobSet's controller by chart version."""
+
+TRAINER_CONTROLLER = {
+    "2.3.0": PodFootprint("kubeflow-trainer-controller-manager", replicas=job_apis.CONTROLLER_REPLICAS,
+                          cpu_millicores=_millicores(job_apis.CONTROLLER_RESOURCES["requests"]["cpu"]),
+                          memory_mib=_mebibytes(job_apis.CONTROLLER_RESOURCES["requests"]["memory"])),
+}
+"""Kubeflow Trainer's controller by chart version."""
 
 _GPU_OPERATOR_CONTROLLERS = (
     # The chart's ``operator.resources`` and the NFD subchart's ``master.resources`` and ``gc.resources``.

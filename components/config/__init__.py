@@ -124,6 +124,8 @@ from .kueue import (
     TOPOLOGY_MODES,
     KueueConfig,
 )
+from .job_apis import JOB_KINDS, JOBSET_CHART_VERSIONS, TRAINER_CHART_VERSIONS, JobSetConfig, TrainerConfig
+from .teams import TEAM_COHORT, TeamConfig, TeamQuotaConfig
 from .scheduling import (
     PRIORITY_VALUE_MAX,
     TRAINING_APP_NAME_MAX,
@@ -161,6 +163,14 @@ from .stack import (
 )
 
 __all__ = [
+    "TEAM_COHORT",
+    "TeamConfig",
+    "TeamQuotaConfig",
+    "JOB_KINDS",
+    "JOBSET_CHART_VERSIONS",
+    "TRAINER_CHART_VERSIONS",
+    "JobSetConfig",
+    "TrainerConfig",
     "supported_version",
     "GpuPoolConfig",
     "PROJECT",

@@ -10,6 +10,7 @@ from pydantic_core import PydanticCustomError
 
 from .access import TrainingServiceAccountConfig
 from .images import ImageReference
+from .teams import TeamConfig
 from .base import _DNS_LABEL, _DNS_SUBDOMAIN, InstanceType, Quantity, _Model
 
 PRIORITY_VALUE_MAX = 1_000_000_000
@@ -23,6 +24,13 @@ hostnames ``<name>-r<revision>-<index>`` must stay within the 63-character DNS l
 TRAINING_JOB_REVISION_MAX = 9999
 """Highest job revision: with a 50-character name, ``-r9999`` and an index of up to five digits the
 pod hostname still fits 63 characters."""
+
+MAX_RESTARTS = 3
+"""Group restarts of a JobSet or TrainJob before it fails: a rank lost to a node fault restarts every
+rank from the last checkpoint, and a fault that repeats (a bad image, a bug) fails the job after
+three tries instead of looping."""
+MAX_RESTARTS_LIMIT = 100
+"""Most group restarts a job may ask for."""
 
 RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 """Namespaces Kubernetes owns; a training quota there would throttle the control plane's own pods."""
@@ -88,7 +96,7 @@ TORCHRUN_PORT = 29500
 
 
 class TrainingJobConfig(_Model):
-    """How the stack runs a training app: an Indexed Job with a headless Service for torchrun rendezvous."""
+    """How the stack runs a training app: its image and command, and the settings of the job its `kind` makes (every kind gives torchrun a rendezvous through a headless Service)."""
 
     image: ImageReference
     """Container image of the training code (required)."""
@@ -104,6 +112,8 @@ class TrainingJobConfig(_Model):
     """Pod failures tolerated before the Job fails (a failed rank breaks the whole group, so retries rarely help). Default: 0."""
     rendezvous_port: int = Field(default=TORCHRUN_PORT, ge=1, le=65535)
     """Port of the torchrun rendezvous on rank 0. Default: 29500."""
+    max_restarts: int = Field(default=MAX_RESTARTS, ge=0, le=MAX_RESTARTS_LIMIT)
+    """Times the whole group is restarted when one rank fails, before the job fails (JobSet's `failurePolicy.maxRestarts`; `kind: JobSet` and `TrainJob` only: a Job's ranks are not restarted together, `backoffLimit` retries one pod). Default: 3."""
     revision: int = Field(default=1, ge=1, le=TRAINING_JOB_REVISION_MAX)
     """Run of the job. A Job's pod template cannot change, so while a revision's Job exists `pulumi up` leaves its spec alone and never deletes it. To run changed settings (or the same ones again), raise the revision: `pulumi up` then creates the Job `<name>-r<revision>` beside the previous one, which keeps running and leaves the stack (delete it with kubectl once done). Default: 1 (the Job is named `<name>`)."""
 
@@ -137,8 +147,10 @@ class TrainingAppConfig(_Model):
     """Size limit of the /dev/shm memory volume (NCCL and data loaders use it). Default: no limit beyond the node's memory."""
     topology: Optional[Literal["preferred", "required", "none"]] = None
     """Kueue topology request of the app's pods (with `kueue.enabled`); `preferred`/`required` only on a pool whose nodes exist (a managed pool with minSize > 0, or a Capacity Block). Default: `kueue.topologyMode` on such pools, none on the others."""
+    kind: Literal["Job", "JobSet", "TrainJob"] = "Job"
+    """What the stack runs the app as, with `job`: `Job` (an Indexed Job and a headless Service), `JobSet` (a JobSet of one Indexed Job: its own headless Service, and every rank restarted when one fails, up to `job.maxRestarts`) or `TrainJob` (a Kubeflow Trainer TrainJob over a TrainingRuntime of its own, run as such a JobSet, with torchrun's environment filled in by Trainer). Changing it makes a new object; the previous one keeps running, retained as a job of an older revision is. Default: Job."""
     job: Optional[TrainingJobConfig] = None
-    """Run the app from this stack as an Indexed Job. Default: none (the app is deployed by other means and only gets its PDB)."""
+    """Run the app from this stack (as `kind` says). Default: none (the app is deployed by other means and only gets its PDB)."""
 
 
 class SchedulingConfig(_Model):
@@ -150,6 +162,8 @@ class SchedulingConfig(_Model):
     """Training namespaces, each with a ResourceQuota. Default: `training`."""
     training_apps: list[TrainingAppConfig] = []
     """Training apps to protect with a PodDisruptionBudget (and to run, with `job`). Default: none."""
+    teams: list[TeamConfig] = []
+    """Teams sharing the GPU pools (with `kueue.enabled`): each a ClusterQueue in one cohort, with its own quota per pool, borrowing what others leave idle and reclaiming its own by preemption. With teams, every training namespace belongs to one. Default: none (each namespace a ClusterQueue of its own, sharing nothing)."""
     service_account: TrainingServiceAccountConfig = TrainingServiceAccountConfig()
     """The ServiceAccount training pods run as, created in every training namespace; with `s3Buckets` or `policyArns` it gets an EKS Pod Identity role. Default: `training`, no policies."""
 

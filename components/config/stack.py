@@ -28,6 +28,7 @@ from .in_cluster import InClusterConfig
 from .network import NetworkConfig, validate_network
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
+from .job_apis import JobSetConfig, TrainerConfig
 from .kueue import KueueConfig
 from .scheduling import SchedulingConfig, SmokeTestConfig
 from .storage import StorageConfig, validate_storage
@@ -55,6 +56,10 @@ class GpuTrainingPlatformArgs(_Model):
     """Karpenter and its GPU pools. Default: off."""
     kueue: KueueConfig = KueueConfig()
     """Kueue: all-or-nothing, topology-aware admission of training jobs. Default: off."""
+    job_set: JobSetConfig = JobSetConfig()
+    """The JobSet controller, which runs `kind: JobSet` and `kind: TrainJob` training apps. Default: installed when an app has either kind, chart 0.12.0."""
+    trainer: TrainerConfig = TrainerConfig()
+    """The Kubeflow Trainer controller, which runs `kind: TrainJob` training apps. Default: installed when an app has that kind, chart 2.3.0."""
     scheduling: SchedulingConfig = SchedulingConfig()
     """Priority classes, training namespaces with GPU quotas, training apps. Default: the seed's classes and a `training` namespace."""
     storage: StorageConfig = StorageConfig()

@@ -65,6 +65,11 @@ class ChartImage:
     enabled_by: Optional[str] = None
     """The nearest ``enabled`` key above it (the image is deployed only when that is true)."""
     enabled_by_default: bool = True
+    registry_key: Optional[str] = None
+    """The values key of the image's registry when the chart names it apart from the repository
+    (Kubeflow Trainer's ``image.registry``); None when the repository holds it."""
+    registry: Optional[str] = None
+    """That key's default in the chart."""
 
 
 @functools.cache
@@ -79,7 +84,8 @@ def chart_images(chart: str, version: str) -> Optional[dict[str, ChartImage]]:
     bare = version.lstrip("v")
     for key in (f"{chart}-{bare}", f"{chart}-v{bare}"):
         if key in charts:
-            return {path: ChartImage(entry["repository"], entry.get("enabledBy"), entry.get("enabledByDefault", True))
+            return {path: ChartImage(entry["repository"], entry.get("enabledBy"), entry.get("enabledByDefault", True),
+                                     entry.get("registryKey"), entry.get("registry"))
                     for path, entry in charts[key].items()}
     return None
 
@@ -94,9 +100,24 @@ def value_at(values: Any, path: str) -> Any:
 
 
 def named_repository(values: Any, path: str, image: ChartImage) -> str:
-    """The repository a release's ``values`` set at ``path``, else the chart's default."""
+    """The repository a release's ``values`` set at ``path``, else the chart's default; with its
+    registry in front where the chart names that apart (``registry_key``)."""
     current = value_at(values, path)
-    return current if isinstance(current, str) and current else image.repository
+    repository = current if isinstance(current, str) and current else image.repository
+    if image.registry_key is None:
+        return repository
+    registry = named_registry(values, image)
+    # Docker Hub's images the charts name without their registry, as the kubelet resolves them.
+    return repository if registry == DOCKER_HUB else f"{registry}/{repository}"
+
+
+def named_registry(values: Any, image: ChartImage) -> Optional[str]:
+    """The registry a release's ``values`` set at the image's ``registry_key``, else the chart's
+    default; None for an image whose repository holds its registry."""
+    if image.registry_key is None:
+        return None
+    current = value_at(values, image.registry_key)
+    return current if isinstance(current, str) and current else (image.registry or DOCKER_HUB)
 
 
 def is_deployed(values: Any, image: ChartImage) -> bool:

@@ -23,6 +23,7 @@ from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from ..addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from ..addons.gpu_operator import GpuOperator
 from ..addons.karpenter import Karpenter, KarpenterArgs
+from ..addons.job_apis import JobSetController, TrainerController
 from ..addons.kueue import Kueue
 from ..aws.training_identity import TrainingIdentity, TrainingIdentityArgs, training_role_needed
 from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
@@ -102,6 +103,10 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """The Kueue release, when ``kueue.enabled``."""
     kueue_queues: Optional[KueueQueues]
     """Kueue's Topology, flavors and queues, when ``kueue.enabled``."""
+    job_set: Optional[JobSetController]
+    """The JobSet release, when a training app runs as a JobSet or TrainJob (or ``jobSet.enabled``)."""
+    trainer: Optional[TrainerController]
+    """The Kubeflow Trainer release, when a training app runs as a TrainJob (or ``trainer.enabled``)."""
     scheduling: SchedulingPolicies
     """Priority classes, training namespaces with quotas, PDBs of apps deployed elsewhere."""
     training_identity: Optional[TrainingIdentity]
@@ -173,6 +178,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         self.scheduling = half.scheduling
         self.kueue = half.kueue
         self.kueue_queues = half.kueue_queues
+        self.job_set = half.job_set
+        self.trainer = half.trainer
         self.training_jobs = half.training_jobs
         self.smoke_test = half.smoke_test
         self.preflight = half.preflight

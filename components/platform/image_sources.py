@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterator, Optional
 
-from ..addons import efa_device_plugin, gpu_operator, kueue
+from ..addons import efa_device_plugin, gpu_operator, job_apis, kueue
 from ..addons.chart_source import chart_name
 from ..config import GpuTrainingPlatformArgs, Problem
 from ..config.inputs import is_unknown
@@ -34,6 +34,10 @@ def _release_values(args: GpuTrainingPlatformArgs, chart: str) -> dict:
         return kueue.kueue_values(args.kueue, [], {})
     if chart == efa_device_plugin.CHART:
         return efa_device_plugin.efa_device_plugin_values()
+    if chart == chart_name(job_apis.JOBSET_CHART):
+        return job_apis.jobset_values(args.job_set, {})
+    if chart == chart_name(job_apis.TRAINER_CHART):
+        return job_apis.trainer_values(args.trainer, {})
     return {}
 
 

@@ -18,7 +18,7 @@ the cluster was made elsewhere, so by default it has no system node group of thi
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -26,7 +26,15 @@ import pulumi_kubernetes as k8s
 from ..addons.image_mirrors import image_mirrors
 from ..addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
 from ..addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
-from ..addons.kueue import Kueue, KueueArgs
+from ..addons.job_apis import (
+    JobSetController,
+    JobSetControllerArgs,
+    TrainerController,
+    TrainerControllerArgs,
+    jobset_needed,
+    trainer_needed,
+)
+from ..addons.kueue import Kueue, KueueArgs, integrations
 from ..addons.verifier_role import VerifierRole, VerifierRoleArgs
 from ..aws.cluster import ClusterRef, system_node_labels
 from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
@@ -42,6 +50,7 @@ from ..workloads.scheduling_policies import (
 )
 from ..workloads.smoke_test import GpuSmokeTest
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
+from ..workloads.training_spec import TrainingJobSpec
 from .checks import preflight_checks_args, smoke_test_args
 from .validation import validate_stack
 
@@ -55,6 +64,8 @@ class InClusterHalf:
     scheduling: SchedulingPolicies
     kueue: Optional[Kueue]
     kueue_queues: Optional[KueueQueues]
+    job_set: Optional[JobSetController]
+    trainer: Optional[TrainerController]
     training_jobs: dict[str, TrainingJob]
     smoke_test: Optional[GpuSmokeTest]
     preflight: Optional[PreflightChecks]
@@ -79,13 +90,15 @@ def workload_waits(
     kueue_queues: Optional[KueueQueues],
     gpu_nodes: Sequence[pulumi.Resource],
     job_prerequisites: Sequence[pulumi.Resource],
+    job_controllers: Sequence[pulumi.Resource] = (),
 ) -> WorkloadWaits:
     """The one rule for what the training jobs and the checks of the GPU nodes wait for.
 
     Pods naming a PriorityClass, namespace or ServiceAccount that does not exist yet are refused, so
     every workload waits for the policy. Queued jobs wait for their queues, so that Kueue's webhook
     sees them created; ``job_prerequisites`` are what training pods need from the AWS half before
-    they start (a Pod Identity association, a volume claim). A check (smoke test, pre-flight) needs
+    they start (a Pod Identity association, a volume claim); ``job_controllers`` the JobSet and
+    Trainer releases, whose CRDs and webhooks a JobSet or TrainJob needs. A check (smoke test, pre-flight) needs
     GPUs advertised, so it waits for the GPU nodes and the GPU Operator (the device plugin runs on
     them), and, with Kueue, for Kueue's release: its webhook watches Jobs in the training namespaces
     and must answer before a Job there can be created. The NCCL test also needs the EFA devices the
@@ -95,7 +108,7 @@ def workload_waits(
     efa = [efa_device_plugin] if efa_device_plugin is not None else []
     gpu_checks = [scheduling, gpu_operator, *gpu_nodes, *kueue_webhook]
     return WorkloadWaits(
-        training_jobs=[scheduling, *job_prerequisites, *queues],
+        training_jobs=[scheduling, *job_prerequisites, *queues, *job_controllers],
         smoke_test=gpu_checks,
         preflight=[*gpu_checks, *efa],
     )
@@ -107,6 +120,18 @@ def after_gpu_nodes(cluster: ClusterRef, gpu_nodes: Sequence[pulumi.Resource]) -
     (a p5 takes minutes to boot) and two slow boots would outlast the release timeout and roll it
     back."""
     return replace(cluster, ready=(*cluster.ready, *gpu_nodes))
+
+
+def _training_job(name: str, spec: TrainingJobSpec, scheduling: SchedulingPolicies, trainer: Optional[TrainerController],
+                  waits: WorkloadWaits, *, parent: pulumi.Resource, kubernetes: Mapping[str, pulumi.ProviderResource]) -> TrainingJob:
+    """A training app's job, waiting for ``waits.training_jobs``; a TrainJob's runtime only for its
+    namespace and Trainer (``TrainingJobArgs.job_after``)."""
+    if spec.kind == "TrainJob" and trainer is not None:
+        return TrainingJob(name, TrainingJobArgs(job=spec, job_after=waits.training_jobs),
+                           opts=pulumi.ResourceOptions(parent=parent, providers=kubernetes,
+                                                       depends_on=[scheduling.namespaces[spec.namespace], trainer.release]))
+    return TrainingJob(name, TrainingJobArgs(job=spec),
+                       opts=pulumi.ResourceOptions(parent=parent, providers=kubernetes, depends_on=waits.training_jobs))
 
 
 def compose_in_cluster(
@@ -151,12 +176,29 @@ def compose_in_cluster(
         opts=pulumi.ResourceOptions(parent=parent, providers=kubernetes),
     )
     prerequisites = job_prerequisites(scheduling)
+    job_set = (
+        JobSetController(f"{name}-jobset", JobSetControllerArgs(cluster=cluster, config=args.job_set, chart_directory=charts,
+                                                                chart_mirror=mirror),
+                         opts=pulumi.ResourceOptions(parent=parent))
+        if jobset_needed(args) or trainer_needed(args)
+        else None
+    )
+    trainer = (
+        TrainerController(f"{name}-trainer", TrainerControllerArgs(cluster=cluster, config=args.trainer, chart_directory=charts,
+                                                                   chart_mirror=mirror),
+                          # Trainer creates JobSets: JobSet's CRD and webhooks come first.
+                          opts=pulumi.ResourceOptions(parent=parent, depends_on=[job_set.release] if job_set else []))
+        if trainer_needed(args)
+        else None
+    )
+    job_controllers = [c.release for c in (job_set, trainer) if c is not None]
     kueue = None
     kueue_queues = None
     if args.kueue.enabled:
         kueue = Kueue(
             f"{name}-kueue",
             KueueArgs(cluster=cluster, config=args.kueue, namespaces=[ns.name for ns in args.scheduling.namespaces],
+                      frameworks=integrations(job_set is not None, trainer is not None), fair_sharing=bool(args.scheduling.teams),
                       chart_directory=charts, chart_mirror=mirror),
             opts=pulumi.ResourceOptions(parent=parent),
         )
@@ -167,13 +209,11 @@ def compose_in_cluster(
             opts=pulumi.ResourceOptions(parent=parent, providers=kubernetes, depends_on=[kueue.release]),
         )
     waits = workload_waits(scheduling=scheduling, gpu_operator=gpu_operator, efa_device_plugin=efa_device_plugin,
-                           kueue=kueue, kueue_queues=kueue_queues, gpu_nodes=gpu_nodes, job_prerequisites=prerequisites)
+                           kueue=kueue, kueue_queues=kueue_queues, gpu_nodes=gpu_nodes, job_prerequisites=prerequisites,
+                           job_controllers=job_controllers)
     training_jobs = {
-        app.name: TrainingJob(
-            f"{name}-training-{app.name}",
-            TrainingJobArgs(job=training_job_spec(app, args)),
-            opts=pulumi.ResourceOptions(parent=parent, providers=kubernetes, depends_on=waits.training_jobs),
-        )
+        app.name: _training_job(f"{name}-training-{app.name}", training_job_spec(app, args), scheduling, trainer, waits,
+                                parent=parent, kubernetes=kubernetes)
         for app in args.scheduling.training_apps
         if app.job is not None
     }
@@ -210,6 +250,8 @@ def compose_in_cluster(
         scheduling=scheduling,
         kueue=kueue,
         kueue_queues=kueue_queues,
+        job_set=job_set,
+        trainer=trainer,
         training_jobs=training_jobs,
         smoke_test=smoke_test,
         preflight=preflight,
@@ -264,6 +306,10 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
     """The Kueue release, when ``kueue.enabled``."""
     kueue_queues: Optional[KueueQueues]
     """Kueue's Topology, flavors and queues, when ``kueue.enabled``."""
+    job_set: Optional[JobSetController]
+    """The JobSet release, when a training app runs as a JobSet or TrainJob (or ``jobSet.enabled``)."""
+    trainer: Optional[TrainerController]
+    """The Kubeflow Trainer release, when a training app runs as a TrainJob (or ``trainer.enabled``)."""
     scheduling: SchedulingPolicies
     """Priority classes, training namespaces with quotas, PDBs."""
     training_jobs: dict[str, TrainingJob]
@@ -299,6 +345,8 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
         self.scheduling = half.scheduling
         self.kueue = half.kueue
         self.kueue_queues = half.kueue_queues
+        self.job_set = half.job_set
+        self.trainer = half.trainer
         self.training_jobs = half.training_jobs
         self.smoke_test = half.smoke_test
         self.preflight = half.preflight

@@ -3,7 +3,7 @@ hold each, ``images.requireMirror`` judges each one's images)."""
 
 from __future__ import annotations
 
-from ..addons import efa_device_plugin, gpu_operator, karpenter, kueue
+from ..addons import efa_device_plugin, gpu_operator, job_apis, karpenter, kueue
 from ..config import GpuTrainingPlatformArgs
 
 
@@ -14,6 +14,10 @@ def stack_charts(args: GpuTrainingPlatformArgs) -> list[tuple[str, str]]:
         charts.append((efa_device_plugin.CHART, efa_device_plugin.CHART_VERSION))
     if args.kueue.enabled:
         charts.append((kueue.KUEUE_CHART, args.kueue.chart_version))
+    if job_apis.jobset_needed(args) or job_apis.trainer_needed(args):
+        charts.append((job_apis.JOBSET_CHART, args.job_set.chart_version))
+    if job_apis.trainer_needed(args):
+        charts.append((job_apis.TRAINER_CHART, args.trainer.chart_version))
     if args.karpenter.enabled and not args.in_cluster.enabled:
         charts += [(karpenter.KARPENTER_CRD_CHART, args.karpenter.chart_version),
                    (karpenter.KARPENTER_CHART, args.karpenter.chart_version)]

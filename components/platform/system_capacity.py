@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ..addons.job_apis import jobset_needed, trainer_needed
 from ..addons import system_footprints as footprints
 from ..addons.system_footprints import PodFootprint
 from ..config import GpuTrainingPlatformArgs, Problem
@@ -39,6 +40,10 @@ def system_node_pods(args: GpuTrainingPlatformArgs) -> tuple[list[PodFootprint],
         controllers.append(footprints.KARPENTER_CONTROLLER[args.karpenter.chart_version])
     if args.kueue.enabled:
         controllers.append(footprints.KUEUE_CONTROLLER[args.kueue.chart_version])
+    if jobset_needed(args) or trainer_needed(args):
+        controllers.append(footprints.JOBSET_CONTROLLER[args.job_set.chart_version])
+    if trainer_needed(args):
+        controllers.append(footprints.TRAINER_CONTROLLER[args.trainer.chart_version])
     if args.node_monitoring.enabled:
         daemonsets += footprints.NODE_MONITORING_DAEMONSETS[footprints.NODE_MONITORING_CHART_VERSION]
     if args.storage.fsx.enabled:

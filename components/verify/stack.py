@@ -1,24 +1,24 @@
 """With ``--stack``: what the stack file declares, judged on the cluster.
 
 Each managed pool's node count, the PriorityClasses' values, each training namespace's quota
-against what the stack computes, Kueue's ClusterQueue (active, with the pools' flavors) and
-LocalQueues, the topology labeler and the node monitoring agent running on every GPU node, and the
+against what the stack computes, Kueue's ClusterQueues (active, with the pools' flavors) and
+LocalQueues, each team's quota and what it uses, borrows and lends, the topology labeler and the node monitoring agent running on every GPU node, and the
 FSx claims Bound. A feature the stack leaves off gives one skip row that says so.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Mapping, Optional, Union
 
 from ..addons import topology_labeler
 from ..addons.kueue import KUEUE_NAMESPACE
 from ..aws.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
-from ..config import NODE_MONITORING_AGENT_ADDON, GpuTrainingPlatformArgs
-from ..facts.gpu_nodes import GPU_POOL_KEY
+from ..config import NODE_MONITORING_AGENT_ADDON, TEAM_COHORT, GpuTrainingPlatformArgs
+from ..facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE
 from ..facts.quantity import parse_quantity
 from ..platform.stack_files import locate_stack
-from ..workloads.fleet_capacity import resolve_quota
+from ..workloads.teams import namespace_quota, team_of, team_pools
 from ..workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, pool_flavors
 from ..workloads.scheduling_policies import QUOTA_NAME
 from ..workloads.storage import FSX_CLAIM
@@ -97,7 +97,7 @@ def resource_quotas(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[R
     rows = []
     for config in args.scheduling.namespaces:
         item = f"resource-quota/{config.name}"
-        expected = resolve_quota(config.quota, args).hard()
+        expected = namespace_quota(config, args).hard()
         quota = next((q for q in snapshot.resource_quotas if namespace(q) == config.name and name(q) == QUOTA_NAME), None)
         if quota is None:
             rows.append(failed(item, f"no ResourceQuota {QUOTA_NAME} in namespace {config.name}.", "run `pulumi up` to recreate it (SchedulingPolicies makes it)."))
@@ -112,15 +112,15 @@ def resource_quotas(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[R
         if extra:
             wrong.append(f"limits the stack does not set: {', '.join(extra)}")
         if wrong:
-            rows.append(failed(item, f"{config.name}/{QUOTA_NAME}: " + "; ".join(wrong) + ".", "run `pulumi up` to restore the quota the stack computes from its pools (or change scheduling.namespaces[].quota)."))
+            rows.append(failed(item, f"{config.name}/{QUOTA_NAME}: " + "; ".join(wrong) + ".", "run `pulumi up` to restore the quota the stack computes from its pools (or change scheduling.namespaces[].quota, or the namespace's team's quotas)."))
         else:
             rows.append(passed(item, f"{config.name}/{QUOTA_NAME}: " + ", ".join(f"{k} {v}" for k, v in expected.items()) + ", as the stack computes."))
     return rows
 
 
 def kueue_queues(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]:
-    """Per training namespace: its ClusterQueue Active with one flavor per pool, and its LocalQueues
-    pointing at it."""
+    """Per training namespace: its ClusterQueue (its team's, or its own) Active with one flavor per
+    pool, and its LocalQueues pointing at it."""
     if not args.kueue.enabled:
         return [skipped("kueue-queues", "kueue.enabled is false in the stack.")]
     if snapshot.cluster_queues is None or snapshot.local_queues is None:
@@ -135,28 +135,95 @@ def kueue_queues(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]
     rows = []
     for config in args.scheduling.namespaces:
         item = f"kueue-queues/{config.name}"
+        team = team_of(args, config.name)
+        expected = team.name if team is not None else config.name
         problems = []
-        queue = next((q for q in snapshot.cluster_queues if name(q) == config.name), None)
+        queue = next((q for q in snapshot.cluster_queues if name(q) == expected), None)
         if queue is None:
-            problems.append(f"no ClusterQueue {config.name}")
+            problems.append(f"no ClusterQueue {expected}")
         else:
             active = condition(queue, "Active")
             if active is None or active.get("status") != "True":
                 reason = f"{active.get('reason')}: {active.get('message')}" if active else "no Active condition yet"
-                problems.append(f"ClusterQueue {config.name} is not active ({reason})")
+                problems.append(f"ClusterQueue {expected} is not active ({reason})")
             listed = sorted(f.get("name") for g in queue.get("spec", {}).get("resourceGroups") or [] for f in g.get("flavors") or [])
             if listed != flavors:
-                problems.append(f"ClusterQueue {config.name} lists flavors {', '.join(listed) or 'none'}, the stack's pools make {', '.join(flavors) or 'none'}")
+                problems.append(f"ClusterQueue {expected} lists flavors {', '.join(listed) or 'none'}, the stack's pools make {', '.join(flavors) or 'none'}")
         for local in (LOCAL_QUEUE, HELD_LOCAL_QUEUE):
             found = next((q for q in snapshot.local_queues if namespace(q) == config.name and name(q) == local), None)
             if found is None:
                 problems.append(f"no LocalQueue {config.name}/{local}")
-            elif found.get("spec", {}).get("clusterQueue") != config.name:
-                problems.append(f"LocalQueue {config.name}/{local} points at ClusterQueue {found.get('spec', {}).get('clusterQueue')}")
+            elif found.get("spec", {}).get("clusterQueue") != expected:
+                problems.append(f"LocalQueue {config.name}/{local} points at ClusterQueue {found.get('spec', {}).get('clusterQueue')}, not {expected}")
+        owner = f"team {team.name}'s ClusterQueue {expected}" if team is not None else f"ClusterQueue {expected}"
         if problems:
-            rows.append(failed(item, "; ".join(problems) + ".", "run `pulumi up` to restore the queues; an inactive ClusterQueue names the cause in its Active condition (kubectl describe clusterqueue " + config.name + ")."))
+            rows.append(failed(item, "; ".join(problems) + ".", "run `pulumi up` to restore the queues; an inactive ClusterQueue names the cause in its Active condition (kubectl describe clusterqueue " + expected + ")."))
         else:
-            rows.append(passed(item, f"ClusterQueue {config.name} active with flavors {', '.join(flavors)}; LocalQueues {LOCAL_QUEUE} and {HELD_LOCAL_QUEUE} point at it."))
+            rows.append(passed(item, f"{owner} active with flavors {', '.join(flavors)}; LocalQueues {LOCAL_QUEUE} and {HELD_LOCAL_QUEUE} point at it."))
+    return rows
+
+
+def _gpus(quantity: object) -> int:
+    return int(parse_quantity(str(quantity or "0")))
+
+
+def _flavor_gpus(queue: Mapping[str, Any], section: str, key: str) -> dict[str, int]:
+    """GPUs per flavor of a ClusterQueue: ``spec`` quotas (``nominalQuota``) or ``status`` usage
+    (``flavorsUsage``: ``total``, ``borrowed``)."""
+    found: dict[str, int] = {}
+    if section == "spec":
+        flavors = [f for g in queue.get("spec", {}).get("resourceGroups") or [] for f in g.get("flavors") or []]
+    else:
+        flavors = (queue.get("status") or {}).get("flavorsUsage") or []
+    for flavor in flavors:
+        for resource in flavor.get("resources") or []:
+            if resource.get("name") == GPU_RESOURCE:
+                found[flavor["name"]] = _gpus(resource.get(key))
+    return found
+
+
+def teams(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]:
+    """Per team: its ClusterQueue in the teams' cohort with the stack's quota on each pool, and
+    what it uses, borrows and lends there now. Lent: what of its idle quota (up to its lending
+    limit) the other teams' borrowing takes; with more than two teams idle, Kueue does not say
+    whose idle quota a borrower holds, so it is at most that."""
+    if not args.scheduling.teams:
+        return [skipped("teams", "scheduling.teams is empty in the stack: each namespace has a ClusterQueue of its own.")]
+    if snapshot.cluster_queues is None:
+        return []  # kueue_queues reports the missing API
+    queues = {name(q): q for q in snapshot.cluster_queues}
+    flavors = {f.capacity.pool.name: f.name for f in pool_flavors(args)}
+    cohort = [q for q in snapshot.cluster_queues if q.get("spec", {}).get("cohortName") == TEAM_COHORT]
+    borrowed_in_cohort: dict[str, int] = {}
+    for queue in cohort:
+        for flavor, gpus in _flavor_gpus(queue, "status", "borrowed").items():
+            borrowed_in_cohort[flavor] = borrowed_in_cohort.get(flavor, 0) + gpus
+    rows = []
+    for team in args.scheduling.teams:
+        item = f"team/{team.name}"
+        found = queues.get(team.name)
+        if found is None or found.get("spec", {}).get("cohortName") != TEAM_COHORT:
+            where = "does not exist" if found is None else f"is in cohort {found.get('spec', {}).get('cohortName') or 'none'}"
+            rows.append(failed(item, f"team {team.name}'s ClusterQueue {team.name} {where}, not in {TEAM_COHORT}.",
+                               "run `pulumi up` to restore the team's ClusterQueue (KueueQueues makes it)."))
+            continue
+        nominal = _flavor_gpus(found, "spec", "nominalQuota")
+        total = _flavor_gpus(found, "status", "total")
+        borrowed = _flavor_gpus(found, "status", "borrowed")
+        wrong, parts = [], []
+        for pool in team_pools(args, team):
+            flavor = flavors[pool.capacity.pool.name]
+            if nominal.get(flavor) != pool.gpus:
+                wrong.append(f"{pool.capacity.pool.name}: quota {nominal.get(flavor, 'none')}, the stack declares {pool.gpus}")
+                continue
+            used, own_borrowed = total.get(flavor, 0), borrowed.get(flavor, 0)
+            idle = max(0, pool.gpus - (used - own_borrowed))
+            lent = min(idle, pool.lendable, borrowed_in_cohort.get(flavor, 0) - own_borrowed)
+            parts.append(f"{pool.capacity.pool.name}: quota {pool.gpus}, using {used} ({own_borrowed} borrowed), lending {max(0, lent)}")
+        if wrong:
+            rows.append(failed(item, "; ".join(wrong) + ".", "run `pulumi up` to restore the quotas the stack declares (scheduling.teams)."))
+        else:
+            rows.append(passed(item, f"team {team.name} (weight {team.weight:g}, namespaces {', '.join(team.namespaces)}): " + "; ".join(parts) + "."))
     return rows
 
 
@@ -245,6 +312,7 @@ def judge_stack(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]:
         priority_class_values(snapshot, args),
         *resource_quotas(snapshot, args),
         *kueue_queues(snapshot, args),
+        *teams(snapshot, args),
         topology_labeler_running(snapshot, args),
         node_monitoring_agent(snapshot, args),
         *fsx_claims(snapshot, args),

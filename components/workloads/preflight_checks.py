@@ -22,9 +22,10 @@ import pulumi_tls as tls
 from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
-from ..config import GpuTrainingPlatformArgs, PreflightConfig, Problem, ResourceQuotaConfig
+from ..config import GpuTrainingPlatformArgs, PreflightConfig, Problem, TrainingNamespaceConfig
 from ..facts.gpu_nodes import GPU_POOL_KEY
-from .fleet_capacity import pool_capacity, resolve_quota
+from .fleet_capacity import pool_capacity
+from .teams import namespace_quota
 from ..facts.quantity import MIB, cpu_quantity, memory_quantity, parse_quantity
 from .preflight import DCGM_POD_CPU, DCGM_POD_MEMORY, NcclTestSpec, dcgm_diag_job, nccl_pod_requests, nccl_test_objects
 
@@ -111,11 +112,11 @@ def validate_preflight(args: GpuTrainingPlatformArgs) -> list[Problem]:
                 "with MPI=1 (AWS's nccl-tests.Dockerfile, or public.ecr.aws/hpc-cloud/nccl-tests:<tag>); or set nccl.enabled: false",
             )
         )
-    problems += _quota_problems(args, pools, namespace, namespaces[namespace].quota)
+    problems += _quota_problems(args, pools, namespace, namespaces[namespace])
     return problems
 
 
-def _quota_problems(args: GpuTrainingPlatformArgs, pools: Sequence[PreflightPool], namespace: str, quota_config: ResourceQuotaConfig) -> list[Problem]:
+def _quota_problems(args: GpuTrainingPlatformArgs, pools: Sequence[PreflightPool], namespace: str, namespace_config: TrainingNamespaceConfig) -> list[Problem]:
     """Each pool's checks run one after the other, the pools' checks all at once: the namespace quota
     must admit the largest check of every pool together, or pods are refused and the update waits
     for its timeout."""
@@ -133,7 +134,7 @@ def _quota_problems(args: GpuTrainingPlatformArgs, pools: Sequence[PreflightPool
         gpus += pool.nodes * pool.gpus
         cpu += pool.nodes * max(d[0] for d in demands)
         memory += pool.nodes * max(d[1] for d in demands)
-    quota = resolve_quota(quota_config, args)
+    quota = namespace_quota(namespace_config, args)
     limits = (("GPUs", gpus, quota.gpus, str(quota.gpus)), ("CPU", cpu, parse_quantity(quota.cpu), quota.cpu), ("memory", memory, parse_quantity(quota.memory), quota.memory))
     return [
         Problem("preflight.namespace", f"the pre-flight checks need {_amount(needed, what)} {what} at once but '{namespace}' allows {shown}")

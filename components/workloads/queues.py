@@ -1,5 +1,6 @@
 """Kueue's objects for the GPU fleet: the network Topology, one ResourceFlavor per GPU pool, one
-ClusterQueue per training namespace and its LocalQueues, and the rules that keep them admissible.
+ClusterQueue per training namespace (or per team) and its LocalQueues, and the rules that keep them
+admissible.
 
 Who decides what:
 
@@ -16,7 +17,11 @@ Who decides what:
 - **placement**: on a topology flavor Kueue picks each pod's node; on a quota-only flavor the
   kube-scheduler places the pods and Karpenter launches the nodes;
 - **priority**: the pods' PriorityClass (the seed's three), which Kueue reads as the workload's
-  priority; within a ClusterQueue a higher priority preempts a lower one.
+  priority; within a ClusterQueue a higher priority preempts a lower one;
+- **teams** (``scheduling.teams``): instead of one ClusterQueue per namespace, one per team in a
+  single cohort, with the team's quotas and borrowing and lending limits per flavor
+  (``team_queues``; the arithmetic and its rules are in ``teams.py``): a team borrows what the
+  others leave idle, and gets its own back by preemption.
 
 Topology-aware scheduling counts the allocatable capacity of nodes that are Ready now (Kueue TAS
 docs, "Capacity calculation"); its only autoscaler integration is the cluster autoscaler's
@@ -30,13 +35,14 @@ quota-only flavors, and jobs on them carry no topology request.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..config import ConfigError, GpuNodeGroupConfig, GpuTrainingPlatformArgs, KueueConfig, Problem, TrainingAppConfig
+from ..config import TEAM_COHORT, ConfigError, GpuNodeGroupConfig, GpuTrainingPlatformArgs, KueueConfig, Problem, TrainingAppConfig
 from ..facts.catalog import eks_labels_topology
 from ..facts.gpu_nodes import (
     GPU_POOL_KEY,
@@ -48,6 +54,7 @@ from ..facts.gpu_nodes import (
 )
 from ..facts.quantity import cpu_quantity, memory_quantity, parse_quantity
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, resolve_quota
+from .teams import gpu_share, team_pools
 from .templates import PART_OF
 from .training_job import _dependencies
 from ..aws.cluster import ClusterInput, optional_cluster_field
@@ -204,6 +211,11 @@ def _quantity_text(resource: str, amount: Fraction) -> str:
     return str(int(amount))
 
 
+def _resource_groups(flavors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # Without a GPU pool there is no flavor, and the queue admits nothing until one is added.
+    return [{"coveredResources": list(QUOTA_RESOURCES), "flavors": flavors}] if flavors else []
+
+
 def cluster_queue(namespace: str, quotas: dict[str, dict[str, str]]) -> dict[str, Any]:
     """The namespace's ClusterQueue: only its own namespace's LocalQueues, every pool's flavor, and
     preemption of lower-priority workloads (the seed's classes: training-critical over
@@ -216,24 +228,41 @@ def cluster_queue(namespace: str, quotas: dict[str, dict[str, str]]) -> dict[str
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
             "queueingStrategy": "BestEffortFIFO",
             "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"},
-            # Without a GPU pool there is no flavor, and the queue admits nothing until one is added.
-            "resourceGroups": [
-                {
-                    "coveredResources": list(QUOTA_RESOURCES),
-                    "flavors": [
-                        {"name": name, "resources": [{"name": r, "nominalQuota": q[r]} for r in QUOTA_RESOURCES]}
-                        for name, q in quotas.items()
-                    ],
-                }
-            ]
-            if quotas
-            else [],
+            "resourceGroups": _resource_groups([
+                {"name": name, "resources": [{"name": r, "nominalQuota": q[r]} for r in QUOTA_RESOURCES]}
+                for name, q in quotas.items()
+            ]),
         },
     }
 
 
-def local_queue(namespace: str, name: str, held: bool = False) -> dict[str, Any]:
-    spec: dict[str, Any] = {"clusterQueue": namespace}
+def team_cluster_queue(team: "TeamQueues") -> dict[str, Any]:
+    """A team's ClusterQueue: its namespaces' LocalQueues, its quota and limits per pool's flavor, in
+    the teams' cohort. A pending job of the team reclaims the team's own quota from workloads of
+    other teams borrowing it (``reclaimWithinCohort: Any``; with fair sharing on, only from teams
+    above their fair share), and within the team preempts lower priorities."""
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": _metadata(team.name),
+        "spec": {
+            "cohortName": TEAM_COHORT,
+            "namespaceSelector": {"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(team.namespaces)}]},
+            "queueingStrategy": "BestEffortFIFO",
+            "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+            "fairSharing": {"weight": team.weight},
+            "resourceGroups": _resource_groups([
+                {"name": name, "resources": [{"name": r, **limits[r]} for r in QUOTA_RESOURCES]}
+                for name, limits in team.quotas.items()
+            ]),
+        },
+    }
+
+
+def local_queue(namespace: str, name: str, held: bool = False, cluster_queue: Optional[str] = None) -> dict[str, Any]:
+    """A LocalQueue of ``namespace`` onto ``cluster_queue`` (default: the namespace's own)."""
+    spec: dict[str, Any] = {"clusterQueue": cluster_queue or namespace}
     if held:
         spec["stopPolicy"] = "Hold"
     return {"apiVersion": KUEUE_API_VERSION, "kind": "LocalQueue", "metadata": _metadata(name, namespace), "spec": spec}
@@ -306,6 +335,41 @@ def validate_kueue(args: GpuTrainingPlatformArgs) -> list[Problem]:
 
 
 @dataclass(frozen=True)
+class TeamQueues:
+    """A team's ClusterQueue (``team_queues``)."""
+
+    name: str
+    """The team (also the ClusterQueue's name)."""
+    namespaces: tuple[str, ...]
+    """Its namespaces, each with the team's LocalQueues."""
+    quotas: dict[str, dict[str, dict[str, str]]]
+    """Per flavor name and resource: ``nominalQuota`` and, where set, ``borrowingLimit`` and ``lendingLimit``."""
+    weight: str = "1"
+    """Fair-sharing weight, a quantity."""
+
+
+def _weight(weight: float) -> str:
+    return format(Decimal(repr(weight)).normalize(), "f")
+
+
+def team_queues(args: GpuTrainingPlatformArgs, flavors: Sequence[PoolFlavor]) -> list[TeamQueues]:
+    """Each team's quotas on every pool's flavor, with the CPU and memory of its GPUs (``teams.py``)."""
+    by_pool = {f.capacity.pool.name: f for f in flavors}
+    result = []
+    for team in args.scheduling.teams:
+        quotas: dict[str, dict[str, dict[str, str]]] = {}
+        for pool in team_pools(args, team):
+            limits: dict[str, dict[str, str]] = {r: {"nominalQuota": q} for r, q in gpu_share(pool.capacity, pool.gpus).items()}
+            for key, gpus in (("borrowingLimit", pool.borrowing_limit), ("lendingLimit", pool.lending_limit)):
+                if gpus is not None:
+                    for r, q in gpu_share(pool.capacity, gpus).items():
+                        limits[r][key] = q
+            quotas[by_pool[pool.capacity.pool.name].name] = limits
+        result.append(TeamQueues(team.name, tuple(team.namespaces), quotas, _weight(team.weight)))
+    return result
+
+
+@dataclass(frozen=True)
 class NamespaceQueues:
     """A training namespace's ClusterQueue quotas (``flavor_quotas``)."""
 
@@ -323,7 +387,9 @@ class KueueQueuesArgs:
     flavors: Sequence[PoolFlavor]
     """One flavor per GPU pool (``pool_flavors``)."""
     namespaces: Sequence[NamespaceQueues]
-    """The training namespaces with their quotas."""
+    """The training namespaces with their own ClusterQueues and quotas (none when teams share the fleet)."""
+    teams: Sequence[TeamQueues] = ()
+    """Teams sharing the fleet in one cohort, each a ClusterQueue for its namespaces. Default: none."""
     namespace_resources: Mapping[str, pulumi.Resource] = field(default_factory=dict)
     """The Namespace resources by name, which the LocalQueues in them wait for. Default: none (the namespaces exist)."""
     cluster: Optional[ClusterInput] = None
@@ -337,9 +403,12 @@ class KueueQueuesArgs:
 def kueue_queues_args(args: GpuTrainingPlatformArgs, namespace_resources: Optional[Mapping[str, pulumi.Resource]] = None) -> KueueQueuesArgs:
     """The stack's flavors and queues; call it on arguments that passed ``validate_kueue``."""
     flavors = pool_flavors(args)
+    teams = team_queues(args, flavors)
     return KueueQueuesArgs(
         flavors=flavors,
-        namespaces=[NamespaceQueues(ns.name, flavor_quotas(flavors, resolve_quota(ns.quota, args))) for ns in args.scheduling.namespaces],
+        namespaces=[] if teams else [NamespaceQueues(ns.name, flavor_quotas(flavors, resolve_quota(ns.quota, args)))
+                                     for ns in args.scheduling.namespaces],
+        teams=teams,
         namespace_resources=dict(namespace_resources or {}),
     )
 
@@ -351,18 +420,32 @@ class KueueQueues(pulumi.ComponentResource):
     Kueue release (its CRDs and webhooks); the LocalQueues also wait for ``namespace_resources``."""
 
     cluster_queue_names: pulumi.Output[list[str]]
-    """The ClusterQueues, one per namespace."""
+    """The ClusterQueues: one per namespace of its own, one per team."""
 
     def __init__(self, name: str, args: Optional[KueueQueuesArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
         args = component_args(KueueQueuesArgs, "KueueQueues", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"KueueQueues({name})")
         known = {f.name for f in args.flavors}
         problems = [
-            Problem(f"KueueQueues({name}).namespaces[{i}].quotas.{flavor}", "names no flavor of `flavors`")
-            for i, ns in enumerate(args.namespaces)
-            for flavor in ns.quotas
+            Problem(f"KueueQueues({name}).{key}[{i}].quotas.{flavor}", "names no flavor of `flavors`")
+            for key, queues in (("namespaces", args.namespaces), ("teams", args.teams))
+            for i, queue in enumerate(queues)
+            for flavor in queue.quotas
             if flavor not in known
         ]
+        queue_names: dict[str, str] = {}
+        namespace_owner: dict[str, str] = {}
+        for key, queues in (("namespaces", args.namespaces), ("teams", args.teams)):
+            for i, queue in enumerate(queues):
+                path = f"KueueQueues({name}).{key}[{i}]"
+                queue_name = queue.namespace if isinstance(queue, NamespaceQueues) else queue.name
+                if queue_name in queue_names:
+                    problems.append(Problem(path, f"makes the ClusterQueue '{queue_name}' that {queue_names[queue_name]} makes too"))
+                queue_names.setdefault(queue_name, path)
+                for namespace in (queue.namespace,) if isinstance(queue, NamespaceQueues) else queue.namespaces:
+                    if namespace in namespace_owner:
+                        problems.append(Problem(path, f"gives namespace '{namespace}' LocalQueues that {namespace_owner[namespace]} gives it too"))
+                    namespace_owner.setdefault(namespace, path)
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:KueueQueues", name, None, opts)
@@ -370,23 +453,36 @@ class KueueQueues(pulumi.ComponentResource):
         # CRDs and webhooks) and the namespaces itself.
         after = _dependencies(opts)
 
-        def create(role: str, body: dict[str, Any], depends_on: Sequence[pulumi.Resource] = ()) -> k8s.apiextensions.CustomResource:
+        def create(role: str, body: dict[str, Any], depends_on: Sequence[pulumi.Resource] = (),
+                   options: Optional[dict[str, Any]] = None) -> k8s.apiextensions.CustomResource:
             return k8s.apiextensions.CustomResource(
                 f"{name}-{role}",
                 api_version=body["apiVersion"],
                 kind=body["kind"],
                 metadata=body["metadata"],
                 spec=body["spec"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*after, *depends_on]),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*after, *depends_on], **(options or {})),
             )
 
         created = [create("topology", topology())]
         created += [create(f"flavor-{f.capacity.pool.name}-{'managed' if isinstance(f.capacity.pool, GpuNodeGroupConfig) else 'karpenter'}", resource_flavor(f), created[:1]) for f in args.flavors]
-        for ns in args.namespaces:
-            queue = create(f"{ns.namespace}-cluster-queue", cluster_queue(ns.namespace, ns.quotas), created)
-            home = [queue, *([args.namespace_resources[ns.namespace]] if ns.namespace in args.namespace_resources else [])]
-            create(f"{ns.namespace}-local-queue", local_queue(ns.namespace, LOCAL_QUEUE), home)
-            create(f"{ns.namespace}-held-local-queue", local_queue(ns.namespace, HELD_LOCAL_QUEUE, held=True), home)
+        # A LocalQueue's clusterQueue is immutable (a CEL rule of its CRD): a namespace that moves to
+        # a team, or to another team, gets its LocalQueues replaced, deleted first since the new ones
+        # have the same names. Admitted workloads keep running; pending ones wait for the new queue.
+        requeued = {"replace_on_changes": ["spec.clusterQueue"], "delete_before_replace": True}
 
-        self.cluster_queue_names = pulumi.Output.from_input([ns.namespace for ns in args.namespaces])
+        def local_queues(namespace: str, cluster_queue_name: str, queue: pulumi.Resource) -> None:
+            home = [queue, *([args.namespace_resources[namespace]] if namespace in args.namespace_resources else [])]
+            create(f"{namespace}-local-queue", local_queue(namespace, LOCAL_QUEUE, cluster_queue=cluster_queue_name), home, requeued)
+            create(f"{namespace}-held-local-queue", local_queue(namespace, HELD_LOCAL_QUEUE, held=True, cluster_queue=cluster_queue_name),
+                   home, requeued)
+
+        for ns in args.namespaces:
+            local_queues(ns.namespace, ns.namespace, create(f"{ns.namespace}-cluster-queue", cluster_queue(ns.namespace, ns.quotas), created))
+        for team in args.teams:
+            queue = create(f"team-{team.name}-cluster-queue", team_cluster_queue(team), created)
+            for namespace in team.namespaces:
+                local_queues(namespace, team.name, queue)
+
+        self.cluster_queue_names = pulumi.Output.from_input([ns.namespace for ns in args.namespaces] + [t.name for t in args.teams])
         self.register_outputs({"clusterQueueNames": self.cluster_queue_names})

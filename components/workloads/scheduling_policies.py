@@ -23,7 +23,8 @@ from ..config import (
 )
 from .host_network_admission import host_network_policy_binding_manifest, host_network_policy_manifest
 from ..facts.gpu_nodes import network_layer_key
-from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity, resolve_quota
+from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity
+from .teams import namespace_quota
 from .queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, app_topology, pool_flavor
 from .smoke_test import SmokeTestPool
 from .storage import training_storage_fields
@@ -137,6 +138,8 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
             backoff_limit=job.backoff_limit,
             rendezvous_port=job.rendezvous_port,
             revision=job.revision,
+            kind=app.kind,
+            max_restarts=job.max_restarts,
         )
         if job is not None
         else {}
@@ -248,7 +251,7 @@ def scheduling_policies_args(args: GpuTrainingPlatformArgs) -> SchedulingPolicie
     scheduling = args.scheduling
     return SchedulingPoliciesArgs(
         priority_classes=list(scheduling.priority_classes),
-        namespaces=[NamespacePolicy(ns.name, resolve_quota(ns.quota, args), ns.pod_security) for ns in scheduling.namespaces],
+        namespaces=[NamespacePolicy(ns.name, namespace_quota(ns, args), ns.pod_security) for ns in scheduling.namespaces],
         protected_apps=[training_job_spec(app, args) for app in scheduling.training_apps if app.job is None],
         service_account=scheduling.service_account.name,
     )

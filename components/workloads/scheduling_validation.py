@@ -20,7 +20,8 @@ from ..config import (
     TrainingNamespaceConfig,
 )
 from ..facts.quantity import parse_quantity
-from .fleet_capacity import ResolvedQuota, fleet_capacity, resolve_quota
+from .fleet_capacity import ResolvedQuota, fleet_capacity
+from .teams import namespace_quota, team_fit_problems, validate_teams
 from .scheduling_policies import app_pool, duplicate_indices, smoke_test_pools, training_job_spec, validate_priority_classes
 from .training_spec import TrainingJobSpec, validate_training_job
 
@@ -52,9 +53,14 @@ def validate_scheduling(args: GpuTrainingPlatformArgs) -> list[Problem]:
     scheduling = args.scheduling
     problems = validate_priority_classes(scheduling.priority_classes, "scheduling.priorityClasses")
     problems += _validate_namespaces(args)
+    team_problems = validate_teams(args)
+    problems += team_problems
+    if team_problems:
+        # A namespace's quota comes from its team: without valid teams there is none to judge apps by.
+        return problems
     namespaces: dict[str, _Namespace] = {}
     for i, namespace in enumerate(scheduling.namespaces):
-        namespaces.setdefault(namespace.name, _Namespace(f"scheduling.namespaces[{i}]", namespace, resolve_quota(namespace.quota, args)))
+        namespaces.setdefault(namespace.name, _Namespace(f"scheduling.namespaces[{i}]", namespace, namespace_quota(namespace, args)))
     app_names = [a.name for a in scheduling.training_apps]
     for i, first in duplicate_indices(app_names).items():
         problems.append(Problem(f"scheduling.trainingApps[{i}].name", f"'{app_names[i]}' is used by scheduling.trainingApps[{first}] too"))
@@ -108,6 +114,15 @@ def _validate_app(app: TrainingAppConfig, path: str, args: GpuTrainingPlatformAr
             )
         )
 
+    if app.job is not None and app.kind == "Job" and "max_restarts" in app.job.model_fields_set:
+        problems.append(Problem(f"{path}.job.maxRestarts", "restarts the whole group of a JobSet or TrainJob; a Job "
+                                "retries single pods (job.backoffLimit): set kind: JobSet or TrainJob, or remove it"))
+    if app.kind != "Job" and app.job is None:
+        problems.append(Problem(f"{path}.kind", f"'{app.kind}' says what runs the app's job, and the app has none: add job, or remove kind"))
+    for key, config, wanted in (("jobSet", args.job_set, ("JobSet", "TrainJob")), ("trainer", args.trainer, ("TrainJob",))):
+        if app.kind in wanted and config.enabled is False:
+            problems.append(Problem(f"{path}.kind", f"'{app.kind}' needs the {key} controller, which {key}.enabled: false leaves out"))
+
     fleet = fleet_capacity(args)
     pools = [c.pool.name for c in fleet]
     capacity = app_pool(app, args)
@@ -154,7 +169,15 @@ def _validate_app(app: TrainingAppConfig, path: str, args: GpuTrainingPlatformAr
     if problems or namespace is None:
         return problems
     spec = training_job_spec(app, args)
-    return validate_training_job(spec, path) or _quota_fits(spec, path, namespace)
+    return (validate_training_job(spec, path) or _quota_fits(spec, path, namespace)
+            or team_fit_problems(args, namespace.config.name, _pool_name(app, args), spec.nodes * spec.node_gpus,
+                                 f"{path}.nodes", f"the app's {spec.nodes} × {spec.node_gpus} GPUs"))
+
+
+def _pool_name(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> str:
+    capacity = app_pool(app, args)
+    assert capacity is not None, "the app's pool was checked before its job"  # noqa: S101 - checked above in _validate_app
+    return capacity.pool.name
 
 
 def _quota_fits(spec: TrainingJobSpec, path: str, namespace: _Namespace) -> list[Problem]:

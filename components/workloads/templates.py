@@ -18,10 +18,14 @@ from typing import Any
 
 from ..facts.gpu_nodes import EFA_HUGEPAGES, EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, gpu_toleration
 from .placement import training_affinity, training_topology_spread
-from .training_spec import COMPONENT_LABEL, PART_OF, TRAINING_COMPONENT, TrainingJobSpec
+from .training_spec import COMPONENT_LABEL, PART_OF, REPLICATED_JOB, TRAINING_COMPONENT, TrainingJobSpec
 
 JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 TRAINER_CONTAINER = "trainer"
+"""The training container of a Job's or JobSet's pods."""
+TRAIN_JOB_CONTAINER = REPLICATED_JOB
+"""The training container of a TrainJob's pods: Kubeflow Trainer's torch plugin fills in torchrun's
+environment in the container named ``node`` (kubeflow/trainer pkg/constants, ``Node``)."""
 SHM_VOLUME = "dshm"
 SHARED_VOLUME = "shared-fs"
 """The pod volume of the shared file system's claim."""
@@ -34,8 +38,10 @@ suspended Job never starts."""
 
 
 def torchrun_env(spec: TrainingJobSpec) -> list[dict[str, Any]]:
-    """Environment torchrun reads its arguments from (``PET_<ARG>``), so the command is just ``torchrun train.py``."""
-    env: list[dict[str, Any]] = [
+    """Environment torchrun reads its arguments from (``PET_<ARG>``), so the command is just
+    ``torchrun train.py``. A TrainJob's comes from Kubeflow Trainer, which sets the same variables
+    from the TrainJob and its runtime; only EFA's is the template's there."""
+    env: list[dict[str, Any]] = [] if spec.kind == "TrainJob" else [
         {"name": "PET_NNODES", "value": str(spec.nodes)},
         {"name": "PET_NPROC_PER_NODE", "value": str(spec.node_gpus)},
         {
@@ -105,7 +111,7 @@ def image_pull_policy(image: str) -> str:
 
 def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
     """The pod template (``PodTemplateSpec``) of a training job."""
-    container: dict[str, Any] = {"name": TRAINER_CONTAINER}
+    container: dict[str, Any] = {"name": TRAIN_JOB_CONTAINER if spec.kind == "TrainJob" else TRAINER_CONTAINER}
     if spec.image is not None:
         container["image"] = spec.image
         container["imagePullPolicy"] = image_pull_policy(spec.image)
@@ -128,7 +134,6 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
         shm["sizeLimit"] = spec.shm_size_limit
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
-        "subdomain": spec.name,
         "priorityClassName": spec.priority_class,
         "tolerations": [gpu_toleration()],
         "affinity": training_affinity(spec),
@@ -141,6 +146,9 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
         "volumes": [{"name": SHM_VOLUME, "emptyDir": shm}]
         + ([{"name": SHARED_VOLUME, "persistentVolumeClaim": {"claimName": spec.shared_volume_claim}}] if spec.shared_volume_claim else []),
     }
+    if spec.kind == "Job":
+        # A JobSet sets its pods' subdomain to its own Service.
+        pod["subdomain"] = spec.name
     if spec.service_account is not None:
         pod["serviceAccountName"] = spec.service_account
     if spec.host_network:

@@ -1,10 +1,11 @@
 """``TrainingJob``: a training job deployed as multi-node PyTorch runs on Kubernetes, from the plain
-templates in ``workloads.py``."""
+templates in ``templates.py`` (an Indexed Job) and ``job_sets.py`` (a JobSet, or a TrainJob over its
+TrainingRuntime)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Optional, TypedDict
+from dataclasses import dataclass, replace
+from typing import Any, Optional, Sequence, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -17,6 +18,7 @@ from .templates import (
     training_job,
     training_pdb,
 )
+from .job_sets import train_job, training_jobset, training_runtime
 from .training_spec import TrainingJobSpec, validate_training_job
 from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
@@ -46,11 +48,18 @@ JOB_OPTIONS = JobOptions(
 """Resource options of every training Job."""
 
 
-def job_resource_name(name: str, revision: int) -> str:
-    """Pulumi name of a revision's Job. A new name per revision, because the engine fills ignored
+KIND_RESOURCE = {"Job": "job", "JobSet": "jobset", "TrainJob": "trainjob"}
+"""The Pulumi name part of each kind's job object."""
+
+
+def job_resource_name(name: str, revision: int, kind: str = "Job") -> str:
+    """Pulumi name of a revision's job object. A new name per revision, because the engine fills ignored
     properties from the old state whenever there is one (pulumi/pulumi#2657), replacements included:
-    a new revision of the same resource would be created with the previous revision's spec."""
-    return f"{name}-job" if revision == 1 else f"{name}-job-r{revision}"
+    a new revision of the same resource would be created with the previous revision's spec. A new
+    name per kind too: another kind is another object, and the old one is retained like an old
+    revision's (``JOB_OPTIONS``)."""
+    part = KIND_RESOURCE[kind]
+    return f"{name}-{part}" if revision == 1 else f"{name}-{part}-r{revision}"
 
 
 def _dependencies(opts: Optional[pulumi.ResourceOptions]) -> list[pulumi.Resource]:
@@ -61,6 +70,12 @@ def _dependencies(opts: Optional[pulumi.ResourceOptions]) -> list[pulumi.Resourc
     return list(depends_on) if isinstance(depends_on, (list, tuple)) else [depends_on]
 
 
+def _custom(name: str, body: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    return k8s.apiextensions.CustomResource(
+        name, api_version=body["apiVersion"], kind=body["kind"], metadata=body["metadata"], spec=body["spec"], opts=opts,
+    )
+
+
 @documented_args
 @dataclass
 class TrainingJobArgs:
@@ -68,9 +83,18 @@ class TrainingJobArgs:
 
     job: TrainingJobSpec
     """The job; its ``image`` is required."""
+    kind: Optional[str] = None
+    """What runs the job: ``Job``, ``JobSet`` or ``TrainJob``; default: the job's own ``kind`` (``Job``)."""
     cluster: Optional[ClusterInput] = None
     """The cluster whose Kubernetes provider the objects go on (a ``ClusterRef``, ``EksCluster`` or
     ``pulumi_eks.Cluster``); default: the Kubernetes provider in ``opts``."""
+    job_after: Sequence[pulumi.Resource] = ()
+    """More for the job's objects to wait for, beyond what the component depends on (``opts``), which
+    is all a TrainJob's TrainingRuntime waits for. Give a TrainJob's component only the runtime's needs
+    (its namespace, the Trainer release) and the rest here, so that the runtime is created early,
+    well before its TrainJob: Trainer's webhook refuses a TrainJob whose runtime its own cache has
+    not seen yet ("specified trainingRuntime must be created before the TrainJob is created"), and
+    the Kubernetes provider does not retry that refusal. Default: none."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, optional_cluster_field(self))
@@ -78,8 +102,11 @@ class TrainingJobArgs:
 
 @documented_component(TrainingJobArgs)
 class TrainingJob(pulumi.ComponentResource):
-    """A distributed training job as multi-node PyTorch runs on Kubernetes: an Indexed Job, the
-    headless Service its ranks rendezvous through, and the PodDisruptionBudget that keeps every rank.
+    """A distributed training job as multi-node PyTorch runs on Kubernetes, of the spec's ``kind``:
+    an Indexed Job; a JobSet (which restarts every rank when one fails); or a TrainJob and its
+    TrainingRuntime (Kubeflow Trainer runs it as such a JobSet). Every kind gets the headless
+    Service its ranks rendezvous through and the PodDisruptionBudget that keeps every rank. A JobSet or TrainJob needs its controller in the cluster (``JobSetController``,
+    ``TrainerController``).
 
     Give it the ``cluster`` (or its Kubernetes provider in ``opts``, ``providers={"kubernetes": provider}``), and
     make the component depend on the PriorityClass, namespace and ServiceAccount it uses and the Pod
@@ -90,12 +117,12 @@ class TrainingJob(pulumi.ComponentResource):
     """
 
     job_name: pulumi.Output[str]
-    """Name of the current revision's Job (``<name>``, then ``<name>-r<revision>``)."""
+    """Name of the current revision's Job, JobSet or TrainJob (``<name>``, then ``<name>-r<revision>``)."""
 
     def __init__(self, name: str, args: Optional[TrainingJobArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
         args = component_args(TrainingJobArgs, "TrainingJob", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"TrainingJob({name})")
-        spec = args.job
+        spec = args.job if args.kind is None else replace(args.job, kind=args.kind)
         problems = validate_training_job(spec, path=f"TrainingJob({name})")
         if spec.image is None:
             problems.append(Problem(f"TrainingJob({name}).job.image", "is required to run the job"))
@@ -105,7 +132,15 @@ class TrainingJob(pulumi.ComponentResource):
 
         # Children do not inherit the component's dependencies: pass them on, so the pods wait for the
         # namespace, PriorityClass, ServiceAccount and Pod Identity association they name.
-        after = _dependencies(opts)
+        own = _dependencies(opts)
+        after = [*own, *args.job_after]
+        job_options = pulumi.ResourceOptions(parent=self, depends_on=after, **JOB_OPTIONS)
+        resource_name = job_resource_name(name, spec.revision, spec.kind)
+        # Every kind gets the app's headless Service. A JobSet (or TrainJob) of revision 1 has the
+        # app's name, and the JobSet controller makes a Service of that name only when none exists
+        # (jobset pkg/controllers/jobset_controller.go, createHeadlessSvcIfNecessary), so it uses
+        # this one; a kind change then keeps the Service the previous, still running job resolves
+        # its ranks through, instead of deleting it under that job and beside the new one.
         service = rendezvous_service(spec)
         k8s.core.v1.Service(
             f"{name}-rendezvous",
@@ -113,14 +148,16 @@ class TrainingJob(pulumi.ComponentResource):
             spec=service["spec"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=after),
         )
-        job = training_job(spec)
-        metadata = {**job["metadata"], "annotations": {SKIP_AWAIT_ANNOTATION: "true"}}
-        k8s.batch.v1.Job(
-            job_resource_name(name, spec.revision),
-            metadata=metadata,
-            spec=job["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=after, **JOB_OPTIONS),
-        )
+        if spec.kind == "Job":
+            job = training_job(spec)
+            metadata = {**job["metadata"], "annotations": {SKIP_AWAIT_ANNOTATION: "true"}}
+            k8s.batch.v1.Job(resource_name, metadata=metadata, spec=job["spec"], opts=job_options)
+        elif spec.kind == "JobSet":
+            _custom(resource_name, training_jobset(spec), job_options)
+        else:
+            runtime = _custom(f"{resource_name}-runtime", training_runtime(spec),
+                              pulumi.ResourceOptions(parent=self, depends_on=own, **JOB_OPTIONS))
+            _custom(resource_name, train_job(spec), pulumi.ResourceOptions.merge(job_options, pulumi.ResourceOptions(depends_on=[runtime])))
         pdb = training_pdb(spec)
         k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb", metadata=pdb["metadata"], spec=pdb["spec"], opts=pulumi.ResourceOptions(parent=self, depends_on=after)

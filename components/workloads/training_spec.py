@@ -13,7 +13,8 @@ from typing import Mapping, Optional
 import pulumi
 
 from ..facts.catalog import GPU_INSTANCE_TYPES, efa_interface_count
-from ..config import TORCHRUN_PORT, TRAINING_APP_NAME_MAX, Problem, image_reference_problem
+from ..config import JOB_KINDS, TORCHRUN_PORT, TRAINING_APP_NAME_MAX, Problem, image_reference_problem
+from ..config.scheduling import MAX_RESTARTS, MAX_RESTARTS_LIMIT
 from ..facts.quantity import MIB, cpu_quantity, memory_quantity, parse_quantity
 from .node_fit import NodeLoad, default_requests, library_node_load, training_room
 
@@ -27,6 +28,10 @@ TOPOLOGY_ANNOTATIONS = {
 }
 """Pod-template annotations of a Kueue topology request, by mode (Kueue docs-topology_aware_scheduling.md,
 "User-facing APIs")."""
+
+REPLICATED_JOB = "node"
+"""The one replicated Job of a JobSet or TrainingRuntime: a Job of one pod per node. Kubeflow Trainer's
+torch plugin fills in torchrun's environment in the ``node`` container of the ``node`` Job only."""
 
 GENERATED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "FI_PROVIDER")
 """Environment variables the pod template sets itself (``templates.torchrun_env``), so a job may not."""
@@ -91,6 +96,10 @@ class TrainingJobSpec:
     """Node label of the topology level requested, e.g. ``topology.k8s.aws/network-node-layer-3``. Default: none."""
     pool_selector: Optional[tuple[str, str]] = None
     """Node label (key, value) the pods must have: their pool's. Default: none (any GPU node of the types)."""
+    kind: str = "Job"
+    """What runs the job: ``Job`` (an Indexed Job), ``JobSet`` or ``TrainJob`` (``config.JOB_KINDS``). Default: Job."""
+    max_restarts: int = MAX_RESTARTS
+    """Group restarts of a JobSet or TrainJob when one rank fails (JobSet's ``failurePolicy.maxRestarts``). Default: 3."""
     revision: int = 1
     """Run of the job; each revision is a Job of its own (``job_name``). Default: 1."""
     service_account: Optional[str] = None
@@ -160,8 +169,12 @@ class TrainingJobSpec:
 
     @property
     def master_address(self) -> str:
-        """DNS name of rank 0: Indexed Job pods are named ``<job>-<index>``, the Service is the subdomain."""
-        return f"{self.job_name}-0.{self.name}"
+        """DNS name of rank 0. Indexed Job pods are named ``<job>-<index>`` under the app's Service;
+        a JobSet's (and so a TrainJob's) ``<jobset>-<replicated job>-<job index>-<pod index>`` under
+        the Service the JobSet makes, named after it (JobSet's ``network.subdomain`` default)."""
+        if self.kind == "Job":
+            return f"{self.job_name}-0.{self.name}"
+        return f"{self.job_name}-{REPLICATED_JOB}-0-0.{self.job_name}"
 
 
 
@@ -219,6 +232,11 @@ def validate_training_job(spec: TrainingJobSpec, path: str) -> list[Problem]:
         problem("topology", f"'{spec.topology_mode}' is not a Kueue topology mode; allowed: {', '.join(TOPOLOGY_ANNOTATIONS)}")
     elif spec.topology_mode is not None and (spec.queue_name is None or spec.topology_level is None):
         problem("topology", "a topology request needs a queue (queue_name) and a level (topology_level): only Kueue reads it")
+
+    if spec.kind not in JOB_KINDS:
+        problem("kind", f"'{spec.kind}' is not a job kind; allowed: {', '.join(JOB_KINDS)}")
+    if not 0 <= spec.max_restarts <= MAX_RESTARTS_LIMIT:
+        problem("job.maxRestarts", f"must lie between 0 and {MAX_RESTARTS_LIMIT}")
 
     for name in spec.env:
         if name in GENERATED_ENV:

@@ -19,7 +19,9 @@ from eks_gpu_training.platform.stack_files import StackFile, locate_stack, stack
 from eks_gpu_training.workloads.scheduling_policies import QUOTA_NAME
 
 from environment import Environment
-from manifests import submitted_run, unique
+from kueue import KUEUE_API
+from manifests import submitted_group_run, submitted_run, unique
+from eks_gpu_training.workloads.queues import LOCAL_QUEUE
 
 
 def _require_prerequisites() -> None:
@@ -77,6 +79,19 @@ class RunningCluster:
         run = submitted_run(self.platform_object("Job", app), unique(app), parallelism=parallelism)
         self.env.apply(run)
         return run["metadata"]["namespace"], run["metadata"]["name"]
+
+    def submit_group_run(self, kind: str, app: str, *, nodes: Optional[int] = None) -> tuple[str, str]:
+        """A new run of the stack's JobSet or TrainJob ``app`` (a name of its own), submitted to the
+        queue: its namespace and name. ``nodes`` changes how many nodes it runs on."""
+        run = submitted_group_run(self.platform_object(kind, app), unique(app), nodes=nodes)
+        self.env.apply(run)
+        return run["metadata"]["namespace"], run["metadata"]["name"]
+
+    def cluster_queue_of(self, namespace: str) -> str:
+        """The ClusterQueue the namespace's jobs are admitted by (its team's, or its own)."""
+        local = self.env.get(KUEUE_API, "LocalQueue", LOCAL_QUEUE, namespace)
+        assert local is not None, f"namespace {namespace} has no LocalQueue {LOCAL_QUEUE}"
+        return local["spec"]["clusterQueue"]
 
     def gpu_quota(self, namespace: str) -> int:
         """The GPUs the namespace's ResourceQuota allows."""

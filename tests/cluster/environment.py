@@ -28,6 +28,10 @@ KNOWN_STATE_TIMEOUT = 120.0
 JOB_TIMEOUT = 180.0
 """How long a job may take to run: Kueue's admission, and a Karpenter node launched for it."""
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+"""The label JobSet puts on its Jobs' pods: the JobSet's name (a TrainJob's JobSet is named after it)."""
+GROUP_APIS = {"JobSet": "jobset.x-k8s.io/v1alpha2", "TrainJob": "trainer.kubeflow.org/v1alpha1"}
+"""The job kinds run as a group of Jobs, by their API version."""
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 """The label the Job controller puts on its pods: the Job's uid."""
 REFUSALS = (" is forbidden: ", " is invalid: ")
@@ -223,11 +227,60 @@ class Environment:
             return []
         return [w for w in found if job_uid is None or job_uid in job_uids(w)]
 
-    def workload(self, namespace: str, job: str) -> dict[str, Any]:
-        """Kueue's Workload for the Job ``job`` as it is now; empty when there is none (yet)."""
-        live = self.get("batch/v1", "Job", job, namespace)
+    def workload(self, namespace: str, job: str, kind: str = "Job") -> dict[str, Any]:
+        """Kueue's Workload for the job ``job`` (a Job, a JobSet or a TrainJob) as it is now; empty
+        when there is none (yet)."""
+        live = self.get(GROUP_APIS.get(kind, "batch/v1"), kind, job, namespace)
         found = self.workloads(namespace, job_uid=live["metadata"]["uid"]) if live else []
         return found[0] if found else {}
+
+    # --- JobSets and TrainJobs -----------------------------------------------------------------------
+
+    def group_pods(self, namespace: str, name: str) -> list[client.V1Pod]:
+        """The pods of JobSet ``name`` (or of the TrainJob ``name``'s JobSet) not being deleted."""
+        return [p for p in self.pods(namespace, f"{JOBSET_NAME_LABEL}={name}") if p.metadata.deletion_timestamp is None]
+
+    def expect_group_running(self, namespace: str, name: str, count: int, timeout: float = JOB_TIMEOUT,
+                             kind: str = "JobSet") -> list[client.V1Pod]:
+        """``count`` Running pods of the JobSet (or TrainJob) ``name``; else fail with its Workload's
+        conditions and each pod's scheduling message."""
+        def running():
+            pods = [p for p in self.group_pods(namespace, name) if p.status.phase == "Running"]
+            return len(pods) == count and pods
+
+        try:
+            return wait_for(running, what=f"{count} pods of {kind} {name} Running", timeout=timeout)
+        except AssertionError as error:
+            pods = [(p.metadata.name, p.status.phase, p.spec.node_name, self.scheduling_message(namespace, p.metadata.name))
+                    for p in self.group_pods(namespace, name)]
+            raise AssertionError(f"{error}; workload conditions {conditions(self.workload(namespace, name, kind))}; "
+                                 f"pods {pods}") from None
+
+    def expect_group_admitted(self, kind: str, namespace: str, name: str, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+        return wait_for(lambda: condition(w := self.workload(namespace, name, kind), "Admitted").get("status") == "True" and w,
+                        what=f"Kueue admitting {kind} {name}", timeout=timeout)
+
+    def delete_group(self, kind: str, namespace: str, name: str, timeout: float = 90) -> None:
+        """Delete a JobSet or TrainJob and wait until it, its Jobs' pods and Kueue's Workload for it
+        are gone (queued, once its Workload exists, for the reasons of ``delete_job``)."""
+        api_version = GROUP_APIS[kind]
+        live = self.get(api_version, kind, name, namespace)
+        if live is None:
+            return
+        uid = live["metadata"]["uid"]
+        try:
+            if QUEUE_LABEL in (live["metadata"].get("labels") or {}) and self.serves_kueue():
+                wait_for(lambda: self.workloads(namespace, job_uid=uid), what=f"Kueue making {kind} {name}'s Workload",
+                         timeout=timeout)
+        finally:
+            self.applier.delete(api_version, kind, name, namespace, propagation="Foreground", grace_seconds=0)
+
+            def gone() -> bool:
+                now = self.get(api_version, kind, name, namespace)
+                return ((now is None or now["metadata"]["uid"] != uid) and not self.group_pods(namespace, name)
+                        and not self.workloads(namespace, job_uid=uid))
+
+            wait_for(gone, what=f"{kind} {name}, its pods and its Kueue Workload gone", timeout=timeout)
 
     def expect_job_running(self, namespace: str, name: str, count: int, timeout: float = JOB_TIMEOUT) -> list[client.V1Pod]:
         """``count`` Running pods of the job; else fail with its Workload's conditions, each pod's
@@ -296,7 +349,17 @@ class Environment:
             cluster_queues = self.list(KUEUE_API, "ClusterQueue")
         except ResourceNotFoundError:
             cluster_queues = []
-        queued = self.list("batch/v1", "Job", selector=QUEUE_LABEL) if cluster_queues else []
+        queued = []
+        if cluster_queues:
+            # A JobSet's Jobs carry its labels, the queue's among them, but Kueue admits the JobSet:
+            # only jobs nothing owns have Workloads of their own.
+            queued = [j for j in self.list("batch/v1", "Job", selector=QUEUE_LABEL) if not j["metadata"].get("ownerReferences")]
+            for kind, api_version in GROUP_APIS.items():
+                try:
+                    queued += [{**o, "kind": kind} for o in self.list(api_version, kind, selector=QUEUE_LABEL)
+                               if not o["metadata"].get("ownerReferences")]
+                except ResourceNotFoundError:
+                    pass  # the stack installs no controller of that kind
         gpu_nodes = {n.metadata.name for n in self.nodes() if (n.status.allocatable or {}).get("nvidia.com/gpu", "0") != "0"}
         pods = {}
         for pod in self.core.list_pod_for_all_namespaces().items:

@@ -97,8 +97,8 @@ class Accounting:
 
 def read_accounting(cluster_queues: list[dict[str, Any]], workloads: list[dict[str, Any]], queued_jobs: list[dict[str, Any]],
                     gpu_pods: dict[str, str]) -> Accounting:
-    """The books from the objects as listed: ClusterQueues, Workloads, the Jobs labelled with a
-    queue, and the pods on or waiting for GPU nodes."""
+    """The books from the objects as listed: ClusterQueues, Workloads, the jobs (Jobs, JobSets,
+    TrainJobs) labelled with a queue, and the pods on or waiting for GPU nodes."""
     queues = []
     for queue in cluster_queues:
         status = queue.get("status") or {}
@@ -109,7 +109,7 @@ def read_accounting(cluster_queues: list[dict[str, Any]], workloads: list[dict[s
         queues.append((queue["metadata"]["name"], int(status.get("admittedWorkloads") or 0),
                        int(status.get("reservingWorkloads") or 0), usage))
     made = set().union(*(job_uids(w) for w in workloads))
-    unmade = frozenset(owner_key(j["metadata"]["namespace"], "Job", j["metadata"]["name"])
+    unmade = frozenset(owner_key(j["metadata"]["namespace"], j.get("kind") or "Job", j["metadata"]["name"])
                        for j in queued_jobs if j["metadata"]["uid"] not in made)
     return Accounting(queues=tuple(sorted(queues)), workloads=frozenset(workload_key(w) for w in workloads),
                       unmade=unmade, pods=gpu_pods)

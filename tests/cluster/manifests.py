@@ -52,3 +52,17 @@ def submitted_run(job: dict[str, Any], name: str, *, parallelism: Optional[int] 
     if parallelism is not None:
         run["spec"]["parallelism"] = run["spec"]["completions"] = parallelism
     return run
+
+
+def submitted_group_run(obj: dict[str, Any], name: str, *, nodes: Optional[int] = None) -> dict[str, Any]:
+    """A new run of a rendered JobSet or TrainJob under ``name``, submitted to ``gpu-queue``;
+    ``nodes`` pods (one per node), else the object's own."""
+    run = copy.deepcopy(obj)
+    run["metadata"] = {"name": name, "namespace": obj["metadata"]["namespace"],
+                       "labels": {**obj["metadata"]["labels"], QUEUE_LABEL: LOCAL_QUEUE}}
+    if nodes is not None and run["kind"] == "JobSet":
+        (replicated,) = run["spec"]["replicatedJobs"]
+        replicated["template"]["spec"]["parallelism"] = replicated["template"]["spec"]["completions"] = nodes
+    elif nodes is not None:
+        run["spec"]["trainer"]["numNodes"] = nodes
+    return run

@@ -14,9 +14,11 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 import pytest
+import yaml
 from kubernetes import client
 
 from eks_gpu_training.addons import topology_labeler
+from eks_gpu_training.config import JOBSET_CHART_VERSIONS
 from eks_gpu_training.addons.verifier_role import VERIFIER_ROLE_NAME, VerifierRole, VerifierRoleArgs
 from eks_gpu_training.config.scheduling import PriorityClassConfig
 from eks_gpu_training.local import build as builds
@@ -26,10 +28,14 @@ from eks_gpu_training.workloads.templates import TrainingJobSpec
 from eks_gpu_training.workloads.training_job import TrainingJob, TrainingJobArgs
 
 from clusters import start
+from module_charts import JOBSET as JOBSET_CHART, module_source
 from engine import Engine, changed, exists
 from environment import wait_for
 
 JOB = "kubernetes:batch/v1:Job"
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+JOBSET = f"kubernetes:{JOBSET_API}:JobSet"
+JOBSET_CRD = "charts/jobset/crds/jobset.x-k8s.io_jobsets.yaml"
 PRIORITY_CLASS_TYPE = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
 QUOTA = "kubernetes:core/v1:ResourceQuota"
 NAMESPACE = "engine-training"
@@ -51,6 +57,8 @@ class Settings:
     """The group the verify command's read-only ClusterRole is bound to (``verify.group``)."""
     revision: int = 1
     """The training job's revision (``job.revision``): each is a Job of its own."""
+    kind: str = "Job"
+    """The training job's kind (``trainingApps[].kind``)."""
     labeler_policy_upgraded: bool = False
     """The topology labeler's admission policy as a later library version might write it (a changed
     validation message)."""
@@ -81,7 +89,8 @@ def program(kubeconfig: Path, settings: Settings):
             opts=pulumi.ResourceOptions(provider=provider, depends_on=[labeler_policy]))
         if settings.image is not None:
             job = TrainingJobSpec(name=APP, nodes=2, instance_types=("p5.48xlarge",), priority_class=PRIORITY_CLASS,
-                                  namespace=NAMESPACE, image=settings.image, revision=settings.revision)
+                                  namespace=NAMESPACE, image=settings.image, revision=settings.revision,
+                                  kind=settings.kind)
             TrainingJob(APP, TrainingJobArgs(job=job),
                         opts=pulumi.ResourceOptions(provider=provider, depends_on=[policies]))
 
@@ -95,7 +104,13 @@ def tools() -> Path:
 
 @pytest.fixture(scope="module")
 def bare_cluster(tmp_path_factory):
-    yield from start("dev", tmp_path_factory.mktemp("local-engine"), bare=True)
+    for running in start("dev", tmp_path_factory.mktemp("local-engine"), bare=True):
+        # JobSet's CRD, from the module its controller is built from, so a training app's kind can
+        # change to JobSet (the engine needs the kind served, not the controller).
+        crd = yaml.safe_load((module_source(JOBSET_CHART, f"v{JOBSET_CHART_VERSIONS[0]}") / JOBSET_CRD).read_text())
+        running.env.apply(crd)
+        running.env.applier.wait_established([crd])
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -182,11 +197,29 @@ def test_a_new_revision_is_a_new_job_beside_the_previous_one_which_is_retained(e
     assert {job.metadata.name for job in env.batch.list_namespaced_job(NAMESPACE).items} == {APP, f"{APP}-r2"}
 
 
+def test_a_kind_change_is_a_new_object_beside_the_previous_job_which_is_retained_with_its_service(engine, bare_cluster):
+    env = bare_cluster.env
+    service = env.core.read_namespaced_service(APP, NAMESPACE)
+    settings = Settings(priority=2000, gpus=32, verifier_group="platform-oncall", labeler_policy_upgraded=True, revision=2,
+                        kind="JobSet")
+    plan = changed(engine.plan(settings))
+    assert plan[f"{JOBSET} {APP}-jobset-r2"] == ["create"], plan
+    assert plan[f"{JOB} {APP}-job-r2"] == ["delete"], plan
+    assert not [key for key in plan if key.startswith("kubernetes:core/v1:Service")], plan
+    engine.up(settings)
+    # retainOnDelete: the Job leaves the stack and keeps running, and the Service its ranks resolve
+    # through is the same object.
+    assert env.batch.read_namespaced_job(f"{APP}-r2", NAMESPACE).metadata.name == f"{APP}-r2"
+    assert env.get(JOBSET_API, "JobSet", f"{APP}-r2", NAMESPACE) is not None
+    assert env.core.read_namespaced_service(APP, NAMESPACE).metadata.uid == service.metadata.uid
+
+
 def test_removing_the_training_job_keeps_the_job_and_deletes_its_service_and_pdb(engine, bare_cluster):
     env = bare_cluster.env
     engine.up(Settings(priority=2000, gpus=32, image=None, verifier_group="platform-oncall", labeler_policy_upgraded=True,
-                       revision=2))
+                       revision=2, kind="JobSet"))
     assert env.batch.read_namespaced_job(f"{APP}-r2", NAMESPACE).metadata.name == f"{APP}-r2"
+    assert env.get(JOBSET_API, "JobSet", f"{APP}-r2", NAMESPACE) is not None
     assert not exists(lambda: env.core.read_namespaced_service(APP, NAMESPACE))
     assert not exists(lambda: env.policy.read_namespaced_pod_disruption_budget(APP, NAMESPACE))
 

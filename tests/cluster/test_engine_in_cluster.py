@@ -9,7 +9,10 @@ itself through the Python language host: a refused stack file, then up, preview 
 The dev stack's settings, with Kueue off: Kueue's chart would put its webhook in front of every
 Job in the training namespaces, served by a pod KWOK only pretends to run (the local platform runs
 Kueue out of cluster instead). And with Karpenter off, which the in-cluster half refuses (Karpenter
-needs the AWS half's IAM and queue): dev's training app moves from the Karpenter pool to dev-gpu."""
+needs the AWS half's IAM and queue): dev's training app moves from the Karpenter pool to dev-gpu.
+Without Kueue there are no teams (a cohort is Kueue's), so the stack keeps its first namespace and
+its Job app; its JobSet app goes too, whose controller's webhooks would be served by a pod KWOK only
+pretends to run, like Kueue's."""
 
 from __future__ import annotations
 
@@ -81,7 +84,12 @@ def in_cluster_config(kubeconfig: Path, charts: Path) -> dict:
     config[f"{PROJECT}:charts"] = {"directory": str(charts)}
     config[f"{PROJECT}:kueue"] = {"enabled": False}
     config[f"{PROJECT}:karpenter"] = {"enabled": False}
-    for app in config[f"{PROJECT}:scheduling"]["trainingApps"]:
+    scheduling = config[f"{PROJECT}:scheduling"]
+    scheduling["teams"] = []
+    scheduling["namespaces"] = scheduling["namespaces"][:1]
+    scheduling["trainingApps"] = [a for a in scheduling["trainingApps"]
+                                  if a.get("kind", "Job") == "Job" and a.get("namespace") is None]
+    for app in scheduling["trainingApps"]:
         app["pool"] = config[f"{PROJECT}:gpuNodeGroups"][0]["name"]
     return config
 

@@ -117,10 +117,16 @@ def test_with_one_gpu_node_free_the_two_node_job_stays_suspended(prod_cluster):
         env.delete_pod("priority-probe", holder)
 
 
-def test_a_job_beyond_the_cluster_queues_quota_stays_pending(prod_cluster):
-    queue = prod_cluster.env.get(KUEUE_API, "ClusterQueue", "training")
-    gpus = sum(int(r["nominalQuota"]) for g in queue["spec"]["resourceGroups"] for f in g["flavors"]
-               for r in f["resources"] if r["name"] == GPU_RESOURCE)
+def test_a_job_beyond_what_its_team_can_reach_on_its_pool_stays_pending(prod_cluster):
+    """Prod's teams share a cohort: on the job's pool its team reaches its own quota and what the
+    other teams lend, the cohort's whole quota there; one pod more waits in Kueue."""
+    env = prod_cluster.env
+    team = env.get(KUEUE_API, "ClusterQueue", prod_cluster.cluster_queue_of("training"))
+    flavor = "p5-training-tas"
+    cohort = [q for q in env.list(KUEUE_API, "ClusterQueue") if q["spec"].get("cohortName") == team["spec"]["cohortName"]]
+    gpus = sum(int(r["nominalQuota"]) for q in cohort for g in q["spec"]["resourceGroups"] for f in g["flavors"]
+               if f["name"] == flavor for r in f["resources"] if r["name"] == GPU_RESOURCE)
+    assert gpus == 16, "both teams' halves of p5-training"
     _waits_for_quota(prod_cluster, parallelism=gpus // _gpus_per_pod(prod_cluster, "rl-training") + 1)
 
 
@@ -199,9 +205,14 @@ def test_karpenter_never_launches_past_the_pools_gpu_limit(dev_cluster, karpente
 
 @pytest.fixture(scope="module")
 def prod_capped_cluster(tmp_path_factory):
-    """Prod with the training namespace capped at its job's 16 GPUs, below the fleet's 32."""
+    """Prod without teams (the training namespace and its Job app alone, a ClusterQueue of its own),
+    the namespace capped at its job's 16 GPUs, below the fleet's 32."""
     def cap(config):
-        config["eks-gpu-training:scheduling"]["namespaces"][0]["quota"]["gpus"] = 16
+        scheduling = config["eks-gpu-training:scheduling"]
+        scheduling["teams"] = []
+        scheduling["namespaces"] = scheduling["namespaces"][:1]
+        scheduling["trainingApps"] = scheduling["trainingApps"][:1]
+        scheduling["namespaces"][0]["quota"]["gpus"] = 16
 
     folder = tmp_path_factory.mktemp("prod-capped")
     yield from start("prod", folder / "state", stack_path=stack_variant(folder, "prod", cap))

@@ -116,6 +116,9 @@ def three_node_cluster(tmp_path_factory):
     def three_nodes(config):
         config["eks-gpu-training:gpuNodeGroups"][0].update(minSize=3, desiredSize=3, maxSize=3)
         config["eks-gpu-training:scheduling"]["trainingApps"][0]["nodes"] = 3
+        # Pretraining's share of the third node, so its three-node job can be admitted.
+        pretraining = config["eks-gpu-training:scheduling"]["teams"][0]
+        next(q for q in pretraining["quotas"] if q["pool"] == "p5-training")["gpus"] = 16
 
     path = stack_variant(tmp_path_factory.mktemp("stack-three-nodes"), "prod", three_nodes)
     yield from start("prod", tmp_path_factory.mktemp("local-prod-three-nodes"), stack_path=path)
@@ -176,7 +179,9 @@ def test_on_prod_the_rows_judge_the_two_node_job_and_the_stack(prod_cluster, pro
         "gpu-device-plugin": PASS, "efa-device-plugin": PASS, "priority-classes": PASS, "pod-disruption-budgets": PASS,
         "gpu-taints": PASS, "one-pod-per-node": PASS, "topology-labels": SKIP, "topology-aware-spread": SKIP,
         "pool-nodes/p5-training": PASS, "priority-class-values": PASS, "resource-quota/training": PASS,
-        "kueue-queues/training": PASS, "topology-labeler": PASS, "node-monitoring-agent": PASS, "fsx-claim/training": PASS,
+        "resource-quota/research": PASS, "kueue-queues/training": PASS, "kueue-queues/research": PASS,
+        "team/pretraining": PASS, "team/research": PASS, "topology-labeler": PASS, "node-monitoring-agent": PASS,
+        "fsx-claim/training": PASS, "fsx-claim/research": PASS,
     }
     assert rows["one-pod-per-node"]["detail"] == "job training/rl-training-multi: 2 running pods on 2 nodes."
     assert "2 × p5.48xlarge: 8 each" in rows["gpu-device-plugin"]["detail"]
@@ -184,6 +189,48 @@ def test_on_prod_the_rows_judge_the_two_node_job_and_the_stack(prod_cluster, pro
     assert "2 pods kept by rl-training (minAvailable 2, disruptionsAllowed 0)" in rows["pod-disruption-budgets"]["detail"]
     assert rows["topology-labels"]["detail"] == "no GPU pool has 3 or more nodes (the largest, pool p5-training, has 2)"
     assert rows["topology-aware-spread"]["detail"] == "no training job runs on 3 or more nodes"
+
+
+def test_a_running_trainjob_counts_for_the_job_rows_and_its_teams_row_shows_what_it_borrows(prod_cluster):
+    env = prod_cluster.env
+    namespace, name = prod_cluster.submit_group_run("TrainJob", "finetune")
+    try:
+        env.expect_group_running(namespace, name, 2, kind="TrainJob")
+
+        def borrowed():
+            rows = _healthy(prod_cluster, stack=True)
+            return rows and "8 borrowed" in rows["team/research"]["detail"] and rows
+
+        rows = wait_for(borrowed, what="the research team's row showing its borrowed GPUs", timeout=VERIFY_TIMEOUT, interval=1)
+        assert rows["one-pod-per-node"]["detail"] == "job research/finetune-multi: 2 running pods on 2 nodes."
+        assert "2 pods kept by finetune (minAvailable 2, disruptionsAllowed 0)" in rows["pod-disruption-budgets"]["detail"]
+        assert "p5-training: quota 8, using 16 (8 borrowed), lending 0" in rows["team/research"]["detail"]
+        assert "p5-training: quota 8, using 0 (0 borrowed), lending 8" in rows["team/pretraining"]["detail"]
+    finally:
+        env.delete_group("TrainJob", namespace, name)
+
+
+def test_a_teams_quota_edited_by_hand_fails_its_row(prod_cluster):
+    env = prod_cluster.env
+    queue = env.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", "research")
+    shipped = queue["spec"]["resourceGroups"]
+    edited = json.loads(json.dumps(shipped))
+    for flavor in edited[0]["flavors"]:
+        for resource in flavor["resources"]:
+            if flavor["name"] == "p5-training-tas" and resource["name"] == GPU_RESOURCE:
+                resource["nominalQuota"] = "4"
+    env.custom.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "research", {"spec": {"resourceGroups": edited}})
+    try:
+        def failing():
+            status, rows, _ = _verify(prod_cluster, stack=True)
+            return status == EXIT_FAILED and _failing(rows) == {"team/research"} and rows
+
+        rows = wait_for(failing, what="team/research failing alone", timeout=VERIFY_TIMEOUT, interval=1)
+        assert rows["team/research"]["detail"].startswith("p5-training: quota 4, the stack declares 8. Fix: ")
+    finally:
+        env.custom.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "research",
+                                               {"spec": {"resourceGroups": shipped}})
+    _wait_healthy(prod_cluster)
 
 
 def test_with_no_training_job_running_the_job_rows_skip_saying_so(prod_cluster):

@@ -40,6 +40,8 @@ def all_stack_charts(directory: Path) -> Path:
         ("kueue", "0.19.2"),
         ("karpenter", "1.14.1"),
         ("karpenter-crd", "1.14.1"),
+        ("jobset", "0.12.0"),
+        ("kubeflow-trainer", "2.3.0"),
     ]:
         write_chart(directory / f"{chart}-{version}", chart, version)
     return directory
@@ -94,9 +96,9 @@ def test_the_stack_installs_every_release_from_the_local_folder(tmp_path):
     config = stack_config("prod")
     config[f"{PROJECT}:charts"] = {"directory": str(all_stack_charts(tmp_path))}
     graph = run_main(config)
-    assert graph.error is None
+    assert graph.error is None, repr(graph.error)
     releases = {r.inputs["name"]: r.inputs for r in graph.of_type(RELEASE)}
-    assert set(releases) == {"gpu-operator", "aws-efa-k8s-device-plugin", "kueue", "karpenter", "karpenter-crd"}
+    assert set(releases) == {"gpu-operator", "aws-efa-k8s-device-plugin", "kueue", "karpenter", "karpenter-crd", "jobset", "kubeflow-trainer"}
     for name, inputs in releases.items():
         assert Path(inputs["chart"]).parent == tmp_path, name
         assert "repositoryOpts" not in inputs, name
@@ -125,7 +127,7 @@ def test_the_stack_installs_every_release_from_its_charts_mirror():
     releases = {r.inputs["name"]: r.inputs for r in graph.of_type(RELEASE)}
     assert {name: inputs["chart"] for name, inputs in releases.items()} == {
         name: f"oci://harbor.example.com/helm-remote/{name}"
-        for name in ("gpu-operator", "aws-efa-k8s-device-plugin", "kueue", "karpenter", "karpenter-crd")}
+        for name in ("gpu-operator", "aws-efa-k8s-device-plugin", "kueue", "karpenter", "karpenter-crd", "jobset", "kubeflow-trainer")}
     assert all("repositoryOpts" not in inputs for inputs in releases.values())
 
 

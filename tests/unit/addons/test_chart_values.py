@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from eks_gpu_training.addons.karpenter import KARPENTER_CHART, KARPENTER_CRD_CHART
+from eks_gpu_training.addons.job_apis import JOBSET_CHART, TRAINER_CHART
 from eks_gpu_training.addons.kueue import KUEUE_CHART
 import yaml
 
@@ -64,6 +65,15 @@ def gpu_operator_chart(reference: Path, version: str) -> dict[str, Any]:
 
 def nfd_chart(reference: Path) -> dict[str, Any]:
     return load(reference / "gpu-operator" / f"node-feature-discovery-{NFD_VERSION}" / "values.yaml")
+
+
+def module_chart_values(chart: str, version: str) -> dict[str, Any]:
+    """The values.yaml of the JobSet or Trainer chart at ``version``, from its Go module at the
+    release's tag (``tests/module_charts.py``: the reference folder holds neither)."""
+    from module_charts import JOBSET, TRAINER, module_source
+
+    module_chart = {JOBSET_CHART: JOBSET, TRAINER_CHART: TRAINER}[chart]
+    return load(module_source(module_chart, f"v{version}") / module_chart.folder / "values.yaml")
 
 
 def gpu_operator_problems(values: dict[str, Any], reference: Path, version: str) -> list[str]:
@@ -119,6 +129,8 @@ def test_stack_releases_set_only_keys_of_their_pinned_charts(reference_dir, stac
         elif chart == KARPENTER_CRD_CHART:
             chart_values = load(reference_dir / "charts" / f"karpenter-crd-{version}" / "values.yaml")
             assert unknown_keys(values, chart_values) == [], release.name
+        elif chart in (JOBSET_CHART, TRAINER_CHART):
+            assert unknown_keys(values, module_chart_values(chart, version)) == [], release.name
         else:
             pytest.fail(f"no reference values for chart {chart} of release {release.name}")
 

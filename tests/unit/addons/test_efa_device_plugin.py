@@ -16,6 +16,7 @@ from eks_gpu_training.addons.efa_device_plugin import (
     efa_instance_types,
     efa_needed,
 )
+from builders import raw_settings, without_karpenter
 from harness import stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -26,22 +27,20 @@ def efa_releases(graph):
     return [r for r in graph.of_type(RELEASE) if r.inputs["chart"] == CHART]
 
 
-def platform_args(stack: str, **overrides):
-    config = copy.deepcopy(stack_config(stack))
-    raw = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{NS}:")}
-    raw.update(overrides)
-    return parse_platform_args({**raw, "region": config["aws:region"]})
+def platform_args(stack: str, karpenter: bool = True, **overrides):
+    """A stack's arguments with some keys replaced; ``karpenter=False``: ``without_karpenter``."""
+    config = stack_config(stack) if karpenter else without_karpenter(stack_config(stack))
+    return parse_platform_args({**raw_settings(config), **copy.deepcopy(overrides)})
 
 
 def test_efa_is_needed_when_any_gpu_pool_has_efa():
-    no_karpenter = {"karpenter": {"enabled": False}}
     assert efa_needed(platform_args("prod"))
     assert not efa_needed(platform_args("dev"))
-    assert not efa_needed(platform_args("prod", gpuNodeGroups=[], scheduling={}, **no_karpenter))
+    assert not efa_needed(platform_args("prod", karpenter=False, gpuNodeGroups=[], scheduling={}))
     prod_pool = stack_config("prod")[f"{NS}:gpuNodeGroups"][0]
     dev_pool = stack_config("dev")[f"{NS}:gpuNodeGroups"][0]
-    assert efa_needed(platform_args("prod", gpuNodeGroups=[{**dev_pool, "name": "small"}, prod_pool], **no_karpenter))
-    assert not efa_needed(platform_args("prod", gpuNodeGroups=[{**prod_pool, "efa": "disabled"}], **no_karpenter))
+    assert efa_needed(platform_args("prod", karpenter=False, gpuNodeGroups=[{**dev_pool, "name": "small"}, prod_pool]))
+    assert not efa_needed(platform_args("prod", karpenter=False, gpuNodeGroups=[{**prod_pool, "efa": "disabled"}]))
 
 
 def test_a_karpenter_pool_with_efa_needs_the_plugin_too():

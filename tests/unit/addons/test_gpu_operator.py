@@ -15,6 +15,7 @@ from eks_gpu_training.config import (
 from eks_gpu_training.platform import parse_platform_args
 from eks_gpu_training.addons.gpu_operator import CHART, CHART_REPOSITORY, NAMESPACE, gpu_node_os, gpu_operator_values
 from eks_gpu_training.facts.node_os import AL2023_NVIDIA, BOTTLEROCKET_NVIDIA, NODE_OS_BY_AMI_TYPE
+from builders import raw_settings, without_karpenter
 from harness import Graph, Registration, run_main, stack_config
 from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 
@@ -117,15 +118,12 @@ def test_service_monitor_only_with_the_prometheus_operator():
 
 
 def test_node_os_follows_the_pools_ami_type():
-    base = stack_config("prod")
-    raw = {k.split(":", 1)[1]: v for k, v in base.items() if k.startswith(f"{NS}:")}
-    raw["region"] = base["aws:region"]
-    assert gpu_node_os(parse_platform_args(raw)) == AL2023_NVIDIA
+    assert gpu_node_os(parse_platform_args(raw_settings(stack_config("prod")))) == AL2023_NVIDIA
+    raw = raw_settings(without_karpenter(stack_config("prod")))  # Karpenter pools run AL2023
     raw["gpuNodeGroups"] = prod_pools(amiType="BOTTLEROCKET_x86_64_NVIDIA", fastImagePull=False)
-    raw["karpenter"] = {"enabled": False}  # Karpenter pools run AL2023
     assert gpu_node_os(parse_platform_args(raw)) == BOTTLEROCKET_NVIDIA
     raw["gpuNodeGroups"] = []
-    raw["scheduling"] = {}  # prod's training app names its pool
+    raw["scheduling"] = {}  # prod's training apps and teams name its pool
     assert gpu_node_os(parse_platform_args(raw)) == AL2023_NVIDIA
 
 
@@ -305,7 +303,7 @@ def test_bottlerocket_managed_pools_beside_karpenter_pools_are_refused():
 
 def test_bottlerocket_stack_turns_the_operators_device_plugin_off():
     pools = prod_pools(amiType="BOTTLEROCKET_x86_64_NVIDIA", fastImagePull=False)
-    graph = run_main(with_config("prod", gpuNodeGroups=pools, karpenter={"enabled": False}))
+    graph = run_main(without_karpenter(with_config("prod", gpuNodeGroups=pools)))
     assert graph.error is None, repr(graph.error)
     (release,) = operator_releases(graph)
     values = release.inputs["values"]

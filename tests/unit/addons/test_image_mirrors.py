@@ -20,8 +20,10 @@ MIRRORS = {
     "public.ecr.aws": "harbor.example.com/ecr-public",
     "602401143452.dkr.ecr.us-west-2.amazonaws.com": "harbor.example.com/eks",
     "docker.io": "harbor.example.com/hub",
+    "ghcr.io": "harbor.example.com/ghcr",
 }
-"""Every registry the stacks pull from, each to a prefix of one company registry."""
+"""Every registry the stacks pull from, each to a prefix of one company registry (ghcr.io: Kubeflow
+Trainer's controller, prod's)."""
 
 
 def test_a_reference_keeps_its_path_tag_and_digest_under_the_mirror():
@@ -30,7 +32,7 @@ def test_a_reference_keeps_its_path_tag_and_digest_under_the_mirror():
     assert mirrored("nvcr.io/nvidia/k8s/dcgm-exporter:4.2", MIRRORS) == "harbor.example.com/nvcr/nvidia/k8s/dcgm-exporter:4.2"
     digest = "public.ecr.aws/karpenter/controller:1.14.1@sha256:" + "a" * 64
     assert mirrored(digest, MIRRORS) == "harbor.example.com/ecr-public/karpenter/controller:1.14.1@sha256:" + "a" * 64
-    assert mirrored("ghcr.io/org/app:1", MIRRORS) == "ghcr.io/org/app:1"
+    assert mirrored("quay.io/org/app:1", MIRRORS) == "quay.io/org/app:1"  # a registry the map leaves out
     assert is_private_ecr(registry_of("602401143452.dkr.ecr.eu-west-1.amazonaws.com/eks/x:1"))
 
 

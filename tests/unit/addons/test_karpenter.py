@@ -17,7 +17,7 @@ from eks_gpu_training.addons.gpu_node_pool import (
 )
 from eks_gpu_training.addons.karpenter import KARPENTER_CHART, KARPENTER_CRD_CHART, karpenter_values
 from harness import ACCOUNT_ID, research_cluster, run_main, run_program, stack_config
-from builders import NETWORK
+from builders import NETWORK, without_karpenter
 
 PROJECT = "eks-gpu-training"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -345,10 +345,9 @@ def test_bad_karpenter_pool_fails_before_any_resource_is_registered(change, expe
 
 
 def test_karpenter_off_creates_none_of_it():
-    config = stack_config("prod")
-    config[f"{PROJECT}:karpenter"] = {"enabled": False}
+    config = without_karpenter(stack_config("prod"))
     graph = run_main(config)
-    assert graph.error is None
+    assert graph.error is None, repr(graph.error)
     assert [r for r in graph.resources if "karpenter" in r.name] == []
     assert graph.exports["karpenterNodePoolNames"] == []
 

@@ -3,7 +3,6 @@ combinations the configuration refuses because Kueue could never admit them."""
 
 from __future__ import annotations
 
-import copy
 from fractions import Fraction
 from typing import Any
 
@@ -24,7 +23,7 @@ from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, TOP
 from eks_gpu_training.workloads.templates import training_job
 from eks_gpu_training.workloads.training_spec import TrainingJobSpec, validate_training_job
 from harness import Graph, research_cluster, run_main, run_program, stack_config, two_az_network
-from builders import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects
+from builders import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects, raw_settings, stack_without_teams
 
 NAMESPACE = "eks-gpu-training:"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -34,9 +33,10 @@ LAYER_3 = "topology.k8s.aws/network-node-layer-3"
 
 
 def raw(stack: str = "prod") -> dict[str, Any]:
-    config = copy.deepcopy(stack_config(stack))
-    values = {k[len(NAMESPACE):]: v for k, v in config.items() if k.startswith(NAMESPACE)}
-    return {**values, "region": config["aws:region"]}
+    """A stack's configuration without teams (its namespace ``training`` with a ClusterQueue of its
+    own, its first app), as ``parse_platform_args`` takes it: the rules here are a namespace's and
+    an app's; teams' are tests/unit/workloads/test_teams.py's."""
+    return raw_settings(stack_without_teams(stack))
 
 
 def problems(values: dict[str, Any]) -> list[str]:
@@ -69,9 +69,11 @@ def node_affinity_labels(job: dict[str, Any]) -> dict[str, list[str]]:
 # --- acceptance on the prod stack ---------------------------------------------------------------
 
 
-def test_cluster_queue_quotas_equal_the_namespace_resource_quota(prod_graph):
-    quotas = kubernetes_objects(prod_graph, "ResourceQuota")
-    queues = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in kubernetes_objects(prod_graph, "ClusterQueue")}
+def test_cluster_queue_quotas_equal_the_namespace_resource_quota(prod_graph_without_teams):
+    # A namespace of no team has a ClusterQueue of its own, named after it (with teams, each team's
+    # reach is its namespaces' quota: test_a_team_can_never_be_admitted_more_than_its_namespaces_resource_quota).
+    quotas = kubernetes_objects(prod_graph_without_teams, "ResourceQuota")
+    queues = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in kubernetes_objects(prod_graph_without_teams, "ClusterQueue")}
     assert [q.inputs["metadata"]["namespace"] for q in quotas] == list(queues) == ["training"]
     for quota in quotas:
         hard = quota.inputs["spec"]["hard"]
@@ -118,7 +120,7 @@ def test_no_job_on_a_karpenter_pool_carries_a_topology_request(stack_graph):
     stack, graph = stack_graph
     on_karpenter = {name: job for name, job in jobs(graph).items() if "karpenter.sh/nodepool" in node_affinity_labels(job)}
     if stack == "dev":
-        assert list(on_karpenter) == ["rl-training"]
+        assert sorted(on_karpenter) == ["eval-sweep", "rl-training"]
     for job in on_karpenter.values():
         assert job["metadata"]["labels"][QUEUE_LABEL] in (LOCAL_QUEUE, HELD_LOCAL_QUEUE)
         assert not set(job["spec"]["template"]["metadata"].get("annotations") or {}) & {PREFERRED, REQUIRED}
@@ -142,17 +144,19 @@ def test_topology_names_ec2s_network_layers_down_to_the_node(prod_graph):
     ]
 
 
-def test_queues_preempt_lower_priority_and_each_namespace_has_its_local_queues(prod_graph):
-    [queue] = kubernetes_objects(prod_graph, "ClusterQueue")
-    assert queue.inputs["spec"]["preemption"]["withinClusterQueue"] == "LowerPriority"
+def test_queues_preempt_lower_priority_and_each_namespace_has_its_local_queues(prod_graph_without_teams):
+    # A namespace of no team: its own ClusterQueue, borrowing nothing (teams' queues:
+    # tests/unit/workloads/test_teams.py).
+    [queue] = kubernetes_objects(prod_graph_without_teams, "ClusterQueue")
+    assert queue.inputs["spec"]["preemption"] == {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"}
     assert queue.inputs["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "training"}}
-    local = {q.inputs["metadata"]["name"]: q.inputs for q in kubernetes_objects(prod_graph, "LocalQueue")}
+    local = {q.inputs["metadata"]["name"]: q.inputs for q in kubernetes_objects(prod_graph_without_teams, "LocalQueue")}
     assert {n: (q["metadata"]["namespace"], q["spec"]["clusterQueue"], q["spec"].get("stopPolicy")) for n, q in local.items()} == {
         LOCAL_QUEUE: ("training", "training", None),
         HELD_LOCAL_QUEUE: ("training", "training", "Hold"),
     }
     # Kueue reads the pods' PriorityClass as the workload's priority.
-    assert jobs(prod_graph)["rl-training"]["spec"]["template"]["spec"]["priorityClassName"] == "training-critical"
+    assert jobs(prod_graph_without_teams)["rl-training"]["spec"]["template"]["spec"]["priorityClassName"] == "training-critical"
 
 
 def test_kueue_runs_on_system_nodes_with_all_or_nothing_admission(prod_graph):
@@ -165,19 +169,29 @@ def test_kueue_runs_on_system_nodes_with_all_or_nothing_admission(prod_graph):
     assert config["waitForPodsReady"]["timeout"] == "30m"
     assert config["waitForPodsReady"]["recoveryTimeout"] == "15m"
     assert config["waitForPodsReady"]["blockAdmission"] is True
-    assert config["integrations"]["frameworks"] == ["batch/job"]
+    # prod's rl-training is a Job and its finetune a TrainJob, which Trainer runs as a JobSet.
+    assert config["integrations"]["frameworks"] == ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"]
 
 
 def test_kueue_objects_wait_for_the_release_that_brings_their_crds(prod_graph):
     [release] = [r for r in prod_graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == KUEUE_CHART]
     kinds = ("Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue")
     objects = [o for kind in kinds for o in kubernetes_objects(prod_graph, kind)]
-    assert len(objects) == 6
+    # the topology, a flavor per pool, a ClusterQueue per team, two LocalQueues per namespace
+    assert sorted((o.inputs["kind"], o.inputs["metadata"].get("namespace", ""), o.inputs["metadata"]["name"]) for o in objects) == [
+        ("ClusterQueue", "", "pretraining"), ("ClusterQueue", "", "research"),
+        ("LocalQueue", "research", LOCAL_QUEUE), ("LocalQueue", "research", HELD_LOCAL_QUEUE),
+        ("LocalQueue", "training", LOCAL_QUEUE), ("LocalQueue", "training", HELD_LOCAL_QUEUE),
+        ("ResourceFlavor", "", "karpenter-gpu-training"), ("ResourceFlavor", "", "p5-training-tas"),
+        ("Topology", "", "aws-network"),
+    ]
     assert all(prod_graph.depends_on(o, release) for o in objects)
-    [namespace] = [n for n in kubernetes_objects(prod_graph, "Namespace") if n.inputs["metadata"]["name"] == "training"]
-    assert all(prod_graph.depends_on(q, namespace) for q in kubernetes_objects(prod_graph, "LocalQueue"))
-    job = next(r for r in prod_graph.of_type("kubernetes:batch/v1:Job"))
-    assert all(prod_graph.depends_on(job, q) for q in kubernetes_objects(prod_graph, "LocalQueue"))
+    namespaces = {n.inputs["metadata"]["name"]: n for n in kubernetes_objects(prod_graph, "Namespace")}
+    assert all(prod_graph.depends_on(q, namespaces[q.inputs["metadata"]["namespace"]]) for q in kubernetes_objects(prod_graph, "LocalQueue"))
+    # Every object that makes pods is created after the LocalQueues, so Kueue's webhook sees it queued.
+    made_pods = [r for r in prod_graph.resources if r.type.startswith("kubernetes:") and r.inputs.get("kind") in ("Job", "JobSet", "TrainJob")]
+    assert sorted(r.inputs["kind"] for r in made_pods) == ["Job", "TrainJob"]
+    assert all(prod_graph.depends_on(job, q) for job in made_pods for q in kubernetes_objects(prod_graph, "LocalQueue"))
 
 
 def test_kueue_configuration_keys_are_the_charts(reference_dir):
@@ -360,30 +374,48 @@ def test_rejects_a_topology_request_without_kueue():
 
 
 def capped_prod_graph(quota: dict[str, Any]) -> Graph:
-    config = copy.deepcopy(stack_config("prod"))
+    """Prod without teams, its namespace's quota changed by ``quota``."""
+    config = stack_without_teams("prod")
     config[f"{NAMESPACE}scheduling"]["namespaces"][0]["quota"].update(quota)
     graph = run_main(config, stack="prod")
     assert graph.error is None, repr(graph.error)
     return graph
 
 
+def _selected_namespaces(selector: dict[str, Any]) -> list[str]:
+    if "matchLabels" in selector:
+        return list(selector["matchLabels"].values())
+    [expression] = selector["matchExpressions"]
+    assert (expression["key"], expression["operator"]) == ("kubernetes.io/metadata.name", "In")
+    return list(expression["values"])
+
+
 def admission_bounds(graph: Graph) -> list[tuple[str, str, Fraction, Fraction]]:
-    """For every ClusterQueue of the generated objects and every resource it covers: the most Kueue
-    can admit (the flavors' nominal quotas together; with neither a cohort nor borrowing limits the
-    queue borrows nothing) and what the ResourceQuota of its namespace allows."""
+    """For every ClusterQueue of the generated objects, every namespace it admits and every resource
+    it covers: the most Kueue can admit at once (Kueue docs, "Cluster Queue": the flavors' nominal
+    quotas together, plus on each flavor what it may borrow from its cohort: what the cohort's other
+    queues lend there, each its lendingLimit or else its whole nominal quota, at most its own
+    borrowingLimit; a queue without a cohort borrows nothing) and what the namespace's ResourceQuota
+    allows."""
     quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"] for r in graph.of_type("kubernetes:core/v1:ResourceQuota")}
+    queues = [q.inputs["spec"] for q in graph.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")]
+
+    def entries(spec: dict[str, Any], resource: str) -> dict[str, dict[str, str]]:
+        return {f["name"]: e for g in spec["resourceGroups"] for f in g["flavors"] for e in f["resources"] if e["name"] == resource}
+
     bounds = []
-    for queue in graph.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"):
-        spec = queue.inputs["spec"]
-        assert "cohort" not in spec
-        assert "cohortName" not in spec
-        [namespace] = spec["namespaceSelector"]["matchLabels"].values()
+    for spec in queues:
+        cohort = [other for other in queues if other is not spec and spec.get("cohortName") and other.get("cohortName") == spec["cohortName"]]
         for group in spec["resourceGroups"]:
             for resource in group["coveredResources"]:
-                entries = [e for f in group["flavors"] for e in f["resources"] if e["name"] == resource]
-                assert all("borrowingLimit" not in e and "lendingLimit" not in e for e in entries)
-                admitted = sum((parse_quantity(e["nominalQuota"]) for e in entries), Fraction(0))
-                bounds.append((namespace, resource, admitted, parse_quantity(quotas[namespace][f"requests.{resource}"])))
+                admitted = Fraction(0)
+                for flavor, entry in entries(spec, resource).items():
+                    lent = sum((parse_quantity(e.get("lendingLimit", e["nominalQuota"])) for other in cohort
+                                for f, e in entries(other, resource).items() if f == flavor), Fraction(0))
+                    borrowed = min(lent, parse_quantity(entry["borrowingLimit"])) if "borrowingLimit" in entry else lent
+                    admitted += parse_quantity(entry["nominalQuota"]) + borrowed
+                for namespace in _selected_namespaces(spec["namespaceSelector"]):
+                    bounds.append((namespace, resource, admitted, parse_quantity(quotas[namespace][f"requests.{resource}"])))
     return bounds
 
 
@@ -393,9 +425,56 @@ def admission_bounds(graph: Graph) -> list[tuple[str, str, Fraction, Fraction]]:
     ids=["fleet", "24-of-32-gpus", "one-pool-of-gpus", "a-gpu-past-one-pool", "gpus-cpu-and-memory"],
 )
 def test_kueue_can_never_admit_more_than_the_namespaces_resource_quota(quota):
-    bounds = admission_bounds(capped_prod_graph(quota))
+    graph = capped_prod_graph(quota)
+    # Without teams, the namespace's ClusterQueue is in no cohort and borrows nothing.
+    assert all("cohortName" not in q.inputs["spec"] and "cohort" not in q.inputs["spec"]
+               for q in graph.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"))
+    bounds = admission_bounds(graph)
     assert {resource for _, resource, _, _ in bounds} == {"cpu", "memory", "nvidia.com/gpu"}
     assert [(ns, r, str(a), str(q)) for ns, r, a, q in bounds if a > q] == []
+
+
+TEAM_VARIANTS = {
+    "prod": ("prod", lambda teams, namespaces: None),
+    "dev": ("dev", lambda teams, namespaces: None),
+    "borrowing-limit": ("prod", lambda teams, namespaces: teams[0]["quotas"][1].update(borrowingLimit=4)),
+    "lending-limit": ("prod", lambda teams, namespaces: teams[1]["quotas"][1].update(lendingLimit=3)),
+    "team-without-quota": ("prod", lambda teams, namespaces: (namespaces.append({"name": "evaluation"}),
+                                                              teams.append({"name": "evaluation", "namespaces": ["evaluation"]}))),
+    "one-team-two-namespaces": ("prod", lambda teams, namespaces: (namespaces.append({"name": "evaluation"}),
+                                                                   teams[1]["namespaces"].append("evaluation"))),
+}
+
+
+@pytest.mark.parametrize("variant", list(TEAM_VARIANTS))
+def test_a_team_can_never_be_admitted_more_than_its_namespaces_resource_quota(variant):
+    # A team's namespace's ResourceQuota is its team's reach (workloads/teams.py): what its
+    # ClusterQueue can be admitted at once, borrowing included, so Kueue never admits a pod the
+    # quota then refuses (kubernetes-sigs/kueue#1403), and GPUs it could borrow are not refused either.
+    stack, change = TEAM_VARIANTS[variant]
+    config = stack_config(stack)
+    scheduling = config[f"{NAMESPACE}scheduling"]
+    change(scheduling["teams"], scheduling["namespaces"])
+    graph = run_main(config, stack=stack)
+    assert graph.error is None, repr(graph.error)
+    bounds = admission_bounds(graph)
+    assert {ns for ns, _, _, _ in bounds} == {ns["name"] for ns in scheduling["namespaces"]}
+    assert [(ns, r, str(a), str(q)) for ns, r, a, q in bounds if a > q] == []
+    # The GPUs are exact (CPU and memory are each pool's share of its GPUs, rounded down per queue).
+    assert [(ns, str(a), str(q)) for ns, r, a, q in bounds if r == "nvidia.com/gpu" and a != q] == []
+
+
+def test_a_teams_borrowing_limit_lowers_its_namespaces_quota():
+    # pretraining may borrow 4 of research's 8 gpu-training GPUs: 8 + 8 on p5-training and 8 + 4 on
+    # gpu-training, 28 GPUs at 24 vCPUs and 256 GiB each. research still reaches all 32.
+    config = stack_config("prod")
+    config[f"{NAMESPACE}scheduling"]["teams"][0]["quotas"][1]["borrowingLimit"] = 4
+    graph = run_main(config, stack="prod")
+    assert graph.error is None, repr(graph.error)
+    hard = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"] for r in graph.of_type("kubernetes:core/v1:ResourceQuota")}
+    assert {ns: (h["requests.nvidia.com/gpu"], h["requests.cpu"], h["requests.memory"]) for ns, h in hard.items()} == {
+        "training": ("28", "672", "7Ti"), "research": ("32", "768", "8Ti"),
+    }
 
 
 def test_a_namespace_capped_below_the_fleet_splits_its_quota_between_flavors_in_pool_order():

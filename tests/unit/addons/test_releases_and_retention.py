@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import yaml
 
-from eks_gpu_training.addons import efa_device_plugin, gpu_operator, karpenter, kueue
+from eks_gpu_training.addons import efa_device_plugin, gpu_operator, job_apis, karpenter, kueue
 from eks_gpu_training.aws.pool_network import deletion_options
 from eks_gpu_training.config import KarpenterConfig
 from harness import run_main, run_program, stack_config
@@ -21,6 +21,8 @@ EXPECTED_TIMEOUTS = {
     "gpu-operator": gpu_operator.RELEASE_TIMEOUT_SECONDS,
     "aws-efa-k8s-device-plugin": efa_device_plugin.RELEASE_TIMEOUT_SECONDS,
     "kueue": kueue.KUEUE_RELEASE_TIMEOUT_SECONDS,
+    "jobset": job_apis.RELEASE_TIMEOUT_SECONDS,
+    "kubeflow-trainer": job_apis.RELEASE_TIMEOUT_SECONDS,
 }
 
 
@@ -225,3 +227,5 @@ def test_release_timeouts_fit_what_each_release_waits_for():
     assert efa_device_plugin.RELEASE_TIMEOUT_SECONDS <= gpu_operator.RELEASE_TIMEOUT_SECONDS
     # Kueue's controllers, like Karpenter's, wait for system nodes only.
     assert kueue.KUEUE_RELEASE_TIMEOUT_SECONDS == karpenter.CONTROLLER_RELEASE_TIMEOUT_SECONDS
+    # So do JobSet's and Trainer's.
+    assert job_apis.RELEASE_TIMEOUT_SECONDS == karpenter.CONTROLLER_RELEASE_TIMEOUT_SECONDS

@@ -142,6 +142,8 @@ def test_only_what_uses_pod_identity_waits_for_its_add_on(prod_graph):
         "gpu-training-karpenter-pod-identity",
         "gpu-training-lustre-csi-driver",
         "gpu-training-topology-labeler-pod-identity",
+        # the training role's association in each of prod's namespaces
+        "gpu-training-training-identity-research",
         "gpu-training-training-identity-training",
     ]
     # The Pod Identity associations, and the FSx CSI driver add-on whose association it makes itself.

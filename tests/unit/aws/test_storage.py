@@ -122,48 +122,66 @@ def test_csi_driver_is_the_eks_add_on_built_for_the_clusters_version_with_its_po
 
 
 def test_each_training_namespace_gets_a_static_volume_bound_to_its_claim(prod_graph):
-    (volume,) = [r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolume"]
-    (claim,) = [r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolumeClaim"]
+    # prod's two namespaces, training and research, each a volume of the one file system
+    volumes = {r.inputs["spec"]["claimRef"]["namespace"]: r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolume"}
+    claims = {r.inputs["metadata"]["namespace"]: r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolumeClaim"}
+    assert sorted(volumes) == sorted(claims) == ["research", "training"]
     file_system = prod_graph.one(FILE_SYSTEM)
-    spec = volume.inputs["spec"]
-    assert spec["csi"]["driver"] == "fsx.csi.aws.com"
-    assert spec["csi"]["volumeHandle"] == file_system.id
-    assert spec["claimRef"] == {"namespace": "training", "name": "fsx-lustre"}
-    assert spec["persistentVolumeReclaimPolicy"] == "Retain"
-    assert spec["accessModes"] == ["ReadWriteMany"]
-    assert claim.inputs["metadata"] == {"name": "fsx-lustre", "namespace": "training"}
-    assert claim.inputs["spec"]["volumeName"] == volume.inputs["metadata"]["name"]
-    # The claim asks for FSx's smallest size, not the file system's (2400 GiB): any size binds it.
-    assert claim.inputs["spec"]["storageClassName"] == ""
-    assert claim.inputs["spec"]["resources"] == {"requests": {"storage": "1200Gi"}}
-    assert spec["capacity"] == {"storage": "2400Gi"}
     addon = prod_graph.one("aws:eks/addon:Addon", "gpu-training-lustre-csi-driver")
-    assert prod_graph.depends_on(volume, addon)
-    assert prod_graph.depends_on(claim, volume)
+    for namespace, volume in volumes.items():
+        claim = claims[namespace]
+        spec = volume.inputs["spec"]
+        assert spec["csi"]["driver"] == "fsx.csi.aws.com"
+        assert spec["csi"]["volumeHandle"] == file_system.id
+        assert spec["claimRef"] == {"namespace": namespace, "name": "fsx-lustre"}
+        assert spec["persistentVolumeReclaimPolicy"] == "Retain"
+        assert spec["accessModes"] == ["ReadWriteMany"]
+        # A volume is cluster-wide: each namespace's has a name of its own.
+        assert volume.inputs["metadata"]["name"] == f"{namespace}-fsx-lustre"
+        assert claim.inputs["metadata"] == {"name": "fsx-lustre", "namespace": namespace}
+        assert claim.inputs["spec"]["volumeName"] == volume.inputs["metadata"]["name"]
+        # The claim asks for FSx's smallest size, not the file system's (2400 GiB): any size binds it.
+        assert claim.inputs["spec"]["storageClassName"] == ""
+        assert claim.inputs["spec"]["resources"] == {"requests": {"storage": "1200Gi"}}
+        assert spec["capacity"] == {"storage": "2400Gi"}
+        assert prod_graph.depends_on(volume, addon)
+        assert prod_graph.depends_on(claim, volume)
 
 
 def test_training_job_mounts_the_claim_and_requests_half_the_instance_store(prod_graph):
+    # prod's rl-training (a Job in training) and finetune (a TrainJob in research, whose pod template
+    # is its runtime's): both on p5-training
     job = next(r for r in prod_graph.resources if r.inputs.get("kind") == "Job")
-    pod = job.inputs["spec"]["template"]["spec"]
-    (trainer,) = pod["containers"]
-    assert {"name": "shared-fs", "mountPath": "/fsx"} in trainer["volumeMounts"]
-    assert {"name": "shared-fs", "persistentVolumeClaim": {"claimName": "fsx-lustre"}} in pod["volumes"]
-    # p5.48xlarge: 8 x 3.8 TB = 30400 GB; half of it in GiB
-    assert trainer["resources"]["requests"]["ephemeral-storage"] == "14156Gi"
-    assert "ephemeral-storage" not in trainer["resources"]["limits"]
-    # A dependency on a component is one on its children: the job registers once its claim exists.
+    runtime = next(r for r in prod_graph.resources if r.inputs.get("kind") == "TrainingRuntime")
+    (replicated,) = runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"]
+    pods = {"rl-training": job.inputs["spec"]["template"]["spec"], "finetune": replicated["template"]["spec"]["template"]["spec"]}
+    for pod in pods.values():
+        (trainer,) = pod["containers"]
+        assert {"name": "shared-fs", "mountPath": "/fsx"} in trainer["volumeMounts"]
+        assert {"name": "shared-fs", "persistentVolumeClaim": {"claimName": "fsx-lustre"}} in pod["volumes"]
+        # p5.48xlarge: 8 x 3.8 TB = 30400 GB; half of it in GiB
+        assert trainer["resources"]["requests"]["ephemeral-storage"] == "14156Gi"
+        assert "ephemeral-storage" not in trainer["resources"]["limits"]
+    # A dependency on a component is one on its children: the job registers once its claim exists
+    # (a TrainJob's component waits for its runtime's needs only, the TrainJob itself for the claim).
     storage = prod_graph.one("eks-gpu-training:index:TrainingStorage")
-    training_job = prod_graph.one("eks-gpu-training:index:TrainingJob")
-    assert all(prod_graph.depends_on(training_job, child) for child in prod_graph.children(storage))
+    training_jobs = prod_graph.of_type("eks-gpu-training:index:TrainingJob")
+    assert len(training_jobs) == 2
+    for training_job in training_jobs:
+        made_pods = [r for r in prod_graph.children(training_job) if r.inputs.get("kind") in ("Job", "TrainJob")]
+        assert len(made_pods) == 1
+        assert all(prod_graph.depends_on(training_job, child) or prod_graph.depends_on(made_pods[0], child)
+                   for child in prod_graph.children(storage))
 
 
 def test_the_claim_ignores_its_request_so_a_claim_made_at_another_size_never_fails_an_update(prod_graph):
     # The API server refuses a request change on a statically bound claim, and pulumi-kubernetes
     # sends one as an update: a claim created at another size would fail every `pulumi up`.
-    (claim,) = [r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolumeClaim"]
-    assert claim.ignore_changes == ["spec.resources"]
-    (volume,) = [r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolume"]
-    assert not volume.ignore_changes  # the volume's capacity follows the file system
+    claims = [r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolumeClaim"]
+    assert [c.ignore_changes for c in claims] == [["spec.resources"], ["spec.resources"]]  # training's and research's
+    volumes = [r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolume"]
+    assert len(volumes) == 2
+    assert not any(v.ignore_changes for v in volumes)  # the volume's capacity follows the file system
 
 
 def test_export_to_a_read_write_bucket_is_accepted():
@@ -218,7 +236,8 @@ def test_growing_the_file_system_changes_its_capacity_and_the_volumes_but_never_
 
     before, after = graph(2400), graph(4800)
     changed = sorted(name for name in before if before[name] != after[name])
-    assert changed == ["gpu-lustre-file-system", "gpu-training-storage-training-volume"]
+    # prod's namespaces, training and research, have a volume each
+    assert changed == ["gpu-lustre-file-system", "gpu-training-storage-research-volume", "gpu-training-storage-training-volume"]
     assert after["gpu-lustre-file-system"]["storageCapacity"] == 4800
 
 

@@ -1,6 +1,9 @@
 """A corpus of stack configurations a new user might write: each invalid one is a small mutation of
 the prod stack, refused before anything is registered with its key path and no traceback; each valid
-variant is accepted.
+variant is accepted. Prod's namespaces belong to teams, whose quotas name its pools: a mutation that
+renames a pool or a namespace renames it in the teams too (``renamed_pool``, ``renamed_namespace``),
+and the cases about a namespace's own quota start from prod without teams (``NO_TEAMS``), whose one
+namespace has a quota of its own.
 
 Most cases run through ``platform_args_from_settings``, the function ``__main__.py`` calls (through
 ``load_stack_config``) before it constructs anything, so a refusal there registers nothing. A few
@@ -17,6 +20,7 @@ import pytest
 
 from eks_gpu_training.config import ConfigError
 from eks_gpu_training.platform.loading import platform_args_from_settings
+from builders import scheduling_without_teams
 from harness import run_main, stack_config
 from harness import refusal_text
 
@@ -92,9 +96,73 @@ def all_of(*mutations: Mutation) -> Mutation:
     return mutate
 
 
+def NO_TEAMS(config: Config) -> None:
+    """Prod as it was before teams (``builders.without_teams``): its namespace ``training`` with a
+    quota and a ClusterQueue of its own, its app rl-training, no teams."""
+    config["scheduling"] = scheduling_without_teams(config["scheduling"])
+
+
+def renamed_pool(old: str, new: str) -> Mutation:
+    """Rename a GPU pool wherever the stack names it: the pool, the apps on it, the teams' quotas."""
+
+    def mutate(config: Config) -> None:
+        for pool in [*config.get("gpuNodeGroups", []), *config.get("karpenter", {}).get("gpuNodePools", [])]:
+            if pool["name"] == old:
+                pool["name"] = new
+        for item in [*config["scheduling"].get("trainingApps", []),
+                     *(q for t in config["scheduling"].get("teams", []) for q in t.get("quotas", []))]:
+            if item.get("pool") == old:
+                item["pool"] = new
+
+    return mutate
+
+
+def renamed_namespace(old: str, new: str) -> Mutation:
+    """Rename a training namespace wherever the stack names it: the namespace, its apps, its team."""
+
+    def mutate(config: Config) -> None:
+        scheduling = config["scheduling"]
+        for namespace in scheduling.get("namespaces", []):
+            if namespace["name"] == old:
+                namespace["name"] = new
+        for app in scheduling.get("trainingApps", []):
+            if app.get("namespace") == old:
+                app["namespace"] = new
+        for team in scheduling.get("teams", []):
+            team["namespaces"] = [new if n == old else n for n in team.get("namespaces", [])]
+
+    return mutate
+
+
+def team_share(pool: str, gpus: int) -> Mutation:
+    """Give every team ``gpus`` of ``pool`` (prod's teams hold half of each pool each)."""
+
+    def mutate(config: Config) -> None:
+        for team in config["scheduling"]["teams"]:
+            for quota in team["quotas"]:
+                if quota["pool"] == pool:
+                    quota["gpus"] = gpus
+
+    return mutate
+
+
+def without_team_quotas(pool: str) -> Mutation:
+    """Drop the teams' quotas on ``pool`` (a pool the mutation removes)."""
+
+    def mutate(config: Config) -> None:
+        for team in config["scheduling"]["teams"]:
+            team["quotas"] = [q for q in team["quotas"] if q["pool"] != pool]
+
+    return mutate
+
+
 G = "gpuNodeGroups[0]"
 K = "karpenter.gpuNodePools[0]"
 APP = "scheduling.trainingApps[0]"
+TRAIN_JOB = "scheduling.trainingApps[1]"
+"""Prod's finetune, a TrainJob of team research."""
+TEAM = "scheduling.teams[0]"
+"""Prod's team pretraining: 8 GPUs of each pool, namespace training."""
 ADMIN = "arn:aws:iam::444455556666:role/platform-admin"
 POOL = {"name": "p5-training", "instanceTypes": ["p5.48xlarge"], "availabilityZone": "us-west-2b", "maxSize": 2}
 KPOOL = {"name": "gpu-training", "instanceTypes": ["p5.48xlarge"], "availabilityZone": "us-west-2b", "gpuLimit": 16}
@@ -252,19 +320,19 @@ INVALID: list[tuple[str, Mutation, str]] = [
     ("tag Karpenter sets itself", L("tags", "karpenter.sh/nodepool", "x"), "tags.karpenter.sh/nodepool"),
     ("tag value that is a list", L("tags", "teams", ["a", "b"]), "tags.teams"),
     # scheduling
-    ("training app without namespaces", S("scheduling.namespaces", []), f"{APP}.namespace"),
-    ("kube-system as a training namespace", S("scheduling.namespaces[0].name", "kube-system"), "scheduling.namespaces[0].name"),
-    ("the GPU Operator's namespace as a training namespace", S("scheduling.namespaces[0].name", "gpu-operator"), "scheduling.namespaces[0].name"),
-    ("the labeler's namespace as a training namespace", S("scheduling.namespaces[0].name", "topology-labeler"), "scheduling.namespaces[0].name"),
-    ("namespace twice", A("scheduling.namespaces", {"name": "training"}), "scheduling.namespaces[1].name"),
+    ("training app without namespaces", all_of(NO_TEAMS, S("scheduling.namespaces", [])), f"{APP}.namespace"),
+    ("kube-system as a training namespace", renamed_namespace("training", "kube-system"), "scheduling.namespaces[0].name"),
+    ("the GPU Operator's namespace as a training namespace", renamed_namespace("training", "gpu-operator"), "scheduling.namespaces[0].name"),
+    ("the labeler's namespace as a training namespace", renamed_namespace("training", "topology-labeler"), "scheduling.namespaces[0].name"),
+    ("namespace twice", A("scheduling.namespaces", {"name": "training"}), "scheduling.namespaces[2].name"),
     ("namespace name with upper case", S("scheduling.namespaces[0].name", "Training"), "scheduling.namespaces[0].name"),
-    ("quota beyond the fleet", S("scheduling.namespaces[0].quota.gpus", 1000), "scheduling.namespaces[0].quota.gpus"),
-    ("quota below one node", S("scheduling.namespaces[0].quota.gpus", 4), "scheduling.namespaces[0].quota.gpus"),
+    ("quota beyond the fleet", all_of(NO_TEAMS, S("scheduling.namespaces[0].quota.gpus", 1000)), "scheduling.namespaces[0].quota.gpus"),
+    ("quota below one node", all_of(NO_TEAMS, S("scheduling.namespaces[0].quota.gpus", 4)), "scheduling.namespaces[0].quota.gpus"),
     ("priority class twice", S("scheduling.priorityClasses", [{"name": "a", "value": 1}, {"name": "a", "value": 2}]), "scheduling.priorityClasses[1].name"),
     ("system- priority class", S("scheduling.priorityClasses", [{"name": "system-train", "value": 1}]), "scheduling.priorityClasses[0].name"),
     ("priority value reserved for the system", S("scheduling.priorityClasses", [{"name": "top", "value": 2_000_000_000}]), "scheduling.priorityClasses[0].value"),
     ("app on an unknown pool", S(f"{APP}.pool", "h100"), f"{APP}.pool"),
-    ("app in an unknown namespace", S(f"{APP}.namespace", "research"), f"{APP}.namespace"),
+    ("app in an unknown namespace", S(f"{APP}.namespace", "evaluation"), f"{APP}.namespace"),
     ("app image with upper-case path", S(f"{APP}.job.image", "public.ecr.aws/Acme/Train:1.0"), f"{APP}.job.image"),
     ("app image with a truncated digest", S(f"{APP}.job.image", "public.ecr.aws/acme/train@sha256:0123"), f"{APP}.job.image"),
     ("app image with a space", S(f"{APP}.job.image", "acme/train 1.0"), f"{APP}.job.image"),
@@ -274,10 +342,40 @@ INVALID: list[tuple[str, Mutation, str]] = [
     ("app with an unknown priority class", S(f"{APP}.priorityClass", "urgent"), f"{APP}.priorityClass"),
     ("host network in a baseline namespace", S(f"{APP}.hostNetwork", True), f"{APP}.hostNetwork"),
     ("app name too long", S(f"{APP}.name", "a" * 51), f"{APP}.name"),
-    ("app twice", A("scheduling.trainingApps", {"name": "rl-training", "nodes": 1, "pool": "p5-training"}), "scheduling.trainingApps[1].name"),
+    ("app twice", A("scheduling.trainingApps", {"name": "rl-training", "nodes": 1, "pool": "p5-training"}), "scheduling.trainingApps[2].name"),
     ("rendezvous port zero", S(f"{APP}.job.rendezvousPort", 0), f"{APP}.job.rendezvousPort"),
     ("app instance type outside its pool", S(f"{APP}.instanceTypes", ["p4d.24xlarge"]), f"{APP}.instanceTypes[0]"),
-    ("pool name shared by a managed and a Karpenter pool", S(f"{K}.name", "p5-training"), f"{APP}.pool"),
+    ("pool name shared by a managed and a Karpenter pool", all_of(NO_TEAMS, S(f"{K}.name", "p5-training")), f"{APP}.pool"),
+    # With teams, a team's quota on the shared name could not say which pool it is for.
+    ("team quota on a pool name two pools share", all_of(S(f"{K}.name", "p5-training"), without_team_quotas("gpu-training")),
+     f"{TEAM}.quotas[0].pool"),
+    # job kinds
+    ("unknown job kind", S(f"{APP}.kind", "PyTorchJob"), f"{APP}.kind"),
+    ("group restarts on a Job", S(f"{APP}.job.maxRestarts", 2), f"{APP}.job.maxRestarts"),
+    ("group restarts beyond the limit", S(f"{TRAIN_JOB}.job.maxRestarts", 101), f"{TRAIN_JOB}.job.maxRestarts"),
+    ("job kind without a job", all_of(S(f"{APP}.kind", "JobSet"), D(f"{APP}.job")), f"{APP}.kind"),
+    ("TrainJob with Trainer turned off", S("trainer", {"enabled": False}), f"{TRAIN_JOB}.kind"),
+    ("TrainJob with JobSet turned off", S("jobSet", {"enabled": False}), f"{TRAIN_JOB}.kind"),
+    ("JobSet chart not tested", S("jobSet.chartVersion", "0.8.0"), "jobSet.chartVersion"),
+    ("Trainer chart not tested", S("trainer.chartVersion", "2.0.0"), "trainer.chartVersion"),
+    # teams
+    ("teams without Kueue", S("kueue.enabled", False), "scheduling.teams"),
+    ("team namespace with a GPU quota of its own", S("scheduling.namespaces[0].quota.gpus", 16), "scheduling.namespaces[0].quota.gpus"),
+    ("team namespace with a CPU quota of its own", S("scheduling.namespaces[1].quota", {"cpu": "384"}), "scheduling.namespaces[1].quota.cpu"),
+    ("namespace in no team", A("scheduling.namespaces", {"name": "evaluation"}), "scheduling.namespaces[2].name"),
+    ("team namespaces missing from the namespaces", S("scheduling.namespaces", []), f"{TEAM}.namespaces[0]"),
+    ("namespace of two teams", A("scheduling.teams[1].namespaces", "training"), "scheduling.teams[1].namespaces[1]"),
+    ("team without namespaces", S("scheduling.teams[1].namespaces", []), "scheduling.teams[1].namespaces"),
+    ("team name twice", S("scheduling.teams[1].name", "pretraining"), "scheduling.teams[1].name"),
+    ("team name with upper case", S(f"{TEAM}.name", "PreTraining"), f"{TEAM}.name"),
+    ("team quota on an unknown pool", S(f"{TEAM}.quotas[0].pool", "h100"), f"{TEAM}.quotas[0].pool"),
+    ("team quota on a pool twice", A(f"{TEAM}.quotas", {"pool": "p5-training", "gpus": 0}), f"{TEAM}.quotas[2].pool"),
+    ("teams' quotas beyond the pool", S("scheduling.teams[1].quotas[0].gpus", 16), "scheduling.teams[1].quotas[0].gpus"),
+    ("team quota of negative GPUs", S(f"{TEAM}.quotas[0].gpus", -8), f"{TEAM}.quotas[0].gpus"),
+    ("lending limit above the team's quota", S(f"{TEAM}.quotas[0].lendingLimit", 9), f"{TEAM}.quotas[0].lendingLimit"),
+    ("borrowing limit beyond what the other teams hold", S(f"{TEAM}.quotas[0].borrowingLimit", 9), f"{TEAM}.quotas[0].borrowingLimit"),
+    ("app beyond what its team reaches", S(f"{TEAM}.quotas[0].borrowingLimit", 4), f"{APP}.nodes"),
+    ("team weight negative", S(f"{TEAM}.weight", -1), f"{TEAM}.weight"),
     # training pods' AWS access
     ("S3 bucket name in upper case", S("s3Buckets[0].name", "Datasets"), "s3Buckets[0].name"),
     ("S3 bucket access misspelt", S("s3Buckets[1].access", "write"), "s3Buckets[1].access"),
@@ -286,7 +384,7 @@ INVALID: list[tuple[str, Mutation, str]] = [
     # smoke test
     ("smoke test image with upper case", S("smokeTest", {"enabled": True, "image": "nvcr.io/NVIDIA/cuda:12.8.1-base-ubuntu24.04"}), "smokeTest.image"),
     ("smoke test in an unknown namespace", S("smokeTest", {"enabled": True, "namespace": "smoke"}), "smokeTest.namespace"),
-    ("smoke test without namespaces", all_of(S("scheduling.namespaces", []), S("scheduling.trainingApps", []), S("smokeTest", {"enabled": True})), "smokeTest.namespace"),
+    ("smoke test without namespaces", all_of(NO_TEAMS, S("scheduling.namespaces", []), S("scheduling.trainingApps", []), S("smokeTest", {"enabled": True})), "smokeTest.namespace"),
     ("smoke test timeout zero", S("smokeTest", {"enabled": True, "timeoutMinutes": 0}), "smokeTest.timeoutMinutes"),
     ("smoke test with no node to check", all_of(S(f"{G}.minSize", 0), S(f"{G}.desiredSize", 0), S("smokeTest", {"enabled": True})), "smokeTest.enabled"),
 ]
@@ -340,11 +438,12 @@ def test_pulumi_up_of_an_invalid_stack_registers_nothing_and_shows_no_traceback(
 
 VALID: list[tuple[str, Mutation]] = [
     ("the prod stack as it is", lambda c: None),
-    ("T4 pool without EFA or placement group", S("gpuNodeGroups", [{"name": "p5-training", "instanceTypes": ["g4dn.xlarge"], "placementGroup": {"mode": "none"}, "maxSize": 2}])),
+    # a pool of fewer GPUs is shared between the teams as prod's is: half each
+    ("T4 pool without EFA or placement group", all_of(S("gpuNodeGroups", [{"name": "p5-training", "instanceTypes": ["g4dn.xlarge"], "placementGroup": {"mode": "none"}, "maxSize": 2}]), team_share("p5-training", 1))),
     ("g4dn.metal with EFA", S("gpuNodeGroups", [{**POOL, "instanceTypes": ["g4dn.metal"], "minSize": 0}])),
     ("A10G eight-GPU pool", S("gpuNodeGroups", [{**POOL, "instanceTypes": ["g5.48xlarge"]}])),
-    ("L4 four-GPU pool", S("gpuNodeGroups", [{**POOL, "instanceTypes": ["g6.12xlarge"]}])),
-    ("gr6 one-GPU pool without EFA", S("gpuNodeGroups", [{**POOL, "instanceTypes": ["gr6.4xlarge"], "placementGroup": {"mode": "none"}}])),
+    ("L4 four-GPU pool", all_of(S("gpuNodeGroups", [{**POOL, "instanceTypes": ["g6.12xlarge"]}]), team_share("p5-training", 4))),
+    ("gr6 one-GPU pool without EFA", all_of(S("gpuNodeGroups", [{**POOL, "instanceTypes": ["gr6.4xlarge"], "placementGroup": {"mode": "none"}}]), team_share("p5-training", 1))),
     ("RTX PRO 6000 pool", S("gpuNodeGroups", [{**POOL, "instanceTypes": ["g7e.48xlarge"]}])),
     ("RTX PRO 4500 pool", S("gpuNodeGroups", [{**POOL, "instanceTypes": ["g7.48xlarge"]}])),
     ("V100 pool", S("gpuNodeGroups", [{**POOL, "instanceTypes": ["p3dn.24xlarge"]}])),
@@ -352,7 +451,7 @@ VALID: list[tuple[str, Mutation]] = [
     ("H200 pool", S("gpuNodeGroups", [{**POOL, "instanceTypes": ["p5en.48xlarge"]}])),
     ("B200 pool", S("gpuNodeGroups", [{**POOL, "instanceTypes": ["p6-b200.48xlarge"]}])),
     ("B300 pool", S("gpuNodeGroups", [{**POOL, "instanceTypes": ["p6-b300.48xlarge"]}])),
-    ("Karpenter off", S("karpenter", {"enabled": False})),
+    ("Karpenter off", all_of(S("karpenter", {"enabled": False}), without_team_quotas("gpu-training"))),
     ("topology labeler off", S("topologyLabeler", {"enabled": False})),
     ("prebuilt labeler image by digest", S("topologyLabeler", {"image": f"123456789012.dkr.ecr.us-west-2.amazonaws.com/topology-labeler@{DIGEST}"})),
     ("GPU Operator v24.9.2", S("gpuOperator.chartVersion", "v24.9.2")),
@@ -362,12 +461,12 @@ VALID: list[tuple[str, Mutation]] = [
     ("adopted cluster without a system node group", all_of(S("cluster.create", False), S("systemNodeGroup.enabled", False))),
     ("adopted cluster with a system node group", S("cluster.create", False)),
     # fastImagePull is nodeadm's (AL2023), and without the instance-store array it would slow pulls
-    ("Bottlerocket NVIDIA pool", all_of(S(f"{G}.amiType", "BOTTLEROCKET_x86_64_NVIDIA"), S(f"{G}.fastImagePull", False), S("karpenter", {"enabled": False}))),
+    ("Bottlerocket NVIDIA pool", all_of(S(f"{G}.amiType", "BOTTLEROCKET_x86_64_NVIDIA"), S(f"{G}.fastImagePull", False), S("karpenter", {"enabled": False}), without_team_quotas("gpu-training"))),
     ("empty label value on a Karpenter pool", L(f"{K}.labels", "example.com/spare", "")),
     ("labels the kubelet may set", all_of(L(f"{G}.labels", "node.kubernetes.io/pool", "p5"), L(f"{G}.labels", "example.com/team", "ml"), L(f"{K}.labels", "kubelet.kubernetes.io/zone-group", "b"))),
     ("tags with spaces, unicode and IAM's punctuation", all_of(L("tags", "Cost Center", "ML Research: Zürich"), L("tags", "contact", "ml-platform@example.com"), L("tags", "path", "a/b=c+d_e.f"))),
     ("quoted Kubernetes version 1.35", S("cluster.kubernetesVersion", "1.35")),
-    ("the longest pool name the node role allows", all_of(S(f"{G}.name", "p" * 33), S(f"{APP}.pool", "p" * 33))),
+    ("the longest pool name the node role allows", renamed_pool("p5-training", "p" * 33)),
     ("smoke test on the prod pool", S("smokeTest", {"enabled": True})),
     ("training image pinned by digest", S(f"{APP}.job.image", f"public.ecr.aws/acme/train@{DIGEST}")),
     ("training image by tag and digest", S(f"{APP}.job.image", f"localhost:5000/acme/train:2.7-cu128@{DIGEST}")),
@@ -376,11 +475,17 @@ VALID: list[tuple[str, Mutation]] = [
     ("no FSx for Lustre", S("storage.fsx.enabled", False)),
     ("file system in the pools' AZ, named", S("storage.fsx.availabilityZone", "us-west-2b")),
     ("instance store left alone", all_of(S("storage.instanceStore", "none"), S(f"{G}.fastImagePull", False), S(f"{K}.fastImagePull", False))),
-    ("two training namespaces", A("scheduling.namespaces", {"name": "evaluation"})),
-    ("GPU pool named like the system node group (EKS names are prefixes with a unique suffix)", all_of(S(f"{G}.name", "system"), S(f"{APP}.pool", "system"))),
-    ("GPU pool named system on an adopted cluster without a system group", all_of(S("cluster.create", False), S("systemNodeGroup.enabled", False), S(f"{G}.name", "system"), S(f"{APP}.pool", "system"))),
-    ("the labeler's namespace name once the labeler is off", all_of(S("topologyLabeler", {"enabled": False}), A("scheduling.namespaces", {"name": "topology-labeler"}))),
-    ("no scheduling apps and no namespaces", all_of(S("scheduling.namespaces", []), S("scheduling.trainingApps", []))),
+    ("two training namespaces without teams", all_of(NO_TEAMS, A("scheduling.namespaces", {"name": "evaluation"}))),
+    ("a second namespace of a team", all_of(A("scheduling.namespaces", {"name": "evaluation"}), A("scheduling.teams[1].namespaces", "evaluation"))),
+    ("a third team with no quota of its own (it borrows only)", all_of(A("scheduling.namespaces", {"name": "evaluation"}), A("scheduling.teams", {"name": "evaluation", "namespaces": ["evaluation"]}))),
+    ("teams with borrowing and lending limits and a fractional weight", all_of(S(f"{TEAM}.quotas[0].borrowingLimit", 8), S(f"{TEAM}.quotas[1].lendingLimit", 4), S(f"{TEAM}.weight", 1.5))),
+    ("prod without teams", NO_TEAMS),
+    ("every app a Job", all_of(D(f"{TRAIN_JOB}.kind"), S("trainer", {}), S("jobSet", {}))),
+    ("a JobSet with its own restarts", all_of(S(f"{APP}.kind", "JobSet"), S(f"{APP}.job.maxRestarts", 0))),
+    ("GPU pool named like the system node group (EKS names are prefixes with a unique suffix)", renamed_pool("p5-training", "system")),
+    ("GPU pool named system on an adopted cluster without a system group", all_of(S("cluster.create", False), S("systemNodeGroup.enabled", False), renamed_pool("p5-training", "system"))),
+    ("the labeler's namespace name once the labeler is off", all_of(S("topologyLabeler", {"enabled": False}), A("scheduling.namespaces", {"name": "topology-labeler"}), A("scheduling.teams[1].namespaces", "topology-labeler"))),
+    ("no scheduling apps, namespaces or teams", all_of(S("scheduling.namespaces", []), S("scheduling.trainingApps", []), S("scheduling.teams", []))),
 ]
 
 

@@ -245,10 +245,14 @@ def test_releases_installed_from_a_local_chart_folder_render_from_it(tmp_path, r
         tar.add(reference_dir / "charts" / "gpu-operator-v26.7.0", arcname="gpu-operator")
     for name in ("aws-efa-k8s-device-plugin-v0.5.30", "karpenter-1.14.1", "karpenter-crd-1.14.1", "eks-node-monitoring-agent-1.7.0"):
         (charts / name).symlink_to(reference_dir / "charts" / name, target_is_directory=True)
+    # JobSet's and Trainer's, as their releases publish them (helm package of the chart in their Go modules)
+    from module_charts import package_module_charts
+
+    jobset, trainer = package_module_charts(charts)
     config = stack_config("prod")
     config["eks-gpu-training:charts"] = {"directory": str(charts)}
     graph = run_main(config, preview=True, mocks=PlaceholderMocks("us-west-2"))
-    assert graph.error is None
+    assert graph.error is None, repr(graph.error)
     rendered = tmp_path / "out"
     # No mirror, an empty cache and no network: every chart comes from the stack's own folder, the
     # node monitoring agent's (an EKS add-on, which no release installs from there) by its name.
@@ -259,8 +263,9 @@ def test_releases_installed_from_a_local_chart_folder_render_from_it(tmp_path, r
     assert sources["kueue"] == folder
     assert sources["gpu-operator"] == archive
     assert sources["eks-node-monitoring-agent"] == charts / "eks-node-monitoring-agent-1.7.0"
+    assert (sources["jobset"], sources["kubeflow-trainer"]) == (jobset, trainer)
     assert set(sources) == {"gpu-operator", "aws-efa-k8s-device-plugin", "kueue", "karpenter", "karpenter-crd",
-                            "eks-node-monitoring-agent"}
+                            "eks-node-monitoring-agent", "jobset", "kubeflow-trainer"}
     assert not (tmp_path / "empty-cache").exists()
     assert all(not chart.error for chart in summary.charts)
     assert any(obj["kind"] == "ClusterPolicy" for chart in summary.charts if chart.release == "gpu-operator"

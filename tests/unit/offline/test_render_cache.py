@@ -54,7 +54,7 @@ def test_a_repeated_render_writes_the_same_files_without_helm_or_graphviz(
 ):
     cache = RenderCache(tmp_path / "cache")
     write_render(prod_render, tmp_path / "fresh", sources=chart_sources, cache=cache)
-    assert len(helm_calls) == 6
+    assert len(helm_calls) == 8
     uncached = tmp_path / "uncached"
     write_render(prod_render, uncached, sources=chart_sources, cache=None)
     helm_calls.clear()

@@ -9,19 +9,24 @@ from types import SimpleNamespace
 import pytest
 
 from eks_gpu_training.platform.in_cluster import workload_waits
-from builders import PROJECT
+from builders import PROJECT, without_karpenter
 from harness import Graph, Registration, run_main, stack_config
 
 PLATFORM = "eks-gpu-training:index:GpuTrainingPlatform"
 IN_CLUSTER = "eks-gpu-training:index:GpuTrainingInCluster"
 EFA_DEVICE_PLUGIN = "eks-gpu-training:index:EfaDevicePlugin"
+TRAINING_JOB = "eks-gpu-training:index:TrainingJob"
+JOBSET_CONTROLLER = "eks-gpu-training:index:JobSetController"
+TRAINER_CONTROLLER = "eks-gpu-training:index:TrainerController"
 IN_CLUSTER_HALF = {
     "eks-gpu-training:index:GpuOperator",
     EFA_DEVICE_PLUGIN,
     "eks-gpu-training:index:SchedulingPolicies",
     "eks-gpu-training:index:Kueue",
     "eks-gpu-training:index:KueueQueues",
-    "eks-gpu-training:index:TrainingJob",
+    JOBSET_CONTROLLER,
+    TRAINER_CONTROLLER,
+    TRAINING_JOB,
     "eks-gpu-training:index:GpuSmokeTest",
     "eks-gpu-training:index:PreflightChecks",
     "eks-gpu-training:index:VerifierRole",
@@ -31,13 +36,16 @@ IN_CLUSTER_HALF = {
 
 def settings(stack: str) -> dict:
     """``stack`` with everything the in-cluster half can deploy turned on, and nothing it refuses
-    (Karpenter, FSx, the training role), so both entry points can take the same settings."""
-    config = stack_config(stack)
+    (Karpenter, FSx, the training role), so both entry points can take the same settings: every
+    app moves to the first managed pool, on at most the nodes it keeps (dev's eval-sweep on dev-gpu's
+    one node), and the teams keep their quotas on it."""
+    config = without_karpenter(stack_config(stack))
     config[f"{PROJECT}:storage"] = {**config[f"{PROJECT}:storage"], "fsx": {"enabled": False}}
     config[f"{PROJECT}:s3Buckets"] = []
-    config[f"{PROJECT}:karpenter"] = {"enabled": False}
+    pool = config[f"{PROJECT}:gpuNodeGroups"][0]
     for app in config[f"{PROJECT}:scheduling"]["trainingApps"]:
-        app["pool"] = config[f"{PROJECT}:gpuNodeGroups"][0]["name"]
+        app["pool"] = pool["name"]
+        app["nodes"] = min(app["nodes"], pool["minSize"])
     config[f"{PROJECT}:smokeTest"] = {"enabled": True}
     config[f"{PROJECT}:preflight"] = {**config[f"{PROJECT}:preflight"], "enabled": True}
     config[f"{PROJECT}:preflight"].setdefault("nccl", {"enabled": False})  # dev's one node has no EFA
@@ -75,11 +83,29 @@ def waits(graph: Graph, top: Registration, type_: str) -> set[tuple[str, str]]:
     return {part_of(graph, top, urn) for urn in workload.dependencies}
 
 
+def job_waits(graph: Graph, top: Registration) -> dict[str, tuple[set[tuple[str, str]], set[tuple[str, str]]]]:
+    """Each training job of ``top``: the parts of the stack its component waits for, and those the
+    object that makes its pods (its Job, JobSet or TrainJob) waits for, beyond its own component."""
+    result = {}
+    for job in [child for child in graph.children(top) if child.type == TRAINING_JOB]:
+        (made,) = [r for r in graph.subtree(job).resources if r.inputs.get("kind") in ("Job", "JobSet", "TrainJob")]
+        result[job.name] = ({part_of(graph, top, urn) for urn in job.dependencies},
+                            {part_of(graph, top, urn) for urn in made.dependencies} - {(job.type, job.name)})
+    return result
+
+
+SCHEDULING = ("eks-gpu-training:index:SchedulingPolicies", "gpu-training-scheduling")
+QUEUES = ("eks-gpu-training:index:KueueQueues", "gpu-training-kueue-queues")
+JOBSET = (JOBSET_CONTROLLER, "gpu-training-jobset")
+TRAINER = (TRAINER_CONTROLLER, "gpu-training-trainer")
+
+
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_the_whole_stack_registers_the_in_cluster_half_as_the_half_alone_does(stack):
     whole, half = whole_and_half(stack)
     platform, in_cluster = whole.one(PLATFORM), half.one(IN_CLUSTER)
-    expected = IN_CLUSTER_HALF if stack == "prod" else IN_CLUSTER_HALF - {EFA_DEVICE_PLUGIN}  # dev's pool has no EFA
+    # dev's pool has no EFA, and no app of dev's is a TrainJob
+    expected = IN_CLUSTER_HALF if stack == "prod" else IN_CLUSTER_HALF - {EFA_DEVICE_PLUGIN, TRAINER_CONTROLLER}
     assert {c.type for c in half.children(in_cluster)} == {*expected, "pulumi:providers:kubernetes"}
     assert in_cluster_objects(whole, platform) == in_cluster_objects(half, in_cluster)
 
@@ -97,31 +123,39 @@ def test_checks_and_jobs_wait_for_the_same_parts_and_the_whole_stack_adds_its_gp
         ("eks-gpu-training:index:GpuOperator", "gpu-training-gpu-operator"),
         ("eks-gpu-training:index:Kueue", "gpu-training-kueue"),
     }
-    job = "eks-gpu-training:index:TrainingJob"
-    assert waits(whole, platform, job) == waits(half, in_cluster, job) == {
-        ("eks-gpu-training:index:SchedulingPolicies", "gpu-training-scheduling"),
-        ("eks-gpu-training:index:KueueQueues", "gpu-training-kueue-queues"),
-    }
+    # Every job waits for its policy, its queues and the job controllers the stack installs; a
+    # TrainJob's component for its namespace and Trainer only, the TrainJob itself for the rest.
+    every = {SCHEDULING, QUEUES, JOBSET, TRAINER} if stack == "prod" else {SCHEDULING, QUEUES, JOBSET}
+    expected = {
+        "dev": {"rl-training": (every, every), "finetune": (every, every), "eval-sweep": (every, every)},
+        "prod": {"rl-training": (every, every), "finetune": ({SCHEDULING, TRAINER}, every)},
+    }[stack]
+    assert job_waits(whole, platform) == job_waits(half, in_cluster) == {f"gpu-training-training-{app}": w for app, w in expected.items()}
 
 
 def test_the_training_role_and_file_system_are_what_the_whole_stack_adds_to_the_jobs_waits(prod_graph):
-    assert waits(prod_graph, prod_graph.one(PLATFORM), "eks-gpu-training:index:TrainingJob") == {
-        ("eks-gpu-training:index:SchedulingPolicies", "gpu-training-scheduling"),
-        ("eks-gpu-training:index:KueueQueues", "gpu-training-kueue-queues"),
+    every = {
+        SCHEDULING, QUEUES, JOBSET, TRAINER,
         ("eks-gpu-training:index:TrainingIdentity", "gpu-training-training-identity"),
         ("eks-gpu-training:index:TrainingStorage", "gpu-training-training-storage"),
+    }
+    assert job_waits(prod_graph, prod_graph.one(PLATFORM)) == {
+        "gpu-training-training-rl-training": (every, every),
+        # the TrainJob's runtime is made early, waiting for its namespace and Trainer alone
+        "gpu-training-training-finetune": ({SCHEDULING, TRAINER}, every),
     }
 
 
 def test_the_rule_checks_wait_for_gpus_advertised_and_kueues_webhook_jobs_for_their_policy_queues_and_prerequisites():
-    scheduling, operator, efa, queues, node_group, claim = (
+    scheduling, operator, efa, queues, node_group, claim, jobset = (
         SimpleNamespace(role=role)
-        for role in ("scheduling", "gpu-operator", "efa-device-plugin", "kueue-queues", "node-group", "claim")
+        for role in ("scheduling", "gpu-operator", "efa-device-plugin", "kueue-queues", "node-group", "claim", "jobset-release")
     )
     kueue = SimpleNamespace(release=SimpleNamespace(role="kueue-release"))
     rule = workload_waits(scheduling=scheduling, gpu_operator=operator, efa_device_plugin=efa, kueue=kueue,
-                          kueue_queues=queues, gpu_nodes=[node_group], job_prerequisites=[claim])
-    assert rule.training_jobs == [scheduling, claim, queues]
+                          kueue_queues=queues, gpu_nodes=[node_group], job_prerequisites=[claim], job_controllers=[jobset])
+    # The job controllers' CRDs and webhooks come before a JobSet or TrainJob; the checks are Jobs.
+    assert rule.training_jobs == [scheduling, claim, queues, jobset]
     assert rule.smoke_test == [scheduling, operator, node_group, kueue.release]
     assert rule.preflight == [scheduling, operator, node_group, kueue.release, efa]
 

@@ -4,6 +4,7 @@ where it would need what only the AWS half creates."""
 from __future__ import annotations
 
 from eks_gpu_training import ConfigError
+from builders import without_karpenter
 from harness import run_main, stack_config
 
 PROJECT = "eks-gpu-training"
@@ -11,11 +12,12 @@ KUBECONFIG = "/home/ml/.kube/config"
 
 
 def in_cluster_config(stack: str = "prod", **settings) -> dict:
-    config = stack_config(stack)
+    """``stack`` as the in-cluster half takes it: no FSx, buckets or Karpenter (whose pool the teams
+    then have no quota on)."""
+    config = without_karpenter(stack_config(stack))
     config[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": KUBECONFIG, **settings}
     config[f"{PROJECT}:storage"] = {**config[f"{PROJECT}:storage"], "fsx": {"enabled": False}}
     config[f"{PROJECT}:s3Buckets"] = []
-    config[f"{PROJECT}:karpenter"] = {"enabled": False}
     return config
 
 
@@ -29,7 +31,8 @@ def test_the_in_cluster_half_registers_no_aws_resource_and_one_kubernetes_provid
     assert {r.provider.rsplit("::", 1)[0] for r in graph.resources if r.custom and r.type.startswith("kubernetes:")} == {
         provider.urn}
     releases = {r.inputs["name"] for r in graph.of_type("kubernetes:helm.sh/v3:Release")}
-    assert releases == {"gpu-operator", "aws-efa-k8s-device-plugin", "kueue"}
+    # prod's finetune is a TrainJob: Kubeflow Trainer runs it, as a JobSet
+    assert releases == {"gpu-operator", "aws-efa-k8s-device-plugin", "kueue", "jobset", "kubeflow-trainer"}
     for kind in ("PriorityClass", "ResourceQuota", "LocalQueue", "ClusterQueue", "Job"):
         assert [r for r in graph.resources if r.type.endswith(f":{kind}")], kind
     assert graph.exports == {"gpuOperatorStatus": graph.exports["gpuOperatorStatus"]}
@@ -37,8 +40,11 @@ def test_the_in_cluster_half_registers_no_aws_resource_and_one_kubernetes_provid
 
 def test_controllers_go_on_the_system_nodes_the_stack_describes():
     graph = run_main(in_cluster_config())
-    release = next(r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue")
-    assert release.inputs["values"]["controllerManager"]["nodeSelector"]["role"] == "system"
+    assert graph.error is None, repr(graph.error)
+    releases = {r.inputs["name"]: r.inputs["values"] for r in graph.of_type("kubernetes:helm.sh/v3:Release")}
+    assert releases["kueue"]["controllerManager"]["nodeSelector"]["role"] == "system"
+    assert releases["jobset"]["controller"]["nodeSelector"]["role"] == "system"
+    assert releases["kubeflow-trainer"]["manager"]["nodeSelector"]["role"] == "system"
 
 
 def test_what_needs_the_aws_half_is_refused_together_and_nothing_is_registered():
@@ -77,6 +83,8 @@ def test_without_a_system_node_group_the_controllers_select_no_node_label():
     assert graph.error is None, repr(graph.error)
     releases = {r.inputs["name"]: r.inputs["values"] for r in graph.of_type("kubernetes:helm.sh/v3:Release")}
     assert releases["kueue"]["controllerManager"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert releases["jobset"]["controller"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert releases["kubeflow-trainer"]["manager"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
     assert "operator" not in releases["gpu-operator"]
     assert "nodeSelector" not in releases["gpu-operator"]["node-feature-discovery"]["master"]
 
@@ -112,7 +120,9 @@ def test_in_cluster_refusals_come_with_the_stacks_other_problems(tmp_path):
     config = in_cluster_config("dev")
     config[f"{PROJECT}:s3Buckets"] = [{"name": "acme-training-data", "access": "read"}]
     config[f"{PROJECT}:charts"] = {"directory": str(tmp_path / "absent")}
+    # dev's Karpenter, and its teams' quotas on its pool, back
     config[f"{PROJECT}:karpenter"] = stack_config("dev")[f"{PROJECT}:karpenter"]
+    config[f"{PROJECT}:scheduling"] = stack_config("dev")[f"{PROJECT}:scheduling"]
     graph = run_main(config)
     assert isinstance(graph.error, ConfigError)
     assert graph.resources == []

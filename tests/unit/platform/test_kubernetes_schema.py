@@ -64,4 +64,6 @@ def test_host_network_apps_the_smoke_test_and_pdb_only_apps_are_valid_too(versio
     graph = run_main(config)
     assert graph.error is None, graph.error
     assert assert_strictly_valid(graph, version) == ["Job", "Namespace", "PodDisruptionBudget", "PriorityClass", "ResourceQuota", "Service"]
-    assert len([o for o in kubernetes_objects(graph) if o["kind"] == "PodDisruptionBudget"]) == 2
+    # the PDBs of prod's rl-training and finetune (their TrainingJobs') and of the PDB-only eval-sweep
+    assert sorted(o["metadata"]["name"] for o in kubernetes_objects(graph) if o["kind"] == "PodDisruptionBudget") == [
+        "eval-sweep", "finetune", "rl-training"]

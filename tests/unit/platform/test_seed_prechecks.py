@@ -52,6 +52,9 @@ KARPENTER_NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 HOSTNAME = "kubernetes.io/hostname"
 NETWORK_LAYER_PREFIX = "topology.k8s.aws/network-node-layer-"
 WORKLOAD_KINDS = ("Job", "Deployment", "StatefulSet", "ReplicaSet")
+GROUP_KINDS = {"JobSet": ("spec",), "TrainingRuntime": ("spec", "template", "spec")}
+"""Objects whose replicated Jobs' pod templates make training pods, by the path to their JobSet spec:
+a training app's JobSet, and a TrainJob's runtime (Trainer makes the TrainJob's JobSet from it)."""
 
 
 # --- reading the graph --------------------------------------------------------------------------
@@ -66,15 +69,34 @@ def requests_gpus(pod_spec: dict[str, Any]) -> bool:
     return any(GPU_TAINT_KEY in ((c.get("resources") or {}).get("limits") or {}) for c in containers)
 
 
+def _job_specs(resource: Registration) -> list[dict[str, Any]]:
+    """The Job-like specs (``template``, ``parallelism``) of a workload: its own, or a JobSet's (or a
+    runtime's JobSet template's) replicated Jobs', each as often as it is replicated."""
+    if resource.inputs.get("kind") not in GROUP_KINDS:
+        return [resource.inputs.get("spec") or {}]
+    spec: Any = resource.inputs
+    for key in GROUP_KINDS[resource.inputs["kind"]]:
+        spec = (spec or {}).get(key)
+    return [(job.get("template") or {}).get("spec") or {} for job in (spec or {}).get("replicatedJobs") or []
+            for _ in range(int(job.get("replicas", 1)))]
+
+
 def training_templates(graph: Graph) -> Iterator[tuple[Registration, dict[str, Any]]]:
     """Every workload whose pods request GPUs, except the checks (nvidia-smi smoke test, pre-flight
-    DCGM and NCCL tests): (resource, pod template)."""
-    for kind in WORKLOAD_KINDS:
+    DCGM and NCCL tests): (resource, pod template). A JobSet or TrainingRuntime gives one entry per
+    replicated Job."""
+    for kind in (*WORKLOAD_KINDS, *GROUP_KINDS):
         for resource in kubernetes_objects(graph, kind):
-            template = (resource.inputs.get("spec") or {}).get("template") or {}
-            labels = (template.get("metadata") or {}).get("labels") or {}
-            if requests_gpus(template.get("spec") or {}) and labels.get("app.kubernetes.io/component") not in (SMOKE_TEST_COMPONENT, PREFLIGHT_COMPONENT):
-                yield resource, template
+            for job in _job_specs(resource):
+                template = job.get("template") or {}
+                labels = (template.get("metadata") or {}).get("labels") or {}
+                if requests_gpus(template.get("spec") or {}) and labels.get("app.kubernetes.io/component") not in (SMOKE_TEST_COMPONENT, PREFLIGHT_COMPONENT):
+                    yield resource, template
+
+
+def training_pods(resource: Registration) -> int:
+    """How many pods a training workload runs at once: its Jobs' parallelism together."""
+    return sum(job.get("parallelism", 1) for job in _job_specs(resource))
 
 
 def gpu_pools(graph: Graph) -> list[Registration]:
@@ -204,13 +226,13 @@ def pod_disruption_budgets(graph: Graph) -> list[str]:
     failures = []
     pdbs = {(p.inputs["metadata"].get("namespace"), p.inputs["metadata"]["name"]): p.inputs["spec"]
             for p in kubernetes_objects(graph, "PodDisruptionBudget")}
-    for resource, _ in training_templates(graph):
+    for resource in {r.urn: r for r, _ in training_templates(graph)}.values():
         metadata = resource.inputs["metadata"]
         budget = pdbs.get((metadata.get("namespace"), metadata["name"]))
         if budget is None:
             failures.append(f"{resource.name}: no PodDisruptionBudget of its own")
             continue
-        pods = resource.inputs["spec"].get("parallelism", 1)
+        pods = training_pods(resource)
         if budget.get("minAvailable") != pods or "maxUnavailable" in budget:
             failures.append(f"{resource.name}: its PDB allows disrupting a pod (need minAvailable {pods:g})")
     return failures
@@ -306,7 +328,11 @@ def test_every_stack_passes_the_seed_prechecks(stack_graph):
 def test_every_stack_gives_the_prechecks_something_to_check(stack_graph):
     stack, graph = stack_graph
     assert gpu_pools(graph), stack
-    assert [r.inputs["metadata"]["name"] for r, _ in training_templates(graph)] == ["rl-training"], stack
+    # dev's rl-training and eval-sweep (Jobs) and finetune (a JobSet); prod's rl-training (a Job) and
+    # finetune (a TrainJob, whose pods its runtime's template makes)
+    kinds = {"dev": [("Job", "eval-sweep"), ("Job", "rl-training"), ("JobSet", "finetune")],
+             "prod": [("Job", "rl-training"), ("TrainingRuntime", "finetune")]}
+    assert sorted((r.inputs["kind"], r.inputs["metadata"]["name"]) for r, _ in training_templates(graph)) == kinds[stack], stack
 
 
 # --- each pre-check fails when what it looks for is missing ----------------------------------------
@@ -397,23 +423,37 @@ def test_precheck_fails_when_the_training_job_has_no_pdb(prod_graph):
     def drop(graph):
         graph.resources[:] = [r for r in graph.resources if r.inputs.get("kind") != "PodDisruptionBudget"]
 
+    # prod's rl-training (a Job) and finetune (a TrainJob, whose pods its runtime makes)
     assert pod_disruption_budgets(broken(prod_graph, drop)) == [
-        "gpu-training-training-rl-training-job: no PodDisruptionBudget of its own"
+        "gpu-training-training-rl-training-job: no PodDisruptionBudget of its own",
+        "gpu-training-training-finetune-trainjob-runtime: no PodDisruptionBudget of its own",
     ]
 
 
-def test_precheck_fails_when_the_pdb_lets_a_rank_go(prod_graph):
-    def loosen(graph):
-        kubernetes_objects(graph, "PodDisruptionBudget")[0].inputs["spec"]["minAvailable"] = 1
+def budget_of(graph: Graph, app: str) -> dict[str, Any]:
+    """The spec of ``app``'s PodDisruptionBudget."""
+    (budget,) = [p for p in kubernetes_objects(graph, "PodDisruptionBudget") if p.inputs["metadata"]["name"] == app]
+    return budget.inputs["spec"]
 
-    assert pod_disruption_budgets(broken(prod_graph, loosen)) == [
+
+def test_precheck_fails_when_the_pdb_lets_a_rank_go(prod_graph):
+    def loosen(app):
+        def change(graph):
+            budget_of(graph, app)["minAvailable"] = 1
+        return change
+
+    assert pod_disruption_budgets(broken(prod_graph, loosen("rl-training"))) == [
         "gpu-training-training-rl-training-job: its PDB allows disrupting a pod (need minAvailable 2)"
+    ]
+    # a TrainJob's pods are its runtime's replicated Job's
+    assert pod_disruption_budgets(broken(prod_graph, loosen("finetune"))) == [
+        "gpu-training-training-finetune-trainjob-runtime: its PDB allows disrupting a pod (need minAvailable 2)"
     ]
 
 
 def test_precheck_fails_on_the_seeds_max_unavailable_zero_which_job_pods_do_not_support(dev_graph):
     def seed_literal(graph):
-        spec = kubernetes_objects(graph, "PodDisruptionBudget")[0].inputs["spec"]
+        spec = budget_of(graph, "rl-training")
         del spec["minAvailable"]
         spec["maxUnavailable"] = 0
 

@@ -141,6 +141,10 @@ def expected_by_chart(chart: str, version: str) -> tuple[set, set]:
         return set(footprints.GPU_OPERATOR_CONTROLLERS[version]), set(footprints.GPU_OPERATOR_DAEMONSETS[version])
     if chart.endswith("eks-node-monitoring-agent"):
         return set(), set(footprints.NODE_MONITORING_DAEMONSETS[version])
+    if chart.endswith("/jobset"):
+        return {footprints.JOBSET_CONTROLLER[version]}, set()
+    if chart.endswith("/kubeflow-trainer"):
+        return {footprints.TRAINER_CONTROLLER[version]}, set()
     return set(), set()
 
 

@@ -27,6 +27,7 @@ def test_the_readme_keeps_one_example_and_the_library_page_one_per_use_each_run_
     assert set(LIBRARY_EXAMPLES) == {
         "An existing cluster, adopted by name",
         "Kubernetes objects only",
+        "A JobSet or a TrainJob",
         "The in-cluster half of a stack, on a cluster made elsewhere",
         "Outputs from resources made in the same program",
         "Two fleets under your own component",
@@ -70,6 +71,17 @@ def test_kubernetes_objects_only_example_puts_every_object_on_the_given_provider
     }
     assert {r.provider.rsplit("::", 1)[0] for r in objects} == {provider.urn}
     assert not [r for r in graph.resources if r.type.startswith("aws:")]
+
+
+def test_jobset_or_trainjob_example_installs_both_controllers_and_a_trainjob_waiting_for_them():
+    graph = run("A JobSet or a TrainJob")
+    releases = {r.inputs["chart"].rsplit("/", 1)[-1]: r for r in graph.of_type("kubernetes:helm.sh/v3:Release")}
+    assert set(releases) == {"jobset", "kubeflow-trainer"}
+    (train_job,) = graph.of_type("kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob")
+    (runtime,) = graph.of_type("kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime")
+    assert train_job.inputs["spec"]["runtimeRef"]["name"] == runtime.inputs["metadata"]["name"] == "llama-sft"
+    (component,) = graph.of_type("eks-gpu-training:index:TrainingJob")
+    assert graph.depends_on(component, releases["kubeflow-trainer"])
 
 
 def test_in_cluster_half_example_creates_nothing_in_aws_and_only_kubernetes_objects():

@@ -40,7 +40,8 @@ def test_a_stack_with_a_host_network_app_gets_the_policy_and_one_without_does_no
     assert host_network_policies(dev_graph) == []
     config = copy.deepcopy(stack_config("dev"))
     scheduling = config["eks-gpu-training:scheduling"]
-    scheduling["namespaces"] = [{"name": "training", "podSecurity": "privileged"}]
+    # dev's rl-training runs in its first namespace, training (team research's)
+    scheduling["namespaces"][0].update(name="training", podSecurity="privileged")
     scheduling["trainingApps"][0]["hostNetwork"] = True
     graph = run_main(config)
     assert graph.error is None, graph.error

@@ -18,7 +18,7 @@ from eks_gpu_training.platform import platform_args_from_settings
 from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 from eks_gpu_training.platform.validation import validate_stack
 from eks_gpu_training.workloads.preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects, nccl_test_script
-from builders import HEALTH_NCCL_IMAGE as NCCL_IMAGE, health_config
+from builders import HEALTH_NCCL_IMAGE as NCCL_IMAGE, health_config, scheduling_without_teams
 from eks_gpu_training.platform.stack_files import stack_file_name
 
 NS = "eks-gpu-training:"
@@ -185,7 +185,7 @@ def test_preflight_off_creates_nothing(prod_graph):
     ("preflight", "problem"),
     [
         ({"enabled": True}, "preflight.nccl.image: is required to run the NCCL test on p5-training"),
-        ({"enabled": True, "namespace": "research", "nccl": {"image": NCCL_IMAGE}}, "preflight.namespace: 'research' is not in scheduling.namespaces"),
+        ({"enabled": True, "namespace": "evaluation", "nccl": {"image": NCCL_IMAGE}}, "preflight.namespace: 'evaluation' is not in scheduling.namespaces"),
         ({"enabled": True, "dcgmDiag": {"enabled": False}, "nccl": {"enabled": False}}, "preflight.enabled: is true but dcgmDiag.enabled and nccl.enabled are both false"),
     ],
 )
@@ -224,7 +224,8 @@ def test_preflight_needs_a_pool_that_starts_with_nodes():
 
 
 def test_preflight_needs_the_quota_for_every_pool_at_once():
-    scheduling = copy.deepcopy(stack_config("prod")[f"{NS}scheduling"])
+    # prod without teams: the namespace's own quota
+    scheduling = scheduling_without_teams(stack_config("prod")[f"{NS}scheduling"])
     scheduling["namespaces"][0]["quota"]["gpus"] = 8
     scheduling["trainingApps"] = []
     graph = run_main(prod_with(scheduling=scheduling, preflight={"enabled": True, "nccl": {"enabled": False}}))
@@ -235,7 +236,7 @@ def test_preflight_needs_the_quota_for_every_pool_at_once():
 
 def test_preflight_needs_the_cpu_and_memory_of_its_largest_check():
     """The NCCL pods request a training pod's CPU and memory (the node's room beside its DaemonSets, less a reserve): 2 x 189 CPUs."""
-    scheduling = copy.deepcopy(stack_config("prod")[f"{NS}scheduling"])
+    scheduling = scheduling_without_teams(stack_config("prod")[f"{NS}scheduling"])  # the namespace's own quota
     scheduling["namespaces"][0]["quota"].update(cpu="300", memory="4Ti")
     scheduling["trainingApps"] = []
     graph = run_main(prod_with(scheduling=scheduling, preflight={"enabled": True, "nccl": {"image": NCCL_IMAGE}}))
@@ -246,6 +247,23 @@ def test_preflight_needs_the_cpu_and_memory_of_its_largest_check():
     except ConfigError as error:
         problems = error.problems
     assert [p for p in problems if p.path.startswith("preflight")] == []
+
+
+def test_preflight_needs_the_quota_its_namespaces_team_reaches():
+    # pretraining (namespace training) holds 4 of p5-training's GPUs and none of gpu-training's, and
+    # borrows nothing: training's quota is 4 GPUs, below the DCGM checks' 2 × 8 at once.
+    scheduling = copy.deepcopy(stack_config("prod")[f"{NS}scheduling"])
+    scheduling["teams"][0]["quotas"] = [{"pool": "p5-training", "gpus": 4, "borrowingLimit": 0},
+                                        {"pool": "gpu-training", "gpus": 0, "borrowingLimit": 0}]
+    scheduling["trainingApps"] = []
+    graph = run_main(prod_with(scheduling=scheduling, preflight={"enabled": True, "nccl": {"enabled": False}}))
+    assert [str(p) for p in graph.error.problems] == [
+        "preflight.namespace: the pre-flight checks need 16 GPUs at once but 'training' allows 4"
+    ]
+    # In research's namespace they fit: its team reaches 8 + pretraining's 4 on p5-training and its 8
+    # on gpu-training, 20 GPUs.
+    graph = run_main(prod_with(scheduling=scheduling, preflight={"enabled": True, "namespace": "research", "nccl": {"enabled": False}}))
+    assert graph.error is None, repr(graph.error)
 
 
 @pytest.mark.parametrize(

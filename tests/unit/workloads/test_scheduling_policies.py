@@ -20,16 +20,17 @@ from eks_gpu_training.workloads.scheduling_policies import (
     training_job_spec,
     training_namespace,
 )
+from builders import raw_settings, stack_without_teams
 from harness import PROJECT_ROOT, run_main, run_program, stack_config, stack_file
 
 NAMESPACE = "eks-gpu-training:"
 
 
 def raw(stack: str = "prod") -> dict[str, Any]:
-    """A stack's configuration as ``parse_platform_args`` takes it."""
-    config = copy.deepcopy(stack_config(stack))
-    values = {k[len(NAMESPACE):]: v for k, v in config.items() if k.startswith(NAMESPACE)}
-    return {**values, "region": config["aws:region"]}
+    """A stack's configuration as ``parse_platform_args`` takes it, without teams: its namespace
+    ``training`` with a quota and a ClusterQueue of its own, and its first training app (the one
+    these tests change). Teams' quotas are tests/unit/workloads/test_teams.py's."""
+    return raw_settings(stack_without_teams(stack))
 
 
 def problems(values: dict[str, Any]) -> list[str]:
@@ -40,6 +41,7 @@ def problems(values: dict[str, Any]) -> list[str]:
 
 def test_both_stacks_parse():
     for stack in ("dev", "prod"):
+        parse_platform_args(raw_settings(stack_config(stack)))
         parse_platform_args(raw(stack))
 
 
@@ -70,8 +72,9 @@ def test_fleet_gpu_capacity_counts_a_mixed_pool_with_its_largest_type():
     assert fleet_gpu_capacity(parse_platform_args(values)) == 56
 
 
-def test_default_quota_is_the_fleet_capacity(prod_graph):
-    (quota,) = [r for r in prod_graph.resources if r.inputs.get("kind") == "ResourceQuota"]
+def test_default_quota_is_the_fleet_capacity(prod_graph_without_teams):
+    # A namespace of no team without quota.gpus (prod before teams): its quota is the whole fleet.
+    (quota,) = [r for r in prod_graph_without_teams.resources if r.inputs.get("kind") == "ResourceQuota"]
     assert quota.inputs["metadata"] == {"name": "gpu-quota", "namespace": "training", "labels": {"app.kubernetes.io/part-of": "eks-gpu-training"}}
     # p5-training's 2 nodes and the 2 that Karpenter's 16-GPU limit allows, each a p5.48xlarge
     assert quota.inputs["spec"]["hard"] == {
@@ -83,12 +86,34 @@ def test_default_quota_is_the_fleet_capacity(prod_graph):
     }
 
 
-def test_dev_quota_is_three_l40s_nodes(dev_graph):
+def test_dev_quota_is_three_l40s_nodes(dev_graph_without_teams):
     # dev-gpu's one g6e.xlarge and the two that Karpenter's 2-GPU limit allows
-    (quota,) = [r for r in dev_graph.resources if r.inputs.get("kind") == "ResourceQuota"]
+    (quota,) = [r for r in dev_graph_without_teams.resources if r.inputs.get("kind") == "ResourceQuota"]
     assert quota.inputs["spec"]["hard"]["requests.nvidia.com/gpu"] == "3"
     assert quota.inputs["spec"]["hard"]["requests.cpu"] == "12"
     assert quota.inputs["spec"]["hard"]["requests.memory"] == "96Gi"
+
+
+def test_each_dev_team_namespace_may_reach_all_three_l40s_nodes(dev_graph):
+    # A team namespace's quota is its team's reach, its own GPUs plus what the other team lends
+    # (workloads/teams.py). research: dev-gpu 1 of its own, gpu-training 1 of its own + evaluation's 1.
+    # evaluation: gpu-training 1 of its own + research's 1, and research's 1 on dev-gpu. Each GPU a
+    # g6e.xlarge's (4 vCPUs, 32 GiB).
+    quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"] for r in dev_graph.resources
+              if r.inputs.get("kind") == "ResourceQuota"}
+    expected = {"requests.nvidia.com/gpu": "3", "requests.cpu": "12", "requests.memory": "96Gi", "persistentvolumeclaims": "5"}
+    assert quotas == {"training": expected, "evaluation": expected}
+
+
+def test_each_prod_team_namespace_may_reach_the_whole_fleet(prod_graph):
+    # pretraining (training) and research each hold 8 GPUs of p5-training and 8 of gpu-training and
+    # lend all of them: each reaches 16 + 16 = 32 GPUs, with 24 vCPUs and 256 GiB per p5.48xlarge
+    # GPU, so its namespace's quota is the fleet's, as the one namespace's was before teams.
+    quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"] for r in prod_graph.resources
+              if r.inputs.get("kind") == "ResourceQuota"}
+    fleet = {"requests.nvidia.com/gpu": "32", "requests.cpu": "768", "requests.memory": "8Ti"}
+    # training's own 5 claims (research takes the default, 5), plus the stack's FSx claim in each
+    assert quotas == {"training": {**fleet, "persistentvolumeclaims": "6"}, "research": {**fleet, "persistentvolumeclaims": "6"}}
 
 
 def test_explicit_quota_amounts_are_kept():
@@ -296,9 +321,12 @@ def test_rejects_a_pool_name_used_by_both_kinds_of_pool():
 
 
 def test_an_app_may_take_its_defaults_from_a_karpenter_pool(dev_graph):
-    (job,) = [r for r in dev_graph.resources if r.inputs.get("kind") == "Job"]
-    expressions = job.inputs["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]
-    assert {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["g6e.xlarge"]} in expressions
+    # dev's rl-training and eval-sweep name the Karpenter pool gpu-training and no instance types.
+    jobs = {r.inputs["metadata"]["name"]: r for r in dev_graph.resources if r.inputs.get("kind") == "Job"}
+    assert sorted(jobs) == ["eval-sweep", "rl-training"]
+    for job in jobs.values():
+        expressions = job.inputs["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]
+        assert {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["g6e.xlarge"]} in expressions
 
 
 def test_requires_a_pool_when_there_are_several():
@@ -362,8 +390,9 @@ def test_an_app_the_stack_does_not_run_gets_its_pdb_from_the_scheduling_policies
 
 
 def test_an_app_the_stack_runs_has_exactly_one_pdb_from_its_training_job(prod_graph):
-    (pdb,) = [r for r in prod_graph.resources if r.inputs.get("kind") == "PodDisruptionBudget"]
-    assert pdb.name == "gpu-training-training-rl-training-pdb"
+    pdbs = [r for r in prod_graph.resources if r.inputs.get("kind") == "PodDisruptionBudget"]
+    assert sorted(r.name for r in pdbs) == ["gpu-training-training-finetune-pdb", "gpu-training-training-rl-training-pdb"]
+    (pdb,) = [r for r in pdbs if r.name == "gpu-training-training-rl-training-pdb"]
     assert pdb.inputs["spec"]["minAvailable"] == 2
     assert pdb.inputs["spec"]["selector"] == {"matchLabels": {"app": "rl-training-multi"}}
 
@@ -380,12 +409,24 @@ def test_every_kubernetes_object_uses_the_clusters_provider(stack_graph):
 
 
 def test_training_jobs_wait_for_the_scheduling_policy(prod_graph):
-    # Children register only once their parent has, and the parent waits for its dependencies.
-    training_job = prod_graph.one("eks-gpu-training:index:TrainingJob")
+    # Children register only once their parent has, and the parent waits for its dependencies. A
+    # TrainJob's component waits only for what its runtime needs (its namespace and Trainer), and
+    # the TrainJob itself, whose pods name the class, for the whole policy (TrainingJobArgs.job_after).
+    training_jobs = prod_graph.of_type("eks-gpu-training:index:TrainingJob")
+    made_pods = {job.name: [r for r in prod_graph.children(job) if r.inputs.get("kind") in ("Job", "JobSet", "TrainJob")]
+                 for job in training_jobs}
+    assert {name: [r.inputs["kind"] for r in objects] for name, objects in made_pods.items()} == {
+        "gpu-training-training-rl-training": ["Job"], "gpu-training-training-finetune": ["TrainJob"],
+    }
     scheduling = prod_graph.one("eks-gpu-training:index:SchedulingPolicies")
     policy = [r for r in prod_graph.children(scheduling) if r.inputs.get("kind") in ("PriorityClass", "Namespace")]
-    assert len(policy) == 4
-    assert all(prod_graph.depends_on(training_job, p) for p in policy)
+    # the seed's three classes and prod's two namespaces
+    assert sorted((r.inputs["kind"], r.inputs["metadata"]["name"]) for r in policy) == [
+        ("Namespace", "research"), ("Namespace", "training"),
+        ("PriorityClass", "data-prep-low"), ("PriorityClass", "evaluation-normal"), ("PriorityClass", "training-critical"),
+    ]
+    assert all(prod_graph.depends_on(job, p) or prod_graph.depends_on(made, p)
+               for job in training_jobs for made in made_pods[job.name] for p in policy)
 
 
 def test_invalid_scheduling_config_creates_nothing():

@@ -1,0 +1,234 @@
+"""The JobSet and Kubeflow Trainer controllers as Helm releases, on the system nodes.
+
+A training app of ``kind: JobSet`` is a JobSet, which the JobSet controller runs; one of ``kind:
+TrainJob`` is a TrainJob, which Kubeflow Trainer turns into a JobSet, which the JobSet controller
+then runs. So JobSet is installed for either kind (``jobset_needed``), Trainer for TrainJobs
+(``trainer_needed``), each from its chart at the pinned version, and Trainer's chart never installs
+its own JobSet subchart (``jobset.install: false``): one JobSet controller serves both.
+
+Both controllers are placed like Kueue's: on ``role=system`` nodes, tolerating ``CriticalAddonsOnly``
+but not the GPU taint, two replicas behind a PodDisruptionBudget of one. Their webhooks refuse when
+nobody answers (JobSet's on JobSets and on the pods of JobSets, Trainer's on TrainJobs and
+runtimes: ``failurePolicy: Fail``, the charts' default), so one replica's restart must not stop job
+creation; each replica serves the webhooks, one holds the leader lease. The charts' own pod security
+stays: non-root, no privilege escalation, every capability dropped, the runtime's seccomp profile,
+JobSet's root filesystem read-only; Trainer's is made read-only too, and both run as their images'
+user, 65532. Both Deployments are given requests, so the system nodes'
+room is counted (``system_footprints``). Trainer's bundled runtimes are left out: each TrainJob app
+gets a TrainingRuntime of its own (``workloads/job_sets.py``). Both releases and their namespaces are
+retained when they leave the stack (``_release``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from ..aws.cluster import ClusterInput, ClusterRef, cluster_field, cluster_ref_of
+from ..config import GpuTrainingPlatformArgs, JobSetConfig, TrainerConfig
+from ..config.arguments import check_model_fields
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
+from .chart_source import release_chart
+from .kueue import CONTROLLER_TOLERATIONS
+
+JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
+"""JobSet's chart (kubernetes-sigs/jobset's OCI repository on registry.k8s.io)."""
+JOBSET_IMAGE = "registry.k8s.io/jobset/jobset"
+"""The controller image of JobSet's releases; the tag is ``v<chart version>`` (the chart's default is a staging image)."""
+JOBSET_NAMESPACE = "jobset-system"
+"""JobSet's namespace, as upstream's manifests install it."""
+
+TRAINER_CHART = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
+"""Kubeflow Trainer's chart (kubeflow/trainer's OCI repository on ghcr.io)."""
+TRAINER_IMAGE_REGISTRY = "ghcr.io"
+TRAINER_IMAGE_REPOSITORY = "kubeflow/trainer/trainer-controller-manager"
+"""The controller image of Trainer's releases (the chart's default), tagged ``v<chart version>``."""
+TRAINER_NAMESPACE = "kubeflow-system"
+"""Trainer's namespace, as upstream's installation guide uses."""
+
+CONTROLLER_REPLICAS = 2
+"""Two replicas of each controller, as Kueue's: their webhooks fail closed."""
+
+RELEASE_TIMEOUT_SECONDS = 300
+"""How long Helm waits for a controller to be Ready; like Kueue's, they wait for system nodes only.
+Atomic: the webhooks must answer before the first JobSet or TrainJob is created."""
+
+CONTROLLER_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
+"""Requests and limits of each controller's pod: JobSet's chart asks 500m and 128Mi by default, sized
+for thousands of JobSets, while a training fleet runs tens at once; the limits are JobSet's chart
+defaults (2 cores, 4Gi), which Trainer's chart, setting none, gets too."""
+
+CONTROLLER_USER = 65532
+"""The user both controllers' images run as: JobSet's Dockerfile (``USER 65532:65532``) and
+Trainer's base image (``gcr.io/distroless/static:nonroot``); set explicitly, so the pods run as that
+high UID whatever the image says."""
+
+CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "runAsUser": CONTROLLER_USER,
+    "runAsGroup": CONTROLLER_USER,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""Trainer's container: its chart's own context (no escalation, every capability dropped, the
+runtime's seccomp profile, non-root) with a read-only root (it writes nothing: its certificates come
+mounted) and the image's user."""
+
+
+def jobset_needed(args: GpuTrainingPlatformArgs) -> bool:
+    """JobSet is installed when asked, or by default when a training app runs as a JobSet or TrainJob."""
+    if args.job_set.enabled is not None:
+        return args.job_set.enabled
+    return any(app.job is not None and app.kind in ("JobSet", "TrainJob") for app in args.scheduling.training_apps)
+
+
+def trainer_needed(args: GpuTrainingPlatformArgs) -> bool:
+    """Trainer is installed when asked, or by default when a training app runs as a TrainJob."""
+    if args.trainer.enabled is not None:
+        return args.trainer.enabled
+    return any(app.job is not None and app.kind == "TrainJob" for app in args.scheduling.training_apps)
+
+
+def _placement(system_node_selector: Mapping[str, str]) -> dict[str, Any]:
+    return {"nodeSelector": {"kubernetes.io/os": "linux", **system_node_selector}, "tolerations": CONTROLLER_TOLERATIONS}
+
+
+def jobset_values(config: JobSetConfig, system_node_selector: Mapping[str, str]) -> dict[str, Any]:
+    """Helm values of the ``jobset`` chart."""
+    return {
+        "image": {"repository": JOBSET_IMAGE, "tag": f"v{config.chart_version}", "pullPolicy": "IfNotPresent"},
+        "controller": {
+            "replicas": CONTROLLER_REPLICAS,
+            "resources": CONTROLLER_RESOURCES,
+            "podSecurityContext": {"runAsNonRoot": True, "runAsUser": CONTROLLER_USER, "runAsGroup": CONTROLLER_USER,
+                                   "seccompProfile": {"type": "RuntimeDefault"}},
+            "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+            **_placement(system_node_selector),
+        },
+    }
+
+
+def trainer_values(config: TrainerConfig, system_node_selector: Mapping[str, str]) -> dict[str, Any]:
+    """Helm values of the ``kubeflow-trainer`` chart."""
+    return {
+        "jobset": {"install": False},
+        "image": {"registry": TRAINER_IMAGE_REGISTRY, "repository": TRAINER_IMAGE_REPOSITORY, "tag": f"v{config.chart_version}"},
+        "manager": {"replicas": CONTROLLER_REPLICAS, "resources": CONTROLLER_RESOURCES, "securityContext": CONTAINER_SECURITY,
+                    **_placement(system_node_selector)},
+        "runtimes": {"defaultEnabled": False},
+    }
+
+
+@documented_args
+@dataclass
+class JobSetControllerArgs:
+    """Arguments of ``JobSetController``."""
+
+    cluster: ClusterInput
+    """The cluster to install into (its provider, readiness and system node selector): a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
+    config: JobSetConfig = JobSetConfig()
+    """Chart version. Default: 0.12.0."""
+    chart_directory: Optional[str] = None
+    """A local folder holding the chart at its pinned version (``charts.directory``). Default: none, the repository."""
+    chart_mirror: Optional[str] = None
+    """A chart mirror holding every pinned chart under its own name (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self, cluster_field(self))
+
+
+@documented_args
+@dataclass
+class TrainerControllerArgs:
+    """Arguments of ``TrainerController``."""
+
+    cluster: ClusterInput
+    """The cluster to install into (its provider, readiness and system node selector): a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
+    config: TrainerConfig = TrainerConfig()
+    """Chart version. Default: 2.3.0."""
+    chart_directory: Optional[str] = None
+    """A local folder holding the chart at its pinned version (``charts.directory``). Default: none, the repository."""
+    chart_mirror: Optional[str] = None
+    """A chart mirror holding every pinned chart under its own name (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self, cluster_field(self))
+
+
+def _release(component: pulumi.ComponentResource, name: str, ref: ClusterRef, *, namespace_name: str, release_name: str,
+             chart: dict[str, Any], values: dict[str, Any]) -> tuple[k8s.core.v1.Namespace, k8s.helm.v3.Release]:
+    """The controller's namespace and its atomic release, both waiting for the cluster to be ready."""
+    ready = list(ref.ready)
+    namespace = k8s.core.v1.Namespace(
+        f"{name}-namespace", metadata={"name": namespace_name},
+        opts=pulumi.ResourceOptions(parent=component, provider=ref.provider, depends_on=ready, retain_on_delete=True),
+    )
+    release = k8s.helm.v3.Release(
+        f"{name}-release", name=release_name, **chart, namespace=namespace.metadata.name, create_namespace=False,
+        values=values, atomic=True, cleanup_on_fail=True, timeout=RELEASE_TIMEOUT_SECONDS,
+        # Retained: the last app of a kind leaving the stack (a kind change, a removal) leaves jobs
+        # of that kind running, retained as every training job is, and they need their controller;
+        # uninstalling Trainer would also delete its CRDs (templates of its chart), and with them
+        # every TrainJob. ``helm uninstall`` it once those jobs are done.
+        opts=pulumi.ResourceOptions(parent=component, provider=ref.provider, depends_on=[*ready, namespace],
+                                    retain_on_delete=True),
+    )
+    return namespace, release
+
+
+@documented_component(JobSetControllerArgs)
+class JobSetController(pulumi.ComponentResource):
+    """The ``jobset-system`` namespace and the JobSet Helm release in it."""
+
+    values: dict[str, Any]
+    """The release's values (plain data)."""
+    release: k8s.helm.v3.Release
+    """The Helm release; JobSets (and TrainJobs) wait for it (its CRDs and webhooks)."""
+    namespace: pulumi.Output[str]
+    """JobSet's namespace (``jobset-system``)."""
+
+    def __init__(self, name: str, args: Optional[JobSetControllerArgs] = None, opts: Optional[pulumi.ResourceOptions] = None,
+                 **fields: Any):
+        args = component_args(JobSetControllerArgs, "JobSetController", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"JobSetController({name})")
+        chart = release_chart(JOBSET_CHART, args.config.chart_version, None, args.chart_directory,
+                              f"JobSetController({name}).chart_directory", args.chart_mirror)
+        super().__init__("eks-gpu-training:index:JobSetController", name, None, opts)
+        ref = cluster_ref_of(args)
+        self.values = jobset_values(args.config, ref.system_node_selector)
+        namespace, self.release = _release(self, name, ref, namespace_name=JOBSET_NAMESPACE, release_name="jobset",
+                                           chart=chart, values=self.values)
+        self.namespace = namespace.metadata.name
+        self.register_outputs({"namespace": self.namespace})
+
+
+@documented_component(TrainerControllerArgs)
+class TrainerController(pulumi.ComponentResource):
+    """The ``kubeflow-system`` namespace and the Kubeflow Trainer Helm release in it; it needs JobSet
+    (``JobSetController``), whose JobSets it creates."""
+
+    values: dict[str, Any]
+    """The release's values (plain data)."""
+    release: k8s.helm.v3.Release
+    """The Helm release; TrainingRuntimes and TrainJobs wait for it (its CRDs and webhooks)."""
+    namespace: pulumi.Output[str]
+    """Trainer's namespace (``kubeflow-system``)."""
+
+    def __init__(self, name: str, args: Optional[TrainerControllerArgs] = None, opts: Optional[pulumi.ResourceOptions] = None,
+                 **fields: Any):
+        args = component_args(TrainerControllerArgs, "TrainerController", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"TrainerController({name})")
+        chart = release_chart(TRAINER_CHART, args.config.chart_version, None, args.chart_directory,
+                              f"TrainerController({name}).chart_directory", args.chart_mirror)
+        super().__init__("eks-gpu-training:index:TrainerController", name, None, opts)
+        ref = cluster_ref_of(args)
+        self.values = trainer_values(args.config, ref.system_node_selector)
+        namespace, self.release = _release(self, name, ref, namespace_name=TRAINER_NAMESPACE,
+                                           release_name="kubeflow-trainer", chart=chart, values=self.values)
+        self.namespace = namespace.metadata.name
+        self.register_outputs({"namespace": self.namespace})

@@ -298,8 +298,10 @@ class SchedulingPolicies(pulumi.ComponentResource):
 
         if any(policy.pod_security == "privileged" for policy in args.namespaces):
             # Host networking needs a privileged namespace; this policy keeps the rest of
-            # "privileged" out of it (see host_network_admission).
-            policy_body, binding_body = host_network_policy_manifest(), host_network_policy_binding_manifest()
+            # "privileged" out of it and host networking to the training pods' ServiceAccount (see
+            # host_network_admission). Without one of the stack's, they run as the namespace's default.
+            policy_body = host_network_policy_manifest(args.service_account or "default")
+            binding_body = host_network_policy_binding_manifest()
             host_network_policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
                 f"{name}-host-network-policy",
                 metadata=policy_body["metadata"],

@@ -69,12 +69,25 @@ def training_network_policy(namespace: str) -> dict[str, Any]:
     }
 
 
+POD_SECURITY_WARN_LABEL = "pod-security.kubernetes.io/warn"
+POD_SECURITY_AUDIT_LABEL = "pod-security.kubernetes.io/audit"
+
+
 def training_namespace(name: str, pod_security: str) -> dict[str, Any]:
-    """A training namespace that enforces a Pod Security Standard (``baseline`` refuses host networking)."""
+    """A training namespace that enforces a Pod Security Standard (``baseline`` refuses host
+    networking) and warns and audits against ``restricted``: training images run as root with a few
+    capabilities, which ``restricted`` refuses, so it cannot be enforced, but every pod that would
+    fail it says so to whoever creates it and in the API server's audit log (warn and audit never
+    refuse a pod; kubernetes.io/docs/concepts/security/pod-security-admission/)."""
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": name, "labels": {POD_SECURITY_LABEL: pod_security, "app.kubernetes.io/part-of": PART_OF}},
+        "metadata": {"name": name, "labels": {
+            POD_SECURITY_LABEL: pod_security,
+            POD_SECURITY_WARN_LABEL: "restricted",
+            POD_SECURITY_AUDIT_LABEL: "restricted",
+            "app.kubernetes.io/part-of": PART_OF,
+        }},
     }
 
 

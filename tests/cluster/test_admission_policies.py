@@ -165,7 +165,8 @@ def test_the_labeler_may_not_give_its_node_an_owner_or_a_finalizer(prod_cluster,
     finally:
         env.delete("v1", "ConfigMap", owner, namespace="default")
     node = env.core.read_node(own)
-    assert not node.metadata.owner_references and not node.metadata.finalizers
+    assert not node.metadata.owner_references
+    assert not node.metadata.finalizers
 
 
 @pytest.fixture

@@ -193,7 +193,8 @@ def test_private_endpoint_opens_port_443_of_a_group_only_the_control_plane_carri
     assert "sg-0c1a55e7c1a55e7c1" in node_groups
     assert group.id not in node_groups
     lustre_peers = {r.inputs.get("referencedSecurityGroupId") for r in graph.resources if "lustre" in r.name and r.type.startswith("aws:vpc/")}
-    assert "sg-0c1a55e7c1a55e7c1" in lustre_peers and group.id not in lustre_peers
+    assert "sg-0c1a55e7c1a55e7c1" in lustre_peers
+    assert group.id not in lustre_peers
 
 
 def test_a_cluster_whose_endpoint_no_one_else_reaches_gets_no_endpoint_group(dev_graph):

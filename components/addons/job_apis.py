@@ -32,7 +32,7 @@ from ..config import GpuTrainingPlatformArgs, JobSetConfig, TrainerConfig
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from .chart_source import release_chart
-from .kueue import CONTROLLER_TOLERATIONS
+from .kueue import CONTROLLER_TOLERATIONS, KUEUE_NAMESPACE_LABELS
 
 JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
 """JobSet's chart (kubernetes-sigs/jobset's OCI repository on registry.k8s.io)."""
@@ -51,6 +51,11 @@ TRAINER_NAMESPACE = "kubeflow-system"
 
 CONTROLLER_REPLICAS = 2
 """Two replicas of each controller, as Kueue's: their webhooks fail closed."""
+
+NAMESPACE_LABELS = KUEUE_NAMESPACE_LABELS
+"""Both namespaces enforce the ``restricted`` Pod Security Standard, as Kueue's: the controllers meet
+it as the stack sets them up (non-root as user 65532, RuntimeDefault seccomp, every capability
+dropped, no privilege escalation), so nothing less is allowed beside them."""
 
 RELEASE_TIMEOUT_SECONDS = 300
 """How long Helm waits for a controller to be Ready; like Kueue's, they wait for system nodes only.
@@ -165,7 +170,7 @@ def _release(component: pulumi.ComponentResource, name: str, ref: ClusterRef, *,
     """The controller's namespace and its atomic release, both waiting for the cluster to be ready."""
     ready = list(ref.ready)
     namespace = k8s.core.v1.Namespace(
-        f"{name}-namespace", metadata={"name": namespace_name},
+        f"{name}-namespace", metadata={"name": namespace_name, "labels": NAMESPACE_LABELS},
         opts=pulumi.ResourceOptions(parent=component, provider=ref.provider, depends_on=ready, retain_on_delete=True),
     )
     release = k8s.helm.v3.Release(

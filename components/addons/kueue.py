@@ -78,6 +78,17 @@ REQUEUE_BACKOFF_MAX_SECONDS = 3600
 chart's commented example), so a job that cannot start does not block the queue in a tight loop."""
 
 
+KUEUE_NAMESPACE_LABELS = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
+"""Kueue's controller meets the ``restricted`` Pod Security Standard as its chart sets it up
+(``controllerManager.podSecurityContext``: non-root, RuntimeDefault seccomp; the container drops
+every capability and allows no privilege escalation), so nothing less is allowed beside it. Set on
+a running namespace, the label refuses only pods created after it; running ones are checked and
+warned about, never evicted (kubernetes.io/docs/concepts/security/pod-security-admission/)."""
+
+
 def managed_namespaces_selector(namespaces: Sequence[str]) -> dict[str, Any]:
     """Label selector of the namespaces whose Jobs Kueue manages: the training namespaces, by name
     (every namespace carries ``kubernetes.io/metadata.name``). Without any, a selector that matches
@@ -205,7 +216,7 @@ class Kueue(pulumi.ComponentResource):
         ready = list(ref.ready)
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata={"name": KUEUE_NAMESPACE},
+            metadata={"name": KUEUE_NAMESPACE, "labels": KUEUE_NAMESPACE_LABELS},
             opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=ready),
         )
         self.values = kueue_values(args.config, args.namespaces, ref.system_node_selector, args.frameworks, args.fair_sharing)

@@ -9,7 +9,8 @@ for requests by the labeler's service account it allows an update of a Node only
   its node's name in ``userInfo.extra["authentication.kubernetes.io/node-name"]`` (KEP-4193, bound
   service account token improvements: feature ServiceAccountTokenPodNodeInfo, beta and on in 1.30,
   GA in 1.32; kubernetes.io/docs/reference/access-authn-authz/service-accounts-admin/);
-- nothing changes but labels, and every label that changes is a new
+- nothing changes but labels (not the spec, annotations, owner references or finalizers), and
+  every label that changes is a new
   ``topology.k8s.aws/network-node-layer-*`` label (the labeler only fills gaps; it never changes or
   removes a label, so the policy allows neither).
 
@@ -96,6 +97,15 @@ def node_policy_manifest(name: str, namespace: str, service_account: str, labels
                     "(has(object.metadata.annotations) ? object.metadata.annotations : {}) == "
                     "(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {})",
                     "message": "the topology labeler may not change a Node's spec (taints, unschedulable) or annotations",
+                },
+                {
+                    # An owner reference would hand the Node to the garbage collector (deleted with
+                    # its owner), a finalizer would hold its deletion; neither is a label.
+                    "expression": "(has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) == "
+                    "(has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) && "
+                    "(has(object.metadata.finalizers) ? object.metadata.finalizers : []) == "
+                    "(has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : [])",
+                    "message": "the topology labeler may not change a Node's owner references or finalizers",
                 },
                 {
                     "expression": "variables.oldLabels.all(key, key in variables.newLabels && "

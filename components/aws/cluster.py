@@ -59,15 +59,30 @@ ADOPT_SELF_MANAGED = "OVERWRITE"
 Deployment's fields with the add-on's (EKS API ``ResolveConflicts``), at creation and on updates."""
 
 
-def eks_cluster_physical_names(name: str, system_node_group: SystemNodeGroupConfig) -> list[PhysicalName]:
+def endpoint_group_resource_name(name: str) -> str:
+    """Resource name of the security group of the private API endpoint (auto-named by Pulumi)."""
+    return f"{name}-api-endpoint"
+
+
+def has_endpoint_sources(cluster: ClusterConfig) -> bool:
+    """Whether the private endpoint is opened to networks or security groups beyond the cluster's own."""
+    return bool(cluster.endpoint_private_access_cidrs or cluster.endpoint_private_access_security_group_ids)
+
+
+def eks_cluster_physical_names(
+    name: str, system_node_group: SystemNodeGroupConfig, cluster: Optional[ClusterConfig] = None
+) -> list[PhysicalName]:
     """The AWS names ``EksCluster(name, ...)`` generates itself (pulumi-eks names the cluster's own roles)."""
-    if not system_node_group.enabled:
-        return []
-    return [
-        PhysicalName("aws:iam/role:Role", node_role_resource_name(system_node_group_resource_name(name)), autonamed=True),
-        PhysicalName("aws:ec2/launchTemplate:LaunchTemplate", system_launch_template_resource_name(name), autonamed=True),
-        PhysicalName("aws:eks/nodeGroup:NodeGroup", SYSTEM_NODE_GROUP_PREFIX, autonamed=False, prefix=True),
-    ]
+    names = []
+    if cluster is not None and cluster.create and has_endpoint_sources(cluster):
+        names.append(PhysicalName("aws:ec2/securityGroup:SecurityGroup", endpoint_group_resource_name(name), autonamed=True))
+    if system_node_group.enabled:
+        names += [
+            PhysicalName("aws:iam/role:Role", node_role_resource_name(system_node_group_resource_name(name)), autonamed=True),
+            PhysicalName("aws:ec2/launchTemplate:LaunchTemplate", system_launch_template_resource_name(name), autonamed=True),
+            PhysicalName("aws:eks/nodeGroup:NodeGroup", SYSTEM_NODE_GROUP_PREFIX, autonamed=False, prefix=True),
+        ]
+    return names
 
 
 @documented_args
@@ -156,6 +171,7 @@ class EksCluster(pulumi.ComponentResource):
         if config.create:
             cluster_provider = cluster_aws_provider(name, args.region, parent=self, settings=provider_settings)
             eks_cluster_name = f"{name}-eks"
+            endpoint_group = self._endpoint_group(name, config, network.vpc_id, args.tags, args.region)
             cluster = eks.Cluster(
                 eks_cluster_name,
                 eks.ClusterArgs(
@@ -170,6 +186,10 @@ class EksCluster(pulumi.ComponentResource):
                     # CoreDNS is the add-on below, at a build resolved for the version.
                     coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
                     skip_default_security_groups=True,
+                    # The only group pulumi-eks hands EKS as vpcConfig.securityGroupIds, which EKS puts
+                    # on its control-plane ENIs alone; nodes and pods carry the cluster security group
+                    # EKS creates (below), never this one.
+                    cluster_security_group=endpoint_group,
                     endpoint_public_access=config.endpoint_public_access,
                     public_access_cidrs=config.endpoint_public_access_cidrs or None,
                     endpoint_private_access=config.endpoint_private_access,
@@ -219,14 +239,20 @@ class EksCluster(pulumi.ComponentResource):
             self.eks_cluster = cluster
             # `pulumi up` reaches a private endpoint through these rules, so the Kubernetes provider, and
             # with it every in-cluster object, waits for them.
-            endpoint_rules = self._endpoint_ingress(name, config, cluster.cluster_security_group_id, args.tags, args.region)
+            endpoint_rules = self._endpoint_ingress(name, config, endpoint_group, args.tags, args.region)
             ready.extend(endpoint_rules)
             # pulumi-eks hands the endpoint out only inside its CoreData; reading the cluster back once it
             # exists gives it as a plain output, the same way as for an adopted cluster below.
             endpoint = aws.eks.get_cluster_output(
                 name=config.name, region=args.region, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[cluster])
             ).endpoint
-            cluster_security_group_id = cluster.cluster_security_group_id
+            # The group EKS creates and puts on the control plane and every managed node: pulumi-eks's
+            # clusterSecurityGroupId is the group it was given when there is one (pulumi-eks
+            # nodejs/eks/cluster/cluster.ts, ``core.clusterSecurityGroup?.id ??
+            # core.cluster.vpcConfig.clusterSecurityGroupId``), so it is read from the EKS cluster (a
+            # resource reference, which a monitor without references leaves empty until deployment).
+            cluster_security_group_id = cluster.eks_cluster.apply(
+                lambda eks_cluster: eks_cluster.vpc_config.cluster_security_group_id if eks_cluster is not None else None)
             kubeconfig = cluster.kubeconfig_json
             kubernetes_version: pulumi.Input[str] = config.kubernetes_version
             # `pulumi up` run by a listed admin reaches the cluster through its entry, so in-cluster objects
@@ -317,13 +343,48 @@ class EksCluster(pulumi.ComponentResource):
             }
         )
 
+    def _endpoint_group(
+        self, name: str, config: ClusterConfig, vpc_id: pulumi.Input[str], tags: Mapping[str, pulumi.Input[str]], region: str
+    ) -> Optional[aws.ec2.SecurityGroup]:
+        """The security group of the private API endpoint alone, when the endpoint is opened to
+        anything beyond the cluster: EKS attaches the groups of ``vpcConfig.securityGroupIds`` to the
+        cross-account ENIs it creates for the control plane only (botocore eks ``VpcConfigRequest``,
+        ``securityGroupIds``), while the cluster security group EKS creates is also on every managed
+        node and, through the VPC CNI, every pod's ENI: a 443 rule there would reach any node or pod
+        listening on 443, not just the API. No rule allows egress (pulumi-aws removes the default
+        one AWS adds): answers to inbound connections pass anyway, and the control plane's own
+        traffic leaves through the cluster security group.
+
+        What ``pulumi up`` does with it: on a new cluster, the group is created before the cluster
+        and given to it. On a running cluster created without it, the group is created and the
+        cluster updated in place (EKS UpdateClusterConfig changes a running cluster's security groups,
+        and the cluster keeps serving during the update; pulumi-aws's ``vpcConfig.securityGroupIds``
+        has updated in place since hashicorp/terraform-provider-aws#34209), then the 443 rules are
+        created on it; the old rules on the cluster security group are deleted last, so the deployer
+        never loses the endpoint midway. Removing the last source detaches the group the same way
+        before deleting it."""
+        if not has_endpoint_sources(config):
+            return None
+        return aws.ec2.SecurityGroup(
+            endpoint_group_resource_name(name),
+            vpc_id=vpc_id,
+            description=pulumi.Output.concat("EKS private API endpoint of ", config.name, ": port 443 from the listed sources"),
+            revoke_rules_on_delete=True,
+            tags=dict(tags),
+            region=region,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
     def _endpoint_ingress(
-        self, name: str, config: ClusterConfig, security_group_id: pulumi.Input[str], tags: Mapping[str, pulumi.Input[str]], region: str
+        self, name: str, config: ClusterConfig, group: Optional[aws.ec2.SecurityGroup], tags: Mapping[str, pulumi.Input[str]], region: str
     ) -> list[aws.vpc.SecurityGroupIngressRule]:
-        """Port 443 of the cluster security group, opened to the networks and security groups that
-        may reach the private endpoint. EKS: "you must ensure that your Amazon EKS control plane
-        security group contains rules to allow ingress traffic on port 443 from your connected
-        network" (``ENDPOINT_DOC``); without them only the cluster's own members reach it."""
+        """Port 443 of the endpoint's own group (``_endpoint_group``), opened to the networks and
+        security groups that may reach the private endpoint. EKS: "you must ensure that your Amazon
+        EKS control plane security group contains rules to allow ingress traffic on port 443 from
+        your connected network" (``ENDPOINT_DOC``); without them only the cluster's own members
+        reach it."""
+        if group is None:
+            return []
         sources: list[tuple[str, dict[str, str]]] = []
         for i, cidr in enumerate(config.endpoint_private_access_cidrs):
             key = "cidr_ipv6" if ":" in cidr else "cidr_ipv4"
@@ -333,7 +394,7 @@ class EksCluster(pulumi.ComponentResource):
         return [
             aws.vpc.SecurityGroupIngressRule(
                 resource_name,
-                security_group_id=security_group_id,
+                security_group_id=group.id,
                 ip_protocol="tcp",
                 from_port=API_PORT,
                 to_port=API_PORT,

@@ -27,8 +27,6 @@ import pulumi_aws as aws
 
 from .cluster import ClusterInput, cluster_field, cluster_ref_of
 from .addon_versions import addon_version
-from .iam import managed_policy_arn
-from .pod_identity import pod_identity_agent, pod_identity_role
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..config import ConfigError, FsxLustreConfig, SubnetRef, validate_fsx_file_system
@@ -56,10 +54,15 @@ FSX_CSI_NAMESPACE = "kube-system"
 """The namespace the EKS add-on installs the FSx CSI driver into (as every EKS add-on of kube-system components)."""
 
 FSX_CSI_CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
-"""The controller's ServiceAccount in kube-system (the driver chart's ``controller.serviceAccount.name``)."""
-
-FSX_CSI_POLICY = "AmazonFSxFullAccess"
-"""The AWS managed policy the EKS user guide attaches to the driver's role (fsx-csi-create.html)."""
+"""The controller's ServiceAccount in kube-system (the driver chart's ``controller.serviceAccount.name``).
+It gets no AWS role: the EKS user guide gives it ``AmazonFSxFullAccess`` (fsx-csi-create.html) for
+dynamic provisioning, but this stack binds each claim to a PersistentVolume that names the file
+system (static provisioning, no StorageClass), so the controller's FSx calls never happen: it calls
+FSx only in CreateVolume, DeleteVolume and ControllerExpandVolume (kubernetes-sigs/aws-fsx-csi-driver
+``pkg/driver/controller.go``, capabilities CREATE_DELETE_VOLUME and EXPAND_VOLUME), which Kubernetes
+sends for a claim of a StorageClass, a deleted volume of reclaim policy Delete or a resized claim of
+a StorageClass that allows expansion; the volumes here are ``Retain`` and have no class. The
+node plugin mounts with the Lustre client and calls no AWS API."""
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 """The CSI driver name persistent volumes name."""
@@ -108,16 +111,10 @@ def lustre_security_group_resource_name(name: str) -> str:
     return f"{name}-lustre"
 
 
-def csi_driver_role_resource_name(name: str) -> str:
-    """Resource name of the FSx CSI driver's IAM role (auto-named by Pulumi)."""
-    return f"{name}-csi-driver-role"
-
-
 def lustre_storage_physical_names(name: str) -> list[PhysicalName]:
     """Every length-limited AWS name ``LustreStorage(name, ...)`` generates."""
     return [
         PhysicalName("aws:ec2/securityGroup:SecurityGroup", lustre_security_group_resource_name(name), autonamed=True),
-        PhysicalName("aws:iam/role:Role", csi_driver_role_resource_name(name), autonamed=True),
     ]
 
 
@@ -142,8 +139,6 @@ class LustreStorageArgs:
     """The cluster whose nodes mount it: their security group (the cluster's) becomes the client group: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     subnet_id: pulumi.Input[str]
     """The private subnet of the file system's AZ."""
-    account_id: pulumi.Input[str]
-    """The AWS account (Pod Identity trust of the CSI driver's role)."""
     tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource, and for the file system's final backup. Default: none."""
     protect: bool = False
@@ -258,23 +253,6 @@ class LustreStorage(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=file_system, protect=False),
             )
 
-        driver_role = pod_identity_role(
-            csi_driver_role_resource_name(name),
-            ref,
-            # Only the controller calls the FSx API; the add-on installs it in kube-system.
-            namespace=FSX_CSI_NAMESPACE,
-            service_account=FSX_CSI_CONTROLLER_SERVICE_ACCOUNT,
-            holder="FSx CSI driver",
-            tags=tags,
-            parent=self,
-            account_id=args.account_id,
-        ).role
-        aws.iam.RolePolicyAttachment(
-            f"{name}-csi-driver-policy",
-            role=driver_role.name,
-            policy_arn=managed_policy_arn(ref.partition, FSX_CSI_POLICY),
-            opts=pulumi.ResourceOptions(parent=driver_role),
-        )
         self.csi_driver = aws.eks.Addon(
             f"{name}-csi-driver",
             cluster_name=ref.name,
@@ -282,16 +260,17 @@ class LustreStorage(pulumi.ComponentResource):
             addon_version=addon_version(FSX_CSI_ADDON, ref.kubernetes_version, config.csi_driver_version, self, ref.region),
             # No configuration values: pods get IMDS hop limit 1, and the controller then reads its
             # region from the Kubernetes API (its node's labels) instead (aws-fsx-csi-driver
-            # pkg/driver/controller.go, newControllerService; pkg/cloud metadata fallback).
-            pod_identity_associations=[
-                {"service_account": FSX_CSI_CONTROLLER_SERVICE_ACCOUNT, "role_arn": driver_role.arn}
-            ],
+            # pkg/driver/controller.go, newControllerService; pkg/cloud metadata fallback). No Pod
+            # Identity association: the controller needs no AWS credentials here
+            # (FSX_CSI_CONTROLLER_SERVICE_ACCOUNT). On a stack that had one, EKS deletes the
+            # association the add-on owns when UpdateAddon gets an empty list (botocore eks
+            # UpdateAddon, podIdentityAssociations), and the controller's pods keep running.
+            pod_identity_associations=[],
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             tags=tags,
             region=ref.region,
-            # The controller's credentials come through the Pod Identity association, so through the agent.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ref.ready, *pod_identity_agent(ref, self)]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
         )
 
         self.volume = LustreVolume(

@@ -36,27 +36,41 @@ delete (rotating old checkpoints) and clean up an interrupted upload. No ACL, ta
 bucket configuration action."""
 
 
-def s3_access_policy(partition: str, buckets: Sequence[S3BucketConfig], names: Optional[Sequence[str]] = None) -> dict[str, Any]:
+S3_RESOURCE_ACCOUNT = "s3:ResourceAccount"
+"""The condition key that compares the account owning the bucket an S3 request names
+(docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html, condition keys)."""
+
+
+def s3_access_policy(
+    partition: str, buckets: Sequence[S3BucketConfig], names: Optional[Sequence[str]] = None, account_id: Optional[str] = None
+) -> dict[str, Any]:
     """Policy document granting exactly the actions each bucket's ``access`` needs, on exactly
-    those buckets and their objects. ``names`` are the buckets' names once known, in order (a name
-    may be an Output: the component resolves them and calls this inside ``apply``)."""
+    those buckets and their objects, each only while its account (``account_id`` on the bucket, else
+    ``account_id``, the stack's) owns it. ``names`` are the buckets' names once known, in order (a
+    name may be an Output: the component resolves them and calls this inside ``apply``)."""
     if names is not None:
         buckets = [bucket.model_copy(update={"name": name}) for bucket, name in zip(buckets, names, strict=True)]
+    accounts = list(dict.fromkeys(bucket.account_id or account_id for bucket in buckets))
     statements = []
     for access, bucket_actions, object_actions in (
         ("read", S3_BUCKET_READ_ACTIONS, S3_OBJECT_READ_ACTIONS),
         ("readWrite", S3_BUCKET_READ_ACTIONS + S3_BUCKET_WRITE_ACTIONS, S3_OBJECT_READ_ACTIONS + S3_OBJECT_WRITE_ACTIONS),
     ):
-        names = [bucket.name for bucket in buckets if bucket.access == access]
-        if not names:
-            continue
-        sid = "ReadWrite" if access == "readWrite" else "Read"
-        statements.append(
-            {"Sid": f"{sid}Buckets", "Effect": "Allow", "Action": list(bucket_actions), "Resource": [f"arn:{partition}:s3:::{n}" for n in names]}
-        )
-        statements.append(
-            {"Sid": f"{sid}Objects", "Effect": "Allow", "Action": list(object_actions), "Resource": [f"arn:{partition}:s3:::{n}/*" for n in names]}
-        )
+        for account in accounts:
+            names = [bucket.name for bucket in buckets if bucket.access == access and (bucket.account_id or account_id) == account]
+            if not names:
+                continue
+            # The stack's own account keeps the plain Sids; a bucket of another account gets its own pair.
+            sid = ("ReadWrite" if access == "readWrite" else "Read") + ("" if account == account_id or account is None else account)
+            condition = {"Condition": {"StringEquals": {S3_RESOURCE_ACCOUNT: account}}} if account is not None else {}
+            statements.append(
+                {"Sid": f"{sid}Buckets", "Effect": "Allow", "Action": list(bucket_actions),
+                 "Resource": [f"arn:{partition}:s3:::{n}" for n in names], **condition}
+            )
+            statements.append(
+                {"Sid": f"{sid}Objects", "Effect": "Allow", "Action": list(object_actions),
+                 "Resource": [f"arn:{partition}:s3:::{n}/*" for n in names], **condition}
+            )
     return {"Version": "2012-10-17", "Statement": statements}
 
 
@@ -129,11 +143,13 @@ class TrainingIdentity(pulumi.ComponentResource):
         )
         role = identity.role
         if args.s3_buckets:
+            # The cluster's account, which the stack deploys into: the buckets' owner unless one says otherwise.
+            account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
             aws.iam.RolePolicy(
                 s3_access_policy_resource_name(name),
                 role=role.id,
-                policy=pulumi.Output.all(*(bucket.name for bucket in args.s3_buckets)).apply(
-                    lambda names: json.dumps(s3_access_policy(ref.partition, args.s3_buckets, names))
+                policy=pulumi.Output.all(account_id, *(bucket.name for bucket in args.s3_buckets)).apply(
+                    lambda values: json.dumps(s3_access_policy(ref.partition, args.s3_buckets, values[1:], values[0]))
                 ),
                 # Children of the component, not of the role: whoever depends on the component waits for them.
                 opts=pulumi.ResourceOptions(parent=self),

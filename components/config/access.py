@@ -4,7 +4,7 @@ and the training ServiceAccount whose EKS Pod Identity role reaches them."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Optional
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -34,6 +34,8 @@ class S3BucketConfig(_Model):
     """Bucket name (required)."""
     access: Literal["read", "readWrite"] = "read"
     """What training pods may do with its objects: `read` lists and reads them; `readWrite` also writes and deletes them (checkpoints, multipart uploads included). Default: read."""
+    account_id: Optional[str] = Field(default=None, pattern=r"^\d{12}$")
+    """The AWS account that owns the bucket (12 digits): the training role reaches the bucket only while that account owns it (IAM condition `s3:ResourceAccount`), so a bucket deleted and re-created under the same name by another account is out of reach. Default: the account the stack deploys into."""
 
 
 class TrainingServiceAccountConfig(_Model):

@@ -95,6 +95,8 @@ class ImagesConfig(_Model):
 
     registry_mirrors: dict[str, str] = {}
     """Source registry host -> mirror prefix (`<host>[:port]/<path>`), e.g. `nvcr.io: harbor.example.com/nvcr`: every image of every object the stack deploys from that registry (the charts' images, the GPU Operator's operands, the training jobs, the smoke test and pre-flight checks) is pulled as `<prefix>/<the rest of the reference>`, tag and digest unchanged. The registries the stacks use: `nvcr.io`, `registry.k8s.io`, `public.ecr.aws`, `602401143452.dkr.ecr.<region>.amazonaws.com` (the EFA device plugin; EKS add-ons' images come from EKS's own ECR and are not rewritten), `docker.io` for references without a host. Default: none."""
+    require_digest: bool = False
+    """Refuse the stack when an image it deploys is named by tag alone, naming the object: a tag can be moved to other content, a digest (`@sha256:...`) cannot. A chart's image counts as pinned when the release's values or the chart's own defaults give it a digest (Karpenter's chart does); an image built in the same program (the topology labeler's) runs by the digest it was pushed with. Default: false."""
     require_mirror: bool = False
     """Refuse the stack when an image it deploys comes from a registry `registryMirrors` does not map, naming the object; private ECR registries of the cluster's region (reached through the VPC's ECR endpoints) need no mirror. Default: false."""
 

@@ -63,7 +63,9 @@ class PlausibleMocks(pulumi.runtime.Mocks):
             outputs.update(
                 kubeconfig=kubeconfig,
                 kubeconfigJson=json.dumps(kubeconfig),
-                clusterSecurityGroupId="sg-0c1a55e7c1a55e7c1",
+                # pulumi-eks hands out the group it was given, else the one EKS created
+                # (nodejs/eks/cluster/cluster.ts, clusterSecurityGroupId).
+                clusterSecurityGroupId=outputs.get("clusterSecurityGroup") or "sg-0c1a55e7c1a55e7c1",
                 nodeSecurityGroupId="sg-0d0d0d0d0d0d0d0d0",
                 eksCluster=self._reference(
                     f"urn:pulumi:mock::mock::eks:index:Cluster$aws:eks/cluster:Cluster::{name}-eksCluster",
@@ -73,7 +75,8 @@ class PlausibleMocks(pulumi.runtime.Mocks):
                         "arn": _arn("eks", "cluster", cluster_name),
                         # pulumi-eks leaves the version to EKS, which picks its default.
                         "version": outputs.get("version") or "1.34",
-                        "vpcConfig": {"vpcId": outputs.get("vpcId")},
+                        # The group EKS creates for the cluster, on its control plane and nodes.
+                        "vpcConfig": {"vpcId": outputs.get("vpcId"), "clusterSecurityGroupId": "sg-0c1a55e7c1a55e7c1"},
                     },
                 ),
                 core={

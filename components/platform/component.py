@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 import pulumi
-import pulumi_aws as aws
 
 from ..facts import aws_enums
 from ..aws.cluster import EksCluster, EksClusterArgs
@@ -239,7 +238,6 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                 config=args.storage.fsx,
                 cluster=self.cluster.ref,
                 subnet_id=subnet_in_zone(self.cluster.ref.subnets, zone),
-                account_id=aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id,
                 tags=tags,
                 protect=args.cluster.protect,
             ),

@@ -1,6 +1,7 @@
 """The images a stack deploys and the registries they come from, known before anything registers,
 for ``images.requireMirror``: each image from a registry ``images.registryMirrors`` does not map is
-refused, naming the object, with the stack's other problems.
+refused, naming the object, with the stack's other problems; and for ``images.requireDigest``: each
+image named by tag alone is refused the same way.
 
 The charts' images are the repository keys of the pinned chart's values (``facts.images``) whose
 part of the chart is on (its nearest ``enabled`` key, as the stack's values or the chart's default
@@ -13,6 +14,7 @@ us-west-2 wherever the cluster is).
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import Any, Iterator, Optional
 
@@ -20,10 +22,19 @@ from ..addons import efa_device_plugin, gpu_operator, job_apis, kueue
 from ..addons.chart_source import chart_name
 from ..config import GpuTrainingPlatformArgs, Problem
 from ..config.inputs import is_unknown
-from ..facts.images import chart_images, is_deployed, is_private_ecr, named_repository, registry_of
+from ..facts.images import chart_images, is_deployed, is_private_ecr, named_repository, registry_of, value_at
 from .releases import stack_charts
 
 PATH = "images.requireMirror"
+DIGEST_PATH = "images.requireDigest"
+
+CHART_DEFAULT_DIGESTS = {("karpenter", "1.14.1"): {"controller.image.repository"}}
+"""Chart images whose chart already names a digest beside the repository by default: Karpenter's
+``controller.image.digest`` (charts/karpenter/values.yaml at 1.14.1). Every other image key of the
+pinned charts is named by tag in its chart's values (``tag``, ``version``, or the chart's
+appVersion)."""
+
+_DIGEST = re.compile(r"@?sha256:[0-9a-f]{64}$")
 
 
 def _release_values(args: GpuTrainingPlatformArgs, chart: str) -> dict:
@@ -39,6 +50,17 @@ def _release_values(args: GpuTrainingPlatformArgs, chart: str) -> dict:
     if chart == chart_name(job_apis.TRAINER_CHART):
         return job_apis.trainer_values(args.trainer, {})
     return {}
+
+
+def _chart_pins_digest(values: Any, chart: str, version: str, path: str) -> bool:
+    """Whether the image at values key ``path`` (a ``repository``) is pinned by digest: a value
+    beside it in the release's values (``digest``, ``tag``, ``version``) holds a sha256 digest, or
+    the chart's default does (``CHART_DEFAULT_DIGESTS``)."""
+    if path in CHART_DEFAULT_DIGESTS.get((chart, version.lstrip("v")), set()):
+        return True
+    parent = value_at(values, path.rpartition(".")[0]) if "." in path else values
+    siblings = parent.values() if isinstance(parent, dict) else ()
+    return any(isinstance(value, str) and _DIGEST.search(value) for value in siblings)
 
 
 def stack_images(args: GpuTrainingPlatformArgs) -> Iterator[tuple[str, Optional[str], Any]]:
@@ -89,3 +111,33 @@ def validate_image_mirrors(args: GpuTrainingPlatformArgs) -> list[Problem]:
         problems.append(Problem(PATH, f"{what}: {', '.join(images)} from {registry}, which images.registryMirrors "
                                       f"does not map; map {registry} to a mirror prefix"))
     return problems
+
+
+def stack_image_pins(args: GpuTrainingPlatformArgs) -> Iterator[tuple[str, str, bool]]:
+    """(what, image or values key, pinned by digest) of everything the stack deploys that names an
+    image it knows before deployment."""
+    for chart, version in stack_charts(args):
+        name = chart_name(chart)
+        images = chart_images(name, version)
+        if images is None:
+            yield f"Helm release {name} {version}", "its images (the package knows no image keys of this chart version)", False
+            continue
+        values = _release_values(args, name)
+        for path, image in images.items():
+            if is_deployed(values, image):
+                yield f"Helm release {name}", f"{path} ({named_repository(values, path, image)})", _chart_pins_digest(
+                    values, name, version, path)
+    for what, key, image in stack_images(args):
+        if key is not None or image is None or is_unknown(image):
+            continue  # the charts' above; an Output is an image built here, run by its pushed digest
+        yield what, str(image), "@sha256:" in str(image)
+
+
+def validate_image_digests(args: GpuTrainingPlatformArgs) -> list[Problem]:
+    if not args.images.require_digest:
+        return []
+    return [
+        Problem(DIGEST_PATH, f"{what}: {image} is named by tag alone; pin it by digest (@sha256:...)")
+        for what, image, pinned in stack_image_pins(args)
+        if not pinned
+    ]

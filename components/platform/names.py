@@ -71,7 +71,7 @@ def generated_names(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) ->
     own = f"GpuTrainingPlatform({name})"
     # A cluster name given as an Output is known only at deployment, and so are the names made from it.
     cluster_name = None if is_unknown(args.cluster.name) else args.cluster.name
-    names = [(own, n) for n in eks_cluster_physical_names(cluster_child_name(name), args.system_node_group)]
+    names = [(own, n) for n in eks_cluster_physical_names(cluster_child_name(name), args.system_node_group, args.cluster)]
     if args.network.create:
         names += [(own, n) for n in network_physical_names(network_child_name(name), args.network)]
     if args.storage.fsx.enabled:

@@ -10,7 +10,7 @@ from ..config.inputs import is_unknown
 from ..workloads.preflight_checks import validate_preflight
 from ..workloads.queues import validate_kueue
 from ..workloads.scheduling_validation import validate_scheduling
-from .image_sources import validate_image_mirrors
+from .image_sources import validate_image_digests, validate_image_mirrors
 from .names import PLATFORM_NAME, validate_names
 from .releases import stack_charts
 from .system_capacity import validate_system_capacity
@@ -49,6 +49,7 @@ def validate_stack(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> 
         *chart_problems(args.charts.directory, stack_charts(args), "charts.directory"),
         *validate_in_cluster_settings(args),
         *validate_image_mirrors(args),
+        *validate_image_digests(args),
     ]
 
 

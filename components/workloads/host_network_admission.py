@@ -7,13 +7,25 @@ host networking (``podSecurity: privileged``, for apps with ``hostNetwork``) wou
 *every* pod in it, from any service account, mount the node's filesystem or run privileged.
 
 This ValidatingAdmissionPolicy restores ``baseline`` in those namespaces for everything but the
-host network: it applies to every pod created or changed in a namespace this project created with
-``podSecurity: privileged`` (selected by its labels), whatever its service account, because in a
-training namespace no pod needs more, and a rule keyed to service accounts could be sidestepped by
-creating a pod under another one. Host ports stay allowed since the API server defaults each
-``hostPort`` to its ``containerPort`` on a host-network pod. Checks follow the baseline profile of
-kubernetes.io/docs/concepts/security/pod-security-standards/ (privileged, hostPath, hostPID,
-hostIPC, capabilities beyond the baseline list).
+host network, and narrows that: it applies to every pod created or changed in a namespace this
+project created with ``podSecurity: privileged`` (selected by its labels), whatever its service
+account, and allows ``hostNetwork`` only to pods of the training ServiceAccount (the one the
+stack's training pods run as). A host-network pod reaches the node's instance metadata service
+despite the hop limit of 1 that keeps other pods out (docs.aws.amazon.com/eks/latest/best-practices/
+identity-and-access-management.html, "Restrict access to the instance profile assigned to the
+worker node"), so it can take the node role's credentials; the other service accounts of the
+namespace (``default``, a team's own) never get that. Whoever may create pods in the namespace may
+still name the training ServiceAccount (Kubernetes has no permission for using a ServiceAccount),
+so the rule keeps host networking to the pods meant to have it, not away from a namespace editor.
+
+Every other baseline check applies to every pod of those namespaces, as in the baseline profile of
+kubernetes.io/docs/concepts/security/pod-security-standards/: no privileged container, no
+``hostPath`` volume, no host PID or IPC namespace, no Windows HostProcess container, no capability
+beyond the baseline list, no ``Unconfined`` seccomp or AppArmor profile, no SELinux user or role and
+only the container SELinux types, the default ``/proc`` mount, only the safe sysctls, and host
+ports only on a host-network pod (where the API server defaults each ``hostPort`` to its
+``containerPort``). On a host-network pod every container must also drop ``NET_RAW`` (or ``ALL``):
+baseline keeps it, and there it would open raw sockets on the node's own interfaces.
 """
 
 from __future__ import annotations
@@ -31,6 +43,19 @@ BASELINE_ADDABLE_CAPABILITIES = (
 )
 """Capabilities the baseline Pod Security Standard lets a container add."""
 
+BASELINE_SELINUX_TYPES = ("", "container_t", "container_init_t", "container_kvm_t", "container_engine_t")
+"""SELinux types the baseline Pod Security Standard allows (the empty string: none set)."""
+
+BASELINE_SAFE_SYSCTLS = (
+    "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+)
+"""The sysctls the baseline Pod Security Standard allows (its list as of Kubernetes 1.29)."""
+
+HOST_NETWORK_ONLY = "this namespace allows host networking only"
+
 _ALL_CONTAINERS = (
     "object.spec.containers"
     " + (has(object.spec.initContainers) ? object.spec.initContainers : [])"
@@ -38,9 +63,22 @@ _ALL_CONTAINERS = (
 )
 
 
-def host_network_policy_manifest() -> dict[str, Any]:
-    """The policy: baseline minus its host-network rule, for pods in this project's privileged namespaces."""
-    capabilities = ", ".join(f"'{c}'" for c in BASELINE_ADDABLE_CAPABILITIES)
+def _quoted(values: tuple[str, ...]) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+def _security_contexts() -> str:
+    """The pod's security context and every container's, as a CEL list (absent ones left out)."""
+    return (
+        "(has(object.spec.securityContext) ? [object.spec.securityContext] : []) + "
+        "variables.containers.filter(c, has(c.securityContext)).map(c, c.securityContext)"
+    )
+
+
+def host_network_policy_manifest(service_account: str) -> dict[str, Any]:
+    """The policy: baseline minus its host-network rule, for pods in this project's privileged
+    namespaces, with host networking for pods of ``service_account`` alone."""
+    host_network = "(has(object.spec.hostNetwork) && object.spec.hostNetwork)"
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
@@ -58,27 +96,80 @@ def host_network_policy_manifest() -> dict[str, Any]:
                     }
                 ],
             },
-            "variables": [{"name": "containers", "expression": _ALL_CONTAINERS}],
+            "variables": [
+                {"name": "containers", "expression": _ALL_CONTAINERS},
+                {"name": "securityContexts", "expression": _security_contexts()},
+            ],
             "validations": [
+                {
+                    # The ServiceAccount admission plugin has set serviceAccountName ("default" when
+                    # none is named) before validating admission runs.
+                    "expression": f"!{host_network} || (has(object.spec.serviceAccountName) && "
+                    f"object.spec.serviceAccountName == '{service_account}')",
+                    "message": f"host networking is allowed here only to pods of the ServiceAccount '{service_account}'",
+                },
+                {
+                    "expression": f"!{host_network} || variables.containers.all(c, has(c.securityContext) && "
+                    "has(c.securityContext.capabilities) && has(c.securityContext.capabilities.drop) && "
+                    "c.securityContext.capabilities.drop.exists(d, d == 'NET_RAW' || d == 'ALL'))",
+                    "message": "every container of a host-network pod must drop NET_RAW (or ALL): "
+                    "it would act on the node's own network",
+                },
                 {
                     "expression": "variables.containers.all(c, !(has(c.securityContext) && "
                     "has(c.securityContext.privileged) && c.securityContext.privileged))",
-                    "message": "privileged containers are not allowed here: this namespace allows host networking only",
+                    "message": f"privileged containers are not allowed here: {HOST_NETWORK_ONLY}",
                 },
                 {
                     "expression": "!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.hostPath))",
-                    "message": "hostPath volumes are not allowed here: this namespace allows host networking only",
+                    "message": f"hostPath volumes are not allowed here: {HOST_NETWORK_ONLY}",
                 },
                 {
                     "expression": "!(has(object.spec.hostPID) && object.spec.hostPID) && "
                     "!(has(object.spec.hostIPC) && object.spec.hostIPC)",
-                    "message": "the host's PID and IPC namespaces are not allowed here: this namespace allows host networking only",
+                    "message": f"the host's PID and IPC namespaces are not allowed here: {HOST_NETWORK_ONLY}",
+                },
+                {
+                    "expression": f"{host_network} || variables.containers.all(c, !has(c.ports) || "
+                    "c.ports.all(p, !has(p.hostPort) || p.hostPort == 0))",
+                    "message": f"host ports are allowed here only on a host-network pod: {HOST_NETWORK_ONLY}",
                 },
                 {
                     "expression": "variables.containers.all(c, !has(c.securityContext) || "
                     "!has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || "
-                    f"c.securityContext.capabilities.add.all(cap, cap in [{capabilities}]))",
+                    f"c.securityContext.capabilities.add.all(cap, cap in [{_quoted(BASELINE_ADDABLE_CAPABILITIES)}]))",
                     "message": "only the baseline Pod Security Standard's capabilities may be added here",
+                },
+                {
+                    "expression": "variables.securityContexts.all(sc, !has(sc.windowsOptions) || "
+                    "!has(sc.windowsOptions.hostProcess) || !sc.windowsOptions.hostProcess)",
+                    "message": f"Windows HostProcess containers are not allowed here: {HOST_NETWORK_ONLY}",
+                },
+                {
+                    "expression": "variables.securityContexts.all(sc, "
+                    "(!has(sc.seccompProfile) || sc.seccompProfile.type != 'Unconfined') && "
+                    "(!has(sc.appArmorProfile) || sc.appArmorProfile.type != 'Unconfined')) && "
+                    "(!has(object.metadata.annotations) || object.metadata.annotations.all(key, "
+                    "!key.startsWith('container.apparmor.security.beta.kubernetes.io/') || "
+                    "object.metadata.annotations[key] != 'unconfined'))",
+                    "message": f"an Unconfined seccomp or AppArmor profile is not allowed here: {HOST_NETWORK_ONLY}",
+                },
+                {
+                    "expression": "variables.securityContexts.all(sc, !has(sc.seLinuxOptions) || "
+                    f"((!has(sc.seLinuxOptions.type) || sc.seLinuxOptions.type in [{_quoted(BASELINE_SELINUX_TYPES)}]) && "
+                    "(!has(sc.seLinuxOptions.user) || sc.seLinuxOptions.user == '') && "
+                    "(!has(sc.seLinuxOptions.role) || sc.seLinuxOptions.role == '')))",
+                    "message": "an SELinux user or role, or a type other than the container types, is not allowed here",
+                },
+                {
+                    "expression": "variables.containers.all(c, !has(c.securityContext) || "
+                    "!has(c.securityContext.procMount) || c.securityContext.procMount == 'Default')",
+                    "message": f"only the default /proc mount is allowed here: {HOST_NETWORK_ONLY}",
+                },
+                {
+                    "expression": "!has(object.spec.securityContext) || !has(object.spec.securityContext.sysctls) || "
+                    f"object.spec.securityContext.sysctls.all(s, s.name in [{_quoted(BASELINE_SAFE_SYSCTLS)}])",
+                    "message": "only the baseline Pod Security Standard's safe sysctls are allowed here",
                 },
             ],
         },

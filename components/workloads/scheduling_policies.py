@@ -70,12 +70,25 @@ def training_network_policy(namespace: str) -> dict[str, Any]:
     }
 
 
+POD_SECURITY_WARN_LABEL = "pod-security.kubernetes.io/warn"
+POD_SECURITY_AUDIT_LABEL = "pod-security.kubernetes.io/audit"
+
+
 def training_namespace(name: str, pod_security: str) -> dict[str, Any]:
-    """A training namespace that enforces a Pod Security Standard (``baseline`` refuses host networking)."""
+    """A training namespace that enforces a Pod Security Standard (``baseline`` refuses host
+    networking) and warns and audits against ``restricted``: training images run as root with a few
+    capabilities, which ``restricted`` refuses, so it cannot be enforced, but every pod that would
+    fail it says so to whoever creates it and in the API server's audit log (warn and audit never
+    refuse a pod; kubernetes.io/docs/concepts/security/pod-security-admission/)."""
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": name, "labels": {POD_SECURITY_LABEL: pod_security, "app.kubernetes.io/part-of": PART_OF}},
+        "metadata": {"name": name, "labels": {
+            POD_SECURITY_LABEL: pod_security,
+            POD_SECURITY_WARN_LABEL: "restricted",
+            POD_SECURITY_AUDIT_LABEL: "restricted",
+            "app.kubernetes.io/part-of": PART_OF,
+        }},
     }
 
 
@@ -301,8 +314,10 @@ class SchedulingPolicies(pulumi.ComponentResource):
 
         if any(policy.pod_security == "privileged" for policy in args.namespaces):
             # Host networking needs a privileged namespace; this policy keeps the rest of
-            # "privileged" out of it (see host_network_admission).
-            policy_body, binding_body = host_network_policy_manifest(), host_network_policy_binding_manifest()
+            # "privileged" out of it and host networking to the training pods' ServiceAccount (see
+            # host_network_admission). Without one of the stack's, they run as the namespace's default.
+            policy_body = host_network_policy_manifest(args.service_account or "default")
+            binding_body = host_network_policy_binding_manifest()
             host_network_policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
                 f"{name}-host-network-policy",
                 metadata=policy_body["metadata"],

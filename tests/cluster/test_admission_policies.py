@@ -40,6 +40,7 @@ ONLY_ITS_NODE = "the topology labeler may change only the node its own pod runs 
 ONLY_ADD_LAYER_LABELS = "the topology labeler may only add topology.k8s.aws/network-node-layer-* labels, never change or remove one"
 NO_SPEC_OR_ANNOTATIONS = "the topology labeler may not change a Node's spec (taints, unschedulable) or annotations"
 ONLY_LABEL_UPDATES = "the topology labeler may only update a Node's labels (no create, delete or status)"
+NO_OWNERS_OR_FINALIZERS = "the topology labeler may not change a Node's owner references or finalizers"
 
 
 def _labeler_user() -> str:
@@ -145,6 +146,27 @@ def test_the_labeler_may_not_cordon_or_annotate_its_node(prod_cluster, labeler_n
     _labeler_policy_refuses(lambda: labeler.core.patch_node(own, {"metadata": {"annotations": {PROBE_LABEL: "x"}}}),
                             NO_SPEC_OR_ANNOTATIONS)
     assert not prod_cluster.env.core.read_node(own).spec.unschedulable
+
+
+def test_the_labeler_may_not_give_its_node_an_owner_or_a_finalizer(prod_cluster, labeler_nodes):
+    """An owner reference would let the garbage collector delete the Node with its owner (here a
+    ConfigMap a test can delete), a finalizer would hold the Node's deletion."""
+    own, _, _ = labeler_nodes
+    env = prod_cluster.env
+    owner = unique("labeler-owner")
+    env.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": owner, "namespace": "default"}})
+    try:
+        uid = env.core.read_namespaced_config_map(owner, "default").metadata.uid
+        labeler = _labeler(prod_cluster, own)
+        _labeler_policy_refuses(lambda: labeler.core.patch_node(own, {"metadata": {"ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": owner, "uid": uid}]}}), NO_OWNERS_OR_FINALIZERS)
+        _labeler_policy_refuses(lambda: labeler.core.patch_node(own, {"metadata": {"finalizers": [
+            "eks-gpu-training/probe"]}}), NO_OWNERS_OR_FINALIZERS)
+    finally:
+        env.delete("v1", "ConfigMap", owner, namespace="default")
+    node = env.core.read_node(own)
+    assert not node.metadata.owner_references
+    assert not node.metadata.finalizers
 
 
 @pytest.fixture
@@ -267,6 +289,10 @@ def test_broken_variant_without_the_policy_the_labeler_could_relabel_its_node(pr
 
 # --- host networking without the rest of privileged --------------------------------------------------
 
+TRAINING_SA = "training"
+"""The training pods' ServiceAccount (``scheduling.serviceAccount.name``'s default), the only one
+the policy lets use the host network."""
+
 
 @pytest.fixture
 def host_network_namespace(prod_cluster):
@@ -275,7 +301,9 @@ def host_network_namespace(prod_cluster):
     namespace = unique("host-network-probe")
     env.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {
         POD_SECURITY_LABEL: "privileged", PART_OF_LABEL: PART_OF}}})
-    env.apply(host_network_policy_manifest())
+    env.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": TRAINING_SA, "namespace": namespace}})
+    env.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "other", "namespace": namespace}})
+    env.apply(host_network_policy_manifest(TRAINING_SA))
     env.apply(host_network_policy_binding_manifest())
     yield env, namespace
     env.delete(VAP, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
@@ -302,6 +330,7 @@ def _training_pod_spec(**changes) -> dict:
     spec = TrainingJobSpec(
         name="rl", nodes=2, instance_types=("p5.48xlarge",), priority_class="training-critical",
         namespace="training", efa=True, host_network=True, image="repo/train@sha256:" + "a" * 64,
+        service_account=TRAINING_SA,
     )
     pod = copy.deepcopy(training_pod_template(spec)["spec"])
     pod.update(changes)
@@ -323,9 +352,14 @@ def _create_pod_spec(target, spec: dict, env=None) -> str:
     return name
 
 
-def test_the_host_network_policy_allows_host_networking(host_network_namespace):
+HOST_NETWORK_PAUSE = {"hostNetwork": True, "serviceAccountName": TRAINING_SA, "containers": [
+    {"name": "main", "image": PAUSE_IMAGE, "securityContext": {"capabilities": {"drop": ["ALL"]}}}]}
+"""The least a host-network pod needs to be admitted: the training ServiceAccount, NET_RAW dropped."""
+
+
+def test_the_host_network_policy_allows_host_networking_to_the_training_service_account(host_network_namespace):
     _admitted(host_network_namespace, "a host-network pod admitted",
-              lambda: _create_pod(host_network_namespace, hostNetwork=True))
+              lambda: _create_pod_spec(host_network_namespace, copy.deepcopy(HOST_NETWORK_PAUSE)))
 
 
 def test_the_host_network_policy_admits_the_rendered_host_network_training_pod(host_network_namespace):
@@ -344,6 +378,40 @@ def _eventually_refused(target, what: str, *, spec: dict | None = None, env=None
         return _create_pod_spec(target, spec, client) if spec is not None else _create_pod((client, namespace), **pod_spec)
 
     return expect_refused_by(POLICY_NAME, create, what=what, on_admitted=lambda name: default_env.delete_pod(namespace, name))
+
+
+ONLY_TRAINING_SA = f"host networking is allowed here only to pods of the ServiceAccount '{TRAINING_SA}'"
+DROP_NET_RAW = "every container of a host-network pod must drop NET_RAW (or ALL): it would act on the node's own network"
+NO_UNCONFINED = "an Unconfined seccomp or AppArmor profile is not allowed here: this namespace allows host networking only"
+SAFE_SYSCTLS_ONLY = "only the baseline Pod Security Standard's safe sysctls are allowed here"
+
+
+@pytest.mark.parametrize("account", ["default", "other"])
+def test_host_networking_is_refused_to_pods_of_another_service_account(host_network_namespace, account):
+    """The rendered training pod, unchanged but for its ServiceAccount: the node's instance metadata
+    (and with it the node role) stays out of reach of the namespace's other identities."""
+    message = _eventually_refused(host_network_namespace, f"the policy refusing host networking to {account}",
+                                  spec=_training_pod_spec(serviceAccountName=account))
+    _refused_by(POLICY_NAME, ONLY_TRAINING_SA, message)
+
+
+def test_a_host_network_pod_that_keeps_net_raw_is_refused(host_network_namespace):
+    spec = copy.deepcopy(HOST_NETWORK_PAUSE)
+    spec["containers"][0]["securityContext"]["capabilities"]["drop"] = ["NET_ADMIN"]
+    message = _eventually_refused(host_network_namespace, "the policy refusing NET_RAW on the host network", spec=spec)
+    _refused_by(POLICY_NAME, DROP_NET_RAW, message)
+
+
+def test_unconfined_seccomp_and_unsafe_sysctls_are_refused_on_any_pod(host_network_namespace):
+    """Two of the baseline checks the policy restored; on a pod without host networking, so only they can refuse it."""
+    unconfined = {"containers": [{"name": "main", "image": PAUSE_IMAGE,
+                                  "securityContext": {"seccompProfile": {"type": "Unconfined"}}}]}
+    _refused_by(POLICY_NAME, NO_UNCONFINED, _eventually_refused(host_network_namespace, "the policy refusing Unconfined",
+                                                               spec=unconfined))
+    sysctl = {"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "65536"}]},
+              "containers": [{"name": "main", "image": PAUSE_IMAGE}]}
+    _refused_by(POLICY_NAME, SAFE_SYSCTLS_ONLY, _eventually_refused(host_network_namespace, "the policy refusing a sysctl",
+                                                                   spec=sysctl))
 
 
 PRIVILEGED = {"containers": [{"name": "main", "image": PAUSE_IMAGE,

@@ -101,6 +101,31 @@ def test_an_unmapped_registry_is_refused_naming_each_object_before_anything_regi
     assert not any("public.ecr.aws" in m or "dkr.ecr" in m for m in messages)
 
 
+def test_require_digest_refuses_each_image_named_by_tag_alone_naming_its_object():
+    config = stack_config("prod")
+    config[f"{PROJECT}:images"] = {"requireDigest": True}
+    graph = run_main(config)
+    assert isinstance(graph.error, ConfigError)
+    assert graph.resources == []
+    messages = [p.message for p in graph.error.problems if p.path == "images.requireDigest"]
+    assert any(m.startswith("Helm release gpu-operator: operator.repository (nvcr.io/nvidia) is named by tag alone")
+               for m in messages), messages
+    assert any(m.startswith("Helm release kueue: controllerManager.manager.image.repository (registry.k8s.io/kueue/kueue)")
+               for m in messages), messages
+    # Karpenter's chart names its controller by digest; prod's training image is pinned by digest.
+    assert not any("karpenter" in m or "rl-training" in m for m in messages), messages
+
+
+def test_require_digest_refuses_a_training_image_named_by_tag():
+    config = stack_config("dev")
+    config[f"{PROJECT}:images"] = {"requireDigest": True}
+    config[f"{PROJECT}:scheduling"]["trainingApps"][0]["job"]["image"] = "nvcr.io/nvidia/pytorch:25.01-py3"
+    graph = run_main(config)
+    messages = [p.message for p in graph.error.problems if p.path == "images.requireDigest"]
+    assert "training job " + config[f"{PROJECT}:scheduling"]["trainingApps"][0]["name"] + \
+        ": nvcr.io/nvidia/pytorch:25.01-py3 is named by tag alone; pin it by digest (@sha256:...)" in messages
+
+
 def test_a_private_ecr_of_another_region_needs_a_mirror_too():
     """The EFA device plugin's chart names EKS's ECR in us-west-2; a cluster elsewhere reaches it
     only over the internet, not through its VPC's ECR endpoints."""

@@ -559,3 +559,8 @@ def test_rejects_a_training_namespace_named_like_kueues():
     values = raw()
     values["scheduling"]["namespaces"].append({"name": "kueue-system"})
     assert "scheduling.namespaces[1].name: 'kueue-system' is the namespace Kueue creates; choose another name" in problems(values)
+
+
+def test_kueues_namespace_enforces_the_restricted_pod_security_standard(prod_graph):
+    namespace = prod_graph.one("kubernetes:core/v1:Namespace", "gpu-training-kueue-namespace")
+    assert namespace.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"

@@ -99,7 +99,7 @@ def test_downstream_is_identical_for_created_and_adopted_clusters(prod_graph, ad
             (r.type, r.name)
             for r in graph.resources
             if r.type not in ("eks:index:Cluster", "aws:eks/addon:Addon")
-            and not r.name.startswith(("gpu-training-cluster-api-ingress-", "gpu-training-cluster-admin-"))
+            and not r.name.startswith(("gpu-training-cluster-api-ingress-", "gpu-training-cluster-api-endpoint", "gpu-training-cluster-admin-"))
         )
 
     assert downstream(created) == downstream(adopted_graph)
@@ -140,15 +140,14 @@ def test_only_what_uses_pod_identity_waits_for_its_add_on(prod_graph):
     waiters = sorted(r.name for r in graph.resources if graph.depends_on(r, addon))
     assert waiters == [
         "gpu-training-karpenter-pod-identity",
-        "gpu-training-lustre-csi-driver",
         "gpu-training-topology-labeler-pod-identity",
         # the training role's association in each of prod's namespaces
         "gpu-training-training-identity-research",
         "gpu-training-training-identity-training",
     ]
-    # The Pod Identity associations, and the FSx CSI driver add-on whose association it makes itself.
-    assert all(graph.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", name) for name in waiters if "csi" not in name)
-    assert graph.one("aws:eks/addon:Addon", "gpu-training-lustre-csi-driver").inputs["podIdentityAssociations"]
+    # The Pod Identity associations; the FSx CSI driver add-on has none (it calls no AWS API here).
+    assert all(graph.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", name) for name in waiters)
+    assert graph.one("aws:eks/addon:Addon", "gpu-training-lustre-csi-driver").inputs["podIdentityAssociations"] == []
 
 
 def test_system_node_group_follows_the_cluster_version_with_its_own_hardened_launch_template(tuned_prod_graph):
@@ -170,15 +169,39 @@ def test_system_node_group_follows_the_cluster_version_with_its_own_hardened_lau
     assert [spec["tags"] for spec in template.inputs["tagSpecifications"]] == [{"Name": "gpu-training-prod-system"}] * 2
 
 
-def test_private_endpoint_opens_port_443_of_the_cluster_security_group_to_the_listed_sources(tuned_prod_graph):
+def test_private_endpoint_opens_port_443_of_a_group_only_the_control_plane_carries(tuned_prod_graph):
     graph = tuned_prod_graph
+    group = graph.one("aws:ec2/securityGroup:SecurityGroup", "gpu-training-cluster-api-endpoint")
     rules = {r.name: r.inputs for r in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")}
     endpoint_rules = {name: inputs for name, inputs in rules.items() if name.startswith("gpu-training-cluster-api-ingress-")}
     assert {name: {k: v for k, v in inputs.items() if k not in ("description", "tags")} for name, inputs in endpoint_rules.items()} == {
-        "gpu-training-cluster-api-ingress-cidr-0": {"region": "us-west-2", "securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "cidrIpv4": "10.20.0.0/16"},
-        "gpu-training-cluster-api-ingress-cidr-1": {"region": "us-west-2", "securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "cidrIpv6": "fd00::/8"},
-        "gpu-training-cluster-api-ingress-sg-0": {"region": "us-west-2", "securityGroupId": "sg-0c1a55e7c1a55e7c1", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "referencedSecurityGroupId": "sg-0123456789abcdef0"},
+        "gpu-training-cluster-api-ingress-cidr-0": {"region": "us-west-2", "securityGroupId": group.id, "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "cidrIpv4": "10.20.0.0/16"},
+        "gpu-training-cluster-api-ingress-cidr-1": {"region": "us-west-2", "securityGroupId": group.id, "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "cidrIpv6": "fd00::/8"},
+        "gpu-training-cluster-api-ingress-sg-0": {"region": "us-west-2", "securityGroupId": group.id, "ipProtocol": "tcp", "fromPort": 443, "toPort": 443, "referencedSecurityGroupId": "sg-0123456789abcdef0"},
     }
+    # pulumi-eks gives EKS this group alone as vpcConfig.securityGroupIds: the control-plane ENIs'.
+    assert graph.one("eks:index:Cluster").inputs["clusterSecurityGroup"] == group.id
+    # No rule of the group lets anything out, and nothing else is let in.
+    assert [r for r in graph.of_type("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule") if r.inputs["securityGroupId"] == group.id] == []
+    assert {r.name for r in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule") if r.inputs["securityGroupId"] == group.id} == set(endpoint_rules)
+    # What nodes, Karpenter's nodes and FSx clients carry is the group EKS created, never this one.
+    node_groups = set()
+    for template in graph.of_type("aws:ec2/launchTemplate:LaunchTemplate"):
+        for interface in template.inputs.get("networkInterfaces") or []:
+            node_groups.update(interface.get("securityGroups") or [])
+        node_groups.update(template.inputs.get("vpcSecurityGroupIds") or [])
+    for node_class in [r for r in graph.resources if r.inputs.get("kind") == "EC2NodeClass"]:
+        node_groups.update(term.get("id") for term in node_class.inputs["spec"]["securityGroupSelectorTerms"])
+    assert "sg-0c1a55e7c1a55e7c1" in node_groups
+    assert group.id not in node_groups
+    lustre_peers = {r.inputs.get("referencedSecurityGroupId") for r in graph.resources if "lustre" in r.name and r.type.startswith("aws:vpc/")}
+    assert "sg-0c1a55e7c1a55e7c1" in lustre_peers
+    assert group.id not in lustre_peers
+
+
+def test_a_cluster_whose_endpoint_no_one_else_reaches_gets_no_endpoint_group(dev_graph):
+    assert [r.name for r in dev_graph.of_type("aws:ec2/securityGroup:SecurityGroup") if "api-endpoint" in r.name] == []
+    assert "clusterSecurityGroup" not in dev_graph.one("eks:index:Cluster").inputs
 
 
 def test_prod_reaches_its_private_endpoint_and_dev_names_its_public_cidrs(prod_graph, dev_graph):

@@ -77,10 +77,11 @@ def test_an_agent_given_to_the_ref_is_the_one_waited_for():
     assert not [token for token, _ in graph.invokes if token == GET_ADDON]
 
 
-def test_the_fsx_csi_driver_waits_for_the_agent_its_credentials_come_through(prod_graph):
+def test_the_fsx_csi_driver_which_gets_no_credentials_does_not_wait_for_the_agent(prod_graph):
     agent = prod_graph.one(ADDON, "gpu-training-cluster-pod-identity-agent")
     driver = prod_graph.one(ADDON, "gpu-training-lustre-csi-driver")
-    assert prod_graph.depends_on(driver, agent)
+    assert driver.inputs["podIdentityAssociations"] == []
+    assert not prod_graph.depends_on(driver, agent)
 
 
 def test_two_refs_of_your_own_cluster_share_its_kubernetes_provider_and_agent():

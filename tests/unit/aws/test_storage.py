@@ -3,7 +3,6 @@ volumes), the instance store (its user data: test_node_config.py), and the pods'
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
 
 import pytest
@@ -102,22 +101,19 @@ def test_a_bucket_made_in_the_same_program_links_by_identity_and_its_path_stays_
     assert isinstance(data_repository_path(bucket, "datasets"), pulumi.Output)
 
 
-def test_csi_driver_is_the_eks_add_on_built_for_the_clusters_version_with_its_pod_identity_role(prod_graph):
+def test_csi_driver_is_the_eks_add_on_built_for_the_clusters_version_with_no_aws_role(prod_graph):
     addon = prod_graph.one("aws:eks/addon:Addon", "gpu-training-lustre-csi-driver")
     # The version is the answer of the add-on version lookup (PlausibleMocks answers v1.0.0-eksbuild.1).
     assert (addon.inputs["addonName"], addon.inputs["addonVersion"]) == (FSX_CSI_ADDON, "v1.0.0-eksbuild.1")
-    (association,) = addon.inputs["podIdentityAssociations"]
-    assert association["serviceAccount"] == FSX_CSI_CONTROLLER_SERVICE_ACCOUNT
-    role = prod_graph.one("aws:iam/role:Role", "gpu-training-lustre-csi-driver-role")
-    assert association["roleArn"] == "arn:aws:iam::123456789012:role/gpu-training-lustre-csi-driver-role-1a2b3c"
-    trust = json.loads(role.inputs["assumeRolePolicy"])
-    assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
-    # Only the controller's ServiceAccount, where the add-on installs it, may get the role.
-    conditions = trust["Statement"][0]["Condition"]["StringEquals"]
-    assert conditions["aws:RequestTag/kubernetes-namespace"] == "kube-system"
-    assert conditions["aws:RequestTag/kubernetes-service-account"] == FSX_CSI_CONTROLLER_SERVICE_ACCOUNT
-    policy = prod_graph.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "gpu-training-lustre-csi-driver-policy")
-    assert policy.inputs["policyArn"] == "arn:aws:iam::aws:policy/AmazonFSxFullAccess"
+    # Static provisioning only: the controller calls no FSx API, so it gets no credentials at all,
+    # and an empty list makes EKS delete the association a stack of an earlier version had.
+    assert addon.inputs["podIdentityAssociations"] == []
+    roles = [r.name for r in prod_graph.resources if r.type == "aws:iam/role:Role" and "lustre" in r.name]
+    assert roles == []
+    attachments = [r for r in prod_graph.resources if r.type == "aws:iam/rolePolicyAttachment:RolePolicyAttachment"]
+    assert [a.name for a in attachments if "FSx" in str(a.inputs.get("policyArn"))] == []
+    associations = [r for r in prod_graph.resources if r.type == "aws:eks/podIdentityAssociation:PodIdentityAssociation"]
+    assert FSX_CSI_CONTROLLER_SERVICE_ACCOUNT not in [a.inputs["serviceAccount"] for a in associations]
     assert "configurationValues" not in addon.inputs
 
 
@@ -357,7 +353,7 @@ def test_lustre_storage_refuses_a_size_fsx_does_not_offer_before_registering_any
     from eks_gpu_training.config import FsxLustreConfig
 
     config = FsxLustreConfig(enabled=True, storage_capacity_gib=3000)
-    graph = run_program(lambda: LustreStorage("fs", LustreStorageArgs(config=config, cluster=stand_in_ref(), subnet_id="subnet-1", account_id="1")))
+    graph = run_program(lambda: LustreStorage("fs", LustreStorageArgs(config=config, cluster=stand_in_ref(), subnet_id="subnet-1")))
     assert isinstance(graph.error, ConfigError)
     assert "LustreStorage(fs).config.storageCapacityGib: 3000 is not 1200, 2400 or a multiple of 2400" in str(graph.error)
     assert graph.resources == []

@@ -51,6 +51,28 @@ def test_read_write_buckets_also_write_delete_and_finish_multipart_uploads_but_t
     assert not any("*" in action or "Acl" in action or "Policy" in action for action in actions)
 
 
+def test_each_bucket_is_reached_only_while_its_own_account_owns_it():
+    policy = s3_access_policy("aws", [
+        S3BucketConfig(name="datasets"),
+        S3BucketConfig(name="shared-corpus", account_id="999988887777"),
+        S3BucketConfig(name="checkpoints", access="readWrite"),
+    ], account_id="444455556666")
+    by_sid = {s["Sid"]: (s["Resource"], s["Condition"]["StringEquals"]["s3:ResourceAccount"]) for s in policy["Statement"]}
+    assert by_sid == {
+        "ReadBuckets": (["arn:aws:s3:::datasets"], "444455556666"),
+        "ReadObjects": (["arn:aws:s3:::datasets/*"], "444455556666"),
+        "Read999988887777Buckets": (["arn:aws:s3:::shared-corpus"], "999988887777"),
+        "Read999988887777Objects": (["arn:aws:s3:::shared-corpus/*"], "999988887777"),
+        "ReadWriteBuckets": (["arn:aws:s3:::checkpoints"], "444455556666"),
+        "ReadWriteObjects": (["arn:aws:s3:::checkpoints/*"], "444455556666"),
+    }
+
+
+def test_a_bucket_account_that_is_not_twelve_digits_is_refused():
+    with pytest.raises(ValueError, match="account_id|accountId"):
+        S3BucketConfig.model_validate({"name": "datasets", "accountId": "4444"})
+
+
 # --- the stacks -------------------------------------------------------------------------------------
 
 
@@ -73,6 +95,8 @@ def test_prod_training_pods_get_a_pod_identity_role_for_exactly_its_buckets(prod
         "arn:aws:s3:::gpu-training-prod-checkpoints",
         "arn:aws:s3:::gpu-training-prod-checkpoints/*",
     }
+    # Every statement holds only while the stack's own account owns the bucket.
+    assert {statement["Condition"]["StringEquals"]["s3:ResourceAccount"] for statement in policy["Statement"]} == {ACCOUNT_ID}
 
 
 def test_the_training_job_runs_as_the_account_and_waits_for_its_association_and_permissions(prod_graph):

@@ -21,14 +21,14 @@ VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 
 
 def test_the_policy_selects_only_this_projects_privileged_namespaces():
-    selector = host_network_policy_manifest()["spec"]["matchConstraints"]["namespaceSelector"]
+    selector = host_network_policy_manifest("training")["spec"]["matchConstraints"]["namespaceSelector"]
     assert selector == {"matchLabels": {"pod-security.kubernetes.io/enforce": "privileged",
                                         "app.kubernetes.io/part-of": "eks-gpu-training"}}
 
 
 @pytest.mark.parametrize("version", SUPPORTED_KUBERNETES_VERSIONS)
 def test_the_policy_and_its_binding_pass_the_kubernetes_schema(version):
-    for manifest in (host_network_policy_manifest(), host_network_policy_binding_manifest()):
+    for manifest in (host_network_policy_manifest("training"), host_network_policy_binding_manifest()):
         assert kubernetes_validate.validate(manifest, version, strict=True) == version
 
 
@@ -46,4 +46,4 @@ def test_a_stack_with_a_host_network_app_gets_the_policy_and_one_without_does_no
     graph = run_main(config)
     assert graph.error is None, graph.error
     (policy,) = host_network_policies(graph)
-    assert policy.inputs["spec"] == host_network_policy_manifest()["spec"]
+    assert policy.inputs["spec"] == host_network_policy_manifest("training")["spec"]

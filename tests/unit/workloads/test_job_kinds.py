@@ -179,3 +179,10 @@ def test_the_controllers_stay_installed_when_the_last_app_of_their_kind_leaves_t
                   if r.inputs["metadata"]["name"] in ("jobset-system", "kubeflow-system")]
     assert len(releases) == len(namespaces) == 2
     assert all(r.retain_on_delete for r in releases + namespaces)
+
+
+def test_the_controllers_namespaces_enforce_the_restricted_pod_security_standard():
+    graph = run_main(_stack_with_kind("TrainJob"))
+    namespaces = [r for r in graph.of_type("kubernetes:core/v1:Namespace")
+                  if r.inputs["metadata"]["name"] in ("jobset-system", "kubeflow-system")]
+    assert [r.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] for r in namespaces] == ["restricted"] * 2

@@ -247,6 +247,9 @@ def test_rejects_two_global_defaults():
 
 def test_namespaces_enforce_a_pod_security_standard():
     assert training_namespace("training", "baseline")["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    # restricted cannot be enforced on root training images, but every pod that fails it is warned and audited.
+    labels = training_namespace("training", "baseline")["metadata"]["labels"]
+    assert (labels["pod-security.kubernetes.io/warn"], labels["pod-security.kubernetes.io/audit"]) == ("restricted", "restricted")
 
 
 def test_rejects_duplicate_and_kubernetes_namespaces():

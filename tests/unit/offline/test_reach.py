@@ -1,0 +1,42 @@
+"""The "Who can reach what" section of docs/architecture.md: generated from both shipped stacks'
+renders, so a test compares it with the current render and fails when the code opened a path,
+granted an action or bound a verb the page does not show."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from eks_gpu_training.offline.render.engine import render_stack
+from eks_gpu_training.offline.render import reach
+
+
+@pytest.fixture(scope="module")
+def renders():
+    return [render_stack(stack) for stack in reach.STACKS]
+
+
+def test_the_architecture_page_shows_who_can_reach_what_in_the_current_renders(renders):
+    assert reach.stale(renders) == [], "run `python -m eks_gpu_training.offline.render.reach --write`"
+
+
+def test_a_path_the_page_does_not_show_makes_it_stale(renders):
+    changed = copy.deepcopy(renders)
+    prod = next(r for r in changed if r.stack == "prod")
+    rule = next(r for r in prod.resources if r.type == reach.INGRESS and "api-ingress" in r.name)
+    rule.inputs["cidrIpv4"] = "0.0.0.0/0"
+    assert len(reach.stale(changed)) == 1
+
+
+def test_prods_private_endpoint_cidr_reaches_the_api_alone_not_the_nodes(renders):
+    prod = next(r for r in renders if r.stack == "prod")
+    from_vpn = [row for row in reach.network_rows(prod) if row[0] == "`10.20.0.0/16`"]
+    assert from_vpn == [("`10.20.0.0/16`", "tcp 443", "the private API endpoint (security group `gpu-training-cluster-api-endpoint`)")]
+
+
+def test_the_creators_admin_grant_is_a_row_and_no_role_holds_fsx_full_access(renders):
+    for render in renders:
+        rows = reach.iam_rows(render)
+        assert any("eks-gpu-training/creator-principal" in row[0] and "AmazonEKSClusterAdminPolicy" in row[2] for row in rows)
+        assert not any("AmazonFSxFullAccess" in row[2] for row in rows)

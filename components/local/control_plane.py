@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from ..facts import yaml_io
 from .build import ETCD, KWOK, bin_dir
 from .fleet import KWOK_NODE_ANNOTATION
 from .layout import Layout
@@ -40,7 +41,7 @@ def kwok_stages(kwok_dir: Path) -> list[dict]:
     running until it is stopped, as on real nodes."""
     stages = []
     for name in KWOK.data:
-        stage = yaml.safe_load((kwok_dir / Path(name).name).read_text())
+        stage = yaml_io.load((kwok_dir / Path(name).name).read_text())
         if stage["metadata"]["name"] == "pod-complete":
             key, value = HELM_MANAGED
             stage["metadata"]["name"] = "helm-job-pod-complete"

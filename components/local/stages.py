@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-import yaml
 
+from ..facts import yaml_io
 from ..config import GpuTrainingPlatformArgs
 from .build import KARPENTER_KWOK
 from .control_plane import CONTROL_PLANE_FILES, control_plane_processes
@@ -50,7 +50,7 @@ class ObjectFile:
     path: Path
 
     def load(self) -> dict[str, Any]:
-        return yaml.safe_load(self.path.read_text())
+        return yaml_io.load(self.path.read_text())
 
 
 StageObject = Union[dict[str, Any], ObjectFile]

@@ -72,6 +72,8 @@ class JobResult:
     layer2_blocks: list[str] = field(default_factory=list)
     pending_after_admission_s: Optional[float] = None
     """How long after admission the last of its pods was still unbound to a node."""
+    wait_reason: str = ""
+    """Kueue's last word on why the job was not admitted yet (its Workload's QuotaReserved message)."""
 
 
 @dataclass
@@ -208,7 +210,12 @@ class Recorder:
             if name not in self.results:
                 continue
             result = self.results[name]
-            conditions = {c["type"]: c["status"] for c in (workload.get("status") or {}).get("conditions") or []}
+            found = (workload.get("status") or {}).get("conditions") or []
+            conditions = {c["type"]: c["status"] for c in found}
+            if result.admitted is None:
+                reserved = next((c for c in found if c["type"] == "QuotaReserved" and c["status"] == "False"), None)
+                if reserved is not None and reserved.get("message"):
+                    result.wait_reason = str(reserved["message"])
             if conditions.get("Admitted") == "True":
                 admitted.add(name)
                 if result.admitted is None:
@@ -390,7 +397,7 @@ def plot(report: Report, path: Path) -> None:
                       [(job.wait_s or 0) / 60 for job in mine], s=[8 + 2 * job.nodes for job in mine], label=key, alpha=0.7)
     waits.set_ylabel("wait (min)")
     waits.set_xlabel("trace time (min); marker size: nodes")
-    waits.legend(loc="upper left", fontsize="small")
+    waits.legend(loc="best", fontsize="small")
     title = f"{report.trace} on {report.stack}" + (f", --scale {report.scale}" if report.scale else "")
     figure.suptitle(title)
     figure.savefig(path, dpi=100)

@@ -194,3 +194,41 @@ def selects_node(pod_spec: dict[str, Any], labels: dict[str, str]) -> bool:
     required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
     return not required or any(all(_matches(e, labels) for e in term.get("matchExpressions") or [])
                                for term in required["nodeSelectorTerms"])
+
+
+FLEET_BLOCK_NODES = 16
+"""Nodes under one layer-3 network node in ``fleet`` (about what EC2 shows for p5 capacity blocks);
+four layer-3 blocks make a layer-2 block, four of those a layer-1 block."""
+FLEET_DAEMONS = (
+    ("nvidia-device-plugin-daemonset", "gpu-operator"),
+    ("topology-labeler", "topology-labeler"),
+    ("eks-node-monitoring-agent", "kube-system"),
+    ("dcgm-server", "kube-system"),
+)
+"""The DaemonSets with a pod on every GPU node of ``fleet`` (the device plugin's, the labeler's and
+the node monitoring agent's two)."""
+
+
+def fleet(nodes: int = 1000, *, job_nodes: int = 8, pool: str = "p5-training", namespace: str = "training") -> dict[str, list[dict[str, Any]]]:
+    """A healthy fleet of ``nodes`` p5 nodes as the API server lists it: network-node labels of
+    ``FLEET_BLOCK_NODES`` per layer-3 block, a pod of each of ``FLEET_DAEMONS`` on every node, and
+    the nodes filled with training jobs of ``job_nodes`` pods (one per node, each job under one
+    layer-3 block), each with its PDB. The fields of a ``Snapshot``, by name."""
+    names = [f"{pool}-{i}" for i in range(nodes)]
+    gpu_nodes = [
+        node(n, pool=pool, layers=(f"nn-l1-{i // (FLEET_BLOCK_NODES * 16)}", f"nn-l2-{i // (FLEET_BLOCK_NODES * 4)}", f"nn-l3-{i // FLEET_BLOCK_NODES}"))
+        for i, n in enumerate(names)
+    ]
+    pods = [p for daemon, daemon_namespace in FLEET_DAEMONS for p in daemon_pods(daemon, daemon_namespace, names)]
+    budgets = []
+    for first in range(0, nodes - job_nodes + 1, job_nodes):
+        app = f"job-{first // job_nodes}"
+        pods += training_pods(app, names[first:first + job_nodes], namespace=namespace)
+        budgets.append(pdb(app, namespace, f"{app}-multi", min_available=job_nodes))
+    return {
+        "nodes": [system_node("system-0"), system_node("system-1"), *gpu_nodes],
+        "pods": pods,
+        "pod_disruption_budgets": budgets,
+        "priority_classes": list(SEED_CLASSES),
+        "daemon_sets": [daemon_set(daemon, daemon_namespace) for daemon, daemon_namespace in FLEET_DAEMONS],
+    }

@@ -1,10 +1,10 @@
 """``eks-gpu-training-verify``: the seed's validation checklist, run against a live cluster.
 
-    eks-gpu-training-verify [--kubeconfig PATH] [--context NAME] [--stack STACK] [--json]
+    eks-gpu-training-verify [--kubeconfig PATH] [--context NAME] [--stack STACK] [--examples N] [--json]
 
 Reads the cluster once (list calls only: it changes nothing) and prints one row per check: pass,
-fail or skip, the evidence, and for a fail what to do. ``--stack`` adds what the stack file
-declares. Exit status: 0 when no row fails, 1 when one does, 2 when the cluster cannot be reached
+fail or skip, the evidence, and for a fail what to do. Failing objects are counted per reason, each
+reason naming its first ``--examples`` of them. ``--stack`` adds what the stack file declares. Exit status: 0 when no row fails, 1 when one does, 2 when the cluster cannot be reached
 or read (or the stack file is invalid), with a one-line reason.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Optional, Sequence, TextIO
 
 from ..config import ConfigError
-from .rows import FAIL, PASS, SKIP, Row
+from .rows import EXAMPLES, FAIL, PASS, SKIP, Row
 from .seed import judge_seed
 from .snapshot import ClusterUnreadable, Snapshot, read_snapshot
 from .stack import StackRef, judge_stack, load_stack_args
@@ -30,11 +30,12 @@ COLOURS = {PASS: "\033[32m", FAIL: "\033[31m", SKIP: "\033[33m"}
 RESET = "\033[0m"
 
 
-def judge(snapshot: Snapshot, stack: Optional[StackRef] = None, project_dir: Optional[Path] = None) -> list[Row]:
-    """The rows of a snapshot: the seed's eight, then with ``stack`` what the stack declares."""
+def judge(snapshot: Snapshot, stack: Optional[StackRef] = None, project_dir: Optional[Path] = None, *, examples: int = EXAMPLES) -> list[Row]:
+    """The rows of a snapshot: the seed's eight, then with ``stack`` what the stack declares. Each
+    group of objects failing for one reason names its first ``examples``."""
     args = load_stack_args(stack, project_dir) if stack is not None else None
-    rows = judge_seed(snapshot, args)
-    return rows + judge_stack(snapshot, args) if args is not None else rows
+    rows = judge_seed(snapshot, args, examples=examples)
+    return rows + judge_stack(snapshot, args, examples=examples) if args is not None else rows
 
 
 def verify(
@@ -42,14 +43,17 @@ def verify(
     context: Optional[str] = None,
     stack: Optional[StackRef] = None,
     project_dir: Optional[Path] = None,
+    *,
+    examples: int = EXAMPLES,
 ) -> list[Row]:
     """Read the cluster of ``context`` in ``kubeconfig`` and judge it. ``stack`` is a stack name
     (``<project_dir>/stacks/Pulumi.<stack>.yaml``, the current folder by default), a stack file's
     path, or ``GpuTrainingPlatformArgs``. Raises ``ClusterUnreadable`` (the cluster cannot be read)
-    or ``ConfigError`` (the stack file is invalid), before any read for the latter."""
+    or ``ConfigError`` (the stack file is invalid), before any read for the latter. ``examples``:
+    the objects named per group of failures (default ``EXAMPLES``)."""
     args = load_stack_args(stack, project_dir) if stack is not None else None
     snapshot = read_snapshot(kubeconfig, context, with_stack=args is not None)
-    return judge(snapshot, args)
+    return judge(snapshot, args, examples=examples)
 
 
 def exit_status(rows: Sequence[Row]) -> int:
@@ -74,12 +78,23 @@ def table(rows: Sequence[Row], colour: bool = False) -> str:
 
 
 def as_json(rows: Sequence[Row]) -> str:
+    """``{"rows": [{"item", "status", "detail", "failures": [{"noun", "reason", "count", "examples"}]}]}``."""
     return json.dumps({"rows": [row.as_json() for row in rows]}, indent=2) + "\n"
 
 
 def _wants_colour(stream: TextIO) -> bool:
     # NO_COLOR (no-color.org) turns colour off even on a terminal.
     return stream.isatty() and "NO_COLOR" not in os.environ
+
+
+def _examples(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -93,14 +108,21 @@ def parser() -> argparse.ArgumentParser:
     root.add_argument(
         "--stack", help="also check what this stack declares: a stack name (stacks/Pulumi.<stack>.yaml of the project in the current folder) or a stack file's path"
     )
-    root.add_argument("--json", action="store_true", help='print {"rows": [{"item", "status", "detail"}, ...]} instead of a table')
+    root.add_argument(
+        "--examples", type=_examples, default=EXAMPLES, metavar="N",
+        help=f"name at most N objects per group of objects failing for one reason; the rest are counted (default: {EXAMPLES})",
+    )
+    root.add_argument(
+        "--json", action="store_true",
+        help='print {"rows": [{"item", "status", "detail", "failures": [{"noun", "reason", "count", "examples"}, ...]}, ...]} instead of a table',
+    )
     return root
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     options = parser().parse_args(argv)
     try:
-        rows = verify(options.kubeconfig, options.context, options.stack)
+        rows = verify(options.kubeconfig, options.context, options.stack, examples=options.examples)
     except ClusterUnreadable as error:
         print(f"eks-gpu-training-verify: cannot read the cluster: {error}", file=sys.stderr)
         return EXIT_UNREADABLE

@@ -4,9 +4,10 @@ pod requests, which label selector selects it."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Union
 
 from ..facts.catalog import GPU_INSTANCE_TYPES
 from ..facts.gpu_nodes import (
@@ -34,6 +35,15 @@ def name(obj: Mapping[str, Any]) -> str:
 
 def namespace(obj: Mapping[str, Any]) -> str:
     return obj.get("metadata", {}).get("namespace", "")
+
+
+DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[Union[str, int], ...]:
+    """Sorts names as a person counts them: ``gpu-2`` before ``gpu-10``. Splitting on digits puts
+    text at even places and numbers at odd ones, so two keys only ever compare like with like."""
+    return tuple(int(part) if index % 2 else part for index, part in enumerate(DIGITS.split(text)))
 
 
 def qualified(obj: Mapping[str, Any]) -> str:
@@ -74,7 +84,8 @@ def is_gpu_node(node: Mapping[str, Any]) -> bool:
 
 
 def gpu_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return sorted((n for n in nodes if is_gpu_node(n)), key=name)
+    """The GPU nodes, by name as a person counts (``gpu-2`` before ``gpu-10``)."""
+    return sorted((n for n in nodes if is_gpu_node(n)), key=lambda n: natural_key(name(n)))
 
 
 @dataclass(frozen=True, order=True)
@@ -197,7 +208,7 @@ def training_jobs(pods: Iterable[Mapping[str, Any]]) -> list[TrainingJob]:
             pod_labels = labels(pod)
             app = pod_labels.get("app") or pod_labels.get(JOB_NAME_LABEL) or name(pod)
             groups[(namespace(pod), app)].append(pod)
-    jobs = [TrainingJob(ns, app, tuple(sorted(members, key=name))) for (ns, app), members in sorted(groups.items())]
+    jobs = [TrainingJob(ns, app, tuple(sorted(members, key=lambda p: natural_key(name(p))))) for (ns, app), members in sorted(groups.items(), key=lambda entry: (entry[0][0], natural_key(entry[0][1])))]
     return [job for job in jobs if job.running]
 
 
@@ -223,3 +234,29 @@ def selector_matches(selector: Optional[Mapping[str, Any]], object_labels: Mappi
         if operator == "DoesNotExist" and present:
             return False
     return True
+
+
+class SelectorIndex:
+    """Objects with a label selector (PodDisruptionBudgets), looked up by a pod's namespace and
+    labels without matching every selector of the namespace: a selector with ``matchLabels`` is
+    filed under one of its pairs, which a pod must carry to be selected, so a pod is matched only
+    against the few filed under its own labels (and those without ``matchLabels``)."""
+
+    def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        self._filed: dict[tuple[str, str, str], list[tuple[int, Mapping[str, Any]]]] = defaultdict(list)
+        self._unfiled: dict[str, list[tuple[int, Mapping[str, Any]]]] = defaultdict(list)
+        for position, obj in enumerate(objects):
+            selector = (obj.get("spec") or {}).get("selector") or {}
+            pairs = sorted((selector.get("matchLabels") or {}).items())
+            if pairs:
+                key, value = pairs[0]
+                self._filed[(namespace(obj), key, value)].append((position, obj))
+            else:
+                self._unfiled[namespace(obj)].append((position, obj))
+
+    def selecting(self, object_namespace: str, object_labels: Mapping[str, str]) -> list[Mapping[str, Any]]:
+        """The objects of the namespace whose selector selects the labels, in the order given."""
+        candidates = list(self._unfiled.get(object_namespace, ()))
+        for key, value in object_labels.items():
+            candidates += self._filed.get((object_namespace, key, value), ())
+        return [obj for _, obj in sorted(candidates, key=lambda entry: entry[0]) if selector_matches((obj.get("spec") or {}).get("selector"), object_labels)]

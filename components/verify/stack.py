@@ -22,8 +22,8 @@ from ..workloads.teams import namespace_quota, team_of, team_pools
 from ..workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, pool_flavors
 from ..workloads.scheduling_policies import QUOTA_NAME
 from ..workloads.storage import FSX_CLAIM
-from .objects import condition, condition_true, gpu_nodes, labels, name, namespace, node_name, owned_by
-from .rows import Row, failed, listing, passed, skipped
+from .objects import condition, condition_true, gpu_nodes, labels, name, namespace, natural_key, node_name, owned_by
+from .rows import EXAMPLES, Group, Row, described, failed, group, passed, skipped
 from .snapshot import Snapshot
 
 ACCELERATED_HARDWARE_READY = "AcceleratedHardwareReady"
@@ -49,24 +49,37 @@ def load_stack_args(stack: StackRef, project_dir: Optional[Path] = None) -> GpuT
 # --- the rows --------------------------------------------------------------------------------------
 
 
-def pool_nodes(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]:
+def _not_ready(node: Mapping[str, Any]) -> str:
+    """Why a node is not Ready, naming no node: its Ready condition's reason."""
+    ready = condition(node, "Ready")
+    if ready is None:
+        return "without a Ready condition"
+    return f"with Ready {ready.get('status')}" + (f", reason {ready['reason']}" if ready.get("reason") else "")
+
+
+def pool_nodes(snapshot: Snapshot, args: GpuTrainingPlatformArgs, *, examples: int = EXAMPLES) -> list[Row]:
     """Each managed pool has its declared nodes Ready (``desiredSize``, else ``minSize``), and no
     more than ``maxSize``. Karpenter pools declare no count."""
+    by_pool: dict[str, list[Mapping[str, Any]]] = {}
+    for node in sorted(snapshot.nodes, key=lambda n: natural_key(name(n))):
+        if GPU_POOL_KEY in labels(node):
+            by_pool.setdefault(labels(node)[GPU_POOL_KEY], []).append(node)
     rows = []
     for pool in args.gpu_node_groups:
         item = f"pool-nodes/{pool.name}"
-        nodes = [n for n in snapshot.nodes if labels(n).get(GPU_POOL_KEY) == pool.name]
-        ready = [n for n in nodes if condition_true(n, "Ready")]
+        nodes = by_pool.get(pool.name, [])
+        not_ready = group("node", ((name(n), _not_ready(n)) for n in nodes if not condition_true(n, "Ready")), examples)
+        ready = len(nodes) - sum(g.count for g in not_ready)
         expected = pool.initial_size
-        counts = f"{len(ready)} Ready of {len(nodes)} nodes labelled {GPU_POOL_KEY}={pool.name}; the stack declares {expected} (minSize {pool.min_size}, maxSize {pool.max_size})"
-        if len(ready) < expected or len(nodes) > pool.max_size:
-            not_ready = [name(n) for n in nodes if n not in ready]
+        counts = f"{ready} Ready of {len(nodes)} nodes labelled {GPU_POOL_KEY}={pool.name}; the stack declares {expected} (minSize {pool.min_size}, maxSize {pool.max_size})"
+        if ready < expected or len(nodes) > pool.max_size:
             rows.append(
                 failed(
                     item,
-                    counts + (f"; not Ready: {listing(not_ready)}" if not_ready else "") + ".",
+                    counts + (f"; {described(not_ready)}" if not_ready else "") + ".",
                     "a node that is missing or not Ready is being replaced or failed to join: see the node group's health "
                     "in the EKS console (aws eks describe-nodegroup) and `kubectl describe node`; a job on this pool waits for it.",
+                    not_ready,
                 )
             )
         else:
@@ -227,35 +240,56 @@ def teams(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]:
     return rows
 
 
-def _daemon_on_gpu_nodes(snapshot: Snapshot, item: str, daemon_namespace: str, daemon: str, fix: str) -> Optional[Row]:
-    """A fail row when the DaemonSet is missing or lacks a Ready pod on some GPU node, else None."""
+def _daemon_on_gpu_nodes(
+    snapshot: Snapshot, nodes: list[Mapping[str, Any]], item: str, daemon_namespace: str, daemon: str, fix: str, examples: int
+) -> Optional[Row]:
+    """A fail row when the DaemonSet is missing or lacks a Ready pod on one of the GPU ``nodes``, else None."""
     if not any(namespace(d) == daemon_namespace and name(d) == daemon for d in snapshot.daemon_sets):
         return failed(item, f"no DaemonSet {daemon_namespace}/{daemon}.", fix)
-    ready_on = {
-        node_name(p)
-        for p in snapshot.pods
-        if namespace(p) == daemon_namespace and owned_by(p, "DaemonSet", daemon) and condition_true(p, "Ready")
-    }
-    lacking = [name(n) for n in gpu_nodes(snapshot.nodes) if name(n) not in ready_on]
+    ready_on: dict[str, bool] = {}
+    for pod in snapshot.pods:
+        if namespace(pod) == daemon_namespace and owned_by(pod, "DaemonSet", daemon):
+            ready_on[node_name(pod)] = ready_on.get(node_name(pod), False) or condition_true(pod, "Ready")
+    lacking = group(
+        "GPU node",
+        (
+            (name(n), f"without a pod of DaemonSet {daemon_namespace}/{daemon}" if name(n) not in ready_on else f"whose pod of DaemonSet {daemon_namespace}/{daemon} is not Ready")
+            for n in nodes
+            if not ready_on.get(name(n))
+        ),
+        examples,
+    )
     if lacking:
-        return failed(item, f"DaemonSet {daemon_namespace}/{daemon} has no Ready pod on GPU nodes {listing(lacking)}.", fix)
+        return failed(item, f"{described(lacking)}.", fix, lacking)
     return None
 
 
-def topology_labeler_running(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> Row:
+def topology_labeler_running(snapshot: Snapshot, args: GpuTrainingPlatformArgs, *, examples: int = EXAMPLES) -> Row:
     """With ``topologyLabeler.enabled``, the labeler's DaemonSet has a Ready pod on every GPU node."""
     item = "topology-labeler"
     if not args.topology_labeler.enabled:
         return skipped(item, "topologyLabeler.enabled is false in the stack.")
+    nodes = gpu_nodes(snapshot.nodes)
     problem = _daemon_on_gpu_nodes(
-        snapshot, item, topology_labeler.NAMESPACE, topology_labeler.NAME,
+        snapshot, nodes, item, topology_labeler.NAMESPACE, topology_labeler.NAME,
         f"check the labeler's pods (kubectl -n {topology_labeler.NAMESPACE} get pods -o wide) and their events: an image it cannot pull, "
         "or a node it does not tolerate; `pulumi up` restores a deleted DaemonSet.",
+        examples,
     )
-    return problem or passed(item, f"DaemonSet {topology_labeler.NAMESPACE}/{topology_labeler.NAME} has a Ready pod on each of the {len(gpu_nodes(snapshot.nodes))} GPU nodes.")
+    return problem or passed(item, f"DaemonSet {topology_labeler.NAMESPACE}/{topology_labeler.NAME} has a Ready pod on each of the {len(nodes)} GPU nodes.")
 
 
-def node_monitoring_agent(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> Row:
+def _hardware_trouble(node: Mapping[str, Any]) -> Optional[str]:
+    """What the node's AcceleratedHardwareReady condition says when it is not True, naming no node."""
+    found = condition(node, ACCELERATED_HARDWARE_READY)
+    if found is None:
+        return f"without an {ACCELERATED_HARDWARE_READY} condition"
+    if found.get("status") != "True":
+        return f"with {ACCELERATED_HARDWARE_READY} {found.get('status')}, reason {found.get('reason')}"
+    return None
+
+
+def node_monitoring_agent(snapshot: Snapshot, args: GpuTrainingPlatformArgs, *, examples: int = EXAMPLES) -> Row:
     """With ``nodeMonitoring.enabled``, the agent and its DCGM host engine have a Ready pod on every
     GPU node, and every GPU node shows ``AcceleratedHardwareReady`` True."""
     item = "node-monitoring-agent"
@@ -265,22 +299,18 @@ def node_monitoring_agent(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> 
         f"check the add-on (aws eks describe-addon --cluster-name <cluster> --addon-name {NODE_MONITORING_AGENT_ADDON}) and its pods in {AGENT_NAMESPACE}; "
         "a dcgm-server pod missing from a GPU node means its toleration of the GPU taint is gone (`pulumi up` restores the configuration)."
     )
-    problems = [row for row in (_daemon_on_gpu_nodes(snapshot, item, AGENT_NAMESPACE, d, fix) for d in AGENT_DAEMONSETS) if row is not None]
-    unhealthy = []
-    for node in gpu_nodes(snapshot.nodes):
-        found = condition(node, ACCELERATED_HARDWARE_READY)
-        if found is None:
-            unhealthy.append(f"{name(node)} has no {ACCELERATED_HARDWARE_READY} condition")
-        elif found.get("status") != "True":
-            unhealthy.append(f"{name(node)}: {ACCELERATED_HARDWARE_READY} {found.get('status')} ({found.get('reason')})")
+    nodes = gpu_nodes(snapshot.nodes)
+    problems = [row for row in (_daemon_on_gpu_nodes(snapshot, nodes, item, AGENT_NAMESPACE, d, fix, examples) for d in AGENT_DAEMONSETS) if row is not None]
+    unhealthy = group("GPU node", ((name(n), reason) for n in nodes if (reason := _hardware_trouble(n)) is not None), examples)
     if problems or unhealthy:
-        evidence = " ".join(r.evidence for r in problems) + (" " if problems and unhealthy else "") + ("; ".join(unhealthy) + "." if unhealthy else "")
+        evidence = " ".join([*(r.evidence for r in problems), *([f"{described(unhealthy)}."] if unhealthy else [])])
         fixes = fix + (
             f" A node whose {ACCELERATED_HARDWARE_READY} is False has a GPU fault: node repair replaces it after 10 minutes (docs/health.md)."
             if unhealthy else ""
         )
-        return failed(item, evidence, fixes)
-    return passed(item, f"{' and '.join(AGENT_DAEMONSETS)} have a Ready pod on each of the {len(gpu_nodes(snapshot.nodes))} GPU nodes, all {ACCELERATED_HARDWARE_READY}.")
+        groups: list[Group] = [g for r in problems for g in r.failures]
+        return failed(item, evidence, fixes, [*groups, *unhealthy])
+    return passed(item, f"{' and '.join(AGENT_DAEMONSETS)} have a Ready pod on each of the {len(nodes)} GPU nodes, all {ACCELERATED_HARDWARE_READY}.")
 
 
 def fsx_claims(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]:
@@ -305,15 +335,15 @@ def fsx_claims(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]:
     return rows
 
 
-def judge_stack(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]:
-    """The rows of what the stack declares."""
+def judge_stack(snapshot: Snapshot, args: GpuTrainingPlatformArgs, *, examples: int = EXAMPLES) -> list[Row]:
+    """The rows of what the stack declares; each group of failing nodes names its first ``examples``."""
     return [
-        *pool_nodes(snapshot, args),
+        *pool_nodes(snapshot, args, examples=examples),
         priority_class_values(snapshot, args),
         *resource_quotas(snapshot, args),
         *kueue_queues(snapshot, args),
         *teams(snapshot, args),
-        topology_labeler_running(snapshot, args),
-        node_monitoring_agent(snapshot, args),
+        topology_labeler_running(snapshot, args, examples=examples),
+        node_monitoring_agent(snapshot, args, examples=examples),
         *fsx_claims(snapshot, args),
     ]

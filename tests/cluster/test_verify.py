@@ -270,7 +270,7 @@ def test_a_gpu_node_without_the_gpu_taint_fails_gpu_taints(prod_cluster, prod_ru
     env.core.patch_node(name, {"spec": {"taints": [t for t in taints if t["key"] != GPU_TAINT_KEY]}})
     try:
         row = _fails_alone(prod_cluster, "gpu-taints")
-        assert f"GPU nodes without the {GPU_TAINT_KEY} NoSchedule taint: {name}." in row["detail"]
+        assert f"1 GPU node without the {GPU_TAINT_KEY} NoSchedule taint ({name})." in row["detail"]
     finally:
         env.core.patch_node(name, {"spec": {"taints": taints}})
         # Pods placed while the taint was gone stay (NoSchedule evicts nothing): remove them, as
@@ -288,7 +288,7 @@ def test_a_gpu_node_short_of_gpus_fails_gpu_device_plugin(prod_cluster, prod_run
     env.core.patch_node_status(name, {"status": {"allocatable": {GPU_RESOURCE: str(int(gpus) - 1)}}})
     try:
         row = _fails_alone(prod_cluster, "gpu-device-plugin")
-        assert f"{name} (p5.48xlarge): allocatable {GPU_RESOURCE} {int(gpus) - 1}, the type has {gpus}" in row["detail"]
+        assert f"1 node of type p5.48xlarge offering {int(gpus) - 1} {GPU_RESOURCE} of the type's {gpus} ({name})" in row["detail"]
     finally:
         env.core.patch_node_status(name, {"status": {"allocatable": {GPU_RESOURCE: gpus}}})
         _wait_healthy(prod_cluster)
@@ -301,7 +301,7 @@ def test_the_jobs_pdb_deleted_fails_pod_disruption_budgets(prod_cluster, prod_ru
     env.delete("policy/v1", "PodDisruptionBudget", "rl-training", namespace)
     try:
         row = _fails_alone(prod_cluster, "pod-disruption-budgets")
-        assert "is selected by no PDB" in row["detail"]
+        assert "1 training job with pods no PDB selects" in row["detail"]
     finally:
         env.apply(pdb)
         _wait_healthy(prod_cluster)
@@ -315,7 +315,7 @@ def test_the_jobs_priority_class_deleted_fails_priority_classes(prod_cluster, pr
         row = _fails_alone(prod_cluster, "priority-classes", with_stack=("priority-class-values",))
         assert "missing PriorityClasses of the library's default" in row["detail"]
         assert "classes: training-critical;" in row["detail"]
-        assert "training pods naming a class that does not exist" in row["detail"]
+        assert "training pods naming PriorityClass 'training-critical', which does not exist" in row["detail"]
     finally:
         env.apply(priority_class)
         _wait_healthy(prod_cluster)
@@ -351,8 +351,7 @@ def test_two_pods_of_the_job_on_one_node_fail_one_pod_per_node(prod_cluster):
         pods = env.expect_job_running(namespace, name, app.nodes)
         assert {p.spec.node_name for p in pods} == {node}
         row = _fails_alone(prod_cluster, "one-pod-per-node")
-        assert row["detail"].startswith("job training/rl-training-multi: ")
-        assert f"on {node}." in row["detail"]
+        assert row["detail"].startswith(f"1 training job with two or more running pods on one node (training/rl-training-multi on {node}).")
     finally:
         env.delete_job(namespace, name)
         _wait_healthy(prod_cluster)
@@ -368,7 +367,7 @@ def test_a_node_of_a_three_node_pool_without_layer_labels_fails_topology_labels(
     env.core.patch_node(name, {"metadata": {"labels": {key: None for key in LAYER_KEYS}}})
     try:
         row = _fails_alone(three_node_cluster, "topology-labels")
-        assert row["detail"].startswith(f"pool p5-training: {name} lacks network-node-layer-1, -2, -3.")
+        assert row["detail"].startswith(f"1 node of pool p5-training without network-node-layer-1, -2, -3 ({name}).")
     finally:
         env.core.patch_node(name, {"metadata": {"labels": labels}})
         _wait_healthy(three_node_cluster)
@@ -398,7 +397,7 @@ def test_the_jobs_topology_request_stripped_fails_topology_aware_spread(three_no
         pods = env.expect_job_running(namespace, name, app.nodes)
         assert not any(set(TOPOLOGY_ANNOTATIONS.values()) & set(p.metadata.annotations or {}) for p in pods)
         row = _fails_alone(three_node_cluster, "topology-aware-spread")
-        assert "carry neither a topology spread constraint nor a Kueue topology request" in row["detail"]
+        assert "with pods carrying neither a topology spread constraint nor a Kueue topology request" in row["detail"]
     finally:
         env.delete_job(namespace, name)
         _wait_healthy(three_node_cluster)

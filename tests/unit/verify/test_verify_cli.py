@@ -333,8 +333,28 @@ def test_json_output_is_rows_of_item_status_and_detail(tmp_path, capsys):
     document = json.loads(out)
     assert status == 0
     assert list(document) == ["rows"]
-    assert all(list(r) == ["item", "status", "detail"] for r in document["rows"])
-    assert document["rows"][0] == {"item": "gpu-device-plugin", "status": "pass", "detail": "2 GPU nodes offer every GPU of their type (2 × p5.48xlarge: 8 each)."}
+    assert all(list(r) == ["item", "status", "detail", "failures"] for r in document["rows"])
+    assert document["rows"][0] == {"item": "gpu-device-plugin", "status": "pass", "detail": "2 GPU nodes offer every GPU of their type (2 × p5.48xlarge: 8 each).", "failures": []}
+
+
+def test_examples_sets_how_many_failing_objects_each_group_names(tmp_path, capsys):
+    objects = healthy_objects()
+    for gpu_node in objects["nodes"][1:]:
+        gpu_node["spec"]["taints"] = []
+    with FakeApiServer(objects) as server:
+        status, out, _ = run(capsys, "--kubeconfig", kubeconfig(tmp_path, server.url), "--examples", "1", "--json")
+    (taints,) = [r for r in json.loads(out)["rows"] if r["item"] == "gpu-taints"]
+    assert status == 1
+    assert taints["failures"] == [{"noun": "GPU node", "reason": "without the nvidia.com/gpu NoSchedule taint", "count": 2, "examples": ["gpu-0"]}]
+    assert taints["detail"].startswith("2 GPU nodes without the nvidia.com/gpu NoSchedule taint (gpu-0 and 1 more).")
+
+
+@pytest.mark.parametrize("examples", ["0", "-1", "three"])
+def test_examples_below_one_are_refused(capsys, examples):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--examples", examples])
+    assert exit_info.value.code == 2
+    assert "--examples: expected a whole number of 1 or more" in capsys.readouterr().err
 
 
 def test_a_fails_json_detail_carries_the_evidence_and_what_to_do():
@@ -342,6 +362,7 @@ def test_a_fails_json_detail_carries_the_evidence_and_what_to_do():
         "item": "pod-disruption-budgets",
         "status": "fail",
         "detail": "job training/a: pod a-0 is selected by no PDB. Fix: run `pulumi up`.",
+        "failures": [],
     }
 
 

@@ -102,26 +102,26 @@ def test_gpu_device_plugin_passes_with_every_gpu_of_the_type_allocatable():
 def test_gpu_device_plugin_fails_on_a_node_whose_allocatable_gpus_are_below_its_types_count():
     found = seed.gpu_device_plugin(cluster(nodes=[node("gpu-0"), node("gpu-1", gpus=7)]))
     assert found.status == "fail"
-    assert found.evidence == "1 of 2 GPU nodes: gpu-1 (p5.48xlarge): allocatable nvidia.com/gpu 7, the type has 8."
+    assert found.evidence == "1 of 2 GPU nodes: 1 node of type p5.48xlarge offering 7 nvidia.com/gpu of the type's 8 (gpu-1)."
     assert "NVIDIA device plugin" in found.fix
 
 
 def test_gpu_device_plugin_fails_on_a_gpu_node_reporting_no_gpus_at_all():
     found = seed.gpu_device_plugin(cluster(nodes=[node("gpu-0", gpus=0)]))
     assert found.status == "fail"
-    assert "allocatable nvidia.com/gpu 0, the type has 8" in found.evidence
+    assert "offering 0 nvidia.com/gpu of the type's 8 (gpu-0)" in found.evidence
 
 
 def test_gpu_device_plugin_fails_on_a_gpu_node_of_a_type_the_catalog_does_not_know():
     found = seed.gpu_device_plugin(cluster(nodes=[node("gpu-0", "x9.huge", gpus=8)]))
     assert found.status == "fail"
-    assert "instance type 'x9.huge' is not a GPU type of the catalog" in found.evidence
+    assert "1 node of instance type 'x9.huge', which is not a GPU type of the catalog, so the GPU count is unknown (gpu-0)" in found.evidence
 
 
 def test_a_gpu_type_node_without_the_role_label_still_counts_as_a_gpu_node():
     found = seed.gpu_device_plugin(cluster(nodes=[node("gpu-0", role=False, gpus=4)]))
     assert found.status == "fail"
-    assert "gpu-0 (p5.48xlarge): allocatable nvidia.com/gpu 4" in found.evidence
+    assert "1 node of type p5.48xlarge offering 4 nvidia.com/gpu of the type's 8 (gpu-0)" in found.evidence
 
 
 # --- efa-device-plugin ---------------------------------------------------------------------------
@@ -135,7 +135,7 @@ def test_efa_device_plugin_passes_with_every_efa_interface_of_the_type():
 def test_efa_device_plugin_fails_on_a_node_without_its_efa_interfaces_and_hints_at_stack():
     found = seed.efa_device_plugin(cluster(nodes=[node("gpu-0"), node("gpu-1", efa=0)]))
     assert found.status == "fail"
-    assert found.evidence == "1 of 2 EFA-capable GPU nodes: gpu-1 (p5.48xlarge, pool p5-training): allocatable vpc.amazonaws.com/efa 0, expected 32."
+    assert found.evidence == "1 of 2 EFA-capable GPU nodes: 1 node of type p5.48xlarge (pool p5-training) offering 0 vpc.amazonaws.com/efa, expected 32 (gpu-1)."
     assert "pass --stack" in found.fix
 
 
@@ -183,14 +183,14 @@ def test_priority_classes_fail_when_the_class_the_pods_name_is_gone():
     classes = [c for c in SEED_CLASSES if c["metadata"]["name"] != "training-critical"]
     found = seed.priority_classes(cluster(classes=classes))
     assert found.status == "fail"
-    assert "training pods naming a class that does not exist: training/rl-training-0-abcde names 'training-critical'" in found.evidence
+    assert "2 training pods naming PriorityClass 'training-critical', which does not exist (training/rl-training-0-abcde, training/rl-training-1-abcde)" in found.evidence
 
 
 def test_priority_classes_fail_when_a_training_pod_names_no_class():
     snapshot = cluster(pods=training_pods("rl-training", ["gpu-0", "gpu-1"], priority_class=None))
     found = seed.priority_classes(snapshot)
     assert found.status == "fail"
-    assert "training pods without a priorityClassName: training/rl-training-0-abcde, training/rl-training-1-abcde" in found.evidence
+    assert found.evidence == "2 training pods without a priorityClassName (training/rl-training-0-abcde, training/rl-training-1-abcde)."
 
 
 def test_priority_classes_with_the_stack_expect_the_stacks_own_classes():
@@ -212,25 +212,26 @@ def test_pdb_passes_when_a_budget_selects_every_pod_and_allows_no_disruption():
 def test_pdb_fails_when_the_budget_is_deleted():
     found = seed.pod_disruption_budgets(cluster(pdbs=[]))
     assert found.status == "fail"
-    assert found.evidence == "job training/rl-training-multi: pod rl-training-0-abcde is selected by no PDB; job training/rl-training-multi: pod rl-training-1-abcde is selected by no PDB."
+    assert found.evidence == "1 training job with pods no PDB selects (training/rl-training-multi)."
     assert "minAvailable must equal the job's pods" in found.fix
 
 
 def test_pdb_fails_when_its_status_lets_a_pod_be_evicted():
     found = seed.pod_disruption_budgets(cluster(pdbs=[pdb("rl-training", "training", "rl-training-multi", min_available=1, disruptions_allowed=1)]))
     assert found.status == "fail"
-    assert "PDB rl-training (minAvailable 1, disruptionsAllowed 1) allows it to be evicted" in found.evidence
+    assert found.evidence == "1 training job with pods whose PDB's status allows 1 disruption (training/rl-training-multi with PDB rl-training)."
 
 
 def test_pdb_fails_while_the_disruption_controller_has_not_computed_its_status():
     found = seed.pod_disruption_budgets(cluster(pdbs=[pdb("rl-training", "training", "rl-training-multi", min_available=2, observed=False)]))
     assert found.status == "fail"
+    assert "with pods whose PDB's status the disruption controller has not computed yet" in found.evidence
 
 
 def test_pdb_in_another_namespace_does_not_protect_the_job():
     found = seed.pod_disruption_budgets(cluster(pdbs=[pdb("rl-training", "default", "rl-training-multi", min_available=2)]))
     assert found.status == "fail"
-    assert "selected by no PDB" in found.evidence
+    assert "with pods no PDB selects" in found.evidence
 
 
 def test_pdb_skips_when_the_job_is_only_pending():
@@ -254,7 +255,7 @@ def test_gpu_taints_pass_with_tainted_nodes_and_only_gpu_and_daemonset_pods_on_t
 def test_gpu_taints_fail_when_the_taint_is_removed_from_one_node():
     found = seed.gpu_taints(cluster(nodes=[node("gpu-0"), node("gpu-1", tainted=False)]))
     assert found.status == "fail"
-    assert found.evidence == "GPU nodes without the nvidia.com/gpu NoSchedule taint: gpu-1."
+    assert found.evidence == "1 GPU node without the nvidia.com/gpu NoSchedule taint (gpu-1)."
     assert "kubectl taint node <node> nvidia.com/gpu=true:NoSchedule" in found.fix
 
 
@@ -263,7 +264,7 @@ def test_gpu_taints_fail_on_a_pod_without_a_gpu_request_on_a_gpu_node():
     snapshot.pods.append(pod("web-5d8f", "default", node="gpu-1", owner=("ReplicaSet", "web-5d8")))
     found = seed.gpu_taints(snapshot)
     assert found.status == "fail"
-    assert found.evidence == "pods without a GPU request on GPU nodes (not of a DaemonSet): default/web-5d8f on gpu-1."
+    assert found.evidence == "1 pod without a GPU request on GPU nodes, not of a DaemonSet (default/web-5d8f on gpu-1)."
 
 
 def test_gpu_taints_ignore_finished_pods_and_pods_on_system_nodes():
@@ -295,7 +296,7 @@ def test_one_pod_per_node_passes_with_each_pod_on_its_own_node():
 def test_one_pod_per_node_fails_when_a_second_pod_of_the_job_is_on_the_same_node():
     found = seed.one_pod_per_node(cluster(pods=training_pods("rl-training", ["gpu-0", "gpu-0"])))
     assert found.status == "fail"
-    assert found.evidence == "job training/rl-training-multi: rl-training-0-abcde, rl-training-1-abcde on gpu-0."
+    assert found.evidence == "1 training job with two or more running pods on one node (training/rl-training-multi on gpu-0)."
     assert "anti-affinity on kubernetes.io/hostname" in found.fix
 
 
@@ -320,7 +321,7 @@ def test_topology_labels_pass_on_a_three_node_pool_with_all_three_layers():
 def test_topology_labels_fail_when_one_node_of_a_three_node_pool_lost_its_labels():
     found = seed.topology_labels(cluster(nodes=[node("gpu-0"), node("gpu-1"), node("gpu-2", layers=None)]))
     assert found.status == "fail"
-    assert found.evidence == "pool p5-training: gpu-2 lacks network-node-layer-1, -2, -3."
+    assert found.evidence == "1 node of pool p5-training without network-node-layer-1, -2, -3 (gpu-2)."
     assert "topology labeler" in found.fix
 
 
@@ -328,7 +329,7 @@ def test_topology_labels_skip_a_pool_of_a_type_ec2_publishes_no_topology_for():
     nodes = [node(f"g5-{i}", "g5.48xlarge", pool="g5", layers=None, efa=1) for i in range(3)]
     found = seed.topology_labels(cluster(nodes=nodes, pods=[]))
     assert found.status == "skip"
-    assert "g5-0 (g5.48xlarge)" in found.evidence
+    assert found.evidence == "the pools with 3+ nodes are of types EC2 publishes no topology for: 3 nodes of type g5.48xlarge (g5-0, g5-1, g5-2)."
 
 
 def test_topology_labels_count_pools_apart():
@@ -340,7 +341,7 @@ def test_karpenter_nodes_are_a_pool_of_their_own():
     nodes = [node(f"k-{i}", pool=None, karpenter_pool="gpu-training", layers=None if i == 2 else ("x", "y", "z")) for i in range(3)]
     found = seed.topology_labels(cluster(nodes=nodes, pods=[]))
     assert found.status == "fail"
-    assert found.evidence.startswith("Karpenter pool gpu-training: k-2 lacks")
+    assert found.evidence == "1 node of Karpenter pool gpu-training without network-node-layer-1, -2, -3 (k-2)."
 
 
 # --- topology-aware-spread -----------------------------------------------------------------------
@@ -362,7 +363,10 @@ def test_topology_aware_spread_passes_with_a_kueue_topology_request_instead_of_a
 def test_topology_aware_spread_fails_when_the_spread_constraint_is_stripped():
     found = seed.topology_aware_spread(three_node_cluster(spread_keys=("kubernetes.io/hostname",)))
     assert found.status == "fail"
-    assert "carry neither a topology spread constraint nor a Kueue topology request over a network-node layer" in found.evidence
+    assert found.evidence == (
+        "1 training job with pods carrying neither a topology spread constraint nor a Kueue topology request over a network-node layer "
+        "(training/rl-training-multi)."
+    )
 
 
 def test_topology_aware_spread_fails_when_the_pods_span_two_top_level_blocks():
@@ -370,7 +374,7 @@ def test_topology_aware_spread_fails_when_the_pods_span_two_top_level_blocks():
     snapshot = cluster(nodes=nodes, pods=training_pods("rl-training", ["gpu-0", "gpu-1", "gpu-2"]))
     found = seed.topology_aware_spread(snapshot)
     assert found.status == "fail"
-    assert f"its pods stand under 2 {LAYER(1)} blocks" in found.evidence
+    assert found.evidence == f"1 training job spread over {LAYER(2)}, whose pods stand under more than one {LAYER(1)} block (training/rl-training-multi: 2 blocks)."
 
 
 def test_a_required_kueue_request_fails_when_the_pods_are_not_under_one_block_of_its_layer():
@@ -378,7 +382,7 @@ def test_a_required_kueue_request_fails_when_the_pods_are_not_under_one_block_of
     pods = training_pods("rl-training", ["gpu-0", "gpu-1", "gpu-2"], spread_keys=(), topology_request=("required", LAYER(3)))
     found = seed.topology_aware_spread(cluster(nodes=nodes, pods=pods))
     assert found.status == "fail"
-    assert f"its pods stand under 2 {LAYER(3)} blocks" in found.evidence
+    assert found.evidence == f"1 training job with Kueue required topology {LAYER(3)}, whose pods stand under more than one {LAYER(3)} block (training/rl-training-multi: 2 blocks)."
 
 
 def test_a_preferred_kueue_request_passes_under_one_wider_block():
@@ -442,8 +446,10 @@ def test_each_breakage_fails_its_own_row_and_only_that_row(item, breakage):
     assert statuses(broken)[item] == "fail"
 
 
-def test_a_fleets_failures_are_listed_five_at_a_time_with_the_count_of_the_rest():
-    nodes = [node(f"gpu-{i}", gpus=7) for i in range(8)]
+def test_a_fleets_failures_are_counted_per_reason_naming_the_first_three_in_the_order_people_count():
+    nodes = [node(f"gpu-{i}", gpus=7) for i in (10, *range(10))] + [node("gpu-11", gpus=6)]
     found = seed.gpu_device_plugin(cluster(nodes=nodes, pods=[]))
-    assert found.evidence.startswith("8 of 8 GPU nodes: gpu-0 (p5.48xlarge): allocatable nvidia.com/gpu 7, the type has 8; gpu-1")
-    assert found.evidence.endswith("; gpu-4 (p5.48xlarge): allocatable nvidia.com/gpu 7, the type has 8 and 3 more.")
+    assert found.evidence == (
+        "12 of 12 GPU nodes: 11 nodes of type p5.48xlarge offering 7 nvidia.com/gpu of the type's 8 (gpu-0, gpu-1, gpu-2 and 8 more); "
+        "1 node of type p5.48xlarge offering 6 nvidia.com/gpu of the type's 8 (gpu-11)."
+    )

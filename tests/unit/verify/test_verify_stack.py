@@ -223,7 +223,7 @@ def test_pool_nodes_fail_when_a_node_is_not_ready(prod):
     snapshot.nodes[2] = node("gpu-1", ready=False)
     (row,) = checks.pool_nodes(snapshot, prod)
     assert row.status == "fail"
-    assert row.evidence.endswith("; not Ready: gpu-1.")
+    assert row.evidence.endswith("; 1 node with Ready False, reason KubeletNotReady (gpu-1).")
 
 
 def test_pool_nodes_fail_above_max_size(prod):
@@ -371,7 +371,7 @@ def test_the_labeler_fails_on_a_gpu_node_without_its_ready_pod(prod):
     snapshot = prod_cluster()
     snapshot.pods[:] = [p for p in snapshot.pods if not (p["metadata"]["name"] == "topology-labeler-gpu-1")]
     row = checks.topology_labeler_running(snapshot, prod)
-    assert (row.status, row.evidence) == ("fail", "DaemonSet topology-labeler/topology-labeler has no Ready pod on GPU nodes gpu-1.")
+    assert (row.status, row.evidence) == ("fail", "1 GPU node without a pod of DaemonSet topology-labeler/topology-labeler (gpu-1).")
 
 
 def test_the_labeler_fails_when_its_daemonset_is_gone(prod):
@@ -387,7 +387,7 @@ def test_the_agent_fails_when_dcgm_server_is_not_ready_on_a_gpu_node(prod):
             p["status"]["conditions"][0]["status"] = "False"
     row = checks.node_monitoring_agent(snapshot, prod)
     assert row.status == "fail"
-    assert row.evidence == "DaemonSet kube-system/dcgm-server has no Ready pod on GPU nodes gpu-0."
+    assert row.evidence == "1 GPU node whose pod of DaemonSet kube-system/dcgm-server is not Ready (gpu-0)."
 
 
 def test_the_agent_fails_on_a_gpu_node_without_accelerated_hardware_ready(prod):
@@ -395,14 +395,14 @@ def test_the_agent_fails_on_a_gpu_node_without_accelerated_hardware_ready(prod):
     snapshot.nodes[1] = node("gpu-0", accelerated_hardware_ready=None)
     row = checks.node_monitoring_agent(snapshot, prod)
     assert row.status == "fail"
-    assert row.evidence == "gpu-0 has no AcceleratedHardwareReady condition."
+    assert row.evidence == "1 GPU node without an AcceleratedHardwareReady condition (gpu-0)."
 
 
 def test_the_agent_row_reports_a_gpu_fault_the_agent_found(prod):
     snapshot = prod_cluster()
     snapshot.nodes[2] = node("gpu-1", accelerated_hardware_ready="False")
     row = checks.node_monitoring_agent(snapshot, prod)
-    assert row.evidence == "gpu-1: AcceleratedHardwareReady False (NvidiaXID79Error)."
+    assert row.evidence == "1 GPU node with AcceleratedHardwareReady False, reason NvidiaXID79Error (gpu-1)."
     assert "node repair replaces it" in row.fix
 
 

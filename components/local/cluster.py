@@ -119,7 +119,7 @@ class LocalCluster:
         and a running cluster of the stack is left alone. The ports are ones free now; ``up``
         chooses its own when it runs."""
         with tempfile.TemporaryDirectory(prefix="eks-gpu-training-dry-run-") as out:
-            render = self._render(Path(out))
+            render = self._render(Path(out), bare=bare)
         kubernetes = builds.kubernetes_for(self._minor())
         layout = Layout.allocate(self.state, kubernetes=kubernetes)
         lines = [f"dry run of up {self.stack}: nothing is built, started or applied"]
@@ -140,7 +140,7 @@ class LocalCluster:
                                     f"`eks-gpu-training-local down {self.stack}` first")
         started = time.monotonic()
         # The render first: a stack or chart problem shows in seconds, before any build.
-        render = self._render(self.render_dir)
+        render = self._render(self.render_dir, bare=bare)
         # The stack's own Kubernetes minor; one the local control plane cannot run is refused, naming
         # those it can.
         kubernetes = builds.kubernetes_for(self._minor())
@@ -168,13 +168,17 @@ class LocalCluster:
         (self.state / "stack.json").write_text(json.dumps({"stack": self.stack, "stackFile": str(self._stack_path())}))
         return self.kubeconfig
 
-    def _render(self, out: Path) -> dict[str, Any]:
+    def _render(self, out: Path, *, bare: bool = False) -> dict[str, Any]:
         located = self._stack_file()
-        self.log(f"rendering stack {self.stack} from {located.path}")
+        self.log(f"rendering stack {self.stack} from {located.path}" + (", without its charts" if bare else ""))
         self.args = located.platform_args()
         # IDs and ARNs in AWS's own shape (CRD patterns check them), as a deployment would give back.
         result = render_stack(self.stack, project_root=located.project_dir, stack_path=located.path,
                               mocks=PlausibleMocks())
+        if bare:
+            # The fleet is made from the node groups' inputs alone; the charts, about 40% of a
+            # render, are the platform's, which a bare cluster leaves out.
+            return {"resources": [r.as_json() for r in result.resources], "stack_objects": [], "chart_objects": []}
         try:
             sources = self.sources or ChartSources.configured(stack_dir=located.path.parent)
             summary = write_render(result, out, picture=False, sources=sources)

@@ -274,3 +274,16 @@ def test_an_efa_nodes_hugepages_come_out_of_its_allocatable_memory(prod_render):
     table = instance_type(node.instance_type).allocatable["memory"]
     assert node.allocatable[HUGEPAGES_RESOURCE] == f"{EFA_NODE_HUGEPAGES_MIB}Mi"
     assert node.allocatable["memory"] == f"{int(table.removesuffix('Mi')) - EFA_NODE_HUGEPAGES_MIB}Mi"
+
+
+def test_a_bare_cluster_renders_the_stacks_node_groups_but_none_of_its_charts(tmp_path, monkeypatch):
+    from eks_gpu_training.local import cluster as local_cluster
+
+    def no_charts(*args, **kwargs):
+        raise AssertionError("a bare cluster applies no chart, so it renders none")
+
+    monkeypatch.setattr(local_cluster, "write_render", no_charts)
+    lines = local_cluster.LocalCluster("prod", tmp_path / "state", log=lambda line: None).dry_run(bare=True)
+    nodes = [line.removeprefix("  apply Node ") for line in lines if line.startswith("  apply Node ")]
+    assert nodes == ["system-0", "system-1", "system-2", "p5-training-0", "p5-training-1"]
+    assert lines[-1] == "  wait until every pod is bound to a node and every Deployment and DaemonSet has made its pods"

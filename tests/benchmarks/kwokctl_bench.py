@@ -1,6 +1,6 @@
 """Time ``eks-gpu-training-local up STACK --bare`` beside its peer, kwokctl, on the same machine.
 
-    python tests/benchmarks/kwokctl_bench.py [--runs 3] [--stack prod] [--nodes 2 1000]
+    python tests/benchmarks/kwokctl_bench.py [--runs 3] [--stack prod] [--nodes 2 1000] [--eks-pods]
 
 kwokctl (``sigs.k8s.io/kwok`` v0.8.0, the KWOK project's own cluster tool) is a benchmark peer only,
 never a dependency of the package: it and the kubectl it polls its API server with are built from
@@ -14,9 +14,11 @@ binaries, on loopback, and make the same number of simulated nodes:
   with its instance type's allocatable figures and checked, and EKS's own pods (CoreDNS and the
   kube-proxy, aws-node and Pod Identity agent DaemonSets) each bound to a node; then ``down``.
 - kwokctl: ``create cluster --runtime binary`` from a KwokctlConfiguration naming the same
-  binaries, then ``scale node --replicas TOTAL`` (TOTAL: the nodes ours makes, GPU and system), timed
-  until every node is Ready; then ``delete cluster``, and every process it started is waited for
-  (and killed by its pid if it outlives the delete).
+  binaries (its controller manager and scheduler given ours' request limits), then ``scale node
+  --replicas TOTAL`` (TOTAL: the nodes ours makes, GPU and system), timed until every node is Ready;
+  with ``--eks-pods``, until EKS's pods are placed too, applied and waited for by the same code as
+  ``up``'s. Then ``delete cluster``, and every process it started is waited for (and killed by its
+  pid if it outlives the delete).
 
 The node counts are GPU nodes; the runs go round-robin (each node count, each side, the side that
 goes first alternating), and the figure of each side is the median of its runs. The one-minute load
@@ -44,6 +46,7 @@ from pathlib import Path
 
 import yaml
 from eks_gpu_training.local import build as builds
+from eks_gpu_training.local.control_plane import CLIENT_BURST, CLIENT_QPS
 from eks_gpu_training.platform.stack_files import locate_stack
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -108,7 +111,8 @@ def planned_nodes(stack: str, extra: list[str]) -> int:
 
 def kwokctl_configuration(minor: str, cache: Path) -> dict:
     """kwokctl's configuration: the binary runtime on loopback, with the control plane's own
-    binaries (and the peers' kubectl), so kwokctl downloads nothing."""
+    binaries (and the peers' kubectl), so kwokctl downloads nothing; its controller manager and
+    scheduler get ours' client-side request limits."""
     kubernetes = builds.kubernetes_for(minor)
 
     def binary(component: builds.GoComponent, name: str) -> str:
@@ -131,6 +135,11 @@ def kwokctl_configuration(minor: str, cache: Path) -> dict:
             "quietPull": True,
             "cacheDir": str(cache),
         },
+        "componentsPatches": [
+            {"name": name, "extraArgs": [{"key": "kube-api-qps", "value": str(CLIENT_QPS)},
+                                         {"key": "kube-api-burst", "value": str(CLIENT_BURST)}]}
+            for name in ("kube-controller-manager", "kube-scheduler")
+        ],
     }
 
 
@@ -210,8 +219,20 @@ def _stop(pids: list[int], folder: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def time_kwokctl(minor: str, nodes: int) -> Run:
-    """``kwokctl create cluster``, ``scale node`` to ``nodes`` and every node Ready; then ``delete cluster``."""
+def _place_eks_pods(kubeconfig: Path) -> None:
+    """EKS's own pods, applied and waited for as ``up`` does in its ``eks-system`` stage."""
+    from eks_gpu_training.local.cluster import PLACED_TIMEOUT_SECONDS, wait_until_placed
+    from eks_gpu_training.local.eks_addons import eks_system_objects
+    from eks_gpu_training.local.platform import Applier
+
+    applier = Applier(kubeconfig)
+    applier.apply_all(eks_system_objects())
+    wait_until_placed(applier, timeout=PLACED_TIMEOUT_SECONDS * 5, check=lambda: None)
+
+
+def time_kwokctl(minor: str, nodes: int, eks_pods: bool = False) -> Run:
+    """``kwokctl create cluster``, ``scale node`` to ``nodes`` and every node Ready (and with
+    ``eks_pods``, EKS's pods placed as ``up`` places them); then ``delete cluster``."""
     workdir = Path(tempfile.mkdtemp(prefix="kwokctl-bench-peer-"))
     configuration = workdir / "kwokctl.yaml"
     configuration.write_text(yaml.safe_dump(kwokctl_configuration(minor, workdir / "cache"), sort_keys=False))
@@ -235,8 +256,11 @@ def time_kwokctl(minor: str, nodes: int) -> Run:
         kwokctl_run("scale", "node", "--replicas", str(nodes))
         scaled = time.monotonic() - started
         _wait_ready(cluster / "kubeconfig.yaml", nodes)
-        seconds = time.monotonic() - started
-        return Run(seconds, _phases({"create": created, "scale": scaled, "Ready": seconds}))
+        ends = {"create": created, "scale": scaled, "Ready": time.monotonic() - started}
+        if eks_pods:
+            _place_eks_pods(cluster / "kubeconfig.yaml")
+            ends["pods placed"] = time.monotonic() - started
+        return Run(ends[list(ends)[-1]], _phases(ends))
     finally:
         pids = pids or (_kwokctl_pids(cluster) if cluster.is_dir() else [])
         subprocess.run([*kwokctl, "delete", "cluster", *kubeconfig_flag], cwd=workdir, env=env, check=False,
@@ -256,6 +280,8 @@ def main() -> int:
     parser.add_argument("--stack", default="prod", help="the stack (name or stack file path) ours brings up (default prod)")
     parser.add_argument("--nodes", type=int, nargs="+", default=[2], metavar="N",
                         help="GPU node counts (default 2: prod's own); another count than the stack's passes --scale N")
+    parser.add_argument("--eks-pods", action="store_true",
+                        help="kwokctl's side also places EKS's own pods (CoreDNS and three DaemonSets) as up does")
     options = parser.parse_args()
 
     minor = locate_stack(options.stack, PROJECT_ROOT).platform_args().cluster.kubernetes_version
@@ -272,7 +298,7 @@ def main() -> int:
         for run in range(options.runs):
             for gpu_nodes in options.nodes:
                 sides = [("ours", partial(time_ours, options.stack, extras[gpu_nodes]), ours),
-                         ("kwokctl", partial(time_kwokctl, minor, totals[gpu_nodes]), peer)]
+                         ("kwokctl", partial(time_kwokctl, minor, totals[gpu_nodes], options.eks_pods), peer)]
                 for name, measure, runs in sides if run % 2 == 0 else reversed(sides):
                     result = measure()
                     runs[gpu_nodes].append(result)
@@ -283,7 +309,8 @@ def main() -> int:
         load = sampler.stop()
 
     met = True
-    print(f"| GPU nodes (all nodes) | ours `up {options.stack} --bare` | kwokctl | ours / kwokctl | target | met |")
+    peer_title = "kwokctl, EKS's pods placed too" if options.eks_pods else "kwokctl"
+    print(f"| GPU nodes (all nodes) | ours `up {options.stack} --bare` | {peer_title} | ours / kwokctl | target | met |")
     print("|---|---|---|---|---|---|")
     for gpu_nodes in options.nodes:
         mine, theirs = (statistics.median(r.seconds for r in runs[gpu_nodes]) for runs in (ours, peer))

@@ -148,6 +148,7 @@ def time_ours(stack: str, extra: list[str]) -> Run:
     folder = Path(tempfile.mkdtemp(prefix="kwokctl-bench-ours-"))
     state = folder / "state"
     lines: list[str] = []
+    process = None
     try:
         started = time.monotonic()
         process = subprocess.Popen([LOCAL, "up", stack, "--bare", "--state-dir", str(state), *extra], cwd=PROJECT_ROOT,
@@ -164,6 +165,11 @@ def time_ours(stack: str, extra: list[str]) -> Run:
         seconds = time.monotonic() - started
         return Run(seconds, _phases({**marks, "pods placed": seconds}))
     finally:
+        if process is not None and process.poll() is None:
+            # The benchmark failed while up ran: interrupted, up stops what it started (down below
+            # stops what it had recorded by then).
+            process.send_signal(signal.SIGINT)
+            process.wait()
         subprocess.run([LOCAL, "down", stack, "--state-dir", str(state)], cwd=PROJECT_ROOT, check=False,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(folder, ignore_errors=True)

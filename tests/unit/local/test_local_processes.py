@@ -50,9 +50,14 @@ def test_etcd_listens_where_the_layout_says_and_is_ready_when_healthy(layout):
     assert etcd.after == ()
 
 
-def test_the_controllers_and_the_scheduler_ask_the_api_server_500_times_a_second_not_the_defaults_20_and_50(layout):
+def test_the_controllers_and_the_scheduler_are_not_held_to_the_default_client_rates_20_and_50(layout):
+    from eks_gpu_training.local.control_plane import CLIENT_BURST, CLIENT_QPS
+
+    assert CLIENT_QPS > 50
+    assert CLIENT_BURST > 100
     for process in (controller_manager_process(layout), scheduler_process(layout)):
-        assert ("--kube-api-qps=500", "--kube-api-burst=1000") == tuple(a for a in process.args if a.startswith("--kube-api-"))
+        assert tuple(a for a in process.args if a.startswith("--kube-api-")) == (
+            f"--kube-api-qps={CLIENT_QPS}", f"--kube-api-burst={CLIENT_BURST}")
 
 
 def test_the_api_server_runs_the_stacks_minor_after_etcd_and_is_probed_with_the_admin_certificate(layout):

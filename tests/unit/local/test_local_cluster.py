@@ -256,7 +256,7 @@ def test_a_simulated_node_is_created_with_its_status_in_one_call(prod_render):
     calls = []
 
     class Core:
-        def create_node(self, body):
+        def create_node(self, body, **options):
             calls.append(("create", body))
 
     class Applier:
@@ -268,6 +268,57 @@ def test_a_simulated_node_is_created_with_its_status_in_one_call(prod_render):
     assert calls[0][1]["status"]["allocatable"] == node.allocatable
 
 
+def test_simulated_nodes_are_created_side_by_side_each_whole(prod_render):
+    """A thousand nodes one after the other were most of ``up``'s time."""
+    import threading
+
+    from eks_gpu_training.local.cluster import _create_nodes
+
+    together = threading.Barrier(2, timeout=10)  # broken unless two creates are under way at once
+    created = []
+
+    class Core:
+        def create_node(self, body, **options):
+            together.wait()
+            created.append(body["metadata"]["name"])
+
+    class Applier:
+        core = Core()
+
+    nodes = [node.manifest() for node in managed_nodes(*prod_render)]
+    _create_nodes(Applier(), nodes[:4])
+    assert sorted(created) == sorted(node["metadata"]["name"] for node in nodes[:4])
+
+
+def test_the_allocatable_check_lists_the_nodes_once_and_names_each_whose_figures_were_replaced(prod_render):
+    import json
+    from types import SimpleNamespace
+
+    from eks_gpu_training.local.cluster import LocalClusterError, _check_allocatable
+
+    nodes = [node.manifest() for node in managed_nodes(*prod_render)]
+    live = [{"metadata": node["metadata"], "status": {"allocatable": dict(node["status"]["allocatable"])}} for node in nodes]
+    live[-1]["status"]["allocatable"]["memory"] = "1Ti"  # KWOK's default, had it won the race
+    lists = []
+
+    class Core:  # no read_node: one list is all the check may ask for
+        def list_node(self, **options):
+            lists.append(options)
+            return SimpleNamespace(data=json.dumps({"items": live}).encode())
+
+    class Applier:
+        core = Core()
+
+    with pytest.raises(LocalClusterError) as replaced:
+        _check_allocatable(Applier(), nodes)
+    wanted = nodes[-1]["status"]["allocatable"]["memory"]
+    assert str(replaced.value).startswith(f"simulated nodes do not allocate what their instance types do: "
+                                          f"{nodes[-1]['metadata']['name']}: memory 1Ti instead of {wanted}")
+    assert len(lists) == 1
+    live[-1]["status"]["allocatable"]["memory"] = wanted
+    _check_allocatable(Applier(), nodes)
+
+
 def test_an_efa_nodes_hugepages_come_out_of_its_allocatable_memory(prod_render):
     from eks_gpu_training.facts.gpu_nodes import EFA_NODE_HUGEPAGES_MIB
 
@@ -275,3 +326,16 @@ def test_an_efa_nodes_hugepages_come_out_of_its_allocatable_memory(prod_render):
     table = instance_type(node.instance_type).allocatable["memory"]
     assert node.allocatable[HUGEPAGES_RESOURCE] == f"{EFA_NODE_HUGEPAGES_MIB}Mi"
     assert node.allocatable["memory"] == f"{int(table.removesuffix('Mi')) - EFA_NODE_HUGEPAGES_MIB}Mi"
+
+
+def test_a_bare_cluster_renders_the_stacks_node_groups_but_none_of_its_charts(tmp_path, monkeypatch):
+    from eks_gpu_training.local import cluster as local_cluster
+
+    def no_charts(*args, **kwargs):
+        raise AssertionError("a bare cluster applies no chart, so it renders none")
+
+    monkeypatch.setattr(local_cluster, "write_render", no_charts)
+    lines = local_cluster.LocalCluster("prod", tmp_path / "state", log=lambda line: None).dry_run(bare=True)
+    nodes = [line.removeprefix("  apply Node ") for line in lines if line.startswith("  apply Node ")]
+    assert nodes == ["system-0", "system-1", "system-2", "p5-training-0", "p5-training-1"]
+    assert lines[-1] == "  wait until every pod is bound to a node and every Deployment and DaemonSet has made its pods"

@@ -12,7 +12,8 @@ import pytest
 
 from eks_gpu_training.local import build as builds
 from eks_gpu_training.local.control_plane import (
-    apiserver_process, control_plane_processes, etcd_process, kwok_process,
+    apiserver_process, control_plane_processes, controller_manager_process, etcd_process, kwok_process,
+    scheduler_process,
 )
 from eks_gpu_training.local.layout import PORTS, Layout, free_ports
 from eks_gpu_training.local.processes import (
@@ -47,6 +48,16 @@ def test_etcd_listens_where_the_layout_says_and_is_ready_when_healthy(layout):
     assert f"--data-dir={layout.state / 'etcd'}" in etcd.args
     assert etcd.ready == Ready("http://127.0.0.1:20000/health", body='"health":"true"')
     assert etcd.after == ()
+
+
+def test_the_controllers_and_the_scheduler_are_not_held_to_the_default_client_rates_20_and_50(layout):
+    from eks_gpu_training.local.control_plane import CLIENT_BURST, CLIENT_QPS
+
+    assert CLIENT_QPS > 50
+    assert CLIENT_BURST > 100
+    for process in (controller_manager_process(layout), scheduler_process(layout)):
+        assert tuple(a for a in process.args if a.startswith("--kube-api-")) == (
+            f"--kube-api-qps={CLIENT_QPS}", f"--kube-api-burst={CLIENT_BURST}")
 
 
 def test_the_api_server_runs_the_stacks_minor_after_etcd_and_is_probed_with_the_admin_certificate(layout):

@@ -67,6 +67,19 @@ def test_the_oci_registry_is_distribution_v3_1_2_catalogued_beside_the_tests_tha
     assert "distribution" not in {c.name for group in builds.GROUPS.values() for c in group}
 
 
+def test_the_benchmark_peers_are_kwokctl_and_kubectl_at_the_control_planes_pins_and_never_the_packages():
+    catalogue = Path(__file__).parents[2] / "benchmarks" / "go" / "catalogue.json"
+    kwokctl, kubectl = builds.load_catalogue(catalogue)["peers"]
+    # kwokctl starts the control plane's own binaries, so it is compared at their versions.
+    assert (kwokctl.module, kwokctl.version) == (builds.KWOK.module, builds.KWOK.version)
+    assert (kubectl.module, kubectl.version) == (builds.KUBERNETES.module, builds.KUBERNETES.version)
+    for peer in (kwokctl, kubectl):
+        assert peer.wrapper == catalogue.parent / peer.name
+        assert f"{peer.module} {peer.version} h1:" in (peer.wrapper / "go.sum").read_text()
+        assert not list(peer.wrapper.glob("*.go")), "wrappers hold no Go source"
+    assert {"kwokctl", "kubectl"}.isdisjoint(c.name for group in builds.GROUPS.values() for c in group)
+
+
 def test_a_catalogue_names_only_fields_a_component_has(tmp_path):
     catalogue = tmp_path / "catalogue.json"
     catalogue.write_text('{"groups": {"g": [{"name": "x", "module": "m", "binaries": {}, "verison": "v1"}]}}')

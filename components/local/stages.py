@@ -140,7 +140,7 @@ def plan(layout: Layout, args: GpuTrainingPlatformArgs, render: dict[str, Any], 
               "Trainer beside the cluster",
               files=(kueue_files(layout, chart_objects, kueue_secret) if kueue_secret else ()) + controller_files,
               objects=((kueue_secret,) if kueue_secret else ()) + tuple(webhooks),
-              processes=((kueue_process(layout),) if kueue_on else ()) + controller_processes),
+              processes=((kueue_process(layout, chart_objects),) if kueue_on else ()) + controller_processes),
     ]
     if karpenter_on:
         nodepools = [o for o in render["stack_objects"] if o.get("kind") == "NodePool"]

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pulumi_kubernetes as k8s
-import yaml
 
+from ..facts import yaml_io
 from ..config import ConfigError, Problem
 from ..config.charts import MIRROR_SCHEMES
 
@@ -39,11 +39,11 @@ def _chart_metadata(source: Path, name: str) -> Optional[dict[str, Any]]:
     """The ``Chart.yaml`` of a chart folder or of an archive (whose top folder is the chart's name)."""
     if source.is_dir():
         manifest = source / "Chart.yaml"
-        return yaml.safe_load(manifest.read_text()) or {} if manifest.is_file() else None
+        return yaml_io.load(manifest.read_text()) or {} if manifest.is_file() else None
     try:
         with tarfile.open(source, "r:gz") as archive:
             member = archive.extractfile(f"{name}/Chart.yaml")
-            return yaml.safe_load(member.read()) or {} if member is not None else None
+            return yaml_io.load(member.read()) or {} if member is not None else None
     except (KeyError, tarfile.TarError, OSError):
         return None
 

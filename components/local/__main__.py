@@ -41,6 +41,10 @@ def _parser() -> argparse.ArgumentParser:
                              help="the cluster's files (default: a folder per stack in the build cache)")
         if name == "up":
             command.add_argument("--bare", action="store_true", help="the simulated fleet only, no platform")
+            command.add_argument("--scale", type=int, default=None, metavar="N",
+                                 help="grow the stack's managed GPU pools to N simulated nodes together (same instance "
+                                 "types and labels; the quotas the stack gives in GPUs of them grow alike), in a "
+                                 "network of 16-node layer-3 blocks, 4 blocks per layer-2 node")
             command.add_argument("--dry-run", action="store_true",
                                  help="print, stage by stage, every command line (with its environment) and every object "
                                  "`up` would write, start and apply, and which binaries it would use; render the stack "
@@ -71,6 +75,25 @@ def _parser() -> argparse.ArgumentParser:
     kinds.add_argument("--clear", action="store_true", help="undo the node's (or pool's) condition, stopped kubelet and failing checks")
     fault.add_argument("--reason", default=None, help="with --condition: the agent's reason (reasons.yaml)")
     fault.add_argument("--message", default=None, help="with --condition: the condition's message")
+    simulate = commands.add_parser(
+        "simulate", help="replay a job-mix trace on a local cluster of the stack and report waits, placement and use",
+        description="Start a local cluster of the stack (its GPU pools grown with --scale), delete the stack's own "
+        "training jobs, create each job of the trace at its submit time, let KWOK complete its pods after its "
+        "duration, and report per job the wait and the network blocks, per pool the GPUs in use and per team the "
+        "queue over time (a table, report.json and report.png). Every time is divided by --speedup while it runs "
+        "and multiplied back in the report. The cluster is stopped at the end unless --keep.")
+    simulate.add_argument("stack", help="stack name or the path of a stack file")
+    simulate.add_argument("--jobs", type=Path, required=True, metavar="FILE", help="the trace (docs/testing.md, the job-mix simulator)")
+    simulate.add_argument("--scale", type=int, default=None, metavar="N", help="grow the stack's managed GPU pools to N nodes (as up --scale)")
+    simulate.add_argument("--speedup", type=float, default=60.0, metavar="X",
+                          help="run the trace X times faster than real time (default: 60: an hour in a minute)")
+    simulate.add_argument("--out", type=Path, default=Path("simulation"), metavar="DIR", help="where report.json and report.png go (default: ./simulation)")
+    simulate.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
+                          help="stop the replay after this many real seconds and report what finished (default: 900)")
+    simulate.add_argument("--keep", action="store_true", help="leave the cluster running (`down STACK` stops it)")
+    simulate.add_argument("--state-dir", type=Path, default=None, help="the cluster's files (default: as up's)")
+    simulate.add_argument("--bin-dir", type=Path, default=None, metavar="DIR", help=BIN_DIR_HELP)
+    simulate.add_argument("--charts-mirror", default=None, metavar="URL", help="as up's --charts-mirror")
     build = commands.add_parser("build", help="build the control plane's components into the cache (what `up` does first)")
     tools = commands.add_parser("tools", help="build the Pulumi CLI and the Kubernetes provider into the cache if missing "
                                 "and print the folder to put on PATH")
@@ -85,9 +108,12 @@ def _cluster(options) -> LocalCluster:
     if getattr(options, "charts_mirror", None):
         sources = ChartSources.configured(mirror=options.charts_mirror, stack_dir=located.path.parent)
     return LocalCluster(
-        located.name, options.state_dir or default_state_dir(located.name), project_root=located.project_dir,
+        located.name,
+        # A replay's cluster is its own: a cluster `up` left running keeps running beside it.
+        options.state_dir or default_state_dir(located.name + ("-simulate" if options.command == "simulate" else "")),
+        project_root=located.project_dir,
         stack_path=located.path if is_path(options.stack) else None, sources=sources,
-        bin_dir=getattr(options, "bin_dir", None),
+        bin_dir=getattr(options, "bin_dir", None), scale=getattr(options, "scale", None),
         log=lambda line: print(line, file=sys.stderr),
     )
 
@@ -142,6 +168,11 @@ def _run(options) -> int:
         for line in _fault(cluster, options):
             print(line)
         return 0
+    if options.command == "simulate":
+        from .simulate import simulate
+
+        return simulate(cluster, options.jobs, speedup=options.speedup, out=options.out, timeout=options.timeout,
+                        keep=options.keep)
     if options.command == "down":
         killed = cluster.down()
         print(f"stopped the local cluster of {cluster.stack}" + (f" (killed: {', '.join(killed)})" if killed else ""))

@@ -34,12 +34,15 @@ from .layout import Layout
 from .node_health import report_accelerated_hardware
 from .fleet import SimulatedNode
 from .processes import Supervisor
+from .scale import SCALED_TOPOLOGY, STACK_TOPOLOGY, scaled_stack
 from .platform import Applier, PlatformObjects
 from . import stages
 from .stages import ObjectFile, Plan, Stage
 
 PLACED_TIMEOUT_SECONDS = 180
-"""How long ``up`` waits for every pod to be placed before it reports the ones that are not."""
+"""How long ``up`` waits for every pod to be placed before it reports the ones that are not; a
+fleet gets ``PLACED_SECONDS_PER_NODE`` more for each node (the DaemonSets' pods on each)."""
+PLACED_SECONDS_PER_NODE = 0.3
 
 
 def creation_order(registrations: list[Registration]) -> list[Registration]:
@@ -87,6 +90,9 @@ class LocalCluster:
     attached: bool = False
     """Its processes end with the process that started them, however it ends: a test session's
     cluster. ``eks-gpu-training-local up`` leaves its cluster running instead."""
+    scale: Optional[int] = None
+    """Grow the stack's managed GPU pools to this many nodes together, in a fleet-sized network
+    (``local.scale``). Default: the stack's own sizes."""
     args: Optional[GpuTrainingPlatformArgs] = None
     nodes: list[SimulatedNode] = field(default_factory=list)
     platform: Optional[PlatformObjects] = None
@@ -104,14 +110,20 @@ class LocalCluster:
         return self.state.parent / f".{self.state.name}-render"
 
     def _stack_file(self) -> StackFile:
-        return locate_stack(self.stack_path or self.stack, self.project_root)
+        located = locate_stack(self.stack_path or self.stack, self.project_root)
+        return scaled_stack(located, self.scale) if self.scale is not None else located
+
+    def stack_args(self) -> GpuTrainingPlatformArgs:
+        """The stack's checked arguments, as ``up`` renders them (grown by ``scale``)."""
+        return self._stack_file().platform_args()
 
     def _stack_path(self) -> Path:
         return self._stack_file().path
 
     def plan(self, render: dict[str, Any], layout: Layout, *, bare: bool = False) -> Plan:
         assert self.args is not None  # noqa: S101 - set by _render, which up and dry_run call first
-        planned = stages.plan(layout, self.args, render, bare=bare)
+        topology = SCALED_TOPOLOGY if self.scale is not None else STACK_TOPOLOGY
+        planned = stages.plan(layout, self.args, render, bare=bare, topology=topology)
         self.nodes, self.platform = list(planned.nodes), planned.platform
         return planned
 
@@ -166,16 +178,16 @@ class LocalCluster:
         except BaseException:
             self.supervisor.stop_all()
             raise
-        (self.state / "stack.json").write_text(json.dumps({"stack": self.stack, "stackFile": str(self._stack_path())}))
+        (self.state / "stack.json").write_text(json.dumps({"stack": self.stack, "stackFile": str(self._stack_path()), "scale": self.scale}))
         return self.kubeconfig
 
     def _render(self, out: Path) -> dict[str, Any]:
         located = self._stack_file()
-        self.log(f"rendering stack {self.stack} from {located.path}")
+        self.log(f"rendering stack {self.stack} from {located.path}"
+                 + (f", its GPU pools grown to {self.scale} nodes" if self.scale is not None else ""))
         self.args = located.platform_args()
         # IDs and ARNs in AWS's own shape (CRD patterns check them), as a deployment would give back.
-        result = render_stack(self.stack, project_root=located.project_dir, stack_path=located.path,
-                              mocks=PlausibleMocks())
+        result = render_stack(self.stack, located=located, mocks=PlausibleMocks())
         try:
             sources = self.sources or ChartSources.configured(stack_dir=located.path.parent)
             summary = write_render(result, out, picture=False, sources=sources)
@@ -223,7 +235,8 @@ class LocalCluster:
         elif wait == "established":
             applier.wait_established([obj for obj in objects if obj.get("kind") == "CustomResourceDefinition"])
         elif wait == "placed":
-            wait_until_placed(applier, timeout=PLACED_TIMEOUT_SECONDS, check=self.supervisor.check)
+            wait_until_placed(applier, timeout=PLACED_TIMEOUT_SECONDS + PLACED_SECONDS_PER_NODE * len(self.nodes),
+                              check=self.supervisor.check)
         elif wait == "hardware-reported":
             reported = report_accelerated_hardware(applier.core)
             if reported:

@@ -8,11 +8,13 @@ state folder); ``write_control_plane_files`` writes what they read, and the supe
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
 import yaml
 
+from ..facts import yaml_io
 from .build import ETCD, KWOK, bin_dir
 from .fleet import KWOK_NODE_ANNOTATION
 from .layout import Layout
@@ -27,6 +29,9 @@ NODE_LEASE_SECONDS = 40
 """The kubelet's default node lease duration; KWOK renews each simulated node's lease like a kubelet."""
 
 
+COMPLETE_DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
+"""KWOK's annotation of how long after it runs a pod completes (its general pod-complete stage)."""
+
 HELM_MANAGED = ("app.kubernetes.io/managed-by", "Helm")
 """The label Helm's charts put on what they create, hook Jobs' pods included (the chart labels
 convention, helm.sh/docs/chart_best_practices/labels); training pods never carry it."""
@@ -40,8 +45,9 @@ def kwok_stages(kwok_dir: Path) -> list[dict]:
     running until it is stopped, as on real nodes."""
     stages = []
     for name in KWOK.data:
-        stage = yaml.safe_load((kwok_dir / Path(name).name).read_text())
+        stage = yaml_io.load((kwok_dir / Path(name).name).read_text())
         if stage["metadata"]["name"] == "pod-complete":
+            stages.append(_timed(copy.deepcopy(stage)))
             key, value = HELM_MANAGED
             stage["metadata"]["name"] = "helm-job-pod-complete"
             stage["spec"]["selector"]["matchExpressions"].append(
@@ -49,6 +55,18 @@ def kwok_stages(kwok_dir: Path) -> list[dict]:
             )
         stages.append(stage)
     return stages
+
+
+def _timed(stage: dict) -> dict:
+    """KWOK's pod-complete stage for pods that say when they end: a Job's pod with KWOK's delay
+    annotation completes that long after it runs (the stage's ``delay.durationFrom``, as KWOK's
+    general pod-complete stage reads it): the simulator's trace jobs (``simulate``)."""
+    stage["metadata"]["name"] = "timed-pod-complete"
+    stage["spec"]["selector"]["matchExpressions"].append(
+        {"key": f'.metadata.annotations["{COMPLETE_DELAY_ANNOTATION}"]', "operator": "Exists"})
+    stage["spec"]["delay"] = {"durationMilliseconds": 0,
+                              "durationFrom": {"expressionFrom": f'.metadata.annotations["{COMPLETE_DELAY_ANNOTATION}"]'}}
+    return stage
 
 
 def _kubeconfig(server: str, pki: Pki, path: Path) -> Path:
@@ -110,6 +128,17 @@ def _serving(layout: Layout) -> tuple[str, ...]:
             f"--authorization-kubeconfig={kubeconfig}", "--bind-address=127.0.0.1")
 
 
+CLIENT_QPS, CLIENT_BURST = 5000, 10000
+"""The controller manager's and the scheduler's client rate limits: kwokctl's unlimited ones
+(``--disable-qps-limits``, sigs.k8s.io/kwok pkg/consts). Their defaults (20 and 30 per controller, 50
+and 100 for the scheduler) protect a shared API server; here they only pace a fleet's start: the
+DaemonSet controller made about 20 pods a second, minutes for a thousand nodes' DaemonSets."""
+
+
+def _client_limits() -> tuple[str, ...]:
+    return (f"--kube-api-qps={CLIENT_QPS}", f"--kube-api-burst={CLIENT_BURST}")
+
+
 def controller_manager_process(layout: Layout) -> Process:
     return Process("kube-controller-manager", layout.binary(layout.kubernetes, "kube-controller-manager"), (
         *_serving(layout),
@@ -119,12 +148,14 @@ def controller_manager_process(layout: Layout) -> Process:
         "--use-service-account-credentials=true",
         "--leader-elect=false",
         f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+        *_client_limits(),
     ), after=("kube-apiserver",))
 
 
 def scheduler_process(layout: Layout) -> Process:
     return Process("kube-scheduler", layout.binary(layout.kubernetes, "kube-scheduler"), (
         *_serving(layout), f"--secure-port={layout.ports['scheduler']}", "--leader-elect=false",
+        *_client_limits(),
     ), after=("kube-apiserver",))
 
 

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import yaml
 
+from ..facts import yaml_io
 from .build import KARPENTER_KWOK, KUEUE
 from .errors import LocalError
 from .layout import File, Layout
@@ -46,7 +47,7 @@ def _chart_kueue_configuration(chart_objects: list[dict[str, Any]]) -> dict[str,
     config_map = _find(chart_objects, "ConfigMap", *KUEUE_CONFIG_MAP)
     if config_map is None:
         raise LocalError(f"the Kueue chart rendered no ConfigMap {'/'.join(KUEUE_CONFIG_MAP)}", CHART_FIX)
-    return yaml.safe_load(config_map["data"][KUEUE_CONFIG_KEY])
+    return yaml_io.load(config_map["data"][KUEUE_CONFIG_KEY])
 
 
 def kueue_configuration(chart_objects: list[dict[str, Any]], *, webhook_port: int, health_port: int,

@@ -22,6 +22,7 @@ from ..facts.instance_store import LOCAL_NVME_GB
 from ..facts.gpu_nodes import EFA_NODE_HUGEPAGES_MIB, EFA_RESOURCE, GPU_POOL_KEY, HUGEPAGES_RESOURCE, network_layer_key
 from ..facts.quantity import MIB, parse_quantity
 from .instance_types import instance_type
+from .scale import STACK_TOPOLOGY, SimulatedTopology
 
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 """The annotation KWOK's controller selects the nodes it simulates by (Karpenter's KWOK provider
@@ -33,9 +34,6 @@ EKS_CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
 ``eks.amazonaws.com/nodegroup``, ``eks.amazonaws.com/capacityType``)."""
 TAINT_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
 """EKS's taint effect spelling -> Kubernetes' (EKS API reference, Taint)."""
-NODES_PER_LAYER3_BLOCK = 2
-"""Nodes under one layer-3 network node in the simulated topology. Small on purpose: a pool of
-three or more nodes then spans two blocks, so topology-aware admission has a choice to get wrong."""
 EVICTION_NODEFS_AVAILABLE = 0.10
 KUBE_RESERVED_EPHEMERAL_BYTES = 2**30
 OFFERING_PRICE = 1.0
@@ -71,13 +69,13 @@ def _network_node_id(*parts: object) -> str:
     return "nn-" + hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:17]
 
 
-def topology_labels(pool: str, index: int) -> dict[str, str]:
-    """Layer 1..3 network node labels of a pool's ``index``-th node: one spine, layer-2 nodes of
-    two blocks each, blocks of ``NODES_PER_LAYER3_BLOCK`` nodes."""
-    block = index // NODES_PER_LAYER3_BLOCK
+def topology_labels(pool: str, index: int, topology: SimulatedTopology = STACK_TOPOLOGY) -> dict[str, str]:
+    """Layer 1..3 network node labels of a pool's ``index``-th node: one layer-1 node, layer-2 nodes
+    of ``topology.blocks_per_layer2`` blocks each, blocks of ``topology.nodes_per_block`` nodes."""
+    block = index // topology.nodes_per_block
     return {
         network_layer_key(1): _network_node_id(pool, "layer1"),
-        network_layer_key(2): _network_node_id(pool, "layer2", block // 2),
+        network_layer_key(2): _network_node_id(pool, "layer2", block // topology.blocks_per_layer2),
         network_layer_key(3): _network_node_id(pool, "layer3", block),
     }
 
@@ -129,9 +127,10 @@ def _node_groups(resources: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def managed_nodes(
-    args: GpuTrainingPlatformArgs, resources: list[dict[str, Any]]
+    args: GpuTrainingPlatformArgs, resources: list[dict[str, Any]], topology: SimulatedTopology = STACK_TOPOLOGY,
 ) -> list[SimulatedNode]:
-    """The nodes of every managed node group of a rendered stack (``resources.json``'s resources)."""
+    """The nodes of every managed node group of a rendered stack (``resources.json``'s resources),
+    in the simulated network ``topology``."""
     pools = {pool.name: pool for pool in args.gpu_node_groups}
     nodes: list[SimulatedNode] = []
     for group in _node_groups(resources):
@@ -165,7 +164,7 @@ def managed_nodes(
                 EKS_CAPACITY_TYPE_LABEL: str(inputs.get("capacityType") or "ON_DEMAND"),
             }
             if type_name in GPU_INSTANCE_TYPES and type_name in EC2_TOPOLOGY_INSTANCE_TYPES:
-                node_labels.update(topology_labels(prefix, index))
+                node_labels.update(topology_labels(prefix, index, topology))
             nodes.append(SimulatedNode(name, prefix, type_name, node_labels, taints, capacity, allocatable))
     return nodes
 

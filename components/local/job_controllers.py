@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 import yaml
 
+from ..facts import yaml_io
 from .build import JOBSET, KUBEFLOW_TRAINER, GoComponent
 from .controllers import CHART_FIX
 from .errors import LocalError
@@ -87,7 +88,7 @@ def chart_configuration(controller: JobController, chart_objects: list[dict[str,
     if config_map is None or CONFIG_KEY not in (config_map.get("data") or {}):
         raise LocalError(f"the {controller.name} chart rendered no ConfigMap {'/'.join(controller.config_map)} "
                          f"with {CONFIG_KEY}", CHART_FIX)
-    return yaml.safe_load(config_map["data"][CONFIG_KEY])
+    return yaml_io.load(config_map["data"][CONFIG_KEY])
 
 
 def local_configuration(controller: JobController, chart_objects: list[dict[str, Any]], layout: Layout) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-import yaml
 
+from ..facts import yaml_io
 from ..config import GpuTrainingPlatformArgs
 from .build import KARPENTER_KWOK
 from .control_plane import CONTROL_PLANE_FILES, control_plane_processes
@@ -31,6 +31,7 @@ from .layout import File, Layout
 from .node_health import node_health_process
 from .platform import KWOK_NODE_CLASS, PlatformObjects, collect, describe, localize
 from .processes import Process, start_order
+from .scale import STACK_TOPOLOGY, SimulatedTopology
 
 WAITS = {
     "allocatable": "every simulated node allocates its instance type's CPU, memory, GPUs, EFA devices and pods",
@@ -50,7 +51,7 @@ class ObjectFile:
     path: Path
 
     def load(self) -> dict[str, Any]:
-        return yaml.safe_load(self.path.read_text())
+        return yaml_io.load(self.path.read_text())
 
 
 StageObject = Union[dict[str, Any], ObjectFile]
@@ -91,10 +92,13 @@ def kwok_node_class() -> dict[str, Any]:
             "metadata": {"name": KWOK_NODE_CLASS["name"]}}
 
 
-def plan(layout: Layout, args: GpuTrainingPlatformArgs, render: dict[str, Any], *, bare: bool = False) -> Plan:
+def plan(
+    layout: Layout, args: GpuTrainingPlatformArgs, render: dict[str, Any], *, bare: bool = False,
+    topology: SimulatedTopology = STACK_TOPOLOGY,
+) -> Plan:
     """The stages of ``up`` for a stack's render (``resources``, ``stack_objects``,
-    ``chart_objects``); ``bare``: the fleet without the platform."""
-    nodes = tuple(managed_nodes(args, render["resources"]))
+    ``chart_objects``); ``bare``: the fleet without the platform; ``topology``: the simulated network."""
+    nodes = tuple(managed_nodes(args, render["resources"], topology))
     stages = [
         Stage("control-plane", "etcd, the API server, the controllers and KWOK's simulated kubelets",
               processes=control_plane_processes(layout)),

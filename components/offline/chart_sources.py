@@ -34,6 +34,7 @@ from urllib.parse import urlparse
 
 import yaml
 
+from ..facts import yaml_io
 from ..addons.chart_source import chart_name, local_chart
 
 __all__ = ["ChartLock", "ChartSources", "ChartUnavailable", "chart_name"]
@@ -77,7 +78,7 @@ class ChartLock:
 
     @classmethod
     def read(cls, path: Path) -> "ChartLock":
-        document = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+        document = (yaml_io.load(path.read_text()) or {}) if path.is_file() else {}
         return cls(path, {str(k): str(v) for k, v in (document.get("charts") or {}).items()})
 
     def write(self) -> None:

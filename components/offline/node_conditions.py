@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
 
+from ..facts import yaml_io
 from .agent_data import AGENT_VERSION, reasons as shipped_reasons
 from .engine import project_dir
 
@@ -67,7 +67,7 @@ def table(reasons: dict[str, Any]) -> str:
 
 def load_reasons(path: Optional[Path] = None) -> dict[str, Any]:
     """The agent's reasons from a copy of its ``reasons.yaml``, else the package's."""
-    return yaml.safe_load(path.read_text()) if path is not None else shipped_reasons()
+    return yaml_io.load(path.read_text()) if path is not None else shipped_reasons()
 
 
 def updated_readme(text: str, reasons: dict[str, Any]) -> str:

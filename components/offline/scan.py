@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-import yaml
 
+from ..facts import yaml_io
 from .engine import project_dir
 
 PLATFORM_CONFIG = ".checkov.yaml"
@@ -65,7 +65,7 @@ def config_skips(path: Path, scope: str) -> list[Skip]:
 
 def chart_skips(path: Path) -> list[Skip]:
     """The per-object skips of ``.checkov-charts-skips.yaml``."""
-    document = yaml.safe_load(path.read_text()) or {}
+    document = yaml_io.load(path.read_text()) or {}
     return [
         Skip("charts", str(entry.get("check", "")), str(entry.get("resource", "")), str(entry.get("reason") or "").strip())
         for entry in document.get("skips") or []

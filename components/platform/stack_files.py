@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-import yaml
 
+from ..facts import yaml_io
 from ..config import PROJECT, ConfigError, GpuTrainingPlatformArgs, Problem
 
 PROJECT_FILE = "Pulumi.yaml"
@@ -53,7 +53,7 @@ class StackFile:
         """The file's ``config``; ``ConfigError`` when there is no such file."""
         if not self.path.is_file():
             raise ConfigError([Problem(str(self.path), "no such stack file")])
-        return (yaml.safe_load(self.path.read_text()) or {}).get("config") or {}
+        return (yaml_io.load(self.path.read_text()) or {}).get("config") or {}
 
     def namespace(self) -> str:
         """The configuration namespace the stack's settings are read from: the project's name when
@@ -91,7 +91,7 @@ def is_path(stack: Union[str, Path]) -> bool:
 
 def _project(project_dir: Path) -> dict[str, Any]:
     path = project_dir / PROJECT_FILE
-    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    return (yaml_io.load(path.read_text()) or {}) if path.is_file() else {}
 
 
 def project_name(project_dir: Path) -> Optional[str]:

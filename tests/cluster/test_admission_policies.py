@@ -456,8 +456,9 @@ def test_a_privileged_container_is_denied_whoever_creates_it(host_network_namesp
 
 
 def test_a_privileged_init_container_is_denied_too(host_network_namespace):
+    # NET_RAW dropped, so that privilege is all the init container is refused for.
     spec = _training_pod_spec(initContainers=[{"name": "setup", "image": PAUSE_IMAGE,
-                                               "securityContext": {"privileged": True}}])
+                                               "securityContext": {"privileged": True, "capabilities": {"drop": ["NET_RAW"]}}}])
     message = _eventually_refused(host_network_namespace, "the policy refusing a privileged init container", spec=spec)
     _refused_by(POLICY_NAME, NO_PRIVILEGED, message)
 

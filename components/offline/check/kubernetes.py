@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
 import jsonschema
-import yaml
 from kubernetes_validate import utils as kubernetes_validate
 from referencing import Registry, Resource
 
+from ...facts import yaml_io
 from ..render.markers import is_placeholder
 from .crd import CelRules, apply_defaults, strict_schema
 
@@ -151,7 +151,7 @@ class CustomResourceSchemas:
             text = path.read_text()
             if "CustomResourceDefinition" not in text:
                 continue
-            for document in yaml.safe_load_all(text):
+            for document in yaml_io.load_all(text):
                 if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":
                     self.add(document, str(path))
 

@@ -206,7 +206,7 @@ def render_release_cached(
         result = charts.ChartRender(str(release.get("release")), chart_name(chart), version, stored.objects, source)
         return result, stored.texts
     result = charts.render_release(release, source, reason)
-    texts = [charts.dump_object(obj) for _, obj in result.objects]
+    texts = [raw if raw is not None else charts.dump_object(obj) for (_, obj), raw in zip(result.objects, result.texts, strict=True)]
     if cache is not None and key is not None and not (result.error or result.skipped):
         cache.store_chart(key, CachedChart(result.objects, texts))
     return result, texts

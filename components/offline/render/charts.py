@@ -21,12 +21,13 @@ from typing import Any, Iterator, Optional
 
 import yaml
 
+from ...facts import yaml_io
 from ..chart_sources import ChartSources, ChartUnavailable, chart_name
 
 # libyaml's loader and dumper when PyYAML has them: a chart's CRDs are hundreds of kilobytes of YAML,
 # which the pure-Python ones take most of a second to read and write.
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+YAML_LOADER = yaml_io.LOADER
+YAML_DUMPER = yaml_io.DUMPER
 
 CHARTS_DIR = "charts"
 """Under ``manifests/``: one folder per release with the objects its chart renders."""
@@ -44,6 +45,10 @@ class ChartRender:
     objects: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     """(template path in the chart, object) in the chart's order."""
     source: Optional[Path] = None
+    texts: list[Optional[str]] = field(default_factory=list)
+    """Each object's YAML as Helm rendered it, when written as it is (None: dump the object; an item
+    of a ``List``, or one given the release's namespace). Not kept in the render cache, which keeps
+    the written texts."""
     skipped: str = ""
     error: str = ""
 
@@ -78,7 +83,7 @@ CLUSTER_SCOPED_KINDS = frozenset(
 """Built-in kinds without a namespace (``kubectl api-resources --namespaced=false``)."""
 
 
-def in_release_namespace(objects: list[tuple[str, dict[str, Any]]], namespace: str) -> None:
+def in_release_namespace(objects: list[tuple[str, dict[str, Any]]], namespace: str) -> set[int]:
     """Give each namespaced object that names no namespace the release's, as ``helm install`` does
     (Helm's client sets the release namespace on every namespaced object it creates); a custom
     resource is cluster-scoped when the chart's own CRD says so."""
@@ -86,20 +91,32 @@ def in_release_namespace(objects: list[tuple[str, dict[str, Any]]], namespace: s
     for _, obj in objects:
         if obj.get("kind") == "CustomResourceDefinition" and (obj.get("spec") or {}).get("scope") == "Cluster":
             cluster_scoped.add(((obj["spec"].get("names") or {}).get("kind")))
-    for _, obj in objects:
+    given = set()
+    for index, (_, obj) in enumerate(objects):
         metadata = obj.setdefault("metadata", {})
         if obj.get("kind") not in cluster_scoped and not metadata.get("namespace"):
             metadata["namespace"] = namespace
+            given.add(index)
+    return given
 
 
-def _documents(text: str) -> Iterator[dict[str, Any]]:
-    for document in yaml.load_all(text, Loader=YAML_LOADER):
+DOCUMENT_START = re.compile(r"^---[ \t]*(?:#.*)?$", re.MULTILINE)
+"""A line that starts a YAML document (``---``, a comment after it allowed): no document's content
+can have one at its first column (YAML 1.2, "Document Markers")."""
+
+
+def _documents(text: str) -> Iterator[tuple[dict[str, Any], Optional[str]]]:
+    """Each object of a template's output, with its YAML as Helm wrote it (None for an item of a
+    ``List``). Documents are split at their markers and parsed one by one, so the render can write
+    each as it is instead of dumping it again, which took as long as parsing it."""
+    for chunk in DOCUMENT_START.split(text):
+        document = yaml.load(chunk, Loader=YAML_LOADER)  # noqa: S506 - YAML_LOADER is a SafeLoader
         if not isinstance(document, dict):
             continue  # an empty template (a disabled feature) renders to nothing
         if document.get("kind") == "List" and isinstance(document.get("items"), list):
-            yield from (item for item in document["items"] if isinstance(item, dict))
+            yield from ((item, None) for item in document["items"] if isinstance(item, dict))
         else:
-            yield document
+            yield document, chunk.strip("\n") + "\n"
 
 
 def locate_release_chart(release: dict[str, Any], sources: Optional[ChartSources]) -> tuple[Optional[Path], str]:
@@ -139,13 +156,15 @@ def render_release(release: dict[str, Any], source: Optional[Path], reason: str 
     except helm_python.HelmError as error:
         result.error = f"{type(error).__name__}: {error}"
         return result
-    for crd in crds:
-        result.objects.extend((crd["filename"], obj) for obj in _documents(crd["data"]))
-    for path in sorted(templates):
-        if path.endswith(".txt"):
-            continue  # NOTES.txt is printed to the user, not applied
-        result.objects.extend((path, obj) for obj in _documents(templates[path]))
-    in_release_namespace(result.objects, release.get("namespace") or "default")
+    sources = [(crd["filename"], crd["data"]) for crd in crds]
+    # NOTES.txt is printed to the user, not applied.
+    sources += [(path, templates[path]) for path in sorted(templates) if not path.endswith(".txt")]
+    for path, text in sources:
+        for obj, raw in _documents(text):
+            result.objects.append((path, obj))
+            result.texts.append(raw)
+    for index in in_release_namespace(result.objects, release.get("namespace") or "default"):
+        result.texts[index] = None
     return result
 
 

@@ -24,7 +24,7 @@ from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
 from ...facts.aws_enums import partition_of
-from ...platform.stack_files import locate_stack
+from ...platform.stack_files import StackFile, locate_stack
 from ..engine import Graph, Registration, run_main
 from .markers import SECRET, UNKNOWN_PREFIX, placeholder
 
@@ -281,12 +281,13 @@ class RenderError(RuntimeError):
 
 def render_stack(
     stack: str, *, project_root: Optional[Path] = None, stack_path: Optional[Path] = None,
-    mocks: Optional[pulumi.runtime.Mocks] = None,
+    mocks: Optional[pulumi.runtime.Mocks] = None, located: Optional[StackFile] = None,
 ) -> StackRender:
     """Run ``__main__.py`` of ``project_root`` (else the project the current folder is in) with a
     stack's configuration (from ``stack_path``, or the project's stack file of that name), offline. Values AWS would compute are placeholders that say so,
-    unless ``mocks`` gives them (the local cluster needs IDs in AWS's own shape, which CRD patterns check)."""
-    located = locate_stack(stack_path or stack, project_root)
+    unless ``mocks`` gives them (the local cluster needs IDs in AWS's own shape, which CRD patterns check).
+    ``located`` gives the stack file already found (or one read differently, ``local.scale``)."""
+    located = located or locate_stack(stack_path or stack, project_root)
     config = located.settings()
     namespace = located.namespace()
     region = config.get("aws:region", "")

@@ -15,10 +15,11 @@ from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
 from eks_gpu_training.facts.gpu_nodes import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, network_layer_key
 from eks_gpu_training.local import build as builds
 from eks_gpu_training.local.fleet import (
-    KWOK_NODE_ANNOTATION, NODES_PER_LAYER3_BLOCK, ephemeral_storage, karpenter_instance_types, managed_nodes,
+    KWOK_NODE_ANNOTATION, ephemeral_storage, karpenter_instance_types, managed_nodes,
     topology_labels,
 )
 from eks_gpu_training.local.instance_types import instance_type
+from eks_gpu_training.local.scale import STACK_TOPOLOGY
 from eks_gpu_training.local.platform import KWOK_NODE_CLASS, PlatformObjects, collect, localize
 from eks_gpu_training.offline.engine import PlausibleMocks
 from eks_gpu_training.offline.render.engine import render_stack
@@ -120,10 +121,10 @@ def test_ephemeral_storage_keeps_the_eks_amis_reserve_as_karpenters_table_does()
 
 
 def test_pool_nodes_are_laid_out_in_blocks_under_one_spine():
-    layouts = [topology_labels("pool", index) for index in range(NODES_PER_LAYER3_BLOCK * 2)]
+    layouts = [topology_labels("pool", index) for index in range(STACK_TOPOLOGY.nodes_per_block * 2)]
     assert len({layout[network_layer_key(1)] for layout in layouts}) == 1
     assert len({layout[network_layer_key(3)] for layout in layouts}) == 2
-    assert layouts[0][network_layer_key(3)] == layouts[NODES_PER_LAYER3_BLOCK - 1][network_layer_key(3)]
+    assert layouts[0][network_layer_key(3)] == layouts[STACK_TOPOLOGY.nodes_per_block - 1][network_layer_key(3)]
     assert all(re.fullmatch(r"nn-[0-9a-f]{17}", value) for layout in layouts for value in layout.values())
 
 

@@ -20,6 +20,7 @@ from typing import Optional, Sequence, TextIO
 from ..config import ConfigError
 from .rows import FAIL, PASS, SKIP, Row
 from .seed import judge_seed
+from .health import judge_health
 from .snapshot import ClusterUnreadable, Snapshot, read_snapshot
 from .stack import StackRef, judge_stack, load_stack_args
 
@@ -31,9 +32,10 @@ RESET = "\033[0m"
 
 
 def judge(snapshot: Snapshot, stack: Optional[StackRef] = None, project_dir: Optional[Path] = None) -> list[Row]:
-    """The rows of a snapshot: the seed's eight, then with ``stack`` what the stack declares."""
+    """The rows of a snapshot: the seed's eight, the node health rows, then with ``stack`` what the
+    stack declares."""
     args = load_stack_args(stack, project_dir) if stack is not None else None
-    rows = judge_seed(snapshot, args)
+    rows = judge_seed(snapshot, args) + judge_health(snapshot)
     return rows + judge_stack(snapshot, args) if args is not None else rows
 
 

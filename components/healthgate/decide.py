@@ -14,7 +14,8 @@ For each GPU node (a node of a pool the settings name):
   fault): the quarantine taint (NoExecute) takes the node out of its jobs, never more than half of
   a pool at once (a fault on most of a pool is the fleet's: a driver, an AMI, the agent);
 - the agent reports it healthy again: the quarantine taint is swapped for the startup taint, so
-  the node is checked again before it gets work.
+  the node is checked again before it gets work;
+- a check Job whose node is gone (by uid) is deleted, with its pod.
 
 A node that never had the startup taint (one that ran before the gate was turned on) is not
 checked; it is still quarantined on a GPU fault.
@@ -146,7 +147,11 @@ def plan(
     """The actions that bring the GPU nodes one step nearer to what the module docstring says."""
     nodes, jobs, pods, nodeclaims = list(nodes), list(jobs), list(pods), list(nodeclaims)
     gpu_nodes = [n for n in nodes if pool_of(n["metadata"].get("labels")) in settings.pools]
-    actions: list[Action] = []
+    # A check of a node that is gone (deleted, or replaced by another of the same name) is garbage:
+    # its pod would otherwise stay on the name's next node, and its Job until its time to live.
+    uids = {n["metadata"].get("uid") for n in nodes}
+    actions: list[Action] = [DeleteCheck(_name(job)) for job in jobs
+                             if (job["metadata"].get("annotations") or {}).get(NODE_UID_ANNOTATION) not in uids]
     quarantined: dict[str, int] = {}
     members: dict[str, int] = {}
     for node in gpu_nodes:
@@ -187,8 +192,10 @@ def _gate(node: Mapping[str, Any], pool: str, job: Optional[Mapping[str, Any]], 
             SetCondition(name, "True", PASSED_REASON, "the node passed its health checks"),
             DeleteCheck(_name(job)),
         ]
-    reason, message = check_verdict(job, pods, node, settings.pools[pool])
-    actions: list[Action] = [SetCondition(name, "False", reason, message[:MESSAGE_LIMIT])]
+    actions: list[Action] = []
+    if passed is None or passed.get("status") != "False":  # said once; the failed Job stays for its log
+        reason, message = check_verdict(job, pods, node, settings.pools[pool])
+        actions.append(SetCondition(name, "False", reason, message[:MESSAGE_LIMIT]))
     claim = _nodeclaim_of(nodeclaims, name) if pool in settings.karpenter_pools else None
     if claim is not None:
         actions.append(DeleteNodeClaim(_name(claim), name))

@@ -106,9 +106,16 @@ def test_broken_variant_a_failed_managed_node_is_never_checked_again_and_keeps_i
     assert plan([failed], [], [], [], SETTINGS, NOW) == []
 
 
-def test_a_check_of_a_node_replaced_under_the_same_name_is_not_the_new_nodes():
-    assert plan([node("a", taints=[STARTUP], uid="new")], [job_for("a", done=True, uid="old")], [], [], SETTINGS, NOW) == [
-        CreateCheck("a", "new", "p5")]
+def test_a_check_of_a_node_replaced_under_the_same_name_is_not_the_new_nodes_and_is_deleted():
+    old_check = job_for("a", done=False, uid="old")
+    assert plan([node("a", taints=[STARTUP], uid="new")], [old_check], [], [], SETTINGS, NOW) == [
+        DeleteCheck(old_check["metadata"]["name"]), CreateCheck("a", "new", "p5")]
+
+
+def test_the_check_of_a_deleted_node_is_deleted_and_a_failed_check_of_a_present_node_is_kept_for_its_log():
+    gone, kept = job_for("gone", done=False), job_for("a", done=False)
+    failed = node("a", taints=[STARTUP], conditions=[{"type": CONDITION_TYPE, "status": "False", "reason": "DCGMDiagnosticFailed"}])
+    assert plan([failed], [gone, kept], [], [], SETTINGS, NOW) == [DeleteCheck(gone["metadata"]["name"])]
 
 
 def test_nodes_of_pools_the_gate_does_not_know_are_left_alone():

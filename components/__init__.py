@@ -57,6 +57,7 @@ try:
         NcclTestConfig,
         NodeMonitoringConfig,
         PreflightConfig,
+        HealthGateConfig,
         Problem,
         ResourceQuotaConfig,
         SchedulingConfig,
@@ -82,6 +83,7 @@ try:
     from .workloads.nccl_results import judge_all_reduce, parse_all_reduce
     from .workloads.preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects
     from .workloads.preflight_checks import PreflightChecks, PreflightChecksArgs, PreflightPool, preflight_pools
+    from .workloads.health_gate import HealthGate, HealthGateArgs
     from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
     from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
     from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
@@ -194,6 +196,9 @@ __all__ = [
     "PreflightChecksArgs",
     "PreflightConfig",
     "PreflightPool",
+    "HealthGate",
+    "HealthGateArgs",
+    "HealthGateConfig",
     "PriorityClassConfig",
     "Problem",
     "ResolvedQuota",

@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 from ..facts.catalog import GPU_INSTANCE_TYPES
 from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import GpuTrainingPlatformArgs
-from ..facts.gpu_nodes import gpu_node_selector, gpu_toleration
+from ..facts.gpu_nodes import gpu_daemon_tolerations, gpu_node_selector
 from ..config.arguments import check_model_fields
 from .chart_source import release_chart
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
@@ -71,7 +71,7 @@ def efa_device_plugin_values() -> dict[str, Any]:
     ``role=gpu-training`` node selector keeps it off any other node of those types.
     """
     return {
-        "tolerations": [gpu_toleration()],
+        "tolerations": gpu_daemon_tolerations(),
         "nodeSelector": gpu_node_selector(),
         "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": efa_instance_types()},
         # The chart's requests with limits added: the plugin lists a node's EFA devices and answers

@@ -32,7 +32,7 @@ from ..aws.pool_network import efa_security_group, placement_group_name as pool_
 from ..facts.aws_names import PhysicalName
 from ..aws.node_launch import IMDS_HOP_LIMIT
 from ..config.image_pull import GP3_THROUGHPUT_MIBPS
-from ..facts.gpu_nodes import GPU_TAINT_KEY, GPU_TAINT_VALUE, gpu_node_selector
+from ..facts.gpu_nodes import GPU_TAINT_KEY, GPU_TAINT_VALUE, gpu_node_selector, karpenter_startup_taint
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
@@ -137,9 +137,15 @@ def ec2_node_class_spec(
     return spec
 
 
-def node_pool_spec(pool: KarpenterGpuNodePoolConfig, *, node_class_name: str, zones: Sequence[str]) -> dict[str, Any]:
+def node_pool_spec(pool: KarpenterGpuNodePoolConfig, *, node_class_name: str, zones: Sequence[str],
+                   health_gate: bool = False) -> dict[str, Any]:
     """The NodePool spec of a pool: the seed's GPU NodePool (instance types, on-demand or reserved
-    capacity, GPU taint, ``role=gpu-training``, a GPU limit) with disruption tuned for training."""
+    capacity, GPU taint, ``role=gpu-training``, a GPU limit) with disruption tuned for training.
+    With ``health_gate`` its nodes join with the gate's startup taint as a Karpenter startup taint:
+    Karpenter launches nodes for pods that do not tolerate it, and counts a node initialized only
+    once it is gone (docs-nodepools.md, ``startupTaints``). It is part of the NodeClaim template
+    Karpenter hashes, so adding or removing it makes the pool's running nodes drifted
+    (docs-disruption.md, "Drift"), which the pools' default budget never replaces while they run."""
     disruption = pool.disruption
     requirements = [
         {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": list(pool.instance_types)},
@@ -153,6 +159,7 @@ def node_pool_spec(pool: KarpenterGpuNodePoolConfig, *, node_class_name: str, zo
                 "nodeClassRef": {"group": EC2_NODE_CLASS_API_VERSION.split("/")[0], "kind": "EC2NodeClass", "name": node_class_name},
                 "requirements": requirements,
                 "taints": [karpenter_gpu_taint()],
+                **({"startupTaints": [karpenter_startup_taint()]} if health_gate else {}),
                 "expireAfter": disruption.expire_after,
             },
         },
@@ -186,6 +193,8 @@ class GpuNodePoolArgs:
     """Make the nodes' instance-store NVMe one RAID0 array for ephemeral storage. Default: true."""
     protect: bool = False
     """Protect the placement group the pool creates from deletion, unless ``retain_on_removal`` keeps it in AWS anyway (protected and retained, it could never leave the stack). Default: false."""
+    health_gate: bool = False
+    """Nodes join with the health gate's startup taint (the NodePool's ``startupTaints``), which a ``HealthGate`` lifts once they pass their checks. Default: false."""
     retain_on_removal: bool = KarpenterConfig.model_fields["retain_on_removal"].default
     """Leave the EC2NodeClass and NodePool (and so the pool's nodes) in the cluster when the pool is
     removed from the program (``karpenter.retainOnRemoval``). Default: true."""
@@ -290,7 +299,8 @@ class GpuNodePool(pulumi.ComponentResource):
             api_version=NODE_POOL_API_VERSION,
             kind="NodePool",
             metadata={"name": pool.name},
-            spec=node_pool_spec(pool, node_class_name=pool.name, zones=sorted({s.availability_zone for s in subnets})),
+            spec=node_pool_spec(pool, node_class_name=pool.name, zones=sorted({s.availability_zone for s in subnets}),
+                                health_gate=args.health_gate),
             opts=custom(args.karpenter_release, node_class),
         )
 

@@ -30,7 +30,7 @@ from ..config import (
     gpu_pool_ami_types,
     validate_gpu_operator,
 )
-from ..facts.gpu_nodes import gpu_toleration
+from ..facts.gpu_nodes import gpu_daemon_tolerations
 from .chart_source import release_chart
 from .dcgm_dashboard import dcgm_dashboard_config_map
 from ..facts.node_os import NODE_OS_BY_AMI_TYPE, GpuNodeOs, node_os_of
@@ -101,7 +101,7 @@ def gpu_operator_values(
     ``config.GPU_OPERATOR_CHART_VERSIONS`` (and ``node-feature-discovery.*`` in the NFD subchart's);
     ``tests/unit/addons/test_chart_values.py`` checks that against the upstream files.
     """
-    toleration = gpu_toleration()
+    tolerations = gpu_daemon_tolerations()
     values: dict[str, Any] = {
         # The operator installs only what the node OS lacks (see ``node_os.GpuNodeOs``):
         # - the driver: every accepted GPU AMI has it (the seed's intent: the AMI has it);
@@ -132,18 +132,19 @@ def gpu_operator_values(
         # to partition them; no time-slicing (the device plugin keeps its default, unshared config).
         "mig": {"strategy": "none"},
         "migManager": {"enabled": False},
-        # Every operand daemonset runs on tainted GPU nodes.
-        "daemonsets": {"tolerations": [toleration]},
+        # Every operand daemonset runs on tainted GPU nodes, also before the health gate admits them
+        # (its checks need the GPUs the device plugin advertises) and while it quarantines them.
+        "daemonsets": {"tolerations": tolerations},
         "node-feature-discovery": {
             # The NFD worker labels GPU nodes (PCI vendor 10de) so the operator finds them; it must run on
-            # them too. A list value replaces the chart's, so the GPU toleration is spelled out here.
+            # them too. A list value replaces the chart's, so the GPU daemons' tolerations are spelled out here.
             # The chart leaves the pods' seccomp profile unset (Unconfined on containerd); NFD's
             # daemons make no unusual syscalls, so the runtime's default profile holds them. Its
             # NetworkPolicies (the chart's own rules: DNS and the API server out, metrics in) are
             # enforced where the cluster runs a network policy agent: a cluster ``EksCluster``
             # creates turns on the VPC CNI's; an adopted one enforces them only if it runs one.
             "worker": {
-                "tolerations": [toleration],
+                "tolerations": tolerations,
                 "podSecurityContext": dict(RUNTIME_DEFAULT_SECCOMP),
                 "networkPolicy": {"enabled": True},
             },

@@ -5,12 +5,17 @@
 tests can check it without a cluster. Kueue's CRDs are templates of its chart, so its custom
 resources (Topology, ResourceFlavors, queues: ``workloads/queues.py``) wait for this release.
 
-Kueue's configuration differs from the chart's default in five ways, each for training jobs:
+Kueue's configuration differs from the chart's default in six ways, each for training jobs:
 
 - ``waitForPodsReady`` is on: a job must have every pod Ready within ``podsReadyTimeoutMinutes``
-  of admission, else Kueue evicts and requeues it, with backoff, and gives its quota back. With
-  ``blockAdmission`` Kueue admits the next job only once the last admitted one's pods are all
-  Ready, so two jobs can never each hold part of the fleet while waiting for the rest;
+  of admission, else Kueue evicts and requeues it, with backoff, and gives its quota back; a
+  running job that misses a Ready pod for ``recoveryTimeoutMinutes`` (its node NotReady) is
+  evicted and requeued the same way. With ``blockAdmission`` Kueue admits the next job only once
+  the last admitted one's pods are all Ready, so two jobs can never each hold part of the fleet
+  while waiting for the rest;
+- a job's failed or deleted node is replaced by topology-aware scheduling within what the job's
+  topology request allows, and the job is evicted and requeued at once when no node qualifies
+  (``TASFailedNodeReplacement`` and ``...FailFast``, set by ``kueue.failedNodeReplacement``);
 - only the training namespaces are Kueue's (``managedJobsNamespaceSelector``): the chart gives
   Kueue's webhooks that selector, so a Job anywhere else (the GPU Operator's, a smoke test in
   another namespace) never waits on Kueue, and cannot fail while Kueue is down;
@@ -140,7 +145,7 @@ def kueue_manager_config(config: KueueConfig, namespaces: Sequence[str], framewo
         "clientConnection": {"qps": 300, "burst": 500},
         "waitForPodsReady": {
             "timeout": f"{config.pods_ready_timeout_minutes}m",
-            "recoveryTimeout": f"{config.recovery_timeout_minutes}m",
+            **({"recoveryTimeout": f"{config.recovery_timeout_minutes}m"} if config.recovery_timeout_minutes is not None else {}),
             "blockAdmission": True,
             "requeuingStrategy": {
                 "timestamp": "Eviction",
@@ -155,11 +160,23 @@ def kueue_manager_config(config: KueueConfig, namespaces: Sequence[str], framewo
     }
 
 
+def feature_gates(config: KueueConfig) -> list[dict[str, Any]]:
+    """Kueue's feature gates the stack sets (the chart's ``controllerManager.featureGates``, its
+    ``--feature-gates`` argument). Both are beta and on by default in Kueue 0.19 (its
+    ``pkg/features/kube_features.go``); they are spelled out so that a chart whose defaults change
+    does not change how a failed node is handled."""
+    return [
+        {"name": "TASFailedNodeReplacement", "enabled": config.failed_node_replacement},
+        {"name": "TASFailedNodeReplacementFailFast", "enabled": True},
+    ]
+
+
 def kueue_values(config: KueueConfig, namespaces: Sequence[str], system_node_selector: Mapping[str, str],
                  frameworks: Sequence[str] = (JOB_FRAMEWORK,), fair_sharing: bool = False) -> dict[str, Any]:
     """Helm values of the ``kueue`` chart (keys checked against the chart's values.yaml by ``check``)."""
     return {
         "controllerManager": {
+            "featureGates": feature_gates(config),
             "manager": {"image": {"repository": KUEUE_IMAGE, "tag": f"v{config.chart_version}", "pullPolicy": "IfNotPresent"}},
             "replicas": CONTROLLER_REPLICAS,
             "podDisruptionBudget": {"enabled": True, "minAvailable": 1},

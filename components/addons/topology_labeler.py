@@ -23,7 +23,7 @@ import pulumi_kubernetes as k8s
 
 from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
-from ..facts.gpu_nodes import gpu_node_selector, gpu_toleration
+from ..facts.gpu_nodes import gpu_daemon_tolerations, gpu_node_selector
 from ..aws.labeler_image import build_and_push, ecr_repository_name
 from ..aws.pod_identity import pod_identity_role
 from ..facts.aws_names import PhysicalName
@@ -196,7 +196,7 @@ def daemonset_manifest(image: Any, config: TopologyLabelerConfig, region: str) -
                     "enableServiceLinks": False,
                     "priorityClassName": PRIORITY_CLASS,
                     "nodeSelector": {**gpu_node_selector(), "kubernetes.io/os": "linux"},
-                    "tolerations": [gpu_toleration()],
+                    "tolerations": gpu_daemon_tolerations(),
                     "terminationGracePeriodSeconds": 10,
                     "securityContext": {
                         "runAsNonRoot": True,

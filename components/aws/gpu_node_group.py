@@ -39,7 +39,7 @@ from ..config import (
     validate_tags,
 )
 from ..config import node_repair_settings
-from ..facts.gpu_nodes import GPU_POOL_KEY, gpu_taint
+from ..facts.gpu_nodes import GPU_POOL_KEY, gpu_taint, startup_taint
 from .iam import create_node_role, node_role_resource_name
 from .node_group_rolls import PlannedNodeGroup, RunningNodeGroup, roll_problem, roll_reasons, running_state
 from .node_group_sizes import desired_size_for, running_desired_size, running_node_group
@@ -67,6 +67,15 @@ def gpu_node_labels(pool: GpuNodeGroupConfig) -> pulumi.Input[dict[str, str]]:
     if is_unknown(pool.labels):
         return pool.labels.apply(lambda labels: {**(labels or {}), GPU_POOL_KEY: pool.name, key: value})
     return {**pool.labels, GPU_POOL_KEY: pool.name, key: value}
+
+
+def node_group_taints(health_gate: bool) -> list[dict[str, str]]:
+    """The node group's taints (EKS spelling): the GPU taint, and with the health gate its startup
+    taint. Taints are an UpdateNodegroupConfig field, so turning the gate on or off changes them in
+    place and rolls no node; EKS never puts back a taint that was removed from a node (the gate
+    lifts it), "even if the taints are specified in the managed node group configuration"
+    (docs.aws.amazon.com/eks/latest/userguide/node-taints-managed-node-groups.html)."""
+    return [gpu_taint(), *([startup_taint()] if health_gate else [])]
 
 
 def node_group_name_prefix(pool_name: str) -> str:
@@ -231,6 +240,8 @@ class GpuNodeGroupArgs:
     """Protect the node group and the placement group it creates from deletion. Default: false."""
     instance_store_raid0: bool = True
     """Make the nodes' instance-store NVMe one RAID0 array for kubelet and containerd (AL2023 AMIs). Default: true."""
+    health_gate: bool = False
+    """Nodes join with the health gate's startup taint (``eks-gpu-training/unverified:NoSchedule``), which a ``HealthGate`` lifts once they pass their checks. Default: false."""
 
     def __post_init__(self) -> None:
         problems = cluster_field(self)
@@ -314,7 +325,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             ami_type=pool.ami_type,
             capacity_type=pool.capacity_type,
             labels=gpu_node_labels(pool),
-            taints=[aws.eks.NodeGroupTaintArgs(**gpu_taint())],
+            taints=[aws.eks.NodeGroupTaintArgs(**taint) for taint in node_group_taints(args.health_gate)],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=pool.min_size, desired_size=desired_size, max_size=pool.max_size
             ),

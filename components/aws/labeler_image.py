@@ -1,5 +1,6 @@
-"""The labeler's image: built from ``components/labeler`` with docker-build and pushed to a
-private ECR repository that the stack creates, within the same Pulumi graph."""
+"""The images of the platform's own programs (the topology labeler, the health gate): each built
+from its folder with docker-build and pushed to a private ECR repository that the stack creates,
+within the same Pulumi graph."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import pulumi_docker_build as docker_build
 
 LABELER_DIR = Path(__file__).resolve().parent.parent / "labeler"
 """The program and its Dockerfile; the image's build context is this folder alone."""
+HEALTH_GATE_DIR = Path(__file__).resolve().parent.parent / "healthgate"
+"""The health gate's program and Dockerfile, built the same way."""
 
 IMAGE_PLATFORM = docker_build.Platform.LINUX_AMD64
 """GPU training nodes are x86_64 (the GPU catalog lists x86_64 NVIDIA types only)."""
@@ -23,11 +26,12 @@ REPOSITORY_SUFFIX = "topology-labeler"
 """The ECR repository is ``<cluster>/topology-labeler``."""
 
 
-def ecr_repository_name(cluster_name: str) -> str:
-    """``<cluster>/topology-labeler``, lowercased with runs of other characters as one ``-`` (ECR
-    repository names allow lowercase letters, digits and single separators only)."""
+def ecr_repository_name(cluster_name: str, suffix: str = REPOSITORY_SUFFIX) -> str:
+    """``<cluster>/<suffix>`` (``topology-labeler`` by default), lowercased with runs of other
+    characters as one ``-`` (ECR repository names allow lowercase letters, digits and single
+    separators only)."""
     prefix = re.sub(r"[^a-z0-9]+", "-", cluster_name.lower()).strip("-")
-    return f"{prefix}/{REPOSITORY_SUFFIX}"
+    return f"{prefix}/{suffix}"
 
 
 ECR_LIFECYCLE_POLICY = json.dumps(
@@ -107,14 +111,16 @@ def build_context_location(directory: Path = LABELER_DIR, working_directory: Pat
 
 
 def build_and_push(
-    name: str, cluster_name: pulumi.Input[str], tags: Mapping[str, pulumi.Input[str]], parent: pulumi.Resource, region: str
+    name: str, cluster_name: pulumi.Input[str], tags: Mapping[str, pulumi.Input[str]], parent: pulumi.Resource, region: str,
+    directory: Path = LABELER_DIR, repository_suffix: str = REPOSITORY_SUFFIX,
 ) -> pulumi.Output[str]:
-    """Build ``components/labeler``, push it to a private ECR repository in ``region`` (children ``{name}-repository``
-    and ``{name}-image`` of ``parent``) and return the digest reference of the push."""
+    """Build ``directory`` (``components/labeler`` by default), push it to a private ECR repository
+    ``<cluster>/<repository_suffix>`` in ``region`` (children ``{name}-repository`` and
+    ``{name}-image`` of ``parent``) and return the digest reference of the push."""
     tags = dict(tags)
     repository = aws.ecr.Repository(
         f"{name}-repository",
-        name=pulumi.Output.from_input(cluster_name).apply(ecr_repository_name),
+        name=pulumi.Output.from_input(cluster_name).apply(lambda cluster: ecr_repository_name(cluster, repository_suffix)),
         image_scanning_configuration={"scan_on_push": True},
         # The DaemonSet runs the pushed digest, which no tag move can change. Immutable tags would
         # instead fail `pulumi up` whenever docker-build rebuilds without the source changing (its
@@ -136,11 +142,12 @@ def build_and_push(
     token = aws.ecr.get_authorization_token_output(
         registry_id=repository.registry_id, region=region, opts=pulumi.InvokeOutputOptions(parent=parent)
     )
-    tag = build_context_tag()
+    tag = build_context_tag(directory)
+    location = build_context_location(directory)
     image = docker_build.Image(
         f"{name}-image",
-        context={"location": build_context_location()},
-        dockerfile={"location": f"{build_context_location()}/Dockerfile"},
+        context={"location": location},
+        dockerfile={"location": f"{location}/Dockerfile"},
         # `pulumi preview` needs no Docker daemon: the image is built and pushed by `pulumi up` only
         # (docker-build still checks the Dockerfile's syntax at preview, which needs no daemon).
         build_on_preview=False,

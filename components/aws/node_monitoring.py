@@ -27,7 +27,7 @@ import pulumi_aws as aws
 from ..config import NODE_MONITORING_AGENT_ADDON
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
-from ..facts.gpu_nodes import gpu_toleration
+from ..facts.gpu_nodes import gpu_daemon_tolerations
 from .addon_versions import addon_version
 from .cluster import ClusterInput, cluster_field, cluster_ref_of
 
@@ -44,10 +44,11 @@ on every update (EKS API ``ResolveConflicts``)."""
 
 def node_monitoring_agent_configuration() -> dict[str, Any]:
     """The add-on's configuration values (its ``configuration.schema.json`` shape): the DCGM host
-    engine tolerates the GPU taint, so it runs on the GPU nodes it exists for. The chart's DCGM
+    engine tolerates the GPU taint and the health gate's taints, so it runs on the GPU nodes it
+    exists for, also before the gate admits them and while it quarantines them. The chart's DCGM
     node affinity (NVIDIA instance types, amd64, not Fargate/Auto Mode/HyperPod) stays as it is; the
     node agent itself already tolerates every taint."""
-    return {"dcgmAgent": {"tolerations": [gpu_toleration()]}}
+    return {"dcgmAgent": {"tolerations": gpu_daemon_tolerations()}}
 
 
 @documented_args

@@ -147,9 +147,11 @@ from .health import (
     NCCL_MAX_BYTES,
     NODE_MONITORING_AGENT_ADDON,
     DcgmDiagConfig,
+    HealthGateConfig,
     NcclTestConfig,
     NodeMonitoringConfig,
     PreflightConfig,
+    validate_health_gate,
 )
 from .verify import VERIFIER_GROUP, VerifyConfig
 from .charts import ChartsConfig
@@ -272,6 +274,8 @@ __all__ = [
     "NcclTestConfig",
     "NodeMonitoringConfig",
     "PreflightConfig",
+    "HealthGateConfig",
+    "validate_health_gate",
     "VERIFIER_GROUP",
     "VerifyConfig",
     "ChartsConfig",

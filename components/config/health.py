@@ -1,8 +1,9 @@
-"""GPU node health's configuration: the EKS node monitoring agent and the pre-flight checks.
+"""GPU node health's configuration: the EKS node monitoring agent, the health gate and the
+pre-flight checks.
 
 Repair itself is configured where the pools are (managed node groups' ``nodeRepair``, Karpenter's
-``nodeRepair`` feature gate); this section says how failures are detected and how a pool is proven
-fit before training starts.
+``nodeRepair`` feature gate); this section says how failures are detected, how a node that joins
+proves itself before it gets work, and how a pool is proven fit before training starts.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pydantic import AfterValidator, Field
 
 from .images import _check_image_reference
 from .base import _Model
+from .problems import Problem
 
 NODE_MONITORING_AGENT_ADDON = "eks-node-monitoring-agent"
 """EKS add-on name of the node monitoring agent (docs.aws.amazon.com/eks/latest/userguide/node-health.html)."""
@@ -22,8 +24,14 @@ DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"
 pins for its standalone DCGM (values.yaml ``dcgm.repository``/``image``/``version``)."""
 
 DCGM_DIAG_LEVELS = (1, 2, 3, 4)
-"""``dcgmi diag -r`` run levels: 1 quick (seconds), 2 medium (about two minutes), 3 long (up to
-half an hour), 4 extended (an hour or more) (NVIDIA DCGM user guide, "Run Levels")."""
+"""``dcgmi diag -r`` run levels: 1 quick (seconds), 2 medium (about two minutes), 3 long (about 15
+minutes), 4 extended (longer; NVIDIA publishes no figure) (NVIDIA DCGM, ``dcgmi diag`` reference,
+``--run``)."""
+
+HEALTH_GATE_MIN_MINUTES = {1: 5, 2: 10, 3: 30, 4: 120}
+"""The shortest ``healthGate.timeoutMinutes`` each DCGM level may run under: its own length (see
+``DCGM_DIAG_LEVELS``; level 4's is unpublished, so two hours) plus pulling the DCGM image (about
+3 GB) and the EFA checks, with room for a loaded node."""
 
 NCCL_MAX_BYTES = 2 * 1024**3
 """Largest all-reduce message of the pre-flight NCCL test: 2 GiB, the size the published baselines
@@ -39,13 +47,41 @@ class NodeMonitoringConfig(_Model):
     """Add-on version to pin, e.g. `v1.7.0-eksbuild.1`, so an upgrade is a reviewed change. Default: EKS's default build for the cluster's Kubernetes version, read at every `pulumi up` (it moves with the version, not with each new build)."""
 
 
+class HealthGateConfig(_Model):
+    """The health gate: every GPU node joins with the startup taint `eks-gpu-training/unverified:NoSchedule`, and gets work only once its checks pass (DCGM diagnostics, its EFA devices, an EFA loopback test); a node whose GPUs fail later is taken out of its jobs."""
+
+    enabled: bool = False
+    """Run the gate, and give every GPU pool's nodes the startup taint (managed node groups' taints, Karpenter NodePools' `startupTaints`). Default: false."""
+    image: Optional[Annotated[str, AfterValidator(_check_image_reference)]] = None
+    """Prebuilt gate image, pinned by digest or a release tag; skips the ECR repository and the image build. Default: none (the stack builds `components/healthgate` and pushes it to a private ECR repository it creates; needs Docker where `pulumi up` runs)."""
+    dcgm_level: int = Field(default=2, ge=min(DCGM_DIAG_LEVELS), le=max(DCGM_DIAG_LEVELS))
+    """`dcgmi diag -r` level each joining node runs: 1 quick (seconds), 2 medium (about two minutes), 3 long (about 15 minutes), 4 extended. Default: 2."""
+    dcgm_image: Annotated[str, AfterValidator(_check_image_reference)] = DCGM_IMAGE
+    """Image with `nv-hostengine` and `dcgmi`. Default: nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04."""
+    efa_loopback_image: Optional[Annotated[str, AfterValidator(_check_image_reference)]] = None
+    """Image with libfabric's `fi_pingpong` under /opt/amazon/efa/bin (AWS's EFA installer puts it there; AWS's nccl-tests image has it), for a ping-pong over the node's first EFA device; without it only the EFA device count is checked. Default: none."""
+    timeout_minutes: int = Field(default=20, ge=5, le=600)
+    """How long a node's checks may take, from their Job's creation (image pulls included), before the node counts as failed. Default: 20."""
+    quarantine: bool = True
+    """Taint a node whose node monitoring agent reports `AcceleratedHardwareReady` False (any reason but `DCGMError`) with `eks-gpu-training/unhealthy:NoExecute`, evicting its training pods, never more than half of a pool; a node that recovers is checked again. Default: true."""
+
+
+def validate_health_gate(config: HealthGateConfig, path: str = "healthGate") -> list[Problem]:
+    """A check deadline the chosen DCGM level cannot meet is refused."""
+    shortest = HEALTH_GATE_MIN_MINUTES[config.dcgm_level]
+    if config.enabled and config.timeout_minutes < shortest:
+        return [Problem(f"{path}.timeoutMinutes", f"{config.timeout_minutes} is shorter than DCGM level {config.dcgm_level} and the "
+                        f"image pull take; allow at least {shortest} minutes, or choose a lower dcgmLevel")]
+    return []
+
+
 class DcgmDiagConfig(_Model):
     """DCGM diagnostics: one pod per GPU node running ``dcgmi diag -r <level>`` on all its GPUs."""
 
     enabled: bool = True
     """Run DCGM diagnostics on each node of every GPU pool that starts with nodes. Default: true."""
     level: int = Field(default=2, ge=min(DCGM_DIAG_LEVELS), le=max(DCGM_DIAG_LEVELS))
-    """`dcgmi diag -r` level: 1 quick, 2 medium (about two minutes), 3 long, 4 extended. Default: 2."""
+    """`dcgmi diag -r` level: 1 quick, 2 medium (about two minutes), 3 long (about 15 minutes), 4 extended. Default: 2."""
     image: Annotated[str, AfterValidator(_check_image_reference)] = DCGM_IMAGE
     """Image with `nv-hostengine` and `dcgmi`, pinned by tag or digest. Default: nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04."""
 

@@ -3,7 +3,7 @@ topology request of training jobs."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Optional
 
 from pydantic import Field
 
@@ -45,5 +45,7 @@ class KueueConfig(_Model):
     """`topology.k8s.aws/network-node-layer-N` the request names (3: the switch closest to the instances). Default: 3."""
     pods_ready_timeout_minutes: int = Field(default=PODS_READY_TIMEOUT_MINUTES, ge=1, le=1440)
     """Minutes after admission until all of a job's pods must be Ready, else it is evicted and requeued (cold GPU node plus a multi-GB image pull). Default: 30."""
-    recovery_timeout_minutes: int = Field(default=RECOVERY_TIMEOUT_MINUTES, ge=1, le=1440)
-    """Minutes a running job may miss a Ready pod before it is evicted and requeued. Default: 15."""
+    recovery_timeout_minutes: Optional[int] = Field(default=RECOVERY_TIMEOUT_MINUTES, ge=1, le=1440)
+    """Minutes a running job may miss a Ready pod (its node NotReady, a rank restarting) before Kueue evicts it and requeues it; `null` turns the requeue off (the job waits for its pods however long). Default: 15."""
+    failed_node_replacement: bool = True
+    """Let topology-aware scheduling replace a job's failed or deleted node by a free one the job's topology request allows (Kueue's `TASFailedNodeReplacement` gate), and evict and requeue the job at once when there is none (`TASFailedNodeReplacementFailFast`); false: the job keeps its lost node's place until `recoveryTimeoutMinutes`. Default: true."""

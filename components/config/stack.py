@@ -23,7 +23,7 @@ from .images import ImagesConfig
 from .problems import Problem, _collector
 from .cluster import ClusterConfig, SystemNodeGroupConfig, validate_admin_principals, validate_cluster_endpoint
 from .inputs import InputText
-from .health import NodeMonitoringConfig, PreflightConfig
+from .health import HealthGateConfig, NodeMonitoringConfig, PreflightConfig, validate_health_gate
 from .in_cluster import InClusterConfig
 from .network import NetworkConfig, validate_network
 from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
@@ -68,6 +68,8 @@ class GpuTrainingPlatformArgs(_Model):
     """The nvidia-smi smoke test. Default: off."""
     node_monitoring: NodeMonitoringConfig = NodeMonitoringConfig()
     """The EKS node monitoring agent add-on, whose node conditions drive node auto repair. Default: installed."""
+    health_gate: HealthGateConfig = HealthGateConfig()
+    """The health gate: GPU nodes join with a startup taint and get work only once their checks pass; a node whose GPUs fail is taken out of its jobs. Default: off."""
     preflight: PreflightConfig = PreflightConfig()
     """DCGM diagnostics and the NCCL all-reduce test on the GPU pools, awaited by `pulumi up`. Default: off."""
     verify: VerifyConfig = VerifyConfig()
@@ -174,6 +176,7 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     problems.extend(validate_gpu_node_os(gpu_pool_ami_types(args)))
     problems.extend(validate_gpu_operator(args.gpu_operator))
     problems.extend(validate_topology_labeler(args.topology_labeler, "topologyLabeler"))
+    problems.extend(validate_health_gate(args.health_gate))
     problems.extend(validate_karpenter(args.karpenter, args.network, instance_store_raid0=args.storage.instance_store == "raid0",
                                        protect=args.cluster.protect))
     problems.extend(validate_storage(args.storage, args.network, gpu_pool_zones(args), args.s3_buckets, protect=args.cluster.protect))

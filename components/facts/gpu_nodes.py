@@ -5,6 +5,8 @@ all read the same facts."""
 
 from __future__ import annotations
 
+from ..healthgate.settings import QUARANTINE_TAINT_EFFECT, QUARANTINE_TAINT_KEY, STARTUP_TAINT_EFFECT, STARTUP_TAINT_KEY
+
 GPU_NODE_ROLE_LABEL = ("role", "gpu-training")
 """The label every GPU node carries; training pods select on it (seed: ``role=gpu-training``)."""
 
@@ -28,6 +30,29 @@ def gpu_toleration() -> dict[str, str]:
     """The Kubernetes toleration of the GPU taint, for GPU workloads and GPU daemons (seed:
     ``operator: Exists``, so it also matches a taint whose value is not ``true``)."""
     return {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def startup_taint() -> dict[str, str]:
+    """The health gate's startup taint in the EKS node group API's shape (no value)."""
+    return {"key": STARTUP_TAINT_KEY, "effect": "NO_SCHEDULE"}
+
+
+def karpenter_startup_taint() -> dict[str, str]:
+    """The health gate's startup taint in the Kubernetes spelling a NodePool's ``startupTaints`` take."""
+    return {"key": STARTUP_TAINT_KEY, "effect": STARTUP_TAINT_EFFECT}
+
+
+def gpu_daemon_tolerations() -> list[dict[str, str]]:
+    """Tolerations of the daemons every GPU node runs (device plugins, the node monitoring agent's
+    DCGM engine, feature discovery, the topology labeler): the GPU taint; the health gate's startup
+    taint, since the gate's checks need the GPUs and EFA devices those daemons advertise before it
+    lifts it; and its quarantine taint, so the agent keeps watching a quarantined node and reports
+    when it recovers. Training pods tolerate neither of the gate's taints."""
+    return [
+        gpu_toleration(),
+        {"key": STARTUP_TAINT_KEY, "operator": "Exists", "effect": STARTUP_TAINT_EFFECT},
+        {"key": QUARANTINE_TAINT_KEY, "operator": "Exists", "effect": QUARANTINE_TAINT_EFFECT},
+    ]
 
 
 def gpu_node_selector() -> dict[str, str]:

@@ -14,6 +14,7 @@ from ..offline.render import RenderError
 from . import build as builds
 from .cluster import LocalCluster, default_state_dir
 from .errors import LocalError
+from .faults import CHECKS, FaultError, condition_fault
 
 
 BIN_DIR_HELP = (
@@ -53,6 +54,27 @@ def _parser() -> argparse.ArgumentParser:
                                  help="an http(s):// Helm repository or oci:// prefix holding every pinned chart, "
                                  f"asked instead of each chart's own repository, for this run (default: ${MIRROR_ENV}, "
                                  "else the stack's charts.mirror)")
+    fault = commands.add_parser(
+        "fault", help="mark a simulated node the way the node monitoring agent or its kubelet would, or remove it",
+        description="Inject a fault into a running local cluster's simulated node, as real API writes the controllers "
+        "react to: a node condition as the node monitoring agent reports it (with one of the agent's own reasons), "
+        "a kubelet that stops reporting (the node turns NotReady after the node lifecycle controller's grace period), "
+        "the node's deletion, or the health gate's checks failing on it (or on every node of a pool, nodes that join "
+        "later included). --clear undoes all but a deletion.")
+    fault.add_argument("stack", help="stack name or stack file path, as for `up`")
+    fault.add_argument("node", nargs="?", default=None, help="the node (`kubectl get nodes`); leave out with --pool")
+    fault.add_argument("--state-dir", type=Path, default=None, help="the cluster's files (default: as for `up`)")
+    fault.add_argument("--pool", default=None, help="with --fail-checks or --clear: every node of this GPU pool")
+    kinds = fault.add_mutually_exclusive_group(required=True)
+    kinds.add_argument("--condition", metavar="TYPE=STATUS",
+                       help="e.g. AcceleratedHardwareReady=False (with --reason, one of the agent's: NvidiaXID79Error)")
+    kinds.add_argument("--not-ready", action="store_true", help="the node's kubelet stops renewing its lease")
+    kinds.add_argument("--delete", action="store_true", help="delete the Node, as when its instance terminates")
+    kinds.add_argument("--fail-checks", metavar="CHECK", choices=CHECKS,
+                       help=f"the health gate's check CHECK fails on the node or pool ({', '.join(CHECKS)})")
+    kinds.add_argument("--clear", action="store_true", help="undo the node's (or pool's) condition, stopped kubelet and failing checks")
+    fault.add_argument("--reason", default=None, help="with --condition: the agent's reason (reasons.yaml)")
+    fault.add_argument("--message", default=None, help="with --condition: the condition's message")
     simulate = commands.add_parser(
         "simulate", help="replay a job-mix trace on a local cluster of the stack and report waits, placement and use",
         description="Start a local cluster of the stack (its GPU pools grown with --scale), delete the stack's own "
@@ -142,6 +164,10 @@ def _run(options) -> int:
         print(f"bin: {folder}")
         return 0
     cluster = _cluster(options)
+    if options.command == "fault":
+        for line in _fault(cluster, options):
+            print(line)
+        return 0
     if options.command == "simulate":
         from .simulate import simulate
 
@@ -166,6 +192,32 @@ def _run(options) -> int:
     kubeconfig = cluster.up(bare=options.bare)
     print(f"kubeconfig: {kubeconfig}")
     return 0
+
+
+def _fault(cluster: LocalCluster, options) -> list[str]:
+    """Inject (or clear) the fault the options name; what was done, in words."""
+    if (options.node is None) == (options.pool is None) or (options.pool is not None and not (options.fail_checks or options.clear)):
+        raise FaultError("name the node, or --pool with --fail-checks or --clear")
+    if (options.reason or options.message) and not options.condition:
+        raise FaultError("--reason and --message go with --condition")
+    faults = cluster.faults()
+    where = f"node {options.node}" if options.node else f"every node of pool {options.pool}"
+    if options.condition:
+        fault = condition_fault(options.condition, options.reason, options.message)
+        faults.set_condition(options.node, fault)
+        return [f"{where}: {fault.type}={fault.status} ({fault.reason}), reported by the simulated agent until --clear"]
+    if options.not_ready:
+        faults.stop_kubelet(options.node)
+        return [f"{where}: the kubelet stopped renewing its lease; the node turns NotReady after the node lifecycle "
+                "controller's grace period"]
+    if options.delete:
+        faults.delete(options.node)
+        return [f"{where}: deleted"]
+    if options.fail_checks:
+        faults.fail_checks(options.fail_checks, node=options.node, pool=options.pool)
+        return [f"{where}: the health gate's {options.fail_checks} check fails until --clear"]
+    undone = faults.clear(node=options.node, pool=options.pool)
+    return [f"{where}: {line}" for line in undone] or [f"{where}: nothing to clear"]
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from ..platform.stack_files import StackFile, locate_stack
 from . import build as builds
 from .control_plane import write_control_plane_files
 from .errors import LocalError
+from .faults import Faults
 from .layout import Layout
 from .node_health import report_accelerated_hardware
 from .fleet import SimulatedNode
@@ -256,6 +257,16 @@ class LocalCluster:
         shutil.rmtree(self.state, ignore_errors=True)
         shutil.rmtree(self.render_dir, ignore_errors=True)
         return killed
+
+    def faults(self) -> "Faults":
+        """The faults of this running cluster (``faults.Faults``), written through its API server."""
+        from kubernetes import client, config
+
+        if not (self.state / "pids.json").is_file():
+            raise LocalClusterError(f"no local cluster of {self.stack} runs from {self.state}",
+                                    f"`eks-gpu-training-local up {self.stack}` first")
+        api = config.new_client_from_config(config_file=str(self.kubeconfig))
+        return Faults(client.CoreV1Api(api), client.CoordinationV1Api(api))
 
     def status(self) -> dict[str, bool]:
         supervisor = Supervisor(self.state)

@@ -46,7 +46,12 @@ def kwok_stages(kwok_dir: Path) -> list[dict]:
     stages = []
     for name in KWOK.data:
         stage = yaml_io.load((kwok_dir / Path(name).name).read_text())
+        if stage["metadata"]["name"] == "pod-delete":
+            # Only a pod whose containers have ended is removed; a running one ends first.
+            stage["spec"]["selector"]["matchExpressions"].append(
+                {"key": ".status.phase", "operator": "NotIn", "values": ["Running", "Pending"]})
         if stage["metadata"]["name"] == "pod-complete":
+            stages.append(_terminated(copy.deepcopy(stage)))
             stages.append(_timed(copy.deepcopy(stage)))
             key, value = HELM_MANAGED
             stage["metadata"]["name"] = "helm-job-pod-complete"
@@ -55,6 +60,26 @@ def kwok_stages(kwok_dir: Path) -> list[dict]:
             )
         stages.append(stage)
     return stages
+
+
+def _terminated(stage: dict) -> dict:
+    """A deleted pod's containers killed, as a kubelet reports them before the pod goes: phase
+    Failed, each container terminated with 137 (SIGKILL after SIGTERM). KWOK's own pod-delete stage
+    removes a deleted pod at once, which a pod holding a finalizer survives: a Job's pod keeps the
+    Job controller's tracking finalizer until it is terminal, so a rank evicted from its node (the
+    taint manager, a drain) stayed Terminating, and Running, for ever."""
+    stage["metadata"]["name"] = "pod-terminate"
+    stage["spec"]["selector"]["matchExpressions"] = [
+        {"key": ".metadata.deletionTimestamp", "operator": "Exists"},
+        {"key": ".status.phase", "operator": "In", "values": ["Running", "Pending"]},
+    ]
+    template = stage["spec"]["next"]["statusTemplate"]
+    for old, new in (("exitCode: 0", "exitCode: 137"), ("reason: Completed", "reason: Error"), ("phase: Succeeded", "phase: Failed")):
+        if old not in template:
+            raise ValueError(f"KWOK's pod-complete stage no longer holds {old!r}: the pod-terminate stage is built from it")
+        template = template.replace(old, new)
+    stage["spec"]["next"]["statusTemplate"] = template
+    return stage
 
 
 def _timed(stage: dict) -> dict:

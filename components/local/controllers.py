@@ -89,12 +89,24 @@ def kueue_files(layout: Layout, chart_objects: list[dict[str, Any]], secret: dic
     return (File(layout.kueue_config, yaml.safe_dump(configuration, sort_keys=False).encode()), *certificates)
 
 
-def kueue_process(layout: Layout) -> Process:
+def kueue_feature_gates(chart_objects: list[dict[str, Any]]) -> str:
+    """The ``--feature-gates`` of the chart's Kueue Deployment (the stack's ``featureGates``), and
+    the local cluster's own (``KUEUE_FEATURE_GATES``)."""
+    gates = []
+    for deployment in chart_objects:
+        if deployment.get("kind") != "Deployment" or deployment["metadata"].get("namespace") != KUEUE_CONFIG_MAP[0]:
+            continue
+        for container in deployment["spec"]["template"]["spec"]["containers"]:
+            gates += [arg.split("=", 1)[1] for arg in container.get("args") or [] if arg.startswith("--feature-gates=")]
+    return ",".join([*gates, KUEUE_FEATURE_GATES])
+
+
+def kueue_process(layout: Layout, chart_objects: Optional[list[dict[str, Any]]] = None) -> Process:
     """Kueue, ready once its certificate controller has written the serving certificate and the
     webhook server answers with it; its webhook Secret and webhook configurations must be in place."""
     return Process("kueue", layout.binary(KUEUE, "kueue"), (
         f"--config={layout.kueue_config}", f"--kubeconfig={layout.kubeconfig}",
-        f"--feature-gates={KUEUE_FEATURE_GATES}", "--zap-log-level=2",
+        f"--feature-gates={kueue_feature_gates(chart_objects or [])}", "--zap-log-level=2",
     ), env={"KUBECONFIG": str(layout.kubeconfig)}, after=("kube-apiserver",),
         ready=Ready(f"{layout.url('kueue-health')}/readyz"))
 

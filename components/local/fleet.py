@@ -145,7 +145,7 @@ def managed_nodes(
                                            disk_bytes=_disk_bytes(args, type_name, root_gib))
         zones = _zones(args, pool.availability_zone if pool else None)
         taints = [
-            {"key": t["key"], "value": t.get("value", ""), "effect": TAINT_EFFECTS[t["effect"]]}
+            {"key": t["key"], **({"value": t["value"]} if t.get("value") else {}), "effect": TAINT_EFFECTS[t["effect"]]}
             for t in inputs.get("taints") or []
         ]
         prefix = pool_name or "system"

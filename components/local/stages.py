@@ -28,6 +28,7 @@ from .eks_addons import eks_system_objects
 from .fleet import SimulatedNode, karpenter_instance_types, managed_nodes
 from .job_controllers import JOB_CONTROLLERS, installed, job_controller_process, webhook_files
 from .layout import File, Layout
+from .health_gate import gate_deployed, health_gate_process
 from .node_health import node_health_process
 from .platform import KWOK_NODE_CLASS, PlatformObjects, collect, describe, localize
 from .processes import Process, start_order
@@ -144,7 +145,7 @@ def plan(
               "Trainer beside the cluster",
               files=(kueue_files(layout, chart_objects, kueue_secret) if kueue_secret else ()) + controller_files,
               objects=((kueue_secret,) if kueue_secret else ()) + tuple(webhooks),
-              processes=((kueue_process(layout),) if kueue_on else ()) + controller_processes),
+              processes=((kueue_process(layout, chart_objects),) if kueue_on else ()) + controller_processes),
     ]
     if karpenter_on:
         nodepools = [o for o in render["stack_objects"] if o.get("kind") == "NodePool"]
@@ -153,12 +154,21 @@ def plan(
             files=karpenter_files(layout, karpenter_instance_types(args, nodepools)), objects=(kwok_node_class(),),
             processes=(karpenter_process(layout, chart_objects),),
         ))
+    gated = gate_deployed(render["stack_objects"])
+    if gated:
+        # Before the platform: its pods wait for GPU nodes the gate admits, and the gate waits for
+        # its check verdicts, which the reporter writes.
+        stages.append(Stage(
+            "health-gate", "the health gate's program beside the cluster, as its ServiceAccount, and the reporter "
+            "that writes its check containers' verdicts and the node monitoring agent's condition",
+            processes=(health_gate_process(layout), node_health_process(layout)),
+        ))
     stages += [
         Stage("platform", "every other object of the stack and its charts", objects=tuple(rest), waits=("placed",),
               notes=tuple(localized.left_out)),
         Stage("node-health", "the node monitoring agent's condition, reported in its place",
               waits=("hardware-reported",),
-              processes=(node_health_process(layout),) if args.node_monitoring.enabled else ()),
+              processes=(node_health_process(layout),) if args.node_monitoring.enabled and not gated else ()),
     ]
     return Plan(tuple(stages), nodes, localized)
 

@@ -26,6 +26,7 @@ from ..addons.job_apis import JobSetController, TrainerController
 from ..addons.kueue import Kueue
 from ..aws.training_identity import TrainingIdentity, TrainingIdentityArgs, training_role_needed
 from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from ..workloads.health_gate import HealthGate, HealthGateArgs
 from ..addons.verifier_role import VerifierRole
 from ..aws.node_monitoring import NodeMonitoringAgent, NodeMonitoringAgentArgs
 from ..workloads.preflight_checks import PreflightChecks
@@ -42,6 +43,7 @@ from .names import (
     gpu_node_pool_child_name,
     karpenter_child_name,
     topology_labeler_child_name,
+    health_gate_child_name,
     training_identity_child_name,
 )
 from .in_cluster import compose_in_cluster
@@ -94,6 +96,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """The EFA device plugin release; None when no GPU pool has EFA."""
     topology_labeler: Optional[TopologyLabeler]
     """The topology labeler; None when ``topologyLabeler.enabled`` is false."""
+    health_gate: Optional[HealthGate]
+    """The health gate; None unless ``healthGate.enabled``."""
     karpenter: Optional[Karpenter]
     """The Karpenter controller, when ``karpenter.enabled``."""
     gpu_node_pools: dict[str, GpuNodePool]
@@ -154,6 +158,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         self.topology_labeler = self._topology_labeler(name, args, tags) if args.topology_labeler.enabled else None
         self.karpenter = self._karpenter(name, args, tags) if args.karpenter.enabled else None
         self.gpu_node_pools = self._gpu_node_pools(name, args, self.karpenter, tags) if self.karpenter else {}
+        self.health_gate = self._health_gate(name, args, tags) if args.health_gate.enabled else None
         self.training_identity = (
             self._training_identity(name, args, tags)
             if training_role_needed(args.s3_buckets, args.scheduling.service_account.policy_arns)
@@ -256,6 +261,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                     tags=tags,
                     protect=args.cluster.protect,
                     instance_store_raid0=args.storage.instance_store == "raid0",
+                    health_gate=args.health_gate.enabled,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -276,6 +282,16 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         return TopologyLabeler(
             topology_labeler_child_name(name),
             TopologyLabelerArgs(cluster=self.cluster.ref, config=args.topology_labeler, tags=tags),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _health_gate(self, name: str, args: GpuTrainingPlatformArgs, tags: Tags) -> HealthGate:
+        """The health gate for every GPU pool, whose nodes join with its startup taint. It waits for the
+        cluster only: nodes that join before it runs keep their taint until it does."""
+        return HealthGate(
+            health_gate_child_name(name),
+            HealthGateArgs(cluster=self.cluster.ref, config=args.health_gate, gpu_node_groups=list(args.gpu_node_groups),
+                           karpenter_pools=list(args.karpenter.gpu_node_pools) if args.karpenter.enabled else [], tags=tags),
             opts=pulumi.ResourceOptions(parent=self),
         )
 
@@ -305,6 +321,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                     instance_store_raid0=args.storage.instance_store == "raid0",
                     protect=args.cluster.protect,
                     retain_on_removal=args.karpenter.retain_on_removal,
+                    health_gate=args.health_gate.enabled,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

@@ -17,6 +17,7 @@ from ..aws.gpu_node_group import gpu_node_group_physical_names
 from ..aws.network import network_physical_names
 from ..aws.storage import lustre_storage_physical_names
 from ..aws.training_identity import training_identity_physical_names, training_role_needed
+from ..workloads.health_gate import health_gate_physical_names
 from ..config import GpuTrainingPlatformArgs, Problem
 from ..config.inputs import is_unknown
 from ..facts.aws_names import NAME_LIMITS, PhysicalName
@@ -48,6 +49,11 @@ def gpu_node_pool_child_name(name: str, pool_name: str) -> str:
 def topology_labeler_child_name(name: str) -> str:
     """Name of the platform's ``TopologyLabeler``."""
     return f"{name}-topology-labeler"
+
+
+def health_gate_child_name(name: str) -> str:
+    """Name of the platform's ``HealthGate``."""
+    return f"{name}-health-gate"
 
 
 def training_identity_child_name(name: str) -> str:
@@ -85,6 +91,8 @@ def generated_names(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) ->
             ("cluster.name" if n.resource_type == "aws:ecr/repository:Repository" else own, n)
             for n in topology_labeler_physical_names(child, args.topology_labeler, cluster_name)
         ]
+    if args.health_gate.enabled:
+        names += [("cluster.name", n) for n in health_gate_physical_names(args.health_gate, cluster_name)]
     if training_role_needed(args.s3_buckets, args.scheduling.service_account.policy_arns):
         child = training_identity_child_name(name)
         names += [(own, n) for n in training_identity_physical_names(child, args.s3_buckets)]

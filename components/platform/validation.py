@@ -7,6 +7,7 @@ from ..addons import gpu_operator, kueue, topology_labeler
 from ..addons.chart_source import chart_problems
 from ..config import GpuTrainingPlatformArgs, Problem, validate_platform
 from ..config.inputs import is_unknown
+from ..workloads import health_gate
 from ..workloads.preflight_checks import validate_preflight
 from ..workloads.queues import validate_kueue
 from ..workloads.scheduling_validation import validate_scheduling
@@ -68,6 +69,9 @@ def validate_in_cluster_settings(args: GpuTrainingPlatformArgs) -> list[Problem]
     if args.storage.fsx.enabled:
         problems.append(Problem("storage.fsx.enabled", "the training volumes need the FSx for Lustre file system, "
                                 "which inCluster does not create; turn it off, or deploy the whole stack"))
+    if args.health_gate.enabled:
+        problems.append(Problem("healthGate.enabled", "the gate lifts a startup taint that the GPU node groups carry, and "
+                                "inCluster makes no node group (nor the gate's image); turn it off, or deploy the whole stack"))
     if args.s3_buckets:
         problems.append(Problem("s3Buckets", "training pods reach the buckets through a Pod Identity role, which "
                                 "inCluster does not create; leave it empty, or deploy the whole stack"))
@@ -82,6 +86,8 @@ def addon_namespaces(args: GpuTrainingPlatformArgs) -> dict[str, str]:
     namespaces = {gpu_operator.NAMESPACE: "the GPU Operator"}
     if args.topology_labeler.enabled:
         namespaces[topology_labeler.NAMESPACE] = "the topology labeler"
+    if args.health_gate.enabled:
+        namespaces[health_gate.NAMESPACE] = "the health gate"
     if args.kueue.enabled:
         namespaces[kueue.KUEUE_NAMESPACE] = "Kueue"
     return namespaces

@@ -3,7 +3,7 @@ a stack file declares. The top layer: it reads a cluster with the ``kubernetes``
 ``[verify]`` extra) and judges it with the facts, configuration and templates below it.
 
 ``read_snapshot`` lists what the checks need into a ``Snapshot`` of plain API objects; ``judge``
-(and ``judge_seed``, ``judge_stack``) turn a snapshot into ``Row``s without touching the cluster;
+(and ``judge_seed``, ``judge_health``, ``judge_stack``) turn a snapshot into ``Row``s without touching the cluster;
 ``verify`` does both::
 
     from eks_gpu_training.verify import verify
@@ -12,6 +12,7 @@ a stack file declares. The top layer: it reads a cluster with the ``kubernetes``
 """
 
 from .cli import EXIT_FAILED, EXIT_PASSED, EXIT_UNREADABLE, as_json, exit_status, judge, main, table, verify
+from .health import judge_health
 from .rows import FAIL, PASS, SKIP, Row
 from .seed import SEED_ITEMS, judge_seed
 from .snapshot import ClusterUnreadable, Snapshot, read_snapshot
@@ -32,6 +33,7 @@ __all__ = [
     "as_json",
     "exit_status",
     "judge",
+    "judge_health",
     "judge_seed",
     "judge_stack",
     "load_stack_args",

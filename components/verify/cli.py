@@ -19,6 +19,7 @@ from typing import Optional, Sequence, TextIO
 
 from ..config import ConfigError
 from .rows import EXAMPLES, FAIL, PASS, SKIP, Row
+from .health import judge_health
 from .seed import judge_seed
 from .snapshot import ClusterUnreadable, Snapshot, read_snapshot
 from .stack import StackRef, judge_stack, load_stack_args
@@ -31,10 +32,10 @@ RESET = "\033[0m"
 
 
 def judge(snapshot: Snapshot, stack: Optional[StackRef] = None, project_dir: Optional[Path] = None, *, examples: int = EXAMPLES) -> list[Row]:
-    """The rows of a snapshot: the seed's eight, then with ``stack`` what the stack declares. Each
-    group of objects failing for one reason names its first ``examples``."""
+    """The rows of a snapshot: the seed's eight, the node health rows, then with ``stack`` what the
+    stack declares. Each group of objects failing for one reason names its first ``examples``."""
     args = load_stack_args(stack, project_dir) if stack is not None else None
-    rows = judge_seed(snapshot, args, examples=examples)
+    rows = judge_seed(snapshot, args, examples=examples) + judge_health(snapshot, examples)
     return rows + judge_stack(snapshot, args, examples=examples) if args is not None else rows
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..facts.gpu_nodes import EFA_HUGEPAGES, EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, gpu_toleration
 from .placement import training_affinity, training_topology_spread
-from .training_spec import COMPONENT_LABEL, PART_OF, REPLICATED_JOB, TRAINING_COMPONENT, TrainingJobSpec
+from .training_spec import CHECKPOINT_ENV, COMPONENT_LABEL, PART_OF, REPLICATED_JOB, TRAINING_COMPONENT, TrainingJobSpec
 
 JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 TRAINER_CONTAINER = "trainer"
@@ -29,6 +29,8 @@ environment in the container named ``node`` (kubeflow/trainer pkg/constants, ``N
 SHM_VOLUME = "dshm"
 SHARED_VOLUME = "shared-fs"
 """The pod volume of the shared file system's claim."""
+CHECKPOINT_VOLUME = "checkpoints"
+"""The pod volume of the checkpoint directory when there is no shared file system (an emptyDir)."""
 EPHEMERAL_STORAGE_RESOURCE = "ephemeral-storage"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 """The label that hands a Job to Kueue: the LocalQueue it is submitted to (Kueue docs-jobs.md)."""
@@ -57,6 +59,23 @@ def torchrun_env(spec: TrainingJobSpec) -> list[dict[str, Any]]:
         env.append({"name": "FI_PROVIDER", "value": "efa"})
     return env
 
+
+
+def checkpoint_env(spec: TrainingJobSpec) -> list[dict[str, Any]]:
+    """``CHECKPOINT_DIR``: where the training code saves its checkpoints and, when it starts, looks
+    for the last one (PyTorch distributed checkpointing: ``torch.distributed.checkpoint.save`` and
+    ``load`` with ``checkpoint_id=os.environ["CHECKPOINT_DIR"]``, docs/health.md)."""
+    return [{"name": CHECKPOINT_ENV, "value": spec.checkpoint_mount_path}]
+
+
+def checkpoint_mount(spec: TrainingJobSpec) -> dict[str, Any]:
+    """The checkpoint directory's mount: the shared file system's ``checkpoints/<namespace>/<app>``
+    (the kubelet makes the folder when it is missing), the same for every run, restart and requeue
+    of the app on any node; without a shared file system, an emptyDir on the node's instance store,
+    which lasts only as long as the pod (a requeued or restarted job starts over)."""
+    if spec.shared_volume_claim:
+        return {"name": SHARED_VOLUME, "mountPath": spec.checkpoint_mount_path, "subPath": spec.checkpoint_subpath}
+    return {"name": CHECKPOINT_VOLUME, "mountPath": spec.checkpoint_mount_path}
 
 
 def training_labels(spec: TrainingJobSpec) -> dict[str, str]:
@@ -120,10 +139,11 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
     if spec.args:
         container["args"] = list(spec.args)
     container.update(
-        env=torchrun_env(spec) + [{"name": k, "value": v} for k, v in spec.env.items()],
+        env=torchrun_env(spec) + checkpoint_env(spec) + [{"name": k, "value": v} for k, v in spec.env.items()],
         resources=training_resources(spec),
         volumeMounts=[{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]  # noqa: S108 - the container's shared memory, a memory-backed volume
-        + ([{"name": SHARED_VOLUME, "mountPath": spec.shared_volume_mount_path}] if spec.shared_volume_claim else []),
+        + ([{"name": SHARED_VOLUME, "mountPath": spec.shared_volume_mount_path}] if spec.shared_volume_claim else [])
+        + [checkpoint_mount(spec)],
         securityContext={
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"], "add": list(TRAINING_CAPABILITIES)},
@@ -144,7 +164,8 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
         "automountServiceAccountToken": False,
         "containers": [container],
         "volumes": [{"name": SHM_VOLUME, "emptyDir": shm}]
-        + ([{"name": SHARED_VOLUME, "persistentVolumeClaim": {"claimName": spec.shared_volume_claim}}] if spec.shared_volume_claim else []),
+        + ([{"name": SHARED_VOLUME, "persistentVolumeClaim": {"claimName": spec.shared_volume_claim}}] if spec.shared_volume_claim
+           else [{"name": CHECKPOINT_VOLUME, "emptyDir": {}}]),
     }
     if spec.kind == "Job":
         # A JobSet sets its pods' subdomain to its own Service.
@@ -176,6 +197,18 @@ def job_metadata(spec: TrainingJobSpec) -> dict[str, Any]:
     return metadata
 
 
+DISRUPTION_POLICY = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+"""A Job's pod failure policy: a pod that ends because its node went (the taint manager evicting it
+from a quarantined or unreachable node, the pod garbage collector removing it from a deleted node,
+a drain) carries the ``DisruptionTarget`` condition (kubernetes.io/docs/concepts/workloads/pods/disruptions,
+"Pod disruption conditions"), and ``Ignore`` neither counts it against ``backoffLimit`` nor fails
+the Job: the Job controller makes the rank again, and Kueue places it on the node that replaces the
+lost one. Without it a training Job (``backoffLimit`` 0) fails on its first lost node. A rank whose
+process exits non-zero still fails the Job. A Job with a pod failure policy replaces a pod only
+once it has ended (``podReplacementPolicy: Failed``, the only one the API server then accepts), so a
+rank is never run twice at once."""
+
+
 def training_job(spec: TrainingJobSpec) -> dict[str, Any]:
     """The Indexed Job: one pod per node, all started together, rank = completion index."""
     return {
@@ -187,6 +220,7 @@ def training_job(spec: TrainingJobSpec) -> dict[str, Any]:
             "completions": spec.nodes,
             "parallelism": spec.nodes,
             "backoffLimit": spec.backoff_limit,
+            "podFailurePolicy": DISRUPTION_POLICY,
             # A queued Job starts suspended and Kueue resumes it on admission; created running, its
             # pods could start before Kueue's webhook suspends it.
             "suspend": spec.suspend or spec.queue_name is not None,

@@ -33,8 +33,16 @@ REPLICATED_JOB = "node"
 """The one replicated Job of a JobSet or TrainingRuntime: a Job of one pod per node. Kubeflow Trainer's
 torch plugin fills in torchrun's environment in the ``node`` container of the ``node`` Job only."""
 
-GENERATED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "FI_PROVIDER")
-"""Environment variables the pod template sets itself (``templates.torchrun_env``), so a job may not."""
+CHECKPOINT_ENV = "CHECKPOINT_DIR"
+"""The environment variable that names a training pod's checkpoint directory (``templates.checkpoint_env``)."""
+CHECKPOINT_MOUNT_PATH = "/checkpoints"
+"""Where every training pod finds its checkpoint directory."""
+CHECKPOINTS_SUBDIRECTORY = "checkpoints"
+"""The folder of the shared file system that holds every app's checkpoint directory."""
+
+GENERATED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "FI_PROVIDER",
+                 CHECKPOINT_ENV)
+"""Environment variables the pod template sets itself (``templates.torchrun_env``, ``templates.checkpoint_env``), so a job may not."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,10 @@ class TrainingJobSpec:
     """PersistentVolumeClaim of the shared file system (FSx for Lustre) the trainer mounts. Default: none."""
     shared_volume_mount_path: str = "/fsx"
     """Where the trainer mounts the shared file system. Default: /fsx."""
+    checkpoint_mount_path: str = CHECKPOINT_MOUNT_PATH
+    """Where the trainer finds its checkpoint directory (``CHECKPOINT_DIR``): the shared file system's
+    ``checkpoints/<namespace>/<name>``, which every run, restart and requeue of the app sees, or
+    without one an emptyDir on the node (the instance store), which lasts as long as the pod. Default: /checkpoints."""
     ephemeral_storage: Optional[str] = None
     """Ephemeral-storage request per pod (scratch space, caches on the node's instance-store RAID0). Default: none."""
     queue_name: Optional[str] = None
@@ -166,6 +178,12 @@ class TrainingJobSpec:
     def job_name(self) -> str:
         """Name of the revision's Job: ``<name>`` for revision 1, ``<name>-r<revision>`` after it."""
         return self.name if self.revision == 1 else f"{self.name}-r{self.revision}"
+
+    @property
+    def checkpoint_subpath(self) -> str:
+        """The app's checkpoint directory within the shared file system: the same for every run,
+        revision, restart and requeue of the app, and apart from every other namespace's apps."""
+        return f"{CHECKPOINTS_SUBDIRECTORY}/{self.namespace}/{self.name}"
 
     @property
     def master_address(self) -> str:

@@ -110,11 +110,12 @@ def stack_variant(folder: Path, stack: str, change: Callable[[dict[str, Any]], N
     return path
 
 
-def start(stack: str, state: Path, *, stack_path: Optional[Path] = None, bare: bool = False) -> Iterator[RunningCluster]:
-    """A local cluster of ``stack`` (from ``stack_path`` when given) for as long as the caller
-    iterates, stopped afterwards whatever happened."""
+def start(stack: str, state: Path, *, stack_path: Optional[Path] = None, bare: bool = False,
+          scale: Optional[int] = None) -> Iterator[RunningCluster]:
+    """A local cluster of ``stack`` (from ``stack_path`` when given; its GPU pools grown to ``scale``
+    nodes, as ``up --scale``) for as long as the caller iterates, stopped afterwards whatever happened."""
     _require_prerequisites()
-    cluster = LocalCluster(stack, state, project_root=PROJECT_ROOT, stack_path=stack_path,
+    cluster = LocalCluster(stack, state, project_root=PROJECT_ROOT, stack_path=stack_path, scale=scale,
                            log=lambda line: print(f"[{stack}] {line}"), attached=True)
     try:
         cluster.up(bare=bare)

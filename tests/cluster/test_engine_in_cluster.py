@@ -84,6 +84,7 @@ def in_cluster_config(kubeconfig: Path, charts: Path) -> dict:
     config[f"{PROJECT}:charts"] = {"directory": str(charts)}
     config[f"{PROJECT}:kueue"] = {"enabled": False}
     config[f"{PROJECT}:karpenter"] = {"enabled": False}
+    config[f"{PROJECT}:healthGate"] = {"enabled": False}
     scheduling = config[f"{PROJECT}:scheduling"]
     scheduling["teams"] = []
     scheduling["namespaces"] = scheduling["namespaces"][:1]

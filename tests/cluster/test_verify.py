@@ -178,6 +178,7 @@ def test_on_prod_the_rows_judge_the_two_node_job_and_the_stack(prod_cluster, pro
     assert statuses == {
         "gpu-device-plugin": PASS, "efa-device-plugin": PASS, "priority-classes": PASS, "pod-disruption-budgets": PASS,
         "gpu-taints": PASS, "one-pod-per-node": PASS, "topology-labels": SKIP, "topology-aware-spread": SKIP,
+        "health-gate": PASS, "accelerated-hardware": PASS, "replacement-wait": PASS,
         "pool-nodes/p5-training": PASS, "priority-class-values": PASS, "resource-quota/training": PASS,
         "resource-quota/research": PASS, "kueue-queues/training": PASS, "kueue-queues/research": PASS,
         "team/pretraining": PASS, "team/research": PASS, "topology-labeler": PASS, "node-monitoring-agent": PASS,

@@ -15,7 +15,7 @@ from eks_gpu_training.aws import labeler_image
 from eks_gpu_training.addons import topology_labeler as tl
 from eks_gpu_training.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError, TopologyLabelerConfig
 from eks_gpu_training.platform import parse_platform_args
-from eks_gpu_training.facts.gpu_nodes import gpu_toleration
+from eks_gpu_training.facts.gpu_nodes import gpu_daemon_tolerations
 from harness import ACCOUNT_ID, PROJECT_ROOT, run_main, run_program, stack_config, stand_in_ref
 
 NS = "kubernetes:core/v1:Namespace"
@@ -118,10 +118,10 @@ def test_prod_pod_identity_association_binds_the_role_to_the_service_account(pro
 
 
 def test_prod_builds_and_pushes_the_image_to_a_scanned_private_ecr_repository(prod_graph):
-    repository = prod_graph.one(REPOSITORY)
+    repository = labeler_of(prod_graph).one(REPOSITORY)
     assert repository.inputs["name"] == "gpu-training-prod/topology-labeler"
     assert repository.inputs["imageScanningConfiguration"] == {"scanOnPush": True}
-    image = prod_graph.one(IMAGE)
+    image = labeler_of(prod_graph).one(IMAGE)
     url = f"123456789012.dkr.ecr.us-west-2.amazonaws.com/{repository.inputs['name']}"
     assert image.inputs["push"] is True
     assert image.inputs["context"] == {"location": "components/labeler"}
@@ -134,7 +134,7 @@ def test_prod_builds_and_pushes_the_image_to_a_scanned_private_ecr_repository(pr
 
 
 def test_prod_daemonset_runs_the_pushed_image_by_digest(prod_graph):
-    repository, image = prod_graph.one(REPOSITORY), prod_graph.one(IMAGE)
+    repository, image = labeler_of(prod_graph).one(REPOSITORY), labeler_of(prod_graph).one(IMAGE)
     daemonset = labeler_of(prod_graph).one(DAEMONSET)
     (container,) = daemonset.inputs["spec"]["template"]["spec"]["containers"]
     url = f"123456789012.dkr.ecr.us-west-2.amazonaws.com/{repository.inputs['name']}"
@@ -153,7 +153,7 @@ def test_prod_daemonset_carries_the_security_and_scheduling_settings(prod_graph)
     assert spec["updateStrategy"]["type"] == "RollingUpdate"
     pod = spec["template"]["spec"]
     assert pod["nodeSelector"] == {"role": "gpu-training", "kubernetes.io/os": "linux"}
-    assert pod["tolerations"] == [gpu_toleration()]
+    assert pod["tolerations"] == gpu_daemon_tolerations()
     assert pod["priorityClassName"] == "system-node-critical"
     assert pod["serviceAccountName"] == "topology-labeler"
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -249,8 +249,8 @@ def test_labeler_resources_are_children_of_one_component(prod_graph):
 def test_a_prebuilt_image_skips_the_repository_and_the_build():
     graph = run_main(prod_with_labeler(image=PREBUILT))
     assert graph.error is None, repr(graph.error)
-    assert graph.of_type(REPOSITORY) == []
-    assert graph.of_type(IMAGE) == []
+    assert labeler_of(graph).of_type(REPOSITORY) == []
+    assert labeler_of(graph).of_type(IMAGE) == []
     (container,) = labeler_of(graph).one(DAEMONSET).inputs["spec"]["template"]["spec"]["containers"]
     assert container["image"] == PREBUILT
 

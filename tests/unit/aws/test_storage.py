@@ -203,7 +203,8 @@ def test_dev_has_no_file_system_but_requests_its_l40s_instance_store(dev_graph):
     job = next(r for r in dev_graph.resources if r.inputs.get("kind") == "Job")
     (trainer,) = job.inputs["spec"]["template"]["spec"]["containers"]
     assert trainer["resources"]["requests"]["ephemeral-storage"] == "116Gi"  # g6e.xlarge: 250 GB / 2
-    assert [m["name"] for m in trainer["volumeMounts"]] == ["dshm"]
+    # Its checkpoint directory is on the instance store too, an emptyDir that lasts as long as the pod.
+    assert [m["name"] for m in trainer["volumeMounts"]] == ["dshm", "checkpoints"]
 
 
 def test_instance_store_none_requests_no_ephemeral_storage():

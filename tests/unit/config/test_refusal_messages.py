@@ -58,7 +58,7 @@ def test_a_component_refusals_errors_name_the_components_key_paths():
         GpuNodeGroup("h100", cluster=None, pools=[])
     assert raised.value.errors == [
         {"property_path": "GpuNodeGroup(h100).pools",
-         "reason": "unknown argument; allowed: cluster, pool, network, tags, protect, instance_store_raid0"},
+         "reason": "unknown argument; allowed: cluster, pool, network, tags, protect, instance_store_raid0, health_gate"},
         {"property_path": "GpuNodeGroup(h100).pool", "reason": "is required"},
     ]
 

@@ -93,7 +93,9 @@ def test_each_managed_pool_node_carries_what_its_node_group_registers(prod_rende
     assert labels["eks-gpu-training/pool"] == "p5-training"
     assert labels["topology.kubernetes.io/zone"] == "us-west-2b"
     assert labels["node.kubernetes.io/instance-type"] == "p5.48xlarge"
-    assert manifest["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
+    # prod gates its nodes: each joins with the health gate's startup taint too, as EKS registers it (no value).
+    assert manifest["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+                                          {"key": "eks-gpu-training/unverified", "effect": "NoSchedule"}]
     assert manifest["metadata"]["annotations"] == {KWOK_NODE_ANNOTATION[0]: KWOK_NODE_ANNOTATION[1]}
     assert all(network_layer_key(layer) in labels for layer in (1, 2, 3))
     allocatable = manifest["status"]["allocatable"]

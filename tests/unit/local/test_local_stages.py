@@ -35,7 +35,8 @@ def test_up_runs_its_stages_in_the_order_the_platform_needs(dev):
     cluster, render, layout = dev
     stages = cluster.plan(render, layout).stages
     assert [stage.name for stage in stages] == [
-        "control-plane", "fleet", "eks-system", "crds", "namespaces", "webhooks", "karpenter", "platform", "node-health"]
+        "control-plane", "fleet", "eks-system", "crds", "namespaces", "webhooks", "karpenter", "health-gate", "platform",
+        "node-health"]
     assert [stage.name for stage in cluster.plan(render, layout, bare=True).stages] == ["control-plane", "fleet", "eks-system"]
 
 
@@ -90,7 +91,8 @@ def test_the_dry_run_prints_each_command_line_and_object_in_the_order_up_takes_t
     assert starts == ["start etcd", "start kube-apiserver after etcd", "start kube-controller-manager after kube-apiserver",
                       "start kube-scheduler after kube-apiserver", "start kwok after kube-apiserver",
                       "start kueue after kube-apiserver", "start jobset after kube-apiserver",
-                      "start karpenter after kube-apiserver", "start node-health after kube-apiserver"]
+                      "start karpenter after kube-apiserver", "start health-gate after kube-apiserver",
+                      "start node-health after kube-apiserver"]
     etcd = next(line for line in lines if line.startswith("  start etcd: "))
     assert etcd.startswith(f"  start etcd: {layout.cache}/bin/etcd-{builds.ETCD.version}/etcd --name=local ")
     kueue = next(line for line in lines if line.startswith("  start kueue "))
@@ -113,3 +115,15 @@ def test_up_dry_run_builds_starts_and_writes_nothing(tmp_path, monkeypatch, caps
     assert "stage eks-system: the DaemonSets EKS itself runs on every node" in out
     assert not state.exists()
     assert not (tmp_path / "cache" / "bin").exists()
+
+
+def test_the_gates_own_program_runs_beside_the_cluster_as_its_service_account_before_the_platform(dev):
+    cluster, render, layout = dev
+    stages = cluster.plan(render, layout).stages
+    gate = next(stage for stage in stages if stage.name == "health-gate")
+    processes = {process.name: process for process in gate.processes}
+    assert sorted(processes) == ["health-gate", "node-health"]
+    assert processes["health-gate"].args[:2] == ("-m", "eks_gpu_training.healthgate")
+    assert "--as=system:serviceaccount:health-gate:health-gate" in processes["health-gate"].args
+    # The reporter started here (it writes the check verdicts) is not started again for the agent's condition.
+    assert next(stage for stage in stages if stage.name == "node-health").processes == ()

@@ -114,17 +114,42 @@ def test_a_row_is_its_app_with_the_rows_size_queue_and_a_completion_delay(prod64
     assert f"{TRACE_JOB_LABEL}: ft" in text
 
 
-def test_kwok_completes_only_pods_that_say_when(tmp_path):
+COMPLETED_TEMPLATE = "containerStatuses:\n- state:\n    terminated:\n      exitCode: 0\n      reason: Completed\nphase: Succeeded\n"
+"""The shape of KWOK's own pod-complete template (kustomize/stage/pod/fast/pod-complete.yaml), shortened."""
+
+
+def kwok_stage_folder(folder: Path) -> Path:
     from eks_gpu_training.local.build import KWOK
 
-    kwok_dir = tmp_path
     fast = {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "pod-complete"},
             "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Pod"},
                      "selector": {"matchExpressions": [{"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]}]},
-                     "next": {"statusTemplate": "phase: Succeeded"}}}
+                     "next": {"statusTemplate": COMPLETED_TEMPLATE}}}
+    delete = {"metadata": {"name": "pod-delete"}, "spec": {"selector": {"matchExpressions": [
+        {"key": ".metadata.deletionTimestamp", "operator": "Exists"}]}, "next": {"delete": True}}}
     for name in KWOK.data:
-        stage = fast if name.endswith("pod-complete.yaml") else {"metadata": {"name": Path(name).stem}, "spec": {}}
-        (kwok_dir / Path(name).name).write_text(yaml.safe_dump(stage))
+        stage = fast if name.endswith("pod-complete.yaml") else delete if name.endswith("pod-delete.yaml") else {
+            "metadata": {"name": Path(name).stem}, "spec": {}}
+        (folder / Path(name).name).write_text(yaml.safe_dump(stage))
+    return folder
+
+
+def test_a_deleted_running_pod_ends_failed_before_it_is_removed_as_a_kubelet_reports_it(tmp_path):
+    # A Job's pod keeps the Job controller's tracking finalizer until it is terminal: removed while
+    # Running, an evicted rank would stay Terminating for ever.
+    stages = {s["metadata"]["name"]: s for s in kwok_stages(kwok_stage_folder(tmp_path))}
+    terminate = stages["pod-terminate"]["spec"]
+    assert terminate["selector"]["matchExpressions"] == [
+        {"key": ".metadata.deletionTimestamp", "operator": "Exists"},
+        {"key": ".status.phase", "operator": "In", "values": ["Running", "Pending"]}]
+    assert "phase: Failed" in terminate["next"]["statusTemplate"]
+    assert "exitCode: 137" in terminate["next"]["statusTemplate"]
+    assert {"key": ".status.phase", "operator": "NotIn", "values": ["Running", "Pending"]} in \
+        stages["pod-delete"]["spec"]["selector"]["matchExpressions"]
+
+
+def test_kwok_completes_only_pods_that_say_when(tmp_path):
+    kwok_dir = kwok_stage_folder(tmp_path)
     stages = {s["metadata"]["name"]: s for s in kwok_stages(kwok_dir)}
     assert "pod-complete" not in stages
     timed = stages["timed-pod-complete"]["spec"]

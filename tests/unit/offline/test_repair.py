@@ -36,8 +36,11 @@ def test_karpenters_alpha_node_repair_is_off_unless_a_stack_opts_in():
 
 def test_the_node_monitoring_agent_and_its_gpu_toleration_are_in_the_render(rendered_stack):
     (addon,) = [r for r in _resources(rendered_stack) if r["type"] == "aws:eks/addon:Addon" and r["inputs"]["addonName"] == "eks-node-monitoring-agent"]
+    # The GPU taint, and the health gate's: the host engine runs on a node before it is admitted and while it is quarantined.
     assert json.loads(addon["inputs"]["configurationValues"])["dcgmAgent"]["tolerations"] == [
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "eks-gpu-training/unverified", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "eks-gpu-training/unhealthy", "operator": "Exists", "effect": "NoExecute"},
     ]
     assert addon["inputs"]["addonVersion"].startswith("<unknown: version of aws:eks/getAddonVersion eks-node-monitoring-agent on Kubernetes 1.35")
 

@@ -99,7 +99,7 @@ def test_refuses_unknown_and_missing_keywords_together_with_what_is_allowed():
     with pytest.raises(ConfigError) as raised:
         GpuNodeGroup("h100", cluster=None, pools=[POOL])
     assert [str(p) for p in raised.value.problems] == [
-        "GpuNodeGroup(h100).pools: unknown argument; allowed: cluster, pool, network, tags, protect, instance_store_raid0",
+        "GpuNodeGroup(h100).pools: unknown argument; allowed: cluster, pool, network, tags, protect, instance_store_raid0, health_gate",
         "GpuNodeGroup(h100).pool: is required",
     ]
 

@@ -36,12 +36,13 @@ IN_CLUSTER_HALF = {
 
 def settings(stack: str) -> dict:
     """``stack`` with everything the in-cluster half can deploy turned on, and nothing it refuses
-    (Karpenter, FSx, the training role), so both entry points can take the same settings: every
+    (Karpenter, FSx, the training role, the health gate), so both entry points can take the same settings: every
     app moves to the first managed pool, on at most the nodes it keeps (dev's eval-sweep on dev-gpu's
     one node), and the teams keep their quotas on it."""
     config = without_karpenter(stack_config(stack))
     config[f"{PROJECT}:storage"] = {**config[f"{PROJECT}:storage"], "fsx": {"enabled": False}}
     config[f"{PROJECT}:s3Buckets"] = []
+    config[f"{PROJECT}:healthGate"] = {"enabled": False}
     pool = config[f"{PROJECT}:gpuNodeGroups"][0]
     for app in config[f"{PROJECT}:scheduling"]["trainingApps"]:
         app["pool"] = pool["name"]

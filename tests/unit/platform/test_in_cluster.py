@@ -12,9 +12,10 @@ KUBECONFIG = "/home/ml/.kube/config"
 
 
 def in_cluster_config(stack: str = "prod", **settings) -> dict:
-    """``stack`` as the in-cluster half takes it: no FSx, buckets or Karpenter (whose pool the teams
-    then have no quota on)."""
+    """``stack`` as the in-cluster half takes it: no FSx, buckets, health gate or Karpenter (whose pool
+    the teams then have no quota on)."""
     config = without_karpenter(stack_config(stack))
+    config[f"{PROJECT}:healthGate"] = {"enabled": False}
     config[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": KUBECONFIG, **settings}
     config[f"{PROJECT}:storage"] = {**config[f"{PROJECT}:storage"], "fsx": {"enabled": False}}
     config[f"{PROJECT}:s3Buckets"] = []

@@ -72,4 +72,5 @@ def test_stack_builds_under_echo_mocks(stack):
     assert types.count("eks:index:Cluster") == 1
     gpu_groups = [inputs for typ, _, inputs in created if typ == "aws:eks/nodeGroup:NodeGroup" and inputs.get("taints")]
     assert len(gpu_groups) == len(stack_config(stack)["eks-gpu-training:gpuNodeGroups"])
-    assert all(g["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}] for g in gpu_groups)
+    assert all(g["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"},
+                               {"key": "eks-gpu-training/unverified", "effect": "NO_SCHEDULE"}] for g in gpu_groups)

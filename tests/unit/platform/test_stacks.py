@@ -26,7 +26,8 @@ def test_prod_creates_cluster_system_group_and_one_tainted_gpu_group(prod_graph)
     assert system.inputs["labels"] == {"role": "system"}
 
     (gpu,) = gpu_node_groups(prod_graph)
-    assert gpu.inputs["taints"] == [{"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE, "effect": GPU_TAINT_EFFECT}]
+    assert gpu.inputs["taints"] == [{"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE, "effect": GPU_TAINT_EFFECT},
+                                    {"key": "eks-gpu-training/unverified", "effect": "NO_SCHEDULE"}]
     assert gpu.inputs["labels"] == {"role": "gpu-training", "eks-gpu-training/pool": "p5-training", "environment": "prod"}
     assert gpu.inputs["amiType"] == "AL2023_x86_64_NVIDIA"
     assert gpu.inputs["capacityType"] == "ON_DEMAND"

@@ -11,9 +11,10 @@ import pytest
 from harness import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "components"
-LAYERS = ("labeler", "facts", "config", "aws", "addons", "workloads", "platform", "offline", "verify", "local")
-"""Bottom to top. ``labeler`` is the topology labeler's own program (its image copies the folder
-alone), so it imports nothing of the library at all."""
+LAYERS = ("labeler", "healthgate", "facts", "config", "aws", "addons", "workloads", "platform", "offline", "verify", "local")
+"""Bottom to top. ``labeler`` and ``healthgate`` are the topology labeler's and the health gate's own
+programs (each image copies its folder alone), so they import nothing of the library at all."""
+PROGRAMS = ("labeler", "healthgate")
 
 
 def _layer_of(parts: tuple[str, ...]) -> str | None:
@@ -52,8 +53,8 @@ def test_module_imports_only_its_own_layer_and_those_below(path: Path):
         layer = _layer_of(target)
         if layer is None:
             upward.append(f"line {line}: imports the package root {'.'.join(target) or '(root)'}")
-        elif own == "labeler" and layer != "labeler":
-            upward.append(f"line {line}: the labeler program imports {'.'.join(target)}")
+        elif own in PROGRAMS and layer != own:
+            upward.append(f"line {line}: the {own} program imports {'.'.join(target)}")
         elif LAYERS.index(layer) > LAYERS.index(own):
             upward.append(f"line {line}: {own} imports {'.'.join(target)}, a layer above it")
     assert upward == []

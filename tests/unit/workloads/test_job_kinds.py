@@ -79,7 +79,7 @@ def test_a_trainjob_leaves_torchruns_environment_to_trainer_and_names_its_own_ru
     (container,) = pod["spec"]["containers"]
     # Trainer's torch plugin fills in PET_* in the `node` container of the `node` Job only.
     assert container["name"] == "node"
-    assert [e["name"] for e in container["env"]] == ["FI_PROVIDER"]
+    assert [e["name"] for e in container["env"]] == ["FI_PROVIDER", "CHECKPOINT_DIR"]
     assert runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["name"] == "node"
     assert runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["metadata"]["labels"][ANCESTOR_LABEL] == "trainer"
     assert runtime["spec"]["mlPolicy"] == {"numNodes": 2, "torch": {}}

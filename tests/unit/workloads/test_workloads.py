@@ -140,8 +140,8 @@ def test_default_cpu_and_memory_are_the_smallest_nodes_room_beside_its_daemonset
 
 def test_shared_memory_is_a_memory_backed_volume_at_dev_shm():
     spec = pod_spec(p5_job(shm_size_limit="256Gi"))
-    assert spec["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "256Gi"}}]
-    assert trainer(p5_job())["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+    assert spec["volumes"][0] == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "256Gi"}}
+    assert trainer(p5_job())["volumeMounts"][0] == {"name": "dshm", "mountPath": "/dev/shm"}
     assert pod_spec(p5_job())["volumes"][0]["emptyDir"] == {"medium": "Memory"}
 
 
@@ -337,3 +337,35 @@ def test_strict_validation_catches_an_unknown_field():
 def test_training_pods_get_no_service_account_token():
     # Ranks talk to each other over the headless Service, never to the API server.
     assert pod_spec(p5_job())["automountServiceAccountToken"] is False
+
+
+def test_every_training_pod_names_its_checkpoint_directory_on_the_shared_file_system_per_namespace_and_app():
+    spec = p5_job(shared_volume_claim="fsx-lustre", shared_volume_mount_path="/fsx")
+    container = trainer(spec)
+    assert {"name": "CHECKPOINT_DIR", "value": "/checkpoints"} in container["env"]
+    assert {"name": "shared-fs", "mountPath": "/checkpoints", "subPath": f"checkpoints/{spec.namespace}/{spec.name}"} in container["volumeMounts"]
+    assert {"name": "shared-fs", "mountPath": "/fsx"} in container["volumeMounts"]
+    assert [v["name"] for v in pod_spec(spec)["volumes"]] == ["dshm", "shared-fs"]
+
+
+def test_without_a_shared_file_system_the_checkpoint_directory_is_an_empty_dir_on_the_node():
+    container, volumes = trainer(p5_job()), pod_spec(p5_job())["volumes"]
+    assert {"name": "checkpoints", "mountPath": "/checkpoints"} in container["volumeMounts"]
+    assert {"name": "checkpoints", "emptyDir": {}} in volumes
+
+
+def test_every_revision_of_an_app_finds_the_same_checkpoint_directory():
+    from dataclasses import replace
+
+    first, later = p5_job(shared_volume_claim="fsx-lustre"), replace(p5_job(shared_volume_claim="fsx-lustre"), revision=3)
+    assert first.checkpoint_subpath == later.checkpoint_subpath
+
+
+def test_a_job_may_not_set_the_checkpoint_variable_itself():
+    problems = validate_training_job(p5_job(env={"CHECKPOINT_DIR": "/tmp/x"}), "scheduling.trainingApps[0]")
+    assert [p.path for p in problems] == ["scheduling.trainingApps[0].job.env.CHECKPOINT_DIR"]
+
+
+def test_a_lost_rank_of_a_job_is_made_again_instead_of_failing_the_job():
+    policy = training_job(p5_job())["spec"]["podFailurePolicy"]
+    assert policy == {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}

@@ -1,0 +1,134 @@
+"""One node's check: the Job the gate creates for it, and the verdict read from it once it ends.
+
+The Job's pod is the template of the gate's settings (the stack builds it: DCGM diagnostics, the
+EFA device count and, with an image that has it, an EFA loopback test) placed on the one node
+(a required node affinity on its name, as the DaemonSet controller places its pods), requesting
+every GPU and EFA device the node's pool has: a node whose device plugins advertise fewer never
+gets the pod, and the Job runs out of time. No retries (``backoffLimit: 0``): a failed check is an
+answer. Each check container says what failed in its termination message (the last lines of its
+log when it wrote none: ``FallbackToLogsOnError``), which becomes the node condition's message.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from typing import Any, Iterable, Mapping, Optional
+
+from .settings import CHECK_LABELS, REASONS, PoolDevices
+
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+NODE_ANNOTATION = "eks-gpu-training/checked-node"
+NODE_UID_ANNOTATION = "eks-gpu-training/checked-node-uid"
+"""The node a check Job is for, by name and uid (a node replaced under the same name is another node)."""
+GPU_CONTAINERS = ("dcgm",)
+EFA_CONTAINERS = ("efa", "efa-loopback")
+"""The check containers that get the node's GPUs, and its EFA devices."""
+EXPECTED_EFA_ENV = "EXPECTED_EFA_DEVICES"
+"""How many EFA devices the ``efa`` container must see (its pool's)."""
+FINISHED_TTL_SECONDS = 3600
+"""A failed check's Job and pod stay an hour for their logs; a passed one is deleted at once."""
+
+
+def check_job_name(node: str, uid: str) -> str:
+    return "check-" + hashlib.sha256(f"{node}/{uid}".encode()).hexdigest()[:12]
+
+
+def _with_devices(container: dict[str, Any], resource: str, count: int) -> None:
+    resources = container.setdefault("resources", {})
+    resources.setdefault("requests", {})[resource] = str(count)
+    resources.setdefault("limits", {})[resource] = str(count)
+
+
+def check_job(check_pod: Mapping[str, Any], namespace: str, node: str, uid: str, devices: PoolDevices,
+              deadline_seconds: int) -> dict[str, Any]:
+    """The Job that checks ``node`` (uid ``uid``), from the settings' pod template."""
+    pod = copy.deepcopy(dict(check_pod))
+    spec = pod.setdefault("spec", {})
+    spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+    kept_init = []
+    for container in spec.get("initContainers") or []:
+        if container["name"] in EFA_CONTAINERS:
+            if devices.efa == 0:
+                continue  # a pool without EFA has nothing to count or loop back
+            _with_devices(container, EFA_RESOURCE, devices.efa)
+            container.setdefault("env", []).append({"name": EXPECTED_EFA_ENV, "value": str(devices.efa)})
+        kept_init.append(container)
+    if kept_init:
+        spec["initContainers"] = kept_init
+    else:
+        spec.pop("initContainers", None)
+    for container in spec.get("containers") or []:
+        if container["name"] in GPU_CONTAINERS:
+            _with_devices(container, GPU_RESOURCE, devices.gpus)
+    metadata = pod.setdefault("metadata", {})
+    metadata["labels"] = {**(metadata.get("labels") or {}), **CHECK_LABELS}
+    annotations = {NODE_ANNOTATION: node, NODE_UID_ANNOTATION: uid}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": check_job_name(node, uid), "namespace": namespace, "labels": dict(CHECK_LABELS),
+                     "annotations": annotations},
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": deadline_seconds,
+            "ttlSecondsAfterFinished": FINISHED_TTL_SECONDS,
+            "template": pod,
+        },
+    }
+
+
+def job_finished(job: Mapping[str, Any]) -> Optional[bool]:
+    """True when the Job completed, False when it failed, None while it runs."""
+    for found in (job.get("status") or {}).get("conditions") or []:
+        if found.get("status") != "True":
+            continue
+        if found.get("type") == "Complete":
+            return True
+        if found.get("type") == "Failed":
+            return False
+    return None
+
+
+def _job_condition(job: Mapping[str, Any], kind: str) -> Optional[Mapping[str, Any]]:
+    for found in (job.get("status") or {}).get("conditions") or []:
+        if found.get("type") == kind and found.get("status") == "True":
+            return found
+    return None
+
+
+def _allocatable(node: Mapping[str, Any], resource: str) -> int:
+    value = ((node.get("status") or {}).get("allocatable") or {}).get(resource, "0")
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def check_verdict(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], node: Mapping[str, Any],
+                  devices: PoolDevices) -> tuple[str, str]:
+    """The reason and message of a failed check: the first check container that exited non-zero,
+    else (the Job ran out of time) the devices the node does not advertise, else the deadline."""
+    uid = job["metadata"].get("uid")
+    for pod in pods:
+        if uid and not any(o.get("uid") == uid for o in pod["metadata"].get("ownerReferences") or []):
+            continue
+        status = pod.get("status") or {}
+        for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+            terminated = (container.get("state") or {}).get("terminated") or {}
+            if terminated and terminated.get("exitCode", 0) != 0:
+                name = container.get("name", "")
+                message = (terminated.get("message") or terminated.get("reason") or "").strip()
+                return REASONS.get(name, REASONS["unknown"]), f"check {name} failed: {message or 'no message'}"
+    gpus, efa = _allocatable(node, GPU_RESOURCE), _allocatable(node, EFA_RESOURCE)
+    if gpus < devices.gpus:
+        return REASONS["gpus"], f"the node advertises {gpus} of its {devices.gpus} {GPU_RESOURCE}: the check could not start"
+    if efa < devices.efa:
+        return REASONS["efa"], f"the node advertises {efa} of its {devices.efa} {EFA_RESOURCE}: the check could not start"
+    failed = _job_condition(job, "Failed") or {}
+    if failed.get("reason") == "DeadlineExceeded":
+        deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
+        return REASONS["deadline"], f"the checks did not finish within {deadline} s ({failed.get('message', '')})"
+    return REASONS["unknown"], f"the check Job failed: {failed.get('reason', '')} {failed.get('message', '')}".strip()

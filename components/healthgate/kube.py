@@ -1,0 +1,106 @@
+"""The gate's calls to the API server: what it lists, and how each action is written.
+
+Every write is one the gate's admission policy allows (``workloads.health_gate_admission``): a
+Node's taint list, replaced whole but only with the gate's own taints changed, sent with the
+``resourceVersion`` it was read at (a write racing another is refused and tried again at the next
+round); one node condition, ``HealthChecksPassed``, through the status subresource; check Jobs in
+its own namespace; and NodeClaims of the stack's Karpenter GPU pools.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .checks import check_job
+from .decide import Action, CreateCheck, DeleteCheck, DeleteNodeClaim, SetCondition, SetTaints
+from .settings import CHECK_LABELS, CONDITION_TYPE, CONFIG_KEY, GateSettings
+
+NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
+SELECTOR = ",".join(f"{key}={value}" for key, value in CHECK_LABELS.items())
+
+
+class Cluster:
+    """The API server, through one client (in-cluster, or a kubeconfig's identity, optionally
+    impersonating the gate's ServiceAccount)."""
+
+    def __init__(self, api_client: Any, namespace: str):
+        from kubernetes import client
+
+        self.api = api_client
+        self.namespace = namespace
+        # Typed loosely: the client takes plain dicts as bodies and returns dicts for custom
+        # objects, which its annotations (model classes, ``object``) do not say.
+        self.core: Any = client.CoreV1Api(api_client)
+        self.batch: Any = client.BatchV1Api(api_client)
+        self.custom: Any = client.CustomObjectsApi(api_client)
+
+    def _plain(self, obj: Any) -> Any:
+        return self.api.sanitize_for_serialization(obj)
+
+    def settings(self, config_map: str) -> GateSettings:
+        data = self.core.read_namespaced_config_map(config_map, self.namespace).data or {}
+        return GateSettings.from_json(data.get(CONFIG_KEY, ""))
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [self._plain(n) for n in self.core.list_node().items]
+
+    def check_jobs(self) -> list[dict[str, Any]]:
+        return [self._plain(j) for j in self.batch.list_namespaced_job(self.namespace, label_selector=SELECTOR).items]
+
+    def check_pods(self) -> list[dict[str, Any]]:
+        return [self._plain(p) for p in self.core.list_namespaced_pod(self.namespace, label_selector=SELECTOR).items]
+
+    def nodeclaims(self, settings: GateSettings) -> list[dict[str, Any]]:
+        if not settings.karpenter_pools:
+            return []
+        group, version, plural = NODECLAIMS
+        items = self.custom.list_cluster_custom_object(group, version, plural)["items"]
+        return [c for c in items if (c["metadata"].get("labels") or {}).get("karpenter.sh/nodepool") in settings.karpenter_pools]
+
+    def apply(self, action: Action, settings: GateSettings, now: str) -> None:
+        if isinstance(action, CreateCheck):
+            job = check_job(settings.check_pod, settings.namespace, action.node, action.node_uid,
+                            settings.pools[action.pool], settings.check_seconds)
+            self._create_job(job)
+        elif isinstance(action, SetTaints):
+            body: dict[str, Any] = {"spec": {"taints": [dict(t) for t in action.taints] or None}}
+            if action.resource_version:
+                body["metadata"] = {"resourceVersion": action.resource_version}
+            self.core.patch_node(action.node, body)
+        elif isinstance(action, SetCondition):
+            condition = {"type": CONDITION_TYPE, "status": action.status, "reason": action.reason,
+                         "message": action.message, "lastHeartbeatTime": now, "lastTransitionTime": now}
+            self.core.patch_node_status(action.node, {"status": {"conditions": [condition]}})
+        elif isinstance(action, DeleteCheck):
+            self._delete(lambda: self.batch.delete_namespaced_job(action.job, self.namespace, propagation_policy="Background"))
+        elif isinstance(action, DeleteNodeClaim):
+            group, version, plural = NODECLAIMS
+            self._delete(lambda: self.custom.delete_cluster_custom_object(group, version, plural, action.name))
+
+    def _create_job(self, job: dict[str, Any]) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self.batch.create_namespaced_job(self.namespace, job)
+        except ApiException as error:
+            if error.status != 409:  # made by an earlier round: the next round reads it
+                raise
+
+    @staticmethod
+    def _delete(call: Any) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            call()
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+
+def refusal(error: BaseException) -> Optional[str]:
+    """The API server's words when it refused a write (a conflict, a policy), else None."""
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(error, ApiException) and error.status in (403, 409, 422):
+        return f"{error.status} {error.reason}: {error.body}"
+    return None

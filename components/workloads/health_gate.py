@@ -1,0 +1,362 @@
+"""The health gate in the cluster: the program in ``components/healthgate`` as a one-replica
+Deployment on the system nodes, its settings, the check pod it runs on every joining GPU node, and
+the least privilege it needs (``aws.labeler_image`` builds and pushes its image).
+
+Every object is a plain dict from a pure function below; ``HealthGate`` hands them to
+pulumi-kubernetes. The check pod (``check_pod``), per node:
+
+- ``efa`` (pools with EFA): the gate's own image counts the EFA devices the EFA device plugin gave
+  the pod, which asks for every device the pool's instance type has;
+- ``efa-loopback`` (with ``healthGate.efaLoopbackImage``): a libfabric ping-pong between two
+  processes over the node's first EFA device;
+- ``dcgm``: ``dcgmi diag -r <healthGate.dcgmLevel>`` on every GPU of the node, against a host engine
+  started in the pod (``preflight.dcgm_diag_script``, the pre-flight check's).
+
+The pod asks for every GPU and EFA device of its node, so it starts only once the device plugins
+advertise them all, and runs as root under the namespace's ``baseline`` Pod Security level, which
+NVIDIA's DCGM image needs; the gate itself meets ``restricted``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
+from ..aws.labeler_image import HEALTH_GATE_DIR, build_and_push, ecr_repository_name
+from ..facts.aws_names import PhysicalName
+from ..config import ConfigError, GpuNodeGroupConfig, HealthGateConfig, KarpenterGpuNodePoolConfig, validate_health_gate
+from ..config.arguments import check_model_fields
+from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
+from ..facts.catalog import GPU_INSTANCE_TYPES
+from ..facts.gpu_nodes import gpu_toleration
+from ..healthgate.app import HEARTBEAT_FILE
+from ..healthgate.settings import (
+    CHECK_LABELS,
+    CONFIG_KEY,
+    STARTUP_TAINT_EFFECT,
+    STARTUP_TAINT_KEY,
+    GateSettings,
+    PoolDevices,
+)
+from . import health_gate_admission
+from .preflight import DCGM_POD_CPU, DCGM_POD_MEMORY, dcgm_diag_script
+
+NAME = "health-gate"
+"""Name of the namespace, ServiceAccount, ConfigMap, roles and Deployment."""
+NAMESPACE = NAME
+SERVICE_ACCOUNT = NAME
+REPOSITORY_SUFFIX = NAME
+"""The gate's ECR repository is ``<cluster>/health-gate``."""
+RUN_AS_USER = 65532
+"""The image's numeric non-root user (``USER 65532:65532`` in its Dockerfile)."""
+LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "eks-gpu-training"}
+SELECTOR = {"app.kubernetes.io/name": NAME}
+PRIORITY_CLASS = "system-cluster-critical"
+"""The gate holds every joining node back: it must not be preempted by workloads."""
+QUARANTINE_IGNORED_REASONS = ("DCGMError",)
+"""Agent reasons that are no GPU fault: ``DCGMError`` is the agent losing its DCGM host engine (its
+own DaemonSet, a configuration, an upgrade), which would otherwise evict every job at once."""
+FI_PINGPONG = "/opt/amazon/efa/bin/fi_pingpong"
+"""libfabric's ping-pong test where AWS's EFA installer (and so AWS's nccl-tests image) puts it."""
+LOOPBACK_SECONDS = 60
+CHECK_CPU, CHECK_MEMORY = "100m", "128Mi"
+"""Requests of the EFA checks beside their devices (a device listing, a ping-pong)."""
+GATE_CPU, GATE_MEMORY, GATE_MEMORY_LIMIT = "50m", "128Mi", "256Mi"
+"""The gate's requests and memory limit: a list of nodes and Jobs every few seconds."""
+
+
+# --- the check pod (pure) --------------------------------------------------------------------------
+
+RESTRICTED = {
+    "allowPrivilegeEscalation": False,
+    "privileged": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "runAsUser": RUN_AS_USER,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def efa_loopback_script() -> str:
+    """A ping-pong over EFA between two processes of the pod (the server, then a client of it on
+    the loopback address), with the EFA provider's shared-memory shortcut off so the bytes cross
+    the device; fails when either side fails or takes longer than ``LOOPBACK_SECONDS``."""
+    command = f"timeout {LOOPBACK_SECONDS} {FI_PINGPONG} -p efa -e rdm -I 100"
+    return "\n".join([
+        "set -eu",
+        "export FI_EFA_ENABLE_SHM_TRANSFER=0 FI_EFA_USE_HUGE_PAGE=0",
+        f"{command} & server=$!",
+        "sleep 2",
+        f"{command} 127.0.0.1",
+        'wait "$server"',
+    ])
+
+
+def check_pod(gate_image: Any, config: HealthGateConfig) -> dict[str, Any]:
+    """The check pod's template, without the node and device counts the gate fills in
+    (``healthgate.checks.check_job``)."""
+    init: list[dict[str, Any]] = [{
+        "name": "efa",
+        "image": gate_image,
+        "command": ["python", "-m", "healthgate.efa"],
+        "resources": {"requests": {"cpu": CHECK_CPU, "memory": CHECK_MEMORY}},
+        "securityContext": RESTRICTED,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }]
+    if config.efa_loopback_image is not None:
+        init.append({
+            "name": "efa-loopback",
+            "image": config.efa_loopback_image,
+            "command": ["/bin/bash", "-c", efa_loopback_script()],
+            "resources": {"requests": {"cpu": CHECK_CPU, "memory": CHECK_MEMORY}},
+            "securityContext": {"allowPrivilegeEscalation": False},
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        })
+    dcgm = {
+        "name": "dcgm",
+        "image": config.dcgm_image,
+        "command": ["/bin/bash", "-c", dcgm_diag_script(config.dcgm_level)],
+        "resources": {"requests": {"cpu": DCGM_POD_CPU, "memory": DCGM_POD_MEMORY}},
+        "securityContext": {"allowPrivilegeEscalation": False},
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    return {
+        "metadata": {"labels": dict(CHECK_LABELS)},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "tolerations": [gpu_toleration(), {"key": STARTUP_TAINT_KEY, "operator": "Exists", "effect": STARTUP_TAINT_EFFECT}],
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "initContainers": init,
+            "containers": [dcgm],
+        },
+    }
+
+
+def pool_devices(pool: Any) -> PoolDevices:
+    """What every node of a GPU pool advertises: the GPUs of its smallest type, and its EFA layout."""
+    gpus = min(GPU_INSTANCE_TYPES[t].gpus for t in pool.instance_types)
+    return PoolDevices(gpus=gpus, efa=pool.efa_interfaces)
+
+
+def gate_settings(gate_image: Any, config: HealthGateConfig, managed: Sequence[GpuNodeGroupConfig],
+                  karpenter: Sequence[KarpenterGpuNodePoolConfig]) -> GateSettings:
+    """The gate's settings for the stack's GPU pools."""
+    return GateSettings(
+        namespace=NAMESPACE,
+        pools={pool.name: pool_devices(pool) for pool in [*managed, *karpenter]},
+        check_pod=check_pod(gate_image, config),
+        check_seconds=config.timeout_minutes * 60,
+        quarantine=config.quarantine,
+        quarantine_ignored_reasons=QUARANTINE_IGNORED_REASONS,
+        karpenter_pools=tuple(pool.name for pool in karpenter),
+    )
+
+
+# --- Kubernetes objects (pure) ---------------------------------------------------------------------
+
+def namespace_manifest() -> dict[str, Any]:
+    """The gate's namespace: ``baseline`` enforced (the DCGM check runs as root), ``restricted``
+    warned and audited."""
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": {
+        **LABELS,
+        "pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/enforce-version": "latest",
+        "pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/audit": "restricted",
+    }}}
+
+
+def service_account_manifest() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE,
+                                                                        "labels": dict(LABELS)}}
+
+
+def config_map_manifest(settings_json: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": dict(LABELS)},
+            "data": {CONFIG_KEY: settings_json}}
+
+
+def cluster_role_manifest(karpenter: bool) -> dict[str, Any]:
+    """Nodes: list them, and patch them and their status (the admission policy narrows what a patch
+    may change); with Karpenter pools, list and delete NodeClaims (the policy narrows which)."""
+    rules: list[dict[str, Any]] = [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
+        {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+    ]
+    if karpenter:
+        rules.append({"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list", "delete"]})
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": NAME, "labels": dict(LABELS)},
+            "rules": rules}
+
+
+def role_manifest() -> dict[str, Any]:
+    """In its own namespace only: its check Jobs, their pods (the verdict), and its ConfigMap."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": dict(LABELS)},
+        "rules": [
+            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "list", "delete"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [NAME], "verbs": ["get"]},
+        ],
+    }
+
+
+def _binding(kind: str) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": NAME, "labels": dict(LABELS)}
+    if kind == "RoleBinding":
+        metadata["namespace"] = NAMESPACE
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": metadata,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole" if kind == "ClusterRoleBinding" else "Role",
+                    "name": NAME},
+        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}],
+    }
+
+
+def network_policy_manifest() -> dict[str, Any]:
+    """No connection into the namespace: the gate and its checks listen on nothing."""
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": "deny-ingress", "namespace": NAMESPACE, "labels": dict(LABELS)},
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}
+
+
+def deployment_manifest(image: Any, system_node_selector: Mapping[str, str]) -> dict[str, Any]:
+    """One gate pod on the system nodes (``Recreate``: never two deciding at once)."""
+    heartbeat_dir = HEARTBEAT_FILE.rsplit("/", 1)[0]
+    age_check = (f"import os,sys,time; sys.exit(time.time() - os.path.getmtime({HEARTBEAT_FILE!r}) > 120)")
+    container = {
+        "name": "gate",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": ["--namespace", NAMESPACE, "--config-map", NAME, "--heartbeat-file", HEARTBEAT_FILE],
+        "resources": {"requests": {"cpu": GATE_CPU, "memory": GATE_MEMORY}, "limits": {"memory": GATE_MEMORY_LIMIT}},
+        "securityContext": RESTRICTED,
+        "livenessProbe": {"exec": {"command": ["python", "-c", age_check]}, "initialDelaySeconds": 60, "periodSeconds": 30,
+                          "timeoutSeconds": 10, "failureThreshold": 3},
+        "volumeMounts": [{"name": "run", "mountPath": heartbeat_dir}],
+    }
+    pod: dict[str, Any] = {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "automountServiceAccountToken": True,
+        "enableServiceLinks": False,
+        "priorityClassName": PRIORITY_CLASS,
+        "nodeSelector": {"kubernetes.io/os": "linux", **system_node_selector},
+        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": [{"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}],
+    }
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": dict(LABELS)},
+        "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": dict(SELECTOR)},
+                 "template": {"metadata": {"labels": dict(LABELS)}, "spec": pod}},
+    }
+
+
+def node_policy_manifest(karpenter_pools: Sequence[str]) -> dict[str, Any]:
+    return health_gate_admission.node_policy_manifest(NAME, NAMESPACE, SERVICE_ACCOUNT, karpenter_pools, LABELS)
+
+
+def node_policy_binding_manifest() -> dict[str, Any]:
+    return health_gate_admission.node_policy_binding_manifest(NAME, LABELS)
+
+
+def _resource_kwargs(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """A manifest as keyword arguments of its pulumi-kubernetes class (``roleRef`` -> ``role_ref``)."""
+    return {re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower(): value for key, value in manifest.items() if key not in ("apiVersion", "kind")}
+
+
+def health_gate_physical_names(config: HealthGateConfig, cluster_name: Optional[str]) -> list[PhysicalName]:
+    """The AWS names ``HealthGate`` generates: its ECR repository, named after the cluster, when it
+    builds its image (none for a cluster name known only at deployment)."""
+    if config.image is not None or cluster_name is None:
+        return []
+    return [PhysicalName("aws:ecr/repository:Repository", ecr_repository_name(cluster_name, REPOSITORY_SUFFIX), autonamed=False)]
+
+
+# --- the component ---------------------------------------------------------------------------------
+
+@documented_args
+@dataclass
+class HealthGateArgs:
+    """Arguments of ``HealthGate``."""
+
+    cluster: ClusterInput
+    """The cluster whose GPU nodes are gated: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
+    config: HealthGateConfig
+    """DCGM level and image, EFA loopback image, check deadline, quarantine, the gate's image (``enabled`` is read by ``GpuTrainingPlatform``)."""
+    gpu_node_groups: Sequence[GpuNodeGroupConfig] = ()
+    """The managed GPU pools whose nodes join with the startup taint (``GpuNodeGroupArgs.health_gate``). Default: none."""
+    karpenter_pools: Sequence[KarpenterGpuNodePoolConfig] = ()
+    """The Karpenter GPU pools whose nodes join with it (``GpuNodePoolArgs.health_gate``); a failing node's NodeClaim is deleted. Default: none."""
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    """Tags of the ECR repository (when the image is built). Default: none."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self, cluster_field(self))
+
+
+@documented_component(HealthGateArgs)
+class HealthGate(pulumi.ComponentResource):
+    """Namespace, ConfigMap, RBAC, admission policy and Deployment of the health gate, plus (without a
+    prebuilt image) its ECR repository and image build."""
+
+    image: pulumi.Output[str]
+    """The image the gate and its EFA check run (``<repository>@sha256:...`` when built here)."""
+
+    def __init__(self, name: str, args: Optional[HealthGateArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
+        args = component_args(HealthGateArgs, "HealthGate", name, args, fields)
+        opts = with_cluster_provider(opts, args.cluster, f"HealthGate({name})")
+        problems = validate_health_gate(args.config.model_copy(update={"enabled": True}), path=f"HealthGate({name}).config")
+        if problems:
+            raise ConfigError(problems)
+        super().__init__("eks-gpu-training:index:HealthGate", name, None, opts)
+        ref, config = cluster_ref_of(args), args.config
+
+        def in_cluster(*depends_on: pulumi.Resource) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=list(depends_on))
+
+        self.image = (
+            pulumi.Output.from_input(config.image)
+            if config.image is not None
+            else build_and_push(name, ref.name, dict(args.tags), parent=self, region=ref.region, directory=HEALTH_GATE_DIR,
+                                repository_suffix=REPOSITORY_SUFFIX)
+        )
+        karpenter_names = [pool.name for pool in args.karpenter_pools]
+        settings = self.image.apply(
+            lambda image: gate_settings(image, config, args.gpu_node_groups, args.karpenter_pools).to_json())
+
+        namespace = k8s.core.v1.Namespace(f"{name}-namespace", **_resource_kwargs(namespace_manifest()), opts=in_cluster(*ref.ready))
+        account = k8s.core.v1.ServiceAccount(f"{name}-service-account", **_resource_kwargs(service_account_manifest()),
+                                             opts=in_cluster(namespace))
+        settings_map = k8s.core.v1.ConfigMap(f"{name}-settings", **_resource_kwargs(config_map_manifest(settings)),
+                                             opts=in_cluster(namespace))
+        k8s.networking.v1.NetworkPolicy(f"{name}-network-policy", **_resource_kwargs(network_policy_manifest()),
+                                        opts=in_cluster(namespace))
+        cluster_role = k8s.rbac.v1.ClusterRole(f"{name}-cluster-role", **_resource_kwargs(cluster_role_manifest(bool(karpenter_names))),
+                                               opts=in_cluster(*ref.ready))
+        cluster_binding = k8s.rbac.v1.ClusterRoleBinding(f"{name}-cluster-role-binding", **_resource_kwargs(_binding("ClusterRoleBinding")),
+                                                         opts=in_cluster(cluster_role, account))
+        role = k8s.rbac.v1.Role(f"{name}-role", **_resource_kwargs(role_manifest()), opts=in_cluster(namespace))
+        binding = k8s.rbac.v1.RoleBinding(f"{name}-role-binding", **_resource_kwargs(_binding("RoleBinding")), opts=in_cluster(role, account))
+        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-node-policy", **_resource_kwargs(node_policy_manifest(karpenter_names)), opts=in_cluster(*ref.ready))
+        policy_binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-node-policy-binding", **_resource_kwargs(node_policy_binding_manifest()), opts=in_cluster(policy))
+        # The policy before any pod holds a token that can patch nodes; RBAC and settings before the
+        # first round.
+        k8s.apps.v1.Deployment(
+            f"{name}-deployment", **_resource_kwargs(deployment_manifest(self.image, ref.system_node_selector)),
+            opts=in_cluster(namespace, account, settings_map, cluster_binding, binding, policy_binding),
+        )
+        self.register_outputs({"image": self.image})
+

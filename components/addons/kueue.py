@@ -162,12 +162,17 @@ def kueue_manager_config(config: KueueConfig, namespaces: Sequence[str], framewo
 
 def feature_gates(config: KueueConfig) -> list[dict[str, Any]]:
     """Kueue's feature gates the stack sets (the chart's ``controllerManager.featureGates``, its
-    ``--feature-gates`` argument). Both are beta and on by default in Kueue 0.19 (its
-    ``pkg/features/kube_features.go``); they are spelled out so that a chart whose defaults change
-    does not change how a failed node is handled."""
+    ``--feature-gates`` argument). The two of node replacement are beta and on by default in Kueue
+    0.19 (its ``pkg/features/kube_features.go``); they are spelled out so that a chart whose defaults
+    change does not change how a failed node is handled. ``FailureRecoveryPolicy`` (alpha, off by
+    default) runs Kueue's controller that fails a pod stuck terminating on a node tainted
+    ``node.kubernetes.io/unreachable`` one minute after its deletion (``pkg/controller/failurerecovery``,
+    a fixed minute in 0.19), for pods annotated ``kueue.x-k8s.io/safe-to-forcefully-delete: "true"``:
+    the training pods, with ``unreachableNodeSeconds`` set."""
     return [
         {"name": "TASFailedNodeReplacement", "enabled": config.failed_node_replacement},
         {"name": "TASFailedNodeReplacementFailFast", "enabled": True},
+        {"name": "FailureRecoveryPolicy", "enabled": config.unreachable_node_seconds is not None},
     ]
 
 

@@ -30,6 +30,14 @@ RECOVERY_TIMEOUT_MINUTES = 15
 evicts and requeues it. The image is cached on the job's nodes, so a restart is quick; a replacement
 node has to boot and pull the image, which the quarter of an hour allows for."""
 
+UNREACHABLE_NODE_SECONDS = 60
+"""Seconds a training pod stays on a node that stopped answering before it is evicted. The API
+server's default is 300 (the DefaultTolerationSeconds admission plugin), made for services that
+may ride out a short partition; a synchronous training job cannot (its collectives stall at once on
+a rank that does not answer), so every second is idle GPUs on each of its nodes. A minute rides out
+a kubelet restart, and is added to the node lifecycle controller's 50 s grace period and Kueue's
+one minute before it fails the evicted pod (``unreachable_node_seconds``)."""
+
 
 class KueueConfig(_Model):
     """Kueue: all-or-nothing, topology-aware admission of training jobs (one ClusterQueue per
@@ -47,5 +55,7 @@ class KueueConfig(_Model):
     """Minutes after admission until all of a job's pods must be Ready, else it is evicted and requeued (cold GPU node plus a multi-GB image pull). Default: 30."""
     recovery_timeout_minutes: Optional[int] = Field(default=RECOVERY_TIMEOUT_MINUTES, ge=1, le=1440)
     """Minutes a running job may miss a Ready pod (its node NotReady, a rank restarting) before Kueue evicts it and requeues it; `null` turns the requeue off (the job waits for its pods however long). Default: 15."""
+    unreachable_node_seconds: Optional[int] = Field(default=UNREACHABLE_NODE_SECONDS, ge=0, le=3600)
+    """Seconds a training pod stays on a node that stopped answering (its tolerations of `node.kubernetes.io/unreachable` and `not-ready`) before it is evicted; the pod opts in to Kueue's recovery of a pod stuck terminating on an unreachable node (`kueue.x-k8s.io/safe-to-forcefully-delete`, the alpha `FailureRecoveryPolicy` gate), which fails it one minute later so its Job makes the rank again on the node that replaces it. The evicted rank may still run on the cut-off node meanwhile: training code must write checkpoints so that a second writer cannot corrupt them (docs/health.md). `null`: the API server's 300 s, and the rank stays on an unreachable node until the node is deleted. Default: 60."""
     failed_node_replacement: bool = True
     """Let topology-aware scheduling replace a job's failed or deleted node by a free one the job's topology request allows (Kueue's `TASFailedNodeReplacement` gate), and evict and requeue the job at once when there is none (`TASFailedNodeReplacementFailFast`); false: the job keeps its lost node's place until `recoveryTimeoutMinutes`. Default: true."""

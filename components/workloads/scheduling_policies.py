@@ -167,6 +167,7 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
             topology_mode=mode,
             topology_level=network_layer_key(args.kueue.topology_layer) if mode is not None else None,
             pool_selector=flavor.node_label,
+            unreachable_node_seconds=args.kueue.unreachable_node_seconds,
         )
     instance_types = tuple(app.instance_types if app.instance_types is not None else pool.instance_types)
     return TrainingJobSpec(

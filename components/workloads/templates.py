@@ -155,7 +155,7 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
         "priorityClassName": spec.priority_class,
-        "tolerations": [gpu_toleration()],
+        "tolerations": [gpu_toleration(), *unreachable_tolerations(spec)],
         "affinity": training_affinity(spec),
         "topologySpreadConstraints": training_topology_spread(spec),
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
@@ -179,10 +179,36 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
     metadata: dict[str, Any] = {"labels": training_labels(spec)}
     if spec.queue_name is not None:
         metadata["labels"][QUEUE_NAME_LABEL] = spec.queue_name
+    annotations: dict[str, str] = {}
     if spec.topology_request is not None:
         key, level = spec.topology_request
-        metadata["annotations"] = {key: level}
+        annotations[key] = level
+    if spec.queue_name is not None and spec.unreachable_node_seconds is not None:
+        annotations[SAFE_TO_FORCEFULLY_DELETE_ANNOTATION] = "true"
+    if annotations:
+        metadata["annotations"] = annotations
     return {"metadata": metadata, "spec": pod}
+
+
+SAFE_TO_FORCEFULLY_DELETE_ANNOTATION = "kueue.x-k8s.io/safe-to-forcefully-delete"
+"""A pod's opt-in to Kueue's failure recovery (``FailureRecoveryPolicy``, kubernetes-sigs/kueue
+KEP-6757; ``pkg/controller/constants`` in 0.19): evicted from a node tainted
+``node.kubernetes.io/unreachable``, it is set Failed one minute later instead of staying
+Terminating until the node is deleted, so a Job (which replaces a pod only once it has failed, with
+a pod failure policy) makes the rank again."""
+
+UNREACHABLE_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+"""The node lifecycle controller's NoExecute taints of a node that stopped answering or reports
+itself not ready (kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration, "Taint based
+Evictions"); without a toleration of its own, a pod gets 300 s of each from the API server."""
+
+
+def unreachable_tolerations(spec: TrainingJobSpec) -> list[dict[str, Any]]:
+    """Tolerations that bound how long a rank stays on a node that stopped answering."""
+    if spec.unreachable_node_seconds is None:
+        return []
+    return [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": spec.unreachable_node_seconds}
+            for key in UNREACHABLE_TAINTS]
 
 
 def _metadata(spec: TrainingJobSpec) -> dict[str, Any]:

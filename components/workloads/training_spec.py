@@ -108,6 +108,12 @@ class TrainingJobSpec:
     """Node label of the topology level requested, e.g. ``topology.k8s.aws/network-node-layer-3``. Default: none."""
     pool_selector: Optional[tuple[str, str]] = None
     """Node label (key, value) the pods must have: their pool's. Default: none (any GPU node of the types)."""
+    unreachable_node_seconds: Optional[int] = None
+    """Seconds a pod stays on a node that stopped answering (tolerations of ``node.kubernetes.io/unreachable``
+    and ``not-ready``, NoExecute) before it is evicted; with ``queue_name`` the pod also opts in to
+    Kueue's forceful termination of a pod stuck on an unreachable node (``kueue.x-k8s.io/safe-to-forcefully-delete``),
+    so its Job can make the rank again. Default: none (the API server's 300 s; a pod on an unreachable
+    node stays until the node is deleted)."""
     kind: str = "Job"
     """What runs the job: ``Job`` (an Indexed Job), ``JobSet`` or ``TrainJob`` (``config.JOB_KINDS``). Default: Job."""
     max_restarts: int = MAX_RESTARTS

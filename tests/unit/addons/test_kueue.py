@@ -107,7 +107,7 @@ def test_prod_rl_training_is_queued_with_a_layer_3_topology_request(prod_graph):
     # Created held (job.suspend): queued in the held LocalQueue, suspended until Kueue resumes it.
     assert job["metadata"]["labels"][QUEUE_LABEL] == HELD_LOCAL_QUEUE
     assert job["spec"]["suspend"] is True
-    assert template["metadata"]["annotations"] == {PREFERRED: LAYER_3}
+    assert template["metadata"]["annotations"] == {PREFERRED: LAYER_3, "kueue.x-k8s.io/safe-to-forcefully-delete": "true"}
     assert node_affinity_labels(job)["eks-gpu-training/pool"] == ["p5-training"]
     # Kueue places it: no soft network affinity or layer-2 spread left to fight its node choice.
     assert "podAffinity" not in template["spec"]["affinity"]

@@ -148,7 +148,8 @@ def test_the_in_cluster_half_refuses_the_gate_since_it_makes_no_node_group():
 def test_kueue_replaces_a_failed_node_or_requeues_at_once_unless_the_stack_turns_it_off(prod_graph):
     (release,) = [r for r in prod_graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue"]
     assert release.inputs["values"]["controllerManager"]["featureGates"] == [
-        {"name": "TASFailedNodeReplacement", "enabled": True}, {"name": "TASFailedNodeReplacementFailFast", "enabled": True}]
+        {"name": "TASFailedNodeReplacement", "enabled": True}, {"name": "TASFailedNodeReplacementFailFast", "enabled": True},
+        {"name": "FailureRecoveryPolicy", "enabled": True}]
     config = stack_config("prod")
     config["eks-gpu-training:kueue"] = {**config.get("eks-gpu-training:kueue", {}), "failedNodeReplacement": False,
                                         "recoveryTimeoutMinutes": None}
@@ -158,6 +159,30 @@ def test_kueue_replaces_a_failed_node_or_requeues_at_once_unless_the_stack_turns
     assert release.inputs["values"]["controllerManager"]["featureGates"][0] == {"name": "TASFailedNodeReplacement", "enabled": False}
     manager = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert "recoveryTimeout" not in manager["waitForPodsReady"]
+
+
+def _training_pod_templates(graph):
+    jobs = [r.inputs["spec"]["template"] for r in graph.of_type("kubernetes:batch/v1:Job")
+            if r.inputs["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "training"]
+    assert jobs, "no training Job in the stack"
+    return jobs
+
+
+def test_a_rank_leaves_an_unreachable_node_after_a_minute_and_kueue_may_fail_it_unless_the_stack_turns_it_off(prod_graph):
+    for template in _training_pod_templates(prod_graph):
+        tolerations = {t["key"]: t for t in template["spec"]["tolerations"] if t.get("effect") == "NoExecute"}
+        assert {k: t["tolerationSeconds"] for k, t in tolerations.items()} == {
+            "node.kubernetes.io/unreachable": 60, "node.kubernetes.io/not-ready": 60}
+        assert template["metadata"]["annotations"]["kueue.x-k8s.io/safe-to-forcefully-delete"] == "true"
+    config = stack_config("prod")
+    config["eks-gpu-training:kueue"] = {**config.get("eks-gpu-training:kueue", {}), "unreachableNodeSeconds": None}
+    graph = run_main(config)
+    assert graph.error is None, repr(graph.error)
+    for template in _training_pod_templates(graph):
+        assert not [t for t in template["spec"]["tolerations"] if t.get("effect") == "NoExecute"]
+        assert "kueue.x-k8s.io/safe-to-forcefully-delete" not in template["metadata"].get("annotations", {})
+    (release,) = [r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue"]
+    assert {"name": "FailureRecoveryPolicy", "enabled": False} in release.inputs["values"]["controllerManager"]["featureGates"]
 
 
 def test_settings_round_trip_through_the_config_map_as_json(prod_graph):

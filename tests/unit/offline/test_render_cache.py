@@ -49,6 +49,7 @@ def gpu_operator_release(**values):
             "values": {"driver": {"enabled": False}, **values}}
 
 
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed, so render draws no picture to cache (.ci/run installs it)")
 def test_a_repeated_render_writes_the_same_files_without_helm_or_graphviz(
     prod_render, chart_sources, tmp_path, helm_calls, monkeypatch
 ):

@@ -4,6 +4,8 @@ test writes), with the environment the tests drive them through."""
 from __future__ import annotations
 
 import copy
+import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
@@ -16,7 +18,8 @@ from eks_gpu_training.facts.gpu_nodes import GPU_RESOURCE
 from eks_gpu_training.local import build as builds
 from eks_gpu_training.local.cluster import LocalCluster
 from eks_gpu_training.platform.stack_files import StackFile, locate_stack, stack_file_name
-from eks_gpu_training.workloads.scheduling_policies import QUOTA_NAME
+from eks_gpu_training.workloads.job_sets import training_jobset
+from eks_gpu_training.workloads.scheduling_policies import QUOTA_NAME, training_job_spec
 
 from environment import Environment
 from kueue import KUEUE_API
@@ -97,6 +100,17 @@ class RunningCluster:
         """The GPUs the namespace's ResourceQuota allows."""
         quota = self.env.core.read_namespaced_resource_quota(QUOTA_NAME, namespace)
         return int(quota.spec.hard[f"requests.{GPU_RESOURCE}"])
+
+
+def submit_jobset_run(running: RunningCluster, app_name: str, **changes: Any) -> tuple[str, str]:
+    """The JobSet the stack makes for ``app_name`` as ``kind: JobSet`` (its own generator, at a
+    revision of its own so the name is new), submitted to the open queue: its namespace and name."""
+    app = next(a for a in running.args.scheduling.training_apps if a.name == app_name)
+    spec = replace(training_job_spec(app, running.args), kind="JobSet", queue_name=LOCAL_QUEUE, suspend=False,
+                   revision=random.randint(2, 9999), **changes)  # noqa: S311 - a name, not a secret
+    jobset = training_jobset(spec)
+    running.env.apply(jobset)
+    return jobset["metadata"]["namespace"], jobset["metadata"]["name"]
 
 
 def stack_variant(folder: Path, stack: str, change: Callable[[dict[str, Any]], None], *,

@@ -5,31 +5,15 @@ kept by the app's PodDisruptionBudget."""
 
 from __future__ import annotations
 
-import random
-from dataclasses import replace
-
 import pytest
 from kubernetes.client.exceptions import ApiException
 
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, gpu_toleration, network_layer_key
-from eks_gpu_training.workloads.job_sets import training_jobset
-from eks_gpu_training.workloads.queues import LOCAL_QUEUE
-from eks_gpu_training.workloads.scheduling_policies import training_job_spec
 
+from clusters import submit_jobset_run
 from environment import GROUP_APIS, holds_for, wait_for
 from kueue import condition
 from manifests import pod_manifest, unique
-
-
-def _jobset_run(cluster, app_name: str, **changes):
-    """The JobSet the stack makes for ``app_name`` as ``kind: JobSet`` (its own generator, at a
-    revision of its own so the name is new), submitted to the open queue."""
-    app = next(a for a in cluster.args.scheduling.training_apps if a.name == app_name)
-    spec = replace(training_job_spec(app, cluster.args), kind="JobSet", queue_name=LOCAL_QUEUE, suspend=False,
-                   revision=random.randint(2, 9999), **changes)  # noqa: S311 - a name, not a secret
-    jobset = training_jobset(spec)
-    cluster.env.apply(jobset)
-    return jobset["metadata"]["namespace"], jobset["metadata"]["name"]
 
 
 @pytest.fixture(params=["JobSet", "TrainJob"])
@@ -38,7 +22,7 @@ def prod_group_run(request, prod_cluster):
     (finetune, team research); deleted afterwards."""
     kind = request.param
     if kind == "JobSet":
-        namespace, name = _jobset_run(prod_cluster, "rl-training")
+        namespace, name = submit_jobset_run(prod_cluster, "rl-training")
     else:
         namespace, name = prod_cluster.submit_group_run("TrainJob", "finetune")
     yield kind, namespace, name
@@ -96,7 +80,7 @@ def test_broken_variant_with_one_gpu_node_taken_no_part_of_a_group_starts(prod_c
                            tolerations=[gpu_toleration()], node_selector={"kubernetes.io/hostname": node.metadata.name},
                            priority_class="training-critical"))
     env.expect_running("priority-probe", holder)
-    namespace, name = _jobset_run(prod_cluster, "rl-training")
+    namespace, name = submit_jobset_run(prod_cluster, "rl-training")
     try:
         wait_for(lambda: condition(env.workload(namespace, name, "JobSet"), "QuotaReserved"), what="Kueue considering the JobSet")
         holds_for(lambda: not env.group_pods(namespace, name)
@@ -132,7 +116,7 @@ def test_failing_one_rank_restarts_every_rank_once_and_the_job_runs_on(prod_clus
 
 def test_broken_variant_with_no_restarts_left_one_failed_rank_fails_the_whole_jobset(prod_cluster):
     env = prod_cluster.env
-    namespace, name = _jobset_run(prod_cluster, "rl-training", max_restarts=0)
+    namespace, name = submit_jobset_run(prod_cluster, "rl-training", max_restarts=0)
     try:
         pods = env.expect_group_running(namespace, name, 2)
         _fail_pod(env, namespace, pods[0].metadata.name)

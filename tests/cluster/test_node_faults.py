@@ -19,12 +19,14 @@ from typing import Any, Optional
 
 import pytest
 
-from clusters import RunningCluster, start
-from environment import holds_for, wait_for
+from clusters import RunningCluster, start, submit_jobset_run
+from environment import GROUP_APIS, JOB_NAME_LABEL, holds_for, wait_for
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, network_layer_key
 from eks_gpu_training.healthgate.settings import CONDITION_TYPE, QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY
 from eks_gpu_training.local.cluster import _create_node
-from eks_gpu_training.local.faults import condition_fault
+from eks_gpu_training.local.faults import STOPPED_KUBELET, condition_fault
+from eks_gpu_training.verify import FAIL, judge, read_snapshot
+from eks_gpu_training.workloads.training_spec import CHECKPOINT_ENV
 
 POOL = "p5-training"
 DELETED_NODE_BOUND_SECONDS = 150
@@ -33,6 +35,11 @@ quarantine of pods on a missing node, then Kueue's replacement and the scheduler
 QUARANTINED_NODE_BOUND_SECONDS = 90
 """A node whose GPUs fail: the agent's condition, the gate's quarantine taint (a round of 5 s), the
 taint manager's eviction, Kueue's replacement."""
+UNREACHABLE_NODE_BOUND_SECONDS = 240
+"""A node that stops answering: the node lifecycle controller's 50 s grace period before the
+unreachable taint, the training pods' 60 s toleration of it (``kueue.unreachableNodeSeconds``),
+Kueue's minute before it fails the rank stuck terminating there, then the Job, Kueue's replacement
+and the scheduler."""
 GATE_BOUND_SECONDS = 60
 """A joining node's check: a gate round, the check Job's pod placed and run (3 s simulated), the
 next round lifting the taint."""
@@ -100,29 +107,68 @@ def _recovered(running: RunningCluster, namespace: str, name: str, lost: str):
     return check
 
 
+def _all_admitted(running: RunningCluster) -> None:
+    for node in running.env.nodes(f"{GPU_POOL_KEY}={POOL}"):
+        wait_for(lambda: _admitted(running, node.metadata.name), what=f"{node.metadata.name} admitted before the test",
+                 timeout=GATE_BOUND_SECONDS)
+
+
+def _restore_pool(running: RunningCluster) -> None:
+    """Every fault cleared and every node of the pool admitted again, for the next test."""
+    faults = running.cluster.faults()
+    faults.clear(pool=POOL)
+    for simulated in running.cluster.nodes:
+        if simulated.pool != POOL:
+            continue
+        node = _node(running, simulated.name)
+        if node is not None and (faults.recorded().get(f"node.{simulated.name}") or QUARANTINE_TAINT_KEY in _taint_keys(node)
+                                 or _stopped(running, simulated.name)):
+            faults.clear(node=simulated.name)
+        if node is None or not _admitted(running, simulated.name) or not _ready(running, simulated.name):
+            _replace(running, simulated.name)
+
+
+def _ready(running: RunningCluster, name: str) -> bool:
+    node = _node(running, name)
+    return node is not None and (_condition(node, "Ready") or _Unset).status == "True"
+
+
+def _stopped(running: RunningCluster, name: str) -> bool:
+    if _node(running, name) is None:
+        return False
+    lease = running.cluster.faults().coordination.read_namespaced_lease(name, "kube-node-lease")
+    return lease.spec.holder_identity == STOPPED_KUBELET
+
+
 @pytest.fixture
 def running_job(prod_faults_cluster):
     """A two-node run of prod's job, Running; every node of the pool admitted again afterwards."""
     running = prod_faults_cluster
-    for node in running.env.nodes(f"{GPU_POOL_KEY}={POOL}"):
-        wait_for(lambda: _admitted(running, node.metadata.name), what=f"{node.metadata.name} admitted before the test",
-                 timeout=GATE_BOUND_SECONDS)
+    _all_admitted(running)
     namespace, name = running.submit_run(running.training_app().name, parallelism=2)
     try:
         pods = running.env.expect_job_running(namespace, name, 2)
         yield namespace, name, pods
     finally:
         running.env.delete_job(namespace, name)
-        faults = running.cluster.faults()
-        faults.clear(pool=POOL)
-        for simulated in running.cluster.nodes:
-            if simulated.pool != POOL:
-                continue
-            node = _node(running, simulated.name)
-            if node is not None and (faults.recorded().get(f"node.{simulated.name}") or QUARANTINE_TAINT_KEY in _taint_keys(node)):
-                faults.clear(node=simulated.name)
-            if node is None or not _admitted(running, simulated.name):
-                _replace(running, simulated.name)
+        _restore_pool(running)
+
+
+@pytest.fixture(params=["JobSet", "TrainJob"])
+def running_group(request, prod_faults_cluster):
+    """A two-node JobSet of prod's rl-training, or a run of its TrainJob app finetune, Running; every
+    node of the pool admitted again afterwards."""
+    running = prod_faults_cluster
+    _all_admitted(running)
+    kind = request.param
+    namespace, name = (submit_jobset_run(running, "rl-training") if kind == "JobSet"
+                       else running.submit_group_run("TrainJob", "finetune"))
+    try:
+        pods = running.env.expect_group_running(namespace, name, 2, kind=kind)
+        yield kind, namespace, name, pods
+    finally:
+        running.env.delete_group(kind, namespace, name)
+        _restore_pool(running)
 
 
 def test_a_joining_node_gets_no_training_pod_until_the_gate_admits_it_across_repeated_joins(prod_faults_cluster, running_job):
@@ -205,6 +251,45 @@ def test_a_job_on_a_node_whose_gpus_fail_is_moved_to_the_spare(prod_faults_clust
              what=f"{lost} checked again and admitted", timeout=GATE_BOUND_SECONDS)
 
 
+def test_a_running_job_survives_its_node_no_longer_answering_on_the_spare_in_its_block(prod_faults_cluster, running_job):
+    running = prod_faults_cluster
+    namespace, name, pods = running_job
+    lost_pod = pods[0]
+    lost = lost_pod.spec.node_name
+    kept = {p.metadata.name for p in pods if p.spec.node_name != lost}
+    started = time.monotonic()
+    running.cluster.faults().stop_kubelet(lost)
+    recovered = wait_for(_recovered(running, namespace, name, lost), what=f"job {name} Running again without {lost}",
+                         timeout=UNREACHABLE_NODE_BOUND_SECONDS)
+    print(f"kubelet stopped: job Running again on {sorted(p.spec.node_name for p in recovered)} after {time.monotonic() - started:.1f} s")
+    assert kept <= {p.metadata.name for p in recovered}
+    assert len(_blocks(running, recovered)) == 1
+    # No kubelet ended the rank left on the node: Kueue's failure recovery did.
+    left = next((p for p in running.env.pods(namespace, f"{JOB_NAME_LABEL}={name}") if p.metadata.name == lost_pod.metadata.name), None)
+    if left is not None:
+        assert left.status.phase == "Failed"
+        assert any(c.type == "KueueFailureRecovery" for c in left.status.conditions or []), left.status.conditions
+
+
+def test_a_running_jobset_or_trainjob_survives_the_deletion_of_one_of_its_nodes(prod_faults_cluster, running_group):
+    running = prod_faults_cluster
+    kind, namespace, name, pods = running_group
+    lost = pods[0].spec.node_name
+    started = time.monotonic()
+    running.cluster.faults().delete(lost)
+
+    def recovered():
+        now = [p for p in running.env.group_pods(namespace, name) if p.status.phase == "Running"]
+        return len(now) == 2 and all(p.spec.node_name != lost for p in now) and now
+
+    again = wait_for(recovered, what=f"{kind} {name} Running again without {lost}", timeout=DELETED_NODE_BOUND_SECONDS)
+    restarts = (running.env.get(GROUP_APIS["JobSet"], "JobSet", name, namespace) or {}).get("status", {}).get("restarts", 0)
+    print(f"node deleted: {kind} Running again on {sorted(p.spec.node_name for p in again)} after "
+          f"{time.monotonic() - started:.1f} s ({restarts} restarts of the group)")
+    assert len(_blocks(running, again)) == 1
+    assert not conditions_of(running, namespace, name, kind).get("Evicted", {}).get("status") == "True"
+
+
 def test_with_no_spare_the_job_is_requeued_and_waits_instead_of_splitting_across_blocks(prod_faults_cluster, running_job):
     running = prod_faults_cluster
     namespace, name, pods = running_job
@@ -250,6 +335,39 @@ def test_with_no_spare_the_job_is_requeued_and_waits_instead_of_splitting_across
 
     holds_for(waiting, seconds=20, what=f"job {name} waiting, admitted nowhere")
 
+    # verify says so, and what to do: the spare held back by the gate, the lost node's GPUs.
+    rows = {r.item: r for r in judge(read_snapshot(str(running.kubeconfig)))}
+    assert rows["health-gate"].status == FAIL
+    assert f"DCGMDiagnosticFailed) and keeps {STARTUP_TAINT_KEY} ({spare})" in rows["health-gate"].evidence
+    assert rows["accelerated-hardware"].status == FAIL
+    assert f"(NvidiaXID79Error, quarantined) ({lost})" in rows["accelerated-hardware"].evidence
+    assert "kubectl drain" in rows["health-gate"].fix
+    assert "node auto repair" in rows["accelerated-hardware"].fix
 
-def conditions_of(running: RunningCluster, namespace: str, name: str) -> dict[str, dict[str, Any]]:
-    return {c["type"]: c for c in (running.env.workload(namespace, name) or {}).get("status", {}).get("conditions", [])}
+    # The checkpoint contract: the lost node is repaired, the job is admitted again and each rank
+    # finds the same directory, on the same volume, under the same variable.
+    before = {_checkpoint(p) for p in pods}
+    assert len(before) == 1, f"the ranks' checkpoint directories differ: {before}"
+    running.cluster.faults().clear(pool=POOL)
+    running.cluster.faults().clear(node=lost)
+    _replace(running, spare)
+    again = running.env.expect_job_running(namespace, name, 2)
+    after = {_checkpoint(p) for p in again}
+    print(f"readmitted: checkpoint {after}")
+    assert after == before
+
+
+def _checkpoint(pod: Any) -> tuple[str, str, str]:
+    """A training pod's checkpoint: ``CHECKPOINT_DIR``, the mount path it names, and the volume's
+    source (the shared file system's claim and sub-path, or the node's own disk)."""
+    (container,) = [c for c in pod.spec.containers if any(e.name == CHECKPOINT_ENV for e in c.env or [])]
+    directory = next(e.value for e in container.env if e.name == CHECKPOINT_ENV)
+    mount = next(m for m in container.volume_mounts if directory == m.mount_path or directory.startswith(m.mount_path.rstrip("/") + "/"))
+    volume = next(v for v in pod.spec.volumes if v.name == mount.name)
+    source = (f"claim {volume.persistent_volume_claim.claim_name}:{mount.sub_path or ''}" if volume.persistent_volume_claim
+              else "emptyDir" if volume.empty_dir is not None else str(volume))
+    return directory, mount.mount_path, source
+
+
+def conditions_of(running: RunningCluster, namespace: str, name: str, kind: str = "Job") -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (running.env.workload(namespace, name, kind) or {}).get("status", {}).get("conditions", [])}

@@ -118,6 +118,10 @@ class Layout:
     def karpenter_instance_types(self) -> Path:
         return self.state / "karpenter-instance-types.json"
 
+    @property
+    def node_repair_config(self) -> Path:
+        return self.state / "node-repair.json"
+
 
 @dataclass(frozen=True)
 class File:

@@ -30,6 +30,7 @@ from .job_controllers import JOB_CONTROLLERS, installed, job_controller_process,
 from .layout import File, Layout
 from .health_gate import gate_deployed, health_gate_process
 from .node_health import node_health_process
+from .node_repair import node_repair_process, repair_config, repair_files
 from .platform import KWOK_NODE_CLASS, PlatformObjects, collect, describe, localize
 from .processes import Process, start_order
 from .scale import STACK_TOPOLOGY, SimulatedTopology
@@ -163,9 +164,16 @@ def plan(
             "that writes its check containers' verdicts and the node monitoring agent's condition",
             processes=(health_gate_process(layout), node_health_process(layout)),
         ))
+    stages.append(Stage("platform", "every other object of the stack and its charts", objects=tuple(rest),
+                        waits=("placed",), notes=tuple(localized.left_out)))
+    repaired = repair_config(args, nodes)
+    if repaired:
+        stages.append(Stage(
+            "node-repair", f"EKS node auto repair of {', '.join(sorted(repaired))} (nodeRepair on), simulated beside "
+            "the cluster: a replacement registers, the bad node is drained through the Eviction API",
+            files=repair_files(layout, repaired), processes=(node_repair_process(layout),),
+        ))
     stages += [
-        Stage("platform", "every other object of the stack and its charts", objects=tuple(rest), waits=("placed",),
-              notes=tuple(localized.left_out)),
         Stage("node-health", "the node monitoring agent's condition, reported in its place",
               waits=("hardware-reported",),
               processes=(node_health_process(layout),) if args.node_monitoring.enabled and not gated else ()),

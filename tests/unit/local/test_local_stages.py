@@ -36,7 +36,7 @@ def test_up_runs_its_stages_in_the_order_the_platform_needs(dev):
     stages = cluster.plan(render, layout).stages
     assert [stage.name for stage in stages] == [
         "control-plane", "fleet", "eks-system", "crds", "namespaces", "webhooks", "karpenter", "health-gate", "platform",
-        "node-health"]
+        "node-repair", "node-health"]
     assert [stage.name for stage in cluster.plan(render, layout, bare=True).stages] == ["control-plane", "fleet", "eks-system"]
 
 
@@ -92,7 +92,7 @@ def test_the_dry_run_prints_each_command_line_and_object_in_the_order_up_takes_t
                       "start kube-scheduler after kube-apiserver", "start kwok after kube-apiserver",
                       "start kueue after kube-apiserver", "start jobset after kube-apiserver",
                       "start karpenter after kube-apiserver", "start health-gate after kube-apiserver",
-                      "start node-health after kube-apiserver"]
+                      "start node-health after kube-apiserver", "start node-repair after kube-apiserver"]
     etcd = next(line for line in lines if line.startswith("  start etcd: "))
     assert etcd.startswith(f"  start etcd: {layout.cache}/bin/etcd-{builds.ETCD.version}/etcd --name=local ")
     kueue = next(line for line in lines if line.startswith("  start kueue "))
@@ -127,3 +127,19 @@ def test_the_gates_own_program_runs_beside_the_cluster_as_its_service_account_be
     assert "--as=system:serviceaccount:health-gate:health-gate" in processes["health-gate"].args
     # The reporter started here (it writes the check verdicts) is not started again for the agent's condition.
     assert next(stage for stage in stages if stage.name == "node-health").processes == ()
+
+
+def test_eks_node_auto_repair_is_simulated_beside_the_cluster_for_the_pools_that_turn_it_on(dev):
+    import json
+
+    cluster, render, layout = dev
+    stage = next(stage for stage in cluster.plan(render, layout).stages if stage.name == "node-repair")
+    (process,) = stage.processes
+    assert process.args[:2] == ("-m", "eks_gpu_training.local.node_repair")
+    (config_file,) = stage.files
+    config = json.loads(config_file.data)
+    assert sorted(config) == ["dev-gpu"]
+    assert config["dev-gpu"]["settings"] == {"enabled": True, "max_unhealthy_node_threshold_percentage": 50,
+                                             "max_parallel_nodes_repaired_count": 1}
+    template = config["dev-gpu"]["template"]
+    assert {"key": "eks-gpu-training/unverified", "effect": "NoSchedule"} in template["spec"]["taints"]

@@ -168,10 +168,15 @@ def feature_gates(config: KueueConfig) -> list[dict[str, Any]]:
     default) runs Kueue's controller that fails a pod stuck terminating on a node tainted
     ``node.kubernetes.io/unreachable`` one minute after its deletion (``pkg/controller/failurerecovery``,
     a fixed minute in 0.19), for pods annotated ``kueue.x-k8s.io/safe-to-forcefully-delete: "true"``:
-    the training pods, with ``unreachableNodeSeconds`` set."""
+    the training pods, with ``unreachableNodeSeconds`` set. With replacement off, its two companion
+    gates (``...FailFast`` and ``TASReplaceNodeOnPodTermination``, beta and on by default) are turned
+    off with it: Kueue refuses to start with either on and ``TASFailedNodeReplacement`` off ("requires
+    TASFailedNodeReplacement to be enabled", ``pkg/config/validation.go``)."""
+    replacement = config.failed_node_replacement
     return [
-        {"name": "TASFailedNodeReplacement", "enabled": config.failed_node_replacement},
-        {"name": "TASFailedNodeReplacementFailFast", "enabled": True},
+        {"name": "TASFailedNodeReplacement", "enabled": replacement},
+        {"name": "TASFailedNodeReplacementFailFast", "enabled": replacement},
+        {"name": "TASReplaceNodeOnPodTermination", "enabled": replacement},
         {"name": "FailureRecoveryPolicy", "enabled": config.unreachable_node_seconds is not None},
     ]
 

@@ -149,14 +149,17 @@ def test_kueue_replaces_a_failed_node_or_requeues_at_once_unless_the_stack_turns
     (release,) = [r for r in prod_graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue"]
     assert release.inputs["values"]["controllerManager"]["featureGates"] == [
         {"name": "TASFailedNodeReplacement", "enabled": True}, {"name": "TASFailedNodeReplacementFailFast", "enabled": True},
-        {"name": "FailureRecoveryPolicy", "enabled": True}]
+        {"name": "TASReplaceNodeOnPodTermination", "enabled": True}, {"name": "FailureRecoveryPolicy", "enabled": True}]
     config = stack_config("prod")
     config["eks-gpu-training:kueue"] = {**config.get("eks-gpu-training:kueue", {}), "failedNodeReplacement": False,
                                         "recoveryTimeoutMinutes": None}
     graph = run_main(config)
     assert graph.error is None, repr(graph.error)
     (release,) = [r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue"]
-    assert release.inputs["values"]["controllerManager"]["featureGates"][0] == {"name": "TASFailedNodeReplacement", "enabled": False}
+    # Kueue refuses to start with a gate on whose dependency is off: the companions go off too.
+    assert release.inputs["values"]["controllerManager"]["featureGates"][:3] == [
+        {"name": "TASFailedNodeReplacement", "enabled": False}, {"name": "TASFailedNodeReplacementFailFast", "enabled": False},
+        {"name": "TASReplaceNodeOnPodTermination", "enabled": False}]
     manager = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert "recoveryTimeout" not in manager["waitForPodsReady"]
 

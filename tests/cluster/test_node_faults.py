@@ -35,11 +35,11 @@ quarantine of pods on a missing node, then Kueue's replacement and the scheduler
 QUARANTINED_NODE_BOUND_SECONDS = 90
 """A node whose GPUs fail: the agent's condition, the gate's quarantine taint (a round of 5 s), the
 taint manager's eviction, Kueue's replacement."""
-UNREACHABLE_NODE_BOUND_SECONDS = 240
+UNREACHABLE_NODE_BOUND_SECONDS = 300
 """A node that stops answering: the node lifecycle controller's 50 s grace period before the
-unreachable taint, the training pods' 60 s toleration of it (``kueue.unreachableNodeSeconds``),
-Kueue's minute before it fails the rank stuck terminating there, then the Job, Kueue's replacement
-and the scheduler."""
+unreachable taint, the training pods' 60 s toleration of it (``kueue.unreachableNodeSeconds``), the
+pod's 30 s termination grace period and Kueue's minute after it before Kueue fails the rank stuck
+terminating there (200 s so far), then the Job, Kueue's replacement and the scheduler."""
 GATE_BOUND_SECONDS = 60
 """A joining node's check: a gate round, the check Job's pod placed and run (3 s simulated), the
 next round lifting the taint."""

@@ -51,7 +51,7 @@ def test_each_kubernetes_wrapper_pins_its_minor_and_every_staging_module_to_the_
     assert all(left == right and version == f"v0.{minor_patch}" for left, right, version in replaced)
 
 
-def test_the_local_cluster_runs_the_stacks_minor_and_refuses_one_it_cannot_build(tmp_path):
+def test_the_local_cluster_runs_the_stacks_minor_and_refuses_one_it_cannot_build(tmp_path, chart_sources):
     import yaml
 
     from eks_gpu_training.local.cluster import LocalCluster

@@ -290,7 +290,7 @@ def test_a_golden_picture_is_stale_when_the_graph_changes():
     assert len(readme.stale(result)) == 2
 
 
-def test_render_command_writes_the_render_and_says_what(tmp_path, capsys):
+def test_render_command_writes_the_render_and_says_what(tmp_path, capsys, chart_sources):
     assert render_main(["dev", str(tmp_path), "--no-picture"]) == 0
     said = capsys.readouterr().out.splitlines()
     assert said[-1].startswith(f"rendered stack dev into {tmp_path}: ")
@@ -312,7 +312,7 @@ def test_render_command_fails_with_the_configuration_problem(tmp_path, capsys):
     assert "did you mean 'p5.48xlarge'?" in capsys.readouterr().err
 
 
-def test_render_runs_as_a_module_in_a_fresh_process(tmp_path):
+def test_render_runs_as_a_module_in_a_fresh_process(tmp_path, chart_sources):
     done = subprocess.run(
         [sys.executable, "-m", "eks_gpu_training.offline.render", "prod", str(tmp_path), "--no-picture"],
         cwd=PROJECT_ROOT,

@@ -175,7 +175,7 @@ def test_another_graphviz_build_lays_the_picture_out_again(tmp_path):
     assert cache.picture_key("digraph {}", "dot - graphviz version 2.43.0 (0)", 96) != key
 
 
-def test_the_render_command_caches_under_xdg_cache_home_unless_told_not_to(tmp_path, monkeypatch, capsys):
+def test_the_render_command_caches_under_xdg_cache_home_unless_told_not_to(tmp_path, monkeypatch, capsys, chart_sources):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert render_main(["dev", str(tmp_path / "nocache"), "--no-picture", "--no-cache"]) == 0
     assert not (tmp_path / "xdg").exists()

@@ -66,8 +66,9 @@ FI_PINGPONG = "/opt/amazon/efa/bin/fi_pingpong"
 LOOPBACK_SECONDS = 60
 CHECK_CPU, CHECK_MEMORY = "100m", "128Mi"
 """Requests of the EFA checks beside their devices (a device listing, a ping-pong)."""
-GATE_CPU, GATE_MEMORY, GATE_MEMORY_LIMIT = "50m", "128Mi", "256Mi"
-"""The gate's requests and memory limit: a list of nodes and Jobs every few seconds."""
+GATE_CPU, GATE_MEMORY, GATE_CPU_LIMIT, GATE_MEMORY_LIMIT = "50m", "128Mi", "500m", "256Mi"
+"""The gate's requests and limits: a list of nodes and Jobs every few seconds. The CPU limit keeps a
+runaway round off the system node's other controllers; throttled, a round only ends later."""
 
 
 # --- the check pod (pure) --------------------------------------------------------------------------
@@ -236,7 +237,7 @@ def deployment_manifest(image: Any, system_node_selector: Mapping[str, str]) -> 
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "args": ["--namespace", NAMESPACE, "--config-map", NAME, "--heartbeat-file", HEARTBEAT_FILE],
-        "resources": {"requests": {"cpu": GATE_CPU, "memory": GATE_MEMORY}, "limits": {"memory": GATE_MEMORY_LIMIT}},
+        "resources": {"requests": {"cpu": GATE_CPU, "memory": GATE_MEMORY}, "limits": {"cpu": GATE_CPU_LIMIT, "memory": GATE_MEMORY_LIMIT}},
         "securityContext": RESTRICTED,
         "livenessProbe": {"exec": {"command": ["python", "-c", age_check]}, "initialDelaySeconds": 60, "periodSeconds": 30,
                           "timeoutSeconds": 10, "failureThreshold": 3},

@@ -110,6 +110,8 @@ def test_the_gate_may_patch_nodes_and_their_status_delete_nodeclaims_and_run_job
     container = deployment.inputs["spec"]["template"]["spec"]["containers"][0]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    # Bounded on the system node it shares with the other controllers (checkov CKV_K8S_11, CKV_K8S_13).
+    assert set(container["resources"]["limits"]) == {"cpu", "memory"}
 
 
 def test_the_gpu_daemons_tolerate_the_gates_taints_and_training_pods_do_not(prod_graph):

@@ -421,6 +421,39 @@ def _wait_stack_jobs_gone(applier: Applier) -> None:
                           "read Kueue's log in the state folder")
 
 
+GATED_NODES_SECONDS_PER_NODE = 1.0
+"""How long the replay waits, per GPU node, for the health gate to admit the fleet (at least a
+minute): its checks run a few nodes at a time, and a job admitted onto a half-admitted fleet would
+wait for reasons the trace does not hold."""
+
+
+def _wait_fleet_admitted(applier: Applier, log: Callable[[str], None]) -> None:
+    """Until no GPU node carries the health gate's startup taint."""
+    from kubernetes import client
+
+    from ..facts.gpu_nodes import gpu_node_selector
+    from ..healthgate.settings import STARTUP_TAINT_KEY
+
+    core = client.CoreV1Api(applier.api_client)
+    selector = ",".join(f"{key}={value}" for key, value in gpu_node_selector().items())
+
+    def gated() -> list[str]:
+        return [n["metadata"]["name"] for n in _items(core.list_node, label_selector=selector)
+                if any(t.get("key") == STARTUP_TAINT_KEY for t in n.get("spec", {}).get("taints") or [])]
+
+    waiting = gated()
+    if not waiting:
+        return
+    log(f"waiting for the health gate to admit {len(waiting)} GPU node(s) before the replay")
+    deadline = time.monotonic() + max(60.0, GATED_NODES_SECONDS_PER_NODE * len(waiting))
+    while waiting and time.monotonic() < deadline:
+        time.sleep(SAMPLE_SECONDS)
+        waiting = gated()
+    if waiting:
+        raise SimulationError(f"the health gate has not admitted {len(waiting)} GPU node(s): {', '.join(waiting[:5])}",
+                              "read the health gate's log in the state folder")
+
+
 def simulate(cluster: "LocalCluster", trace: Path, *, speedup: float, out: Path, timeout: float, keep: bool = False) -> int:
     """Replay ``trace`` on a local cluster of ``cluster``'s stack and write its report to ``out``;
     print the table. 0 when every job finished within ``timeout``, else 1."""
@@ -440,6 +473,7 @@ def simulate(cluster: "LocalCluster", trace: Path, *, speedup: float, out: Path,
         for deleted in delete_stack_jobs(applier):
             cluster.log(f"deleted the stack's own {deleted}: the trace alone loads the fleet")
         _wait_stack_jobs_gone(applier)
+        _wait_fleet_admitted(applier, cluster.log)
         cluster.log(f"replaying {len(jobs)} jobs of {trace} at {speedup:g}x")
         recorder, complete = replay(applier, args, jobs, speedup=speedup, timeout=timeout, log=cluster.log)
         report = recorder.report(cluster.stack, cluster.scale, trace.name, complete)

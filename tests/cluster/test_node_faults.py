@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import pytest
 
-from clusters import RunningCluster, start, submit_jobset_run
+from clusters import RunningCluster, stack_variant, start, submit_jobset_run
 from environment import GROUP_APIS, JOB_NAME_LABEL, holds_for, wait_for
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, network_layer_key
 from eks_gpu_training.healthgate.settings import CONDITION_TYPE, QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY
@@ -47,8 +47,15 @@ next round lifting the taint."""
 
 @pytest.fixture(scope="module")
 def prod_faults_cluster(tmp_path_factory):
-    """Prod's stack with its GPU pool grown to three nodes (``up --scale 3``)."""
-    yield from start("prod", tmp_path_factory.mktemp("local-prod-faults"), scale=3)
+    """Prod's stack with its GPU pool grown to three nodes (``up --scale 3``), and the pool's node
+    auto repair off: its simulation would replace a node these tests fail and then clear
+    (``test_node_repair`` follows the repair)."""
+    folder = tmp_path_factory.mktemp("local-prod-faults")
+
+    def change(config):
+        config["eks-gpu-training:gpuNodeGroups"][0]["nodeRepair"] = {"enabled": False}
+
+    yield from start("prod", folder / "state", stack_path=stack_variant(folder, "prod", change), scale=3)
 
 
 class _Unset:

@@ -43,6 +43,7 @@ from ..healthgate.settings import (
     GateSettings,
     PoolDevices,
 )
+from ..addons import labeler_admission
 from . import health_gate_admission
 from .preflight import DCGM_POD_CPU, DCGM_POD_MEMORY, dcgm_diag_script
 
@@ -268,7 +269,7 @@ def node_policy_manifest(karpenter_pools: Sequence[str]) -> dict[str, Any]:
 
 
 def node_policy_binding_manifest() -> dict[str, Any]:
-    return health_gate_admission.node_policy_binding_manifest(NAME, LABELS)
+    return labeler_admission.node_policy_binding_manifest(NAME, LABELS)
 
 
 def _resource_kwargs(manifest: Mapping[str, Any]) -> dict[str, Any]:

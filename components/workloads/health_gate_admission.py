@@ -124,13 +124,3 @@ def node_policy_manifest(name: str, namespace: str, service_account: str, karpen
             ],
         },
     }
-
-
-def node_policy_binding_manifest(name: str, labels: dict[str, str]) -> dict[str, Any]:
-    """Puts the policy in force (``Deny``: a request that fails a validation is refused)."""
-    return {
-        "apiVersion": POLICY_API_VERSION,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": dict(labels)},
-        "spec": {"policyName": name, "validationActions": ["Deny"]},
-    }

@@ -198,9 +198,15 @@ class Environment:
                         what=f"pod {namespace}/{name} Running")
 
     def expect_unschedulable(self, namespace: str, name: str, timeout: float = DEFAULT_TIMEOUT) -> str:
-        """The scheduler's own message once it has tried and failed to place the pod."""
-        return wait_for(lambda: self.scheduling_message(namespace, name), timeout=timeout,
-                        what=f"the scheduler to report pod {namespace}/{name} unschedulable")
+        """The scheduler's own message once it has tried and failed to place the pod; a pod it binds
+        instead fails at once, naming the node (a broken variant then takes seconds, not the timeout)."""
+        def refused() -> str:
+            bound = self.node_of(namespace, name)
+            if bound:
+                raise AssertionError(f"the scheduler bound pod {namespace}/{name} to node {bound} instead of refusing it")
+            return self.scheduling_message(namespace, name)
+
+        return wait_for(refused, timeout=timeout, what=f"the scheduler to report pod {namespace}/{name} unschedulable")
 
     def delete_pod(self, namespace: str, name: str) -> None:
         self.delete("v1", "Pod", name, namespace)

@@ -20,16 +20,17 @@ pytestmark = pytest.mark.xdist_group("prod")
 
 TRACE = {"jobs": [
     # Each team's quota is 80 GPUs (10 nodes). Pretraining fills its own; research's JobSet takes 4
-    # nodes, its TrainJob the 6 left of its quota: every node busy, nothing borrowed.
-    {"name": "big", "team": "pretraining", "app": "rl-training", "nodes": 10, "duration": "1m", "submit": 0},
-    {"name": "small", "team": "research", "app": "finetune", "kind": "JobSet", "nodes": 4, "duration": "1m", "submit": 0},
-    {"name": "tuned", "team": "research", "app": "finetune", "nodes": 6, "duration": "1m", "submit": "10s"},
+    # nodes, its TrainJob the 6 left of its quota: every node busy, nothing borrowed. They run long
+    # enough (18 s of wall time) to overlap however late a loaded machine starts their pods.
+    {"name": "big", "team": "pretraining", "app": "rl-training", "nodes": 10, "duration": "3m", "submit": 0},
+    {"name": "small", "team": "research", "app": "finetune", "kind": "JobSet", "nodes": 4, "duration": "3m", "submit": 0},
+    {"name": "tuned", "team": "research", "app": "finetune", "nodes": 6, "duration": "3m", "submit": "10s"},
     # Beyond research's quota, with nothing idle to borrow: it waits until a job ends, research's own
     # (its quota frees) or pretraining's (its idle quota may be lent), whichever ends first.
     {"name": "late", "team": "research", "app": "finetune", "kind": "JobSet", "nodes": 4, "duration": "30s", "submit": "20s"},
     {"name": "eval", "team": "pretraining", "app": "rl-training", "kind": "JobSet", "nodes": 2, "duration": "30s", "submit": "90s"},
 ]}
-"""Replayed at 10x: about 20 s of replay once the cluster is up."""
+"""Replayed at 10x: about 30 s of replay once the cluster is up."""
 
 
 def _cluster(tmp_path) -> LocalCluster:

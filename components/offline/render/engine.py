@@ -136,7 +136,8 @@ def _provider_urn(reference: str) -> Optional[str]:
 
 
 def _describe(urns: list[str], by_urn: dict[str, Registration]) -> str:
-    names = [f"{by_urn[u].type} {by_urn[u].name}" if u in by_urn else u for u in urns]
+    # Sorted: the engine gathers an input's dependencies as a set, whose order can differ between runs.
+    names = sorted(f"{by_urn[u].type} {by_urn[u].name}" if u in by_urn else u for u in urns)
     return f"{UNKNOWN_PREFIX}output of {' | '.join(names)}>" if names else COMPUTED
 
 

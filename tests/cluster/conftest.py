@@ -28,7 +28,10 @@ def any_cluster(request):
     return request.getfixturevalue(f"{request.param}_cluster")
 
 
-def _stack_of(item) -> str | None:
+def _group_of(item) -> str | None:
+    """The xdist group of a test: its stack's, when it runs on a stack's session cluster; its
+    module's, when it starts a cluster of its own (a stack variant: a wider pool, a capped
+    namespace, repair off), so those modules spread over the workers beside the stacks' groups."""
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "any_cluster" in callspec.params:
         return callspec.params["any_cluster"]
@@ -36,20 +39,35 @@ def _stack_of(item) -> str | None:
     for stack in ("prod", "dev"):
         if f"{stack}_cluster" in names:
             return stack
-    # Clusters of prod variants (a wider pool, a capped namespace) run on prod's worker, one at a
-    # time beside prod's own, so no more than three clusters share the machine.
-    if any(name.startswith("prod_") or name.startswith("three_node") for name in names):
-        return "prod"
+    if any(name.endswith("_cluster") for name in names):
+        return item.module.__name__
     return None
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """One xdist group per stack (``-n 2 --dist loadgroup``): each worker starts one stack's local
-    cluster and runs that stack's tests, so the two clusters run side by side, never twice."""
+    """One xdist group per stack (``-n 2 --dist loadgroup``): a worker starts one stack's session
+    cluster and runs that stack's tests, so each stack's cluster starts once; a variant's module is
+    a group of its own. First among the hook's implementations: xdist's own, on each worker, reads
+    the groups into the test IDs it schedules by."""
     for item in items:
-        stack = _stack_of(item)
-        if stack:
-            item.add_marker(pytest.mark.xdist_group(stack))
+        group = _group_of(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    """On an xdist worker under ``--dist loadgroup``: every grouped test's ID carries its group, or
+    the scheduler spreads a group over the workers and each starts every stack's cluster (as with
+    pytest 9.2 and pytest-xdist 3.8, pytest-dev/pytest-xdist#1386). Fail then, rather than run slow."""
+    if not session.config.getoption("loadgroup", default=False):
+        return
+    lost = [item.nodeid for item in session.items
+            if item.get_closest_marker("xdist_group") and "@" not in item.nodeid.rpartition("]")[2]]
+    if lost:
+        raise pytest.UsageError(f"--dist loadgroup lost the group of {len(lost)} test(s), e.g. {lost[0]}: "
+                                "pytest-xdist no longer sees xdist_group here (pin pytest as pyproject.toml says)")
 
 
 @pytest.fixture(autouse=True)

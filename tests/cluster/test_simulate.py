@@ -16,7 +16,8 @@ from eks_gpu_training.config import ConfigError
 from eks_gpu_training.local.cluster import LocalCluster
 from eks_gpu_training.local.simulate import simulate
 
-pytestmark = pytest.mark.xdist_group("prod")
+# A group of its own: it starts its own clusters (prod grown to 20 nodes).
+pytestmark = pytest.mark.xdist_group("simulate")
 
 TRACE = {"jobs": [
     # Each team's quota is 80 GPUs (10 nodes). Pretraining fills its own; research's JobSet takes 4

@@ -15,16 +15,19 @@ documents; each test prints what it measured.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
+import gpu_nodes
 from clusters import RunningCluster, stack_variant, start, submit_jobset_run
 from environment import GROUP_APIS, JOB_NAME_LABEL, holds_for, wait_for
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, network_layer_key
 from eks_gpu_training.healthgate.settings import CONDITION_TYPE, QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY
 from eks_gpu_training.local.cluster import _create_node
-from eks_gpu_training.local.faults import STOPPED_KUBELET, condition_fault
+from eks_gpu_training.local.faults import STOPPED_KUBELET
+from eks_gpu_training.local.node_repair import REPAIRED_BY
+from gpu_nodes import REPAIR_WAIT_SECONDS
 from eks_gpu_training.verify import FAIL, judge, read_snapshot
 from eks_gpu_training.workloads.training_spec import CHECKPOINT_ENV
 
@@ -62,24 +65,6 @@ class _Unset:
     status = None
 
 
-def _node(running: RunningCluster, name: str) -> Optional[Any]:
-    return next((n for n in running.env.nodes() if n.metadata.name == name), None)
-
-
-def _taint_keys(node: Any) -> set[str]:
-    return {t.key for t in node.spec.taints or []}
-
-
-def _condition(node: Any, kind: str) -> Optional[Any]:
-    return next((c for c in node.status.conditions or [] if c.type == kind), None)
-
-
-def _admitted(running: RunningCluster, name: str) -> bool:
-    node = _node(running, name)
-    passed = node is not None and _condition(node, CONDITION_TYPE)
-    return bool(node is not None and STARTUP_TAINT_KEY not in _taint_keys(node) and passed and passed.status == "True")
-
-
 def _join(running: RunningCluster, name: str) -> None:
     """The node ``name`` joins again as it first did (the node group's labels and taints, the
     startup taint among them), as an instance the node group launches registers."""
@@ -89,11 +74,11 @@ def _join(running: RunningCluster, name: str) -> None:
 
 def _replace(running: RunningCluster, name: str) -> None:
     """The node goes and a new one of the same name joins: the pool back to three admitted nodes."""
-    if _node(running, name) is not None:
+    if gpu_nodes.node(running, name) is not None:
         running.cluster.faults().delete(name)
-        wait_for(lambda: _node(running, name) is None, what=f"node {name} gone")
+        wait_for(lambda: gpu_nodes.node(running, name) is None, what=f"node {name} gone")
     _join(running, name)
-    wait_for(lambda: _admitted(running, name), what=f"node {name} admitted by the health gate", timeout=GATE_BOUND_SECONDS)
+    wait_for(lambda: gpu_nodes.admitted(running, name), what=f"node {name} admitted by the health gate", timeout=GATE_BOUND_SECONDS)
 
 
 def _training_pods_on(running: RunningCluster, name: str) -> list[str]:
@@ -104,7 +89,7 @@ def _training_pods_on(running: RunningCluster, name: str) -> list[str]:
 
 def _blocks(running: RunningCluster, pods: list[Any]) -> set[str]:
     layer = network_layer_key(3)
-    return {_node(running, p.spec.node_name).metadata.labels[layer] for p in pods}
+    return {gpu_nodes.node(running, p.spec.node_name).metadata.labels[layer] for p in pods}
 
 
 def _recovered(running: RunningCluster, namespace: str, name: str, lost: str):
@@ -116,7 +101,7 @@ def _recovered(running: RunningCluster, namespace: str, name: str, lost: str):
 
 def _all_admitted(running: RunningCluster) -> None:
     for node in running.env.nodes(f"{GPU_POOL_KEY}={POOL}"):
-        wait_for(lambda: _admitted(running, node.metadata.name), what=f"{node.metadata.name} admitted before the test",
+        wait_for(lambda: gpu_nodes.admitted(running, node.metadata.name), what=f"{node.metadata.name} admitted before the test",
                  timeout=GATE_BOUND_SECONDS)
 
 
@@ -127,21 +112,21 @@ def _restore_pool(running: RunningCluster) -> None:
     for simulated in running.cluster.nodes:
         if simulated.pool != POOL:
             continue
-        node = _node(running, simulated.name)
-        if node is not None and (faults.recorded().get(f"node.{simulated.name}") or QUARANTINE_TAINT_KEY in _taint_keys(node)
+        node = gpu_nodes.node(running, simulated.name)
+        if node is not None and (faults.recorded().get(f"node.{simulated.name}") or QUARANTINE_TAINT_KEY in gpu_nodes.taint_keys(node)
                                  or _stopped(running, simulated.name)):
             faults.clear(node=simulated.name)
-        if node is None or not _admitted(running, simulated.name) or not _ready(running, simulated.name):
+        if node is None or not gpu_nodes.admitted(running, simulated.name) or not _ready(running, simulated.name):
             _replace(running, simulated.name)
 
 
 def _ready(running: RunningCluster, name: str) -> bool:
-    node = _node(running, name)
-    return node is not None and (_condition(node, "Ready") or _Unset).status == "True"
+    node = gpu_nodes.node(running, name)
+    return node is not None and (gpu_nodes.condition(node, "Ready") or _Unset).status == "True"
 
 
 def _stopped(running: RunningCluster, name: str) -> bool:
-    if _node(running, name) is None:
+    if gpu_nodes.node(running, name) is None:
         return False
     lease = running.cluster.faults().coordination.read_namespaced_lease(name, "kube-node-lease")
     return lease.spec.holder_identity == STOPPED_KUBELET
@@ -185,17 +170,17 @@ def test_a_joining_node_gets_no_training_pod_until_the_gate_admits_it_across_rep
     (spare,) = [n.metadata.name for n in running.env.nodes(f"{GPU_POOL_KEY}={POOL}") if n.metadata.name not in busy]
     for join in range(3):
         running.cluster.faults().delete(spare)
-        wait_for(lambda: _node(running, spare) is None, what=f"node {spare} gone")
+        wait_for(lambda: gpu_nodes.node(running, spare) is None, what=f"node {spare} gone")
         joined = time.monotonic()
         _join(running, spare)
-        node = wait_for(lambda: _node(running, spare), what=f"node {spare} registered")
-        assert STARTUP_TAINT_KEY in _taint_keys(node), f"join {join}: {spare} joined without the startup taint"
+        node = wait_for(lambda: gpu_nodes.node(running, spare), what=f"node {spare} registered")
+        assert STARTUP_TAINT_KEY in gpu_nodes.taint_keys(node), f"join {join}: {spare} joined without the startup taint"
 
         def gated_and_empty() -> bool:
-            now = _node(running, spare)
-            assert not (STARTUP_TAINT_KEY in _taint_keys(now) and _training_pods_on(running, spare)), \
+            now = gpu_nodes.node(running, spare)
+            assert not (STARTUP_TAINT_KEY in gpu_nodes.taint_keys(now) and _training_pods_on(running, spare)), \
                 f"join {join}: a training pod on {spare} before the gate admitted it: {_training_pods_on(running, spare)}"
-            return _admitted(running, spare)
+            return gpu_nodes.admitted(running, spare)
 
         wait_for(gated_and_empty, what=f"join {join}: the gate admitting {spare}", timeout=GATE_BOUND_SECONDS)
         print(f"join {join}: {spare} admitted {time.monotonic() - joined:.1f} s after it joined")
@@ -208,19 +193,19 @@ def test_a_node_that_fails_its_checks_keeps_the_taint_and_says_why(prod_faults_c
     (spare,) = [n.metadata.name for n in running.env.nodes(f"{GPU_POOL_KEY}={POOL}") if n.metadata.name not in busy]
     running.cluster.faults().fail_checks("dcgm", pool=POOL)
     running.cluster.faults().delete(spare)
-    wait_for(lambda: _node(running, spare) is None, what=f"node {spare} gone")
+    wait_for(lambda: gpu_nodes.node(running, spare) is None, what=f"node {spare} gone")
     _join(running, spare)
 
     def failed():
-        node = _node(running, spare)
-        found = node is not None and _condition(node, CONDITION_TYPE)
+        node = gpu_nodes.node(running, spare)
+        found = node is not None and gpu_nodes.condition(node, CONDITION_TYPE)
         return found and found.status == "False" and found
 
     found = wait_for(failed, what=f"the gate failing {spare}", timeout=GATE_BOUND_SECONDS)
     assert found.reason == "DCGMDiagnosticFailed"
     assert "check dcgm failed: simulated by the local cluster" in found.message
     # It never loses the taint, and nothing trains on it.
-    holds_for(lambda: STARTUP_TAINT_KEY in _taint_keys(_node(running, spare)) and not _training_pods_on(running, spare),
+    holds_for(lambda: STARTUP_TAINT_KEY in gpu_nodes.taint_keys(gpu_nodes.node(running, spare)) and not _training_pods_on(running, spare),
               seconds=15, what=f"{spare} held back after failing its checks")
 
 
@@ -246,15 +231,15 @@ def test_a_job_on_a_node_whose_gpus_fail_is_moved_to_the_spare(prod_faults_clust
     namespace, name, pods = running_job
     lost = pods[0].spec.node_name
     started = time.monotonic()
-    running.cluster.faults().set_condition(lost, condition_fault("AcceleratedHardwareReady=False", "NvidiaXID79Error", None))
+    gpu_nodes.gpu_fault(running, lost)
     recovered = wait_for(_recovered(running, namespace, name, lost), what=f"job {name} Running again without {lost}",
                          timeout=QUARANTINED_NODE_BOUND_SECONDS)
     print(f"GPU fault: job Running again on {sorted(p.spec.node_name for p in recovered)} after {time.monotonic() - started:.1f} s")
-    assert QUARANTINE_TAINT_KEY in _taint_keys(_node(running, lost))
+    assert QUARANTINE_TAINT_KEY in gpu_nodes.taint_keys(gpu_nodes.node(running, lost))
     assert len(_blocks(running, recovered)) == 1
     # Recovered GPUs: the quarantine goes, and the node is checked again before it gets work.
     running.cluster.faults().clear(node=lost)
-    wait_for(lambda: _admitted(running, lost) and QUARANTINE_TAINT_KEY not in _taint_keys(_node(running, lost)),
+    wait_for(lambda: gpu_nodes.admitted(running, lost) and QUARANTINE_TAINT_KEY not in gpu_nodes.taint_keys(gpu_nodes.node(running, lost)),
              what=f"{lost} checked again and admitted", timeout=GATE_BOUND_SECONDS)
 
 
@@ -305,12 +290,12 @@ def test_with_no_spare_the_job_is_requeued_and_waits_instead_of_splitting_across
     # The spare is replaced by a node that fails its checks (the pool's next joins fail): no spare.
     running.cluster.faults().fail_checks("dcgm", pool=POOL)
     running.cluster.faults().delete(spare)
-    wait_for(lambda: _node(running, spare) is None, what=f"node {spare} gone")
+    wait_for(lambda: gpu_nodes.node(running, spare) is None, what=f"node {spare} gone")
     _join(running, spare)
-    wait_for(lambda: (_condition(_node(running, spare), CONDITION_TYPE) or _Unset).status == "False",
+    wait_for(lambda: (gpu_nodes.condition(gpu_nodes.node(running, spare), CONDITION_TYPE) or _Unset).status == "False",
              what=f"{spare} failing its checks", timeout=GATE_BOUND_SECONDS)
     lost = pods[0].spec.node_name
-    running.cluster.faults().set_condition(lost, condition_fault("AcceleratedHardwareReady=False", "NvidiaXID79Error", None))
+    gpu_nodes.gpu_fault(running, lost)
 
     def requeued():
         conditions = {c["type"]: c for c in running.env.workload(namespace, name)["status"].get("conditions", [])}
@@ -335,7 +320,7 @@ def test_with_no_spare_the_job_is_requeued_and_waits_instead_of_splitting_across
         workload = running.env.workload(namespace, name)
         admitted = conditions_of(running, namespace, name).get("Admitted", {})
         assignments = (workload.get("status", {}).get("admission") or {}).get("podSetAssignments")
-        nodes = {n.metadata.name: sorted(_taint_keys(n)) for n in running.env.nodes(f"{GPU_POOL_KEY}={POOL}")}
+        nodes = {n.metadata.name: sorted(gpu_nodes.taint_keys(n)) for n in running.env.nodes(f"{GPU_POOL_KEY}={POOL}")}
         assert admitted.get("status") != "True", f"job {name} admitted again: {assignments}; pool nodes {nodes}"
         assert not running_pods(), f"job {name} runs again: {running_pods()}"
         return True
@@ -378,3 +363,28 @@ def _checkpoint(pod: Any) -> tuple[str, str, str]:
 
 def conditions_of(running: RunningCluster, namespace: str, name: str, kind: str = "Job") -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in (running.env.workload(namespace, name, kind) or {}).get("status", {}).get("conditions", [])}
+
+
+def test_broken_variant_without_node_repair_the_bad_node_stays_and_nothing_replaces_it(prod_faults_cluster):
+    """The broken variant of test_node_repair's managed pool: with nodeRepair off, as this
+    module's pool has it, a node whose GPUs fail is quarantined and stays, nothing in its place."""
+    running = prod_faults_cluster
+    pool = sorted(n.metadata.name for n in running.env.nodes(f"{GPU_POOL_KEY}={POOL}"))
+    bad = pool[-1]
+    wait_for(lambda: gpu_nodes.admitted(running, bad), what=f"{bad} admitted before the test", timeout=GATE_BOUND_SECONDS)
+    gpu_nodes.gpu_fault(running, bad)
+    try:
+        wait_for(lambda: QUARANTINE_TAINT_KEY in gpu_nodes.taint_keys(gpu_nodes.node(running, bad)), what=f"{bad} quarantined by the gate")
+
+        def unrepaired() -> bool:
+            node = gpu_nodes.node(running, bad)
+            now = sorted(n.metadata.name for n in running.env.nodes(f"{GPU_POOL_KEY}={POOL}"))
+            assert node is not None, f"{bad} was removed"
+            assert now == pool, f"the pool changed from {pool} to {now}"
+            assert not node.spec.unschedulable
+            assert REPAIRED_BY not in (node.metadata.annotations or {})
+            return True
+
+        holds_for(unrepaired, seconds=3 * REPAIR_WAIT_SECONDS, what=f"{bad} left as it is, nothing in its place")
+    finally:
+        _restore_pool(running)

@@ -10,8 +10,8 @@
   (``local.node_repair``): after the condition's wait (10 minutes for AcceleratedHardwareReady,
   10 s here) a replacement registers as a kubelet registers it, with the node group's labels and
   startup taint, and the bad node is cordoned and drained through the Eviction API, so the API
-  server enforces its pods' PodDisruptionBudget. Broken variant: a pool whose nodeRepair is off
-  keeps its bad node, and nothing replaces it.
+  server enforces its pods' PodDisruptionBudget. Its broken variant, a pool whose nodeRepair is off
+  keeping its bad node with nothing in its place, runs on test_node_faults' pool, whose repair is off.
 
 Simulated besides: the check containers' verdict and the node monitoring agent's condition
 (``local.node_health``). The health gate, Karpenter, the scheduler, the taint manager and the
@@ -25,18 +25,17 @@ from typing import Any, Optional
 
 import pytest
 
-from clusters import RunningCluster, stack_variant, start
+import gpu_nodes
+from clusters import RunningCluster, start
 from environment import holds_for, wait_for
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY
-from eks_gpu_training.healthgate.settings import CONDITION_TYPE, QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY
-from eks_gpu_training.local.faults import condition_fault
-from eks_gpu_training.local.node_repair import REPAIRED_BY, SECONDS_PER_REPAIR_MINUTE
+from eks_gpu_training.healthgate.settings import CONDITION_TYPE, STARTUP_TAINT_KEY
+from eks_gpu_training.local.node_repair import REPAIRED_BY
+from gpu_nodes import REPAIR_WAIT_SECONDS
 from test_placement import FIT_NAMESPACE, _fit_job, _shorter_consolidation
 
 POOL = "p5-training"
 KARPENTER_POOL = "gpu-training"
-REPAIR_WAIT_SECONDS = 10 * SECONDS_PER_REPAIR_MINUTE
-"""EKS's 10 minutes for AcceleratedHardwareReady, as the local cluster scales them."""
 REPLACED_BOUND_SECONDS = REPAIR_WAIT_SECONDS + 20
 """The fault is noticed after the wait, within two rounds of the simulation (2 s each) and its
 Node created at once."""
@@ -48,68 +47,10 @@ PROBE = "repair-probe"
 PROBE_NAMESPACE = "default"
 
 
-@pytest.fixture
-def prod_without_repair_cluster(tmp_path):
-    """Prod with p5-training's nodeRepair turned off; started for its one test and stopped after it."""
-    def change(config: dict[str, Any]) -> None:
-        config["eks-gpu-training:gpuNodeGroups"][0]["nodeRepair"] = {"enabled": False}
-
-    yield from start("prod", tmp_path / "state", stack_path=stack_variant(tmp_path, "prod", change))
-
-
 @pytest.fixture(scope="module")
 def prod_repair_cluster(tmp_path_factory):
     """Prod's stack with its GPU pool grown to three nodes (``up --scale 3``): one of them a spare."""
     yield from start("prod", tmp_path_factory.mktemp("local-prod-repair"), scale=3)
-
-
-def _node(running: RunningCluster, name: str) -> Optional[Any]:
-    return next((n for n in running.env.nodes() if n.metadata.name == name), None)
-
-
-def _taint_keys(node: Any) -> set[str]:
-    return {t.key for t in node.spec.taints or []}
-
-
-def _condition(node: Any, kind: str) -> Optional[Any]:
-    return next((c for c in node.status.conditions or [] if c.type == kind), None)
-
-
-def _admitted(running: RunningCluster, name: str) -> bool:
-    node = _node(running, name)
-    passed = node is not None and _condition(node, CONDITION_TYPE)
-    return bool(node is not None and STARTUP_TAINT_KEY not in _taint_keys(node) and passed and passed.status == "True")
-
-
-def _gpu_fault(running: RunningCluster, name: str) -> None:
-    running.cluster.faults().set_condition(name, condition_fault("AcceleratedHardwareReady=False", "NvidiaXID79Error", None))
-
-
-# Test order matters for the machine, not for the tests: the variant's cluster is started and
-# stopped before prod's repair cluster starts, so the two never run at once.
-
-def test_broken_variant_without_node_repair_the_bad_node_stays_and_nothing_replaces_it(prod_without_repair_cluster):
-    running = prod_without_repair_cluster
-    pool = sorted(n.metadata.name for n in running.env.nodes(f"{GPU_POOL_KEY}={POOL}"))
-    bad = pool[-1]
-    wait_for(lambda: _admitted(running, bad), what=f"{bad} admitted before the test", timeout=ADMITTED_BOUND_SECONDS)
-    _gpu_fault(running, bad)
-    try:
-        wait_for(lambda: QUARANTINE_TAINT_KEY in _taint_keys(_node(running, bad)), what=f"{bad} quarantined by the gate")
-
-        def unrepaired() -> bool:
-            node = _node(running, bad)
-            now = sorted(n.metadata.name for n in running.env.nodes(f"{GPU_POOL_KEY}={POOL}"))
-            assert node is not None, f"{bad} was removed"
-            assert now == pool, f"the pool changed from {pool} to {now}"
-            assert not node.spec.unschedulable
-            assert REPAIRED_BY not in (node.metadata.annotations or {})
-            return True
-
-        holds_for(unrepaired, seconds=3 * REPAIR_WAIT_SECONDS, what=f"{bad} left as it is, nothing in its place")
-    finally:
-        running.cluster.faults().clear(node=bad)
-        wait_for(lambda: _admitted(running, bad), what=f"{bad} checked again and admitted", timeout=ADMITTED_BOUND_SECONDS)
 
 
 def _probe(node: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -130,7 +71,7 @@ def test_eks_node_auto_repair_replaces_a_node_whose_gpus_fail_and_drains_it_unde
     pool = sorted(n.metadata.name for n in env.nodes(f"{GPU_POOL_KEY}={POOL}"))
     bad = pool[-1]
     for name in pool:
-        wait_for(lambda: _admitted(running, name), what=f"{name} admitted before the test", timeout=ADMITTED_BOUND_SECONDS)
+        wait_for(lambda: gpu_nodes.admitted(running, name), what=f"{name} admitted before the test", timeout=ADMITTED_BOUND_SECONDS)
     pod, budget = _probe(bad)
     env.apply(budget)
     env.apply(pod)
@@ -139,27 +80,27 @@ def test_eks_node_auto_repair_replaces_a_node_whose_gpus_fail_and_drains_it_unde
         wait_for(lambda: (env.get("policy/v1", "PodDisruptionBudget", PROBE, PROBE_NAMESPACE) or {}).get("status", {})
                  .get("currentHealthy") == 1, what="the disruption budget counting its pod")
         started = time.monotonic()
-        _gpu_fault(running, bad)
+        gpu_nodes.gpu_fault(running, bad)
 
         def replaced() -> Optional[str]:
-            node = _node(running, bad)
+            node = gpu_nodes.node(running, bad)
             return node is not None and (node.metadata.annotations or {}).get(REPAIRED_BY)
 
         new = wait_for(replaced, what=f"a replacement for {bad}", timeout=REPLACED_BOUND_SECONDS)
         registered = time.monotonic() - started
-        joined = wait_for(lambda: _node(running, new), what=f"{new} registered")
-        assert STARTUP_TAINT_KEY in _taint_keys(joined), f"{new} joined without the startup taint"
+        joined = wait_for(lambda: gpu_nodes.node(running, new), what=f"{new} registered")
+        assert STARTUP_TAINT_KEY in gpu_nodes.taint_keys(joined), f"{new} joined without the startup taint"
         assert joined.metadata.labels[GPU_POOL_KEY] == POOL
-        assert _node(running, bad).spec.unschedulable, f"{bad} not cordoned"
-        wait_for(lambda: _admitted(running, new), what=f"the gate admitting {new}", timeout=ADMITTED_BOUND_SECONDS)
+        assert gpu_nodes.node(running, bad).spec.unschedulable, f"{bad} not cordoned"
+        wait_for(lambda: gpu_nodes.admitted(running, new), what=f"the gate admitting {new}", timeout=ADMITTED_BOUND_SECONDS)
         admitted = time.monotonic() - started
 
         # The budget allows no eviction: the API server refuses it, and the bad node stays while its pod does.
-        holds_for(lambda: _node(running, bad) is not None and env.pod(PROBE_NAMESPACE, PROBE).metadata.deletion_timestamp is None,
+        holds_for(lambda: gpu_nodes.node(running, bad) is not None and env.pod(PROBE_NAMESPACE, PROBE).metadata.deletion_timestamp is None,
                   seconds=10, what=f"{bad} kept while the disruption budget refuses to let its pod go")
         env.delete("policy/v1", "PodDisruptionBudget", PROBE, PROBE_NAMESPACE)
         released = time.monotonic()
-        wait_for(lambda: _node(running, bad) is None, what=f"{bad} drained and deleted", timeout=30)
+        wait_for(lambda: gpu_nodes.node(running, bad) is None, what=f"{bad} drained and deleted", timeout=30)
         print(f"repair: {new} registered {registered:.1f} s after the GPU fault on {bad} (EKS's 10 min, scaled to "
               f"{REPAIR_WAIT_SECONDS:.0f} s), admitted by the gate after {admitted:.1f} s; {bad} drained and deleted "
               f"{time.monotonic() - released:.1f} s after its disruption budget allowed it")
@@ -194,8 +135,8 @@ def test_a_karpenter_node_that_fails_its_checks_is_replaced_by_a_new_nodeclaim(p
         first_node = first["status"]["nodeName"]
 
         def failed():
-            node = _node(running, first_node)
-            found = node is not None and _condition(node, CONDITION_TYPE)
+            node = gpu_nodes.node(running, first_node)
+            found = node is not None and gpu_nodes.condition(node, CONDITION_TYPE)
             return found and found.status == "False" and found
 
         verdict = wait_for(failed, what=f"the gate failing {first_node}", timeout=ADMITTED_BOUND_SECONDS)
@@ -218,7 +159,7 @@ def test_a_karpenter_node_that_fails_its_checks_is_replaced_by_a_new_nodeclaim(p
         assert on != first_node
         assert on == (env.get("karpenter.sh/v1", "NodeClaim", new["metadata"]["name"]) or {}).get(
             "status", {}).get("nodeName")
-        wait_for(lambda: _node(running, first_node) is None, what=f"Karpenter terminating {first_node}",
+        wait_for(lambda: gpu_nodes.node(running, first_node) is None, what=f"Karpenter terminating {first_node}",
                  timeout=KARPENTER_BOUND_SECONDS)
         print(f"karpenter: {first_node} failed its checks {failed_at:.1f} s after the job was submitted; new NodeClaim "
               f"{new['metadata']['name']} {replaced_at - failed_at:.1f} s later; the job's pod on {on} after "

@@ -1,0 +1,40 @@
+"""A GPU node as the cluster tier's fault and repair tests read it: found by name, its taints and
+conditions, whether the health gate has admitted it, and a GPU fault reported on it."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from clusters import RunningCluster
+from eks_gpu_training.healthgate.settings import CONDITION_TYPE, STARTUP_TAINT_KEY
+from eks_gpu_training.local.faults import condition_fault
+from eks_gpu_training.local.node_repair import SECONDS_PER_REPAIR_MINUTE
+
+REPAIR_WAIT_SECONDS = 10 * SECONDS_PER_REPAIR_MINUTE
+"""EKS node auto repair's 10 minutes for AcceleratedHardwareReady, as the local cluster scales them."""
+
+
+def node(running: RunningCluster, name: str) -> Optional[Any]:
+    return next((n for n in running.env.nodes() if n.metadata.name == name), None)
+
+
+def taint_keys(found: Any) -> set[str]:
+    return {t.key for t in found.spec.taints or []}
+
+
+def condition(found: Any, kind: str) -> Optional[Any]:
+    return next((c for c in found.status.conditions or [] if c.type == kind), None)
+
+
+def admitted(running: RunningCluster, name: str) -> bool:
+    """The node is there, the gate lifted its startup taint and its checks passed."""
+    found = node(running, name)
+    if found is None or STARTUP_TAINT_KEY in taint_keys(found):
+        return False
+    passed = condition(found, CONDITION_TYPE)
+    return passed is not None and passed.status == "True"
+
+
+def gpu_fault(running: RunningCluster, name: str) -> None:
+    """The node monitoring agent's condition for failed GPUs (XID 79), as ``local fault`` sets it."""
+    running.cluster.faults().set_condition(name, condition_fault("AcceleratedHardwareReady=False", "NvidiaXID79Error", None))

@@ -13,8 +13,6 @@ from clusters import stack_variant, start
 
 MINORS = [m for m in builds.KUBERNETES_BY_MINOR if builds.KUBERNETES_BY_MINOR[m] is not builds.KUBERNETES]
 """The minors the shipped stacks do not name (the cluster tier's clusters run theirs)."""
-# On dev's worker, one cluster after the other, so no more than three clusters share the machine.
-pytestmark = pytest.mark.xdist_group("dev")
 
 
 @pytest.fixture(scope="module", params=MINORS)

@@ -183,26 +183,6 @@ def test_karpenter_launches_a_node_for_devs_job_and_removes_it_after_consolidate
     wait_for(lambda: not _karpenter_nodes(env), what="Karpenter removing the empty node", timeout=120)
 
 
-def test_karpenter_never_launches_past_the_pools_gpu_limit(dev_cluster, karpenter_pool):
-    env = dev_cluster.env
-    limit = int(karpenter_pool["spec"]["limits"][GPU_RESOURCE])
-    env.ensure_namespace("karpenter-probe")
-    names = [unique("gpu-demand") for _ in range(limit + 1)]
-    for pod in names:
-        env.apply(pod_manifest(pod, "karpenter-probe", requests={GPU_RESOURCE: "1"}, tolerations=[gpu_toleration()],
-                               node_selector={"karpenter.sh/nodepool": "gpu-training"}))
-    try:
-        wait_for(lambda: len([p for p in env.pods("karpenter-probe") if p.spec.node_name]) == limit,
-                 what=f"{limit} pods placed on Karpenter nodes", timeout=120)
-        holds_for(lambda: len(_karpenter_nodes(env)) == limit and
-                  len([p for p in env.pods("karpenter-probe") if not p.spec.node_name]) == 1,
-                  seconds=15, what=f"Karpenter holding at {limit} GPUs with one pod waiting")
-    finally:
-        for pod in names:
-            env.delete_pod("karpenter-probe", pod)
-    wait_for(lambda: not _karpenter_nodes(env), what="Karpenter removing the empty nodes", timeout=120)
-
-
 @pytest.fixture(scope="module")
 def prod_capped_cluster(tmp_path_factory):
     """Prod without teams (the training namespace and its Job app alone, a ClusterQueue of its own),
@@ -224,20 +204,30 @@ def test_a_job_beyond_an_explicit_namespace_cap_waits_in_kueue_instead_of_being_
     _waits_for_quota(prod_capped_cluster, parallelism=3)
 
 
-def test_broken_variant_a_raised_gpu_limit_lets_karpenter_launch_for_every_pod(dev_cluster, karpenter_pool):
-    """The limit is what holds Karpenter back: raised by one, the pod that waited gets its node."""
+def test_karpenter_never_launches_past_the_pools_gpu_limit_and_a_raised_limit_lets_the_waiting_pod_through(
+        dev_cluster, karpenter_pool):
+    """One pod more than the pool's GPU limit allows waits while Karpenter holds at the limit. Its
+    broken variant follows on the same nodes: the limit raised by one, the pod that waited gets its
+    node, so the limit is what held Karpenter back (one launch and one consolidation for both)."""
     env = dev_cluster.env
     limit = int(karpenter_pool["spec"]["limits"][GPU_RESOURCE])
-    env.custom.patch_cluster_custom_object("karpenter.sh", "v1", "nodepools", "gpu-training",
-                                           {"spec": {"limits": {GPU_RESOURCE: str(limit + 1)}}})
     env.ensure_namespace("karpenter-probe")
     names = [unique("gpu-demand") for _ in range(limit + 1)]
+
+    def placed() -> int:
+        return len([p for p in env.pods("karpenter-probe") if p.spec.node_name])
+
+    for pod in names:
+        env.apply(pod_manifest(pod, "karpenter-probe", requests={GPU_RESOURCE: "1"}, tolerations=[gpu_toleration()],
+                               node_selector={"karpenter.sh/nodepool": "gpu-training"}))
     try:
-        for pod in names:
-            env.apply(pod_manifest(pod, "karpenter-probe", requests={GPU_RESOURCE: "1"}, tolerations=[gpu_toleration()],
-                                   node_selector={"karpenter.sh/nodepool": "gpu-training"}))
-        wait_for(lambda: len([p for p in env.pods("karpenter-probe") if p.spec.node_name]) == limit + 1,
-                 what=f"all {limit + 1} pods placed on Karpenter nodes", timeout=120)
+        wait_for(lambda: placed() == limit, what=f"{limit} pods placed on Karpenter nodes", timeout=120)
+        holds_for(lambda: len(_karpenter_nodes(env)) == limit and placed() == limit,
+                  seconds=15, what=f"Karpenter holding at {limit} GPUs with one pod waiting")
+        env.custom.patch_cluster_custom_object("karpenter.sh", "v1", "nodepools", "gpu-training",
+                                               {"spec": {"limits": {GPU_RESOURCE: str(limit + 1)}}})
+        wait_for(lambda: placed() == limit + 1, what=f"with the limit raised to {limit + 1}, all {limit + 1} pods placed",
+                 timeout=120)
     finally:
         for pod in names:
             env.delete_pod("karpenter-probe", pod)

@@ -86,7 +86,8 @@ def _taints(node: Mapping[str, Any]) -> list[Mapping[str, str]]:
     return list((node.get("spec") or {}).get("taints") or [])
 
 
-def _has_taint(node: Mapping[str, Any], key: str) -> bool:
+def has_taint(node: Mapping[str, Any], key: str) -> bool:
+    """Whether the node (as the API returns it, plain data) carries a taint of ``key``."""
     return any(t.get("key") == key for t in _taints(node))
 
 
@@ -157,11 +158,11 @@ def plan(
     for node in gpu_nodes:
         pool = str(pool_of(node["metadata"].get("labels")))
         members[pool] = members.get(pool, 0) + 1
-        if _has_taint(node, QUARANTINE_TAINT_KEY):
+        if has_taint(node, QUARANTINE_TAINT_KEY):
             quarantined[pool] = quarantined.get(pool, 0) + 1
     for node in gpu_nodes:
         pool = str(pool_of(node["metadata"].get("labels")))
-        if _has_taint(node, STARTUP_TAINT_KEY):
+        if has_taint(node, STARTUP_TAINT_KEY):
             actions += _gate(node, pool, _check_of(jobs, node), pods, nodeclaims, settings)
         elif settings.quarantine:
             # Never more than half of a pool, rounded up: a single node's pool can still lose it.
@@ -207,7 +208,7 @@ def _quarantine(node: Mapping[str, Any], settings: GateSettings, *, allowed: boo
     name = _name(node)
     hardware = condition(node, HARDWARE_CONDITION)
     faulty = hardware is not None and hardware.get("status") == "False" and hardware.get("reason") not in settings.quarantine_ignored_reasons
-    held = _has_taint(node, QUARANTINE_TAINT_KEY)
+    held = has_taint(node, QUARANTINE_TAINT_KEY)
     version = str(node["metadata"].get("resourceVersion", ""))
     if faulty and not held and allowed:
         reason = str((hardware or {}).get("reason") or HARDWARE_CONDITION)

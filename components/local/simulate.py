@@ -432,6 +432,7 @@ def _wait_fleet_admitted(applier: Applier, log: Callable[[str], None]) -> None:
     from kubernetes import client
 
     from ..facts.gpu_nodes import gpu_node_selector
+    from ..healthgate.decide import has_taint
     from ..healthgate.settings import STARTUP_TAINT_KEY
 
     core = client.CoreV1Api(applier.api_client)
@@ -439,7 +440,7 @@ def _wait_fleet_admitted(applier: Applier, log: Callable[[str], None]) -> None:
 
     def gated() -> list[str]:
         return [n["metadata"]["name"] for n in _items(core.list_node, label_selector=selector)
-                if any(t.get("key") == STARTUP_TAINT_KEY for t in n.get("spec", {}).get("taints") or [])]
+                if has_taint(n, STARTUP_TAINT_KEY)]
 
     waiting = gated()
     if not waiting:

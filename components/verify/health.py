@@ -7,14 +7,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ..healthgate.decide import has_taint
 from ..healthgate.settings import CONDITION_TYPE, HARDWARE_CONDITION, QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY
-from .objects import condition, gpu_nodes, name, node_name, taints, training_jobs
+from .objects import condition, gpu_nodes, name, node_name, training_jobs
 from .rows import EXAMPLES, Row, described, failed, group, listing, passed, skipped
 from .snapshot import Snapshot
-
-
-def _has_taint(node: Mapping[str, Any], key: str) -> bool:
-    return any(t.get("key") == key for t in taints(node))
 
 
 def _reason(found: Mapping[str, Any]) -> str:
@@ -28,7 +25,7 @@ def gated_nodes(snapshot: Snapshot, examples: int = EXAMPLES) -> Row:
     nodes = gpu_nodes(snapshot.nodes)
     if not nodes:
         return skipped(item, "no GPU node.")
-    gated = [n for n in nodes if _has_taint(n, STARTUP_TAINT_KEY)]
+    gated = [n for n in nodes if has_taint(n, STARTUP_TAINT_KEY)]
     failing = [n for n in gated if (condition(n, CONDITION_TYPE) or {}).get("status") == "False"]
     if failing:
         groups = group("GPU node", ((name(n), f"failed the health gate's checks ({_reason(condition(n, CONDITION_TYPE) or {})}) "
@@ -60,7 +57,7 @@ def accelerated_hardware(snapshot: Snapshot, examples: int = EXAMPLES) -> Row:
     if not failing:
         return passed(item, f"{HARDWARE_CONDITION} True on each of the {len(reported)} GPU nodes that report it.")
     groups = group("GPU node", ((name(n), f"reports failing GPUs ({_reason(condition(n, HARDWARE_CONDITION) or {})}"
-                                 + (", quarantined" if _has_taint(n, QUARANTINE_TAINT_KEY) else "") + ")") for n in failing), examples)
+                                 + (", quarantined" if has_taint(n, QUARANTINE_TAINT_KEY) else "") + ")") for n in failing), examples)
     return failed(
         item,
         f"{described(groups)}.",

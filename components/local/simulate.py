@@ -408,17 +408,24 @@ STACK_JOBS_GONE_SECONDS = 60
 """How long the replay waits for Kueue to release the quota of the stack's own deleted jobs."""
 
 
+def _settles(done: Callable[[], bool], seconds: float) -> bool:
+    """Whether ``done`` holds within ``seconds``, asked every ``SAMPLE_SECONDS``."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(SAMPLE_SECONDS)
+    return True
+
+
 def _wait_stack_jobs_gone(applier: Applier) -> None:
     from kubernetes import client
 
     custom = client.CustomObjectsApi(applier.api_client)
-    deadline = time.monotonic() + STACK_JOBS_GONE_SECONDS
-    while time.monotonic() < deadline:
-        if not _items(custom.list_cluster_custom_object, KUEUE_GROUP, KUEUE_VERSION, "workloads"):
-            return
-        time.sleep(SAMPLE_SECONDS)
-    raise SimulationError("the stack's own training jobs still hold Kueue quota a minute after their deletion",
-                          "read Kueue's log in the state folder")
+    if not _settles(lambda: not _items(custom.list_cluster_custom_object, KUEUE_GROUP, KUEUE_VERSION, "workloads"),
+                    STACK_JOBS_GONE_SECONDS):
+        raise SimulationError("the stack's own training jobs still hold Kueue quota a minute after their deletion",
+                              "read Kueue's log in the state folder")
 
 
 GATED_NODES_SECONDS_PER_NODE = 1.0
@@ -446,12 +453,9 @@ def _wait_fleet_admitted(applier: Applier, log: Callable[[str], None]) -> None:
     if not waiting:
         return
     log(f"waiting for the health gate to admit {len(waiting)} GPU node(s) before the replay")
-    deadline = time.monotonic() + max(60.0, GATED_NODES_SECONDS_PER_NODE * len(waiting))
-    while waiting and time.monotonic() < deadline:
-        time.sleep(SAMPLE_SECONDS)
-        waiting = gated()
-    if waiting:
-        raise SimulationError(f"the health gate has not admitted {len(waiting)} GPU node(s): {', '.join(waiting[:5])}",
+    if not _settles(lambda: not gated(), max(60.0, GATED_NODES_SECONDS_PER_NODE * len(waiting))):
+        still = gated()
+        raise SimulationError(f"the health gate has not admitted {len(still)} GPU node(s): {', '.join(still[:5])}",
                               "read the health gate's log in the state folder")
 
 

@@ -112,6 +112,11 @@ def test_the_gate_may_patch_nodes_and_their_status_delete_nodeclaims_and_run_job
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     # Bounded on the system node it shares with the other controllers (checkov CKV_K8S_11, CKV_K8S_13).
     assert set(container["resources"]["limits"]) == {"cpu", "memory"}
+    # A change to the template (its image, its limits) recreates the one gate: the old pod is gone
+    # before the new one starts, so two gates never act on one node (kubernetes.io/docs/concepts/
+    # workloads/controllers/deployment/#recreate-deployment). Running jobs are not the gate's pods.
+    assert deployment.inputs["spec"]["replicas"] == 1
+    assert deployment.inputs["spec"]["strategy"] == {"type": "Recreate"}
 
 
 def test_the_gpu_daemons_tolerate_the_gates_taints_and_training_pods_do_not(prod_graph):

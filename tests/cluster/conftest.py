@@ -11,6 +11,9 @@ from __future__ import annotations
 import pytest
 
 from clusters import RunningCluster, start
+# The fault modules' fixtures: module-scoped, so each of test_node_faults, test_node_loss and
+# test_node_unreachable gets a grown pool of its own (node_faults says why).
+from node_faults import prod_faults_cluster, running_group, running_job  # noqa: F401 - fixtures, found by name
 
 
 @pytest.fixture(scope="session")
@@ -44,16 +47,35 @@ def _group_of(item) -> str | None:
     return None
 
 
+LONGEST_FIRST = ("dev", "prod", "test_node_loss", "test_node_unreachable", "test_node_faults", "test_node_repair",
+                 "simulate")
+"""The groups that take longest, longest first, in the order the workers take them up
+(``--no-loadscope-reorder``): each stack's session cluster with its Karpenter launches and
+consolidations, and the modules with a cluster of their own whose waits are the controllers' own
+clocks (a node's grace period, a toleration, Kueue's minute, node auto repair's wait). Started
+first, they run beside each other and the short groups fill in around them. xdist's own order
+(most tests first) put the one-test unreachable-node module last, where its 4 minutes ended the
+run (docs/operations.md, "CI's time")."""
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """One xdist group per stack (``-n 2 --dist loadgroup``): a worker starts one stack's session
-    cluster and runs that stack's tests, so each stack's cluster starts once; a variant's module is
-    a group of its own. First among the hook's implementations: xdist's own, on each worker, reads
-    the groups into the test IDs it schedules by."""
+    """One xdist group per stack (``--dist loadgroup``): a worker starts one stack's session cluster
+    and runs that stack's tests, so each stack's cluster starts once; a variant's module is a group
+    of its own. The longest groups come first (``LONGEST_FIRST``), the rest in collection order.
+    First among the hook's implementations: xdist's own, on each worker, reads the groups into the
+    test IDs it schedules by."""
     for item in items:
         group = _group_of(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+    rank = {group: index for index, group in enumerate(LONGEST_FIRST)}
+
+    def order(item) -> int:
+        marker = item.get_closest_marker("xdist_group")
+        return rank.get(marker.args[0] if marker else None, len(rank))
+
+    items.sort(key=order)
 
 
 @pytest.hookimpl(trylast=True)

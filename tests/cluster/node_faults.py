@@ -1,0 +1,158 @@
+"""What the fault tests share (``test_node_faults``, ``test_node_loss``, ``test_node_unreachable``):
+prod's GPU pool grown to three nodes, a spare in the job's layer-3 block, with its node auto repair
+off; a running job or group on two of them; and, after each test, every fault cleared and every node
+of the pool admitted again. Each of those modules gets a cluster of its own (the fixture is
+module-scoped, and each module is an xdist group of its own, ``conftest._group_of``), so their
+waits on the controllers' clocks run beside each other on the tier's workers.
+
+The recovery bounds are the ones docs/health.md ("When a node fails during a job") documents.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import gpu_nodes
+from clusters import RunningCluster, stack_variant, start, submit_jobset_run
+from environment import wait_for
+from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, network_layer_key
+from eks_gpu_training.healthgate.settings import QUARANTINE_TAINT_KEY
+from eks_gpu_training.local.cluster import _create_node
+from eks_gpu_training.local.faults import STOPPED_KUBELET
+
+POOL = "p5-training"
+DELETED_NODE_BOUND_SECONDS = 150
+"""A deleted node's rank runs again on the spare within this: the pod garbage collector's 40 s
+quarantine of pods on a missing node, then Kueue's replacement and the scheduler."""
+QUARANTINED_NODE_BOUND_SECONDS = 90
+"""A node whose GPUs fail: the agent's condition, the gate's quarantine taint (a round of 5 s), the
+taint manager's eviction, Kueue's replacement."""
+UNREACHABLE_NODE_BOUND_SECONDS = 300
+"""A node that stops answering: the node lifecycle controller's 50 s grace period before the
+unreachable taint, the training pods' 60 s toleration of it (``kueue.unreachableNodeSeconds``), the
+pod's 30 s termination grace period and Kueue's minute after it before Kueue fails the rank stuck
+terminating there (200 s so far), then the Job, Kueue's replacement and the scheduler."""
+GATE_BOUND_SECONDS = 60
+"""A joining node's check: a gate round, the check Job's pod placed and run (3 s simulated), the
+next round lifting the taint."""
+
+
+@pytest.fixture(scope="module")
+def prod_faults_cluster(tmp_path_factory):
+    """Prod's stack with its GPU pool grown to three nodes (``up --scale 3``), and the pool's node
+    auto repair off: its simulation would replace a node these tests fail and then clear
+    (``test_node_repair`` follows the repair)."""
+    folder = tmp_path_factory.mktemp("local-prod-faults")
+
+    def change(config):
+        config["eks-gpu-training:gpuNodeGroups"][0]["nodeRepair"] = {"enabled": False}
+
+    yield from start("prod", folder / "state", stack_path=stack_variant(folder, "prod", change), scale=3)
+
+
+class Unset:
+    status = None
+
+
+def rejoin(running: RunningCluster, name: str) -> None:
+    """The node ``name`` joins again as it first did (the node group's labels and taints, the
+    startup taint among them), as an instance the node group launches registers."""
+    manifest = next(node.manifest() for node in running.cluster.nodes if node.name == name)
+    _create_node(running.env, manifest)
+
+
+def replace_node(running: RunningCluster, name: str) -> None:
+    """The node goes and a new one of the same name joins: the pool back to three admitted nodes."""
+    if gpu_nodes.node(running, name) is not None:
+        running.cluster.faults().delete(name)
+        wait_for(lambda: gpu_nodes.node(running, name) is None, what=f"node {name} gone")
+    rejoin(running, name)
+    wait_for(lambda: gpu_nodes.admitted(running, name), what=f"node {name} admitted by the health gate", timeout=GATE_BOUND_SECONDS)
+
+
+def training_pods_on(running: RunningCluster, name: str) -> list[str]:
+    pods = running.env.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}").items
+    return [f"{p.metadata.namespace}/{p.metadata.name}" for p in pods
+            if (p.metadata.labels or {}).get("app.kubernetes.io/component") == "training"]
+
+
+def blocks(running: RunningCluster, pods: list[Any]) -> set[str]:
+    layer = network_layer_key(3)
+    return {gpu_nodes.node(running, p.spec.node_name).metadata.labels[layer] for p in pods}
+
+
+def job_running_without(running: RunningCluster, namespace: str, name: str, lost: str):
+    def check():
+        pods = [p for p in running.env.job_pods(namespace, name) if p.status.phase == "Running"]
+        return len(pods) == 2 and all(p.spec.node_name != lost for p in pods) and pods
+    return check
+
+
+def all_admitted(running: RunningCluster) -> None:
+    for node in running.env.nodes(f"{GPU_POOL_KEY}={POOL}"):
+        wait_for(lambda: gpu_nodes.admitted(running, node.metadata.name), what=f"{node.metadata.name} admitted before the test",
+                 timeout=GATE_BOUND_SECONDS)
+
+
+def restore_pool(running: RunningCluster) -> None:
+    """Every fault cleared and every node of the pool admitted again, for the next test."""
+    faults = running.cluster.faults()
+    faults.clear(pool=POOL)
+    for simulated in running.cluster.nodes:
+        if simulated.pool != POOL:
+            continue
+        node = gpu_nodes.node(running, simulated.name)
+        if node is not None and (faults.recorded().get(f"node.{simulated.name}") or QUARANTINE_TAINT_KEY in gpu_nodes.taint_keys(node)
+                                 or stopped(running, simulated.name)):
+            faults.clear(node=simulated.name)
+        if node is None or not gpu_nodes.admitted(running, simulated.name) or not ready(running, simulated.name):
+            replace_node(running, simulated.name)
+
+
+def ready(running: RunningCluster, name: str) -> bool:
+    node = gpu_nodes.node(running, name)
+    return node is not None and (gpu_nodes.condition(node, "Ready") or Unset).status == "True"
+
+
+def stopped(running: RunningCluster, name: str) -> bool:
+    if gpu_nodes.node(running, name) is None:
+        return False
+    lease = running.cluster.faults().coordination.read_namespaced_lease(name, "kube-node-lease")
+    return lease.spec.holder_identity == STOPPED_KUBELET
+
+
+@pytest.fixture
+def running_job(prod_faults_cluster):
+    """A two-node run of prod's job, Running; every node of the pool admitted again afterwards."""
+    running = prod_faults_cluster
+    all_admitted(running)
+    namespace, name = running.submit_run(running.training_app().name, parallelism=2)
+    try:
+        pods = running.env.expect_job_running(namespace, name, 2)
+        yield namespace, name, pods
+    finally:
+        running.env.delete_job(namespace, name)
+        restore_pool(running)
+
+
+@pytest.fixture(params=["JobSet", "TrainJob"])
+def running_group(request, prod_faults_cluster):
+    """A two-node JobSet of prod's rl-training, or a run of its TrainJob app finetune, Running; every
+    node of the pool admitted again afterwards."""
+    running = prod_faults_cluster
+    all_admitted(running)
+    kind = request.param
+    namespace, name = (submit_jobset_run(running, "rl-training") if kind == "JobSet"
+                       else running.submit_group_run("TrainJob", "finetune"))
+    try:
+        pods = running.env.expect_group_running(namespace, name, 2, kind=kind)
+        yield kind, namespace, name, pods
+    finally:
+        running.env.delete_group(kind, namespace, name)
+        restore_pool(running)
+
+
+def conditions_of(running: RunningCluster, namespace: str, name: str, kind: str = "Job") -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (running.env.workload(namespace, name, kind) or {}).get("status", {}).get("conditions", [])}

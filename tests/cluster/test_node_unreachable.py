@@ -1,0 +1,34 @@
+"""A GPU node stops answering under a running job (its kubelet stopped: no lease renewal, no status),
+on prod's pool grown to three nodes (``node_faults``): the node lifecycle controller taints it
+unreachable, the training pods' toleration of that runs out, and Kueue's failure recovery fails the
+rank left terminating there, so the job runs again on the spare in its block. The slowest of the
+fault paths (docs/health.md, "When a node fails during a job"), on a cluster of its own so its wait
+runs beside the others'.
+"""
+
+from __future__ import annotations
+
+import time
+
+from environment import JOB_NAME_LABEL, wait_for
+from node_faults import UNREACHABLE_NODE_BOUND_SECONDS, blocks, job_running_without
+
+
+def test_a_running_job_survives_its_node_no_longer_answering_on_the_spare_in_its_block(prod_faults_cluster, running_job):
+    running = prod_faults_cluster
+    namespace, name, pods = running_job
+    lost_pod = pods[0]
+    lost = lost_pod.spec.node_name
+    kept = {p.metadata.name for p in pods if p.spec.node_name != lost}
+    started = time.monotonic()
+    running.cluster.faults().stop_kubelet(lost)
+    recovered = wait_for(job_running_without(running, namespace, name, lost), what=f"job {name} Running again without {lost}",
+                         timeout=UNREACHABLE_NODE_BOUND_SECONDS)
+    print(f"kubelet stopped: job Running again on {sorted(p.spec.node_name for p in recovered)} after {time.monotonic() - started:.1f} s")
+    assert kept <= {p.metadata.name for p in recovered}
+    assert len(blocks(running, recovered)) == 1
+    # No kubelet ended the rank left on the node: Kueue's failure recovery did.
+    left = next((p for p in running.env.pods(namespace, f"{JOB_NAME_LABEL}={name}") if p.metadata.name == lost_pod.metadata.name), None)
+    if left is not None:
+        assert left.status.phase == "Failed"
+        assert any(c.type == "KueueFailureRecovery" for c in left.status.conditions or []), left.status.conditions

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -30,8 +31,16 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 TARGETS = {"up prod": 60.0, "cluster tier": 300.0, "cold build": 45 * 60.0, "engine tests": 300.0}
 PEAK_MEMORY_TARGET_BYTES = 8 * 2**30
-ENGINE_TESTS = ("tests/cluster/test_engine.py", "tests/cluster/test_engine_in_cluster.py")
-"""The engine tests: one process after the cluster tier, as in CI (each module changes one stack step by step)."""
+
+
+def readme_pytest_commands() -> tuple[list[str], list[str]]:
+    """The two pytest runs of the README's cluster-test-command, as CI runs them: the cluster tier,
+    then the engine tests in a process of their own (each module changes one stack step by step)."""
+    from cluster_repeat import readme_block
+
+    runs = [shlex.split(part) for part in readme_block("cluster-test-command").split(" && ") if " -m pytest " in part]
+    tier, engine = runs
+    return ([str(BIN / "python"), *tier[1:]], [str(BIN / "python"), *engine[1:]])
 
 
 def _run(command: list[str], env: dict[str, str] | None = None) -> float:
@@ -89,14 +98,12 @@ def main() -> int:
         target = TARGETS.get(f"up {stack}")
         rows.append((f"warm `local up {stack}` (median of {options.runs})", f"{statistics.median(times):.1f} s",
                      f"{target:.0f} s" if target else "-", target is None or statistics.median(times) <= target))
+    tier, engine = readme_pytest_commands()
     if not options.no_tier and not options.engine_only:
-        # As CI runs it (the README's cluster-test-command): both stacks side by side, engine tests apart.
-        ignored = [f"--ignore={module}" for module in ENGINE_TESTS]
-        seconds = _run([str(BIN / "python"), "-m", "pytest", "-q", "--cluster", "-n", "2", "--dist", "loadgroup",
-                        "tests/cluster", *ignored])
+        seconds = _run(tier)
         rows.append(("cluster tier (one run)", f"{seconds / 60:.1f} min", "5 min", seconds <= TARGETS["cluster tier"]))
     if not options.no_tier:
-        seconds = _run([str(BIN / "python"), "-m", "pytest", "-q", "--cluster", "-n", "2", "--dist", "loadfile", *ENGINE_TESTS])
+        seconds = _run(engine)
         rows.append(("engine tests (one run, tools built)", f"{seconds / 60:.1f} min", "5 min", seconds <= TARGETS["engine tests"]))
     print("| measure | figure | target | met |\n|---|---|---|---|")
     for measure, figure, target, met in rows:

@@ -6,6 +6,8 @@ refused."""
 from __future__ import annotations
 
 import copy
+import functools
+import json
 from typing import Any, Optional
 
 import pulumi
@@ -174,7 +176,14 @@ class Deployed(PlausibleMocks):
 
 def deployed(config: dict, **running) -> Deployed:
     """The mocks of ``config``'s own first deployment, running."""
-    return Deployed(run_main(config), **running)
+    return Deployed(first_deployment(json.dumps(config, sort_keys=True)), **running)
+
+
+@functools.cache
+def first_deployment(config: str) -> Graph:
+    """The graph of a configuration's first run, run once per configuration (JSON) and worker: most
+    tests here start from the same stack's deployment, and only read it."""
+    return run_main(json.loads(config))
 
 
 def problem_paths(graph: Graph) -> list[str]:

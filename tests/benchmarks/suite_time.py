@@ -26,10 +26,9 @@ TARGET_S = 60.0
 
 def readme_pytest_arguments() -> list[str]:
     """The arguments the README's test command (which CI runs) passes to pytest."""
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    block = readme[readme.index("<!-- test-command -->") :]
-    start = block.index("```bash\n") + len("```bash\n")
-    command = block[start : block.index("\n```", start)]
+    from cluster_repeat import readme_block
+
+    command = readme_block("test-command")
     return shlex.split(command[command.index("-m pytest") + len("-m pytest") :])
 
 

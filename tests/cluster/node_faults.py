@@ -10,6 +10,7 @@ The recovery bounds are the ones docs/health.md ("When a node fails during a job
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -63,11 +64,30 @@ def rejoin(running: RunningCluster, name: str) -> None:
     _create_node(running.env, manifest)
 
 
+def remove(running: RunningCluster, name: str) -> None:
+    """The node's instance terminates: its Node deleted, as ``local fault --delete`` deletes it."""
+    running.cluster.faults().delete(name)
+    wait_for(lambda: gpu_nodes.node(running, name) is None, what=f"node {name} gone")
+
+
+def spare_beside(running: RunningCluster, pods: list[Any]) -> str:
+    """The pool's one node that none of the job's ``pods`` runs on."""
+    busy = {p.spec.node_name for p in pods}
+    (spare,) = [n.metadata.name for n in running.env.nodes(f"{GPU_POOL_KEY}={POOL}") if n.metadata.name not in busy]
+    return spare
+
+
+def rejoin_failing_checks(running: RunningCluster, name: str) -> None:
+    """The pool's joins from now on fail the gate's dcgm check, and the node goes and joins again."""
+    running.cluster.faults().fail_checks("dcgm", pool=POOL)
+    remove(running, name)
+    rejoin(running, name)
+
+
 def replace_node(running: RunningCluster, name: str) -> None:
     """The node goes and a new one of the same name joins: the pool back to three admitted nodes."""
     if gpu_nodes.node(running, name) is not None:
-        running.cluster.faults().delete(name)
-        wait_for(lambda: gpu_nodes.node(running, name) is None, what=f"node {name} gone")
+        remove(running, name)
     rejoin(running, name)
     wait_for(lambda: gpu_nodes.admitted(running, name), what=f"node {name} admitted by the health gate", timeout=GATE_BOUND_SECONDS)
 
@@ -83,11 +103,18 @@ def blocks(running: RunningCluster, pods: list[Any]) -> set[str]:
     return {gpu_nodes.node(running, p.spec.node_name).metadata.labels[layer] for p in pods}
 
 
-def job_running_without(running: RunningCluster, namespace: str, name: str, lost: str):
+def expect_moved(running: RunningCluster, namespace: str, name: str, lost: str, *, since: float, bound: float,
+                 fault: str) -> list[Any]:
+    """The job's two ranks Running again, neither on ``lost``, within ``bound`` seconds (it prints
+    how long after ``since``, the fault's time), under one layer-3 block; the ranks' pods."""
     def check():
         pods = [p for p in running.env.job_pods(namespace, name) if p.status.phase == "Running"]
         return len(pods) == 2 and all(p.spec.node_name != lost for p in pods) and pods
-    return check
+
+    recovered = wait_for(check, what=f"job {name} Running again without {lost}", timeout=bound)
+    print(f"{fault}: job Running again on {sorted(p.spec.node_name for p in recovered)} after {time.monotonic() - since:.1f} s")
+    assert len(blocks(running, recovered)) == 1
+    return recovered
 
 
 def all_admitted(running: RunningCluster) -> None:

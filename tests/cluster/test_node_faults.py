@@ -28,10 +28,12 @@ from node_faults import (
     GATE_BOUND_SECONDS,
     POOL,
     QUARANTINED_NODE_BOUND_SECONDS,
-    blocks,
+    expect_moved,
     rejoin,
-    job_running_without,
+    rejoin_failing_checks,
+    remove,
     restore_pool,
+    spare_beside,
     training_pods_on,
 )
 
@@ -39,11 +41,9 @@ from node_faults import (
 def test_a_joining_node_gets_no_training_pod_until_the_gate_admits_it_across_repeated_joins(prod_faults_cluster, running_job):
     running = prod_faults_cluster
     namespace, name, pods = running_job
-    busy = {p.spec.node_name for p in pods}
-    (spare,) = [n.metadata.name for n in running.env.nodes(f"{GPU_POOL_KEY}={POOL}") if n.metadata.name not in busy]
+    spare = spare_beside(running, pods)
     for join in range(3):
-        running.cluster.faults().delete(spare)
-        wait_for(lambda: gpu_nodes.node(running, spare) is None, what=f"node {spare} gone")
+        remove(running, spare)
         joined = time.monotonic()
         rejoin(running, spare)
         node = wait_for(lambda: gpu_nodes.node(running, spare), what=f"node {spare} registered")
@@ -62,12 +62,8 @@ def test_a_joining_node_gets_no_training_pod_until_the_gate_admits_it_across_rep
 def test_a_node_that_fails_its_checks_keeps_the_taint_and_says_why(prod_faults_cluster, running_job):
     running = prod_faults_cluster
     namespace, name, pods = running_job
-    busy = {p.spec.node_name for p in pods}
-    (spare,) = [n.metadata.name for n in running.env.nodes(f"{GPU_POOL_KEY}={POOL}") if n.metadata.name not in busy]
-    running.cluster.faults().fail_checks("dcgm", pool=POOL)
-    running.cluster.faults().delete(spare)
-    wait_for(lambda: gpu_nodes.node(running, spare) is None, what=f"node {spare} gone")
-    rejoin(running, spare)
+    spare = spare_beside(running, pods)
+    rejoin_failing_checks(running, spare)
 
     def failed():
         node = gpu_nodes.node(running, spare)
@@ -88,11 +84,8 @@ def test_a_job_on_a_node_whose_gpus_fail_is_moved_to_the_spare(prod_faults_clust
     lost = pods[0].spec.node_name
     started = time.monotonic()
     gpu_nodes.gpu_fault(running, lost)
-    recovered = wait_for(job_running_without(running, namespace, name, lost), what=f"job {name} Running again without {lost}",
-                         timeout=QUARANTINED_NODE_BOUND_SECONDS)
-    print(f"GPU fault: job Running again on {sorted(p.spec.node_name for p in recovered)} after {time.monotonic() - started:.1f} s")
+    expect_moved(running, namespace, name, lost, since=started, bound=QUARANTINED_NODE_BOUND_SECONDS, fault="GPU fault")
     assert QUARANTINE_TAINT_KEY in gpu_nodes.taint_keys(gpu_nodes.node(running, lost))
-    assert len(blocks(running, recovered)) == 1
     # Recovered GPUs: the quarantine goes, and the node is checked again before it gets work.
     running.cluster.faults().clear(node=lost)
     wait_for(lambda: gpu_nodes.admitted(running, lost) and QUARANTINE_TAINT_KEY not in gpu_nodes.taint_keys(gpu_nodes.node(running, lost)),

@@ -26,9 +26,10 @@ from node_faults import (
     Unset,
     blocks,
     conditions_of,
-    rejoin,
-    job_running_without,
+    expect_moved,
+    rejoin_failing_checks,
     replace_node,
+    spare_beside,
 )
 
 
@@ -39,12 +40,9 @@ def test_a_running_job_survives_the_deletion_of_one_of_its_nodes_on_the_spare_in
     kept = {p.metadata.name for p in pods if p.spec.node_name != lost}
     started = time.monotonic()
     running.cluster.faults().delete(lost)
-    recovered = wait_for(job_running_without(running, namespace, name, lost), what=f"job {name} Running again without {lost}",
-                         timeout=DELETED_NODE_BOUND_SECONDS)
-    print(f"node deleted: job Running again on {sorted(p.spec.node_name for p in recovered)} after {time.monotonic() - started:.1f} s")
-    # Kueue replaced the node: the other rank never stopped, and both stand under one layer-3 block.
+    recovered = expect_moved(running, namespace, name, lost, since=started, bound=DELETED_NODE_BOUND_SECONDS, fault="node deleted")
+    # Kueue replaced the node: the other rank never stopped (and both stand under one layer-3 block).
     assert kept <= {p.metadata.name for p in recovered}
-    assert len(blocks(running, recovered)) == 1
     workload = running.env.workload(namespace, name)
     assert not any(c["type"] == "Evicted" and c["status"] == "True" for c in workload["status"].get("conditions", []))
 
@@ -68,16 +66,12 @@ def test_a_running_jobset_or_trainjob_survives_the_deletion_of_one_of_its_nodes(
     assert not conditions_of(running, namespace, name, kind).get("Evicted", {}).get("status") == "True"
 
 
-def test_with_no_spare_the_job_is_requeued_and_waits_instead_of_splitting_acrossblocks(prod_faults_cluster, running_job):
+def test_with_no_spare_the_job_is_requeued_and_waits_instead_of_splitting_across_blocks(prod_faults_cluster, running_job):
     running = prod_faults_cluster
     namespace, name, pods = running_job
-    busy = {p.spec.node_name for p in pods}
-    (spare,) = [n.metadata.name for n in running.env.nodes(f"{GPU_POOL_KEY}={POOL}") if n.metadata.name not in busy]
+    spare = spare_beside(running, pods)
     # The spare is replaced by a node that fails its checks (the pool's next joins fail): no spare.
-    running.cluster.faults().fail_checks("dcgm", pool=POOL)
-    running.cluster.faults().delete(spare)
-    wait_for(lambda: gpu_nodes.node(running, spare) is None, what=f"node {spare} gone")
-    rejoin(running, spare)
+    rejoin_failing_checks(running, spare)
     wait_for(lambda: (gpu_nodes.condition(gpu_nodes.node(running, spare), CONDITION_TYPE) or Unset).status == "False",
              what=f"{spare} failing its checks", timeout=GATE_BOUND_SECONDS)
     lost = pods[0].spec.node_name

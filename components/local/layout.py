@@ -3,11 +3,17 @@ anything starts: every process record and every object pointing at a process is 
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
 import random
 import socket
+import tempfile
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from .build import KUBERNETES, GoComponent, bin_dir
 from .pki import Pki
@@ -47,21 +53,57 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def free_ports(names: tuple[str, ...] = PORTS) -> dict[str, int]:
-    """A port free now for each name, no two the same: at random below the ephemeral range, where
-    no outgoing connection takes it before its process listens (else any free port)."""
-    candidates = _listen_range()
-    ports: dict[str, int] = {}
-    for _ in range(len(candidates)):
-        if len(ports) == len(names):
-            break
-        port = random.choice(candidates)  # noqa: S311 - a port number, not a secret
-        if port not in ports.values() and _bindable(port):
-            ports[names[len(ports)]] = port
-    while len(ports) < len(names):
-        port = free_port()
-        if port not in ports.values():
-            ports[names[len(ports)]] = port
+RESERVED_SECONDS = 900.0
+"""How long a chosen port stays reserved for its cluster in the machine's reservations file. A
+port is bindable from its choice until its process listens, up to a few minutes later (Kueue and
+Karpenter start last): two clusters starting at once (``up dev`` beside ``up prod``, or test
+workers) drew the same free port and the second etcd failed with "bind: address already in
+use". Past the reservation the port's process listens, and a listening port is not bindable."""
+
+
+def reservations_file() -> Path:
+    """The machine's reserved ports, one file per user in the temporary folder: shared by every
+    cluster the user starts, whatever state or cache folder each uses."""
+    return Path(tempfile.gettempdir()) / f"eks-gpu-training-ports-{os.getuid()}.json"
+
+
+@contextmanager
+def _reserved(path: Path) -> Iterator[dict[str, float]]:
+    """The reservations still in force (port → until when, epoch seconds), held under an exclusive
+    lock of the file's ``.lock`` sibling; what the block leaves in the dict is written back."""
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            held = json.loads(path.read_text())
+        except (OSError, ValueError):
+            held = {}
+        now = time.time()
+        live = {port: until for port, until in held.items() if isinstance(until, (int, float)) and until > now}
+        yield live
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(live))
+        partial.replace(path)
+
+
+def free_ports(names: tuple[str, ...] = PORTS, *, reservations: Optional[Path] = None) -> dict[str, int]:
+    """A port free now for each name, no two the same, none reserved by another cluster that has
+    not started listening yet: at random below the ephemeral range, where no outgoing connection
+    takes it before its process listens (else any free port). The ports are reserved for
+    ``RESERVED_SECONDS`` in ``reservations`` (default ``reservations_file()``)."""
+    with _reserved(reservations or reservations_file()) as held:
+        candidates = _listen_range()
+        ports: dict[str, int] = {}
+        for port in random.sample(candidates, len(candidates)):
+            if len(ports) == len(names):
+                break
+            if str(port) not in held and _bindable(port):
+                ports[names[len(ports)]] = port
+        while len(ports) < len(names):
+            port = free_port()
+            if port not in ports.values() and str(port) not in held:
+                ports[names[len(ports)]] = port
+        until = time.time() + RESERVED_SECONDS
+        held.update({str(port): until for port in ports.values()})
     return ports
 
 

@@ -27,12 +27,48 @@ def layout(tmp_path):
                   builds.KUBERNETES_BY_MINOR["1.34"], cache=tmp_path / "cache")
 
 
-def test_each_port_is_chosen_once_below_the_ports_outgoing_connections_take():
-    ports = free_ports()
+def test_each_port_is_chosen_once_below_the_ports_outgoing_connections_take(tmp_path):
+    ports = free_ports(reservations=tmp_path / "ports.json")
     assert set(ports) == set(PORTS)
     assert len(set(ports.values())) == len(PORTS)
     ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     assert all(10000 <= port < ephemeral_low for port in ports.values())
+
+
+@pytest.fixture
+def narrow_range(monkeypatch):
+    """Thirty ports to choose from: two clusters' fourteen each fit only if neither takes the other's."""
+    from eks_gpu_training.local import layout as layouts
+
+    ports = range(23100, 23130)
+    monkeypatch.setattr(layouts, "_listen_range", lambda: ports)
+    return ports
+
+
+def test_a_second_cluster_never_draws_the_ports_a_first_has_chosen_but_not_yet_listens_on(tmp_path, narrow_range):
+    reservations = tmp_path / "ports.json"
+    first = free_ports(reservations=reservations)
+    second = free_ports(reservations=reservations)
+    assert set(first.values()) <= set(narrow_range)
+    assert set(second.values()) <= set(narrow_range)
+    assert not set(first.values()) & set(second.values())
+
+
+def test_reservations_end_after_their_time_and_a_broken_file_is_read_as_none(tmp_path, narrow_range):
+    import json
+
+    reservations = tmp_path / "ports.json"
+    reservations.write_text(json.dumps({str(port): 1.0 for port in narrow_range}))
+    assert set(free_ports(reservations=reservations).values()) <= set(narrow_range)
+    reservations.write_text("{not json")
+    assert set(free_ports(reservations=reservations).values()) <= set(narrow_range)
+
+
+def test_ports_are_reserved_for_longer_than_the_last_process_takes_to_listen():
+    from eks_gpu_training.local.layout import RESERVED_SECONDS
+
+    # Kueue and Karpenter listen last, about a minute after the ports are chosen on an idle machine.
+    assert RESERVED_SECONDS >= 600
 
 
 def test_the_control_plane_is_built_from_the_layout_alone_and_the_same_layout_gives_the_same_records(layout):
@@ -123,7 +159,7 @@ def _trap(name: str, record: Path, *after: str) -> Process:
 
 
 def test_the_supervisor_starts_in_dependency_order_each_ready_first_and_stops_in_reverse(tmp_path):
-    port = free_ports(("server",))["server"]
+    port = free_ports(("server",), reservations=tmp_path / "ports.json")["server"]
     record = tmp_path / "stopped"
     supervisor = Supervisor(tmp_path)
     said = []

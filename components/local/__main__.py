@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from ..commands import run_command
 from ..config import ConfigError
 from ..offline.chart_sources import MIRROR_ENV, ChartSources, ChartUnavailable
 from ..platform.stack_files import is_path, locate_stack
@@ -156,6 +157,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         return _report(options.command, error)
 
 
+def cli() -> int:
+    """The command (``eks-gpu-training-local``, ``python -m``): ``main``, exiting as every command does."""
+    return run_command(main)
+
+
 def _run(options) -> int:
     if options.command == "build":
         return builds.main(["--bin-dir", str(options.bin_dir)] if options.bin_dir else [])
@@ -221,4 +227,4 @@ def _fault(cluster: LocalCluster, options) -> list[str]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(cli())

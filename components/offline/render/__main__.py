@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 from pathlib import Path
 
+from ...commands import collection_paused, run_command
 from ...config import ConfigError
 from ...platform.stack_files import is_path, locate_stack
 from ..chart_sources import CACHE_ENV, LOCK_FILE, MIRROR_ENV, ChartSources, ChartUnavailable
@@ -15,26 +15,14 @@ from .cache import RenderCache, default_cache_dir
 
 
 def main(argv: list[str] | None = None) -> int:
-    # A render's objects are the program's graph and the Pulumi SDKs' classes it loads, nearly all
-    # alive to the end: automatic collections would walk them again and again for nothing (about
-    # half a second of a render), so collection waits until the render is written.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    # Collection waits until the render is written (``collection_paused``).
+    with collection_paused():
         return _main(argv)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def cli() -> int:
-    """The command (``eks-gpu-training-render``, ``python -m``): ``main``, then an exit without the
-    interpreter's last collection, which would walk every object of the render (about half a
-    second) only to free memory the process gives back as it ends."""
-    code = main()
-    sys.stdout.flush()
-    gc.freeze()
-    return code
+    """The command (``eks-gpu-training-render``, ``python -m``): ``main``, exiting as every command does."""
+    return run_command(main)
 
 
 def _main(argv: list[str] | None) -> int:

@@ -151,6 +151,11 @@ def localize(
     return result
 
 
+def discovery_cache(kubeconfig: Path) -> Path:
+    """Where ``Applier`` keeps the dynamic client's discovery of the cluster ``kubeconfig`` reaches."""
+    return kubeconfig.with_name(kubeconfig.name + ".discovery.json")
+
+
 class Applier:
     """Server-side apply through the official Kubernetes client's dynamic client."""
 
@@ -158,7 +163,10 @@ class Applier:
         from kubernetes import client, config, dynamic
 
         self._api = config.new_client_from_config(config_file=str(kubeconfig))
-        self.dynamic = dynamic.DynamicClient(self._api)
+        # The client caches its discovery in a file, by default one per API server address in the
+        # temporary folder: every local cluster, on new ports, would leave one there for good.
+        # Beside the kubeconfig it goes with the cluster's state.
+        self.dynamic = dynamic.DynamicClient(self._api, cache_file=str(discovery_cache(kubeconfig)))
         self.core = client.CoreV1Api(self._api)
         self.extensions = client.ApiextensionsV1Api(self._api)
 

@@ -336,3 +336,13 @@ def test_a_whole_node_training_job_fits_every_shipped_pools_nodes_beside_all_the
                 wait_for(lambda: not env.nodes(selector), what=f"Karpenter removing pool {pool.name}'s emptied node",
                          timeout=150)
                 restore()
+
+
+def test_up_keeps_the_api_clients_discovery_cache_in_the_clusters_state_folder(prod_cluster):
+    # The dynamic client's default is a file per API server address in the temporary folder, which
+    # every cluster, on new ports, would leave behind; in the state folder `down` removes it.
+    from eks_gpu_training.local.platform import discovery_cache
+
+    cache = discovery_cache(prod_cluster.kubeconfig)
+    assert cache.is_file()
+    assert cache.parent == prod_cluster.cluster.state

@@ -21,6 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..commands import collection_paused
 from ..config import GpuTrainingPlatformArgs
 from ..offline.chart_sources import ChartSources, ChartUnavailable
 from ..offline.engine import PlausibleMocks, Registration
@@ -29,7 +30,7 @@ from ..offline.render import RenderError, write_render
 from ..offline.render.files import is_kubernetes_object, is_patch, manifest
 from ..platform.stack_files import StackFile, locate_stack
 from . import build as builds
-from .control_plane import write_control_plane_files
+from .control_plane import control_plane_processes, write_control_plane_files
 from .errors import LocalError
 from .faults import Faults
 from .layout import Layout
@@ -45,6 +46,11 @@ PLACED_TIMEOUT_SECONDS = 180
 """How long ``up`` waits for every pod to be placed before it reports the ones that are not; a
 fleet gets ``PLACED_SECONDS_PER_NODE`` more for each node (the DaemonSets' pods on each)."""
 PLACED_SECONDS_PER_NODE = 0.3
+EARLY_PROCESSES = ("etcd", "kube-apiserver")
+"""Started before the render, without waiting for each other: the API server retries etcd until it
+answers, as under kwokctl, which starts all five at once. The controller manager gives up on an API
+server that is not healthy within 10 s, which a loaded machine can take, so it and the rest start
+once the API server is ready, as before."""
 
 
 def creation_order(registrations: list[Registration]) -> list[Registration]:
@@ -154,21 +160,35 @@ class LocalCluster:
             raise LocalClusterError(f"a local cluster already runs from {self.state}",
                                     f"`eks-gpu-training-local down {self.stack}` first")
         started = time.monotonic()
-        # The render first: a stack or chart problem shows in seconds, before any build.
-        render = self._render(self.render_dir, bare=bare)
+        # The stack's arguments first: a configuration problem shows at once, before anything starts.
+        located = self._stack_file()
+        self.args = located.platform_args()
         # The stack's own Kubernetes minor; one the local control plane cannot run is refused, naming
         # those it can.
         kubernetes = builds.kubernetes_for(self._minor())
+        components = builds.control_plane_for(self._minor())
+        prebuilt = builds.prebuilt_dir(self.bin_dir)
+        layout: Optional[Layout] = None
+        if all(builds.is_built(component) for component in components):
+            # Nothing to build: etcd and the API server start now and come up during the render,
+            # which is Python on the other core.
+            layout = self._lay_out(kubernetes)
+            try:
+                render = self._render(self.render_dir, bare=bare, located=located)
+            except BaseException:
+                self._stop()
+                raise
+        else:
+            # The render before the build: a stack or chart problem shows in seconds, not after
+            # tens of minutes of building.
+            render = self._render(self.render_dir, bare=bare, located=located)
         # Says what is missing when a component can be neither found, taken from the binaries folder, nor built.
-        builds.build_all(builds.control_plane_for(self._minor()), log=self.log, prebuilt=builds.prebuilt_dir(self.bin_dir))
+        builds.build_all(components, log=self.log, prebuilt=prebuilt)
         self.timings["build"] = time.monotonic() - started
-        if self.state.exists():
-            shutil.rmtree(self.state)
-        self.layout = Layout.allocate(self.state, kubernetes=kubernetes)
-        planned = self.plan(render, self.layout, bare=bare)
-        self.supervisor = Supervisor(self.state, attached=self.attached)
+        if layout is None:
+            layout = self._lay_out(kubernetes)
         try:
-            write_control_plane_files(self.layout)
+            planned = self.plan(render, layout, bare=bare)
             applier: Optional[Applier] = None
             for stage in planned.stages:
                 # Made once the API server answers: the first stage with objects or waits comes after it.
@@ -178,17 +198,41 @@ class LocalCluster:
                 self.timings[stage.name] = time.monotonic() - started
             self.supervisor.check()
         except BaseException:
-            self.supervisor.stop_all()
+            self._stop()
             raise
         (self.state / "stack.json").write_text(json.dumps({"stack": self.stack, "stackFile": str(self._stack_path()), "scale": self.scale}))
         return self.kubeconfig
 
-    def _render(self, out: Path, *, bare: bool = False) -> dict[str, Any]:
-        located = self._stack_file()
+    def _lay_out(self, kubernetes: builds.GoComponent) -> Layout:
+        """A fresh state folder, its ports and files, and the processes that wait for nothing the
+        render decides (etcd and the API server) started; ``_run`` waits until they are ready."""
+        if self.state.exists():
+            shutil.rmtree(self.state)
+        self.layout = Layout.allocate(self.state, kubernetes=kubernetes)
+        self.supervisor = Supervisor(self.state, attached=self.attached)
+        try:
+            write_control_plane_files(self.layout)
+            self.supervisor.launch([p for p in control_plane_processes(self.layout) if p.name in EARLY_PROCESSES],
+                                   log=self.log)
+        except BaseException:
+            self._stop()
+            raise
+        return self.layout
+
+    def _stop(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.stop_all()
+
+    def _render(self, out: Path, *, bare: bool = False, located: Optional[StackFile] = None) -> dict[str, Any]:
+        located = located or self._stack_file()
         self.log(f"rendering stack {self.stack} from {located.path}"
                  + (f", its GPU pools grown to {self.scale} nodes" if self.scale is not None else "")
                  + (", without its charts" if bare else ""))
         self.args = located.platform_args()
+        with collection_paused():
+            return self._render_located(located, out, bare=bare)
+
+    def _render_located(self, located: StackFile, out: Path, *, bare: bool) -> dict[str, Any]:
         # IDs and ARNs in AWS's own shape (CRD patterns check them), as a deployment would give back.
         result = render_stack(self.stack, located=located, mocks=PlausibleMocks())
         if bare:

@@ -217,12 +217,26 @@ class Supervisor:
         self._write()
         return started
 
+    def launch(self, processes: Iterable[Process], *, log: Callable[[str], None] = print) -> list[Started]:
+        """Start ``processes`` in ``start_order`` without waiting for any to be ready: for processes
+        that retry what they depend on. ``start_all`` waits for them later."""
+        launched = []
+        for process in start_order(processes, self.started):
+            log(f"starting {process.name}")
+            launched.append(self.start(process))
+        return launched
+
     def start_all(self, processes: Iterable[Process], *, log: Callable[[str], None] = print) -> list[Started]:
-        """Start ``processes`` in ``start_order``, each ready before the next starts."""
+        """Start ``processes`` in ``start_order``, each ready before the next starts; one already
+        ``launch``-ed is only waited for."""
         started = []
         for process in start_order(processes, self.started):
-            log(f"starting {process.name}" + (f", ready when {process.ready.describe()}" if process.ready else ""))
-            running = self.start(process)
+            running = self.started.get(process.name)
+            if running is None:
+                log(f"starting {process.name}" + (f", ready when {process.ready.describe()}" if process.ready else ""))
+                running = self.start(process)
+            elif process.ready is not None:
+                log(f"waiting for {process.name}: ready when {process.ready.describe()}")
             if process.ready is not None:
                 self.wait_for(running, process.ready.probe, timeout=process.ready.timeout, what="ready")
             started.append(running)

@@ -341,3 +341,24 @@ def test_a_bare_cluster_renders_the_stacks_node_groups_but_none_of_its_charts(tm
     nodes = [line.removeprefix("  apply Node ") for line in lines if line.startswith("  apply Node ")]
     assert nodes == ["system-0", "system-1", "system-2", "p5-training-0", "p5-training-1"]
     assert lines[-1] == "  wait until every pod is bound to a node and every Deployment and DaemonSet has made its pods"
+
+
+def test_with_everything_built_etcd_and_the_api_server_start_before_the_render_and_stop_if_it_fails(tmp_path, monkeypatch):
+    from eks_gpu_training.local import cluster as local_cluster
+    from eks_gpu_training.local.processes import Supervisor
+
+    events: list[str] = []
+    monkeypatch.setattr(builds, "is_built", lambda component, root=None: True)
+    monkeypatch.setattr(Supervisor, "launch", lambda self, processes, log: events.append(
+        "launch " + " ".join(p.name for p in processes)) or [])
+    monkeypatch.setattr(Supervisor, "stop_all", lambda self: events.append("stop") or [])
+
+    def broken_chart(self, located, out, *, bare):
+        events.append("render")
+        raise local_cluster.LocalClusterError("charts not rendered: x 1.0: broken", "fix the chart")
+
+    monkeypatch.setattr(local_cluster.LocalCluster, "_render_located", broken_chart)
+    cluster = local_cluster.LocalCluster("dev", tmp_path / "state", log=lambda line: None)
+    with pytest.raises(local_cluster.LocalClusterError):
+        cluster.up()
+    assert events == ["launch etcd kube-apiserver", "render", "stop"]

@@ -190,3 +190,24 @@ def test_a_process_that_exits_before_it_is_ready_fails_naming_its_log(tmp_path):
     log = tmp_path / "logs" / "broken.log"
     assert failed.value.line() == f"broken exited before ready — read its log, {log}"
     assert failed.value.details == f"the last lines of {log}:\nno config"
+
+
+def test_launched_processes_start_at_once_and_start_all_then_only_waits_for_them(tmp_path):
+    # up launches etcd and the API server before the render; the control-plane stage's start_all
+    # then waits until they are ready instead of starting them twice.
+    port = free_ports(("server",), reservations=tmp_path / "ports.json")["server"]
+    server = _server(port)
+    supervisor = Supervisor(tmp_path)
+    said: list[str] = []
+    try:
+        launched = supervisor.launch([server], log=said.append)
+        started = supervisor.start_all([server, _trap("after", tmp_path / "record", "server")], log=said.append)
+        assert [p.name for p in started] == ["server", "after"]
+        assert started[0].pid == launched[0].pid
+        assert server.ready is not None
+        assert server.ready.probe()
+    finally:
+        supervisor.stop_all()
+    assert said == ["starting server", f"waiting for server: ready when http://127.0.0.1:{port}/ answers 200",
+                    "starting after"]
+

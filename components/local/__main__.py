@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from ..commands import run_command
+from ..offline.commands import run_command
 from ..config import ConfigError
 from ..offline.chart_sources import MIRROR_ENV, ChartSources, ChartUnavailable
 from ..platform.stack_files import is_path, locate_stack

@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..commands import collection_paused
+from ..offline.commands import collection_paused
 from ..config import GpuTrainingPlatformArgs
 from ..offline.chart_sources import ChartSources, ChartUnavailable
 from ..offline.engine import PlausibleMocks, Registration

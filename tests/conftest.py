@@ -35,6 +35,17 @@ def pytest_addoption(parser):
     )
 
 
+def pytest_collection_finish(session):
+    """Everything imported by now (the Pulumi SDKs' generated classes, a few hundred thousand
+    objects, the test modules, the components) lives to the end of the session: handed to the
+    permanent generation, it is no longer walked by every full collection the tests' mock-engine
+    runs set off, which was about half their CPU (0.47 CPU-seconds a prod run, 0.26 frozen)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 def pytest_ignore_collect(collection_path, config):
     """The cluster tier runs only when asked for (``--cluster``); the unit tier needs no Go."""
     if Path(collection_path) == CLUSTER_TIER and not config.getoption("--cluster"):

@@ -1,4 +1,5 @@
-"""What every command-line entry point (``[project.scripts]``) runs around its ``main``."""
+"""What every command-line entry point (``[project.scripts]``) runs around its ``main``, and the
+collector's pause the commands and the mock engine (``offline.engine``) share."""
 
 from __future__ import annotations
 

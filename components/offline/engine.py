@@ -24,17 +24,20 @@ from __future__ import annotations
 
 import contextvars
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 import pulumi
 from pulumi.runtime import mocks as runtime_mocks
+from pulumi.runtime import resource as sdk_resource
 from pulumi.runtime import rpc, settings
-from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime.proto import resource_pb2, source_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from .commands import collection_paused
 from .mocks import ACCOUNT_ID, PlausibleMocks
 
 __all__ = [
@@ -257,6 +260,23 @@ def _config_strings(config: Mapping[str, Any]) -> dict[str, str]:
     return {key: value if isinstance(value, str) else json.dumps(value) for key, value in config.items()}
 
 
+@contextmanager
+def _no_stack_traces() -> Iterator[None]:
+    """The SDK reads the Python stack (``traceback.extract_stack``, every frame's source line) for
+    each resource it registers, to send the engine where in the program the resource was made: a
+    tenth of a mock run's time, for a field the mock monitor never reads. Inside the block it sends
+    none. A version of the SDK without the function is left as it is."""
+    original = getattr(sdk_resource, "_get_stack_trace", None)
+    if original is None:
+        yield
+        return
+    sdk_resource._get_stack_trace = source_pb2.StackTrace  # an empty trace, as the SDK sends for a frame it cannot place
+    try:
+        yield
+    finally:
+        sdk_resource._get_stack_trace = original
+
+
 def run_program(
     program: Callable[[], Any],
     config: Optional[Mapping[str, Any]] = None,
@@ -292,7 +312,13 @@ def run_program(
                 graph.unknown_exports.add(key)
         return graph
 
-    return contextvars.Context().run(body)
+    # A run's objects are nearly all alive until it ends, and some outlive it for good (about 5,800
+    # of each prod run stay reachable, through contexts the SDK's asyncio machinery keeps): automatic
+    # collections during a run walk them all again and again for nothing. In one process, 120 runs
+    # of prod took 0.19 CPU-seconds each at first and 0.46 by the last with collection on; with it
+    # paused inside each run, 0.21 throughout.
+    with _no_stack_traces(), collection_paused():
+        return contextvars.Context().run(body)
 
 
 def stack_file(stack: str, project_root: Optional[Path] = None) -> Path:

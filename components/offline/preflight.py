@@ -29,6 +29,7 @@ from ..facts.gpu_nodes import GPU_POOL_KEY
 from ..facts.nccl_baselines import nccl_baseline
 from ..workloads.nccl_results import judge_all_reduce, parse_all_reduce
 from ..workloads.preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects
+from .commands import run_command
 
 DEFAULTS = PreflightConfig()
 
@@ -167,5 +168,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
 
 
+def cli() -> int:
+    """The command (``eks-gpu-training-preflight``, ``python -m``): ``main``, exiting as every command does."""
+    return run_command(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Optional, Sequence, TextIO
 
 from ..config import ConfigError
+from ..offline.commands import run_command
 from .rows import EXAMPLES, FAIL, PASS, SKIP, Row
 from .health import judge_health
 from .seed import judge_seed
@@ -133,3 +134,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return EXIT_UNREADABLE
     sys.stdout.write(as_json(rows) if options.json else table(rows, colour=_wants_colour(sys.stdout)))
     return exit_status(rows)
+
+
+def cli() -> int:
+    """The command (``eks-gpu-training-verify``, ``python -m``): ``main``, exiting as every command does."""
+    return run_command(main)

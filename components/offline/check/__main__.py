@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..commands import run_command
 from . import check_render
 
 
@@ -26,5 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if report.ok else 1
 
 
+def cli() -> int:
+    """The command (``eks-gpu-training-check``, ``python -m``): ``main``, exiting as every command does."""
+    return run_command(main)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(cli())

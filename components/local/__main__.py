@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from ..offline.commands import run_command
 from ..config import ConfigError
 from ..offline.chart_sources import MIRROR_ENV, ChartSources, ChartUnavailable
+from ..offline.commands import run_command
 from ..platform.stack_files import is_path, locate_stack
 from ..offline.render import RenderError
 from . import build as builds

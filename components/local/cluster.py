@@ -21,9 +21,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..offline.commands import collection_paused
 from ..config import GpuTrainingPlatformArgs
 from ..offline.chart_sources import ChartSources, ChartUnavailable
+from ..offline.commands import collection_paused
 from ..offline.engine import PlausibleMocks, Registration
 from ..offline.render.engine import render_stack
 from ..offline.render import RenderError, write_render
@@ -161,8 +161,7 @@ class LocalCluster:
                                     f"`eks-gpu-training-local down {self.stack}` first")
         started = time.monotonic()
         # The stack's arguments first: a configuration problem shows at once, before anything starts.
-        located = self._stack_file()
-        self.args = located.platform_args()
+        located = self._read_stack()
         # The stack's own Kubernetes minor; one the local control plane cannot run is refused, naming
         # those it can.
         kubernetes = builds.kubernetes_for(self._minor())
@@ -223,12 +222,18 @@ class LocalCluster:
         if self.supervisor is not None:
             self.supervisor.stop_all()
 
+    def _read_stack(self) -> StackFile:
+        """The stack's file, its arguments checked and kept (``self.args``)."""
+        located = self._stack_file()
+        self.args = located.platform_args()
+        return located
+
     def _render(self, out: Path, *, bare: bool = False, located: Optional[StackFile] = None) -> dict[str, Any]:
-        located = located or self._stack_file()
+        """The render of the stack into ``out``: of ``located`` when ``_read_stack`` has read it already."""
+        located = located or self._read_stack()
         self.log(f"rendering stack {self.stack} from {located.path}"
                  + (f", its GPU pools grown to {self.scale} nodes" if self.scale is not None else "")
                  + (", without its charts" if bare else ""))
-        self.args = located.platform_args()
         with collection_paused():
             return self._render_located(located, out, bare=bare)
 

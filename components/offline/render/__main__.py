@@ -6,10 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..commands import collection_paused, run_command
 from ...config import ConfigError
 from ...platform.stack_files import is_path, locate_stack
 from ..chart_sources import CACHE_ENV, LOCK_FILE, MIRROR_ENV, ChartSources, ChartUnavailable
+from ..commands import collection_paused, run_command
 from . import GRAPH_PNG, GRAPH_SVG, RenderError, render
 from .cache import RenderCache, default_cache_dir
 

@@ -4,10 +4,11 @@ queued training jobs of 2 to 32 nodes admitted by the real Kueue and placed by t
     python tests/benchmarks/scale_bench.py [--nodes 1000] [--jobs 200] [--seed 7]
 
 It runs ``eks-gpu-training-local up prod --scale N`` (through ``LocalCluster``, its processes ended
-with this one), deletes the stack's own training jobs, submits every job at once (the two teams in
-turn, JobSets and Jobs mixed, each pod completing 20 to 90 s after it runs, so capacity frees as
-jobs end) and samples the cluster as ``simulate`` does. Then it times ``eks-gpu-training-verify``
-against the fleet. It reports:
+with this one), waits for the health gate to admit every GPU node (as ``simulate`` does), deletes
+the stack's own training jobs, submits every job at once (the two teams in turn, JobSets and Jobs
+mixed, each pod completing 20 to 90 s after it runs, so capacity frees as jobs end) and samples
+the cluster as ``simulate`` does. Then it times ``eks-gpu-training-verify`` against the fleet. It
+reports:
 
 - the time ``up`` takes to every platform pod placed (goal: 2 min);
 - the time until every job has been admitted, and admissions per second (goal: 10 min);
@@ -38,7 +39,7 @@ from pathlib import Path
 from eks_gpu_training.local.cluster import LocalCluster
 from eks_gpu_training.local.platform import Applier
 from eks_gpu_training.local.scale import SCALED_TOPOLOGY
-from eks_gpu_training.local.simulate import Recorder, delete_stack_jobs, job_objects
+from eks_gpu_training.local.simulate import Recorder, delete_stack_jobs, job_objects, wait_fleet_admitted
 from eks_gpu_training.local.trace import check_rows
 from eks_gpu_training.platform.stack_files import locate_stack
 
@@ -136,8 +137,14 @@ def main() -> int:
     options = parser.parse_args()
 
     state = Path(tempfile.mkdtemp(prefix="scale-bench-"))
+    begun = time.monotonic()
+
+    def log(line: str) -> None:
+        """Each line with the seconds since the start, so the phases of ``up`` can be read off."""
+        print(f"{time.monotonic() - begun:6.1f} s  {line}", file=sys.stderr)
+
     cluster = LocalCluster(STACK, state / "cluster", project_root=locate_stack(STACK).project_dir, scale=options.nodes,
-                           attached=True, log=lambda line: print(line, file=sys.stderr))
+                           attached=True, log=log)
     args = cluster.stack_args()
     jobs = check_rows(job_rows(options.jobs, options.seed), args, "scale_bench")
     memory = MemoryWatch(cluster.state)
@@ -148,6 +155,10 @@ def main() -> int:
     up_s = time.monotonic() - started
     try:
         applier = Applier(kubeconfig)
+        # As simulate does: jobs submitted onto a half-checked fleet would find each block's nodes
+        # coming free a few at a time, and a preferred topology request spreads rather than waits.
+        wait_fleet_admitted(applier, log)
+        gated_s = time.monotonic() - started
         delete_stack_jobs(applier)
         recorder = Recorder(applier, jobs, speedup=1.0)
         for job in jobs:
@@ -155,6 +166,7 @@ def main() -> int:
                 applier.apply(obj)
             recorder.submitted(job.name)
         submitted_s = recorder.now()
+        log(f"{len(jobs)} jobs submitted")
         deadline = time.monotonic() + options.timeout
         while time.monotonic() < deadline and any(r.admitted is None for r in recorder.results.values()):
             recorder.sample()
@@ -162,6 +174,7 @@ def main() -> int:
         recorder.sample()
         admitted = [r.admitted for r in recorder.results.values() if r.admitted is not None]
         all_admitted_s = max(admitted) if len(admitted) == len(jobs) else None
+        log(f"{len(admitted)} of {len(jobs)} jobs admitted; checking their placement, then timing verify")
         problems = check_jobs(recorder, applier)
         verify_s = time_verify(kubeconfig)
     finally:
@@ -174,6 +187,7 @@ def main() -> int:
         (f"all {len(jobs)} jobs admitted (as capacity frees)",
          f"{all_admitted_s:.0f} s" if all_admitted_s is not None else f"{len(admitted)} of {len(jobs)}",
          f"{ADMITTED_GOAL_S:.0f} s", all_admitted_s is not None and all_admitted_s <= ADMITTED_GOAL_S),
+        ("every GPU node through the health gate (from the start of `up`)", f"{gated_s:.0f} s", "-", True),
         ("admissions per second", f"{throughput:.2f}", "-", True),
         ("jobs whole, one pod per node, in one block, bound at admission",
          "all" if not problems else f"{len(problems)} problems: " + "; ".join(problems[:5]), "all", not problems),

@@ -295,7 +295,8 @@ class LocalCluster:
         elif wait == "hardware-reported":
             reported = report_accelerated_hardware(applier.core)
             if reported:
-                self.log(f"AcceleratedHardwareReady reported, for the node monitoring agent, on {', '.join(reported)}")
+                more = f" and {len(reported) - 3} more" if len(reported) > 3 else ""
+                self.log(f"AcceleratedHardwareReady reported, for the node monitoring agent, on {', '.join(reported[:3])}{more}")
         else:
             raise LocalClusterError(f"stage wait {wait!r} is not one the cluster knows", "report it with the command line")
 
@@ -378,13 +379,15 @@ def _check_allocatable(applier: Applier, nodes: list[dict[str, Any]]) -> None:
                                 "read the kwok log in the state folder")
 
 
+UNBOUND = "status.phase=Pending,spec.nodeName="
+"""The field selector of a pod no scheduler has bound yet."""
+
+
 def pending_pods(applier: Applier) -> list[dict[str, Any]]:
     """Pods not bound to a node, with the scheduler's latest reason."""
-    pods = applier.core.list_pod_for_all_namespaces(field_selector="status.phase=Pending").items
+    pods = applier.core.list_pod_for_all_namespaces(field_selector=UNBOUND).items
     pending = []
     for pod in pods:
-        if pod.spec.node_name:
-            continue
         reason = ""
         for condition in pod.status.conditions or []:
             if condition.type == "PodScheduled" and condition.status == "False":
@@ -393,15 +396,21 @@ def pending_pods(applier: Applier) -> list[dict[str, Any]]:
     return pending
 
 
+def _any_unbound(applier: Applier) -> bool:
+    """Whether any pod waits for the scheduler: one item asked for, read raw. With a fleet's
+    thousands of DaemonSet pods pending, the whole list every half second was most of the wait's
+    own cost and a good part of the API server's."""
+    response = applier.core.list_pod_for_all_namespaces(field_selector=UNBOUND, limit=1, _preload_content=False)
+    return bool(json.loads(response.data).get("items"))
+
+
 def wait_until_placed(applier: Applier, *, timeout: float, check: Callable[[], None]) -> None:
     """Wait until the controllers have made their pods and every pod is bound to a node."""
     deadline = time.monotonic() + timeout
     settled_since: Optional[float] = None
     while time.monotonic() < deadline:
         check()
-        pending = pending_pods(applier)
-        unmade = _workloads_without_pods(applier)
-        if not pending and not unmade:
+        if not _any_unbound(applier) and not _workloads_without_pods(applier):
             settled_since = settled_since or time.monotonic()
             if time.monotonic() - settled_since >= 2:
                 return

@@ -25,11 +25,14 @@ later (Karpenter's) and for agent pods that come and go, as the agent on each no
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
-from typing import Any, Optional
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Optional
 
 from ..aws.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
 from ..facts.gpu_nodes import GPU_RESOURCE
@@ -45,17 +48,49 @@ INTERVAL_SECONDS = 2
 SIMULATED_CHECK_SECONDS = 3
 """How long a simulated check runs once its pod is Running (DCGM level 2 takes about two minutes on
 a real node, docs/health.md)."""
+PATCH_WORKERS = 8
+"""Writes in flight at once: the client's connection pool holds more, and the API server answers
+them side by side."""
 CHECK_SELECTOR = ",".join(f"{key}={value}" for key, value in CHECK_LABELS.items())
 SIMULATED = "reported by the local cluster in place of the node monitoring agent, whose pod on this node runs no container"
 
 
-def _running_daemon_pods(core: Any, daemonset: str) -> set[str]:
-    nodes = set()
-    for pod in core.list_namespaced_pod(AGENT_NAMESPACE).items:
-        owners = pod.metadata.owner_references or []
-        if pod.status.phase == "Running" and any(o.kind == "DaemonSet" and o.name == daemonset for o in owners):
-            nodes.add(pod.spec.node_name)
+def _items(call: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    """A list call's items as the API server's JSON, served from its watch cache (``resourceVersion``
+    0): the client's models took most of the reporter's time at a thousand nodes, and each round
+    would otherwise be a read from etcd."""
+    response = call(*args, _preload_content=False, resource_version="0", **kwargs)
+    return list(json.loads(response.data).get("items") or [])
+
+
+def _running_daemon_pods(core: Any, apps: Any) -> dict[str, set[str]]:
+    """The nodes each of the agent's two DaemonSets has a Running pod on, listed by each one's own
+    selector: the namespace holds every node's kube-proxy, VPC CNI and EFA plugin pods too, three
+    times as many at a thousand nodes."""
+    nodes: dict[str, set[str]] = {name: set() for name in AGENT_DAEMONSETS}
+    for daemonset in _items(apps.list_namespaced_daemon_set, AGENT_NAMESPACE):
+        name = daemonset["metadata"]["name"]
+        labels = ((daemonset.get("spec") or {}).get("selector") or {}).get("matchLabels")
+        if name not in nodes or not labels:
+            continue
+        selector = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+        for pod in _items(core.list_namespaced_pod, AGENT_NAMESPACE, label_selector=selector, field_selector="status.phase=Running"):
+            if any(o.get("kind") == "DaemonSet" and o.get("name") == name for o in pod["metadata"].get("ownerReferences") or []):
+                nodes[name].add(pod["spec"].get("nodeName"))
     return nodes
+
+
+def _patch_all(patches: list[Callable[[], Any]]) -> None:
+    """Send the writes a few at a time, each answer left unread (``_preload_content=False``): at a
+    thousand nodes, one by one and each answer built into the client's models, a round took
+    minutes, while the gate waited on the check pods it ended."""
+    if len(patches) <= 1:
+        for patch in patches:
+            patch()
+        return
+    with ThreadPoolExecutor(max_workers=PATCH_WORKERS) as pool:
+        for future in [pool.submit(patch) for patch in patches]:
+            future.result()
 
 
 def accelerated_hardware_condition(*, host_engine: bool, now: str) -> dict[str, str]:
@@ -71,59 +106,69 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def report_accelerated_hardware(core: Any, recorded: Optional[dict[str, dict[str, Any]]] = None) -> list[str]:
+def report_accelerated_hardware(core: Any, recorded: Optional[dict[str, dict[str, Any]]] = None, *,
+                                apps: Any = None) -> list[str]:
     """Set the condition on every node with GPUs where the agent's pod runs, where it is missing or says
-    otherwise (a fault ``recorded`` for the node is reported as injected); the nodes it set."""
-    agents, engines = _running_daemon_pods(core, AGENT), _running_daemon_pods(core, HOST_ENGINE)
+    otherwise (a fault ``recorded`` for the node is reported as injected); the nodes it set.
+    ``apps`` reads the DaemonSets (default: an ``AppsV1Api`` of ``core``'s client)."""
+    if apps is None:
+        from kubernetes import client
+
+        apps = client.AppsV1Api(core.api_client)
+    running = _running_daemon_pods(core, apps)
+    agents, engines = running.get(AGENT, set()), running.get(HOST_ENGINE, set())
     now = _now()
-    reported = []
-    for node in core.list_node().items:
-        gpus = (node.status.capacity or {}).get(GPU_RESOURCE)
-        if not gpus or gpus == "0" or node.metadata.name not in agents:
+    reported: list[str] = []
+    patches: list[Callable[[], Any]] = []
+    for node in _items(core.list_node):
+        name = node["metadata"]["name"]
+        gpus = ((node.get("status") or {}).get("capacity") or {}).get(GPU_RESOURCE)
+        if not gpus or gpus == "0" or name not in agents:
             continue
-        conditions = [accelerated_hardware_condition(host_engine=node.metadata.name in engines, now=now)]
-        fault = recorded_condition(recorded or {}, node.metadata.name)
+        conditions = [accelerated_hardware_condition(host_engine=name in engines, now=now)]
+        fault = recorded_condition(recorded or {}, name)
         if fault is not None:
             conditions = [fault.condition(now)] + [c for c in conditions if c["type"] != fault.type]
-        current = {c.type: (c.status, c.reason) for c in node.status.conditions or []}
+        current = {c["type"]: (c.get("status"), c.get("reason")) for c in (node.get("status") or {}).get("conditions") or []}
         changed = [c for c in conditions if current.get(c["type"]) != (c["status"], c["reason"])]
         if not changed:
             continue
-        core.patch_node_status(node.metadata.name, {"status": {"conditions": changed}})
-        reported.append(node.metadata.name)
+        patches.append(partial(core.patch_node_status, name, {"status": {"conditions": changed}}, _preload_content=False))
+        reported.append(name)
+    _patch_all(patches)
     return reported
 
 
-def _terminated(container: Any, exit_code: int, message: str, now: str) -> dict[str, Any]:
+def _terminated(container: dict[str, Any], exit_code: int, message: str, now: str) -> dict[str, Any]:
     state = {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error", "startedAt": now, "finishedAt": now}
     if message:
         state["message"] = message
-    return {"name": container.name, "image": container.image, "imageID": "", "ready": False, "restartCount": 0,
+    return {"name": container["name"], "image": container.get("image", ""), "imageID": "", "ready": False, "restartCount": 0,
             "started": False, "state": {"terminated": state}}
 
 
-def _waiting(container: Any) -> dict[str, Any]:
-    return {"name": container.name, "image": container.image, "imageID": "", "ready": False, "restartCount": 0,
+def _waiting(container: dict[str, Any]) -> dict[str, Any]:
+    return {"name": container["name"], "image": container.get("image", ""), "imageID": "", "ready": False, "restartCount": 0,
             "started": False, "state": {"waiting": {"reason": "PodInitializing"}}}
 
 
-def check_pod_status(pod: Any, failing: Optional[str], now: str) -> dict[str, Any]:
+def check_pod_status(pod: dict[str, Any], failing: Optional[str], now: str) -> dict[str, Any]:
     """The status the kubelet reports for a check pod that ended: every container exited 0, or the
     ``failing`` check's container exited 1 (the containers after a failed init container never ran)."""
     init_statuses, statuses, failed = [], [], False
-    for container in pod.spec.init_containers or []:
+    for container in pod["spec"].get("initContainers") or []:
         if failed:
             init_statuses.append(_waiting(container))
             continue
-        failed = container.name == failing
-        init_statuses.append(_terminated(container, 1 if failed else 0, SIMULATED_CHECK_MESSAGES.get(container.name, "") if failed else "", now))
-    for container in pod.spec.containers:
+        failed = container["name"] == failing
+        init_statuses.append(_terminated(container, 1 if failed else 0, SIMULATED_CHECK_MESSAGES.get(container["name"], "") if failed else "", now))
+    for container in pod["spec"]["containers"]:
         if failed:
             statuses.append(_waiting(container))
             continue
-        fails = container.name == failing
+        fails = container["name"] == failing
         failed = failed or fails
-        statuses.append(_terminated(container, 1 if fails else 0, SIMULATED_CHECK_MESSAGES.get(container.name, "") if fails else "", now))
+        statuses.append(_terminated(container, 1 if fails else 0, SIMULATED_CHECK_MESSAGES.get(container["name"], "") if fails else "", now))
     status: dict[str, Any] = {"phase": "Failed" if failed else "Succeeded", "containerStatuses": statuses}
     if init_statuses:
         status["initContainerStatuses"] = init_statuses
@@ -135,21 +180,27 @@ def run_checks(core: Any, recorded: dict[str, dict[str, Any]], *, elapsed: Any) 
     """End every check pod that has been Running ``SIMULATED_CHECK_SECONDS`` (``elapsed(pod)`` says
     how long), passing or failing as the recorded faults say; the pods ended, with their verdict."""
     ended = []
-    pods = core.list_pod_for_all_namespaces(label_selector=CHECK_SELECTOR).items
-    nodes = {n.metadata.name: n for n in core.list_node().items} if pods else {}
+    pods = [pod for pod in _items(core.list_pod_for_all_namespaces, label_selector=CHECK_SELECTOR,
+                                  field_selector="status.phase=Running")
+            if not pod["metadata"].get("deletionTimestamp") and elapsed(pod) >= SIMULATED_CHECK_SECONDS]
+    nodes = {n["metadata"]["name"]: n for n in _items(core.list_node)} if pods else {}
+    patches: list[Callable[[], Any]] = []
     for pod in pods:
-        if pod.status.phase != "Running" or pod.metadata.deletion_timestamp or elapsed(pod) < SIMULATED_CHECK_SECONDS:
-            continue
-        node = nodes.get(pod.spec.node_name)
-        failing = simulated_check_failure(recorded, pod.spec.node_name, pool_of(node.metadata.labels) if node else None)
-        core.patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, {"status": check_pod_status(pod, failing, _now())})
-        ended.append(f"{pod.metadata.namespace}/{pod.metadata.name} on {pod.spec.node_name}: {'failed ' + failing if failing else 'passed'}")
+        meta, where = pod["metadata"], pod["spec"].get("nodeName")
+        node = nodes.get(where)
+        failing = simulated_check_failure(recorded, where, pool_of(node["metadata"].get("labels")) if node else None)
+        patches.append(partial(core.patch_namespaced_pod_status, meta["name"], meta["namespace"],
+                               {"status": check_pod_status(pod, failing, _now())}, _preload_content=False))
+        ended.append(f"{meta['namespace']}/{meta['name']} on {where}: {'failed ' + failing if failing else 'passed'}")
+    _patch_all(patches)
     return ended
 
 
-def _running_for(pod: Any) -> float:
-    started = pod.status.start_time
-    return (datetime.now(timezone.utc) - started).total_seconds() if started else 0.0
+def _running_for(pod: dict[str, Any]) -> float:
+    started = (pod.get("status") or {}).get("startTime")
+    if not started:
+        return 0.0
+    return (datetime.now(timezone.utc) - datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)).total_seconds()
 
 
 def node_health_process(layout: Layout) -> Process:
@@ -165,15 +216,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     from kubernetes import client, config
 
     api = config.new_client_from_config(config_file=options.kubeconfig)
-    core = client.CoreV1Api(api)
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     faults = Faults(core, client.CoordinationV1Api(api))
     while True:
         try:
             recorded = faults.recorded()
-            for node in report_accelerated_hardware(core, recorded):
-                print(f"reported {CONDITION} on {node}", flush=True)
+            # The checks first: the gate waits on them, and a fleet's first reports are many.
             for line in run_checks(core, recorded, elapsed=_running_for):
                 print(f"check {line}", flush=True)
+            for node in report_accelerated_hardware(core, recorded, apps=apps):
+                print(f"reported {CONDITION} on {node}", flush=True)
         except Exception as error:  # noqa: BLE001 - the API server restarting; try again next round
             print(f"could not report: {error}", flush=True)
         time.sleep(INTERVAL_SECONDS)

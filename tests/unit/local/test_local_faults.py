@@ -4,6 +4,7 @@ runner read, and the check pods' end as a kubelet reports it."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -43,15 +44,24 @@ def test_a_nodes_own_check_fault_comes_before_its_pools():
 
 
 def _container(name):
-    return SimpleNamespace(name=name, image=f"{name}:1")
+    return {"name": name, "image": f"{name}:1"}
 
 
-def _check_pod(name="check-1", node="a", phase="Running", started=True):
-    return SimpleNamespace(
-        metadata=SimpleNamespace(name=name, namespace="health-gate", deletion_timestamp=None),
-        spec=SimpleNamespace(node_name=node, init_containers=[_container("efa")], containers=[_container("dcgm")]),
-        status=SimpleNamespace(phase=phase, start_time=started),
-    )
+def _check_pod(name="check-1", node="a", phase="Running"):
+    return {"metadata": {"name": name, "namespace": "health-gate"},
+            "spec": {"nodeName": node, "initContainers": [_container("efa")], "containers": [_container("dcgm")]},
+            "status": {"phase": phase, "startTime": "2026-01-01T00:00:00Z"}}
+
+
+def _listed(items):
+    """A list call's response read raw (``_preload_content=False``), as the API server sends it."""
+    return SimpleNamespace(data=json.dumps({"items": items}).encode())
+
+
+def _running(pods, field_selector):
+    """What the API server answers to the reporter's phase field selector."""
+    assert field_selector == "status.phase=Running"
+    return [pod for pod in pods if pod["status"]["phase"] == "Running"]
 
 
 def _states(status, key):
@@ -77,33 +87,39 @@ class FakeCore:
     def __init__(self, pods, nodes=(), agent_nodes=()):
         self.pods, self.nodes, self.agent_nodes, self.patched = list(pods), list(nodes), agent_nodes, {}
 
-    def list_pod_for_all_namespaces(self, label_selector):
+    def list_pod_for_all_namespaces(self, label_selector, field_selector, **_):
         assert "health-check" in label_selector
-        return SimpleNamespace(items=self.pods)
+        return _listed(_running(self.pods, field_selector))
 
-    def list_namespaced_pod(self, namespace):
-        owner = [SimpleNamespace(kind="DaemonSet", name=name) for name in ("eks-node-monitoring-agent", "dcgm-server")]
-        return SimpleNamespace(items=[SimpleNamespace(metadata=SimpleNamespace(owner_references=[o]), spec=SimpleNamespace(node_name=n),
-                                                      status=SimpleNamespace(phase="Running")) for n in self.agent_nodes for o in owner])
+    def list_namespaced_pod(self, namespace, label_selector, field_selector, **_):
+        pods = [{"metadata": {"ownerReferences": [{"kind": "DaemonSet", "name": owner}]}, "spec": {"nodeName": node},
+                 "status": {"phase": "Running"}}
+                for node in self.agent_nodes for owner in ("eks-node-monitoring-agent", "dcgm-server")
+                if label_selector == f"app={owner}"]
+        return _listed(_running(pods, field_selector))
 
-    def list_node(self):
-        return SimpleNamespace(items=self.nodes)
+    def list_namespaced_daemon_set(self, namespace, **_):
+        return _listed([{"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"app": name}}}}
+                        for name in ("eks-node-monitoring-agent", "dcgm-server")])
 
-    def patch_namespaced_pod_status(self, name, namespace, body):
+    def list_node(self, **_):
+        return _listed(self.nodes)
+
+    def patch_namespaced_pod_status(self, name, namespace, body, **_):
         self.patched[name] = body["status"]
 
-    def patch_node_status(self, name, body):
+    def patch_node_status(self, name, body, **_):
         self.patched[name] = body["status"]["conditions"]
 
 
 def _node(name, pool="p5", conditions=()):
-    return SimpleNamespace(metadata=SimpleNamespace(name=name, labels={"eks-gpu-training/pool": pool}),
-                           status=SimpleNamespace(capacity={"nvidia.com/gpu": "8"}, conditions=list(conditions)))
+    return {"metadata": {"name": name, "labels": {"eks-gpu-training/pool": pool}},
+            "status": {"capacity": {"nvidia.com/gpu": "8"}, "conditions": list(conditions)}}
 
 
 def test_the_check_runner_ends_running_check_pods_once_they_ran_long_enough_as_the_faults_say():
     core = FakeCore([_check_pod("early", node="a"), _check_pod("due", node="a"), _check_pod("pending", phase="Pending")], [_node("a")])
-    ended = run_checks(core, {pool_key("p5"): {"checks": "dcgm"}}, elapsed=lambda pod: 0 if pod.metadata.name == "early" else 10)
+    ended = run_checks(core, {pool_key("p5"): {"checks": "dcgm"}}, elapsed=lambda pod: 0 if pod["metadata"]["name"] == "early" else 10)
     assert ended == ["health-gate/due on a: failed dcgm"]
     assert core.patched["due"]["phase"] == "Failed"
 
@@ -113,7 +129,7 @@ def test_the_simulated_agent_keeps_reporting_an_injected_fault_and_the_healthy_c
     recorded = {node_key("a"): {"condition": fault.__dict__}}
     assert recorded_condition(recorded, "a") == fault
     core = FakeCore([], [_node("a"), _node("b")], agent_nodes=("a", "b"))
-    assert report_accelerated_hardware(core, recorded) == ["a", "b"]
+    assert report_accelerated_hardware(core, recorded, apps=core) == ["a", "b"]
     assert [(c["status"], c["reason"]) for c in core.patched["a"]] == [("False", "NvidiaXID79Error")]
     assert [(c["status"], c["reason"]) for c in core.patched["b"]] == [("True", "LocalCluster")]
 

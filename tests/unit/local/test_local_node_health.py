@@ -3,34 +3,50 @@ only on GPU nodes where the agent's pod runs, False with DCGMError without the h
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 from eks_gpu_training.local.node_health import report_accelerated_hardware
 
 
 def _node(name: str, gpus: str | None, conditions=()):
-    return SimpleNamespace(metadata=SimpleNamespace(name=name),
-                           status=SimpleNamespace(capacity={"nvidia.com/gpu": gpus} if gpus else {"cpu": "4"},
-                                                  conditions=list(conditions)))
+    return {"metadata": {"name": name},
+            "status": {"capacity": {"nvidia.com/gpu": gpus} if gpus else {"cpu": "4"}, "conditions": list(conditions)}}
 
 
 def _pod(daemonset: str, node: str, phase: str = "Running"):
-    return SimpleNamespace(metadata=SimpleNamespace(owner_references=[SimpleNamespace(kind="DaemonSet", name=daemonset)]),
-                           spec=SimpleNamespace(node_name=node), status=SimpleNamespace(phase=phase))
+    return {"metadata": {"labels": {"app": daemonset}, "ownerReferences": [{"kind": "DaemonSet", "name": daemonset}]},
+            "spec": {"nodeName": node}, "status": {"phase": phase}}
+
+
+class FakeApps:
+    """The agent namespace's DaemonSets, each selecting its pods by their ``app`` label."""
+
+    def list_namespaced_daemon_set(self, namespace, **_):
+        assert namespace == "kube-system"
+        return _listed([{"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"app": name}}}}
+                        for name in ("eks-node-monitoring-agent", "dcgm-server", "kube-proxy")])
+
+
+def _listed(items):
+    """A list call's response read raw (``_preload_content=False``), as the API server sends it."""
+    return SimpleNamespace(data=json.dumps({"items": items}).encode())
 
 
 class FakeCore:
     def __init__(self, nodes, pods):
         self.nodes, self.pods, self.patched = nodes, pods, {}
 
-    def list_namespaced_pod(self, namespace):
-        assert namespace == "kube-system"
-        return SimpleNamespace(items=self.pods)
+    def list_namespaced_pod(self, namespace, label_selector, field_selector, **_):
+        assert (namespace, field_selector) == ("kube-system", "status.phase=Running")
+        # The API server's answer to those selectors.
+        return _listed([pod for pod in self.pods if pod["status"]["phase"] == "Running"
+                        and label_selector == f"app={pod['metadata']['labels']['app']}"])
 
-    def list_node(self):
-        return SimpleNamespace(items=self.nodes)
+    def list_node(self, **_):
+        return _listed(self.nodes)
 
-    def patch_node_status(self, name, body):
+    def patch_node_status(self, name, body, **_):
         self.patched[name] = body["status"]["conditions"][0]
 
 
@@ -42,14 +58,14 @@ def test_reports_healthy_gpus_where_the_agent_and_its_host_engine_run_and_dcgm_e
          _pod("dcgm-server", "gpu-2"), _pod("eks-node-monitoring-agent", "gpu-2", phase="Pending"),
          _pod("eks-node-monitoring-agent", "system-0")],
     )
-    assert report_accelerated_hardware(core) == ["gpu-0", "gpu-1"]
+    assert report_accelerated_hardware(core, apps=FakeApps()) == ["gpu-0", "gpu-1"]
     assert (core.patched["gpu-0"]["type"], core.patched["gpu-0"]["status"]) == ("AcceleratedHardwareReady", "True")
     assert (core.patched["gpu-1"]["status"], core.patched["gpu-1"]["reason"]) == ("False", "DCGMError")
 
 
 def test_leaves_a_condition_that_already_says_the_same_alone():
-    reported = SimpleNamespace(type="AcceleratedHardwareReady", status="True", reason="LocalCluster")
+    reported = {"type": "AcceleratedHardwareReady", "status": "True", "reason": "LocalCluster"}
     core = FakeCore([_node("gpu-0", "8", [reported])],
                     [_pod("eks-node-monitoring-agent", "gpu-0"), _pod("dcgm-server", "gpu-0")])
-    assert report_accelerated_hardware(core) == []
+    assert report_accelerated_hardware(core, apps=FakeApps()) == []
     assert core.patched == {}

@@ -9,6 +9,7 @@ its own namespace; and NodeClaims of the stack's Karpenter GPU pools.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Optional
 
 from .checks import check_job
@@ -34,21 +35,32 @@ class Cluster:
         self.batch: Any = client.BatchV1Api(api_client)
         self.custom: Any = client.CustomObjectsApi(api_client)
 
-    def _plain(self, obj: Any) -> Any:
-        return self.api.sanitize_for_serialization(obj)
+    @staticmethod
+    def _items(call: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        """A list's items as the API server's JSON: the client's models, and the dicts made back
+        from them, were most of a round at a thousand nodes."""
+        response = call(*args, _preload_content=False, **kwargs)
+        return list(json.loads(response.data).get("items") or [])
+
+    @staticmethod
+    def _send(call: Any, *args: Any, **kwargs: Any) -> None:
+        """A write whose answer the gate does not read (a refusal still raises ``ApiException``)."""
+        response = call(*args, _preload_content=False, **kwargs)
+        response.read()
+        response.release_conn()
 
     def settings(self, config_map: str) -> GateSettings:
         data = self.core.read_namespaced_config_map(config_map, self.namespace).data or {}
         return GateSettings.from_json(data.get(CONFIG_KEY, ""))
 
     def nodes(self) -> list[dict[str, Any]]:
-        return [self._plain(n) for n in self.core.list_node().items]
+        return self._items(self.core.list_node)
 
     def check_jobs(self) -> list[dict[str, Any]]:
-        return [self._plain(j) for j in self.batch.list_namespaced_job(self.namespace, label_selector=SELECTOR).items]
+        return self._items(self.batch.list_namespaced_job, self.namespace, label_selector=SELECTOR)
 
     def check_pods(self) -> list[dict[str, Any]]:
-        return [self._plain(p) for p in self.core.list_namespaced_pod(self.namespace, label_selector=SELECTOR).items]
+        return self._items(self.core.list_namespaced_pod, self.namespace, label_selector=SELECTOR)
 
     def nodeclaims(self, settings: GateSettings) -> list[dict[str, Any]]:
         if not settings.karpenter_pools:
@@ -66,13 +78,14 @@ class Cluster:
             body: dict[str, Any] = {"spec": {"taints": [dict(t) for t in action.taints] or None}}
             if action.resource_version:
                 body["metadata"] = {"resourceVersion": action.resource_version}
-            self.core.patch_node(action.node, body)
+            self._send(self.core.patch_node, action.node, body)
         elif isinstance(action, SetCondition):
             condition = {"type": CONDITION_TYPE, "status": action.status, "reason": action.reason,
                          "message": action.message, "lastHeartbeatTime": now, "lastTransitionTime": now}
-            self.core.patch_node_status(action.node, {"status": {"conditions": [condition]}})
+            self._send(self.core.patch_node_status, action.node, {"status": {"conditions": [condition]}})
         elif isinstance(action, DeleteCheck):
-            self._delete(lambda: self.batch.delete_namespaced_job(action.job, self.namespace, propagation_policy="Background"))
+            self._delete(lambda: self._send(self.batch.delete_namespaced_job, action.job, self.namespace,
+                                            propagation_policy="Background"))
         elif isinstance(action, DeleteNodeClaim):
             group, version, plural = NODECLAIMS
             self._delete(lambda: self.custom.delete_cluster_custom_object(group, version, plural, action.name))
@@ -81,7 +94,7 @@ class Cluster:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            self.batch.create_namespaced_job(self.namespace, job)
+            self._send(self.batch.create_namespaced_job, self.namespace, job)
         except ApiException as error:
             if error.status != 409:  # made by an earlier round: the next round reads it
                 raise

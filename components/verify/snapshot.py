@@ -23,8 +23,7 @@ PAGE_SIZE = 500
 """Objects per list call; the API server pages large lists (``limit`` and ``continue``)."""
 
 READERS = 4
-"""Resources read at once, each with its next page asked for ahead: eight connections at most,
-inside the client's pool (``urllib3`` warns when a pool overflows)."""
+"""Resources read at once, each with its next page asked for ahead: eight connections at most."""
 
 CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS = 10, 60
 """How long a read waits to connect and then for the answer: an endpoint that drops packets (a
@@ -99,6 +98,9 @@ def _api_client(kubeconfig: Optional[str], context: Optional[str]) -> Any:
     except Exception as error:  # noqa: BLE001 - the loader raises ConfigException, and an exec plugin anything
         raise ClusterUnreadable(f"kubeconfig: {_one_line(error)}") from None
     configuration.retries = CONNECT_RETRIES
+    # Every reader and the page it asks for ahead hold a connection at once; the client sizes its
+    # pool by the CPUs (five each), and urllib3 warns on stderr when a pool overflows.
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 2 * READERS)
     return client.ApiClient(configuration)
 
 

@@ -10,9 +10,9 @@ Kueue's configuration differs from the chart's default in six ways, each for tra
 - ``waitForPodsReady`` is on: a job must have every pod Ready within ``podsReadyTimeoutMinutes``
   of admission, else Kueue evicts and requeues it, with backoff, and gives its quota back; a
   running job that misses a Ready pod for ``recoveryTimeoutMinutes`` (its node NotReady) is
-  evicted and requeued the same way. With ``blockAdmission`` Kueue admits the next job only once
-  the last admitted one's pods are all Ready, so two jobs can never each hold part of the fleet
-  while waiting for the rest;
+  evicted and requeued the same way. With ``blockAdmission`` (``kueue.blockAdmission``, on by
+  default) Kueue admits the next job only once the last admitted one's pods are all Ready, so two
+  jobs can never each hold part of the fleet while waiting for the rest;
 - a job's failed or deleted node is replaced by topology-aware scheduling within what the job's
   topology request allows, and the job is evicted and requeued at once when no node qualifies
   (``TASFailedNodeReplacement`` and ``...FailFast``, set by ``kueue.failedNodeReplacement``);
@@ -146,7 +146,7 @@ def kueue_manager_config(config: KueueConfig, namespaces: Sequence[str], framewo
         "waitForPodsReady": {
             "timeout": f"{config.pods_ready_timeout_minutes}m",
             **({"recoveryTimeout": f"{config.recovery_timeout_minutes}m"} if config.recovery_timeout_minutes is not None else {}),
-            "blockAdmission": True,
+            "blockAdmission": config.block_admission,
             "requeuingStrategy": {
                 "timestamp": "Eviction",
                 "backoffBaseSeconds": REQUEUE_BACKOFF_BASE_SECONDS,

@@ -53,6 +53,8 @@ class KueueConfig(_Model):
     """`topology.k8s.aws/network-node-layer-N` the request names (3: the switch closest to the instances). Default: 3."""
     pods_ready_timeout_minutes: int = Field(default=PODS_READY_TIMEOUT_MINUTES, ge=1, le=1440)
     """Minutes after admission until all of a job's pods must be Ready, else it is evicted and requeued (cold GPU node plus a multi-GB image pull). Default: 30."""
+    block_admission: bool = True
+    """Admit the next job only once every admitted job's pods are Ready (Kueue's `waitForPodsReady.blockAdmission`, across all ClusterQueues), so two jobs never each hold part of the capacity they were admitted for; the cost is one admission per job start, twelve jobs an hour when each takes 5 minutes to start (docs/architecture.md). false: admissions run side by side; a topology-aware flavor still places each job on nodes Kueue counted free, while on a quota-only flavor (a Karpenter pool) two jobs may each wait for nodes the other holds until `podsReadyTimeoutMinutes` requeues one. Default: true."""
     recovery_timeout_minutes: Optional[int] = Field(default=RECOVERY_TIMEOUT_MINUTES, ge=1, le=1440)
     """Minutes a running job may miss a Ready pod (its node NotReady, a rank restarting) before Kueue evicts it and requeues it; `null` turns the requeue off (the job waits for its pods however long). Default: 15."""
     unreachable_node_seconds: Optional[int] = Field(default=UNREACHABLE_NODE_SECONDS, ge=0, le=3600)

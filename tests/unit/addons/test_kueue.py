@@ -223,6 +223,20 @@ def test_kueues_webhooks_see_only_the_training_namespaces_and_fail_closed_only_f
     assert config["integrations"]["frameworks"] == ["batch/job"]
 
 
+def test_admissions_can_run_side_by_side_and_a_changed_setting_rolls_kueues_manager(reference_dir):
+    """``kueue.blockAdmission: false`` reaches Kueue's configuration; the chart stamps the
+    manager's pods with a checksum of that configuration, so ``pulumi up`` of the change restarts
+    Kueue's manager with it (a Helm upgrade in place) rather than leaving the old setting running."""
+    values = raw()
+    values["kueue"]["blockAdmission"] = False
+    args = parse_platform_args(values)
+    assert args.kueue.block_admission is False
+    assert kueue_manager_config(args.kueue, ["training"])["waitForPodsReady"]["blockAdmission"] is False
+    assert kueue_manager_config(KueueConfig(), ["training"])["waitForPodsReady"]["blockAdmission"] is True
+    manager = (reference_dir / "charts" / "kueue-0.19.2" / "templates" / "manager" / "manager.yaml").read_text()
+    assert 'config-checksum: {{ include (print .Template.BasePath "/manager/manager-config.yaml") . | sha256sum }}' in manager
+
+
 def test_without_training_namespaces_kueue_manages_no_jobs():
     values = raw()
     values["scheduling"]["namespaces"] = []

@@ -218,9 +218,11 @@ class Recorder:
                     result.wait_reason = str(reserved["message"])
             if conditions.get("Admitted") == "True":
                 admitted.add(name)
-                if result.admitted is None:
-                    result.admitted = now
-                    result.wait_s = max(0.0, now - (result.submitted or 0.0))
+            if result.admitted is None and _was_admitted(conditions, found):
+                # Seen admitted now at the latest: between two samples a workload can be admitted,
+                # run and lose its reservation as it finishes (Kueue 0.19 unsets it then).
+                result.admitted = now
+                result.wait_s = max(0.0, now - (result.submitted or 0.0))
             if conditions.get("Finished") == "True" and result.finished is None:
                 result.finished = now
         pods = _items(self.applier.core.list_pod_for_all_namespaces, label_selector=TRACE_JOB_LABEL)
@@ -301,6 +303,13 @@ def _items(call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str
     at most, and no read of etcd every second beside the fleet being measured."""
     response = call(*args, _preload_content=False, resource_version="0", **kwargs)
     return list(json.loads(response.data).get("items") or [])
+
+
+def _was_admitted(conditions: dict[str, str], found: list[dict[str, Any]]) -> bool:
+    """Whether a Workload's conditions show it admitted now or at some time: Admitted, or its pods
+    Ready (Kueue makes them only once it admits), or finished with every pod succeeded."""
+    succeeded = any(c["type"] == "Finished" and c["status"] == "True" and c.get("reason") == "Succeeded" for c in found)
+    return conditions.get("Admitted") == "True" or conditions.get("PodsReady") == "True" or succeeded
 
 
 def _trace_job_of(workload: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ from harness import stack_config
 from eks_gpu_training.config import ConfigError
 from eks_gpu_training.local.control_plane import COMPLETE_DELAY_ANNOTATION, kwok_stages
 from eks_gpu_training.local.scale import scaled_stack
-from eks_gpu_training.local.simulate import TRACE_JOB_LABEL, Report, JobResult, job_objects, table, write_report
+from eks_gpu_training.local.simulate import TRACE_JOB_LABEL, Report, JobResult, _was_admitted, job_objects, table, write_report
 from eks_gpu_training.local.trace import check_rows, parse_duration, read_trace
 from eks_gpu_training.platform.loading import platform_args_from_settings
 from eks_gpu_training.platform.stack_files import locate_stack
@@ -177,3 +177,16 @@ def test_the_report_is_a_table_json_and_a_plot(tmp_path):
     assert document["pools"][0]["name"] == "p5-training"
     assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert written == [tmp_path / "report.json", tmp_path / "report.png"]
+
+
+@pytest.mark.parametrize(("conditions", "admitted"), [
+    ([("Admitted", "True", "Admitted")], True),
+    # Admitted, ran and lost its reservation as it finished, all between two samples (seen with Kueue 0.19).
+    ([("Admitted", "False", "NoReservation"), ("PodsReady", "True", "Started"), ("Finished", "True", "Succeeded")], True),
+    ([("Admitted", "False", "NoReservation"), ("Finished", "True", "Succeeded")], True),
+    ([("QuotaReserved", "False", "Pending")], False),
+    ([("Finished", "True", "Failed")], False),
+])
+def test_a_workload_counts_as_admitted_once_its_conditions_show_it_was(conditions, admitted):
+    found = [{"type": kind, "status": status, "reason": reason} for kind, status, reason in conditions]
+    assert _was_admitted({c["type"]: c["status"] for c in found}, found) is admitted

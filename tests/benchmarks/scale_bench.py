@@ -171,8 +171,14 @@ def main() -> int:
         submitted_s = recorder.now()
         log(f"{len(jobs)} jobs submitted")
         deadline = time.monotonic() + options.timeout
+        said = time.monotonic()
         while time.monotonic() < deadline and any(r.admitted is None for r in recorder.results.values()):
             recorder.sample()
+            if time.monotonic() - said >= 60:
+                waiting = [r.name for r in recorder.results.values() if r.admitted is None]
+                log(f"{len(jobs) - len(waiting)} of {len(jobs)} jobs admitted; waiting for {', '.join(waiting[:3])}"
+                    + (f" and {len(waiting) - 3} more" if len(waiting) > 3 else ""))
+                said = time.monotonic()
             time.sleep(1.0)
         recorder.sample()
         admitted = [r.admitted for r in recorder.results.values() if r.admitted is not None]

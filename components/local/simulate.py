@@ -219,8 +219,8 @@ class Recorder:
             if conditions.get("Admitted") == "True":
                 admitted.add(name)
             if result.admitted is None and _was_admitted(conditions, found):
-                # Seen admitted now at the latest: between two samples a workload can be admitted,
-                # run and lose its reservation as it finishes (Kueue 0.19 unsets it then).
+                # Admitted by now at the latest. A workload can end with its reservation unset as it
+                # finishes (Kueue 0.19), and the samples may never have caught it Admitted.
                 result.admitted = now
                 result.wait_s = max(0.0, now - (result.submitted or 0.0))
             if conditions.get("Finished") == "True" and result.finished is None:

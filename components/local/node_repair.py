@@ -40,6 +40,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..config import GpuTrainingPlatformArgs, node_repair_settings
 from ..facts.gpu_nodes import GPU_POOL_KEY
+from ..healthgate.kube import list_items, send
 from ..offline.node_conditions import REPAIR_AFTER_MINUTES
 from .fleet import SimulatedNode
 from .layout import File, Layout
@@ -198,7 +199,7 @@ class Repairer:
             self.log(line)
 
     def _nodes(self) -> list[dict[str, Any]]:
-        return json.loads(self.core.list_node(_preload_content=False).data)["items"]
+        return list_items(self.core.list_node)
 
     def round(self, now: datetime) -> None:
         nodes = self._nodes()
@@ -220,7 +221,7 @@ class Repairer:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            self.core.create_node(manifest, _preload_content=False)
+            send(self.core.create_node, manifest)
         except ApiException as error:
             if error.status != 409:
                 raise
@@ -229,9 +230,8 @@ class Repairer:
         from kubernetes.client.exceptions import ApiException
 
         name = node["metadata"]["name"]
-        listed = json.loads(self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}",
-                                                                  _preload_content=False).data)["items"]
-        moved = [pod for pod in listed if drained(pod)]
+        moved = [pod for pod in list_items(self.core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={name}")
+                 if drained(pod)]
         for pod in [p for p in moved if not p["metadata"].get("deletionTimestamp")]:
             meta = pod["metadata"]
             eviction = {"apiVersion": "policy/v1", "kind": "Eviction",

@@ -74,6 +74,8 @@ def run_round(cluster: Cluster, config_map: str) -> list[str]:
     for index, action in enumerate(actions):
         node = getattr(action, "node", None)
         groups.setdefault(("node", node) if node is not None else ("action", index), []).append(action)
+    if len(groups) <= 1:
+        return [line for group in groups.values() for line in _apply_in_order(cluster, group, settings, stamp)]
     with ThreadPoolExecutor(max_workers=WRITERS) as pool:
         results = [pool.submit(_apply_in_order, cluster, group, settings, stamp) for group in groups.values()]
         return [line for result in results for line in result.result()]

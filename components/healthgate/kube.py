@@ -20,23 +20,6 @@ NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
 SELECTOR = ",".join(f"{key}={value}" for key, value in CHECK_LABELS.items())
 
 
-def list_items(call: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-    """A list call's items as the API server's JSON: the client's models, and the dicts made back
-    from them, were most of a gate round at a thousand nodes. Reading the body to its end returns
-    the connection to the client's pool."""
-    response = call(*args, _preload_content=False, **kwargs)
-    return list(json.loads(response.data).get("items") or [])
-
-
-def send(call: Any, *args: Any, **kwargs: Any) -> None:
-    """A write whose answer is not parsed into the client's models, only read, so its connection
-    goes back to the pool (an unread answer keeps it, and the next write opens another); a refusal
-    still raises ``ApiException``."""
-    response = call(*args, _preload_content=False, **kwargs)
-    response.read()
-    response.release_conn()
-
-
 class Cluster:
     """The API server, through one client (in-cluster, or a kubeconfig's identity, optionally
     impersonating the gate's ServiceAccount)."""
@@ -52,18 +35,32 @@ class Cluster:
         self.batch: Any = client.BatchV1Api(api_client)
         self.custom: Any = client.CustomObjectsApi(api_client)
 
+    @staticmethod
+    def _items(call: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        """A list's items as the API server's JSON: the client's models, and the dicts made back
+        from them, were most of a round at a thousand nodes."""
+        response = call(*args, _preload_content=False, **kwargs)
+        return list(json.loads(response.data).get("items") or [])
+
+    @staticmethod
+    def _send(call: Any, *args: Any, **kwargs: Any) -> None:
+        """A write whose answer the gate does not read (a refusal still raises ``ApiException``)."""
+        response = call(*args, _preload_content=False, **kwargs)
+        response.read()
+        response.release_conn()
+
     def settings(self, config_map: str) -> GateSettings:
         data = self.core.read_namespaced_config_map(config_map, self.namespace).data or {}
         return GateSettings.from_json(data.get(CONFIG_KEY, ""))
 
     def nodes(self) -> list[dict[str, Any]]:
-        return list_items(self.core.list_node)
+        return self._items(self.core.list_node)
 
     def check_jobs(self) -> list[dict[str, Any]]:
-        return list_items(self.batch.list_namespaced_job, self.namespace, label_selector=SELECTOR)
+        return self._items(self.batch.list_namespaced_job, self.namespace, label_selector=SELECTOR)
 
     def check_pods(self) -> list[dict[str, Any]]:
-        return list_items(self.core.list_namespaced_pod, self.namespace, label_selector=SELECTOR)
+        return self._items(self.core.list_namespaced_pod, self.namespace, label_selector=SELECTOR)
 
     def nodeclaims(self, settings: GateSettings) -> list[dict[str, Any]]:
         if not settings.karpenter_pools:
@@ -81,13 +78,13 @@ class Cluster:
             body: dict[str, Any] = {"spec": {"taints": [dict(t) for t in action.taints] or None}}
             if action.resource_version:
                 body["metadata"] = {"resourceVersion": action.resource_version}
-            send(self.core.patch_node, action.node, body)
+            self._send(self.core.patch_node, action.node, body)
         elif isinstance(action, SetCondition):
             condition = {"type": CONDITION_TYPE, "status": action.status, "reason": action.reason,
                          "message": action.message, "lastHeartbeatTime": now, "lastTransitionTime": now}
-            send(self.core.patch_node_status, action.node, {"status": {"conditions": [condition]}})
+            self._send(self.core.patch_node_status, action.node, {"status": {"conditions": [condition]}})
         elif isinstance(action, DeleteCheck):
-            self._delete(lambda: send(self.batch.delete_namespaced_job, action.job, self.namespace,
+            self._delete(lambda: self._send(self.batch.delete_namespaced_job, action.job, self.namespace,
                                             propagation_policy="Background"))
         elif isinstance(action, DeleteNodeClaim):
             group, version, plural = NODECLAIMS
@@ -97,7 +94,7 @@ class Cluster:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            send(self.batch.create_namespaced_job, self.namespace, job)
+            self._send(self.batch.create_namespaced_job, self.namespace, job)
         except ApiException as error:
             if error.status != 409:  # made by an earlier round: the next round reads it
                 raise

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..config import GpuTrainingPlatformArgs
-from ..healthgate.kube import list_items, send
 from ..offline.chart_sources import ChartSources, ChartUnavailable
 from ..offline.commands import collection_paused
 from ..offline.engine import PlausibleMocks, Registration
@@ -348,8 +347,8 @@ def _create_node(applier: Applier, node: dict[str, Any]) -> None:
     from kubernetes.client.exceptions import ApiException
 
     try:
-        # Not parsed: building the created node into the client's models is CPU the control plane wants.
-        send(applier.core.create_node, node)
+        # Not read back: parsing the created node into the client's models is CPU the control plane wants.
+        applier.core.create_node(node, _preload_content=False)
     except ApiException as error:
         if error.status != 409:
             raise
@@ -364,8 +363,8 @@ def _check_allocatable(applier: Applier, nodes: list[dict[str, Any]]) -> None:
     from ..facts.quantity import parse_quantity
 
     # One list, read as JSON, rather than a read (and a parse into the client's models) per node.
-    allocatable = {item["metadata"]["name"]: (item.get("status") or {}).get("allocatable") or {}
-                   for item in list_items(applier.core.list_node)}
+    listed = json.loads(applier.core.list_node(_preload_content=False).data)["items"]
+    allocatable = {item["metadata"]["name"]: (item.get("status") or {}).get("allocatable") or {} for item in listed}
     wrong = []
     for node in nodes:
         name, wanted = node["metadata"]["name"], node["status"]["allocatable"]
@@ -401,7 +400,8 @@ def _any_unbound(applier: Applier) -> bool:
     """Whether any pod waits for the scheduler: one item asked for, read raw. With a fleet's
     thousands of DaemonSet pods pending, the whole list every half second was most of the wait's
     own cost and a good part of the API server's."""
-    return bool(list_items(applier.core.list_pod_for_all_namespaces, field_selector=UNBOUND, limit=1))
+    response = applier.core.list_pod_for_all_namespaces(field_selector=UNBOUND, limit=1, _preload_content=False)
+    return bool(json.loads(response.data).get("items"))
 
 
 def wait_until_placed(applier: Applier, *, timeout: float, check: Callable[[], None]) -> None:

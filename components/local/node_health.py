@@ -25,17 +25,17 @@ later (Karpenter's) and for agent pods that come and go, as the agent on each no
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 from ..aws.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
 from ..facts.gpu_nodes import GPU_RESOURCE
-from ..healthgate.kube import list_items, send
 from ..healthgate.settings import CHECK_LABELS, pool_of
 from .faults import SIMULATED_CHECK_MESSAGES, Faults, recorded_condition, simulated_check_failure
 from .layout import Layout
@@ -59,7 +59,8 @@ def _items(call: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
     """A list call's items as the API server's JSON, served from its watch cache (``resourceVersion``
     0): the client's models took most of the reporter's time at a thousand nodes, and each round
     would otherwise be a read from etcd."""
-    return list_items(call, *args, resource_version="0", **kwargs)
+    response = call(*args, _preload_content=False, resource_version="0", **kwargs)
+    return list(json.loads(response.data).get("items") or [])
 
 
 def _running_daemon_pods(core: Any, apps: Any) -> dict[str, set[str]]:
@@ -80,9 +81,13 @@ def _running_daemon_pods(core: Any, apps: Any) -> dict[str, set[str]]:
 
 
 def _patch_all(patches: list[Callable[[], Any]]) -> None:
-    """Send the writes a few at a time, each answer read but not parsed (``send``): at a thousand
-    nodes, one by one and each answer built into the client's models, a round took minutes, while
-    the gate waited on the check pods it ended."""
+    """Send the writes a few at a time, each answer left unread (``_preload_content=False``): at a
+    thousand nodes, one by one and each answer built into the client's models, a round took
+    minutes, while the gate waited on the check pods it ended."""
+    if len(patches) <= 1:
+        for patch in patches:
+            patch()
+        return
     with ThreadPoolExecutor(max_workers=PATCH_WORKERS) as pool:
         for future in [pool.submit(patch) for patch in patches]:
             future.result()
@@ -128,7 +133,7 @@ def report_accelerated_hardware(core: Any, recorded: Optional[dict[str, dict[str
         changed = [c for c in conditions if current.get(c["type"]) != (c["status"], c["reason"])]
         if not changed:
             continue
-        patches.append(partial(send, core.patch_node_status, name, {"status": {"conditions": changed}}))
+        patches.append(partial(core.patch_node_status, name, {"status": {"conditions": changed}}, _preload_content=False))
         reported.append(name)
     _patch_all(patches)
     return reported
@@ -184,8 +189,8 @@ def run_checks(core: Any, recorded: dict[str, dict[str, Any]], *, elapsed: Any) 
         meta, where = pod["metadata"], pod["spec"].get("nodeName")
         node = nodes.get(where)
         failing = simulated_check_failure(recorded, where, pool_of(node["metadata"].get("labels")) if node else None)
-        patches.append(partial(send, core.patch_namespaced_pod_status, meta["name"], meta["namespace"],
-                               {"status": check_pod_status(pod, failing, _now())}))
+        patches.append(partial(core.patch_namespaced_pod_status, meta["name"], meta["namespace"],
+                               {"status": check_pod_status(pod, failing, _now())}, _preload_content=False))
         ended.append(f"{meta['namespace']}/{meta['name']} on {where}: {'failed ' + failing if failing else 'passed'}")
     _patch_all(patches)
     return ended

@@ -40,7 +40,6 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..config import GpuTrainingPlatformArgs, node_repair_settings
 from ..facts.gpu_nodes import GPU_POOL_KEY
-from ..healthgate.kube import list_items, send
 from ..offline.node_conditions import REPAIR_AFTER_MINUTES
 from .fleet import SimulatedNode
 from .layout import File, Layout
@@ -199,7 +198,7 @@ class Repairer:
             self.log(line)
 
     def _nodes(self) -> list[dict[str, Any]]:
-        return list_items(self.core.list_node)
+        return json.loads(self.core.list_node(_preload_content=False).data)["items"]
 
     def round(self, now: datetime) -> None:
         nodes = self._nodes()
@@ -221,7 +220,7 @@ class Repairer:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            send(self.core.create_node, manifest)
+            self.core.create_node(manifest, _preload_content=False)
         except ApiException as error:
             if error.status != 409:
                 raise
@@ -230,8 +229,9 @@ class Repairer:
         from kubernetes.client.exceptions import ApiException
 
         name = node["metadata"]["name"]
-        moved = [pod for pod in list_items(self.core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={name}")
-                 if drained(pod)]
+        listed = json.loads(self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}",
+                                                                  _preload_content=False).data)["items"]
+        moved = [pod for pod in listed if drained(pod)]
         for pod in [p for p in moved if not p["metadata"].get("deletionTimestamp")]:
             meta = pod["metadata"]
             eviction = {"apiVersion": "policy/v1", "kind": "Eviction",

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from harness import stack_config
-from raw_answers import RawAnswer
 
 from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
 from eks_gpu_training.facts.gpu_nodes import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, network_layer_key
@@ -261,7 +260,6 @@ def test_a_simulated_node_is_created_with_its_status_in_one_call(prod_render):
     class Core:
         def create_node(self, body, **options):
             calls.append(("create", body))
-            return RawAnswer()
 
     class Applier:
         core = Core()
@@ -285,7 +283,6 @@ def test_simulated_nodes_are_created_side_by_side_each_whole(prod_render):
         def create_node(self, body, **options):
             together.wait()
             created.append(body["metadata"]["name"])
-            return RawAnswer()
 
     class Applier:
         core = Core()

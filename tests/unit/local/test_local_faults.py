@@ -4,8 +4,10 @@ runner read, and the check pods' end as a kubelet reports it."""
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
+
 import pytest
-from raw_answers import RawAnswer, listed
 
 from eks_gpu_training.local.__main__ import main
 from eks_gpu_training.local.faults import (
@@ -51,6 +53,11 @@ def _check_pod(name="check-1", node="a", phase="Running"):
             "status": {"phase": phase, "startTime": "2026-01-01T00:00:00Z"}}
 
 
+def _listed(items):
+    """A list call's response read raw (``_preload_content=False``), as the API server sends it."""
+    return SimpleNamespace(data=json.dumps({"items": items}).encode())
+
+
 def _running(pods, field_selector):
     """What the API server answers to the reporter's phase field selector."""
     assert field_selector == "status.phase=Running"
@@ -82,29 +89,27 @@ class FakeCore:
 
     def list_pod_for_all_namespaces(self, label_selector, field_selector, **_):
         assert "health-check" in label_selector
-        return listed(_running(self.pods, field_selector))
+        return _listed(_running(self.pods, field_selector))
 
     def list_namespaced_pod(self, namespace, label_selector, field_selector, **_):
         pods = [{"metadata": {"ownerReferences": [{"kind": "DaemonSet", "name": owner}]}, "spec": {"nodeName": node},
                  "status": {"phase": "Running"}}
                 for node in self.agent_nodes for owner in ("eks-node-monitoring-agent", "dcgm-server")
                 if label_selector == f"app={owner}"]
-        return listed(_running(pods, field_selector))
+        return _listed(_running(pods, field_selector))
 
     def list_namespaced_daemon_set(self, namespace, **_):
-        return listed([{"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"app": name}}}}
+        return _listed([{"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"app": name}}}}
                         for name in ("eks-node-monitoring-agent", "dcgm-server")])
 
     def list_node(self, **_):
-        return listed(self.nodes)
+        return _listed(self.nodes)
 
     def patch_namespaced_pod_status(self, name, namespace, body, **_):
         self.patched[name] = body["status"]
-        return RawAnswer()
 
     def patch_node_status(self, name, body, **_):
         self.patched[name] = body["status"]["conditions"]
-        return RawAnswer()
 
 
 def _node(name, pool="p5", conditions=()):

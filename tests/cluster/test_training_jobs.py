@@ -1,6 +1,6 @@
-"""The stacks' training jobs as Kueue, the scheduler, the disruption controller and Karpenter
-treat them: admitted whole or not at all, one pod per node, close together on the network,
-protected from eviction, and on Karpenter's nodes within the pool's GPU limit."""
+"""The stacks' training jobs as Kueue, the scheduler and the disruption controller treat them:
+admitted whole or not at all, one pod per node, close together on the network, protected from
+eviction, and waiting in Kueue beyond a namespace's cap. Karpenter's side is ``test_karpenter``."""
 
 from __future__ import annotations
 
@@ -146,43 +146,6 @@ def _waits_for_quota(cluster, *, parallelism: int) -> None:
         cluster.env.delete_job(namespace, name)
 
 
-@pytest.fixture
-def karpenter_pool(dev_cluster):
-    """Dev's Karpenter NodePool with consolidateAfter shortened to seconds (dev's own 10m would
-    make the test wait ten minutes); restored afterwards."""
-    env = dev_cluster.env
-    nodepool = env.get("karpenter.sh/v1", "NodePool", "gpu-training")
-    original = nodepool["spec"]["disruption"]["consolidateAfter"]
-    env.custom.patch_cluster_custom_object("karpenter.sh", "v1", "nodepools", "gpu-training",
-                                           {"spec": {"disruption": {"consolidateAfter": "10s"}}})
-    # Nodes an earlier test's jobs left (dev's own 10m would keep them) go first.
-    wait_for(lambda: not _karpenter_nodes(env), what="the Karpenter pool empty before the test", timeout=120)
-    yield nodepool
-    env.custom.patch_cluster_custom_object("karpenter.sh", "v1", "nodepools", "gpu-training",
-                                           {"spec": {"disruption": {"consolidateAfter": original}}})
-
-
-def _karpenter_nodes(env):
-    return env.nodes("karpenter.sh/nodepool=gpu-training")
-
-
-def test_karpenter_launches_a_node_for_devs_job_and_removes_it_after_consolidate_after(dev_cluster, karpenter_pool):
-    env = dev_cluster.env
-    assert not _karpenter_nodes(env), "the Karpenter pool starts empty"
-    namespace, name = dev_cluster.submit_run("rl-training")
-    try:
-        pods = env.expect_job_running(namespace, name, 1)
-        node = env.core.read_node(pods[0].spec.node_name)
-        labels = node.metadata.labels
-        assert labels["karpenter.sh/nodepool"] == "gpu-training"
-        assert labels["node.kubernetes.io/instance-type"] == "g6e.xlarge"
-        assert labels["role"] == "gpu-training"
-        assert ("nvidia.com/gpu", "true", "NoSchedule") in [(t.key, t.value, t.effect) for t in node.spec.taints]
-    finally:
-        env.delete_job(namespace, name)
-    wait_for(lambda: not _karpenter_nodes(env), what="Karpenter removing the empty node", timeout=120)
-
-
 @pytest.fixture(scope="module")
 def prod_capped_cluster(tmp_path_factory):
     """Prod without teams (the training namespace and its Job app alone, a ClusterQueue of its own),
@@ -202,35 +165,3 @@ def test_a_job_beyond_an_explicit_namespace_cap_waits_in_kueue_instead_of_being_
     assert prod_capped_cluster.gpu_quota("training") == 16
     # Three nodes' worth: within the fleet (two managed nodes and Karpenter's 16 GPUs), beyond the cap.
     _waits_for_quota(prod_capped_cluster, parallelism=3)
-
-
-def test_karpenter_never_launches_past_the_pools_gpu_limit_and_a_raised_limit_lets_the_waiting_pod_through(
-        dev_cluster, karpenter_pool):
-    """One pod more than the pool's GPU limit allows waits while Karpenter holds at the limit. Its
-    broken variant follows on the same nodes: the limit raised by one, the pod that waited gets its
-    node, so the limit is what held Karpenter back (one launch and one consolidation for both)."""
-    env = dev_cluster.env
-    limit = int(karpenter_pool["spec"]["limits"][GPU_RESOURCE])
-    env.ensure_namespace("karpenter-probe")
-    names = [unique("gpu-demand") for _ in range(limit + 1)]
-
-    def placed() -> int:
-        return len([p for p in env.pods("karpenter-probe") if p.spec.node_name])
-
-    for pod in names:
-        env.apply(pod_manifest(pod, "karpenter-probe", requests={GPU_RESOURCE: "1"}, tolerations=[gpu_toleration()],
-                               node_selector={"karpenter.sh/nodepool": "gpu-training"}))
-    try:
-        wait_for(lambda: placed() == limit, what=f"{limit} pods placed on Karpenter nodes", timeout=120)
-        holds_for(lambda: len(_karpenter_nodes(env)) == limit and placed() == limit,
-                  seconds=15, what=f"Karpenter holding at {limit} GPUs with one pod waiting")
-        env.custom.patch_cluster_custom_object("karpenter.sh", "v1", "nodepools", "gpu-training",
-                                               {"spec": {"limits": {GPU_RESOURCE: str(limit + 1)}}})
-        wait_for(lambda: placed() == limit + 1, what=f"with the limit raised to {limit + 1}, all {limit + 1} pods placed",
-                 timeout=120)
-    finally:
-        for pod in names:
-            env.delete_pod("karpenter-probe", pod)
-        env.custom.patch_cluster_custom_object("karpenter.sh", "v1", "nodepools", "gpu-training",
-                                               {"spec": {"limits": {GPU_RESOURCE: str(limit)}}})
-    wait_for(lambda: not _karpenter_nodes(env), what="Karpenter removing the empty nodes", timeout=120)

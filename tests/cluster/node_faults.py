@@ -11,7 +11,7 @@ The recovery bounds are the ones docs/health.md ("When a node fails during a job
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -40,17 +40,22 @@ GATE_BOUND_SECONDS = 60
 next round lifting the taint."""
 
 
-@pytest.fixture(scope="module")
-def prod_faults_cluster(tmp_path_factory):
+def faults_cluster(tmp_path_factory, **kueue: Any) -> Iterator[RunningCluster]:
     """Prod's stack with its GPU pool grown to three nodes (``up --scale 3``), and the pool's node
     auto repair off: its simulation would replace a node these tests fail and then clear
-    (``test_node_repair`` follows the repair)."""
+    (``test_node_repair`` follows the repair). ``kueue`` changes settings of the stack's ``kueue``."""
     folder = tmp_path_factory.mktemp("local-prod-faults")
 
     def change(config):
         config["eks-gpu-training:gpuNodeGroups"][0]["nodeRepair"] = {"enabled": False}
+        config.setdefault("eks-gpu-training:kueue", {}).update(kueue)
 
     yield from start("prod", folder / "state", stack_path=stack_variant(folder, "prod", change), scale=3)
+
+
+@pytest.fixture(scope="module")
+def prod_faults_cluster(tmp_path_factory):
+    yield from faults_cluster(tmp_path_factory)
 
 
 class Unset:

@@ -21,6 +21,7 @@ from eks_gpu_training.platform.stack_files import StackFile, locate_stack, stack
 from eks_gpu_training.workloads.job_sets import training_jobset
 from eks_gpu_training.workloads.scheduling_policies import QUOTA_NAME, training_job_spec
 
+import start_slots
 from environment import Environment
 from kueue import KUEUE_API
 from manifests import submitted_group_run, submitted_run, unique
@@ -127,12 +128,14 @@ def stack_variant(folder: Path, stack: str, change: Callable[[dict[str, Any]], N
 def start(stack: str, state: Path, *, stack_path: Optional[Path] = None, bare: bool = False,
           scale: Optional[int] = None) -> Iterator[RunningCluster]:
     """A local cluster of ``stack`` (from ``stack_path`` when given; its GPU pools grown to ``scale``
-    nodes, as ``up --scale``) for as long as the caller iterates, stopped afterwards whatever happened."""
+    nodes, as ``up --scale``) for as long as the caller iterates, stopped afterwards whatever happened.
+    It starts in one of the session's start slots (``start_slots``)."""
     _require_prerequisites()
     cluster = LocalCluster(stack, state, project_root=PROJECT_ROOT, stack_path=stack_path, scale=scale,
                            log=lambda line: print(f"[{stack}] {line}"), attached=True)
     try:
-        cluster.up(bare=bare)
+        with start_slots.start_slot():
+            cluster.up(bare=bare)
     except Exception:
         cluster.down()
         raise

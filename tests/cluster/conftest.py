@@ -9,7 +9,9 @@ never skipped: CI must run it).
 from __future__ import annotations
 
 import pytest
+from xdist.scheduler import LoadGroupScheduling
 
+import start_slots
 from clusters import RunningCluster, start
 # The fault modules' fixtures: module-scoped, so each of test_node_faults, test_node_loss and
 # test_node_unreachable gets a grown pool of its own (node_faults says why).
@@ -31,51 +33,83 @@ def any_cluster(request):
     return request.getfixturevalue(f"{request.param}_cluster")
 
 
+SECOND_SESSION = {"prod": ("test_admission_policies", "test_training_jobs", "test_verify", "test_priority_and_quota")}
+"""Modules whose tests on a stack's session cluster form a second group of that stack,
+``<stack>-2``: on another worker, a session cluster of its own. Prod's 78 tests took 260 s on one
+cluster; in two halves each takes about half, for one more cluster start."""
+
+
 def _group_of(item) -> str | None:
-    """The xdist group of a test: its stack's, when it runs on a stack's session cluster; its
-    module's, when it starts a cluster of its own (a stack variant: a wider pool, a capped
-    namespace, repair off), so those modules spread over the workers beside the stacks' groups."""
+    """The xdist group of a test: its stack's, when it runs on a stack's session cluster (or the
+    stack's second group, ``SECOND_SESSION``); its module's, when it starts a cluster of its own (a
+    stack variant: a wider pool, a capped namespace, repair off), so those modules spread over the
+    workers beside the stacks' groups."""
     callspec = getattr(item, "callspec", None)
-    if callspec is not None and "any_cluster" in callspec.params:
-        return callspec.params["any_cluster"]
     names = getattr(item, "fixturenames", ())
-    for stack in ("prod", "dev"):
-        if f"{stack}_cluster" in names:
-            return stack
+    stack = next((s for s in ("prod", "dev") if f"{s}_cluster" in names), None)
+    if callspec is not None and "any_cluster" in callspec.params:
+        stack = callspec.params["any_cluster"]
+    if stack is not None:
+        return f"{stack}-2" if item.module.__name__ in SECOND_SESSION.get(stack, ()) else stack
     if any(name.endswith("_cluster") for name in names):
         return item.module.__name__
     return None
 
 
-LONGEST_FIRST = ("dev", "prod", "test_node_loss", "test_node_unreachable", "test_node_faults", "test_node_repair",
-                 "simulate")
-"""The groups that take longest, longest first, in the order the workers take them up
-(``--no-loadscope-reorder``): each stack's session cluster with its Karpenter launches and
-consolidations, and the modules with a cluster of their own whose waits are the controllers' own
-clocks (a node's grace period, a toleration, Kueue's minute, node auto repair's wait). Started
-first, they run beside each other and the short groups fill in around them. xdist's own order
-(most tests first) put the one-test unreachable-node module last, where its 4 minutes ended the
-run (docs/operations.md, "CI's time")."""
+GROUP_ORDER = ("test_node_loss", "test_node_unreachable", "test_karpenter", "test_node_faults", "test_node_repair",
+               "prod", "prod-2", "dev", "simulate", "test_engine_in_cluster", "test_engine", "test_verify",
+               "test_training_jobs", "test_kubernetes_minor")
+"""The order the groups are handed to the workers in (``--no-loadscope-reorder``), and their
+clusters' order in the start slots (``start_slots``); groups not named follow, in collection
+order. Longest first: the modules with a cluster of their own whose waits are the controllers' own
+clocks (a deleted node's 40 s, an unreachable node's grace period and Kueue's minute, Karpenter's
+launches and consolidations, the gate's rounds, node auto repair's wait), then the stacks' session
+clusters, then the short groups, which fill in around them (docs/operations.md, "CI's time")."""
+
+
+class LastTestScheduling(LoadGroupScheduling):
+    """``--dist loadgroup``, a worker given its next group only when its current one is down to
+    its last test (which a worker runs once it knows the next, so it never waits idle for it).
+    xdist's own hands out the next group at two tests left: a fault module then took a short group
+    on while its last two tests still had two minutes of waits to run, and the short group ended
+    the session behind them."""
+
+    def _reschedule(self, node) -> None:
+        if node.shutting_down:
+            return
+        if not self.workqueue:
+            node.shutdown()
+            return
+        if self._pending_of(self.assigned_work[node]) > 1:
+            return
+        self._assign_work_unit(node)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") == "loadgroup":
+        return LastTestScheduling(config, log)
+    return None
+
+
+def _rank(item) -> int:
+    marker = item.get_closest_marker("xdist_group")
+    group = marker.args[0] if marker else None
+    return GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """One xdist group per stack (``--dist loadgroup``): a worker starts one stack's session cluster
     and runs that stack's tests, so each stack's cluster starts once; a variant's module is a group
-    of its own. The longest groups come first (``LONGEST_FIRST``), the rest in collection order.
+    of its own. The groups come in ``GROUP_ORDER``, the rest in collection order.
     First among the hook's implementations: xdist's own, on each worker, reads the groups into the
     test IDs it schedules by."""
     for item in items:
         group = _group_of(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
-    rank = {group: index for index, group in enumerate(LONGEST_FIRST)}
-
-    def order(item) -> int:
-        marker = item.get_closest_marker("xdist_group")
-        return rank.get(marker.args[0] if marker else None, len(rank))
-
-    items.sort(key=order)
+    items.sort(key=_rank)
 
 
 @pytest.hookimpl(trylast=True)
@@ -90,6 +124,22 @@ def pytest_collection_finish(session):
     if lost:
         raise pytest.UsageError(f"--dist loadgroup lost the group of {len(lost)} test(s), e.g. {lost[0]}: "
                                 "pytest-xdist no longer sees xdist_group here (pin pytest as pyproject.toml says)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cluster_start_slots(tmp_path_factory):
+    """The start slots every worker of the session shares (the folder above each worker's own
+    temporary folder)."""
+    start_slots.folder = tmp_path_factory.getbasetemp().parent / "cluster-start-slots"
+    start_slots.folder.mkdir(exist_ok=True)
+    yield
+    start_slots.folder = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """The test's group ranks its cluster starts in the start slots."""
+    start_slots.rank = _rank(item)
 
 
 @pytest.fixture(autouse=True)

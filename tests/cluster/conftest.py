@@ -56,15 +56,21 @@ def _group_of(item) -> str | None:
     return None
 
 
-GROUP_ORDER = ("test_node_loss", "test_node_unreachable", "test_karpenter", "test_node_faults", "test_node_repair",
-               "prod", "prod-2", "dev", "simulate", "test_engine_in_cluster", "test_engine", "test_verify",
-               "test_training_jobs", "test_kubernetes_minor")
+GROUP_ORDER = ("test_node_unreachable", "test_node_loss", "test_karpenter", "prod", "dev", "test_node_faults", "prod-2",
+               "test_engine_in_cluster", "test_node_repair", "test_engine", "simulate", "test_training_jobs",
+               "test_kubernetes_minor", "test_verify")
 """The order the groups are handed to the workers in (``--no-loadscope-reorder``), and their
 clusters' order in the start slots (``start_slots``); groups not named follow, in collection
-order. Longest first: the modules with a cluster of their own whose waits are the controllers' own
-clocks (a deleted node's 40 s, an unreachable node's grace period and Kueue's minute, Karpenter's
-launches and consolidations, the gate's rounds, node auto repair's wait), then the stacks' session
-clusters, then the short groups, which fill in around them (docs/operations.md, "CI's time")."""
+order. The README runs twelve workers: the first twelve groups go one to a worker at the start,
+the longest first: the modules with a cluster of their own whose waits are the controllers' own
+clocks (an unreachable node's grace period and Kueue's minute, a deleted node's 40 s, Karpenter's
+launches and consolidations, the gate's rounds, node auto repair's wait), the stacks' session
+clusters, the engine's two modules, the simulator and the capped namespace. The two one-test
+modules, the unreachable node and the capped namespace, take the next two groups at once (a
+worker runs a test only once it holds the next, or is told to stop): the Kubernetes minors
+(skipped unless built) and verify's three-node pool. A group left after those would go to the
+first worker down to its last test (``LastTestScheduling``), which may still run for two
+minutes: a long one there ended the session late (docs/operations.md, "CI's time")."""
 
 
 class LastTestScheduling(LoadGroupScheduling):

@@ -218,7 +218,7 @@ class Recorder:
                     result.wait_reason = str(reserved["message"])
             if conditions.get("Admitted") == "True":
                 admitted.add(name)
-            if result.admitted is None and _was_admitted(conditions, found):
+            if result.admitted is None and _was_admitted(found):
                 # Admitted by now at the latest. A workload can end with its reservation unset as it
                 # finishes (Kueue 0.19), and the samples may never have caught it Admitted.
                 result.admitted = now
@@ -305,11 +305,11 @@ def _items(call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str
     return list(json.loads(response.data).get("items") or [])
 
 
-def _was_admitted(conditions: dict[str, str], found: list[dict[str, Any]]) -> bool:
+def _was_admitted(found: list[dict[str, Any]]) -> bool:
     """Whether a Workload's conditions show it admitted now or at some time: Admitted, or its pods
     Ready (Kueue makes them only once it admits), or finished with every pod succeeded."""
-    succeeded = any(c["type"] == "Finished" and c["status"] == "True" and c.get("reason") == "Succeeded" for c in found)
-    return conditions.get("Admitted") == "True" or conditions.get("PodsReady") == "True" or succeeded
+    true = {c["type"]: c.get("reason") for c in found if c["status"] == "True"}
+    return "Admitted" in true or "PodsReady" in true or true.get("Finished") == "Succeeded"
 
 
 def _trace_job_of(workload: dict[str, Any]) -> str:

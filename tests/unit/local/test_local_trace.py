@@ -189,4 +189,4 @@ def test_the_report_is_a_table_json_and_a_plot(tmp_path):
 ])
 def test_a_workload_counts_as_admitted_once_its_conditions_show_it_was(conditions, admitted):
     found = [{"type": kind, "status": status, "reason": reason} for kind, status, reason in conditions]
-    assert _was_admitted({c["type"]: c["status"] for c in found}, found) is admitted
+    assert _was_admitted(found) is admitted

@@ -11,17 +11,21 @@ Import what you need into your own Pulumi program::
 
     from eks_gpu_training import GpuTrainingPlatform, load_stack_config
     platform = GpuTrainingPlatform("gpu-training", load_stack_config())
+
+Each name is imported from its layer when first used (PEP 562), so ``import eks_gpu_training`` on
+its own loads nothing else: the local cluster's helper programs (``python -m
+eks_gpu_training.local.node_health`` and the like) start without the Pulumi SDKs.
 """
 
-import gc as _gc
+from __future__ import annotations
 
-# Importing the components loads the Pulumi SDKs' generated classes, a few hundred thousand objects
-# that live as long as the process. Each automatic collection during the import walks all of them
-# again and finds nothing to free (about half a second in all), so collection is paused while the
-# package imports, and then left as it was.
-_collecting = _gc.isenabled()
-_gc.disable()
-try:
+import ast
+import functools
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
     from .aws.cluster import ClusterRef, EksCluster, EksClusterArgs
     from .aws.network import Network, NetworkArgs, NetworkRef, adopted_network
     from .aws.storage import LustreStorage, LustreStorageArgs, LustreVolume
@@ -104,14 +108,7 @@ try:
     from .workloads.templates import rendezvous_service, training_job, training_pdb, training_pod_template
     from .workloads.node_fit import NodeLoad, NodeRoom, library_node_load, stack_node_load, training_room
     from .workloads.training_spec import TrainingJobSpec
-finally:
-    # Straight to the oldest generation, where objects that live this long end up anyway: resuming
-    # with them all in the youngest would make the next collection walk every one of them at once.
-    _gc.freeze()
-    _gc.unfreeze()
-    if _collecting:
-        _gc.enable()
-    del _gc, _collecting
+
 
 __all__ = [
     "ClusterConfig",
@@ -268,3 +265,25 @@ __all__ = [
     "training_pod_template",
     "verifier_cluster_role",
 ]
+
+
+@functools.cache
+def _module_of() -> dict[str, str]:
+    """Each public name's module, as the ``TYPE_CHECKING`` imports above name it: they are what type
+    checkers and editors read, and the one place a name's home is written."""
+    tree = ast.parse(Path(__file__).read_text())
+    block = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    return {alias.name: str(node.module) for node in block.body if isinstance(node, ast.ImportFrom)
+            for alias in node.names}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_module_of()[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

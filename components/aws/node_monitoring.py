@@ -31,12 +31,6 @@ from ..facts.gpu_nodes import gpu_daemon_tolerations
 from .addon_versions import addon_version
 from .cluster import ClusterInput, cluster_field, cluster_ref_of
 
-AGENT_NAMESPACE = "kube-system"
-"""Namespace EKS installs the add-on's objects in."""
-AGENT_DAEMONSETS = ("eks-node-monitoring-agent", "dcgm-server")
-"""The add-on's DaemonSets: the agent (the chart's ``fullnameOverride``) and its DCGM host engine
-(eks-node-monitoring-agent 1.7.0 chart, ``templates/daemonset.yaml`` and ``templates/dcgm-daemonset.yaml``)."""
-
 RESOLVE_CONFLICTS = "OVERWRITE"
 """The stack owns the add-on's configuration: EKS overwrites fields changed by hand, at creation and
 on every update (EKS API ``ResolveConflicts``)."""

@@ -34,7 +34,7 @@ from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
-from ..aws.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
+from ..facts.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
 from ..facts.gpu_nodes import GPU_RESOURCE
 from ..healthgate.settings import CHECK_LABELS, pool_of
 from .faults import SIMULATED_CHECK_MESSAGES, Faults, recorded_condition, simulated_check_failure

@@ -38,10 +38,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from ..config import GpuTrainingPlatformArgs, node_repair_settings
 from ..facts.gpu_nodes import GPU_POOL_KEY
-from ..offline.node_conditions import REPAIR_AFTER_MINUTES
-from .fleet import SimulatedNode
+from ..facts.node_monitoring import REPAIR_AFTER_MINUTES
 from .layout import File, Layout
 from .processes import Process
 
@@ -66,17 +64,6 @@ class Unhealthy:
     condition: str
     reason: str
     since: datetime
-
-
-def repair_config(args: GpuTrainingPlatformArgs, nodes: Iterable[SimulatedNode]) -> dict[str, Any]:
-    """What the simulation needs, per managed GPU pool whose ``nodeRepair`` is enabled: the
-    ``nodeRepairConfig`` the stack sends EKS and one of its nodes as registered (the template of a
-    replacement). Empty when no pool repairs."""
-    templates: dict[str, dict[str, Any]] = {}
-    for node in nodes:
-        templates.setdefault(node.pool, node.manifest())
-    return {pool.name: {"settings": node_repair_settings(pool.node_repair), "template": templates[pool.name]}
-            for pool in args.gpu_node_groups if pool.node_repair.enabled and pool.name in templates}
 
 
 def _parse_time(text: str) -> datetime:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Iterable, Optional, Union
 
 
 from ..facts import yaml_io
-from ..config import GpuTrainingPlatformArgs
+from ..config import GpuTrainingPlatformArgs, node_repair_settings
 from .build import KARPENTER_KWOK
 from .control_plane import CONTROL_PLANE_FILES, control_plane_processes
 from .controllers import (
@@ -30,7 +30,7 @@ from .job_controllers import JOB_CONTROLLERS, installed, job_controller_process,
 from .layout import File, Layout
 from .health_gate import gate_deployed, health_gate_process
 from .node_health import node_health_process
-from .node_repair import node_repair_process, repair_config, repair_files
+from .node_repair import node_repair_process, repair_files
 from .platform import KWOK_NODE_CLASS, PlatformObjects, collect, describe, localize
 from .processes import Process, start_order
 from .scale import STACK_TOPOLOGY, SimulatedTopology
@@ -92,6 +92,17 @@ class Plan:
 def kwok_node_class() -> dict[str, Any]:
     return {"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": KWOK_NODE_CLASS["kind"],
             "metadata": {"name": KWOK_NODE_CLASS["name"]}}
+
+
+def repair_config(args: GpuTrainingPlatformArgs, nodes: Iterable[SimulatedNode]) -> dict[str, Any]:
+    """What the simulation needs, per managed GPU pool whose ``nodeRepair`` is enabled: the
+    ``nodeRepairConfig`` the stack sends EKS and one of its nodes as registered (the template of a
+    replacement). Empty when no pool repairs."""
+    templates: dict[str, dict[str, Any]] = {}
+    for node in nodes:
+        templates.setdefault(node.pool, node.manifest())
+    return {pool.name: {"settings": node_repair_settings(pool.node_repair), "template": templates[pool.name]}
+            for pool in args.gpu_node_groups if pool.node_repair.enabled and pool.name in templates}
 
 
 def plan(

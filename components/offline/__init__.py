@@ -2,7 +2,50 @@
 resources and Kubernetes objects as files) and ``check`` (those files against upstream schemas),
 the generated configuration reference (``docs/configuration.md``) and node-condition table, and
 ``eks-gpu-training-preflight`` (the pre-flight checks for an existing cluster). Builds on every
-layer; nothing imports it."""
+layer; nothing imports it.
 
-from .engine import *  # noqa: F403 - the package is the engine's names under a shorter import
-from .engine import __all__  # noqa: F401 - so the package exports exactly those
+The package's names are the mock engine's (``offline.engine``), imported when first used (PEP 562),
+so a module of the package that needs no engine (``offline.agent_data``, which the local cluster's
+node-health reporter reads) loads without the Pulumi SDKs."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .engine import (
+        ACCOUNT_ID,
+        Graph,
+        PlausibleMocks,
+        RecordingMonitor,
+        Registration,
+        alias_urn,
+        run_main,
+        run_program,
+        run_stack,
+        stack_config,
+        stack_file,
+    )
+
+__all__ = [
+    "ACCOUNT_ID",
+    "Graph",
+    "PlausibleMocks",
+    "RecordingMonitor",
+    "Registration",
+    "alias_urn",
+    "run_main",
+    "run_program",
+    "run_stack",
+    "stack_config",
+    "stack_file",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(".engine", __name__), name)
+    globals()[name] = value
+    return value

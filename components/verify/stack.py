@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional, Union
 
 from ..addons import topology_labeler
 from ..addons.kueue import KUEUE_NAMESPACE
-from ..aws.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
+from ..facts.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
 from ..config import NODE_MONITORING_AGENT_ADDON, TEAM_COHORT, GpuTrainingPlatformArgs
 from ..facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE
 from ..facts.quantity import parse_quantity

@@ -13,7 +13,7 @@ import eks_gpu_training
 from eks_gpu_training.config.documented import field_docstrings
 
 COMPONENTS = sorted(
-    (c for c in map(eks_gpu_training.__dict__.get, eks_gpu_training.__all__) if isinstance(c, type) and issubclass(c, pulumi.ComponentResource)),
+    (c for c in (getattr(eks_gpu_training, name) for name in eks_gpu_training.__all__) if isinstance(c, type) and issubclass(c, pulumi.ComponentResource)),
     key=lambda c: c.__name__,
 )
 

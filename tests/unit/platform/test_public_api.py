@@ -3,8 +3,12 @@ dict with bad keys, configuration models that take Outputs, and another project'
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 import pydoc
+import subprocess
+import sys
 import typing
 
 import pulumi
@@ -73,6 +77,44 @@ def test_every_type_needed_to_build_a_components_arguments_is_exported_from_the_
     assert {"NetworkConfig", "SubnetConfig", "ClusterConfig", "SystemNodeGroupConfig", "PriorityClassConfig"} <= {
         c.__name__ for c in needed
     }
+
+
+def _imported_names(module) -> set[str]:
+    """The names a package's ``if TYPE_CHECKING:`` block imports: what type checkers see."""
+    tree = ast.parse(inspect.getsource(module))
+    block = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    return {alias.name for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+
+
+def test_the_root_exports_what_type_checkers_see_and_loads_each_on_first_use():
+    assert set(eks_gpu_training.__all__) == _imported_names(eks_gpu_training)
+    assert set(dir(eks_gpu_training)) >= set(eks_gpu_training.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
+        eks_gpu_training.NoSuchName  # noqa: B018 - the attribute read is the test
+
+
+def test_the_offline_package_exports_exactly_the_engines_names():
+    from eks_gpu_training import offline
+    from eks_gpu_training.offline import engine
+
+    assert offline.__all__ == engine.__all__
+    assert _imported_names(offline) == set(engine.__all__)
+    assert all(getattr(offline, name) is getattr(engine, name) for name in engine.__all__)
+
+
+@pytest.mark.parametrize("module", [
+    "eks_gpu_training",
+    "eks_gpu_training.local.node_health",
+    "eks_gpu_training.local.node_repair",
+    "eks_gpu_training.healthgate.app",
+])
+def test_the_package_and_the_local_clusters_helper_programs_load_without_the_sdks(module):
+    # The local cluster runs three of these beside every cluster: each loaded the Pulumi SDKs and
+    # the configuration models through the package's root, 0.6 CPU-seconds and 80 MB apiece.
+    code = (f"import sys, {module}; "
+            "print(' '.join(m for m in ('pulumi', 'pulumi_aws', 'pulumi_kubernetes', 'pydantic') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert loaded == []
 
 
 def test_help_of_a_component_lists_every_argument_with_its_docstring_and_its_outputs():

@@ -1,6 +1,7 @@
 """A GPU node is lost under a running job (its instance terminated: the Node deleted), on prod's pool
-grown to three nodes (``node_faults``): the job runs again on the spare in its block, whatever its
-kind, and with no spare it is requeued whole and waits instead of splitting across blocks.
+grown to three nodes (``node_faults``): the job runs again on the spare in its block, and with no
+spare it is requeued whole and waits instead of splitting across blocks. A JobSet's and a TrainJob's
+loss is ``test_node_loss_job_kinds``, on a cluster of its own, so the two run side by side.
 Kubernetes' pod garbage collector, the Job and JobSet controllers, Kueue and the health gate decide;
 the local cluster only deletes the Node and registers replacements, as ``test_node_faults`` says.
 
@@ -13,7 +14,7 @@ import time
 from typing import Any
 
 import gpu_nodes
-from environment import GROUP_APIS, holds_for, wait_for
+from environment import holds_for, wait_for
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY
 from eks_gpu_training.healthgate.settings import CONDITION_TYPE, STARTUP_TAINT_KEY
 from eks_gpu_training.verify import FAIL, judge, read_snapshot
@@ -24,7 +25,6 @@ from node_faults import (
     POOL,
     QUARANTINED_NODE_BOUND_SECONDS,
     Unset,
-    blocks,
     conditions_of,
     expect_moved,
     rejoin_failing_checks,
@@ -45,25 +45,6 @@ def test_a_running_job_survives_the_deletion_of_one_of_its_nodes_on_the_spare_in
     assert kept <= {p.metadata.name for p in recovered}
     workload = running.env.workload(namespace, name)
     assert not any(c["type"] == "Evicted" and c["status"] == "True" for c in workload["status"].get("conditions", []))
-
-
-def test_a_running_jobset_or_trainjob_survives_the_deletion_of_one_of_its_nodes(prod_faults_cluster, running_group):
-    running = prod_faults_cluster
-    kind, namespace, name, pods = running_group
-    lost = pods[0].spec.node_name
-    started = time.monotonic()
-    running.cluster.faults().delete(lost)
-
-    def recovered():
-        now = [p for p in running.env.group_pods(namespace, name) if p.status.phase == "Running"]
-        return len(now) == 2 and all(p.spec.node_name != lost for p in now) and now
-
-    again = wait_for(recovered, what=f"{kind} {name} Running again without {lost}", timeout=DELETED_NODE_BOUND_SECONDS)
-    restarts = (running.env.get(GROUP_APIS["JobSet"], "JobSet", name, namespace) or {}).get("status", {}).get("restarts", 0)
-    print(f"node deleted: {kind} Running again on {sorted(p.spec.node_name for p in again)} after "
-          f"{time.monotonic() - started:.1f} s ({restarts} restarts of the group)")
-    assert len(blocks(running, again)) == 1
-    assert not conditions_of(running, namespace, name, kind).get("Evicted", {}).get("status") == "True"
 
 
 def test_with_no_spare_the_job_is_requeued_and_waits_instead_of_splitting_across_blocks(prod_faults_cluster, running_job):

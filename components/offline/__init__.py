@@ -14,38 +14,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .engine import (
-        ACCOUNT_ID,
-        Graph,
-        PlausibleMocks,
-        RecordingMonitor,
-        Registration,
-        alias_urn,
-        run_main,
-        run_program,
-        run_stack,
-        stack_config,
-        stack_file,
-    )
-
-__all__ = [
-    "ACCOUNT_ID",
-    "Graph",
-    "PlausibleMocks",
-    "RecordingMonitor",
-    "Registration",
-    "alias_urn",
-    "run_main",
-    "run_program",
-    "run_stack",
-    "stack_config",
-    "stack_file",
-]
+    from .engine import *  # noqa: F403 - the package is the engine's names under a shorter import
+    from .engine import __all__ as __all__
 
 
 def __getattr__(name: str) -> Any:
-    if name not in __all__:
+    engine = importlib.import_module(".engine", __name__)
+    if name != "__all__" and name not in engine.__all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(".engine", __name__), name)
+    value = getattr(engine, name)
     globals()[name] = value
     return value

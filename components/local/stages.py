@@ -2,7 +2,9 @@
 for, and the processes it starts, in that order; built by ``plan`` from the stack's render and the
 cluster's ``Layout`` before anything starts, so ``up --dry-run`` prints exactly what ``up`` does.
 
-The order is what the platform needs: the fleet before anything is scheduled; CRDs Established
+The order is what the platform needs, and EKS's: its own add-ons first, as EKS installs them with
+the cluster (their DaemonSets' pods are made as the nodes register); the fleet before the
+platform's objects are scheduled; CRDs Established
 before their objects; Kueue's webhook Secret and webhook configurations before Kueue (its
 certificate controller waits for them), and Kueue ready before the objects its webhooks admit;
 Karpenter's node class before Karpenter; and every pod placed before the node condition that the
@@ -115,10 +117,12 @@ def plan(
     stages = [
         Stage("control-plane", "etcd, the API server, the controllers and KWOK's simulated kubelets",
               processes=control_plane_processes(layout)),
+        # EKS installs its add-ons with the cluster, before a node group joins; their DaemonSets'
+        # pods are then made and placed as the nodes register, beside the fleet's creation.
+        Stage("eks-system", "the DaemonSets EKS itself runs on every node", objects=tuple(eks_system_objects())),
         Stage("fleet", "the stack's managed node groups' nodes, simulated",
-              objects=tuple(node.manifest() for node in nodes), waits=("allocatable",)),
-        Stage("eks-system", "the DaemonSets EKS itself runs on every node", objects=tuple(eks_system_objects()),
-              waits=("placed",) if bare else ()),
+              objects=tuple(node.manifest() for node in nodes),
+              waits=("allocatable", "placed") if bare else ("allocatable",)),
     ]
     if bare:
         return Plan(tuple(stages), nodes)

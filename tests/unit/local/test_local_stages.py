@@ -35,9 +35,9 @@ def test_up_runs_its_stages_in_the_order_the_platform_needs(dev):
     cluster, render, layout = dev
     stages = cluster.plan(render, layout).stages
     assert [stage.name for stage in stages] == [
-        "control-plane", "fleet", "eks-system", "crds", "namespaces", "webhooks", "karpenter", "health-gate", "platform",
+        "control-plane", "eks-system", "fleet", "crds", "namespaces", "webhooks", "karpenter", "health-gate", "platform",
         "node-repair", "node-health"]
-    assert [stage.name for stage in cluster.plan(render, layout, bare=True).stages] == ["control-plane", "fleet", "eks-system"]
+    assert [stage.name for stage in cluster.plan(render, layout, bare=True).stages] == ["control-plane", "eks-system", "fleet"]
 
 
 def test_every_object_of_the_render_is_applied_once_or_left_out_with_its_reason(dev):

@@ -109,7 +109,6 @@ if TYPE_CHECKING:
     from .workloads.node_fit import NodeLoad, NodeRoom, library_node_load, stack_node_load, training_room
     from .workloads.training_spec import TrainingJobSpec
 
-
 __all__ = [
     "ClusterConfig",
     "ClusterRef",

@@ -11,6 +11,7 @@ node-health reporter reads) loads without the Pulumi SDKs."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,6 +20,10 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    # ``from eks_gpu_training.offline import agent_data`` asks the package for the name before it
+    # imports the submodule: a submodule's name is not the engine's, and needs no engine.
+    if importlib.util.find_spec(f".{name}", __name__) is not None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     engine = importlib.import_module(".engine", __name__)
     if name != "__all__" and name not in engine.__all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,6 +24,7 @@ and how to supply it.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import os
 import tempfile
@@ -59,6 +60,14 @@ def default_cache() -> Path:
         return Path(os.environ[CACHE_ENV])
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "eks-gpu-training" / "charts"
+
+
+def archive_digest(archive: Path) -> str:
+    """A chart archive's digest as Helm gives it (``helm_python.digest``, the ``digest`` of a
+    repository index entry): ``sha256:`` and the SHA-256 of its bytes. Computed here, so checking
+    a cached chart against the lock does not load Helm's library (about 40 ms of a render)."""
+    with archive.open("rb") as stream:
+        return "sha256:" + hashlib.file_digest(stream, "sha256").hexdigest()
 
 
 def _loopback(url: str) -> bool:
@@ -178,9 +187,7 @@ class ChartSources:
     def _check_digest(self, key: str, archive: Path, where: str) -> None:
         if self.lock is None:
             return
-        import helm_python
-
-        digest = helm_python.digest(archive)
+        digest = archive_digest(archive)
         recorded = self.lock.digests.get(key)
         if self.record and recorded != digest:
             self.lock.digests[key] = digest

@@ -169,7 +169,8 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def cli() -> int:
-    """The command (``eks-gpu-training-preflight``, ``python -m``): ``main``, exiting as every command does."""
+    """``python -m``: ``main``, exiting as every command does (the installed ``eks-gpu-training-preflight`` is
+    ``commands.preflight``, which also keeps the collector off)."""
     return run_command(main)
 
 

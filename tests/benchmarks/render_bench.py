@@ -6,9 +6,12 @@ Stacks: prod as it is, and generated stacks with 1 and 20 GPU pools (copies of p
 in the first pool's availability zone). Each is timed with a cold cache (``XDG_CACHE_HOME`` an
 empty folder for every run: every chart rendered by Helm, the picture laid out by Graphviz) and
 with a warm one (the cache a previous render of the same stack filled: a user's repeated run).
-Beside them, paired in the same round-robin, the floor every render stands on: a new Python process
-that imports the SDKs the program needs (``import pulumi_aws.ec2, pulumi_kubernetes.core.v1,
-pulumi_eks``). Bytecode is written as in a user's environment (``PYTHONDONTWRITEBYTECODE`` is
+Renders run the installed command (``eks-gpu-training-render``). Beside them, paired in the same
+round-robin, two floors: the issue's, a new Python process running ``import pulumi_aws.ec2,
+pulumi_kubernetes.core.v1, pulumi_eks``; and the SDK modules prod's program loads, each imported
+whole. The two differ because pulumi-aws loads a service's module (``pulumi_aws.ec2``: its
+classes, about 0.25 CPU-seconds) only when a name in it is first used, which the first command
+never does; a render must. Bytecode is written as in a user's environment (``PYTHONDONTWRITEBYTECODE`` is
 dropped for the runs), so the first, untimed run compiles the project once. Targets (issue 34): prod
 warm in at most 2x the import floor's CPU seconds; prod cold in at most 3 s whole-process on a
 2-core machine; 20 pools in at most 1.5x the 1-pool time, warm. Prints a Markdown table of medians
@@ -39,6 +42,18 @@ POOL_SCALING_TARGET = 1.5
 POOLS = (1, 20)
 FLOOR = "import floor"
 FLOOR_COMMAND = "import pulumi_aws.ec2, pulumi_kubernetes.core.v1, pulumi_eks"
+SDK_FLOOR = "SDK modules floor"
+SDK_FLOOR_NO_GC = "SDK modules floor, collector off"
+# Imports each module named on the command line; reading ``__all__`` loads one pulumi-aws left lazy.
+SDK_FLOOR_COMMAND = "import importlib, sys\nfor name in sys.argv[1:]:\n    getattr(importlib.import_module(name), '__all__', None)"
+# Renders a stack in-process, then prints the Pulumi SDK packages (not the core SDK) it loaded, on the last line.
+SDK_MODULES_PROBE = """
+import sys, types
+from eks_gpu_training.offline.render.__main__ import main
+main(sys.argv[1:])
+print(" ".join(sorted(name for name, module in sys.modules.items() if name.startswith("pulumi_")
+                      and hasattr(module, "__path__") and type(module) is types.ModuleType)))
+"""
 
 
 def pools_stack(pools: int) -> dict:
@@ -89,12 +104,20 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text(yaml.safe_dump(pools_stack(pools), sort_keys=False))
             stacks[f"{pools} GPU pool{'s' if pools > 1 else ''}"] = str(path)
         warm_env = {**base_env, "XDG_CACHE_HOME": str(scratch_dir / "warm-cache")}
+        command = str(Path(sys.executable).with_name("eks-gpu-training-render"))
         cases = {
-            (label, variant): ([sys.executable, "-m", "eks_gpu_training.offline.render", stack, str(scratch_dir / "out"), *extra], cache)
+            (label, variant): ([command, stack, str(scratch_dir / "out"), *extra], cache)
             for label, stack in stacks.items()
             for variant, (cache, extra) in variants.items()
         }
         cases[(FLOOR, FLOOR)] = ([sys.executable, "-c", FLOOR_COMMAND], "warm")
+        probe = subprocess.run([sys.executable, "-c", SDK_MODULES_PROBE, "prod", str(scratch_dir / "out")], cwd=PROJECT_ROOT,
+                               check=True, capture_output=True, text=True, env=warm_env)
+        sdk_modules = probe.stdout.splitlines()[-1].split()
+        cases[(SDK_FLOOR, SDK_FLOOR)] = ([sys.executable, "-c", SDK_FLOOR_COMMAND, *sdk_modules], "warm")
+        # The render command runs with the collector off (``offline.commands.one_shot``); so does this floor.
+        cases[(SDK_FLOOR_NO_GC, SDK_FLOOR_NO_GC)] = (
+            [sys.executable, "-c", f"import gc\ngc.disable()\n{SDK_FLOOR_COMMAND}", *sdk_modules], "warm")
 
         def env_of(cache: str) -> dict[str, str]:
             if cache == "warm":
@@ -126,10 +149,15 @@ def main(argv: list[str] | None = None) -> int:
     one, many = (f"{p} GPU pool{'s' if p > 1 else ''}" for p in POOLS)
     ratio = wall[(many, "render, warm cache")] / wall[(one, "render, warm cache")]
     floor_ratio = prod_warm_cpu / floor
+    sdk_floor, sdk_floor_no_gc = cpu[(SDK_FLOOR, SDK_FLOOR)], cpu[(SDK_FLOOR_NO_GC, SDK_FLOOR_NO_GC)]
     print()
     print(f"import floor ({FLOOR_COMMAND}): {wall[(FLOOR, FLOOR)]:.2f} s ({floor:.2f} s CPU)")
-    print(f"prod, warm cache: {prod_warm_cpu:.2f} s CPU = {floor_ratio:.2f}x the floor (target <= {FLOOR_RATIO_TARGET}x): "
-          f"{'met' if floor_ratio <= FLOOR_RATIO_TARGET else 'MISSED'}")
+    print(f"SDK modules floor (the {len(sdk_modules)} SDK packages prod's program loads, each whole): "
+          f"{wall[(SDK_FLOOR, SDK_FLOOR)]:.2f} s ({sdk_floor:.2f} s CPU); with the collector off, as the render runs: "
+          f"{wall[(SDK_FLOOR_NO_GC, SDK_FLOOR_NO_GC)]:.2f} s ({sdk_floor_no_gc:.2f} s CPU)")
+    print(f"prod, warm cache: {prod_warm_cpu:.2f} s CPU = {floor_ratio:.2f}x the import floor (target <= {FLOOR_RATIO_TARGET}x): "
+          f"{'met' if floor_ratio <= FLOOR_RATIO_TARGET else 'MISSED'}; {prod_warm_cpu / sdk_floor:.2f}x the SDK modules floor, "
+          f"{prod_warm_cpu / sdk_floor_no_gc:.2f}x it with the collector off")
     print(f"prod, cold cache: {prod_cold:.2f} s (target <= {PROD_COLD_TARGET_S:.0f} s): "
           f"{'met' if prod_cold <= PROD_COLD_TARGET_S else 'MISSED'}")
     print(f"{POOLS[1]} pools / {POOLS[0]} pool, warm cache: {ratio:.2f}x (target <= {POOL_SCALING_TARGET}x): "

@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cli() -> int:
-    """The command (``eks-gpu-training-check``, ``python -m``): ``main``, exiting as every command does."""
+    """``python -m``: ``main``, exiting as every command does (the installed ``eks-gpu-training-check`` is
+    ``commands.check``, which also keeps the collector off)."""
     return run_command(main)
 
 

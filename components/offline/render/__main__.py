@@ -21,7 +21,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cli() -> int:
-    """The command (``eks-gpu-training-render``, ``python -m``): ``main``, exiting as every command does."""
+    """``python -m``: ``main``, exiting as every command does (the installed ``eks-gpu-training-render`` is
+    ``commands.render``, which also keeps the collector off)."""
     return run_command(main)
 
 

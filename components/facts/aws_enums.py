@@ -2,11 +2,18 @@
 
 Configuration is checked against the EC2 and EKS API models that ship with botocore, so the
 set of valid instance types, AMI types, capacity types, taint effects and placement strategies is
-exactly what the AWS API accepts for the pinned botocore, never a list typed by hand here.
+exactly what the AWS API accepts for the installed botocore, never a list typed by hand here.
 
 The models are read with botocore's own loader (its search path, ``AWS_DATA_PATH`` included, and
 its choice of the latest API version), without a botocore session: a session imports botocore's
 client machinery, which nothing here uses, and every render and check starts by reading these.
+
+Each answer is also kept on disk, per botocore version, in
+``$XDG_CACHE_HOME/eks-gpu-training/aws-models/`` (``~/.cache/...``): a later process reads the
+answers it needs from there and loads neither botocore's loader nor a model (the 4 MB EC2 model
+among them), about 0.1 CPU-seconds of every render, check and program run. A botocore of another
+version reads its own file, and with ``AWS_DATA_PATH`` set (models botocore's version does not
+name) nothing is kept. Deleting the folder is always safe.
 """
 
 from __future__ import annotations
@@ -15,40 +22,92 @@ import difflib
 import functools
 import json
 import os
-from typing import Any, cast
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, cast
 
-import botocore.loaders
-from botocore.model import ServiceModel, StringShape
-from botocore.regions import EndpointResolver
+if TYPE_CHECKING:
+    import botocore.loaders
+    from botocore.model import ServiceModel
+    from botocore.regions import EndpointResolver
+
+MEMO_FORMAT = 1
+"""Bumped whenever the kept answers' layout or meaning changes."""
+
+_T = TypeVar("_T")
 
 
-class _PlainJSONFileLoader(botocore.loaders.JSONFileLoader):
-    """botocore's JSON file loader, parsing into plain dicts: its ``OrderedDict`` hook (dicts keep
-    insertion order anyway) makes parsing the EC2 model, a 4 MB document, about twice as slow."""
+def memo_path() -> Optional[Path]:
+    """The file the answers of the installed botocore are kept in; None when none is kept (``AWS_DATA_PATH`` set)."""
+    if os.environ.get("AWS_DATA_PATH"):
+        return None
+    import botocore  # its package only: a version string, not the loader or the models
 
-    def _load_file(self, full_path: str, open_method: Any) -> Any:
-        if not os.path.isfile(full_path):
-            return None
-        with open_method(full_path, "rb") as fp:
-            return json.loads(fp.read().decode("utf-8"))
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "eks-gpu-training" / "aws-models" / f"botocore-{botocore.__version__}.json"
+
+
+@functools.cache
+def _memo() -> dict[str, Any]:
+    """The kept answers (empty when there is no file, or one of another format or unreadable)."""
+    path = memo_path()
+    try:
+        kept = json.loads(path.read_text()) if path is not None else {}
+    except (OSError, ValueError):
+        return {}
+    return kept.get("answers", {}) if isinstance(kept, dict) and kept.get("format") == MEMO_FORMAT else {}
+
+
+def _remembered(key: str, answer: Callable[[], _T]) -> _T:
+    """The answer kept under ``key``, else ``answer()`` from the models, then kept (a JSON value)."""
+    memo = _memo()
+    if key not in memo:
+        memo[key] = answer()
+        path = memo_path()
+        if path is not None:
+            import tempfile
+
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".answers-", delete=False) as stream:
+                    json.dump({"format": MEMO_FORMAT, "answers": memo}, stream)
+                os.replace(stream.name, path)
+            except OSError:
+                pass  # a read-only cache folder: the answers are read from the models next time too
+    return cast(_T, memo[key])
 
 
 @functools.cache
 def _loader() -> botocore.loaders.Loader:
+    import botocore.loaders
+
+    class PlainJSONFileLoader(botocore.loaders.JSONFileLoader):
+        """botocore's JSON file loader, parsing into plain dicts: its ``OrderedDict`` hook (dicts
+        keep insertion order anyway) makes parsing the EC2 model, a 4 MB document, about twice as slow."""
+
+        def _load_file(self, full_path: str, open_method: Any) -> Any:
+            if not os.path.isfile(full_path):
+                return None
+            with open_method(full_path, "rb") as fp:
+                return json.loads(fp.read().decode("utf-8"))
+
     loader = botocore.loaders.create_loader(os.environ.get("AWS_DATA_PATH"))
-    loader.file_loader = _PlainJSONFileLoader()
+    loader.file_loader = PlainJSONFileLoader()
     return loader
 
 
 @functools.cache
 def _service_model(service: str) -> ServiceModel:
     """The latest API version's model of an AWS service, as ``botocore.session.get_service_model`` gives it."""
+    from botocore.model import ServiceModel
+
     return ServiceModel(_loader().load_service_model(service, "service-2"), service_name=service)
 
 
 @functools.cache
 def _endpoint_resolver() -> EndpointResolver:
     """botocore's partitions and regions (``endpoints.json``), as a session resolves them."""
+    from botocore.regions import EndpointResolver
+
     endpoints, path = _loader().load_data_with_path("endpoints")
     return EndpointResolver(endpoints, uses_builtin_data=_loader().is_builtin_path(path))
 
@@ -56,8 +115,14 @@ def _endpoint_resolver() -> EndpointResolver:
 @functools.cache
 def enum_values(service: str, shape: str) -> frozenset[str]:
     """The values of an enumeration shape of an AWS service model (``ec2``, ``InstanceType``)."""
-    # An enumeration is a string shape in botocore's models.
-    return frozenset(cast(StringShape, _service_model(service).shape_for(shape)).enum)
+
+    def answer() -> list[str]:
+        from botocore.model import StringShape
+
+        # An enumeration is a string shape in botocore's models.
+        return sorted(cast(StringShape, _service_model(service).shape_for(shape)).enum)
+
+    return frozenset(_remembered(f"enum {service} {shape}", answer))
 
 
 _enum = enum_values
@@ -111,18 +176,22 @@ def eks_update_strategies() -> frozenset[str]:
 @functools.cache
 def aws_regions() -> frozenset[str]:
     """Regions botocore knows for EC2, across the commercial, China and GovCloud partitions."""
-    resolver = _endpoint_resolver()
-    endpoint_prefix = _service_model("ec2").metadata.get("endpointPrefix", "ec2")
-    return frozenset(
-        region
-        for partition in resolver.get_available_partitions()
-        for region in resolver.get_available_endpoints(endpoint_prefix, partition)
-    )
+
+    def answer() -> list[str]:
+        resolver = _endpoint_resolver()
+        endpoint_prefix = _service_model("ec2").metadata.get("endpointPrefix", "ec2")
+        return sorted(
+            region
+            for partition in resolver.get_available_partitions()
+            for region in resolver.get_available_endpoints(endpoint_prefix, partition)
+        )
+
+    return frozenset(_remembered("regions", answer))
 
 
 def partition_of(region: str) -> str:
     """The ARN partition of a region (``aws``, ``aws-cn``, ``aws-us-gov``), from botocore's endpoints data."""
-    return _endpoint_resolver().get_partition_for_region(region)
+    return _remembered(f"partition {region}", lambda: str(_endpoint_resolver().get_partition_for_region(region)))
 
 
 def suggestion(value: str, allowed: frozenset[str]) -> str:
@@ -135,8 +204,13 @@ def suggestion(value: str, allowed: frozenset[str]) -> str:
 def string_limits(service: str, shape: str) -> tuple[int, int, str]:
     """``(min length, max length, pattern)`` of a string shape of an AWS service model, e.g. IAM's
     ``roleNameType`` (1, 64, ...) or ``tagValueType``."""
-    metadata = _service_model(service).shape_for(shape).metadata
-    return metadata.get("min", 0), metadata["max"], metadata.get("pattern", "")
+
+    def answer() -> list[Any]:
+        metadata = _service_model(service).shape_for(shape).metadata
+        return [metadata.get("min", 0), metadata["max"], metadata.get("pattern", "")]
+
+    low, high, pattern = _remembered(f"string {service} {shape}", answer)
+    return low, high, pattern
 
 
 _UNICODE_CLASSES = {"L": "letters", "Z": "separators (spaces)", "N": "numbers"}

@@ -19,7 +19,8 @@ reads that verdict and acts on it for real.
 
 ``up`` reports once the platform is placed, then runs ``python -m
 eks_gpu_training.local.node_health`` beside the cluster, which keeps reporting for nodes that join
-later (Karpenter's) and for agent pods that come and go, as the agent on each node would.
+later (Karpenter's) and for agent pods that come and go, as the agent on each node would. It reads
+again when a watch says something it reads changed (``changes``), and every 2 s while a check runs.
 """
 
 from __future__ import annotations
@@ -27,24 +28,27 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from ..facts.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
 from ..facts.gpu_nodes import GPU_RESOURCE
 from ..healthgate.settings import CHECK_LABELS, pool_of
-from .faults import SIMULATED_CHECK_MESSAGES, Faults, recorded_condition, simulated_check_failure
+from .changes import WATCH, Changes, run_rounds
+from .faults import FAULTS_CONFIG_MAP, SIMULATED_CHECK_MESSAGES, Faults, recorded_condition, simulated_check_failure
 from .layout import Layout
 from .processes import Process
 
 CONDITION = "AcceleratedHardwareReady"
 AGENT, HOST_ENGINE = AGENT_DAEMONSETS
 INTERVAL_SECONDS = 2
-"""How often the reporter beside the cluster looks at the nodes and the agent's pods."""
+"""The reporter's rounds come at most this often: when what it reads changed (``changes``), and
+every round while a check pod runs its simulated seconds."""
+IDLE_SECONDS = 60
+"""A round at least this often, whatever the watches say."""
 SIMULATED_CHECK_SECONDS = 3
 """How long a simulated check runs once its pod is Running (DCGM level 2 takes about two minutes on
 a real node, docs/health.md)."""
@@ -176,13 +180,21 @@ def check_pod_status(pod: dict[str, Any], failing: Optional[str], now: str) -> d
     return status
 
 
-def run_checks(core: Any, recorded: dict[str, dict[str, Any]], *, elapsed: Any) -> list[str]:
+class CheckRound(NamedTuple):
+    ended: list[str]
+    """The check pods ended, each with its verdict."""
+    running: int
+    """Check pods still running their simulated seconds: a later round ends them."""
+
+
+def run_checks(core: Any, recorded: dict[str, dict[str, Any]], *, elapsed: Any) -> CheckRound:
     """End every check pod that has been Running ``SIMULATED_CHECK_SECONDS`` (``elapsed(pod)`` says
-    how long), passing or failing as the recorded faults say; the pods ended, with their verdict."""
+    how long), passing or failing as the recorded faults say."""
     ended = []
-    pods = [pod for pod in _items(core.list_pod_for_all_namespaces, label_selector=CHECK_SELECTOR,
-                                  field_selector="status.phase=Running")
-            if not pod["metadata"].get("deletionTimestamp") and elapsed(pod) >= SIMULATED_CHECK_SECONDS]
+    running = [pod for pod in _items(core.list_pod_for_all_namespaces, label_selector=CHECK_SELECTOR,
+                                     field_selector="status.phase=Running")
+               if not pod["metadata"].get("deletionTimestamp")]
+    pods = [pod for pod in running if elapsed(pod) >= SIMULATED_CHECK_SECONDS]
     nodes = {n["metadata"]["name"]: n for n in _items(core.list_node)} if pods else {}
     patches: list[Callable[[], Any]] = []
     for pod in pods:
@@ -193,7 +205,7 @@ def run_checks(core: Any, recorded: dict[str, dict[str, Any]], *, elapsed: Any) 
                                {"status": check_pod_status(pod, failing, _now())}, _preload_content=False))
         ended.append(f"{meta['namespace']}/{meta['name']} on {where}: {'failed ' + failing if failing else 'passed'}")
     _patch_all(patches)
-    return ended
+    return CheckRound(ended, len(running) - len(pods))
 
 
 def _running_for(pod: dict[str, Any]) -> float:
@@ -218,17 +230,32 @@ def main(argv: Optional[list[str]] = None) -> int:
     api = config.new_client_from_config(config_file=options.kubeconfig)
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     faults = Faults(core, client.CoordinationV1Api(api))
-    while True:
+    faults_namespace, faults_name = FAULTS_CONFIG_MAP
+    # What a round reads: the nodes, the agent's DaemonSets and their pods, the check pods, the faults.
+    changes = Changes(
+        partial(core.list_node, **WATCH),
+        partial(apps.list_namespaced_daemon_set, AGENT_NAMESPACE, **WATCH),
+        partial(core.list_namespaced_pod, AGENT_NAMESPACE, **WATCH),
+        partial(core.list_pod_for_all_namespaces, label_selector=CHECK_SELECTOR, **WATCH),
+        partial(core.list_namespaced_config_map, faults_namespace, field_selector=f"metadata.name={faults_name}", **WATCH),
+    )
+
+    def round_() -> bool:
         try:
             recorded = faults.recorded()
             # The checks first: the gate waits on them, and a fleet's first reports are many.
-            for line in run_checks(core, recorded, elapsed=_running_for):
+            checks = run_checks(core, recorded, elapsed=_running_for)
+            for line in checks.ended:
                 print(f"check {line}", flush=True)
             for node in report_accelerated_hardware(core, recorded, apps=apps):
                 print(f"reported {CONDITION} on {node}", flush=True)
         except Exception as error:  # noqa: BLE001 - the API server restarting; try again next round
             print(f"could not report: {error}", flush=True)
-        time.sleep(INTERVAL_SECONDS)
+            return True
+        return checks.running > 0
+
+    run_rounds(round_, changes, interval=INTERVAL_SECONDS, idle=IDLE_SECONDS)
+    return 0
 
 
 if __name__ == "__main__":

@@ -32,14 +32,15 @@ import argparse
 import json
 import math
 import re
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..facts.gpu_nodes import GPU_POOL_KEY
 from ..facts.node_monitoring import REPAIR_AFTER_MINUTES
+from .changes import WATCH, Changes, run_rounds
 from .layout import File, Layout
 from .processes import Process
 
@@ -48,7 +49,10 @@ SECONDS_PER_REPAIR_MINUTE = 1.0
 ``AcceleratedHardwareReady`` are 10 s. The order of what happens is kept (the health gate's
 quarantine acts within a round of 5 s, long before the repair), only the clock is shorter."""
 INTERVAL_SECONDS = 2
-"""How often the simulation looks at the nodes."""
+"""How often the simulation looks at the nodes while one of a pool is unhealthy or being replaced;
+otherwise it looks when a node changes (``changes``)."""
+IDLE_SECONDS = 60
+"""A round at least this often, whatever the node watch says."""
 REPAIRED_BY = "eks-gpu-training-local/repaired-by"
 """The annotation the simulation puts on a node it repairs: the name of the node that replaces it."""
 REPLACE = "Replace"
@@ -187,11 +191,13 @@ class Repairer:
     def _nodes(self) -> list[dict[str, Any]]:
         return json.loads(self.core.list_node(_preload_content=False).data)["items"]
 
-    def round(self, now: datetime) -> None:
+    def round(self, now: datetime) -> bool:
+        """Start the repairs due at ``now``, drain and remove the nodes being replaced; whether
+        any node of a pool is unhealthy or being replaced (a later round goes on with it)."""
         nodes = self._nodes()
-        for node in nodes:
-            if REPAIRED_BY in (node["metadata"].get("annotations") or {}):
-                self._drain(node)
+        in_repair = [n for n in nodes if REPAIRED_BY in (n["metadata"].get("annotations") or {})]
+        for node in in_repair:
+            self._drain(node)
         due, notes = due_repairs(nodes, self.pools, now)
         for note in notes:
             self._say(note)
@@ -202,6 +208,8 @@ class Repairer:
             self.core.patch_node(found.node, {"metadata": {"annotations": {REPAIRED_BY: name}}, "spec": {"unschedulable": True}})
             self.log(f"{found.node}: {found.condition} False ({found.reason}) since {found.since:%H:%M:%S}: "
                      f"{name} registered in its place; {found.node} cordoned and drained")
+        pooled = [n for n in nodes if (n["metadata"].get("labels") or {}).get(GPU_POOL_KEY) in self.pools]
+        return bool(in_repair or due or any(unhealthy(n) is not None for n in pooled))
 
     def _register(self, manifest: dict[str, Any]) -> None:
         from kubernetes.client.exceptions import ApiException
@@ -264,14 +272,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     from kubernetes import client, config
 
     api = config.new_client_from_config(config_file=options.kubeconfig)
-    repairer = Repairer(client.CoreV1Api(api), json.loads(options.config.read_text()),
-                        log=lambda line: print(line, flush=True))
-    while True:
+    core = client.CoreV1Api(api)
+    repairer = Repairer(core, json.loads(options.config.read_text()), log=lambda line: print(line, flush=True))
+
+    def round_() -> bool:
         try:
-            repairer.round(datetime.now(timezone.utc))
+            return repairer.round(datetime.now(timezone.utc))
         except Exception as error:  # noqa: BLE001 - the API server restarting; try again next round
             print(f"could not repair: {error}", flush=True)
-        time.sleep(INTERVAL_SECONDS)
+            return True
+
+    run_rounds(round_, Changes(partial(core.list_node, **WATCH)), interval=INTERVAL_SECONDS, idle=IDLE_SECONDS)
+    return 0
 
 
 if __name__ == "__main__":

@@ -38,21 +38,24 @@ def test_the_answers_are_what_a_botocore_session_reads_from_the_models():
     assert aws_enums.ec2_instance_types() == frozenset(ec2.shape_for("InstanceType").enum)
     role_name = iam.shape_for("roleNameType").metadata
     assert aws_enums.string_limits("iam", "roleNameType") == (role_name["min"], role_name["max"], role_name["pattern"])
-    assert "us-east-1" in aws_enums.aws_regions() and "cn-north-1" in aws_enums.aws_regions()
+    assert "us-east-1" in aws_enums.aws_regions()
+    assert "cn-north-1" in aws_enums.aws_regions()
     assert [aws_enums.partition_of(r) for r in ("eu-west-1", "cn-north-1", "us-gov-west-1")] == ["aws", "aws-cn", "aws-us-gov"]
 
 
 def test_a_later_process_answers_from_the_kept_file_without_loading_a_model(tmp_path):
     first, loaded_first = ask(tmp_path)
     kept = tmp_path / "cache" / "eks-gpu-training" / "aws-models" / f"botocore-{botocore.__version__}.json"
-    assert loaded_first and kept.is_file()
+    assert loaded_first
+    assert kept.is_file()
     assert ask(tmp_path) == (first, False)
 
 
 def test_models_from_aws_data_path_are_read_each_time_and_nothing_is_kept(tmp_path):
     (tmp_path / "models").mkdir()
     answers, loaded = ask(tmp_path, AWS_DATA_PATH=str(tmp_path / "models"))
-    assert loaded and answers == ask(tmp_path)[0]
+    assert loaded
+    assert answers == ask(tmp_path)[0]
     assert ask(tmp_path, AWS_DATA_PATH=str(tmp_path / "models"))[1]
 
 
@@ -62,5 +65,6 @@ def test_an_unreadable_or_older_kept_file_is_read_again_from_the_models_and_repl
     kept.parent.mkdir(parents=True)
     kept.write_text(text)
     answers, loaded = ask(tmp_path)
-    assert loaded and "True" in answers
+    assert loaded
+    assert "True" in answers
     assert json.loads(kept.read_text())["format"] == aws_enums.MEMO_FORMAT

@@ -119,8 +119,9 @@ def _node(name, pool="p5", conditions=()):
 
 def test_the_check_runner_ends_running_check_pods_once_they_ran_long_enough_as_the_faults_say():
     core = FakeCore([_check_pod("early", node="a"), _check_pod("due", node="a"), _check_pod("pending", phase="Pending")], [_node("a")])
-    ended = run_checks(core, {pool_key("p5"): {"checks": "dcgm"}}, elapsed=lambda pod: 0 if pod["metadata"]["name"] == "early" else 10)
-    assert ended == ["health-gate/due on a: failed dcgm"]
+    checks = run_checks(core, {pool_key("p5"): {"checks": "dcgm"}}, elapsed=lambda pod: 0 if pod["metadata"]["name"] == "early" else 10)
+    assert checks.ended == ["health-gate/due on a: failed dcgm"]
+    assert checks.running == 1  # "early": ended by a later round
     assert core.patched["due"]["phase"] == "Failed"
 
 

@@ -1,0 +1,71 @@
+"""Wake a program beside the local cluster when what it reads changes, instead of on a clock.
+
+The programs that stand in for EKS beside the cluster (``node_health``, ``node_repair``) decide
+from lists of nodes and pods. Listing every 2 s kept them and the API server busy while nothing
+happened, for the whole life of every cluster. Each now follows watches of what it reads: a watch
+event only says that something changed, and the program lists and decides as before. While work is
+under way on a clock of its own (a check container running its simulated seconds, a repair's wait
+and drain), it still reads every round.
+
+A watch ends (the API server's ``timeout_seconds``, a restart, a dropped connection); it is opened
+again, and the program woken, since a change may have come in between.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+WATCH_SECONDS = 300
+"""How long one watch stays open before the API server ends it and it is opened again."""
+REOPEN_SECONDS = 1.0
+"""The pause before a watch that failed to open (the API server restarting) is tried again."""
+WATCH: dict[str, Any] = {"watch": True, "_preload_content": False, "timeout_seconds": WATCH_SECONDS,
+         # The client gives up on a watch the API server has stopped answering.
+         "_request_timeout": (10, WATCH_SECONDS + 30)}
+"""The arguments that make a ``list_*`` call of the Kubernetes client a watch whose events are not
+parsed (``Changes`` only needs to know that one came)."""
+
+
+class Changes:
+    """Watches, each opened by calling one of ``watches`` (a ``list_*`` call with ``WATCH``), that
+    set one flag whenever an event comes: ``wait`` sleeps until then."""
+
+    def __init__(self, *watches: Callable[[], Any]):
+        self._changed = threading.Event()
+        self._changed.set()  # the first round reads everything
+        for open_watch in watches:
+            threading.Thread(target=self._follow, args=(open_watch,), daemon=True).start()
+
+    def _follow(self, open_watch: Callable[[], Any]) -> None:
+        while True:
+            try:
+                response = open_watch()
+                try:
+                    for _ in response.stream(amt=None, decode_content=False):
+                        self._changed.set()
+                finally:
+                    response.release_conn()
+            except Exception:  # noqa: BLE001 - the API server restarting: open the watch again
+                time.sleep(REOPEN_SECONDS)
+            self._changed.set()
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep until something watched changed since the last ``wait``, or ``timeout`` seconds;
+        whether something did."""
+        changed = self._changed.wait(timeout)
+        self._changed.clear()
+        return changed
+
+
+def run_rounds(round_: Callable[[], bool], changes: Changes, *, interval: float, idle: float,
+               sleep: Callable[[float], None] = time.sleep) -> None:
+    """Run ``round_`` for ever: at most once every ``interval`` seconds, and, once a round says
+    nothing is under way (False), only after ``changes`` saw a change or ``idle`` seconds passed."""
+    while True:
+        started = time.monotonic()
+        busy = round_()
+        sleep(max(0.0, interval - (time.monotonic() - started)))
+        if not busy:
+            changes.wait(idle)

@@ -1,0 +1,86 @@
+"""The programs beside the local cluster wake when a watch says what they read changed."""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+import pytest
+
+from eks_gpu_training.local import changes
+from eks_gpu_training.local.changes import Changes, run_rounds
+
+
+class Stream:
+    """A watch's response: each chunk put in ``chunks`` arrives; None ends the watch."""
+
+    def __init__(self):
+        self.chunks: queue.Queue = queue.Queue()
+        self.released = threading.Event()
+
+    def stream(self, amt=None, decode_content=None):
+        while (chunk := self.chunks.get()) is not None:
+            yield chunk
+
+    def release_conn(self):
+        self.released.set()
+
+
+def test_a_watch_event_wakes_the_waiting_program_and_quiet_lets_it_sleep():
+    watch = Stream()
+    found = Changes(lambda: watch)
+    assert found.wait(1)  # the first round reads everything
+    assert not found.wait(0.05)
+    watch.chunks.put(b'{"type":"MODIFIED"}\n')
+    assert found.wait(5)
+    assert not found.wait(0.05)
+
+
+def test_a_watch_that_ends_or_cannot_open_is_opened_again_and_wakes_the_program(monkeypatch):
+    monkeypatch.setattr(changes, "REOPEN_SECONDS", 0.01)
+    opened, first = [], Stream()
+
+    def open_watch():
+        opened.append(len(opened))
+        if len(opened) == 1:
+            return first
+        if len(opened) == 2:
+            raise ConnectionError("the API server restarting")
+        return Stream()
+
+    found = Changes(open_watch)
+    found.wait(1)
+    first.chunks.put(None)  # the API server ends the watch
+    assert first.released.wait(5)
+    assert found.wait(5)
+    for _ in range(100):
+        if len(opened) >= 3:
+            break
+        found.wait(0.05)
+    assert len(opened) >= 3
+
+
+class Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize(("busy", "waits"), [(True, []), (False, [60, 60])])
+def test_rounds_are_spaced_by_the_interval_and_wait_for_a_change_only_when_nothing_is_under_way(busy, waits):
+    rounds, slept, waited = [], [], []
+
+    class Recorded:
+        def wait(self, timeout):
+            waited.append(timeout)
+            return False
+
+    def round_():
+        rounds.append(True)
+        if len(rounds) == 3:
+            raise Stop
+        return busy
+
+    with pytest.raises(Stop):
+        run_rounds(round_, Recorded(), interval=2, idle=60, sleep=slept.append)
+    assert len(slept) == 2
+    assert all(1.5 < s <= 2 for s in slept)
+    assert waited == waits

@@ -21,3 +21,8 @@ def load(stream: Any) -> Any:
 def load_all(stream: Any) -> Iterator[Any]:
     """Every document of a stream (``yaml.safe_load_all``)."""
     return yaml.load_all(stream, Loader=LOADER)
+
+
+def dump(document: Any) -> str:
+    """One document as text (``yaml.safe_dump``, keys in their order)."""
+    return yaml.dump(document, Dumper=DUMPER, sort_keys=False)

@@ -181,6 +181,8 @@ def check_pod_status(pod: dict[str, Any], failing: Optional[str], now: str) -> d
 
 
 class CheckRound(NamedTuple):
+    """What a round of the simulated checks did."""
+
     ended: list[str]
     """The check pods ended, each with its verdict."""
     running: int

@@ -6,6 +6,10 @@ checkov's own configuration skips a check for every object it scans; the charts'
 cannot fix it. ``python -m eks_gpu_training.offline.scan REPORT.json`` reads checkov's JSON report
 (``checkov -o json``) and exits 1 on a failure no skip covers, or on a skip without a reason.
 
+``python -m eks_gpu_training.offline.scan --workload-jobs MANIFESTS OUT`` writes into ``OUT`` the Jobs
+that a render's JobSets and Kubeflow Trainer runtimes would have their controllers create
+(``workload_jobs``), so the training pods they run are scanned as the stack's own Jobs are.
+
 ``python -m eks_gpu_training.offline.scan --readme [--write]`` prints (or writes into
 ``docs/operations.md``, between the ``scan-skips`` markers) the table of every skip of the three scan
 files, with its reason, so the documentation cannot go stale (``tests/unit/offline/test_scan_config.py`` compares
@@ -82,6 +86,45 @@ def all_skips(root: Optional[Path] = None) -> list[Skip]:
     ]
 
 
+JOBSET_API = "jobset.x-k8s.io/"
+TRAINER_API = "trainer.kubeflow.org/"
+
+
+def workload_jobs(manifests: Path) -> dict[str, dict[str, Any]]:
+    """The Jobs that the JobSets and Kubeflow Trainer runtimes among a render's manifests (its
+    ``manifests/`` folder; not the charts') would have their controllers create, by file name: one
+    per replicated job, its ``template`` (a Job's metadata and spec, the pod template with them)
+    under the JobSet's or runtime's name and namespace. checkov knows neither kind, and the
+    controllers copy each template's pod spec into the Jobs they create, so the security-relevant
+    fields it checks are the template's. A ``ClusterTrainingRuntime``'s Jobs are made in the
+    namespace of each TrainJob that names it; a ``TrainingRuntime``'s in its own."""
+    documents = [yaml_io.load(path.read_text()) for path in sorted(manifests.glob("*.yaml"))]
+    documents = [d for d in documents if isinstance(d, dict)]
+    cluster_runtime_users: dict[str, set[str]] = {}
+    for document in documents:
+        ref = (document.get("spec") or {}).get("runtimeRef") or {}
+        if document.get("kind") == "TrainJob" and ref.get("kind") == "ClusterTrainingRuntime":
+            cluster_runtime_users.setdefault(ref.get("name", ""), set()).add(document["metadata"].get("namespace", ""))
+    jobs: dict[str, dict[str, Any]] = {}
+    for document in documents:
+        api, kind, meta = str(document.get("apiVersion", "")), document.get("kind"), document.get("metadata") or {}
+        if api.startswith(JOBSET_API) and kind == "JobSet":
+            spec, namespaces = document.get("spec") or {}, [meta.get("namespace", "")]
+        elif api.startswith(TRAINER_API) and kind in ("TrainingRuntime", "ClusterTrainingRuntime"):
+            spec = ((document.get("spec") or {}).get("template") or {}).get("spec") or {}
+            namespaces = [meta.get("namespace", "")] if kind == "TrainingRuntime" else sorted(cluster_runtime_users.get(meta.get("name", ""), ()))
+        else:
+            continue
+        for replicated in spec.get("replicatedJobs") or []:
+            template = replicated.get("template") or {}
+            name = f"{meta.get('name')}-{replicated.get('name')}"
+            for namespace in namespaces:
+                metadata = {**(template.get("metadata") or {}), "name": name, "namespace": namespace}
+                jobs[f"job_{str(kind).lower()}_{namespace}_{name}.yaml"] = {
+                    "apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": template.get("spec") or {}}
+    return jobs
+
+
 def failed_checks(report: Any) -> list[tuple[str, str, str]]:
     """(check id, resource, file) of each failed check in a checkov JSON report."""
     reports = report if isinstance(report, list) else [report]
@@ -131,9 +174,21 @@ def with_readme_block(readme: str, block: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eks_gpu_training.offline.scan", description=__doc__.split("\n\n")[0])
     parser.add_argument("report", nargs="?", type=Path, help="checkov's JSON report over manifests/charts/")
+    parser.add_argument("--workload-jobs", nargs=2, type=Path, metavar=("MANIFESTS", "OUT"),
+                        help="write into OUT the Jobs the JobSets and Trainer runtimes of a render's MANIFESTS folder would create")
     parser.add_argument("--readme", action="store_true", help="print the documentation's table of every skip")
     parser.add_argument("--write", action="store_true", help="with --readme: write it into docs/operations.md")
     options = parser.parse_args(argv)
+    if options.workload_jobs:
+        manifests, out = options.workload_jobs
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in out.glob("job_*.yaml"):
+            stale.unlink()
+        jobs = workload_jobs(manifests)
+        for name, job in jobs.items():
+            (out / name).write_text(yaml_io.dump(job))
+        print(f"{len(jobs)} Job(s) of JobSets and Trainer runtimes written into {out}")
+        return 0
     skips = all_skips()
     missing = [f"{s.scope}: {s.check} {s.resource}" for s in skips if not s.reason]
     if missing:

@@ -16,6 +16,7 @@ from eks_gpu_training.offline.scan import (
     readme_block,
     unaccepted,
 )
+from eks_gpu_training.offline.scan import main as scan_main
 from harness import PROJECT_ROOT
 
 CHECKOV_CONFIG = PROJECT_ROOT / ".checkov.yaml"
@@ -121,3 +122,43 @@ def test_a_graph_checks_pod_is_named_without_its_labels():
         {"check_id": "CKV2_K8S_6", "resource": "Pod.kube-system.efa-other.name-x", "file_path": "b"},
     ]}}
     assert unaccepted(failed_checks(labelled), skips) == ["CKV2_K8S_6 Pod.kube-system.efa-other.name-x (b)"]
+
+
+def _write(folder, name, document):
+    (folder / name).write_text(yaml.safe_dump(document))
+
+
+def _replicated(name, image):
+    return {"name": name, "template": {"metadata": {"labels": {"job": name}}, "spec": {
+        "template": {"spec": {"containers": [{"name": name, "image": image}]}}}}}
+
+
+def test_the_jobs_of_jobsets_and_trainer_runtimes_are_written_for_the_workload_scan(tmp_path):
+    manifests, out = tmp_path / "manifests", tmp_path / "workload-jobs"
+    manifests.mkdir()
+    _write(manifests, "jobset_a_run.yaml", {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                                            "metadata": {"name": "run", "namespace": "a"},
+                                            "spec": {"replicatedJobs": [_replicated("workers", "train:1")]}})
+    _write(manifests, "trainingruntime_b_tune.yaml", {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime", "metadata": {"name": "tune", "namespace": "b"},
+        "spec": {"template": {"spec": {"replicatedJobs": [_replicated("node", "tune:1")]}}}})
+    _write(manifests, "clustertrainingruntime_torch.yaml", {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime", "metadata": {"name": "torch"},
+        "spec": {"template": {"spec": {"replicatedJobs": [_replicated("node", "torch:1")]}}}})
+    _write(manifests, "trainjob_c_x.yaml", {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                                            "metadata": {"name": "x", "namespace": "c"},
+                                            "spec": {"runtimeRef": {"kind": "ClusterTrainingRuntime", "name": "torch"}}})
+    _write(manifests, "deployment_a_web.yaml", {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}})
+    (out).mkdir()
+    (out / "job_jobset_a_gone.yaml").write_text("stale")
+
+    assert scan_main(["--workload-jobs", str(manifests), str(out)]) == 0
+    written = {path.name: yaml.safe_load(path.read_text()) for path in out.iterdir()}
+    assert sorted(written) == ["job_clustertrainingruntime_c_torch-node.yaml", "job_jobset_a_run-workers.yaml",
+                               "job_trainingruntime_b_tune-node.yaml"]
+    job = written["job_jobset_a_run-workers.yaml"]
+    assert (job["apiVersion"], job["kind"]) == ("batch/v1", "Job")
+    assert job["metadata"] == {"labels": {"job": "workers"}, "name": "run-workers", "namespace": "a"}
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "train:1"
+    assert written["job_clustertrainingruntime_c_torch-node.yaml"]["metadata"]["namespace"] == "c"
+    assert "--workload-jobs" in (PROJECT_ROOT / ".ci" / "run").read_text()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from kubernetes.client.exceptions import ApiException
+
 from clusters import RunningCluster
 from eks_gpu_training.healthgate.settings import CONDITION_TYPE, STARTUP_TAINT_KEY
 from eks_gpu_training.local.faults import condition_fault
@@ -15,7 +17,13 @@ REPAIR_WAIT_SECONDS = 10 * SECONDS_PER_REPAIR_MINUTE
 
 
 def node(running: RunningCluster, name: str) -> Optional[Any]:
-    return next((n for n in running.env.nodes() if n.metadata.name == name), None)
+    """The node, or None once it is gone (read alone: the fault tests ask often)."""
+    try:
+        return running.env.core.read_node(name)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
 
 
 def taint_keys(found: Any) -> set[str]:

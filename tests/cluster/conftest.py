@@ -26,9 +26,9 @@ from node_faults import prod_faults_cluster, running_group, running_job  # noqa:
 os.environ.setdefault("GOGC", "200")
 # And one processor each: up to thirteen clusters' Go processes (about eighty) share two cores, and
 # with two processors each, their schedulers' idle threads spin looking for work and their
-# collectors run in parallel, both on cores the others need. In one run, GOMAXPROCS=1 took the
-# tier's CPU from 483 to 450 seconds (the API servers' from 198 to 180, etcd's from 31 to 26) and
-# its time from 298 s to 271 s. Again only when the environment does not set it.
+# collectors run in parallel, both on cores the others need. GOMAXPROCS=1 took a run's CPU from 483
+# to 450 seconds (the API servers' from 198 to 180, etcd's from 31 to 26), and the tier's median of
+# three from 300.6 s to 286.3 s. Again only when the environment does not set it.
 os.environ.setdefault("GOMAXPROCS", "1")
 
 

@@ -20,6 +20,14 @@ NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
 SELECTOR = ",".join(f"{key}={value}" for key, value in CHECK_LABELS.items())
 
 
+def list_items(call: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    """A list call's items as the API server's JSON: the client's models, and the dicts made back
+    from them, were most of a gate round at a thousand nodes. The local cluster's programs and the
+    cluster tier read their lists the same way."""
+    response = call(*args, _preload_content=False, **kwargs)
+    return list(json.loads(response.data).get("items") or [])
+
+
 class Cluster:
     """The API server, through one client (in-cluster, or a kubeconfig's identity, optionally
     impersonating the gate's ServiceAccount)."""
@@ -36,13 +44,6 @@ class Cluster:
         self.custom: Any = client.CustomObjectsApi(api_client)
 
     @staticmethod
-    def _items(call: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        """A list's items as the API server's JSON: the client's models, and the dicts made back
-        from them, were most of a round at a thousand nodes."""
-        response = call(*args, _preload_content=False, **kwargs)
-        return list(json.loads(response.data).get("items") or [])
-
-    @staticmethod
     def _send(call: Any, *args: Any, **kwargs: Any) -> None:
         """A write whose answer the gate does not read (a refusal still raises ``ApiException``)."""
         response = call(*args, _preload_content=False, **kwargs)
@@ -54,13 +55,13 @@ class Cluster:
         return GateSettings.from_json(data.get(CONFIG_KEY, ""))
 
     def nodes(self) -> list[dict[str, Any]]:
-        return self._items(self.core.list_node)
+        return list_items(self.core.list_node)
 
     def check_jobs(self) -> list[dict[str, Any]]:
-        return self._items(self.batch.list_namespaced_job, self.namespace, label_selector=SELECTOR)
+        return list_items(self.batch.list_namespaced_job, self.namespace, label_selector=SELECTOR)
 
     def check_pods(self) -> list[dict[str, Any]]:
-        return self._items(self.core.list_namespaced_pod, self.namespace, label_selector=SELECTOR)
+        return list_items(self.core.list_namespaced_pod, self.namespace, label_selector=SELECTOR)
 
     def nodeclaims(self, settings: GateSettings) -> list[dict[str, Any]]:
         if not settings.karpenter_pools:

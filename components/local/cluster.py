@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..config import GpuTrainingPlatformArgs
+from ..healthgate.kube import list_items
 from ..offline.chart_sources import ChartSources, ChartUnavailable
 from ..offline.commands import collection_paused
 from ..offline.engine import PlausibleMocks, Registration
@@ -363,7 +364,7 @@ def _check_allocatable(applier: Applier, nodes: list[dict[str, Any]]) -> None:
     from ..facts.quantity import parse_quantity
 
     # One list, read as JSON, rather than a read (and a parse into the client's models) per node.
-    listed = json.loads(applier.core.list_node(_preload_content=False).data)["items"]
+    listed = list_items(applier.core.list_node)
     allocatable = {item["metadata"]["name"]: (item.get("status") or {}).get("allocatable") or {} for item in listed}
     wrong = []
     for node in nodes:
@@ -400,8 +401,7 @@ def _any_unbound(applier: Applier) -> bool:
     """Whether any pod waits for the scheduler: one item asked for, read raw. With a fleet's
     thousands of DaemonSet pods pending, the whole list every half second was most of the wait's
     own cost and a good part of the API server's."""
-    response = applier.core.list_pod_for_all_namespaces(field_selector=UNBOUND, limit=1, _preload_content=False)
-    return bool(json.loads(response.data).get("items"))
+    return bool(list_items(applier.core.list_pod_for_all_namespaces, field_selector=UNBOUND, limit=1))
 
 
 def wait_until_placed(applier: Applier, *, timeout: float, check: Callable[[], None]) -> None:

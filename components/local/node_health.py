@@ -26,7 +26,6 @@ again when a watch says something it reads changed (``changes``), and every 2 s 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import datetime, timezone
 from functools import partial
@@ -36,6 +35,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from ..facts.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
 from ..facts.gpu_nodes import GPU_RESOURCE
+from ..healthgate.kube import list_items
 from ..healthgate.settings import CHECK_LABELS, pool_of
 from .changes import WATCH, Changes, run_rounds
 from .faults import FAULTS_CONFIG_MAP, SIMULATED_CHECK_MESSAGES, Faults, recorded_condition, simulated_check_failure
@@ -63,8 +63,7 @@ def _items(call: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
     """A list call's items as the API server's JSON, served from its watch cache (``resourceVersion``
     0): the client's models took most of the reporter's time at a thousand nodes, and each round
     would otherwise be a read from etcd."""
-    response = call(*args, _preload_content=False, resource_version="0", **kwargs)
-    return list(json.loads(response.data).get("items") or [])
+    return list_items(call, *args, resource_version="0", **kwargs)
 
 
 def _running_daemon_pods(core: Any, apps: Any) -> dict[str, set[str]]:

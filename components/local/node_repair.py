@@ -40,6 +40,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..facts.gpu_nodes import GPU_POOL_KEY
 from ..facts.node_monitoring import REPAIR_AFTER_MINUTES
+from ..healthgate.kube import list_items
 from .changes import WATCH, Changes, run_rounds
 from .layout import File, Layout
 from .processes import Process
@@ -189,7 +190,7 @@ class Repairer:
             self.log(line)
 
     def _nodes(self) -> list[dict[str, Any]]:
-        return json.loads(self.core.list_node(_preload_content=False).data)["items"]
+        return list_items(self.core.list_node)
 
     def round(self, now: datetime) -> bool:
         """Start the repairs due at ``now``, drain and remove the nodes being replaced; whether
@@ -224,8 +225,7 @@ class Repairer:
         from kubernetes.client.exceptions import ApiException
 
         name = node["metadata"]["name"]
-        listed = json.loads(self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}",
-                                                                  _preload_content=False).data)["items"]
+        listed = list_items(self.core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={name}")
         moved = [pod for pod in listed if drained(pod)]
         for pod in [p for p in moved if not p["metadata"].get("deletionTimestamp")]:
             meta = pod["metadata"]

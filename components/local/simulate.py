@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..config import GpuTrainingPlatformArgs
 from ..facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, KARPENTER_NODEPOOL_LABEL, network_layer_key
+from ..healthgate.kube import list_items
 from ..workloads.job_sets import train_job, training_jobset, training_runtime
 from ..workloads.scheduling_policies import training_job_spec
 from ..workloads.templates import training_job
@@ -301,8 +302,7 @@ def _items(call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str
     time the client's models take to build. Served from the API server's watch cache
     (``resourceVersion`` 0), as a controller's informer would read: each sample a moment old
     at most, and no read of etcd every second beside the fleet being measured."""
-    response = call(*args, _preload_content=False, resource_version="0", **kwargs)
-    return list(json.loads(response.data).get("items") or [])
+    return list_items(call, *args, resource_version="0", **kwargs)
 
 
 def _was_admitted(found: list[dict[str, Any]]) -> bool:

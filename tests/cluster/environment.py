@@ -11,7 +11,6 @@ whole objects.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Callable, Optional
 
@@ -20,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from eks_gpu_training.facts.quantity import parse_quantity
+from eks_gpu_training.healthgate.kube import list_items
 from eks_gpu_training.local.platform import Applier, ApplyError
 
 from kueue import KUEUE_API, QUEUE_LABEL, Accounting, condition, conditions, job_uids, read_accounting
@@ -369,10 +369,10 @@ class Environment:
                     pass  # the stack installs no controller of that kind
         # Read as the API server's JSON: built into the client's models, every pod of the cluster
         # after every test was a good part of the tier's workers' CPU.
-        gpu_nodes = {n["metadata"]["name"] for n in self._items(self.core.list_node)
+        gpu_nodes = {n["metadata"]["name"] for n in list_items(self.core.list_node)
                      if ((n.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", "0") != "0"}
         pods = {}
-        for pod in self._items(self.core.list_pod_for_all_namespaces):
+        for pod in list_items(self.core.list_pod_for_all_namespaces):
             meta, node, phase = pod["metadata"], pod["spec"].get("nodeName"), (pod.get("status") or {}).get("phase")
             if any(o.get("kind") == "DaemonSet" for o in meta.get("ownerReferences") or []):
                 continue
@@ -380,11 +380,6 @@ class Environment:
             if node in gpu_nodes or waiting:
                 pods[f"{meta['namespace']}/{meta['name']}"] = f"{phase} on {node or 'no node'}"
         return read_accounting(cluster_queues, self.workloads(), queued, pods)
-
-    @staticmethod
-    def _items(call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        """A list call's items as the API server's JSON, not built into the client's models."""
-        return json.loads(call(*args, _preload_content=False, **kwargs).data)["items"]
 
     def known_state(self) -> Accounting:
         """The books as the platform left them, read before the cluster's first test, once Kueue has

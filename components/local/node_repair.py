@@ -209,8 +209,9 @@ class Repairer:
             self.core.patch_node(found.node, {"metadata": {"annotations": {REPAIRED_BY: name}}, "spec": {"unschedulable": True}})
             self.log(f"{found.node}: {found.condition} False ({found.reason}) since {found.since:%H:%M:%S}: "
                      f"{name} registered in its place; {found.node} cordoned and drained")
+        # A node whose repair just started is unhealthy in its pool: counted there.
         pooled = [n for n in nodes if (n["metadata"].get("labels") or {}).get(GPU_POOL_KEY) in self.pools]
-        return bool(in_repair or due or any(unhealthy(n) is not None for n in pooled))
+        return bool(in_repair) or any(unhealthy(n) is not None for n in pooled)
 
     def _register(self, manifest: dict[str, Any]) -> None:
         from kubernetes.client.exceptions import ApiException

@@ -28,6 +28,7 @@ from typing import Any, Iterable, Optional
 
 
 from ..facts import yaml_io
+from ..workloads.job_sets import JOBSET_API_VERSION, TRAINER_GROUP
 from .engine import project_dir
 
 PLATFORM_CONFIG = ".checkov.yaml"
@@ -86,8 +87,8 @@ def all_skips(root: Optional[Path] = None) -> list[Skip]:
     ]
 
 
-JOBSET_API = "jobset.x-k8s.io/"
-TRAINER_API = "trainer.kubeflow.org/"
+JOBSET_API = JOBSET_API_VERSION.split("/")[0] + "/"
+TRAINER_API = TRAINER_GROUP + "/"
 
 
 def workload_jobs(manifests: Path) -> dict[str, dict[str, Any]]:

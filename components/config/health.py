@@ -64,6 +64,8 @@ class HealthGateConfig(_Model):
     """How long a node's checks may take, from their Job's creation (image pulls included), before the node counts as failed. Default: 20."""
     quarantine: bool = True
     """Taint a node whose node monitoring agent reports `AcceleratedHardwareReady` False (any reason but `DCGMError`) with `eks-gpu-training/unhealthy:NoExecute`, evicting its training pods, never more than half of a pool; a node that recovers is checked again. Default: true."""
+    max_node_replacements_per_hour: int = Field(default=2, ge=0, le=100)
+    """NodeClaims of failing nodes the gate deletes per Karpenter pool in any hour, each after a doubling wait from 5 minutes; 0 keeps every failing node for a person. Default: 2."""
 
 
 def validate_health_gate(config: HealthGateConfig, path: str = "healthGate") -> list[Problem]:

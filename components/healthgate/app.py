@@ -68,7 +68,8 @@ def run_round(cluster: Cluster, config_map: str) -> list[str]:
     nodes' side by side (``WRITERS``); an action of no node (a check Job's deletion) on its own."""
     settings = cluster.settings(config_map)
     now = datetime.now(timezone.utc)
-    actions = plan(cluster.nodes(), cluster.check_jobs(), cluster.check_pods(), cluster.nodeclaims(settings), settings, now)
+    actions = plan(cluster.nodes(), cluster.check_jobs(), cluster.check_pods(), cluster.nodeclaims(settings), settings, now,
+                   cluster.replacements(settings))
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     groups: dict[Any, list[Action]] = {}
     for index, action in enumerate(actions):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from typing import Any, Iterable, Mapping, Optional
 
 from .settings import CHECK_LABELS, REASONS, PoolDevices
@@ -22,6 +23,12 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 NODE_ANNOTATION = "eks-gpu-training/checked-node"
 NODE_UID_ANNOTATION = "eks-gpu-training/checked-node-uid"
 """The node a check Job is for, by name and uid (a node replaced under the same name is another node)."""
+TEMPLATE_ANNOTATION = "eks-gpu-training/check-template"
+"""A hash of the settings' check pod a Job was made from: a check that failed for a configuration
+cause is made again once the settings change (``decide``)."""
+IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+"""A container's ``waiting`` reasons for an image the kubelet cannot pull (kubernetes
+pkg/kubelet/images/types.go)."""
 GPU_CONTAINERS = ("dcgm",)
 EFA_CONTAINERS = ("efa", "efa-loopback")
 """The check containers that get the node's GPUs, and its EFA devices."""
@@ -35,6 +42,10 @@ def check_job_name(node: str, uid: str) -> str:
     return "check-" + hashlib.sha256(f"{node}/{uid}".encode()).hexdigest()[:12]
 
 
+def template_hash(check_pod: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(check_pod, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _with_devices(container: dict[str, Any], resource: str, count: int) -> None:
     resources = container.setdefault("resources", {})
     resources.setdefault("requests", {})[resource] = str(count)
@@ -46,6 +57,8 @@ def check_job(check_pod: Mapping[str, Any], namespace: str, node: str, uid: str,
     """The Job that checks ``node`` (uid ``uid``), from the settings' pod template."""
     pod = copy.deepcopy(dict(check_pod))
     spec = pod.setdefault("spec", {})
+    # A check waits for the node's devices; it never preempts a pod that holds them.
+    spec["preemptionPolicy"] = "Never"
     spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
     kept_init = []
@@ -65,7 +78,7 @@ def check_job(check_pod: Mapping[str, Any], namespace: str, node: str, uid: str,
             _with_devices(container, GPU_RESOURCE, devices.gpus)
     metadata = pod.setdefault("metadata", {})
     metadata["labels"] = {**(metadata.get("labels") or {}), **CHECK_LABELS}
-    annotations = {NODE_ANNOTATION: node, NODE_UID_ANNOTATION: uid}
+    annotations = {NODE_ANNOTATION: node, NODE_UID_ANNOTATION: uid, TEMPLATE_ANNOTATION: template_hash(check_pod)}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -132,3 +145,44 @@ def check_verdict(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], nod
         deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
         return REASONS["deadline"], f"the checks did not finish within {deadline} s ({failed.get('message', '')})"
     return REASONS["unknown"], f"the check Job failed: {failed.get('reason', '')} {failed.get('message', '')}".strip()
+
+
+def pods_of(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    uid = job["metadata"].get("uid")
+    return [pod for pod in pods if not uid or any(o.get("uid") == uid for o in pod["metadata"].get("ownerReferences") or [])]
+
+
+def image_pull_failure(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> Optional[str]:
+    """What the kubelet said of a check image it cannot pull, or None."""
+    for pod in pods_of(job, pods):
+        status = pod.get("status") or {}
+        for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in IMAGE_PULL_REASONS:
+                detail = (waiting.get("message") or "").strip()
+                return (f"check {container.get('name', '')} cannot pull {container.get('image', '')} "
+                        f"({waiting['reason']}{': ' + detail if detail else ''})")
+    return None
+
+
+def missing_device(node: Mapping[str, Any], devices: PoolDevices) -> Optional[str]:
+    """A device of the pool the node advertises none of (no device plugin runs there), or None."""
+    for resource, wanted in ((GPU_RESOURCE, devices.gpus), (EFA_RESOURCE, devices.efa)):
+        if wanted and _allocatable(node, resource) == 0:
+            return resource
+    return None
+
+
+def devices_taken(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], node: Mapping[str, Any],
+                  devices: PoolDevices) -> bool:
+    """Whether the scheduler left the check pending because pods already on the node hold devices
+    the node advertises in full: the check can never start there while they run."""
+    if _allocatable(node, GPU_RESOURCE) < devices.gpus or _allocatable(node, EFA_RESOURCE) < devices.efa:
+        return False
+    for pod in pods_of(job, pods):
+        for found in (pod.get("status") or {}).get("conditions") or []:
+            if (found.get("type") == "PodScheduled" and found.get("status") == "False"
+                    and found.get("reason") == "Unschedulable"
+                    and any(f"Insufficient {resource}" in str(found.get("message") or "") for resource in (GPU_RESOURCE, EFA_RESOURCE))):
+                return True
+    return False

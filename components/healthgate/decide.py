@@ -1,25 +1,26 @@
 """What the gate does next, decided from the cluster as listed: plain data in, actions out, so every
 rule is tested without an API server.
 
-For each GPU node (a node of a pool the settings name):
+For each GPU node (a node of a pool the settings name) with the startup taint:
 
-- it carries the startup taint and has no check yet: once the kubelet reports it Ready, a check Job
-  is created for it (``checks.check_job``);
-- its check succeeded: the startup taint is lifted and ``HealthChecksPassed`` set True;
-- its check failed (a check container exited non-zero, or the Job ran out of time): the taint
-  stays, ``HealthChecksPassed`` turns False with the failed check's reason and message, and a
-  Karpenter node's NodeClaim is deleted, so Karpenter replaces the node (Karpenter 1.14
-  docs-disruption.md: deleting a NodeClaim drains and terminates its node);
-- its node monitoring agent reports ``AcceleratedHardwareReady`` False (a reason that names a GPU
-  fault): the quarantine taint (NoExecute) takes the node out of its jobs, never more than half of
-  a pool at once (a fault on most of a pool is the fleet's: a driver, an AMI, the agent);
-- the agent reports it healthy again: the quarantine taint is swapped for the startup taint, so
-  the node is checked again before it gets work;
-- a check Job whose node is gone (by uid) is deleted, with its pod.
+- no check yet: once the kubelet reports it Ready, a check Job is created (``checks.check_job``);
+- its check succeeded: the taint is lifted and ``HealthChecksPassed`` set True;
+- the scheduler cannot place its check because pods already on the node hold its devices: the node
+  got the taint while it ran work (EKS applies a node group's new taints to its running nodes), so
+  it is admitted unchecked (``IN_USE_REASON``) and its check deleted; only for a node never checked;
+- it passed before (``HealthChecksPassed`` True): the taint came back from its node group, and is lifted;
+- its check failed: the taint stays, ``HealthChecksPassed`` turns False with the reason, and a
+  Karpenter node's NodeClaim is deleted so Karpenter replaces it, at most as ``replacements`` allows;
+- a cause no node can fix (``CONFIGURATION_REASONS``: a check image that cannot be pulled, no device
+  plugin, the same failure on most of the pool) turns the condition False with that reason, and
+  nothing is deleted; the check is made again once the gate's settings change.
 
-A node that never had the startup taint (one that ran before the gate was turned on) is not
-checked; it is still quarantined on a GPU fault.
+A node without the startup taint whose node monitoring agent reports ``AcceleratedHardwareReady``
+False is quarantined (NoExecute), never more than half of its pool; once the agent reports it
+healthy again the quarantine taint is swapped for the startup taint, so it is checked again. A
+check Job whose node is gone (by uid) is deleted, with its pod.
 """
+
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ from typing import Any, Iterable, Mapping, Optional, Union
 
 from .settings import (
     CONDITION_TYPE,
+    CONFIGURATION_REASONS,
+    IN_USE_REASON,
     HARDWARE_CONDITION,
     PASSED_REASON,
     QUARANTINE_TAINT_EFFECT,
@@ -38,11 +41,25 @@ from .settings import (
     GateSettings,
     pool_of,
 )
-from .checks import NODE_ANNOTATION, NODE_UID_ANNOTATION, check_verdict, job_finished
+from .checks import (
+    NODE_ANNOTATION,
+    NODE_UID_ANNOTATION,
+    TEMPLATE_ANNOTATION,
+    check_verdict,
+    devices_taken,
+    image_pull_failure,
+    job_finished,
+    missing_device,
+    template_hash,
+)
+from .replacements import Replacement, held_back, recent
 
 RECHECK_REASON = "RecheckAfterRecovery"
 """``HealthChecksPassed`` Unknown: the node left quarantine and is checked again."""
 MESSAGE_LIMIT = 1024
+POOL_WIDE_MIN_NODES = 2
+"""A check failing the same way on at least this many of a pool's nodes (those deleted within the
+hour included), and on more than half of them, is the pool's configuration, not its nodes."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +94,8 @@ class DeleteCheck:
 class DeleteNodeClaim:
     name: str
     node: str
+    pool: str = ""
+    reason: str = ""
 
 
 Action = Union[CreateCheck, SetTaints, SetCondition, DeleteCheck, DeleteNodeClaim]
@@ -137,6 +156,28 @@ def _nodeclaim_of(nodeclaims: Iterable[Mapping[str, Any]], node: str) -> Optiona
     return None
 
 
+@dataclass
+class _Round:
+    """What one round knows beside the node at hand: the listings and what earlier nodes decided."""
+
+    jobs: list[Mapping[str, Any]]
+    pods: list[Mapping[str, Any]]
+    nodeclaims: list[Mapping[str, Any]]
+    settings: GateSettings
+    now: datetime
+    replacements: list[Replacement]
+    failures: dict[tuple[str, str], int]
+    """Nodes of each pool whose check failed, by the failed check's reason (node failures only)."""
+    members: dict[str, int]
+
+
+def _failed_reason(node: Mapping[str, Any]) -> Optional[str]:
+    passed = condition(node, CONDITION_TYPE)
+    if passed is not None and passed.get("status") == "False":
+        return str(passed.get("reason") or "")
+    return None
+
+
 def plan(
     nodes: Iterable[Mapping[str, Any]],
     jobs: Iterable[Mapping[str, Any]],
@@ -144,63 +185,116 @@ def plan(
     nodeclaims: Iterable[Mapping[str, Any]],
     settings: GateSettings,
     now: datetime,
+    replacements: Iterable[Replacement] = (),
 ) -> list[Action]:
-    """The actions that bring the GPU nodes one step nearer to what the module docstring says."""
-    nodes, jobs, pods, nodeclaims = list(nodes), list(jobs), list(pods), list(nodeclaims)
+    """The actions that bring the GPU nodes one step nearer to what the module docstring says;
+    ``replacements``: the NodeClaims the gate deleted lately (``replacements.from_events``)."""
+    nodes = list(nodes)
     gpu_nodes = [n for n in nodes if pool_of(n["metadata"].get("labels")) in settings.pools]
+    state = _Round(list(jobs), list(pods), list(nodeclaims), settings, now, list(replacements), {}, {})
     # A check of a node that is gone (deleted, or replaced by another of the same name) is garbage:
     # its pod would otherwise stay on the name's next node, and its Job until its time to live.
     uids = {n["metadata"].get("uid") for n in nodes}
-    actions: list[Action] = [DeleteCheck(_name(job)) for job in jobs
+    actions: list[Action] = [DeleteCheck(_name(job)) for job in state.jobs
                              if (job["metadata"].get("annotations") or {}).get(NODE_UID_ANNOTATION) not in uids]
     quarantined: dict[str, int] = {}
-    members: dict[str, int] = {}
     for node in gpu_nodes:
         pool = str(pool_of(node["metadata"].get("labels")))
-        members[pool] = members.get(pool, 0) + 1
+        state.members[pool] = state.members.get(pool, 0) + 1
         if has_taint(node, QUARANTINE_TAINT_KEY):
             quarantined[pool] = quarantined.get(pool, 0) + 1
+        failed = _failed_reason(node)
+        if failed is not None and failed not in CONFIGURATION_REASONS.values():
+            state.failures[(pool, failed)] = state.failures.get((pool, failed), 0) + 1
     for node in gpu_nodes:
         pool = str(pool_of(node["metadata"].get("labels")))
         if has_taint(node, STARTUP_TAINT_KEY):
-            actions += _gate(node, pool, _check_of(jobs, node), pods, nodeclaims, settings)
+            actions += _gate(node, pool, _check_of(state.jobs, node), state)
         elif settings.quarantine:
             # Never more than half of a pool, rounded up: a single node's pool can still lose it.
-            allowed = quarantined.get(pool, 0) < -(-members[pool] // 2)
+            allowed = quarantined.get(pool, 0) < -(-state.members[pool] // 2)
             found, added = _quarantine(node, settings, allowed=allowed)
             quarantined[pool] = quarantined.get(pool, 0) + added
             actions += found
     return actions
 
 
-def _gate(node: Mapping[str, Any], pool: str, job: Optional[Mapping[str, Any]], pods: list[Mapping[str, Any]],
-          nodeclaims: list[Mapping[str, Any]], settings: GateSettings) -> list[Action]:
-    name = _name(node)
+def _lift(node: Mapping[str, Any], why: str) -> SetTaints:
+    return SetTaints(_name(node), str(node["metadata"].get("resourceVersion", "")), _without(_taints(node), STARTUP_TAINT_KEY), why)
+
+
+def _pool_wide(pool: str, reason: str, state: _Round) -> Optional[str]:
+    """The pool-wide failure's message when ``reason`` is most of the pool's (this node counted), else None."""
+    deleted = [r for r in recent(state.replacements, pool, state.now)]
+    same = state.failures.get((pool, reason), 0) + 1 + sum(1 for r in deleted if r.reason == reason)
+    nodes = state.members.get(pool, 0) + len(deleted)
+    if same >= POOL_WIDE_MIN_NODES and 2 * same > nodes:
+        return (f"{same} of the pool's {nodes} nodes (this hour's replacements included) failed their checks with {reason}: "
+                f"a cause they share (an image, a driver, the AMI, the check's settings), not a node fault")
+    return None
+
+
+def _hand_back(node: Mapping[str, Any], pool: str, reason: str, state: _Round) -> list[Action]:
+    """A failing Karpenter node's NodeClaim deletion, when the pool's replacements allow it now."""
+    if pool not in state.settings.karpenter_pools:
+        return []
+    claim = _nodeclaim_of(state.nodeclaims, _name(node))
+    if claim is None or held_back(state.replacements, pool, state.settings.replacements_per_hour, state.now) is not None:
+        return []
+    state.replacements.append(Replacement(pool, reason, state.now.replace(tzinfo=None)))
+    return [DeleteNodeClaim(_name(claim), _name(node), pool, reason)]
+
+
+def _gate(node: Mapping[str, Any], pool: str, job: Optional[Mapping[str, Any]], state: _Round) -> list[Action]:
+    name, settings = _name(node), state.settings
     passed = condition(node, CONDITION_TYPE)
+    status, reason = (passed or {}).get("status"), str((passed or {}).get("reason") or "")
+    configuration = status == "False" and reason in CONFIGURATION_REASONS.values()
+    if status == "True":
+        # Admitted before: the startup taint came back with its node group's taints.
+        return [_lift(node, "admitted before: startup taint its node group put back lifted"),
+                *([DeleteCheck(_name(job))] if job is not None else [])]
     if job is None:
-        if passed is not None and passed.get("status") == "False":
-            # Failed before: it keeps its taint; a Karpenter node is handed back until Karpenter takes it.
-            claim = _nodeclaim_of(nodeclaims, name) if pool in settings.karpenter_pools else None
-            return [DeleteNodeClaim(_name(claim), name)] if claim is not None else []
+        if status == "False" and not configuration:
+            # Failed before: it keeps its taint; a Karpenter node is handed back when its pool allows.
+            return _hand_back(node, pool, reason, state)
         return [CreateCheck(name, str(node["metadata"].get("uid", "")), pool)] if _ready(node) else []
+    if configuration:
+        made_from = (job["metadata"].get("annotations") or {}).get(TEMPLATE_ANNOTATION)
+        # The settings changed since (a fixed image): check again.
+        return [DeleteCheck(_name(job))] if made_from != template_hash(settings.check_pod) else []
     finished = job_finished(job)
     if finished is None:
+        pull = image_pull_failure(job, state.pods)
+        if pull is not None:
+            return [SetCondition(name, "False", CONFIGURATION_REASONS["image"], pull[:MESSAGE_LIMIT])]
+        if passed is None and devices_taken(job, state.pods, node, settings.pools[pool]):
+            return [
+                _lift(node, "its devices are held by pods placed before it was tainted: admitted unchecked"),
+                SetCondition(name, "True", IN_USE_REASON, "the node got the startup taint while pods placed before it held "
+                             "its devices: it ran work before the gate was on, and is admitted without a check"),
+                DeleteCheck(_name(job)),
+            ]
         return []
     if finished:
         return [
-            SetTaints(name, str(node["metadata"].get("resourceVersion", "")), _without(_taints(node), STARTUP_TAINT_KEY),
-                      "checks passed: startup taint lifted"),
+            _lift(node, "checks passed: startup taint lifted"),
             SetCondition(name, "True", PASSED_REASON, "the node passed its health checks"),
             DeleteCheck(_name(job)),
         ]
-    actions: list[Action] = []
-    if passed is None or passed.get("status") != "False":  # said once; the failed Job stays for its log
-        reason, message = check_verdict(job, pods, node, settings.pools[pool])
-        actions.append(SetCondition(name, "False", reason, message[:MESSAGE_LIMIT]))
-    claim = _nodeclaim_of(nodeclaims, name) if pool in settings.karpenter_pools else None
-    if claim is not None:
-        actions.append(DeleteNodeClaim(_name(claim), name))
-    return actions
+    if status == "False":
+        return _hand_back(node, pool, reason, state)  # said once; the failed Job stays for its log
+    device = missing_device(node, settings.pools[pool])
+    if device is not None:
+        return [SetCondition(name, "False", CONFIGURATION_REASONS["device-plugin"],
+                             f"the node advertises no {device}: no device plugin runs on it (the pool's daemons, their "
+                             f"tolerations, the AMI), so no check can start")]
+    failed, message = check_verdict(job, state.pods, node, settings.pools[pool])
+    shared = _pool_wide(pool, failed, state)
+    if shared is not None:
+        return [SetCondition(name, "False", CONFIGURATION_REASONS["pool"], f"{shared}; this node: {message}"[:MESSAGE_LIMIT])]
+    state.failures[(pool, failed)] = state.failures.get((pool, failed), 0) + 1
+    return [SetCondition(name, "False", failed, message[:MESSAGE_LIMIT]), *_hand_back(node, pool, failed, state)]
 
 
 def _quarantine(node: Mapping[str, Any], settings: GateSettings, *, allowed: bool) -> tuple[list[Action], int]:
@@ -215,10 +309,12 @@ def _quarantine(node: Mapping[str, Any], settings: GateSettings, *, allowed: boo
         return [SetTaints(name, version, (*_taints(node), quarantine_taint(reason)),
                           f"{HARDWARE_CONDITION} False ({reason}): quarantined")], 1
     if held and hardware is not None and hardware.get("status") == "True":
+        # The condition first: a node with the startup taint and the condition still True would be
+        # taken for one its node group re-tainted, and admitted unchecked.
         return [
+            SetCondition(name, "Unknown", RECHECK_REASON, "the node recovered from a GPU fault and is checked again"),
             SetTaints(name, version, (*_without(_taints(node), QUARANTINE_TAINT_KEY), startup_taint()),
                       f"{HARDWARE_CONDITION} True again: checked before it gets work"),
-            SetCondition(name, "Unknown", RECHECK_REASON, "the node recovered from a GPU fault and is checked again"),
         ], 0
     return [], 0
 

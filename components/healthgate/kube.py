@@ -4,16 +4,19 @@ Every write is one the gate's admission policy allows (``workloads.health_gate_a
 Node's taint list, replaced whole but only with the gate's own taints changed, sent with the
 ``resourceVersion`` it was read at (a write racing another is refused and tried again at the next
 round); one node condition, ``HealthChecksPassed``, through the status subresource; check Jobs in
-its own namespace; and NodeClaims of the stack's Karpenter GPU pools.
+its own namespace; NodeClaims of the stack's Karpenter GPU pools, each deletion recorded as an
+Event in its namespace (``replacements``).
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from typing import Any, Optional
 
 from .checks import check_job
 from .decide import Action, CreateCheck, DeleteCheck, DeleteNodeClaim, SetCondition, SetTaints
+from .replacements import POOL_LABEL, Replacement, event_manifest, from_events
 from .settings import CHECK_LABELS, CONDITION_TYPE, CONFIG_KEY, GateSettings
 
 NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
@@ -42,6 +45,8 @@ class Cluster:
         self.core: Any = client.CoreV1Api(api_client)
         self.batch: Any = client.BatchV1Api(api_client)
         self.custom: Any = client.CustomObjectsApi(api_client)
+        self.events: Any = client.EventsV1Api(api_client)
+        self.config_map = ""
 
     @staticmethod
     def _send(call: Any, *args: Any, **kwargs: Any) -> None:
@@ -51,6 +56,7 @@ class Cluster:
         response.release_conn()
 
     def settings(self, config_map: str) -> GateSettings:
+        self.config_map = config_map
         data = self.core.read_namespaced_config_map(config_map, self.namespace).data or {}
         return GateSettings.from_json(data.get(CONFIG_KEY, ""))
 
@@ -69,6 +75,12 @@ class Cluster:
         group, version, plural = NODECLAIMS
         items = self.custom.list_cluster_custom_object(group, version, plural)["items"]
         return [c for c in items if (c["metadata"].get("labels") or {}).get("karpenter.sh/nodepool") in settings.karpenter_pools]
+
+    def replacements(self, settings: GateSettings) -> list[Replacement]:
+        """The NodeClaims the gate deleted lately, from the Events it wrote (none without Karpenter pools)."""
+        if not settings.karpenter_pools:
+            return []
+        return from_events(list_items(self.events.list_namespaced_event, self.namespace, label_selector=POOL_LABEL))
 
     def apply(self, action: Action, settings: GateSettings, now: str) -> None:
         if isinstance(action, CreateCheck):
@@ -90,6 +102,10 @@ class Cluster:
         elif isinstance(action, DeleteNodeClaim):
             group, version, plural = NODECLAIMS
             self._delete(lambda: self.custom.delete_cluster_custom_object(group, version, plural, action.name))
+            # Recorded after the deletion: a deletion that failed counts for nothing.
+            self._send(self.events.create_namespaced_event, self.namespace, event_manifest(
+                self.namespace, self.config_map, action.name, action.node, action.pool, action.reason,
+                datetime.now(timezone.utc)))
 
     def _create_job(self, job: dict[str, Any]) -> None:
         from kubernetes.client.exceptions import ApiException

@@ -29,6 +29,19 @@ CONDITION_TYPE = "HealthChecksPassed"
 failed check's reason (``REASONS``) and its message."""
 
 PASSED_REASON = "ChecksPassed"
+IN_USE_REASON = "AdmittedInUse"
+"""``HealthChecksPassed`` True without a check: the node got the startup taint while pods placed
+before it held its GPUs (EKS applies a node group's new taints to its running nodes), so it ran
+work before the gate was on and is left to it."""
+CONFIGURATION_REASONS = {
+    "image": "CheckImageUnavailable",
+    "device-plugin": "DevicePluginMissing",
+    "pool": "PoolWideCheckFailure",
+}
+"""``HealthChecksPassed`` False for a cause no node can fix: a check image the kubelet cannot pull,
+a node that advertises none of a device its pool has (no device plugin), or one check failing the
+same way on most of a pool. The gate deletes and quarantines no node for these; it checks again
+once its settings change, or once the failed check Job's time to live has passed."""
 REASONS = {
     "gpus": "GPUCountMismatch",
     "efa": "EFADeviceCountMismatch",
@@ -86,6 +99,8 @@ class GateSettings:
     """Agent reasons that are no GPU fault (DCGMError: the agent lost its DCGM host engine)."""
     karpenter_pools: tuple[str, ...] = ()
     """Karpenter NodePools whose failing nodes the gate hands back to Karpenter (deletes their NodeClaim)."""
+    replacements_per_hour: int = 2
+    """NodeClaims the gate deletes per Karpenter pool in any hour, each after a growing wait (``replacements``)."""
 
     @classmethod
     def from_json(cls, text: str) -> "GateSettings":
@@ -104,11 +119,14 @@ class GateSettings:
                 quarantine=bool(data.get("quarantine", True)),
                 quarantine_ignored_reasons=tuple(data.get("quarantineIgnoredReasons", ())),
                 karpenter_pools=tuple(data.get("karpenterPools", ())),
+                replacements_per_hour=int(data.get("replacementsPerHour", 2)),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise SettingsError(f"{CONFIG_KEY} lacks or mistypes {error}") from None
         if check_seconds <= 0:
             raise SettingsError(f"checkSeconds must be a positive number of seconds, not {check_seconds}")
+        if settings.replacements_per_hour < 0:
+            raise SettingsError(f"replacementsPerHour must be 0 or more, not {settings.replacements_per_hour}")
         return settings
 
     def to_json(self) -> str:
@@ -120,6 +138,7 @@ class GateSettings:
             "quarantine": self.quarantine,
             "quarantineIgnoredReasons": list(self.quarantine_ignored_reasons),
             "karpenterPools": list(self.karpenter_pools),
+            "replacementsPerHour": self.replacements_per_hour,
         }, sort_keys=True)
 
 

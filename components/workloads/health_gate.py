@@ -159,6 +159,7 @@ def gate_settings(gate_image: Any, config: HealthGateConfig, managed: Sequence[G
         quarantine=config.quarantine,
         quarantine_ignored_reasons=QUARANTINE_IGNORED_REASONS,
         karpenter_pools=tuple(pool.name for pool in karpenter),
+        replacements_per_hour=config.max_node_replacements_per_hour,
     )
 
 
@@ -198,7 +199,7 @@ def cluster_role_manifest(karpenter: bool) -> dict[str, Any]:
 
 
 def role_manifest() -> dict[str, Any]:
-    """In its own namespace only: its check Jobs, their pods (the verdict), and its ConfigMap."""
+    """In its own namespace only: its check Jobs, their pods (the verdict), its ConfigMap, and Events."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": dict(LABELS)},
@@ -206,6 +207,8 @@ def role_manifest() -> dict[str, Any]:
             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "list", "delete"]},
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
             {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [NAME], "verbs": ["get"]},
+            # Its NodeClaim deletions, recorded and counted (healthgate.replacements).
+            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "list"]},
         ],
     }
 

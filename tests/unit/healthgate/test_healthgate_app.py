@@ -36,6 +36,9 @@ class FakeCluster:
     def nodeclaims(self, settings):
         return []
 
+    def replacements(self, settings):
+        return []
+
     def apply(self, action, settings, now):
         if getattr(action, "node", None) == "gpu-0":
             time.sleep(0.05)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from eks_gpu_training.healthgate.checks import NODE_ANNOTATION, NODE_UID_ANNOTATION, check_job
+from eks_gpu_training.healthgate.checks import NODE_ANNOTATION, NODE_UID_ANNOTATION, TEMPLATE_ANNOTATION, check_job, template_hash
 from eks_gpu_training.healthgate.decide import (
     CreateCheck, DeleteCheck, DeleteNodeClaim, SetCondition, SetTaints, plan, quarantine_taint, startup_taint,
 )
@@ -94,9 +94,9 @@ def test_a_failing_karpenter_node_is_handed_back_by_deleting_its_nodeclaim_and_a
     job = job_for("k", done=False)
     kn = node("k", pool="kp", karpenter=True, taints=[STARTUP], efa="0")
     actions = plan([kn], [job], [failed_pod(job, "dcgm", "bad")], [claim], SETTINGS, NOW)
-    assert actions[-1] == DeleteNodeClaim("kp-abc12", "k")
+    assert actions[-1] == DeleteNodeClaim("kp-abc12", "k", "kp", "DCGMDiagnosticFailed")
     kn["status"]["conditions"].append({"type": CONDITION_TYPE, "status": "False", "reason": "DCGMDiagnosticFailed"})
-    assert plan([kn], [], [], [claim], SETTINGS, NOW) == [DeleteNodeClaim("kp-abc12", "k")]
+    assert plan([kn], [], [], [claim], SETTINGS, NOW) == [DeleteNodeClaim("kp-abc12", "k", "kp", "DCGMDiagnosticFailed")]
     claim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     assert plan([kn], [], [], [claim], SETTINGS, NOW) == []
 
@@ -145,7 +145,7 @@ def test_never_more_than_half_of_a_pool_rounded_up_is_quarantined():
 
 def test_a_node_whose_gpus_recover_swaps_the_quarantine_for_the_startup_taint_and_is_checked_again():
     held = node("a", taints=[quarantine_taint("NvidiaXID79Error")], conditions=[hardware("True", "")])
-    swap, unknown = plan([held], [], [], [], SETTINGS, NOW)
+    unknown, swap = plan([held], [], [], [], SETTINGS, NOW)
     assert swap.taints == (GPU_TAINT, STARTUP)
     assert (unknown.status, unknown.reason) == ("Unknown", "RecheckAfterRecovery")
 
@@ -172,7 +172,9 @@ def test_the_check_job_lands_on_its_node_alone_with_every_gpu_and_efa_device_and
     assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
     assert pod["initContainers"][0]["resources"]["limits"] == {"vpc.amazonaws.com/efa": "32"}
     assert {"name": "EXPECTED_EFA_DEVICES", "value": "32"} in pod["initContainers"][0]["env"]
-    assert job["metadata"]["annotations"] == {NODE_ANNOTATION: "ip-10-0-0-1", NODE_UID_ANNOTATION: "u1"}
+    assert job["metadata"]["annotations"] == {NODE_ANNOTATION: "ip-10-0-0-1", NODE_UID_ANNOTATION: "u1",
+                                              TEMPLATE_ANNOTATION: template_hash(template)}
+    assert pod["preemptionPolicy"] == "Never", "a check never preempts the pods that hold its node's devices"
     without_efa = check_job(template, "health-gate", "n", "u", PoolDevices(8, 0), 900)["spec"]["template"]["spec"]
     assert "initContainers" not in without_efa
     assert template["spec"]["containers"][0] == {"name": "dcgm", "image": "dcgm"}, "the template is not changed"

@@ -143,6 +143,14 @@ def replaces_old_first(pool: GpuNodeGroupConfig) -> bool:
     return pool.capacity_reservation_id is not None
 
 
+def pool_protected(pool: GpuNodeGroupConfig, default: bool) -> bool:
+    """Whether the pool's node group and created placement group are protected: the pool's own
+    ``protect`` when it sets one, else ``default`` (the platform's ``cluster.protect``). A pool set
+    false can be replaced (a Capacity Block switch) while the cluster and the file system stay
+    protected."""
+    return default if pool.protect is None else pool.protect
+
+
 def placement_group_physical_name(cluster_name: str, pool: GpuNodeGroupConfig) -> str:
     """Name of the placement group a pool with ``placementGroup.mode: create`` gets."""
     return f"{cluster_name}-{pool.name}"
@@ -237,7 +245,7 @@ class GpuNodeGroupArgs:
     tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource; they never reach instances (see ``pool.instance_tags``). Default: none."""
     protect: bool = False
-    """Protect the node group and the placement group it creates from deletion. Default: false."""
+    """Protect the node group and the placement group it creates from deletion, unless ``pool.protect`` says otherwise. Default: false."""
     instance_store_raid0: bool = True
     """Make the nodes' instance-store NVMe one RAID0 array for kubelet and containerd (AL2023 AMIs). Default: true."""
     health_gate: bool = False
@@ -288,12 +296,13 @@ class GpuNodeGroup(pulumi.ComponentResource):
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodeGroup", name, None, opts)
         tags = dict(args.tags)
+        protect = pool_protected(pool, args.protect)
 
         node_role = create_node_role(name, ref.partition, tags, parent=self, ssm_access=ref.node_ssm_access)
         self.node_role = role = node_role.role
 
         placement_group_name = pool_placement_group_name(
-            name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: placement_group_physical_name(cluster, pool)), tags, parent=self, region=ref.region, protect=args.protect
+            name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: placement_group_physical_name(cluster, pool)), tags, parent=self, region=ref.region, protect=protect
         )
 
         self.efa_interfaces = pool.efa_interfaces
@@ -339,7 +348,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 parent=self,
                 # Nodes join only with the role's policies attached (EKS user guide, "Amazon EKS node IAM role").
                 depends_on=[*ref.control_plane, *node_role.policy_attachments],
-                protect=args.protect,
+                protect=protect,
                 # A reserved pool's capacity is exactly its reservation, so a replacement made before the
                 # old group is deleted would need the reservation twice and never get its nodes.
                 delete_before_replace=replaces_old_first(pool),

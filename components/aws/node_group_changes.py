@@ -11,8 +11,9 @@ API_UpdateNodegroupVersion.html). Tests check every row against botocore's EKS m
 
 Replacing a node group deletes every node of the pool. Node groups are named from a prefix
 (``nodeGroupNamePrefix``), so the provider creates the new group before it deletes the old one
-instead of failing on a name clash; the old group's nodes still go, and with ``cluster.protect``
-the replacement is refused until protection is turned off.
+instead of failing on a name clash; the old group's nodes still go, and a protected pool's
+replacement (``cluster.protect``, or the pool's own ``protect``) is refused until the pool's
+protection is turned off, which leaves the cluster's and the file system's on.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ CHANGE_EFFECTS: tuple[ChangeEffect, ...] = (
         ROLLS_NODES,
         LAUNCH_TEMPLATE,
         "a new template version places new nodes in the new group; leaving mode create deletes the pool's group, "
-        "which `cluster.protect` refuses: the preview fails until protect is off for that change",
+        "which a protected pool refuses: set the pool's `protect: false` and `pulumi up` before that change",
         refused=True,
     ),
     ChangeEffect(f"{_POOL}.efa", ROLLS_NODES, LAUNCH_TEMPLATE, "network interfaces live in the launch template", refused=True),
@@ -174,6 +175,16 @@ CHANGE_EFFECTS: tuple[ChangeEffect, ...] = (
         NO_NODE_CHANGE,
         None,
         "applies to the next roll: EKS then evicts pods a PodDisruptionBudget protects instead of failing the roll",
+    ),
+    ChangeEffect(
+        f"{_POOL}.protect",
+        NO_NODE_CHANGE,
+        None,
+        "Pulumi state of the node group and its created placement group (the preview shows the `protect` change, no provider "
+        "call); false lets a change that replaces the pool or deletes its placement group through while `cluster.protect` keeps "
+        "the cluster and FSx protected. Pulumi refuses a replacement only when the state and the program both protect "
+        "(pulumi/pulumi `pkg/resource/deploy/step_generator.go`), but a deletion by the state alone (`DeleteStep.Apply`), "
+        "so apply false in its own `pulumi up` first",
     ),
     ChangeEffect("tags", IN_PLACE, None, "EKS TagResource; stack tags never reach launch templates or Karpenter's EC2NodeClasses, so no node rolls or drifts"),
     ChangeEffect(

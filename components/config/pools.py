@@ -148,6 +148,8 @@ class GpuNodeGroupConfig(GpuPoolConfig):
     """Tags put on the pool's instances and volumes through its launch template; changing them rolls every node (stack `tags` never reach instances, so a cost tag does not). Default: none."""
     node_repair: NodeRepairConfig = NodeRepairConfig()
     """EKS node auto repair of the pool. Default: on, one node at a time, halting above 50% unhealthy."""
+    protect: Optional[bool] = None
+    """Protect the pool's node group and created placement group from deletion (Pulumi `protect`). Set false on a protected stack to let a change that replaces the pool (a Capacity Block switch) through while the cluster and FSx stay protected. Default: `cluster.protect`."""
     force_update_version: bool = False
     """Let a roll (a `cluster.kubernetesVersion`, `releaseVersion` or launch-template change, or a node group catching up with its cluster) evict pods a PodDisruptionBudget protects, killing the pool's running job, instead of EKS giving up after 15 minutes with PodEvictionFailure once the control plane has already moved (EKS UpdateNodegroupVersion `force`); every such roll of a running pool is refused without it. Default: false."""
 

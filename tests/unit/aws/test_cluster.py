@@ -250,6 +250,30 @@ def test_prod_protects_the_cluster_gpu_node_groups_placement_groups_and_file_sys
     assert [r.name for r in dev_graph.resources if r.protect] == []
 
 
+def test_a_pool_unprotected_on_its_own_can_switch_to_a_capacity_block_while_cluster_and_file_system_stay_protected():
+    # The documented Capacity Block switch replaces the node group and deletes its created
+    # placement group: the pool's own `protect: false` lifts that refusal for this pool alone.
+    config = stack_config("prod")
+    (pool,) = config[f"{PROJECT}:gpuNodeGroups"]
+    config[f"{PROJECT}:gpuNodeGroups"] = [{
+        **pool, "protect": False, "capacityType": "CAPACITY_BLOCK", "capacityReservationId": "cr-0123456789abcdef0",
+        "placementGroup": {"mode": "none"},
+    }]
+    graph = run_main(config)
+    assert graph.error is None, repr(graph.error)
+    assert sorted(r.name for r in graph.resources if r.protect) == ["gpu-training-cluster-eks", "gpu-training-lustre-file-system"]
+    assert not graph.one("aws:eks/nodeGroup:NodeGroup", "gpu-training-p5-training-node-group").protect
+
+
+def test_a_pool_protected_on_its_own_is_protected_on_an_unprotected_stack():
+    config = stack_config("dev")
+    config[f"{PROJECT}:gpuNodeGroups"] = [{**p, "protect": True} for p in config[f"{PROJECT}:gpuNodeGroups"]]
+    graph = run_main(config)
+    assert graph.error is None, repr(graph.error)
+    # Dev's pool has no placement group; the system node group is no GPU pool.
+    assert [r.name for r in graph.resources if r.protect] == ["gpu-training-dev-gpu-node-group"]
+
+
 def test_system_node_group_can_be_turned_off():
     config = adopted()
     config[f"{PROJECT}:systemNodeGroup"] = {"enabled": False}

@@ -319,6 +319,21 @@ def test_protect_covers_the_node_group_and_the_placement_group_it_creates():
     assert not unprotected.one(NODE_GROUP).protect
 
 
+def test_the_pools_own_protect_overrides_the_components_either_way():
+    def program(pool: GpuNodeGroupConfig, protect: bool):
+        def build_pool():
+            cluster = research_cluster(NETWORK, system_node_group=False)
+            GpuNodeGroup("train", GpuNodeGroupArgs(cluster=cluster.ref, pool=pool, network=NETWORK, protect=protect))
+        return build_pool
+
+    lifted = run_program(program(gpu_pool(protect=False), protect=True))
+    assert (lifted.one(NODE_GROUP).protect, lifted.one("aws:ec2/placementGroup:PlacementGroup").protect) == (False, False)
+    kept = run_program(program(gpu_pool(protect=True), protect=False))
+    assert (kept.one(NODE_GROUP).protect, kept.one("aws:ec2/placementGroup:PlacementGroup").protect) == (True, True)
+    followed = run_program(program(gpu_pool(), protect=True))
+    assert followed.one(NODE_GROUP).protect
+
+
 def test_a_reserved_pool_is_replaced_old_group_first_so_it_never_needs_its_reservation_twice():
     block = gpu_pool(
         capacityType="CAPACITY_BLOCK", capacityReservationId="cr-0123456789abcdef0", placementGroup={"mode": "none"}

@@ -60,6 +60,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("unknown top-level key", lambda c: c.update(gpuPools=[]), "gpuPools: unknown key; allowed: region, cluster"),
     ("unknown nested key", lambda c: pool(c).update(spot=True), "gpuNodeGroups[0].spot: unknown key; allowed: name, instanceTypes"),
     ("missing cluster name", lambda c: c["cluster"].pop("name"), "cluster.name: is required"),
+    ("pool protect that is not a boolean", lambda c: pool(c).update(protect="sometimes"), "gpuNodeGroups[0].protect: Input should be a valid boolean"),
     ("missing network", lambda c: c.pop("network"), "network: is required"),
     ("unsupported region", lambda c: c.update(region="us-west-9"), "region: 'us-west-9' is not an AWS region"),
     ("unsupported kubernetes version", lambda c: c["cluster"].update(kubernetesVersion="1.24"), "cluster.kubernetesVersion: '1.24' is not supported"),

@@ -46,6 +46,7 @@ from .names import (
     health_gate_child_name,
     training_identity_child_name,
 )
+from .image_presence import live_image_problems
 from .in_cluster import compose_in_cluster
 from .rolls import live_roll_problems
 from .validation import validate_stack
@@ -60,8 +61,9 @@ def checked_platform_args(
 ) -> GpuTrainingPlatformArgs:
     """``args`` as the model, once every rule of the stack holds; otherwise a ``ConfigError`` with
     every problem. What runs now decides whether a version change rolls pools, and who created the
-    cluster which admins get access entries (``EksCluster`` reads it again), so both are read here,
-    before anything registers, and only for arguments that pass the rules."""
+    cluster which admins get access entries (``EksCluster`` reads it again), and the images the stack
+    names in the deployer's ECR must exist, so all are read here, before anything registers, and only
+    for arguments that pass the rules."""
     args = as_model(args, GpuTrainingPlatformArgs, "GpuTrainingPlatformArgs")
     problems = validate_stack(args, name)
     if args.in_cluster.enabled:
@@ -72,6 +74,7 @@ def checked_platform_args(
         problems = live_roll_problems(args)
         if args.cluster.create:
             problems.extend(live_admin_access(args.cluster, args.tags, args.region, opts)[1])
+        problems.extend(live_image_problems(args, opts))
     if problems:
         raise ConfigError(problems)
     return args
@@ -291,7 +294,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         return HealthGate(
             health_gate_child_name(name),
             HealthGateArgs(cluster=self.cluster.ref, config=args.health_gate, gpu_node_groups=list(args.gpu_node_groups),
-                           karpenter_pools=list(args.karpenter.gpu_node_pools) if args.karpenter.enabled else [], tags=tags),
+                           karpenter_pools=list(args.karpenter.gpu_node_pools) if args.karpenter.enabled else [], tags=tags,
+                           image_mirrors=args.images.registry_mirrors),
             opts=pulumi.ResourceOptions(parent=self),
         )
 

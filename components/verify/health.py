@@ -8,7 +8,13 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..healthgate.decide import has_taint
-from ..healthgate.settings import CONDITION_TYPE, HARDWARE_CONDITION, QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY
+from ..healthgate.settings import (
+    CONDITION_TYPE,
+    CONFIGURATION_REASONS,
+    HARDWARE_CONDITION,
+    QUARANTINE_TAINT_KEY,
+    STARTUP_TAINT_KEY,
+)
 from .objects import condition, gpu_nodes, name, node_name, training_jobs
 from .rows import EXAMPLES, Row, described, failed, group, listing, passed, skipped
 from .snapshot import Snapshot
@@ -26,7 +32,9 @@ def gated_nodes(snapshot: Snapshot, examples: int = EXAMPLES) -> Row:
     if not nodes:
         return skipped(item, "no GPU node.")
     gated = [n for n in nodes if has_taint(n, STARTUP_TAINT_KEY)]
-    failing = [n for n in gated if (condition(n, CONDITION_TYPE) or {}).get("status") == "False"]
+    # A configuration cause is the health-gate-configuration row's, named once there.
+    failing = [n for n in gated if (condition(n, CONDITION_TYPE) or {}).get("status") == "False"
+               and _reason(condition(n, CONDITION_TYPE) or {}) not in CONFIGURATION_REASONS.values()]
     if failing:
         groups = group("GPU node", ((name(n), f"failed the health gate's checks ({_reason(condition(n, CONDITION_TYPE) or {})}) "
                                     f"and keeps {STARTUP_TAINT_KEY}") for n in failing), examples)
@@ -44,6 +52,39 @@ def gated_nodes(snapshot: Snapshot, examples: int = EXAMPLES) -> Row:
                       "once their checks pass. If one stays past healthGate.timeoutMinutes, read the gate's log "
                       "(kubectl logs -n health-gate deploy/health-gate).")
     return passed(item, f"none of the {len(nodes)} GPU nodes carries {STARTUP_TAINT_KEY}.")
+
+
+CONFIGURATION_FIXES = {
+    CONFIGURATION_REASONS["image"]: "make the image pullable from the nodes (healthGate.dcgmImage, healthGate.efaLoopbackImage, "
+    "healthGate.image, images.registryMirrors) and `pulumi up`: the gate checks the held nodes again once its settings change",
+    CONFIGURATION_REASONS["device-plugin"]: "make the device plugins run on the pool (the GPU Operator's or the AMI's NVIDIA plugin, "
+    "the EFA device plugin, their tolerations): kubectl get ds -A -o wide; the gate checks again when its settings change or "
+    "the failed check's Job is gone (an hour)",
+    CONFIGURATION_REASONS["pool"]: "read one failed check's log (kubectl logs -n health-gate -l app.kubernetes.io/name=health-check): "
+    "a cause the pool's nodes share (an image, a driver, the AMI, healthGate.dcgmLevel) is fixed in the stack, not by replacing nodes",
+}
+
+
+def gate_configuration(snapshot: Snapshot, examples: int = EXAMPLES) -> Row:
+    """GPU nodes the gate holds for a cause no node can fix (``CONFIGURATION_REASONS``): one row
+    naming each cause once, with its first message and the nodes it holds."""
+    item = "health-gate-configuration"
+    nodes = gpu_nodes(snapshot.nodes)
+    if not nodes:
+        return skipped(item, "no GPU node.")
+    held: dict[str, list[Mapping[str, Any]]] = {}
+    for node in nodes:
+        found = condition(node, CONDITION_TYPE) or {}
+        if found.get("status") == "False" and _reason(found) in CONFIGURATION_REASONS.values():
+            held.setdefault(_reason(found), []).append(node)
+    if not held:
+        return passed(item, f"no GPU node is held for a configuration cause ({', '.join(CONFIGURATION_REASONS.values())}).")
+    causes = []
+    for reason, found in sorted(held.items()):
+        message = str((condition(found[0], CONDITION_TYPE) or {}).get("message") or "")
+        causes.append(f"{reason} on {listing([name(n) for n in found], examples)}: {message}")
+    return failed(item, "the health gate's checks cannot pass: " + "; ".join(causes) + ".",
+                  " ".join(CONFIGURATION_FIXES[reason] + "." for reason in sorted(held)))
 
 
 def accelerated_hardware(snapshot: Snapshot, examples: int = EXAMPLES) -> Row:
@@ -94,4 +135,5 @@ def waiting_for_replacement(snapshot: Snapshot, examples: int = EXAMPLES) -> Row
 
 def judge_health(snapshot: Snapshot, examples: int = EXAMPLES) -> list[Row]:
     """The node health rows, each group of failing objects naming its first ``examples``."""
-    return [gated_nodes(snapshot, examples), accelerated_hardware(snapshot, examples), waiting_for_replacement(snapshot, examples)]
+    return [gated_nodes(snapshot, examples), gate_configuration(snapshot, examples), accelerated_hardware(snapshot, examples),
+            waiting_for_replacement(snapshot, examples)]

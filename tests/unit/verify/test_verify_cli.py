@@ -155,7 +155,7 @@ def test_a_healthy_cluster_exits_0_with_a_table_of_the_seed_and_health_rows(tmp_
         "gpu-device-plugin", "efa-device-plugin", "priority-classes", "pod-disruption-budgets",
         "gpu-taints", "one-pod-per-node", "topology-labels", "topology-aware-spread",
     ]
-    assert lines[-1] == "11 checks: 9 pass, 0 fail, 2 skip"
+    assert lines[-1] == "12 checks: 10 pass, 0 fail, 2 skip"
 
 
 def test_a_failing_row_exits_1_and_prints_what_to_do_under_it(tmp_path, capsys):
@@ -168,7 +168,7 @@ def test_a_failing_row_exits_1_and_prints_what_to_do_under_it(tmp_path, capsys):
     (index,) = [i for i, line in enumerate(lines) if line.startswith("pod-disruption-budgets")]
     assert lines[index].split()[1] == "fail"
     assert lines[index + 1].lstrip().startswith("fix: run `pulumi up` to recreate the job's PDB")
-    assert lines[-1] == "11 checks: 8 pass, 1 fail, 2 skip"
+    assert lines[-1] == "12 checks: 9 pass, 1 fail, 2 skip"
 
 
 def test_an_unreachable_api_server_exits_2_with_a_one_line_reason(tmp_path, capsys):

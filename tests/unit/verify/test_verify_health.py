@@ -63,7 +63,7 @@ def test_a_job_with_a_rank_waiting_for_a_node_fails_the_replacement_row():
 
 def test_the_health_rows_follow_the_seeds_in_the_report():
     items = [r.item for r in judge(Snapshot(nodes=[node("gpu-0")]))]
-    assert items[-3:] == ["health-gate", "accelerated-hardware", "replacement-wait"]
+    assert items[-4:] == ["health-gate", "health-gate-configuration", "accelerated-hardware", "replacement-wait"]
 
 
 def test_on_a_fleet_the_failing_nodes_are_counted_per_reason_and_only_the_first_few_named():
@@ -74,3 +74,21 @@ def test_on_a_fleet_the_failing_nodes_are_counted_per_reason_and_only_the_first_
         ("failed the health gate's checks (EFALoopbackFailed", 100, ("gpu-0", "gpu-4")),
     ]
     assert "and 298 more" in row.evidence
+
+
+def test_a_cause_no_node_can_fix_is_one_configuration_row_naming_it_and_not_a_node_failure():
+    held = [gated(f"gpu-{i}", "False", reason="CheckImageUnavailable") for i in range(3)]
+    for found in held:
+        found["status"]["conditions"][-1]["message"] = "check dcgm cannot pull mirror.example/dcgm:4 (ErrImagePull)"
+    judged = rows(held)
+    row = judged["health-gate-configuration"]
+    assert row.status == "fail"
+    assert row.evidence == ("the health gate's checks cannot pass: CheckImageUnavailable on gpu-0, gpu-1, gpu-2: "
+                            "check dcgm cannot pull mirror.example/dcgm:4 (ErrImagePull).")
+    assert "images.registryMirrors" in row.fix
+    assert judged["health-gate"].status == "pass", "named once, in the configuration row"
+
+
+def test_no_configuration_cause_passes_the_configuration_row_and_no_gpu_node_skips_it():
+    assert rows([gated("gpu-1", "False")])["health-gate-configuration"].status == "pass"
+    assert rows([])["health-gate-configuration"].status == "skip"

@@ -181,8 +181,8 @@ def test_prod_without_teams_passes_every_stack_row_with_a_cluster_queue_per_name
 def test_with_the_stack_the_seed_rows_come_first_then_the_health_rows_then_the_stacks(prod):
     items = [r.item for r in judge(prod_cluster(), prod)]
     assert items[:8] == ["gpu-device-plugin", "efa-device-plugin", "priority-classes", "pod-disruption-budgets", "gpu-taints", "one-pod-per-node", "topology-labels", "topology-aware-spread"]
-    assert items[8:11] == ["health-gate", "accelerated-hardware", "replacement-wait"]
-    assert items[11:] == [
+    assert items[8:12] == ["health-gate", "health-gate-configuration", "accelerated-hardware", "replacement-wait"]
+    assert items[12:] == [
         "pool-nodes/p5-training", "priority-class-values", "resource-quota/training", "resource-quota/research",
         "kueue-queues/training", "kueue-queues/research", "team/pretraining", "team/research",
         "topology-labeler", "node-monitoring-agent", "fsx-claim/training", "fsx-claim/research",

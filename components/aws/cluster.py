@@ -32,6 +32,8 @@ from ..config.documented import component_args, documented_args, documented_comp
 from .addon_versions import addon_version
 from .cluster_access import admin_access_entries, live_admin_access
 from .cluster_ref import ClusterRef
+from .control_plane_version import control_plane_version, upgraded_by_eks_warning
+from .node_group_sizes import running_cluster
 from .iam import node_role_resource_name
 from .network import NetworkRef, adopted_network
 from .pod_identity import POD_IDENTITY_ADDON
@@ -142,6 +144,12 @@ class EksCluster(pulumi.ComponentResource):
         problems.extend(validate_admin_principals(args.cluster))
         # Who created the cluster decides its admin entries: read before anything registers.
         access, access_problems = live_admin_access(args.cluster, args.tags, args.region, opts) if args.cluster.create else (None, [])
+        # A control plane EKS upgraded past cluster.kubernetesVersion itself is kept where it runs.
+        running_version = None
+        if args.cluster.create:
+            running = running_cluster(args.cluster.name, args.region, pulumi.InvokeOptions(
+                parent=opts.parent if opts else None, provider=aws_provider_of(opts)))
+            running_version = running.version if running is not None else None
         problems.extend(access_problems)
         # A regional provider for the cluster carries the stack's AWS settings: checked up front.
         provider_settings, setting_problems = stack_provider_settings() if args.cluster.create else ({}, [])
@@ -169,6 +177,9 @@ class EksCluster(pulumi.ComponentResource):
         # such input, gets a provider for it. The region an AWS provider in opts points at must agree.
         check_provider_region(aws_provider_of(resource=self), args.region, f"EksCluster({name}).region")
         if config.create:
+            cluster_version = control_plane_version(config.kubernetes_version, running_version, config.support_type)
+            if cluster_version != config.kubernetes_version:
+                pulumi.log.warn(upgraded_by_eks_warning(config.kubernetes_version, cluster_version), resource=self)
             cluster_provider = cluster_aws_provider(name, args.region, parent=self, settings=provider_settings)
             eks_cluster_name = f"{name}-eks"
             endpoint_group = self._endpoint_group(name, config, network.vpc_id, args.tags, args.region)
@@ -176,7 +187,7 @@ class EksCluster(pulumi.ComponentResource):
                 eks_cluster_name,
                 eks.ClusterArgs(
                     name=config.name,
-                    version=config.kubernetes_version,
+                    version=cluster_version,
                     vpc_id=network.vpc_id,
                     subnet_ids=subnet_ids,
                     authentication_mode=eks.AuthenticationMode.API,

@@ -13,7 +13,8 @@ losing them.
 
 Refused without it, for each running managed GPU pool:
 
-- a created cluster's ``cluster.kubernetesVersion`` that differs from the running control plane's;
+- a created cluster's ``cluster.kubernetesVersion`` that differs from the running control plane's
+  (but for a control plane EKS upgraded past it itself, ``aws.control_plane_version``);
 - a node group whose version is not the one it is sent: behind a created cluster's
   ``cluster.kubernetesVersion`` (an upgrade that stopped before the node groups), or behind an
   adopted cluster's live version (its owners upgraded the control plane; node groups follow it);
@@ -33,6 +34,7 @@ from __future__ import annotations
 from typing import Mapping, Optional
 
 from ..aws.gpu_node_group import node_group_name_prefix, planned_launch_template
+from ..aws.control_plane_version import control_plane_version
 from ..aws.node_group_rolls import PlannedNodeGroup, RunningNodeGroup, roll_problem, roll_reasons, running_state
 from ..aws.node_group_sizes import running_cluster, running_node_group
 from ..config import GpuTrainingPlatformArgs, Problem
@@ -45,7 +47,9 @@ def roll_problems(
     ``running_version`` is the running cluster's Kubernetes version; ``running_groups`` maps the pool
     names of running node groups to what they run."""
     create = args.cluster.create
-    cluster_moves = create and running_version is not None and running_version != args.cluster.kubernetes_version
+    # A control plane EKS upgraded itself (supportType STANDARD) stays where it is (EksCluster warns).
+    planned_version = control_plane_version(args.cluster.kubernetes_version, running_version, args.cluster.support_type)
+    cluster_moves = create and running_version is not None and running_version != planned_version
     raid0 = args.storage.instance_store == "raid0"
     problems = []
     for i, pool in enumerate(args.gpu_node_groups):

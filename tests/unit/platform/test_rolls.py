@@ -16,6 +16,7 @@ import pytest
 from harness import PlausibleMocks, Graph, refusal_text, research_cluster, run_main, run_program, stack_config
 
 from eks_gpu_training import GpuNodeGroup, GpuNodeGroupArgs
+from eks_gpu_training.aws.control_plane_version import control_plane_version
 from eks_gpu_training.aws.node_group_rolls import RunningNodeGroup
 from eks_gpu_training.config import GpuNodeGroupConfig, NetworkConfig
 from eks_gpu_training.platform.loading import platform_args_from_settings
@@ -369,3 +370,39 @@ def test_an_instance_tag_a_program_computes_is_not_compared():
     graph = run_program(program, mocks=research_deployed())
     assert graph.error is None, refusal_text(graph.error)
     assert graph.one(LAUNCH_TEMPLATE).inputs["tagSpecifications"][0]["tags"] == {"team": "ml", "Name": "research-train"}
+
+
+# A STANDARD cluster EKS upgraded itself at the end of standard support.
+
+
+def test_a_control_plane_eks_upgraded_itself_is_no_version_move():
+    args = platform_args_from_settings(prod())
+    assert args.cluster.support_type == "STANDARD"
+    assert roll_problems(args, "1.36", {"p5-training": RunningNodeGroup(version="1.35")}) == []
+    extended = prod()
+    extended[f"{PROJECT}:cluster"] = {**extended[f"{PROJECT}:cluster"], "supportType": "EXTENDED"}
+    [problem] = roll_problems(platform_args_from_settings(extended), "1.36", {"p5-training": RunningNodeGroup(version="1.35")})
+    assert "moves the running cluster from 1.36 to 1.35" in problem.message
+
+
+def test_an_up_after_eks_upgraded_a_standard_cluster_keeps_its_control_plane_and_warns(monkeypatch):
+    warnings: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *a, **k: warnings.append(message))
+    graph = run_main(prod(), mocks=deployed(prod(), cluster_version="1.36"))
+    assert graph.error is None, refusal_text(graph.error)
+    assert graph.one("eks:index:Cluster").inputs["version"] == "1.36"
+    # The nodes stay where they run: no roll until the stack file names 1.36.
+    assert {g.inputs["version"] for g in graph.of_type(NODE_GROUP)} == {"1.35"}
+    [warning] = [w for w in warnings if "cluster.kubernetesVersion" in w]
+    assert "EKS upgraded the running control plane to 1.36" in warning
+    assert "Set cluster.kubernetesVersion: '1.36' in the stack file" in warning
+
+
+@pytest.mark.parametrize(("running", "support_type", "sent"), [
+    ("1.36", "STANDARD", "1.36"),   # EKS upgraded it: kept
+    ("1.36", "EXTENDED", "1.35"),   # nobody but the stack moves an EXTENDED cluster
+    ("1.34", "STANDARD", "1.35"),   # an upgrade the stack file asks for
+    (None, "STANDARD", "1.35"),     # not running yet
+])
+def test_the_control_plane_is_sent_the_running_version_only_when_eks_upgraded_it(running, support_type, sent):
+    assert control_plane_version("1.35", running, support_type) == sent

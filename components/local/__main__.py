@@ -65,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     fault.add_argument("stack", help="stack name or stack file path, as for `up`")
     fault.add_argument("node", nargs="?", default=None, help="the node (`kubectl get nodes`); leave out with --pool")
     fault.add_argument("--state-dir", type=Path, default=None, help="the cluster's files (default: as for `up`)")
-    fault.add_argument("--pool", default=None, help="with --fail-checks or --clear: every node of this GPU pool")
+    fault.add_argument("--pool", default=None, help="with --fail-checks, --unpullable or --clear: every node of this GPU pool")
     kinds = fault.add_mutually_exclusive_group(required=True)
     kinds.add_argument("--condition", metavar="TYPE=STATUS",
                        help="e.g. AcceleratedHardwareReady=False (with --reason, one of the agent's: NvidiaXID79Error)")
@@ -73,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     kinds.add_argument("--delete", action="store_true", help="delete the Node, as when its instance terminates")
     kinds.add_argument("--fail-checks", metavar="CHECK", choices=CHECKS,
                        help=f"the health gate's check CHECK fails on the node or pool ({', '.join(CHECKS)})")
+    kinds.add_argument("--unpullable", metavar="CHECK", choices=CHECKS,
+                       help=f"the image of the health gate's check CHECK cannot be pulled on the node or pool ({', '.join(CHECKS)})")
     kinds.add_argument("--clear", action="store_true", help="undo the node's (or pool's) condition, stopped kubelet and failing checks")
     fault.add_argument("--reason", default=None, help="with --condition: the agent's reason (reasons.yaml)")
     fault.add_argument("--message", default=None, help="with --condition: the condition's message")
@@ -202,8 +204,9 @@ def _run(options) -> int:
 
 def _fault(cluster: LocalCluster, options) -> list[str]:
     """Inject (or clear) the fault the options name; what was done, in words."""
-    if (options.node is None) == (options.pool is None) or (options.pool is not None and not (options.fail_checks or options.clear)):
-        raise FaultError("name the node, or --pool with --fail-checks or --clear")
+    if (options.node is None) == (options.pool is None) or (options.pool is not None and not (options.fail_checks or options.unpullable
+                                                                                              or options.clear)):
+        raise FaultError("name the node, or --pool with --fail-checks, --unpullable or --clear")
     if (options.reason or options.message) and not options.condition:
         raise FaultError("--reason and --message go with --condition")
     faults = cluster.faults()
@@ -222,6 +225,9 @@ def _fault(cluster: LocalCluster, options) -> list[str]:
     if options.fail_checks:
         faults.fail_checks(options.fail_checks, node=options.node, pool=options.pool)
         return [f"{where}: the health gate's {options.fail_checks} check fails until --clear"]
+    if options.unpullable:
+        faults.fail_pulls(options.unpullable, node=options.node, pool=options.pool)
+        return [f"{where}: the image of the health gate's {options.unpullable} check cannot be pulled until --clear"]
     undone = faults.clear(node=options.node, pool=options.pool)
     return [f"{where}: {line}" for line in undone] or [f"{where}: nothing to clear"]
 

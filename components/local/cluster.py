@@ -35,6 +35,7 @@ from .control_plane import control_plane_processes, write_control_plane_files
 from .errors import LocalError
 from .faults import Faults
 from .layout import Layout
+from .node_group_update import node_group_settings, update_running_nodes
 from .node_health import report_accelerated_hardware
 from .fleet import SimulatedNode
 from .processes import Supervisor
@@ -109,6 +110,8 @@ class LocalCluster:
     supervisor: Optional[Supervisor] = None
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds from the start of ``up`` to the end of the build and of each stage."""
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    """The render's resources the running cluster was made from (its node groups' inputs among them)."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -133,7 +136,7 @@ class LocalCluster:
         assert self.args is not None  # noqa: S101 - set by _render, which up and dry_run call first
         topology = SCALED_TOPOLOGY if self.scale is not None else STACK_TOPOLOGY
         planned = stages.plan(layout, self.args, render, bare=bare, topology=topology)
-        self.nodes, self.platform = list(planned.nodes), planned.platform
+        self.nodes, self.platform, self.resources = list(planned.nodes), planned.platform, render["resources"]
         return planned
 
     def dry_run(self, *, bare: bool = False) -> list[str]:
@@ -301,6 +304,25 @@ class LocalCluster:
         else:
             raise LocalClusterError(f"stage wait {wait!r} is not one the cluster knows", "report it with the command line")
 
+    def update(self, stack_path: Path) -> list[str]:
+        """The stack file ``stack_path`` applied to this running cluster (the one ``up`` started in
+        this process), as a ``pulumi up`` of the change would: EKS writes the managed node groups'
+        new taints and labels onto their running nodes (``node_group_update``), the objects the
+        change adds are applied, and the programs it adds beside the cluster (the health gate's)
+        start. Objects it changes or removes are left as they are. What was done, in lines."""
+        if self.layout is None or self.supervisor is None or self.platform is None:
+            raise LocalClusterError(f"no cluster of {self.stack} was started by this process", "update a cluster `up` started here")
+        before, known = node_group_settings(self.resources), {_key(o) for o in self.platform.all()}
+        self.stack_path = stack_path
+        planned = self.plan(self._render(self.render_dir), self.layout)
+        applier = Applier(self.kubeconfig)
+        done = update_running_nodes(applier.core, before, node_group_settings(self.resources))
+        added = [o for o in planned.platform.all() if _key(o) not in known] if planned.platform else []
+        applier.apply_all(added)
+        done += [f"applied {_key(o)[0]} {_key(o)[2]}" for o in added]
+        new = [p for stage in planned.stages for p in stage.processes if p.name not in self.supervisor.started]
+        return done + [f"started {p.name}" for p in self.supervisor.start_all(new, log=self.log)]
+
     def down(self) -> list[str]:
         supervisor = Supervisor(self.state)
         supervisor.load()
@@ -323,6 +345,10 @@ class LocalCluster:
         supervisor = Supervisor(self.state)
         supervisor.load()
         return supervisor.status()
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
+    return (str(obj.get("kind")), str(obj["metadata"].get("namespace") or ""), str(obj["metadata"]["name"]))
 
 
 NODE_CREATE_WORKERS = 8

@@ -201,6 +201,15 @@ class Faults:
             self._node(node)
         self._update(node_key(node) if node is not None else pool_key(str(pool)), checks=check)
 
+    def fail_pulls(self, check: str, *, node: Optional[str] = None, pool: Optional[str] = None) -> None:
+        """The image of the gate's check ``check`` cannot be pulled on the node (or pool), as the
+        kubelet would report for a wrong tag or an unreachable registry."""
+        if check not in CHECKS:
+            raise FaultError(f"{check!r} is not a check of the health gate; allowed: {', '.join(CHECKS)}")
+        if node is not None:
+            self._node(node)
+        self._update(node_key(node) if node is not None else pool_key(str(pool)), pulls=check)
+
     def clear(self, *, node: Optional[str] = None, pool: Optional[str] = None) -> list[str]:
         """Undo what was injected on the node (or the pool); what was undone, in words."""
         undone = []
@@ -217,17 +226,21 @@ class Faults:
                 undone.append("the kubelet reports again (its Lease is KWOK's)")
         if entry.get("checks"):
             undone.append(f"the {entry['checks']} check passes again")
+        if entry.get("pulls"):
+            undone.append(f"the {entry['pulls']} check's image is pulled again")
         self._record(key, None)
         return undone
 
 
-def simulated_check_failure(recorded: dict[str, dict[str, Any]], node: str, pool: Optional[str]) -> Optional[str]:
-    """The check container the local cluster fails on ``node`` (a node's own fault, else its pool's), or None."""
+def simulated_check_failure(recorded: dict[str, dict[str, Any]], node: str, pool: Optional[str], *,
+                            kind: str = "checks") -> Optional[str]:
+    """The check container the local cluster fails on ``node`` (a node's own fault, else its pool's),
+    or None; ``kind`` ``pulls``: the check whose image the simulated kubelet cannot pull."""
     entry = recorded.get(node_key(node)) or {}
-    if entry.get("checks"):
-        return str(entry["checks"])
+    if entry.get(kind):
+        return str(entry[kind])
     pool_entry = recorded.get(pool_key(pool)) if pool else None
-    return str(pool_entry["checks"]) if pool_entry and pool_entry.get("checks") else None
+    return str(pool_entry[kind]) if pool_entry and pool_entry.get(kind) else None
 
 
 def recorded_condition(recorded: dict[str, dict[str, Any]], node: str) -> Optional[ConditionFault]:

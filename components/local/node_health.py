@@ -56,6 +56,7 @@ PATCH_WORKERS = 8
 """Writes in flight at once: the client's connection pool holds more, and the API server answers
 them side by side."""
 CHECK_SELECTOR = ",".join(f"{key}={value}" for key, value in CHECK_LABELS.items())
+SIMULATED_PULL = "reported by the local cluster for `fault --unpullable`, in place of a kubelet"
 SIMULATED = "reported by the local cluster in place of the node monitoring agent, whose pod on this node runs no container"
 
 
@@ -179,6 +180,21 @@ def check_pod_status(pod: dict[str, Any], failing: Optional[str], now: str) -> d
     return status
 
 
+def pull_failure_status(pod: dict[str, Any], unpullable: str) -> dict[str, Any]:
+    """The status the kubelet reports while it cannot pull the image of the ``unpullable`` check:
+    the pod Pending, that container waiting in ``ErrImagePull`` (kubernetes
+    pkg/kubelet/images/types.go), the others waiting to start."""
+    statuses: dict[str, list[dict[str, Any]]] = {"initContainerStatuses": [], "containerStatuses": []}
+    for field_name, spec_field in (("initContainerStatuses", "initContainers"), ("containerStatuses", "containers")):
+        for container in pod["spec"].get(spec_field) or []:
+            status = _waiting(container)
+            if container["name"] == unpullable:
+                status["state"] = {"waiting": {"reason": "ErrImagePull", "message": (
+                    f"failed to pull image {container.get('image', '')!r}: not found ({SIMULATED_PULL})")}}
+            statuses[field_name].append(status)
+    return {"phase": "Pending", **{key: value for key, value in statuses.items() if value}}
+
+
 class CheckRound(NamedTuple):
     """What a round of the simulated checks did."""
 
@@ -195,9 +211,20 @@ def run_checks(core: Any, recorded: dict[str, dict[str, Any]], *, elapsed: Any) 
     running = [pod for pod in _items(core.list_pod_for_all_namespaces, label_selector=CHECK_SELECTOR,
                                      field_selector="status.phase=Running")
                if not pod["metadata"].get("deletionTimestamp")]
-    pods = [pod for pod in running if elapsed(pod) >= SIMULATED_CHECK_SECONDS]
-    nodes = {n["metadata"]["name"]: n for n in _items(core.list_node)} if pods else {}
+    nodes = {n["metadata"]["name"]: n for n in _items(core.list_node)} if running else {}
     patches: list[Callable[[], Any]] = []
+    pods = []
+    for pod in running:
+        meta, where = pod["metadata"], pod["spec"].get("nodeName")
+        node = nodes.get(where)
+        pool = pool_of(node["metadata"].get("labels")) if node else None
+        unpullable = simulated_check_failure(recorded, where, pool, kind="pulls")
+        if unpullable is not None:
+            patches.append(partial(core.patch_namespaced_pod_status, meta["name"], meta["namespace"],
+                                   {"status": pull_failure_status(pod, unpullable)}, _preload_content=False))
+            ended.append(f"{meta['namespace']}/{meta['name']} on {where}: image of {unpullable} not pulled")
+        elif elapsed(pod) >= SIMULATED_CHECK_SECONDS:
+            pods.append(pod)
     for pod in pods:
         meta, where = pod["metadata"], pod["spec"].get("nodeName")
         node = nodes.get(where)

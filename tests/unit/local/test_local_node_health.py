@@ -69,3 +69,17 @@ def test_leaves_a_condition_that_already_says_the_same_alone():
                     [_pod("eks-node-monitoring-agent", "gpu-0"), _pod("dcgm-server", "gpu-0")])
     assert report_accelerated_hardware(core, apps=FakeApps()) == []
     assert core.patched == {}
+
+
+def test_an_unpullable_check_image_is_reported_as_the_kubelet_reports_a_failed_pull():
+    from eks_gpu_training.healthgate.checks import image_pull_failure
+    from eks_gpu_training.local.node_health import pull_failure_status
+
+    pod = {"metadata": {"ownerReferences": [{"uid": "job-1"}]},
+           "spec": {"initContainers": [{"name": "efa", "image": "gate:1"}], "containers": [{"name": "dcgm", "image": "dcgm:4"}]}}
+    status = pull_failure_status(pod, "dcgm")
+    assert status["phase"] == "Pending"
+    assert status["initContainerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    assert status["containerStatuses"][0]["state"]["waiting"]["reason"] == "ErrImagePull"
+    said = image_pull_failure({"metadata": {"uid": "job-1"}}, [{**pod, "status": status}])
+    assert said.startswith("check dcgm cannot pull dcgm:4 (ErrImagePull: failed to pull image 'dcgm:4'")

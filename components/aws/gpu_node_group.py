@@ -42,7 +42,7 @@ from ..config import node_repair_settings
 from ..facts.gpu_nodes import GPU_POOL_KEY, gpu_taint, startup_taint
 from .iam import create_node_role, node_role_resource_name
 from .node_group_rolls import PlannedNodeGroup, RunningNodeGroup, roll_problem, roll_reasons, running_state
-from .node_group_sizes import desired_size_for, running_desired_size, running_node_group
+from .node_group_sizes import desired_size_for, running_node_group, running_size
 from .region import aws_provider_of
 from ..facts.aws_names import PhysicalName
 from .node_launch import launch_template_data, launch_template_ref, node_launch_template
@@ -320,7 +320,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             region=ref.region,
         )
 
-        desired_size, ignored = desired_size_for(running_desired_size(running), pool.initial_size, pool.min_size, pool.max_size)
+        desired_size, ignored = desired_size_for(running_size(running), pool.initial_size, pool.min_size, pool.max_size)
         # The cluster name may be a plain string, so the node group waits for a created cluster explicitly.
         self.node_group = aws.eks.NodeGroup(
             f"{name}-node-group",
@@ -352,8 +352,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 # A reserved pool's capacity is exactly its reservation, so a replacement made before the
                 # old group is deleted would need the reservation twice and never get its nodes.
                 delete_before_replace=replaces_old_first(pool),
-                # An autoscaler (or a person) owns the node count after creation: every update sends the
-                # running group's count, kept inside the bounds, never the state's (node_group_sizes).
+                # An autoscaler (or a person) owns the node count after creation: ignored while the bounds
+                # stay, the running count (inside new bounds) when they move, never the state's (node_group_sizes).
                 ignore_changes=ignored,
             ),
         )

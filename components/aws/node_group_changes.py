@@ -61,6 +61,10 @@ _SENDS_RUNNING_SIZE = (
     "EKS takes the whole scaling config, and the update sends the running group's desired size (read with DescribeNodegroup "
     "before anything registers), not the one in Pulumi's state, so a pool an autoscaler or a person resized keeps its nodes"
 )
+_RESIZED_BY_HAND = (
+    "while the bounds are the running group's, desiredSize is ignored: a pool an autoscaler or a person resized shows no "
+    "change in a preview (`--expect-no-changes` passes) and an update leaves its scaling config alone"
+)
 _RAISE_MIN = (
     f"scaling limits change without touching running nodes; {_SENDS_RUNNING_SIZE}. Raised above the running size, it "
     "launches nodes up to it (EKS requires minSize <= desiredSize)"
@@ -166,7 +170,7 @@ CHANGE_EFFECTS: tuple[ChangeEffect, ...] = (
         "scalingConfig",
         _LOWER_MAX,
     ),
-    ChangeEffect(f"{_POOL}.desiredSize", NO_NODE_CHANGE, None, "used at creation only; later the autoscaler or a person owns it, and every update sends the running size (new bounds move it into them)"),
+    ChangeEffect(f"{_POOL}.desiredSize", NO_NODE_CHANGE, None, f"used at creation only; later the autoscaler or a person owns it: {_RESIZED_BY_HAND}, and new bounds are sent with the running size moved into them"),
     ChangeEffect(f"{_POOL}.updateMaxUnavailable", IN_PLACE, "updateConfig", "applies to the next roll"),
     ChangeEffect(f"{_POOL}.updateStrategy", IN_PLACE, "updateConfig", "applies to the next roll"),
     ChangeEffect(f"{_POOL}.nodeRepair", IN_PLACE, "nodeRepairConfig", "repair settings change without touching nodes"),
@@ -238,7 +242,7 @@ CHANGE_EFFECTS: tuple[ChangeEffect, ...] = (
         "scalingConfig",
         _LOWER_MAX,
     ),
-    ChangeEffect(f"{_SYSTEM}.desiredSize", NO_NODE_CHANGE, None, "used at creation only; every update sends the running size (new bounds move it into them)"),
+    ChangeEffect(f"{_SYSTEM}.desiredSize", NO_NODE_CHANGE, None, f"used at creation only; {_RESIZED_BY_HAND}, and new bounds are sent with the running size moved into them"),
 )
 """Every node-group key and what its change does."""
 

@@ -4,28 +4,36 @@ After creation an autoscaler or a person owns a node group's desired size. But t
 the whole ``scalingConfig`` with any change to it (UpdateNodegroupConfig takes ``scalingConfig`` as
 one object, docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupConfig.html), and
 ``ignoreChanges`` only makes Pulumi send the value in its state (Pulumi docs, "ignoreChanges": the
-old value from the state is used). So ignoring ``desiredSize`` is not enough: a pool scaled from 2
-to 3 after the last ``pulumi up`` would be set back to 2 by an ``up`` that raises ``maxSize``, and
-EKS would terminate a GPU node of its choosing.
+old value from the state is used). So ignoring ``desiredSize`` alone is not enough: a pool scaled
+from 2 to 3 after the last ``pulumi up`` would be set back to 2 by an ``up`` that raises ``maxSize``,
+and EKS would terminate a GPU node of its choosing. Sending the running size always is not right
+either: a pool resized by hand would then differ from Pulumi's state in every preview, which fails
+a ``pulumi preview --expect-no-changes`` drift check.
 
-So the program reads the running group's desired size (DescribeNodegroup, at preview and at update
-alike) and always sends it, moved into the new bounds, which EKS requires
-(minSize <= desiredSize <= maxSize, API_NodegroupScalingConfig.html). Only a group that does not run
-yet (or whose cluster name is known only after deployment) gets the configured size at creation,
-ignored afterwards. Raising ``minSize`` above the running size launches nodes up to it; lowering
-``maxSize`` below it terminates nodes down to it (EKS picks which, so a node running a job may go:
-lower ``maxSize`` between jobs). The read happens seconds before the update: a scale-out in between
-is the one change this cannot see.
+So the program reads the running group's scaling config (DescribeNodegroup, at preview and at update
+alike). While the configured bounds are the running group's, the update does not touch
+``scalingConfig`` (the provider sends it only when it changed: hashicorp/terraform-provider-aws
+``internal/service/eks/node_group.go``, ``resourceNodeGroupUpdate``, ``d.HasChange("scaling_config")``),
+so ``desiredSize`` is ignored, as pulumi-eks's managed node group ignores it, and a hand resize shows
+no change. When the bounds change, the running size is sent, moved into the new bounds, which EKS
+requires (minSize <= desiredSize <= maxSize, API_NodegroupScalingConfig.html), and not ignored. Only a
+group that does not run yet (or whose cluster name is known only after deployment) gets the
+configured size at creation, ignored afterwards. Raising ``minSize`` above the running size launches
+nodes up to it; lowering ``maxSize`` below it terminates nodes down to it (EKS picks which, so a node
+running a job may go: lower ``maxSize`` between jobs). The read happens seconds before the update: a
+scale-out in between is the one change this cannot see. Bounds changed by hand to exactly what the
+stack file then says leave Pulumi's state behind: run ``pulumi refresh`` before that ``up``, or it
+sends the state's desired size with them.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import pulumi
 import pulumi_aws as aws
-
 
 
 def clamped_desired_size(current: int, min_size: int, max_size: int) -> int:
@@ -71,19 +79,38 @@ def running_node_group(
     return aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=groups[0], region=region, opts=invoke)
 
 
-def running_desired_size(group: Optional[Any]) -> Optional[int]:
-    """The desired size of a running node group (``running_node_group``); None without one."""
-    return group.scaling_configs[0].desired_size if group is not None and group.scaling_configs else None
+DESIRED_SIZE = "scalingConfig.desiredSize"
+"""The node group input an autoscaler or a person owns after creation."""
 
 
-def desired_size_for(current: Optional[int], initial_size: int, min_size: int, max_size: int) -> tuple[int, list[str]]:
+@dataclass(frozen=True)
+class RunningSize:
+    """A running node group's scaling config (DescribeNodegroup ``scalingConfig``)."""
+
+    desired: int
+    min: int
+    max: int
+
+
+def running_size(group: Optional[Any]) -> Optional[RunningSize]:
+    """The scaling config of a running node group (``running_node_group``); None without one."""
+    if group is None or not group.scaling_configs:
+        return None
+    config = group.scaling_configs[0]
+    return RunningSize(desired=config.desired_size, min=config.min_size, max=config.max_size)
+
+
+def desired_size_for(running: Optional[RunningSize], initial_size: int, min_size: int, max_size: int) -> tuple[int, list[str]]:
     """The node group's ``scalingConfig.desiredSize`` input and its ``ignore_changes``, given the
-    running group's desired size ``current``: that size clamped to the new bounds, never ignored, so
-    the update sends what runs; without a running group (``current`` None) the size at creation,
-    ignored afterwards."""
-    if current is None:
-        return initial_size, ["scalingConfig.desiredSize"]
-    return clamped_desired_size(current, min_size, max_size), []
+    running group's scaling config: with the running bounds, the running size, ignored (the update
+    leaves ``scalingConfig`` alone, and a hand resize is no change); with new bounds, the running size
+    clamped to them, not ignored, so the update sends what runs; without a running group the size at
+    creation, ignored afterwards."""
+    if running is None:
+        return initial_size, [DESIRED_SIZE]
+    if (running.min, running.max) == (min_size, max_size):
+        return running.desired, [DESIRED_SIZE]
+    return clamped_desired_size(running.desired, min_size, max_size), []
 
 
 def desired_size_and_ignored(
@@ -93,4 +120,4 @@ def desired_size_and_ignored(
     """``desired_size_for`` the running node group named ``name_prefix`` (read through ``parent``'s
     AWS provider)."""
     group = running_node_group(cluster_name, name_prefix, region, pulumi.InvokeOptions(parent=parent))
-    return desired_size_for(running_desired_size(group), initial_size, min_size, max_size)
+    return desired_size_for(running_size(group), initial_size, min_size, max_size)

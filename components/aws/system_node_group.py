@@ -72,7 +72,7 @@ def system_node_group(
         parent=parent,
         region=region,
     )
-    # Desired size ignored after creation, unless new bounds exclude it (node_group_sizes).
+    # Desired size ignored while the bounds stay; the running size is sent when they move (node_group_sizes).
     desired_size, ignored = desired_size_and_ignored(
         cluster.name, SYSTEM_NODE_GROUP_PREFIX, system.desired_size, system.min_size, system.max_size, parent,
         region,

@@ -9,7 +9,7 @@ import pytest
 
 from harness import PlausibleMocks, run_main, stack_config
 
-from eks_gpu_training.aws.node_group_sizes import clamped_desired_size
+from eks_gpu_training.aws.node_group_sizes import RunningSize, clamped_desired_size, desired_size_for
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 GPU_GROUP = "gpu-training-p5-training-node-group"
@@ -104,3 +104,44 @@ def test_a_first_deployment_creates_the_groups_at_their_configured_size(prod_gra
     group = prod_graph.one(NODE_GROUP, GPU_GROUP)
     assert group.inputs["scalingConfig"]["desiredSize"] == 2
     assert group.ignore_changes == ["scalingConfig.desiredSize"]
+
+
+def test_a_pool_resized_by_hand_within_unchanged_bounds_is_no_change_in_a_preview():
+    # Running with the stack file's bounds, resized by hand since: desiredSize is ignored, so Pulumi
+    # diffs nothing (a `pulumi preview --expect-no-changes` drift check passes), and an update that
+    # leaves the bounds alone never sends scalingConfig.
+    class ResizedByHand(PlausibleMocks):
+        def call(self, args):
+            sizes = {f"p5-training-{SUFFIX}": (3, 2, 4), f"system-{SUFFIX}": (4, 2, 4)}  # desired, min, max
+            if args.token == "aws:eks/getClusters:getClusters":
+                return {"names": ["gpu-training-prod"], "id": "us-west-2"}
+            if args.token == "aws:eks/getCluster:getCluster":
+                return {**super().call(args), "version": "1.35"}
+            if args.token == "aws:eks/getNodeGroups:getNodeGroups":
+                return {"clusterName": args.args["clusterName"], "names": sorted(sizes), "id": "gpu-training-prod"}
+            if args.token == "aws:eks/getNodeGroup:getNodeGroup":
+                name = args.args["nodeGroupName"]
+                desired, low, high = sizes[name]
+                return {"clusterName": "gpu-training-prod", "nodeGroupName": name, "version": "1.35",
+                        "scalingConfigs": [{"desiredSize": desired, "minSize": low, "maxSize": high}], "id": name}
+            return super().call(args)
+
+    config = copy.deepcopy(stack_config("prod"))
+    config["eks-gpu-training:gpuNodeGroups"][0].update(maxSize=4)
+    graph = run_main(config, mocks=ResizedByHand())
+    assert graph.error is None, repr(graph.error)
+    for name in (GPU_GROUP, SYSTEM_GROUP):
+        assert graph.one(NODE_GROUP, name).ignore_changes == ["scalingConfig.desiredSize"]
+
+
+@pytest.mark.parametrize(
+    ("running", "sent"),
+    [
+        (None, (2, ["scalingConfig.desiredSize"])),  # created at its configured size, then left to others
+        (RunningSize(desired=3, min=2, max=4), (3, ["scalingConfig.desiredSize"])),  # bounds stay: no diff
+        (RunningSize(desired=3, min=0, max=9), (3, [])),  # bounds move: the running size is sent
+        (RunningSize(desired=1, min=0, max=9), (2, [])),  # and moved into the new bounds
+    ],
+)
+def test_desired_size_is_ignored_while_the_bounds_stay_and_sent_from_what_runs_when_they_move(running, sent):
+    assert desired_size_for(running, 2, 2, 4) == sent

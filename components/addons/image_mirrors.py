@@ -14,7 +14,9 @@ a component and every resource under it) rewrites, before each resource is regis
 A program composing the components itself passes ``image_mirrors(...)`` in its own
 ``ResourceOptions(transformations=[...])``. What is not rewritten: the EKS add-ons' images (the
 node monitoring agent, VPC CNI, CoreDNS), which EKS pulls from its own regional ECR, reached
-through the VPC's ECR endpoints.
+through the VPC's ECR endpoints; and the health gate's check pod, which travels as JSON in the
+gate's ConfigMap, out of a transformation's sight: ``HealthGate`` builds it from the mirrors
+itself (``HealthGateArgs.image_mirrors``).
 """
 
 from __future__ import annotations

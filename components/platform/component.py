@@ -294,7 +294,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         return HealthGate(
             health_gate_child_name(name),
             HealthGateArgs(cluster=self.cluster.ref, config=args.health_gate, gpu_node_groups=list(args.gpu_node_groups),
-                           karpenter_pools=list(args.karpenter.gpu_node_pools) if args.karpenter.enabled else [], tags=tags),
+                           karpenter_pools=list(args.karpenter.gpu_node_pools) if args.karpenter.enabled else [], tags=tags,
+                           image_mirrors=args.images.registry_mirrors),
             opts=pulumi.ResourceOptions(parent=self),
         )
 

@@ -9,7 +9,8 @@ set it), at the value the stack's own values set or the chart's default. A priva
 images the EFA device plugin's chart and the EKS add-ons use, or the account's, where the topology
 labeler's image is pushed) in the cluster's own region needs no mirror: nodes reach it through the
 VPC's ECR endpoints. Another region's does (the EFA device plugin's chart names EKS's ECR in
-us-west-2 wherever the cluster is).
+us-west-2 wherever the cluster is). The health gate's check images count like any other, though
+they reach the cluster inside its ConfigMap rather than in a pod spec.
 """
 
 from __future__ import annotations
@@ -89,6 +90,20 @@ def stack_images(args: GpuTrainingPlatformArgs) -> Iterator[tuple[str, Optional[
             yield "the NCCL test", None, args.preflight.nccl.image
     if args.topology_labeler.enabled and args.topology_labeler.image is not None:
         yield "the topology labeler", None, args.topology_labeler.image
+    yield from health_gate_images(args)
+
+
+def health_gate_images(args: GpuTrainingPlatformArgs) -> Iterator[tuple[str, Optional[str], Any]]:
+    """The health gate's images, each named with its key: its own (unless built here) and its check
+    pod's, which travel in the gate's ConfigMap (``workloads.health_gate.check_pod``)."""
+    gate = args.health_gate
+    if not gate.enabled:
+        return
+    if gate.image is not None:
+        yield "the health gate (healthGate.image)", None, gate.image
+    yield "the health gate's DCGM check (healthGate.dcgmImage)", None, gate.dcgm_image
+    if gate.efa_loopback_image is not None:
+        yield "the health gate's EFA loopback check (healthGate.efaLoopbackImage)", None, gate.efa_loopback_image
 
 
 def validate_image_mirrors(args: GpuTrainingPlatformArgs) -> list[Problem]:

@@ -14,7 +14,9 @@ pulumi-kubernetes. The check pod (``check_pod``), per node:
 
 The pod asks for every GPU and EFA device of its node, so it starts only once the device plugins
 advertise them all, and runs as root under the namespace's ``baseline`` Pod Security level, which
-NVIDIA's DCGM image needs; the gate itself meets ``restricted``.
+NVIDIA's DCGM image needs; the gate itself meets ``restricted``. Its images are pulled from
+``images.registryMirrors`` like every other image of the stack (``check_pod``'s ``mirrors``): they
+travel in the gate's ConfigMap, where no transformation sees them.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..facts.catalog import GPU_INSTANCE_TYPES
 from ..facts.gpu_nodes import gpu_toleration
+from ..facts.images import mirrored
 from ..healthgate.app import HEARTBEAT_FILE
 from ..healthgate.settings import (
     CHECK_LABELS,
@@ -100,12 +103,24 @@ def efa_loopback_script() -> str:
     ])
 
 
-def check_pod(gate_image: Any, config: HealthGateConfig) -> dict[str, Any]:
+def _pulled(image: Any, mirrors: Mapping[str, str]) -> Any:
+    """``image`` from its registry's mirror; an Output (the gate's image built in the same program,
+    at the stack's own ECR) mirrored once known."""
+    if isinstance(image, str):
+        return mirrored(image, mirrors)
+    if isinstance(image, pulumi.Output):
+        return image.apply(lambda value: mirrored(value, mirrors))
+    return image
+
+
+def check_pod(gate_image: Any, config: HealthGateConfig, mirrors: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
     """The check pod's template, without the node and device counts the gate fills in
-    (``healthgate.checks.check_job``)."""
+    (``healthgate.checks.check_job``); each image under its registry's mirror in ``mirrors``
+    (``images.registryMirrors``; default: none)."""
+    mirrors = mirrors or {}
     init: list[dict[str, Any]] = [{
         "name": "efa",
-        "image": gate_image,
+        "image": _pulled(gate_image, mirrors),
         "command": ["python", "-m", "healthgate.efa"],
         "resources": {"requests": {"cpu": CHECK_CPU, "memory": CHECK_MEMORY}},
         "securityContext": RESTRICTED,
@@ -114,7 +129,7 @@ def check_pod(gate_image: Any, config: HealthGateConfig) -> dict[str, Any]:
     if config.efa_loopback_image is not None:
         init.append({
             "name": "efa-loopback",
-            "image": config.efa_loopback_image,
+            "image": _pulled(config.efa_loopback_image, mirrors),
             "command": ["/bin/bash", "-c", efa_loopback_script()],
             "resources": {"requests": {"cpu": CHECK_CPU, "memory": CHECK_MEMORY}},
             "securityContext": {"allowPrivilegeEscalation": False},
@@ -122,7 +137,7 @@ def check_pod(gate_image: Any, config: HealthGateConfig) -> dict[str, Any]:
         })
     dcgm = {
         "name": "dcgm",
-        "image": config.dcgm_image,
+        "image": _pulled(config.dcgm_image, mirrors),
         "command": ["/bin/bash", "-c", dcgm_diag_script(config.dcgm_level)],
         "resources": {"requests": {"cpu": DCGM_POD_CPU, "memory": DCGM_POD_MEMORY}},
         "securityContext": {"allowPrivilegeEscalation": False},
@@ -149,12 +164,12 @@ def pool_devices(pool: Any) -> PoolDevices:
 
 
 def gate_settings(gate_image: Any, config: HealthGateConfig, managed: Sequence[GpuNodeGroupConfig],
-                  karpenter: Sequence[KarpenterGpuNodePoolConfig]) -> GateSettings:
-    """The gate's settings for the stack's GPU pools."""
+                  karpenter: Sequence[KarpenterGpuNodePoolConfig], mirrors: Optional[Mapping[str, str]] = None) -> GateSettings:
+    """The gate's settings for the stack's GPU pools, the check images from ``mirrors``."""
     return GateSettings(
         namespace=NAMESPACE,
         pools={pool.name: pool_devices(pool) for pool in [*managed, *karpenter]},
-        check_pod=check_pod(gate_image, config),
+        check_pod=check_pod(gate_image, config, mirrors),
         check_seconds=config.timeout_minutes * 60,
         quarantine=config.quarantine,
         quarantine_ignored_reasons=QUARANTINE_IGNORED_REASONS,
@@ -305,6 +320,8 @@ class HealthGateArgs:
     """The Karpenter GPU pools whose nodes join with it (``GpuNodePoolArgs.health_gate``); a failing node's NodeClaim is deleted. Default: none."""
     tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags of the ECR repository (when the image is built). Default: none."""
+    image_mirrors: Mapping[str, str] = field(default_factory=dict)
+    """Source registry -> mirror prefix (`images.registryMirrors`) the check pod's images are pulled from; they travel in the gate's ConfigMap, where no transformation rewrites them. Default: none."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -337,8 +354,9 @@ class HealthGate(pulumi.ComponentResource):
                                 repository_suffix=REPOSITORY_SUFFIX)
         )
         karpenter_names = [pool.name for pool in args.karpenter_pools]
+        mirrors = dict(args.image_mirrors)
         settings = self.image.apply(
-            lambda image: gate_settings(image, config, args.gpu_node_groups, args.karpenter_pools).to_json())
+            lambda image: gate_settings(image, config, args.gpu_node_groups, args.karpenter_pools, mirrors).to_json())
 
         namespace = k8s.core.v1.Namespace(f"{name}-namespace", **_resource_kwargs(namespace_manifest()), opts=in_cluster(*ref.ready))
         account = k8s.core.v1.ServiceAccount(f"{name}-service-account", **_resource_kwargs(service_account_manifest()),

@@ -3,12 +3,15 @@ unmapped registry refused before anything registers (``images.requireMirror``)."
 
 from __future__ import annotations
 
+import json
+
 import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
 from eks_gpu_training import ConfigError, image_mirrors
+from eks_gpu_training.config.health import DCGM_IMAGE
 from eks_gpu_training.facts.images import is_private_ecr, mirrored, registry_of, split_registry
 from harness import run_main, run_program, stack_config
 from eks_gpu_training.platform.stack_files import stack_file_name
@@ -21,9 +24,11 @@ MIRRORS = {
     "602401143452.dkr.ecr.us-west-2.amazonaws.com": "harbor.example.com/eks",
     "docker.io": "harbor.example.com/hub",
     "ghcr.io": "harbor.example.com/ghcr",
+    "444455556666.dkr.ecr.us-west-2.amazonaws.com": "harbor.example.com/account",
 }
 """Every registry the stacks pull from, each to a prefix of one company registry (ghcr.io: Kubeflow
-Trainer's controller, prod's)."""
+Trainer's controller, prod's; the account's own ECR: prod's nccl-tests image, which its health gate
+loops back over EFA with)."""
 
 
 def test_a_reference_keeps_its_path_tag_and_digest_under_the_mirror():
@@ -36,9 +41,20 @@ def test_a_reference_keeps_its_path_tag_and_digest_under_the_mirror():
     assert is_private_ecr(registry_of("602401143452.dkr.ecr.eu-west-1.amazonaws.com/eks/x:1"))
 
 
+def _json_payload(text):
+    """A ConfigMap value that is a JSON object or list (the health gate's settings), else None."""
+    if not text.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
 def _images(document, origin):
     """(where, image) of every container image and every image repository an object names (the
-    ClusterPolicy's operands are repositories the GPU Operator reads)."""
+    ClusterPolicy's operands are repositories the GPU Operator reads), also inside a ConfigMap's
+    JSON values (the health gate's check pod)."""
     found = []
 
     def walk(value, path):
@@ -48,6 +64,8 @@ def _images(document, origin):
                     found.append((f"{origin}: {'.'.join(path + [key])}", item))
                 elif key == "image" and isinstance(item, str) and "name" in value:
                     found.append((f"{origin}: {'.'.join(path + [key])}", item))
+                elif isinstance(item, str) and path[-1:] == ["data"] and _json_payload(item) is not None:
+                    walk(_json_payload(item), path + [key])
                 else:
                     walk(item, path + [key])
         elif isinstance(value, list):
@@ -74,11 +92,15 @@ def test_with_every_registry_mapped_no_object_of_the_stack_pulls_from_outside_th
         document = yaml.safe_load(manifest.read_text())
         images += _images(document, str(manifest.relative_to(out)))
     assert any("clusterpolicy" in where and "repository" in where for where, _ in images)
+    # The health gate's check pod, inside its ConfigMap's JSON: DCGM's image, and the gate's own.
+    check_images = [(where, image) for where, image in images if "gate.json" in where]
+    assert mirrored(DCGM_IMAGE, MIRRORS) in [image for _, image in check_images], check_images
     outside = [
         (where, image) for where, image in images
         if not any(image.startswith(prefix + "/") for prefix in MIRRORS.values())
         # The EKS add-on's images come from EKS's own ECR, which the add-on does not let a stack
-        # change; the topology labeler's is the stack's own ECR repository, known at deployment.
+        # change; the topology labeler's and the health gate's are the stack's own ECR repositories,
+        # known at deployment.
         and not ("eks-node-monitoring-agent" in where and is_private_ecr(registry_of(image)))
         and not image.startswith("<unknown: repositoryUrl of aws:ecr/repository:Repository")
     ]
@@ -162,3 +184,62 @@ def test_a_program_of_its_own_mirrors_its_objects_with_the_same_transformation()
     spec = resource.inputs["spec"]["template"]["spec"]
     assert spec["initContainers"][0]["image"] == "harbor.example.com/hub/library/busybox:1.37"
     assert spec["containers"][0]["image"] == "harbor.example.com/nvcr/nvidia/pytorch:25.01-py3"
+
+
+def _gate_objects(graph):
+    """The health gate's check pod (from its ConfigMap's settings) and its Deployment's pod spec."""
+    (config_map,) = graph.subtree(graph.one("eks-gpu-training:index:HealthGate")).of_type("kubernetes:core/v1:ConfigMap")
+    (deployment,) = [r for r in graph.of_type("kubernetes:apps/v1:Deployment") if r.inputs["metadata"]["name"] == "health-gate"]
+    return json.loads(config_map.inputs["data"]["gate.json"])["checkPod"]["spec"], deployment.inputs["spec"]["template"]["spec"]
+
+
+def test_the_gates_own_image_and_its_check_images_are_pulled_from_the_mirrors():
+    """The check pod travels as JSON in the gate's ConfigMap, where the transformation that mirrors
+    pod specs does not look: its images are mirrored where the template is built."""
+    config = stack_config("prod")
+    config[f"{PROJECT}:healthGate"] = {**config[f"{PROJECT}:healthGate"], "image": "ghcr.io/example/health-gate:1.0.0"}
+    config[f"{PROJECT}:images"] = {"registryMirrors": MIRRORS, "requireMirror": True}
+    graph = run_main(config)
+    assert graph.error is None, repr(graph.error)
+    check, gate = _gate_objects(graph)
+    assert {c["name"]: c["image"] for c in check["initContainers"] + check["containers"]} == {
+        "efa": "harbor.example.com/ghcr/example/health-gate:1.0.0",
+        "efa-loopback": "harbor.example.com/account/nccl-tests:efa1.47.0-ncclv2.29.3-1-testsv2.17.9",
+        "dcgm": "harbor.example.com/nvcr/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04",
+    }
+    assert gate["containers"][0]["image"] == "harbor.example.com/ghcr/example/health-gate:1.0.0"
+
+
+def test_require_mirror_refuses_each_gate_image_from_an_unmapped_registry_naming_its_key():
+    config = stack_config("prod")
+    config[f"{PROJECT}:healthGate"] = {**config[f"{PROJECT}:healthGate"], "image": "quay.io/example/health-gate:1.0.0",
+                                       "efaLoopbackImage": "quay.io/example/nccl-tests:1.0.0"}
+    config[f"{PROJECT}:images"] = {"requireMirror": True, "registryMirrors": {r: p for r, p in MIRRORS.items() if r != "nvcr.io"}}
+    graph = run_main(config)
+    assert isinstance(graph.error, ConfigError)
+    assert graph.resources == []
+    messages = [p.message for p in graph.error.problems if p.path == "images.requireMirror"]
+    assert "the health gate's DCGM check (healthGate.dcgmImage): nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04 from " \
+        "nvcr.io, which images.registryMirrors does not map; map nvcr.io to a mirror prefix" in messages, messages
+    assert "the health gate (healthGate.image): quay.io/example/health-gate:1.0.0 from quay.io, which images.registryMirrors " \
+        "does not map; map quay.io to a mirror prefix" in messages
+    assert any(m.startswith("the health gate's EFA loopback check (healthGate.efaLoopbackImage): quay.io/example/nccl-tests:1.0.0 ")
+               for m in messages), messages
+
+
+def test_require_digest_lists_each_gate_image_named_by_tag_with_its_key():
+    config = stack_config("prod")
+    config[f"{PROJECT}:images"] = {"requireDigest": True}
+    graph = run_main(config)
+    assert isinstance(graph.error, ConfigError)
+    messages = [p.message for p in graph.error.problems if p.path == "images.requireDigest"]
+    assert "the health gate's DCGM check (healthGate.dcgmImage): nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04 is named " \
+        "by tag alone; pin it by digest (@sha256:...)" in messages, messages
+    assert any(m.startswith("the health gate's EFA loopback check (healthGate.efaLoopbackImage): 444455556666.dkr.ecr.us-west-2."
+                            "amazonaws.com/nccl-tests:efa1.47.0-ncclv2.29.3-1-testsv2.17.9 is named by tag alone") for m in messages)
+    # The gate's own image is built here and run by the digest it was pushed with.
+    assert not any("(healthGate.image)" in m for m in messages)
+    pinned = "nvcr.io/nvidia/cloud-native/dcgm@sha256:" + "d" * 64
+    config[f"{PROJECT}:healthGate"] = {**config[f"{PROJECT}:healthGate"], "dcgmImage": pinned}
+    messages = [p.message for p in run_main(config).error.problems if p.path == "images.requireDigest"]
+    assert not any("(healthGate.dcgmImage)" in m for m in messages)

@@ -33,7 +33,7 @@ from .addon_versions import addon_version
 from .cluster_access import admin_access_entries, live_admin_access
 from .cluster_ref import ClusterRef
 from .control_plane_version import control_plane_version, upgraded_by_eks_warning
-from .node_group_sizes import running_cluster
+from .node_group_sizes import running_cluster, warn_unread
 from .iam import node_role_resource_name
 from .network import NetworkRef, adopted_network
 from .pod_identity import POD_IDENTITY_ADDON
@@ -88,6 +88,19 @@ def eks_cluster_physical_names(
 
 
 @documented_args
+def unread_cluster_checks(create: bool, system_node_group: bool) -> str:
+    """What ``EksCluster`` cannot check before deployment when the cluster name is an Output: the
+    running control plane's version (a created cluster's) and the system node group's running size."""
+    unread = []
+    if create:
+        unread.append("a control plane EKS upgraded past cluster.kubernetesVersion (supportType STANDARD) is not "
+                      "kept at its version (after a `pulumi refresh` the update asks EKS to move it back, which EKS refuses)")
+    if system_node_group:
+        unread.append("the system node group's running desired size is not sent: an update that changes its minSize "
+                      "or maxSize sends the size in Pulumi's state")
+    return "; ".join(unread)
+
+
 @dataclass
 class EksClusterArgs:
     """Arguments of ``EksCluster``."""
@@ -172,6 +185,9 @@ class EksCluster(pulumi.ComponentResource):
         pod_identity: list[pulumi.Resource] = []
         self.eks_cluster = None
         self.admin_access = []
+        unread = unread_cluster_checks(config.create, args.system_node_group.enabled)
+        if unread:
+            warn_unread(config.name, f"EksCluster({name})", unread, self)
 
         # Every AWS resource and look-up below takes ``region``; the pulumi-eks cluster, which has no
         # such input, gets a provider for it. The region an AWS provider in opts points at must agree.

@@ -12,7 +12,7 @@ The launch template is built here because a training pool wants the placement gr
 terms (created, existing, or none) and an EFA layout for the instance types it actually runs.
 
 Before it registers anything, the component reads its running node group (when the cluster name is
-a string) and refuses an update that would roll its nodes without ``pool.forceUpdateVersion``
+a string; an Output's cannot be read, and a warning says what goes unchecked) and refuses an update that would roll its nodes without ``pool.forceUpdateVersion``
 (``node_group_rolls``): a launch-template change, a node group behind the ref's version, a new
 pinned release. ``GpuTrainingPlatform`` makes the same check for all its pools at once, adopted
 clusters' live versions included.
@@ -42,7 +42,7 @@ from ..config import node_repair_settings
 from ..facts.gpu_nodes import GPU_POOL_KEY, gpu_taint, startup_taint
 from .iam import create_node_role, node_role_resource_name
 from .node_group_rolls import PlannedNodeGroup, RunningNodeGroup, roll_problem, roll_reasons, running_state
-from .node_group_sizes import desired_size_for, running_node_group, running_size
+from .node_group_sizes import desired_size_for, running_node_group, running_size, warn_unread
 from .region import aws_provider_of
 from ..facts.aws_names import PhysicalName
 from .node_launch import launch_template_data, launch_template_ref, node_launch_template
@@ -57,6 +57,14 @@ from .node_config import node_config_launch_settings
 from ..config.arguments import check_model_fields
 from ..config.inputs import is_unknown, joined
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
+
+
+UNREAD_NODE_GROUP = (
+    "neither is a roll of its running nodes refused without pool.forceUpdateVersion nor is its running desired size "
+    "sent: an update that changes minSize or maxSize sends the size in Pulumi's state, which sets a pool resized since "
+    "back to it"
+)
+"""What a pool whose cluster name is an Output goes without (``node_group_sizes.warn_unread``)."""
 
 
 def gpu_node_labels(pool: GpuNodeGroupConfig) -> pulumi.Input[dict[str, str]]:
@@ -295,6 +303,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodeGroup", name, None, opts)
+        warn_unread(ref.name, f"GpuNodeGroup({name})", UNREAD_NODE_GROUP, self)
         tags = dict(args.tags)
         protect = pool_protected(pool, args.protect)
 

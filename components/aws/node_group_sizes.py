@@ -79,6 +79,23 @@ def running_node_group(
     return aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=groups[0], region=region, opts=invoke)
 
 
+def unread_warning(component: str, unread: str) -> str:
+    """What `pulumi up` says when ``component``'s cluster name is an Output: the reads that need the
+    name before deployment (DescribeCluster, DescribeNodegroup) are skipped, so ``unread`` is not
+    checked."""
+    return (
+        f"{component}: the cluster name is an Output, known only at deployment, so the running cluster is not read "
+        f"before it and {unread}. Pass the name as a plain string (a ClusterRef or ClusterConfig with name='...') "
+        "to have these checks"
+    )
+
+
+def warn_unread(cluster_name: pulumi.Input[str], component: str, unread: str, resource: Optional[pulumi.Resource]) -> None:
+    """``unread_warning`` as a Pulumi warning on ``resource``, when ``cluster_name`` is not a string."""
+    if not isinstance(cluster_name, str):
+        pulumi.log.warn(unread_warning(component, unread), resource=resource)
+
+
 DESIRED_SIZE = "scalingConfig.desiredSize"
 """The node group input an autoscaler or a person owns after creation."""
 

@@ -211,3 +211,37 @@ def test_names_made_from_an_output_cluster_name_are_left_to_deployment_not_measu
         "aws:ecr/repository:Repository": "research/topology-labeler",
     }
     assert placement_groups(pulumi.Output.from_input("research")) == {}
+
+
+def _warnings(monkeypatch) -> list[str]:
+    warnings: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warnings.append(message))
+    return warnings
+
+
+def test_a_pool_whose_cluster_name_is_an_output_warns_that_its_running_group_is_not_read(monkeypatch):
+    warnings = _warnings(monkeypatch)
+    graph = _run(adopted_cluster_program)
+    # Nothing was read: no running group, so no refusal and no running size either.
+    assert not [token for token, _ in graph.invokes if token == "aws:eks/getNodeGroups:getNodeGroups"]
+    [warning] = [w for w in warnings if w.startswith("GpuNodeGroup(h100)")]
+    assert "the cluster name is an Output, known only at deployment" in warning
+    assert "neither is a roll of its running nodes refused without pool.forceUpdateVersion" in warning
+    assert "nor is its running desired size sent" in warning
+
+
+def test_a_platform_whose_cluster_name_is_an_output_warns_for_the_cluster_and_each_pool(monkeypatch):
+    warnings = _warnings(monkeypatch)
+    _run(platform_program, preview=True)
+    unread = sorted(w.split(":", 1)[0] for w in warnings if "the cluster name is an Output" in w)
+    assert unread == ["EksCluster(platform-cluster)", "GpuNodeGroup(platform-h100)"]
+    [cluster] = [w for w in warnings if w.startswith("EksCluster(")]
+    assert "a control plane EKS upgraded past cluster.kubernetesVersion" in cluster
+    assert "the system node group's running desired size is not sent" in cluster
+
+
+def test_a_cluster_named_by_a_string_warns_of_nothing_unread(monkeypatch):
+    warnings = _warnings(monkeypatch)
+    graph = run_program(lambda: every_component(ClusterRef.from_existing("research", "us-west-2", resource_name="research")))
+    assert graph.error is None, repr(graph.error)
+    assert [w for w in warnings if "the cluster name is an Output" in w] == []

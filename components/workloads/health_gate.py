@@ -13,10 +13,12 @@ pulumi-kubernetes. The check pod (``check_pod``), per node:
   started in the pod (``preflight.dcgm_diag_script``, the pre-flight check's).
 
 The pod asks for every GPU and EFA device of its node, so it starts only once the device plugins
-advertise them all, and runs as root under the namespace's ``baseline`` Pod Security level, which
-NVIDIA's DCGM image needs; the gate itself meets ``restricted``. Its images are pulled from
-``images.registryMirrors`` like every other image of the stack (``check_pod``'s ``mirrors``): they
-travel in the gate's ConfigMap, where no transformation sees them.
+advertise them all. Its containers drop every capability and add none back; the EFA checks run as
+a non-root user on a read-only root filesystem (``restricted``), the DCGM check as root
+(``DCGM_SECURITY`` says why), which the namespace's ``baseline`` Pod Security level allows. Its
+images are pulled from ``images.registryMirrors`` like every other image of the stack
+(``check_pod``'s ``mirrors``): they travel in the gate's ConfigMap, where no transformation sees them.
+The namespace's ResourceQuota (``health_gate_quota``) bounds what the checks and the gate may hold.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from ..healthgate.settings import (
 )
 from ..addons import labeler_admission
 from . import health_gate_admission
+from .health_gate_quota import pool_nodes_at_once, quota_hard, quota_manifest
 from .preflight import DCGM_POD_CPU, DCGM_POD_MEMORY, dcgm_diag_script
 
 NAME = "health-gate"
@@ -87,6 +90,34 @@ RESTRICTED = {
     "seccompProfile": {"type": "RuntimeDefault"},
 }
 
+EFA_CHECK_SECURITY = {**RESTRICTED, "runAsGroup": RUN_AS_USER}
+"""The EFA checks: no capability, a non-root user and group (whatever user the loopback image names),
+a read-only root filesystem. Counting devices reads /dev; ``fi_pingpong`` opens the node's
+/dev/infiniband/uverbs* device, which verbs offers to unprivileged processes (Linux
+Documentation/infiniband/user_verbs.rst), and writes no file. No ``IPC_LOCK``: registering memory
+past RLIMIT_MEMLOCK needs it (Linux drivers/infiniband/core/umem.c ``ib_umem_get``), but the limit
+comes from the node's container runtime (AWS's EFA installer in a container: "You can't set ulimit
+inside the container"), and training pods run without it, so a loopback that needed it would admit
+a node whose training pods cannot register their memory."""
+
+DCGM_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "privileged": False,
+    "runAsUser": 0,
+    "runAsNonRoot": False,
+    "readOnlyRootFilesystem": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""The DCGM check: root without capabilities. Root because NVIDIA's image runs DCGM as root and
+NVIDIA says parts of the diagnostics need it (nv-hostengine reference: "portions of diagnostics can
+require root"): DCGM tests ``geteuid() == 0`` before MIG queries and the EUD plugin (DCGM 4.6.0
+``IsRunningAsRoot``). No capability: what needs one is NVML's admin calls, behind ``SYS_ADMIN``
+(profiling metrics, NVIDIA's DCGM container notes), which ``baseline`` refuses and the runtime's
+default set never held; the device nodes are world-readable. A writable root filesystem: the host
+engine writes its log and pid file under /var, and the diagnostic refuses a working directory it
+cannot write (nvvs ``Software::checkPermissions``)."""
+
 
 def efa_loopback_script() -> str:
     """A ping-pong over EFA between two processes of the pod (the server, then a client of it on
@@ -123,7 +154,7 @@ def check_pod(gate_image: Any, config: HealthGateConfig, mirrors: Optional[Mappi
         "image": _pulled(gate_image, mirrors),
         "command": ["python", "-m", "healthgate.efa"],
         "resources": {"requests": {"cpu": CHECK_CPU, "memory": CHECK_MEMORY}},
-        "securityContext": RESTRICTED,
+        "securityContext": EFA_CHECK_SECURITY,
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }]
     if config.efa_loopback_image is not None:
@@ -132,7 +163,7 @@ def check_pod(gate_image: Any, config: HealthGateConfig, mirrors: Optional[Mappi
             "image": _pulled(config.efa_loopback_image, mirrors),
             "command": ["/bin/bash", "-c", efa_loopback_script()],
             "resources": {"requests": {"cpu": CHECK_CPU, "memory": CHECK_MEMORY}},
-            "securityContext": {"allowPrivilegeEscalation": False},
+            "securityContext": EFA_CHECK_SECURITY,
             "terminationMessagePolicy": "FallbackToLogsOnError",
         })
     dcgm = {
@@ -140,7 +171,7 @@ def check_pod(gate_image: Any, config: HealthGateConfig, mirrors: Optional[Mappi
         "image": _pulled(config.dcgm_image, mirrors),
         "command": ["/bin/bash", "-c", dcgm_diag_script(config.dcgm_level)],
         "resources": {"requests": {"cpu": DCGM_POD_CPU, "memory": DCGM_POD_MEMORY}},
-        "securityContext": {"allowPrivilegeEscalation": False},
+        "securityContext": DCGM_SECURITY,
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     return {
@@ -286,6 +317,17 @@ def node_policy_manifest(karpenter_pools: Sequence[str]) -> dict[str, Any]:
     return health_gate_admission.node_policy_manifest(NAME, NAMESPACE, SERVICE_ACCOUNT, karpenter_pools, LABELS)
 
 
+def resource_quota_manifest(config: HealthGateConfig, managed: Sequence[GpuNodeGroupConfig],
+                            karpenter: Sequence[KarpenterGpuNodePoolConfig]) -> dict[str, Any]:
+    """The namespace's ResourceQuota: a check pod for every node the pools may have at once, and the
+    gate's pod (``health_gate_quota``)."""
+    pools = [(pool_nodes_at_once(pool, f"gpuNodeGroups[{i}]"), pool_devices(pool)) for i, pool in enumerate(managed)]
+    pools += [(pool_nodes_at_once(pool, f"karpenter.gpuNodePools[{i}]"), pool_devices(pool)) for i, pool in enumerate(karpenter)]
+    requests_only = check_pod("", config)  # what its containers request, which no image changes
+    hard = quota_hard(requests_only, pools, {"cpu": GATE_CPU, "memory": GATE_MEMORY})
+    return quota_manifest(NAMESPACE, LABELS, hard)
+
+
 def node_policy_binding_manifest() -> dict[str, Any]:
     return labeler_admission.node_policy_binding_manifest(NAME, LABELS)
 
@@ -377,9 +419,12 @@ class HealthGate(pulumi.ComponentResource):
             f"{name}-node-policy-binding", **_resource_kwargs(node_policy_binding_manifest()), opts=in_cluster(policy))
         # The policy before any pod holds a token that can patch nodes; RBAC and settings before the
         # first round.
+        quota = k8s.core.v1.ResourceQuota(
+            f"{name}-quota", **_resource_kwargs(resource_quota_manifest(config, args.gpu_node_groups, args.karpenter_pools)),
+            opts=in_cluster(namespace))
         k8s.apps.v1.Deployment(
             f"{name}-deployment", **_resource_kwargs(deployment_manifest(self.image, ref.system_node_selector)),
-            opts=in_cluster(namespace, account, settings_map, cluster_binding, binding, policy_binding),
+            opts=in_cluster(namespace, account, settings_map, cluster_binding, binding, policy_binding, quota),
         )
         self.register_outputs({"image": self.image})
 

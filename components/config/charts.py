@@ -22,7 +22,7 @@ class ChartsConfig(_Model):
     directory: Optional[str] = Field(default=None, min_length=1)
     """A local folder holding each chart the stack installs, at its pinned version, as a chart folder `<chart>-<version>/` or an archive `<chart>-<version>.tgz` (what `helm pull` and `helm package` write; `v` before the version optional), checked before anything is created; relative to the directory `pulumi up` runs in, which is where Helm reads it. The nodes still pull every image from its public registry. Default: none (each chart comes from its repository)."""
     mirror: Optional[str] = Field(default=None, min_length=1)
-    """A chart mirror holding every pinned chart under its own name, used instead of each chart's repository: an `https://` (or `http://`) Helm repository, as an Artifactory remote or Harbor serves one, or an `oci://` prefix, as an ECR pull-through cache or Harbor serves one (`oci://<registry>/<path>`, each chart at `<prefix>/<chart>`). Helm in the Kubernetes provider pulls from it at `pulumi up`; `eks-gpu-training-render`, `check` and the local cluster pull from it too. `charts.directory`, when set, comes first. Default: none (each chart's own repository)."""
+    """A mirror holding every pinned chart under its own name, used instead of each chart's repository: an `https://` Helm repository (Artifactory, Harbor, Nexus) or an `oci://` prefix with each chart at `<prefix>/<chart>` (Harbor, or ECR with the charts pushed there: an ECR pull-through cache cannot be one, docs/operations.md). `charts.directory` comes first. Default: none."""
 
     @field_validator("mirror")
     @classmethod

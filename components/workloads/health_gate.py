@@ -91,8 +91,8 @@ RESTRICTED = {
 }
 
 EFA_CHECK_SECURITY = {**RESTRICTED, "runAsGroup": RUN_AS_USER}
-"""The EFA checks: no capability, a non-root user and group (whatever user the loopback image names),
-a read-only root filesystem. Counting devices reads /dev; ``fi_pingpong`` opens the node's
+"""The EFA checks: no capability, a non-root user and group (the loopback image's own user is
+overridden), a read-only root filesystem. Counting devices reads /dev; ``fi_pingpong`` opens the node's
 /dev/infiniband/uverbs* device, which verbs offers to unprivileged processes (Linux
 Documentation/infiniband/user_verbs.rst), and writes no file. No ``IPC_LOCK``: registering memory
 past RLIMIT_MEMLOCK needs it (Linux drivers/infiniband/core/umem.c ``ib_umem_get``), but the limit
@@ -114,9 +114,10 @@ NVIDIA says parts of the diagnostics need it (nv-hostengine reference: "portions
 require root"): DCGM tests ``geteuid() == 0`` before MIG queries and the EUD plugin (DCGM 4.6.0
 ``IsRunningAsRoot``). No capability: what needs one is NVML's admin calls, behind ``SYS_ADMIN``
 (profiling metrics, NVIDIA's DCGM container notes), which ``baseline`` refuses and the runtime's
-default set never held; the device nodes are world-readable. A writable root filesystem: the host
-engine writes its log and pid file under /var, and the diagnostic refuses a working directory it
-cannot write (nvvs ``Software::checkPermissions``)."""
+default set never held; the driver's device files are mode 0666 (NVIDIA kernel module, nv-reg.h
+``NVreg_DeviceFileMode``). A writable root filesystem: the host engine writes its log and pid file
+under /var, and the diagnostic refuses a working directory it cannot write (nvvs
+``Software::checkPermissions``)."""
 
 
 def efa_loopback_script() -> str:

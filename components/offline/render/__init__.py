@@ -1,5 +1,6 @@
 """Offline render of a stack: run the real program under the mock engine, write what it would
-create (``resources.json``, Kubernetes manifests, Helm values, a picture of the graph).
+create (``resources.json``, Kubernetes manifests, Helm values, a picture of the graph) and the IAM
+policy its deployer needs (``deployer-policy.json``).
 
 ``python -m eks_gpu_training.offline.render STACK OUT`` (or ``eks-gpu-training-render``); see ``render``.
 """
@@ -15,6 +16,7 @@ from ...platform.stack_files import locate_stack
 from ..chart_sources import ChartSources, ChartUnavailable
 from .cache import RenderCache
 from .charts import ChartRender
+from .deployer_policy import POLICY_FILE, policy_text
 from .engine import RenderError, StackRender, render_stack
 from .files import chart_releases, write_files
 from .picture import Layout, PictureError, to_dot, to_mermaid
@@ -108,6 +110,7 @@ def write_render(
             picture_error = str(error)
     try:
         counts, rendered = write_files(result, out, sources, cache)
+        (out / POLICY_FILE).write_text(policy_text(result))
         (out / GRAPH_DOT).write_text(dot_source)
         (out / GRAPH_MERMAID).write_text(to_mermaid(result))
     except BaseException:

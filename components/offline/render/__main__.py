@@ -30,7 +30,8 @@ def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="eks-gpu-training-render",
         description="Run a stack's Pulumi program offline (mock engine: no cloud credentials, no Pulumi CLI) "
-        "and write what it would create: resources.json, manifests/, values/, graph.{svg,png,dot,mmd}.",
+        "and write what it would create: resources.json, manifests/, values/, graph.{svg,png,dot,mmd}, and the IAM "
+        "policy its deployer needs: deployer-policy.json.",
     )
     parser.add_argument("stack", help="stack name (Pulumi.<stack>.yaml in the project's stackConfigDir) or the path of a stack file")
     parser.add_argument("out", type=Path, help="output folder (created; its generated files are replaced)")

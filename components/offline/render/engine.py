@@ -27,6 +27,7 @@ from ...facts.aws_enums import partition_of
 from ...platform.stack_files import StackFile, locate_stack
 from ..engine import Graph, Registration, run_main
 from .markers import SECRET, UNKNOWN_PREFIX, placeholder
+from .reads import preview_reads
 
 COMPUTED = f"{UNKNOWN_PREFIX}computed at deployment>"
 
@@ -210,6 +211,8 @@ class StackRender:
     """The stack's ``charts.directory``, where its charts come from first."""
     charts_mirror: Optional[str] = None
     """The stack's ``charts.mirror``, which its releases pull from."""
+    reads: list[str] = field(default_factory=list)
+    """The provider functions a preview of the stack calls (``reads.preview_reads``)."""
 
 
 def _ordered(resources: list[Resource]) -> list[Resource]:
@@ -303,4 +306,5 @@ def render_stack(
     )
     result.unanswered_calls = sorted(getattr(mocks, "unanswered_calls", ()))
     result.charts_directory, result.charts_mirror = args.charts.directory, args.charts.mirror
+    result.reads = preview_reads((token for token, _ in graph.invokes), args)
     return result

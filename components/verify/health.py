@@ -80,9 +80,9 @@ def gate_configuration(snapshot: Snapshot, examples: int = EXAMPLES) -> Row:
     if not held:
         return passed(item, f"no GPU node is held for a configuration cause ({', '.join(CONFIGURATION_REASONS.values())}).")
     causes = []
-    for reason, found in sorted(held.items()):
-        message = str((condition(found[0], CONDITION_TYPE) or {}).get("message") or "")
-        causes.append(f"{reason} on {listing([name(n) for n in found], examples)}: {message}")
+    for reason, holding in sorted(held.items()):
+        message = str((condition(holding[0], CONDITION_TYPE) or {}).get("message") or "")
+        causes.append(f"{reason} on {listing([name(n) for n in holding], examples)}: {message}")
     return failed(item, "the health gate's checks cannot pass: " + "; ".join(causes) + ".",
                   " ".join(CONFIGURATION_FIXES[reason] + "." for reason in sorted(held)))
 

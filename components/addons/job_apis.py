@@ -16,7 +16,8 @@ JobSet's root filesystem read-only; Trainer's is made read-only too, and both ru
 user, 65532. Both Deployments are given requests, so the system nodes'
 room is counted (``system_footprints``). Trainer's bundled runtimes are left out: each TrainJob app
 gets a TrainingRuntime of its own (``workloads/job_sets.py``). Both releases and their namespaces are
-retained when they leave the stack (``_release``).
+retained when they leave the stack (``_release``), and a namespace is applied, not created, so a kind
+added back finds its retained namespace and takes it over instead of failing with AlreadyExists.
 """
 
 from __future__ import annotations
@@ -165,13 +166,27 @@ class TrainerControllerArgs:
         check_model_fields(self, cluster_field(self))
 
 
+def namespace_options(component: pulumi.Resource, ref: ClusterRef) -> pulumi.ResourceOptions:
+    """Options of a controller's namespace: retained, since deleting a namespace deletes the retained
+    controller in it (the release is retained for the jobs that still need it)."""
+    return pulumi.ResourceOptions(parent=component, provider=ref.provider, depends_on=list(ref.ready), retain_on_delete=True)
+
+
 def _release(component: pulumi.ComponentResource, name: str, ref: ClusterRef, *, namespace_name: str, release_name: str,
-             chart: dict[str, Any], values: dict[str, Any]) -> tuple[k8s.core.v1.Namespace, k8s.helm.v3.Release]:
-    """The controller's namespace and its atomic release, both waiting for the cluster to be ready."""
+             chart: dict[str, Any], values: dict[str, Any]) -> tuple[k8s.core.v1.NamespacePatch, k8s.helm.v3.Release]:
+    """The controller's namespace and its atomic release, both waiting for the cluster to be ready.
+
+    The namespace outlives the controller's removal (retained, and ``helm uninstall`` leaves it), so
+    a kind added back meets it. A ``Namespace`` resource is created with a create call, which the API
+    server answers AlreadyExists (pulumi-kubernetes 4.29 and later create with client-side create
+    unless the provider sets ``upsertExistingObjects``: provider/pkg/await/await.go, ``Creation``).
+    A ``NamespacePatch`` is always a server-side apply, which creates the namespace when it is missing
+    and takes the existing one over, labels included, when it is there (same await.go branch:
+    ``kinds.IsPatchResource``)."""
     ready = list(ref.ready)
-    namespace = k8s.core.v1.Namespace(
+    namespace = k8s.core.v1.NamespacePatch(
         f"{name}-namespace", metadata={"name": namespace_name, "labels": NAMESPACE_LABELS},
-        opts=pulumi.ResourceOptions(parent=component, provider=ref.provider, depends_on=ready, retain_on_delete=True),
+        opts=namespace_options(component, ref),
     )
     release = k8s.helm.v3.Release(
         f"{name}-release", name=release_name, **chart, namespace=namespace.metadata.name, create_namespace=False,

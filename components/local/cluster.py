@@ -28,7 +28,7 @@ from ..offline.commands import collection_paused
 from ..offline.engine import PlausibleMocks, Registration
 from ..offline.render.engine import render_stack
 from ..offline.render import RenderError, write_render
-from ..offline.render.files import is_kubernetes_object, is_patch, manifest
+from ..offline.render.files import is_kubernetes_object, manifest
 from ..platform.stack_files import StackFile, locate_stack
 from . import build as builds
 from .control_plane import control_plane_processes, write_control_plane_files
@@ -263,7 +263,8 @@ class LocalCluster:
             raise LocalClusterError("charts not rendered: " + "; ".join(failed),
                                     "fix the chart's values or source; the platform would be incomplete without it")
         resources = [r.as_json() for r in result.resources]
-        stack_objects = [manifest(r) for r in creation_order(result.resources) if is_kubernetes_object(r) and not is_patch(r)]
+        # A patch is applied as pulumi-kubernetes applies it, server-side, which creates what is missing.
+        stack_objects = [manifest(r) for r in creation_order(result.resources) if is_kubernetes_object(r)]
         chart_objects = [obj for chart in charts for _, obj in chart.objects]
         return {"resources": resources, "stack_objects": stack_objects, "chart_objects": chart_objects}
 

@@ -60,7 +60,8 @@ def is_kubernetes_object(resource: Resource) -> bool:
 
 
 def is_patch(resource: Resource) -> bool:
-    """A server-side-apply patch (``DaemonSetPatch``...): a partial object, not a whole manifest."""
+    """A server-side-apply patch (``NamespacePatch``...): applied over the object of that name, which
+    the apply creates when it is missing."""
     return resource.type.endswith("Patch")
 
 

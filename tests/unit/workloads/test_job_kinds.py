@@ -18,6 +18,7 @@ JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 TRAINJOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
 RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+NAMESPACE_PATCH = "kubernetes:core/v1:NamespacePatch"
 
 
 def queued_job(**changes):
@@ -175,14 +176,28 @@ def test_the_controllers_stay_installed_when_the_last_app_of_their_kind_leaves_t
     delete its CRDs and every TrainJob with them."""
     graph = run_main(_stack_with_kind("TrainJob"))
     releases = [r for r in graph.of_type(RELEASE) if r.inputs["name"] in ("jobset", "kubeflow-trainer")]
-    namespaces = [r for r in graph.of_type("kubernetes:core/v1:Namespace")
+    namespaces = [r for r in graph.of_type(NAMESPACE_PATCH)
                   if r.inputs["metadata"]["name"] in ("jobset-system", "kubeflow-system")]
     assert len(releases) == len(namespaces) == 2
     assert all(r.retain_on_delete for r in releases + namespaces)
+    assert {r.inputs["namespace"] for r in releases} == {"jobset-system", "kubeflow-system"}
+
+
+def test_a_kind_added_back_takes_over_its_retained_namespace_instead_of_creating_it():
+    """The namespace outlives a removal (retained; `helm uninstall` leaves it), so it is applied
+    server-side, which takes an existing one over, not created, which the API server refuses with
+    AlreadyExists; no plain Namespace of the controllers is left to create."""
+    graph = run_main(_stack_with_kind("TrainJob"))
+    created = [r for r in graph.of_type("kubernetes:core/v1:Namespace")
+               if r.inputs["metadata"]["name"] in ("jobset-system", "kubeflow-system")]
+    assert created == []
+    patches = {r.inputs["metadata"]["name"]: r for r in graph.of_type(NAMESPACE_PATCH)}
+    assert sorted(patches) == ["jobset-system", "kubeflow-system"]
+    assert all(p.retain_on_delete and p.inputs["kind"] == "Namespace" for p in patches.values())
 
 
 def test_the_controllers_namespaces_enforce_the_restricted_pod_security_standard():
     graph = run_main(_stack_with_kind("TrainJob"))
-    namespaces = [r for r in graph.of_type("kubernetes:core/v1:Namespace")
+    namespaces = [r for r in graph.of_type(NAMESPACE_PATCH)
                   if r.inputs["metadata"]["name"] in ("jobset-system", "kubeflow-system")]
     assert [r.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] for r in namespaces] == ["restricted"] * 2

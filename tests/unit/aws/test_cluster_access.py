@@ -15,6 +15,7 @@ from eks_gpu_training.aws.cluster_access import (
     creator_record,
     creator_tag_problems,
 )
+from eks_gpu_training.aws.ecr_images import ecr_image
 from eks_gpu_training.config import ClusterConfig, validate_admin_principals
 from eks_gpu_training.facts.iam_principals import iam_principal, same_principal
 
@@ -38,9 +39,14 @@ def prod(admins: list, **cluster) -> dict:
     return config
 
 
+LOOPBACK = ecr_image(stack_config("prod")[f"{PROJECT}:healthGate"]["efaLoopbackImage"])
+"""Prod's EFA loopback image, which its file has the deployer push to the account's ECR first."""
+
+
 class Deployment(PlausibleMocks):
     """`pulumi up` run by ``caller`` (an STS ARN, as GetCallerIdentity gives it), on prod's cluster
-    running with ``tags``, or on none (``tags=None``: a first deployment)."""
+    running with ``tags``, or on none (``tags=None``: a first deployment), in prod's account, whose
+    ECR holds the loopback image prod names."""
 
     def __init__(self, caller: str, tags: dict | None = None):
         super().__init__()
@@ -49,6 +55,10 @@ class Deployment(PlausibleMocks):
     def call(self, args):
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
             return {"accountId": "444455556666", "arn": self.caller, "userId": "AIDATEST"}
+        if args.token == "aws:ecr/getRepositories:getRepositories":
+            return {"names": [LOOPBACK.repository], "id": LOOPBACK.region}
+        if args.token == "aws:ecr/getImages:getImages":
+            return {"repositoryName": LOOPBACK.repository, "imageIds": [{"imageTag": LOOPBACK.tag, "imageDigest": "sha256:" + "ab" * 32}]}
         if args.token == "aws:eks/getClusters:getClusters":
             return {"names": [] if self.tags is None else [CLUSTER], "id": "us-west-2"}
         if args.token == "aws:eks/getCluster:getCluster":

@@ -194,8 +194,8 @@ class EksCluster(pulumi.ComponentResource):
         check_provider_region(aws_provider_of(resource=self), args.region, f"EksCluster({name}).region")
         if config.create:
             cluster_version = control_plane_version(config.kubernetes_version, running_version, config.support_type)
-            if cluster_version != config.kubernetes_version:
-                pulumi.log.warn(upgraded_by_eks_warning(config.kubernetes_version, cluster_version), resource=self)
+            if cluster_version is None and running_version is not None:
+                pulumi.log.warn(upgraded_by_eks_warning(config.kubernetes_version, running_version), resource=self)
             cluster_provider = cluster_aws_provider(name, args.region, parent=self, settings=provider_settings)
             eks_cluster_name = f"{name}-eks"
             endpoint_group = self._endpoint_group(name, config, network.vpc_id, args.tags, args.region)

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Mapping, Optional
 
 from ..aws.gpu_node_group import node_group_name_prefix, planned_launch_template
-from ..aws.control_plane_version import control_plane_version
+from ..aws.control_plane_version import upgraded_by_eks
 from ..aws.node_group_rolls import PlannedNodeGroup, RunningNodeGroup, roll_problem, roll_reasons, running_state
 from ..aws.node_group_sizes import running_cluster, running_node_group
 from ..config import GpuTrainingPlatformArgs, Problem
@@ -48,8 +48,8 @@ def roll_problems(
     names of running node groups to what they run."""
     create = args.cluster.create
     # A control plane EKS upgraded itself (supportType STANDARD) stays where it is (EksCluster warns).
-    planned_version = control_plane_version(args.cluster.kubernetes_version, running_version, args.cluster.support_type)
-    cluster_moves = create and running_version is not None and running_version != planned_version
+    upgraded = upgraded_by_eks(args.cluster.kubernetes_version, running_version, args.cluster.support_type)
+    cluster_moves = create and running_version is not None and running_version != args.cluster.kubernetes_version and not upgraded
     raid0 = args.storage.instance_store == "raid0"
     problems = []
     for i, pool in enumerate(args.gpu_node_groups):

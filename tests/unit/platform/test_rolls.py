@@ -390,19 +390,21 @@ def test_an_up_after_eks_upgraded_a_standard_cluster_keeps_its_control_plane_and
     monkeypatch.setattr(pulumi.log, "warn", lambda message, *a, **k: warnings.append(message))
     graph = run_main(prod(), mocks=deployed(prod(), cluster_version="1.36"))
     assert graph.error is None, refusal_text(graph.error)
-    assert graph.one("eks:index:Cluster").inputs["version"] == "1.36"
+    # No version: the provider keeps what runs, with or without a refresh (no UpdateClusterVersion).
+    assert "version" not in graph.one("eks:index:Cluster").inputs
     # The nodes stay where they run: no roll until the stack file names 1.36.
     assert {g.inputs["version"] for g in graph.of_type(NODE_GROUP)} == {"1.35"}
     [warning] = [w for w in warnings if "cluster.kubernetesVersion" in w]
     assert "EKS upgraded the running control plane to 1.36" in warning
+    assert "The stack sends the control plane no version, so it stays at 1.36" in warning
     assert "Set cluster.kubernetesVersion: '1.36' in the stack file" in warning
 
 
 @pytest.mark.parametrize(("running", "support_type", "sent"), [
-    ("1.36", "STANDARD", "1.36"),   # EKS upgraded it: kept
+    ("1.36", "STANDARD", None),     # EKS upgraded it: no version sent, so it stays
     ("1.36", "EXTENDED", "1.35"),   # nobody but the stack moves an EXTENDED cluster
     ("1.34", "STANDARD", "1.35"),   # an upgrade the stack file asks for
     (None, "STANDARD", "1.35"),     # not running yet
 ])
-def test_the_control_plane_is_sent_the_running_version_only_when_eks_upgraded_it(running, support_type, sent):
+def test_the_control_plane_is_sent_no_version_only_when_eks_upgraded_it(running, support_type, sent):
     assert control_plane_version("1.35", running, support_type) == sent

@@ -314,8 +314,9 @@ def deployment_manifest(image: Any, system_node_selector: Mapping[str, str]) -> 
     }
 
 
-def node_policy_manifest(karpenter_pools: Sequence[str]) -> dict[str, Any]:
-    return health_gate_admission.node_policy_manifest(NAME, NAMESPACE, SERVICE_ACCOUNT, karpenter_pools, LABELS)
+def node_policy_manifest(managed_pools: Sequence[str], karpenter_pools: Sequence[str]) -> dict[str, Any]:
+    """The gate's admission policy for the stack's managed and Karpenter GPU pools (by name)."""
+    return health_gate_admission.node_policy_manifest(NAME, NAMESPACE, SERVICE_ACCOUNT, managed_pools, karpenter_pools, LABELS)
 
 
 def resource_quota_manifest(config: HealthGateConfig, managed: Sequence[GpuNodeGroupConfig],
@@ -396,6 +397,7 @@ class HealthGate(pulumi.ComponentResource):
             else build_and_push(name, ref.name, dict(args.tags), parent=self, region=ref.region, directory=HEALTH_GATE_DIR,
                                 repository_suffix=REPOSITORY_SUFFIX)
         )
+        managed_names = [pool.name for pool in args.gpu_node_groups]
         karpenter_names = [pool.name for pool in args.karpenter_pools]
         mirrors = dict(args.image_mirrors)
         settings = self.image.apply(
@@ -415,7 +417,7 @@ class HealthGate(pulumi.ComponentResource):
         role = k8s.rbac.v1.Role(f"{name}-role", **_resource_kwargs(role_manifest()), opts=in_cluster(namespace))
         binding = k8s.rbac.v1.RoleBinding(f"{name}-role-binding", **_resource_kwargs(_binding("RoleBinding")), opts=in_cluster(role, account))
         policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            f"{name}-node-policy", **_resource_kwargs(node_policy_manifest(karpenter_names)), opts=in_cluster(*ref.ready))
+            f"{name}-node-policy", **_resource_kwargs(node_policy_manifest(managed_names, karpenter_names)), opts=in_cluster(*ref.ready))
         policy_binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
             f"{name}-node-policy-binding", **_resource_kwargs(node_policy_binding_manifest()), opts=in_cluster(policy))
         # The policy before any pod holds a token that can patch nodes; RBAC and settings before the

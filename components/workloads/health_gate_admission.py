@@ -9,8 +9,13 @@ cordon, relabel or untaint any node, and delete any NodeClaim. A ValidatingAdmis
   startup taint may only be removed (or put back in the same update that removes the quarantine
   taint: a recovered node is checked again), the quarantine taint added or removed, each with its
   own effect; the GPU taint and every other taint stay as they are;
-- a ``nodes/status`` update that changes only the ``HealthChecksPassed`` condition (not the
-  kubelet's conditions, not the node monitoring agent's, not capacity or allocatable);
+- a ``nodes/status`` update that changes only the ``HealthChecksPassed`` condition: not the
+  kubelet's conditions, not the node monitoring agent's, no other status field (capacity,
+  allocatable, addresses, ...), and not the labels, annotations, owner references or finalizers,
+  which the API server lets a status update carry (it resets only ``spec``: kubernetes
+  ``pkg/registry/core/node/strategy.go``, ``nodeStatusStrategy.PrepareForUpdate``);
+- a taint change only on a node of the stack's GPU pools (``eks-gpu-training/pool`` naming a
+  managed pool, ``karpenter.sh/nodepool`` a Karpenter pool), never on a system node;
 - no Node create or delete;
 - a NodeClaim delete only of the stack's Karpenter GPU pools (``karpenter.sh/nodepool``), and no
   other NodeClaim write.
@@ -27,6 +32,8 @@ from typing import Any, Sequence
 from ..healthgate.settings import (
     CONDITION_TYPE,
     GATE_TAINT_KEYS,
+    GPU_POOL_LABEL,
+    KARPENTER_POOL_LABEL,
     QUARANTINE_TAINT_EFFECT,
     QUARANTINE_TAINT_KEY,
     STARTUP_TAINT_EFFECT,
@@ -34,6 +41,14 @@ from ..healthgate.settings import (
 )
 
 POLICY_API_VERSION = "admissionregistration.k8s.io/v1"
+
+NODE_METADATA = {"labels": "{}", "annotations": "{}", "ownerReferences": "[]", "finalizers": "[]"}
+"""The metadata a Node update may change and the gate never does (the API server sets the rest),
+each with its value when absent (CEL)."""
+STATUS_METADATA_MESSAGE = ("the health gate may not change a Node's labels, annotations, owners or finalizers "
+                           "through its status")
+STATUS_FIELDS_MESSAGE = "the health gate may change a Node's status conditions only (not its capacity, addresses or other fields)"
+GPU_POOLS_MESSAGE = "the health gate may change taints only on nodes of the stack's GPU pools"
 
 
 def _taint_rules() -> list[dict[str, str]]:
@@ -60,11 +75,18 @@ def _taint_rules() -> list[dict[str, str]]:
     ]
 
 
-def node_policy_manifest(name: str, namespace: str, service_account: str, karpenter_pools: Sequence[str],
-                         labels: dict[str, str]) -> dict[str, Any]:
-    """The ValidatingAdmissionPolicy that holds the gate to its taints, its condition and its pools' NodeClaims."""
+def _metadata_unchanged() -> str:
+    return " && ".join(f"object.metadata.?{field}.orValue({empty}) == oldObject.metadata.?{field}.orValue({empty})"
+                       for field, empty in NODE_METADATA.items())
+
+
+def node_policy_manifest(name: str, namespace: str, service_account: str, managed_pools: Sequence[str],
+                         karpenter_pools: Sequence[str], labels: dict[str, str]) -> dict[str, Any]:
+    """The ValidatingAdmissionPolicy that holds the gate to its taints on its pools' nodes, its
+    condition and its pools' NodeClaims (``managed_pools``, ``karpenter_pools``: the pools' names)."""
     user = f"system:serviceaccount:{namespace}:{service_account}"
     pools = json.dumps(sorted(karpenter_pools))
+    managed = json.dumps(sorted(managed_pools))
     return {
         "apiVersion": POLICY_API_VERSION,
         "kind": "ValidatingAdmissionPolicy",
@@ -88,6 +110,14 @@ def node_policy_manifest(name: str, namespace: str, service_account: str, karpen
                  "has(oldObject.spec.taints) ? oldObject.spec.taints : []"},
                 {"name": "newTaints", "expression": "request.operation == 'UPDATE' && variables.isNode && "
                  "has(object.spec.taints) ? object.spec.taints : []"},
+                # Whole statuses as maps (the policy sees objects as JSON), so a status field added
+                # in a later Kubernetes is held unchanged too.
+                {"name": "oldStatus", "expression": "request.operation == 'UPDATE' && variables.isNode ? "
+                 "oldObject.?status.orValue({}) : {}"},
+                {"name": "newStatus", "expression": "request.operation == 'UPDATE' && variables.isNode ? "
+                 "object.?status.orValue({}) : {}"},
+                {"name": "inGpuPool", "expression": f"oldObject.metadata.?labels[?'{GPU_POOL_LABEL}'].orValue('') in {managed} || "
+                 f"oldObject.metadata.?labels[?'{KARPENTER_POOL_LABEL}'].orValue('') in {pools}"},
             ],
             "validations": [
                 {
@@ -101,10 +131,7 @@ def node_policy_manifest(name: str, namespace: str, service_account: str, karpen
                 },
                 {
                     "expression": "!variables.isNode || variables.subresource != '' || ("
-                    "object.metadata.?labels.orValue({}) == oldObject.metadata.?labels.orValue({}) && "
-                    "object.metadata.?annotations.orValue({}) == oldObject.metadata.?annotations.orValue({}) && "
-                    "object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferences.orValue([]) && "
-                    "object.metadata.?finalizers.orValue([]) == oldObject.metadata.?finalizers.orValue([]) && "
+                    f"{_metadata_unchanged()} && "
                     "object.spec.?unschedulable.orValue(false) == oldObject.spec.?unschedulable.orValue(false) && "
                     "object.spec.?providerID.orValue('') == oldObject.spec.?providerID.orValue('') && "
                     "object.spec.?podCIDRs.orValue([]) == oldObject.spec.?podCIDRs.orValue([]))",
@@ -116,10 +143,23 @@ def node_policy_manifest(name: str, namespace: str, service_account: str, karpen
                 {
                     "expression": "!variables.isNode || variables.subresource == '' || (variables.subresource == 'status' && "
                     f"object.status.?conditions.orValue([]).filter(c, c.type != '{CONDITION_TYPE}') == "
-                    f"oldObject.status.?conditions.orValue([]).filter(c, c.type != '{CONDITION_TYPE}') && "
-                    "object.status.?capacity.orValue({}) == oldObject.status.?capacity.orValue({}) && "
-                    "object.status.?allocatable.orValue({}) == oldObject.status.?allocatable.orValue({}))",
+                    f"oldObject.status.?conditions.orValue([]).filter(c, c.type != '{CONDITION_TYPE}'))",
                     "message": f"the health gate may change only the {CONDITION_TYPE} condition of a Node's status",
+                },
+                {
+                    "expression": f"!variables.isNode || variables.subresource == '' || ({_metadata_unchanged()})",
+                    "message": STATUS_METADATA_MESSAGE,
+                },
+                {
+                    # On both paths (a nodes update resets the status, so there it holds anyway).
+                    "expression": "variables.newStatus.all(k, k == 'conditions' || "
+                    "(k in variables.oldStatus && variables.newStatus[k] == variables.oldStatus[k])) && "
+                    "variables.oldStatus.all(k, k in variables.newStatus)",
+                    "message": STATUS_FIELDS_MESSAGE,
+                },
+                {
+                    "expression": "variables.newTaints == variables.oldTaints || variables.inGpuPool",
+                    "message": GPU_POOLS_MESSAGE,
                 },
             ],
         },

@@ -47,7 +47,8 @@ def any_cluster(request):
     return request.getfixturevalue(f"{request.param}_cluster")
 
 
-SECOND_SESSION = {"prod": ("test_admission_policies", "test_training_jobs", "test_verify", "test_priority_and_quota")}
+SECOND_SESSION = {"prod": ("test_admission_policies", "test_health_gate", "test_training_jobs", "test_verify",
+                           "test_priority_and_quota")}
 """Modules whose tests on a stack's session cluster form a second group of that stack,
 ``<stack>-2``: on another worker, a session cluster of its own. Prod's 78 tests took 260 s on one
 cluster; in two halves each takes about half, for one more cluster start."""

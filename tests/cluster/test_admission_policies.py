@@ -14,8 +14,6 @@ import copy
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from eks_gpu_training.local.platform import ApplyError
-
 from eks_gpu_training.addons import topology_labeler as tl
 from eks_gpu_training.facts.gpu_nodes import network_layer_key
 from eks_gpu_training.workloads.host_network_admission import (
@@ -24,15 +22,14 @@ from eks_gpu_training.workloads.host_network_admission import (
 )
 from eks_gpu_training.workloads.templates import TrainingJobSpec, training_pod_template
 
-from environment import expect_refused, expect_refused_by, wait_for
+from environment import expect_refused_by, wait_for
 from manifests import PAUSE_IMAGE, pod_manifest, unique
+from policy_probes import RBAC, VAP, as_service_account, attempt, bound_cluster_role, policy_refuses, refused_by
 
 LABELER_SA = (tl.NAMESPACE, tl.SERVICE_ACCOUNT)
 LABELER_POLICY = tl.NAME
 NODE_NAME_CLAIM = "authentication.kubernetes.io/node-name"
 """The extra the API server puts on a projected ServiceAccount token of a pod bound to a node."""
-RBAC = "rbac.authorization.k8s.io/v1"
-VAP = "admissionregistration.k8s.io/v1"
 PROBE_LABEL = "eks-gpu-training/probe"
 LAYER_4 = network_layer_key(4)
 
@@ -43,25 +40,13 @@ ONLY_LABEL_UPDATES = "the topology labeler may only update a Node's labels (no c
 NO_OWNERS_OR_FINALIZERS = "the topology labeler may not change a Node's owner references or finalizers"
 
 
-def _labeler_user() -> str:
-    namespace, name = LABELER_SA
-    return f"system:serviceaccount:{namespace}:{name}"
-
-
 def _labeler(cluster, node: str | None):
     """The labeler's identity as its pod on ``node`` presents it (``None``: a token without the claim)."""
-    return cluster.env.as_user(_labeler_user(), groups=("system:serviceaccounts",),
-                               extra={NODE_NAME_CLAIM: node} if node else None)
-
-
-def _refused_by(policy: str, message: str, body: str) -> None:
-    """The refusal is the named policy's, with the validation's own message."""
-    assert f"ValidatingAdmissionPolicy '{policy}'" in body, body
-    assert message in body, body
+    return as_service_account(cluster.env, *LABELER_SA, extra={NODE_NAME_CLAIM: node} if node else None)
 
 
 def _labeler_policy_refuses(call, message: str) -> None:
-    _refused_by(LABELER_POLICY, message, expect_refused(call))
+    policy_refuses(LABELER_POLICY, message, call)
 
 
 @pytest.fixture
@@ -175,25 +160,17 @@ def widened_labeler(prod_cluster):
     and status writes on Nodes), and a Node of its own that no kubelet or KWOK manages: what the
     policy alone must then refuse."""
     env = prod_cluster.env
-    name = unique("labeler-widened")
-    namespace, account = LABELER_SA
-    env.apply({"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": name}, "rules": [
-        {"apiGroups": [""], "resources": ["nodes", "nodes/status"],
-         "verbs": ["get", "create", "update", "patch", "delete"]}]})
-    env.apply({"apiVersion": RBAC, "kind": "ClusterRoleBinding", "metadata": {"name": name},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-               "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
-    node = unique("labeler-probe-node")
-    env.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {PROBE_LABEL: "x"}}})
-    yield _labeler(prod_cluster, node), node
-    env.delete("v1", "Node", node)
-    env.delete(RBAC, "ClusterRoleBinding", name)
-    env.delete(RBAC, "ClusterRole", name)
+    with bound_cluster_role(env, *LABELER_SA, rules=[
+            {"apiGroups": [""], "resources": ["nodes", "nodes/status"], "verbs": ["get", "create", "update", "patch", "delete"]}]):
+        node = unique("labeler-probe-node")
+        env.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {PROBE_LABEL: "x"}}})
+        yield _labeler(prod_cluster, node), node
+        env.delete("v1", "Node", node)
 
 
 def _policy_refuses_once_rbac_allows(call, message: str) -> None:
     """The request refused by the labeler's policy, once the widened RBAC is in force."""
-    _refused_by(LABELER_POLICY, message, expect_refused_by(LABELER_POLICY, call, what="the labeler policy refusing it"))
+    refused_by(LABELER_POLICY, message, expect_refused_by(LABELER_POLICY, call, what="the labeler policy refusing it"))
 
 
 def test_the_labeler_may_not_delete_its_node_even_when_rbac_allows_it(prod_cluster, widened_labeler):
@@ -282,7 +259,7 @@ def test_broken_variant_without_the_policy_the_labeler_could_relabel_its_node(pr
                    "spec": binding["spec"]})
     # Back in force before the next test (its informer needs a moment).
     # (a fresh value each time: rewriting a label to the value it has changes nothing, which the policy allows)
-    wait_for(lambda: _try(lambda: _labeler_policy_refuses(lambda: _labeler(prod_cluster, own).core.patch_node(
+    wait_for(lambda: attempt(lambda: _labeler_policy_refuses(lambda: _labeler(prod_cluster, own).core.patch_node(
         own, {"metadata": {"labels": {PROBE_LABEL: unique("x")}}}), ONLY_ADD_LAYER_LABELS) or True),
         what="the labeler policy back in force", timeout=30)
 
@@ -318,13 +295,6 @@ def _create_pod(target, **spec):
     return name
 
 
-def _try(call):
-    try:
-        return call()
-    except (ApiException, ApplyError, AssertionError):
-        return None
-
-
 def _training_pod_spec(**changes) -> dict:
     """The pod a host-network training app's Job creates, as the templates render it."""
     spec = TrainingJobSpec(
@@ -339,7 +309,7 @@ def _training_pod_spec(**changes) -> dict:
 
 def _admitted(target, what: str, create) -> str:
     env, namespace = target
-    name = wait_for(lambda: _try(create), what=what, timeout=30)
+    name = wait_for(lambda: attempt(create), what=what, timeout=30)
     env.delete_pod(namespace, name)
     return name
 
@@ -392,25 +362,25 @@ def test_host_networking_is_refused_to_pods_of_another_service_account(host_netw
     (and with it the node role) stays out of reach of the namespace's other identities."""
     message = _eventually_refused(host_network_namespace, f"the policy refusing host networking to {account}",
                                   spec=_training_pod_spec(serviceAccountName=account))
-    _refused_by(POLICY_NAME, ONLY_TRAINING_SA, message)
+    refused_by(POLICY_NAME, ONLY_TRAINING_SA, message)
 
 
 def test_a_host_network_pod_that_keeps_net_raw_is_refused(host_network_namespace):
     spec = copy.deepcopy(HOST_NETWORK_PAUSE)
     spec["containers"][0]["securityContext"]["capabilities"]["drop"] = ["NET_ADMIN"]
     message = _eventually_refused(host_network_namespace, "the policy refusing NET_RAW on the host network", spec=spec)
-    _refused_by(POLICY_NAME, DROP_NET_RAW, message)
+    refused_by(POLICY_NAME, DROP_NET_RAW, message)
 
 
 def test_unconfined_seccomp_and_unsafe_sysctls_are_refused_on_any_pod(host_network_namespace):
     """Two of the baseline checks the policy restored; on a pod without host networking, so only they can refuse it."""
     unconfined = {"containers": [{"name": "main", "image": PAUSE_IMAGE,
                                   "securityContext": {"seccompProfile": {"type": "Unconfined"}}}]}
-    _refused_by(POLICY_NAME, NO_UNCONFINED, _eventually_refused(host_network_namespace, "the policy refusing Unconfined",
+    refused_by(POLICY_NAME, NO_UNCONFINED, _eventually_refused(host_network_namespace, "the policy refusing Unconfined",
                                                                spec=unconfined))
     sysctl = {"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "65536"}]},
               "containers": [{"name": "main", "image": PAUSE_IMAGE}]}
-    _refused_by(POLICY_NAME, SAFE_SYSCTLS_ONLY, _eventually_refused(host_network_namespace, "the policy refusing a sysctl",
+    refused_by(POLICY_NAME, SAFE_SYSCTLS_ONLY, _eventually_refused(host_network_namespace, "the policy refusing a sysctl",
                                                                    spec=sysctl))
 
 
@@ -424,10 +394,10 @@ BASELINE_CAPABILITIES_ONLY = "only the baseline Pod Security Standard's capabili
 
 def test_the_host_network_policy_denies_privileged_pods_and_host_paths(host_network_namespace):
     message = _eventually_refused(host_network_namespace, "the policy refusing a privileged pod", **PRIVILEGED)
-    _refused_by(POLICY_NAME, NO_PRIVILEGED, message)
+    refused_by(POLICY_NAME, NO_PRIVILEGED, message)
     message = _eventually_refused(host_network_namespace, "the policy refusing a hostPath volume",
                                   volumes=[{"name": "root", "hostPath": {"path": "/"}}])
-    _refused_by(POLICY_NAME, NO_HOST_PATH, message)
+    refused_by(POLICY_NAME, NO_HOST_PATH, message)
 
 
 @pytest.fixture
@@ -452,7 +422,7 @@ def test_a_privileged_container_is_denied_whoever_creates_it(host_network_namesp
     for editor in namespace_editors:
         message = _eventually_refused(host_network_namespace, "the policy refusing a privileged training pod",
                                       spec=spec, env=editor)
-        _refused_by(POLICY_NAME, NO_PRIVILEGED, message)
+        refused_by(POLICY_NAME, NO_PRIVILEGED, message)
 
 
 def test_a_privileged_init_container_is_denied_too(host_network_namespace):
@@ -460,21 +430,21 @@ def test_a_privileged_init_container_is_denied_too(host_network_namespace):
     spec = _training_pod_spec(initContainers=[{"name": "setup", "image": PAUSE_IMAGE,
                                                "securityContext": {"privileged": True, "capabilities": {"drop": ["NET_RAW"]}}}])
     message = _eventually_refused(host_network_namespace, "the policy refusing a privileged init container", spec=spec)
-    _refused_by(POLICY_NAME, NO_PRIVILEGED, message)
+    refused_by(POLICY_NAME, NO_PRIVILEGED, message)
 
 
 @pytest.mark.parametrize("host_namespace", ["hostPID", "hostIPC"])
 def test_the_hosts_pid_and_ipc_namespaces_are_denied(host_network_namespace, host_namespace):
     message = _eventually_refused(host_network_namespace, f"the policy refusing {host_namespace}",
                                   spec=_training_pod_spec(**{host_namespace: True}))
-    _refused_by(POLICY_NAME, NO_HOST_NAMESPACES, message)
+    refused_by(POLICY_NAME, NO_HOST_NAMESPACES, message)
 
 
 def test_capabilities_beyond_baseline_are_denied(host_network_namespace):
     spec = _training_pod_spec()
     spec["containers"][0]["securityContext"]["capabilities"]["add"].append("NET_ADMIN")
     message = _eventually_refused(host_network_namespace, "the policy refusing NET_ADMIN", spec=spec)
-    _refused_by(POLICY_NAME, BASELINE_CAPABILITIES_ONLY, message)
+    refused_by(POLICY_NAME, BASELINE_CAPABILITIES_ONLY, message)
 
 
 def test_a_privileged_namespace_the_project_did_not_make_is_not_matched(host_network_namespace):
@@ -496,6 +466,6 @@ def test_broken_variant_without_the_policy_a_privileged_pod_is_admitted(host_net
     env, _ = host_network_namespace
     _eventually_refused(host_network_namespace, "the policy in force", **PRIVILEGED)
     env.delete(VAP, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
-    wait_for(lambda: _try(lambda: _create_pod(host_network_namespace, **PRIVILEGED)),
+    wait_for(lambda: attempt(lambda: _create_pod(host_network_namespace, **PRIVILEGED)),
              what="a privileged pod admitted without the policy",
              timeout=30)

@@ -1,7 +1,8 @@
 """The health gate as the stacks deploy it: the startup taint on every GPU pool, the gate's settings,
 check pod, least-privilege RBAC and admission policy, and the refusals of its configuration.
-Whether the taint keeps a training pod off a node, and whether the policy holds the gate to its own
-taints, is the API server's and the scheduler's verdict: ``tests/cluster/test_health_gate.py``."""
+Whether the taint keeps a training pod off a node is the scheduler's verdict
+(``tests/cluster/test_node_faults.py``); whether the policy holds the gate to its own taints and
+condition, the API server's (``tests/cluster/test_health_gate.py``)."""
 
 from __future__ import annotations
 

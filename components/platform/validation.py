@@ -45,6 +45,7 @@ def validate_stack(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> 
         *validate_preflight(args),
         *validate_kueue(args),
         *validate_addon_namespaces(args),
+        *validate_addon_priority_classes(args),
         *validate_system_capacity(args),
         *validate_names(args, name),
         *chart_problems(args.charts.directory, stack_charts(args), "charts.directory"),
@@ -104,4 +105,17 @@ def validate_addon_namespaces(args: GpuTrainingPlatformArgs) -> list[Problem]:
         )
         for i, namespace in enumerate(args.scheduling.namespaces)
         if namespace.name in taken
+    ]
+
+
+def validate_addon_priority_classes(args: GpuTrainingPlatformArgs) -> list[Problem]:
+    """A stack priority class may not be one an add-on creates (the health gate's check class): the
+    second create of a PriorityClass fails with AlreadyExists, halfway through `pulumi up`."""
+    if not args.health_gate.enabled:
+        return []
+    return [
+        Problem(f"scheduling.priorityClasses[{i}].name",
+                f"'{pc.name}' is the PriorityClass the health gate creates for its checks; choose another name")
+        for i, pc in enumerate(args.scheduling.priority_classes)
+        if pc.name == health_gate.CHECK_PRIORITY_CLASS
     ]

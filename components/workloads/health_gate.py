@@ -65,6 +65,11 @@ LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "eks-gpu-
 SELECTOR = {"app.kubernetes.io/name": NAME}
 PRIORITY_CLASS = "system-cluster-critical"
 """The gate holds every joining node back: it must not be preempted by workloads."""
+CHECK_PRIORITY_CLASS = "health-gate-check"
+"""The check pods' PriorityClass: value 0, ``preemptionPolicy: Never``. A check waits for its node's
+devices and never preempts the pods that hold them (``healthgate.checks.check_job`` says so in the
+pod too), and the API server refuses a pod whose ``preemptionPolicy`` differs from its class's;
+without a class it computes ``PreemptLowerPriority`` (kubernetes plugin/pkg/admission/priority)."""
 QUARANTINE_IGNORED_REASONS = ("DCGMError",)
 """Agent reasons that are no GPU fault: ``DCGMError`` is the agent losing its DCGM host engine (its
 own DaemonSet, a configuration, an upgrade), which would otherwise evict every job at once."""
@@ -181,6 +186,7 @@ def check_pod(gate_image: Any, config: HealthGateConfig, mirrors: Optional[Mappi
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
+            "priorityClassName": CHECK_PRIORITY_CLASS,
             "tolerations": [gpu_toleration(), {"key": STARTUP_TAINT_KEY, "operator": "Exists", "effect": STARTUP_TAINT_EFFECT}],
             "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
             "initContainers": init,
@@ -220,6 +226,12 @@ def namespace_manifest() -> dict[str, Any]:
         "pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/enforce-version": "latest",
         "pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/audit": "restricted",
     }}}
+
+
+def check_priority_class_manifest() -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": CHECK_PRIORITY_CLASS, "labels": dict(LABELS)},
+            "value": 0, "preemptionPolicy": "Never", "globalDefault": False,
+            "description": "The health gate's node checks: they wait for a node's devices and never preempt."}
 
 
 def service_account_manifest() -> dict[str, Any]:
@@ -373,8 +385,9 @@ class HealthGateArgs:
 
 @documented_component(HealthGateArgs)
 class HealthGate(pulumi.ComponentResource):
-    """Namespace, ConfigMap, RBAC, admission policy and Deployment of the health gate, plus (without a
-    prebuilt image) its ECR repository and image build."""
+    """Namespace, ConfigMap, RBAC, admission policy, the checks' PriorityClass, the namespace's
+    ResourceQuota and Deployment of the health gate, plus (without a prebuilt image) its ECR
+    repository and image build."""
 
     image: pulumi.Output[str]
     """The image the gate and its EFA check run (``<repository>@sha256:...`` when built here)."""
@@ -422,12 +435,14 @@ class HealthGate(pulumi.ComponentResource):
             f"{name}-node-policy-binding", **_resource_kwargs(node_policy_binding_manifest()), opts=in_cluster(policy))
         # The policy before any pod holds a token that can patch nodes; RBAC and settings before the
         # first round.
+        check_priority = k8s.scheduling.v1.PriorityClass(
+            f"{name}-check-priority", **_resource_kwargs(check_priority_class_manifest()), opts=in_cluster(*ref.ready))
         quota = k8s.core.v1.ResourceQuota(
             f"{name}-quota", **_resource_kwargs(resource_quota_manifest(config, args.gpu_node_groups, args.karpenter_pools)),
             opts=in_cluster(namespace))
         k8s.apps.v1.Deployment(
             f"{name}-deployment", **_resource_kwargs(deployment_manifest(self.image, ref.system_node_selector)),
-            opts=in_cluster(namespace, account, settings_map, cluster_binding, binding, policy_binding, quota),
+            opts=in_cluster(namespace, account, settings_map, cluster_binding, binding, policy_binding, quota, check_priority),
         )
         self.register_outputs({"image": self.image})
 

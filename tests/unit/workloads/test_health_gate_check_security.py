@@ -13,8 +13,8 @@ import pytest
 from eks_gpu_training.config import HealthGateConfig
 from eks_gpu_training.healthgate.checks import check_job
 from eks_gpu_training.healthgate.settings import GateSettings, PoolDevices
-from eks_gpu_training.workloads.health_gate import RUN_AS_USER, check_pod
-from harness import stack_config
+from eks_gpu_training.workloads.health_gate import CHECK_PRIORITY_CLASS, RUN_AS_USER, check_pod
+from harness import run_main, stack_config
 
 COMPONENT = "eks-gpu-training:index:HealthGate"
 BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
@@ -69,3 +69,28 @@ def test_a_check_job_and_its_pod_are_strictly_valid_kubernetes_objects(stack):
     kubernetes_validate.validate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "check-0", "namespace": "health-gate",
                                                                                   **template["metadata"]},
                                   "spec": template["spec"]}, version, strict=True)
+
+
+def test_check_pods_never_preempt_through_a_priority_class_of_their_own(prod_graph):
+    """The API server refuses a pod whose preemptionPolicy differs from its PriorityClass's, and
+    computes PreemptLowerPriority for a pod without a class: the check's ``Never`` needs its own
+    class (the cluster tier creates such a pod: ``test_health_gate_check_pods``)."""
+    _, spec = _check_containers(prod_graph)
+    (priority_class,) = [r for r in prod_graph.subtree(prod_graph.one(COMPONENT)).of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")]
+    assert spec["priorityClassName"] == priority_class.inputs["metadata"]["name"] == CHECK_PRIORITY_CLASS
+    assert (priority_class.inputs["preemptionPolicy"], priority_class.inputs["value"], priority_class.inputs["globalDefault"]) == (
+        "Never", 0, False)
+    # The Job's pod may say Never itself too, never anything else.
+    job = check_job({"spec": spec}, "health-gate", "node-0", "uid-1", PoolDevices(gpus=8, efa=32), 60)
+    assert job["spec"]["template"]["spec"].get("preemptionPolicy", "Never") == "Never"
+
+
+def test_a_stack_priority_class_named_like_the_checks_is_refused_with_its_key():
+    config = stack_config("prod")
+    scheduling = config["eks-gpu-training:scheduling"]
+    scheduling["priorityClasses"] = [{"name": CHECK_PRIORITY_CLASS, "value": 10}]
+    graph = run_main(config)
+    assert graph.resources == []
+    assert [(p.path, p.message) for p in graph.error.problems if "priorityClasses" in p.path] == [
+        ("scheduling.priorityClasses[0].name",
+         f"'{CHECK_PRIORITY_CLASS}' is the PriorityClass the health gate creates for its checks; choose another name")]

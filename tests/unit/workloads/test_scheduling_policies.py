@@ -25,6 +25,9 @@ from harness import PROJECT_ROOT, run_main, run_program, stack_config, stack_fil
 
 NAMESPACE = "eks-gpu-training:"
 
+SCHEDULING = "eks-gpu-training:index:SchedulingPolicies"
+"""The component whose priority classes and namespace quotas these tests read (the health gate has its own)."""
+
 
 def raw(stack: str = "prod") -> dict[str, Any]:
     """A stack's configuration as ``parse_platform_args`` takes it, without teams: its namespace
@@ -74,7 +77,7 @@ def test_fleet_gpu_capacity_counts_a_mixed_pool_with_its_largest_type():
 
 def test_default_quota_is_the_fleet_capacity(prod_graph_without_teams):
     # A namespace of no team without quota.gpus (prod before teams): its quota is the whole fleet.
-    (quota,) = [r for r in prod_graph_without_teams.resources if r.inputs.get("kind") == "ResourceQuota"]
+    (quota,) = [r for r in prod_graph_without_teams.resources if r.inputs.get("kind") == "ResourceQuota" and r.inputs["metadata"]["name"] == "gpu-quota"]
     assert quota.inputs["metadata"] == {"name": "gpu-quota", "namespace": "training", "labels": {"app.kubernetes.io/part-of": "eks-gpu-training"}}
     # p5-training's 2 nodes and the 2 that Karpenter's 16-GPU limit allows, each a p5.48xlarge
     assert quota.inputs["spec"]["hard"] == {
@@ -88,7 +91,7 @@ def test_default_quota_is_the_fleet_capacity(prod_graph_without_teams):
 
 def test_dev_quota_is_three_l40s_nodes(dev_graph_without_teams):
     # dev-gpu's one g6e.xlarge and the two that Karpenter's 2-GPU limit allows
-    (quota,) = [r for r in dev_graph_without_teams.resources if r.inputs.get("kind") == "ResourceQuota"]
+    (quota,) = [r for r in dev_graph_without_teams.resources if r.inputs.get("kind") == "ResourceQuota" and r.inputs["metadata"]["name"] == "gpu-quota"]
     assert quota.inputs["spec"]["hard"]["requests.nvidia.com/gpu"] == "3"
     assert quota.inputs["spec"]["hard"]["requests.cpu"] == "12"
     assert quota.inputs["spec"]["hard"]["requests.memory"] == "96Gi"
@@ -100,7 +103,7 @@ def test_each_dev_team_namespace_may_reach_all_three_l40s_nodes(dev_graph):
     # evaluation: gpu-training 1 of its own + research's 1, and research's 1 on dev-gpu. Each GPU a
     # g6e.xlarge's (4 vCPUs, 32 GiB).
     quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"] for r in dev_graph.resources
-              if r.inputs.get("kind") == "ResourceQuota"}
+              if r.inputs.get("kind") == "ResourceQuota" and r.inputs["metadata"]["name"] == "gpu-quota"}
     expected = {"requests.nvidia.com/gpu": "3", "requests.cpu": "12", "requests.memory": "96Gi", "persistentvolumeclaims": "5"}
     assert quotas == {"training": expected, "evaluation": expected}
 
@@ -110,7 +113,7 @@ def test_each_prod_team_namespace_may_reach_the_whole_fleet(prod_graph):
     # lend all of them: each reaches 16 + 16 = 32 GPUs, with 24 vCPUs and 256 GiB per p5.48xlarge
     # GPU, so its namespace's quota is the fleet's, as the one namespace's was before teams.
     quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"] for r in prod_graph.resources
-              if r.inputs.get("kind") == "ResourceQuota"}
+              if r.inputs.get("kind") == "ResourceQuota" and r.inputs["metadata"]["name"] == "gpu-quota"}
     fleet = {"requests.nvidia.com/gpu": "32", "requests.cpu": "768", "requests.memory": "8Ti"}
     # training's own 5 claims (research takes the default, 5), plus the stack's FSx claim in each
     assert quotas == {"training": {**fleet, "persistentvolumeclaims": "6"}, "research": {**fleet, "persistentvolumeclaims": "6"}}
@@ -164,7 +167,7 @@ def test_a_quota_of_one_node_is_accepted_without_multi_node_apps():
 
 
 def test_default_priority_classes_are_the_seeds_and_none_is_the_global_default(prod_graph):
-    classes = [r.inputs for r in prod_graph.resources if r.inputs.get("kind") == "PriorityClass"]
+    classes = [r.inputs for r in prod_graph.subtree(prod_graph.one(SCHEDULING)).resources if r.inputs.get("kind") == "PriorityClass"]
     assert sorted(((c["metadata"]["name"], c["value"], c["globalDefault"]) for c in classes), key=lambda c: -c[1]) == [
         ("training-critical", 1_000_000, False),
         ("evaluation-normal", 500_000, False),
@@ -176,7 +179,7 @@ def test_default_priority_classes_are_the_seeds_and_none_is_the_global_default(p
 def test_a_new_priority_class_value_replaces_the_class_deleting_it_first(prod_graph):
     # The value is immutable and the Kubernetes provider would plan an update the API server refuses
     # (tests/cluster/test_engine.py shows both with the real engine).
-    classes = [r for r in prod_graph.resources if r.inputs.get("kind") == "PriorityClass"]
+    classes = [r for r in prod_graph.subtree(prod_graph.one(SCHEDULING)).resources if r.inputs.get("kind") == "PriorityClass"]
     assert classes
     assert all((c.replace_on_changes, c.delete_before_replace) == (["value"], True) for c in classes)
 

@@ -22,7 +22,7 @@ added back finds its retained namespace and takes it over instead of failing wit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 import pulumi
@@ -32,7 +32,9 @@ from ..aws.cluster import ClusterInput, ClusterRef, cluster_field, cluster_ref_o
 from ..config import GpuTrainingPlatformArgs, JobSetConfig, TrainerConfig
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
+from . import job_api_admission
 from .chart_source import release_chart
+from .labeler_admission import node_policy_binding_manifest
 from .kueue import CONTROLLER_TOLERATIONS, KUEUE_NAMESPACE_LABELS
 
 JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
@@ -49,6 +51,19 @@ TRAINER_IMAGE_REPOSITORY = "kubeflow/trainer/trainer-controller-manager"
 """The controller image of Trainer's releases (the chart's default), tagged ``v<chart version>``."""
 TRAINER_NAMESPACE = "kubeflow-system"
 """Trainer's namespace, as upstream's installation guide uses."""
+
+JOBSET_SERVICE_ACCOUNT = "jobset-controller"
+JOBSET_WEBHOOK_CONFIGURATIONS = ("jobset-mutating-webhook-configuration", "jobset-validating-webhook-configuration")
+"""JobSet's controller ServiceAccount and webhook configurations, as its chart names them for the
+release ``jobset`` (chart templates ``controller/serviceaccount.yaml``, ``webhook/*.yaml``)."""
+TRAINER_SERVICE_ACCOUNT = "kubeflow-trainer-controller-manager"
+TRAINER_WEBHOOK_CONFIGURATIONS = ("defaulter.trainer.kubeflow.org", "validator.trainer.kubeflow.org")
+"""Trainer's ServiceAccount and webhook configurations, as its chart names them for the release
+``kubeflow-trainer`` (chart templates ``manager/``, ``webhook/``)."""
+JOBSET_FENCE = "jobset-controller-fence"
+TRAINER_FENCE = "kubeflow-trainer-fence"
+"""The ValidatingAdmissionPolicies (and their bindings) that fence each controller (``job_api_admission``)."""
+FENCE_LABELS = {"app.kubernetes.io/part-of": "eks-gpu-training", "app.kubernetes.io/component": "controller-fence"}
 
 CONTROLLER_REPLICAS = 2
 """Two replicas of each controller, as Kueue's: their webhooks fail closed."""
@@ -143,6 +158,8 @@ class JobSetControllerArgs:
     """A local folder holding the chart at its pinned version (``charts.directory``). Default: none, the repository."""
     chart_mirror: Optional[str] = None
     """A chart mirror holding every pinned chart under its own name (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
+    training_namespaces: list[str] = field(default_factory=list)
+    """The namespaces whose jobs the controller runs: its admission policy lets it write there only (``job_api_admission``). Default: none."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -161,9 +178,25 @@ class TrainerControllerArgs:
     """A local folder holding the chart at its pinned version (``charts.directory``). Default: none, the repository."""
     chart_mirror: Optional[str] = None
     """A chart mirror holding every pinned chart under its own name (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
+    training_namespaces: list[str] = field(default_factory=list)
+    """The namespaces whose jobs the controller runs: its admission policy lets it write there only (``job_api_admission``). Default: none."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
+
+
+def jobset_fence_manifests(training_namespaces: list[str]) -> list[dict[str, Any]]:
+    """JobSet's policy and its binding (``job_api_admission``)."""
+    return [job_api_admission.jobset_policy_manifest(JOBSET_FENCE, JOBSET_NAMESPACE, JOBSET_SERVICE_ACCOUNT, training_namespaces,
+                                                     JOBSET_WEBHOOK_CONFIGURATIONS, FENCE_LABELS),
+            node_policy_binding_manifest(JOBSET_FENCE, FENCE_LABELS)]
+
+
+def trainer_fence_manifests(training_namespaces: list[str]) -> list[dict[str, Any]]:
+    """Trainer's policy and its binding (``job_api_admission``)."""
+    return [job_api_admission.trainer_policy_manifest(TRAINER_FENCE, TRAINER_NAMESPACE, TRAINER_SERVICE_ACCOUNT,
+                                                      training_namespaces, TRAINER_WEBHOOK_CONFIGURATIONS, FENCE_LABELS),
+            node_policy_binding_manifest(TRAINER_FENCE, FENCE_LABELS)]
 
 
 def namespace_options(component: pulumi.Resource, ref: ClusterRef) -> pulumi.ResourceOptions:
@@ -172,8 +205,24 @@ def namespace_options(component: pulumi.Resource, ref: ClusterRef) -> pulumi.Res
     return pulumi.ResourceOptions(parent=component, provider=ref.provider, depends_on=list(ref.ready), retain_on_delete=True)
 
 
+def _fence(component: pulumi.ComponentResource, name: str, ref: ClusterRef,
+           manifests: list[dict[str, Any]]) -> k8s.admissionregistration.v1.ValidatingAdmissionPolicyBindingPatch:
+    """The controller's admission policy and its binding, before the release: the controller is
+    fenced from its first write. Retained with the release, so a retained controller stays fenced;
+    server-side applies (``*Patch``), as the namespace is, so a kind added back takes them over."""
+    policy_manifest, binding_manifest = manifests
+    options = pulumi.ResourceOptions(parent=component, provider=ref.provider, depends_on=list(ref.ready),
+                                     retain_on_delete=True)
+    policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicyPatch(
+        f"{name}-fence", metadata=policy_manifest["metadata"], spec=policy_manifest["spec"], opts=options)
+    return k8s.admissionregistration.v1.ValidatingAdmissionPolicyBindingPatch(
+        f"{name}-fence-binding", metadata=binding_manifest["metadata"], spec=binding_manifest["spec"],
+        opts=pulumi.ResourceOptions.merge(options, pulumi.ResourceOptions(depends_on=[policy])))
+
+
 def _release(component: pulumi.ComponentResource, name: str, ref: ClusterRef, *, namespace_name: str, release_name: str,
-             chart: dict[str, Any], values: dict[str, Any]) -> tuple[k8s.core.v1.NamespacePatch, k8s.helm.v3.Release]:
+             chart: dict[str, Any], values: dict[str, Any],
+             after: tuple[pulumi.Resource, ...] = ()) -> tuple[k8s.core.v1.NamespacePatch, k8s.helm.v3.Release]:
     """The controller's namespace and its atomic release, both waiting for the cluster to be ready.
 
     The namespace outlives the controller's removal (retained, and ``helm uninstall`` leaves it), so
@@ -195,7 +244,7 @@ def _release(component: pulumi.ComponentResource, name: str, ref: ClusterRef, *,
         # of that kind running, retained as every training job is, and they need their controller;
         # uninstalling Trainer would also delete its CRDs (templates of its chart), and with them
         # every TrainJob. ``helm uninstall`` it once those jobs are done.
-        opts=pulumi.ResourceOptions(parent=component, provider=ref.provider, depends_on=[*ready, namespace],
+        opts=pulumi.ResourceOptions(parent=component, provider=ref.provider, depends_on=[*ready, namespace, *after],
                                     retain_on_delete=True),
     )
     return namespace, release
@@ -203,7 +252,8 @@ def _release(component: pulumi.ComponentResource, name: str, ref: ClusterRef, *,
 
 @documented_component(JobSetControllerArgs)
 class JobSetController(pulumi.ComponentResource):
-    """The ``jobset-system`` namespace and the JobSet Helm release in it."""
+    """The ``jobset-system`` namespace, the JobSet Helm release in it, and the admission policy that
+    fences its controller (``job_api_admission``)."""
 
     values: dict[str, Any]
     """The release's values (plain data)."""
@@ -221,16 +271,18 @@ class JobSetController(pulumi.ComponentResource):
         super().__init__("eks-gpu-training:index:JobSetController", name, None, opts)
         ref = cluster_ref_of(args)
         self.values = jobset_values(args.config, ref.system_node_selector)
+        fence = _fence(self, name, ref, jobset_fence_manifests(args.training_namespaces))
         namespace, self.release = _release(self, name, ref, namespace_name=JOBSET_NAMESPACE, release_name="jobset",
-                                           chart=chart, values=self.values)
+                                           chart=chart, values=self.values, after=(fence,))
         self.namespace = namespace.metadata.name
         self.register_outputs({"namespace": self.namespace})
 
 
 @documented_component(TrainerControllerArgs)
 class TrainerController(pulumi.ComponentResource):
-    """The ``kubeflow-system`` namespace and the Kubeflow Trainer Helm release in it; it needs JobSet
-    (``JobSetController``), whose JobSets it creates."""
+    """The ``kubeflow-system`` namespace, the Kubeflow Trainer Helm release in it, and the admission
+    policy that fences its controller (``job_api_admission``); it needs JobSet (``JobSetController``),
+    whose JobSets it creates."""
 
     values: dict[str, Any]
     """The release's values (plain data)."""
@@ -248,7 +300,9 @@ class TrainerController(pulumi.ComponentResource):
         super().__init__("eks-gpu-training:index:TrainerController", name, None, opts)
         ref = cluster_ref_of(args)
         self.values = trainer_values(args.config, ref.system_node_selector)
+        fence = _fence(self, name, ref, trainer_fence_manifests(args.training_namespaces))
         namespace, self.release = _release(self, name, ref, namespace_name=TRAINER_NAMESPACE,
-                                           release_name="kubeflow-trainer", chart=chart, values=self.values)
+                                           release_name="kubeflow-trainer", chart=chart, values=self.values,
+                                           after=(fence,))
         self.namespace = namespace.metadata.name
         self.register_outputs({"namespace": self.namespace})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import Any, Optional
 
 import yaml
 
@@ -94,18 +95,24 @@ def _timed(stage: dict) -> dict:
     return stage
 
 
-def _kubeconfig(server: str, pki: Pki, path: Path) -> Path:
-    document = {
+def kubeconfig_document(server: str, pki: Pki, impersonate: Optional[str] = None) -> dict[str, Any]:
+    """The cluster's admin kubeconfig; with ``impersonate``, every request acts as that user (client-go's
+    ``as``: the API server gives a ServiceAccount's user name that account's groups)."""
+    user: dict[str, Any] = {"client-certificate": str(pki.admin_cert), "client-key": str(pki.admin_key)}
+    if impersonate is not None:
+        user["as"] = impersonate
+    return {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "local", "cluster": {"server": server, "certificate-authority": str(pki.ca_cert)}}],
-        "users": [{"name": "admin", "user": {
-            "client-certificate": str(pki.admin_cert), "client-key": str(pki.admin_key),
-        }}],
+        "users": [{"name": "admin", "user": user}],
         "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
         "current-context": "local",
     }
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def _kubeconfig(server: str, pki: Pki, path: Path) -> Path:
+    path.write_text(yaml.safe_dump(kubeconfig_document(server, pki), sort_keys=False))
     return path
 
 

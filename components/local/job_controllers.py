@@ -7,8 +7,12 @@ certificate made here, the health probes on loopback, no metrics server, no lead
 the controllers' own certificate management is off (it would write to a fixed folder under /tmp,
 shared by every local cluster on the machine, and issue certificates for the Service name only).
 Their webhook configurations point at them by URL with the certificate's CA (``platform.localize``).
-The charts' Deployments are applied as rendered, so the scheduler still proves they fit on the
-system nodes; the webhook Secrets they render stay empty, as nothing reads them here.
+Each acts as its chart's ServiceAccount (a kubeconfig of its own impersonating it), as its pod's
+token would: the charts' RBAC and the stack's admission policy for it (``addons.job_api_admission``)
+judge every write, so that RBAC and policy come with the webhook configurations, before the
+controller starts (``identity_objects``), as on EKS the policy comes before the release. The charts' Deployments are applied as rendered, so the scheduler still
+proves they fit on the system nodes; the webhook Secrets they render stay empty, as nothing reads
+them here.
 """
 
 from __future__ import annotations
@@ -20,8 +24,18 @@ from typing import Any, Optional
 
 import yaml
 
+from ..addons.job_apis import (
+    JOBSET_FENCE,
+    JOBSET_NAMESPACE,
+    JOBSET_SERVICE_ACCOUNT,
+    TRAINER_FENCE,
+    TRAINER_NAMESPACE,
+    TRAINER_SERVICE_ACCOUNT,
+)
+from ..addons.labeler_admission import service_account_user
 from ..facts import yaml_io
 from .build import JOBSET, KUBEFLOW_TRAINER, GoComponent
+from .control_plane import kubeconfig_document
 from .controllers import CHART_FIX
 from .errors import LocalError
 from .layout import File, Layout
@@ -47,6 +61,10 @@ class JobController:
     """The chart's ConfigMap (namespace, name) holding the controller's configuration."""
     webhook_service: tuple[str, str]
     """The chart's webhook Service (namespace, name), which its webhook configurations name."""
+    service_account: tuple[str, str]
+    """The chart's ServiceAccount (namespace, name) the controller's pod runs as, and it acts as here."""
+    fence: str
+    """The stack's ValidatingAdmissionPolicy (and binding) for that ServiceAccount."""
 
     def folder(self, layout: Layout) -> Path:
         return layout.state / self.name
@@ -54,17 +72,25 @@ class JobController:
     def config_path(self, layout: Layout) -> Path:
         return self.folder(layout) / "config.yaml"
 
+    def kubeconfig(self, layout: Layout) -> Path:
+        return self.folder(layout) / "kubeconfig"
+
+    @property
+    def user(self) -> str:
+        return service_account_user(*self.service_account)
+
     def cert_folder(self, layout: Layout) -> Path:
         return self.folder(layout) / "tmp" / WEBHOOK_CERT_FOLDER
 
 
 JOBSET_CONTROLLER = JobController(
     "jobset", JOBSET, "jobset", ("jobset-system", "jobset-controller-config"), ("jobset-system", "jobset-webhook-service"),
+    (JOBSET_NAMESPACE, JOBSET_SERVICE_ACCOUNT), JOBSET_FENCE,
 )
 """The names of the ``jobset`` release (``addons.job_apis``: release ``jobset`` in ``jobset-system``)."""
 TRAINER_CONTROLLER = JobController(
     "trainer", KUBEFLOW_TRAINER, "trainer-controller-manager", ("kubeflow-system", "kubeflow-trainer-config"),
-    ("kubeflow-system", "kubeflow-trainer-controller-manager"),
+    ("kubeflow-system", "kubeflow-trainer-controller-manager"), (TRAINER_NAMESPACE, TRAINER_SERVICE_ACCOUNT), TRAINER_FENCE,
 )
 """The names of the ``kubeflow-trainer`` release in ``kubeflow-system``."""
 JOB_CONTROLLERS = (JOBSET_CONTROLLER, TRAINER_CONTROLLER)
@@ -81,6 +107,28 @@ def _config_map(chart_objects: list[dict[str, Any]], namespace: str, name: str) 
 def installed(controller: JobController, chart_objects: list[dict[str, Any]]) -> bool:
     """Whether the stack installs the controller (its chart rendered its ConfigMap)."""
     return _config_map(chart_objects, *controller.config_map) is not None
+
+
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def identity_objects(controller: JobController, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The controller's ServiceAccount, the roles granted to it and their bindings, then its admission
+    policy and the policy's binding."""
+    namespace, name = controller.service_account
+    rbac = [o for o in objects if o.get("kind") in RBAC_KINDS]
+    account = [o for o in rbac if o["kind"] == "ServiceAccount" and o["metadata"].get("name") == name
+               and o["metadata"].get("namespace") == namespace]
+    bindings = [o for o in rbac if o["kind"].endswith("Binding") and any(
+        s.get("kind") == "ServiceAccount" and s.get("name") == name and s.get("namespace") == namespace
+        for s in o.get("subjects") or [])]
+    granted = {(b["roleRef"]["kind"], b["metadata"].get("namespace") if b["roleRef"]["kind"] == "Role" else None,
+                b["roleRef"]["name"]) for b in bindings}
+    roles = [o for o in rbac if o["kind"] in ("ClusterRole", "Role")
+             and (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) in granted]
+    fence = [o for o in objects if o.get("kind") in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+             and o["metadata"].get("name") == controller.fence]
+    return account + roles + bindings + sorted(fence, key=lambda o: o["kind"])
 
 
 def chart_configuration(controller: JobController, chart_objects: list[dict[str, Any]]) -> dict[str, Any]:
@@ -113,8 +161,10 @@ def webhook_files(controller: JobController, chart_objects: list[dict[str, Any]]
     namespace, service = controller.webhook_service
     certificates = webhook_certificates(f"{service}.{namespace}.svc", f"{controller.name}-local-ca", controller.name)
     folder = controller.cert_folder(layout)
+    kubeconfig = kubeconfig_document(layout.server, layout.pki, impersonate=controller.user)
     files = (
         File(controller.config_path(layout), yaml.safe_dump(local_configuration(controller, chart_objects, layout), sort_keys=False).encode()),
+        File(controller.kubeconfig(layout), yaml.safe_dump(kubeconfig, sort_keys=False).encode()),
         File(folder / "tls.crt", certificates["tls.crt"]),
         File(folder / "tls.key", certificates["tls.key"], 0o600),
     )
@@ -122,11 +172,12 @@ def webhook_files(controller: JobController, chart_objects: list[dict[str, Any]]
 
 
 def job_controller_process(controller: JobController, layout: Layout) -> Process:
-    """The controller, ready once its webhook server answers (its readiness check waits for it)."""
+    """The controller as its ServiceAccount, ready once its webhook server answers (its readiness
+    check waits for it)."""
     return Process(
         controller.name, layout.binary(controller.component, controller.binary),
         (f"--config={controller.config_path(layout)}", "--zap-log-level=2"),
         # TMPDIR: where Trainer's webhook server finds its certificate (``WEBHOOK_CERT_FOLDER``).
-        env={"KUBECONFIG": str(layout.kubeconfig), "TMPDIR": str(controller.folder(layout) / "tmp")},
+        env={"KUBECONFIG": str(controller.kubeconfig(layout)), "TMPDIR": str(controller.folder(layout) / "tmp")},
         after=("kube-apiserver",), ready=Ready(f"{layout.url(f'{controller.name}-health')}/readyz"),
     )

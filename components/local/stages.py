@@ -28,7 +28,7 @@ from .controllers import (
 )
 from .eks_addons import eks_system_objects
 from .fleet import SimulatedNode, karpenter_instance_types, managed_nodes
-from .job_controllers import JOB_CONTROLLERS, installed, job_controller_process, webhook_files
+from .job_controllers import JOB_CONTROLLERS, identity_objects, installed, job_controller_process, webhook_files
 from .layout import File, Layout
 from .health_gate import gate_deployed, health_gate_process
 from .node_health import node_health_process
@@ -141,11 +141,13 @@ def plan(
         out_of_cluster[KUEUE_WEBHOOK_SERVICE] = (layout.url("kueue-webhook", "https"), bundle)
     controller_files: tuple[File, ...] = ()
     controller_processes: tuple[Process, ...] = ()
+    running_controllers = []
     for controller in JOB_CONTROLLERS:
         if installed(controller, chart_objects):
             files, bundle = webhook_files(controller, chart_objects, layout)
             controller_files += files
             controller_processes += (job_controller_process(controller, layout),)
+            running_controllers.append(controller)
             out_of_cluster[controller.webhook_service] = (layout.url(f"{controller.name}-webhook", "https"), bundle)
     localized = localize(platform, out_of_cluster=out_of_cluster, replaced=replaced)
     crds: tuple[StageObject, ...] = tuple(localized.crds)
@@ -153,14 +155,16 @@ def plan(
         crd_name, crd_file = KWOK_NODE_CLASS_CRD
         crds += (ObjectFile("CustomResourceDefinition", crd_name, layout.binary(KARPENTER_KWOK, crd_file)),)
     webhooks = [o for o in localized.objects if o["kind"].endswith("WebhookConfiguration")]
-    rest = [o for o in localized.objects if o not in webhooks]
+    # The job controllers act as their ServiceAccounts: their RBAC is there before they start.
+    identities = [o for c in running_controllers for o in identity_objects(c, localized.objects)]
+    rest = [o for o in localized.objects if o not in webhooks and o not in identities]
     stages += [
         Stage("crds", "the stack's and the charts' CRDs", objects=crds, waits=("established",)),
         Stage("namespaces", "the stack's and the charts' namespaces", objects=tuple(localized.namespaces)),
-        Stage("webhooks", "Kueue's webhook Secret and the webhook configurations, then Kueue, JobSet and Kubeflow "
-              "Trainer beside the cluster",
+        Stage("webhooks", "Kueue's webhook Secret, the webhook configurations and the JobSet and Kubeflow Trainer "
+              "ServiceAccounts' RBAC, then Kueue, JobSet and Kubeflow Trainer beside the cluster",
               files=(kueue_files(layout, chart_objects, kueue_secret) if kueue_secret else ()) + controller_files,
-              objects=((kueue_secret,) if kueue_secret else ()) + tuple(webhooks),
+              objects=((kueue_secret,) if kueue_secret else ()) + tuple(webhooks) + tuple(identities),
               processes=((kueue_process(layout, chart_objects),) if kueue_on else ()) + controller_processes),
     ]
     if karpenter_on:

@@ -154,6 +154,7 @@ def compose_in_cluster(
     gpu_cluster = after_gpu_nodes(cluster, gpu_nodes)
     kubernetes = {"kubernetes": cluster.provider}
     charts, mirror = args.charts.directory, args.charts.mirror
+    training_namespaces = [ns.name for ns in args.scheduling.namespaces]
 
     gpu_operator = GpuOperator(
         f"{name}-gpu-operator",
@@ -178,14 +179,14 @@ def compose_in_cluster(
     prerequisites = job_prerequisites(scheduling)
     job_set = (
         JobSetController(f"{name}-jobset", JobSetControllerArgs(cluster=cluster, config=args.job_set, chart_directory=charts,
-                                                                chart_mirror=mirror),
+                                                                chart_mirror=mirror, training_namespaces=training_namespaces),
                          opts=pulumi.ResourceOptions(parent=parent))
         if jobset_needed(args) or trainer_needed(args)
         else None
     )
     trainer = (
         TrainerController(f"{name}-trainer", TrainerControllerArgs(cluster=cluster, config=args.trainer, chart_directory=charts,
-                                                                   chart_mirror=mirror),
+                                                                   chart_mirror=mirror, training_namespaces=training_namespaces),
                           # Trainer creates JobSets: JobSet's CRD and webhooks come first.
                           opts=pulumi.ResourceOptions(parent=parent, depends_on=[job_set.release] if job_set else []))
         if trainer_needed(args)
@@ -197,7 +198,7 @@ def compose_in_cluster(
     if args.kueue.enabled:
         kueue = Kueue(
             f"{name}-kueue",
-            KueueArgs(cluster=cluster, config=args.kueue, namespaces=[ns.name for ns in args.scheduling.namespaces],
+            KueueArgs(cluster=cluster, config=args.kueue, namespaces=training_namespaces,
                       frameworks=integrations(job_set is not None, trainer is not None), fair_sharing=bool(args.scheduling.teams),
                       chart_directory=charts, chart_mirror=mirror),
             opts=pulumi.ResourceOptions(parent=parent),

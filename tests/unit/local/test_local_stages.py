@@ -4,6 +4,7 @@ its charts (from the session's loopback mirror), planned against a fixed layout,
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from harness import REFERENCE
 
@@ -97,8 +98,8 @@ def test_the_dry_run_prints_each_command_line_and_object_in_the_order_up_takes_t
     assert etcd.startswith(f"  start etcd: {layout.cache}/bin/etcd-{builds.ETCD.version}/etcd --name=local ")
     kueue = next(line for line in lines if line.startswith("  start kueue "))
     assert f": KUBECONFIG={layout.kubeconfig} {layout.cache}/bin/kueue-{builds.KUEUE.version}/kueue " in kueue
-    webhooks = lines.index("stage webhooks: Kueue's webhook Secret and the webhook configurations, then Kueue, JobSet and "
-                           "Kubeflow Trainer beside the cluster")
+    webhooks = lines.index("stage webhooks: Kueue's webhook Secret, the webhook configurations and the JobSet and Kubeflow "
+                           "Trainer ServiceAccounts' RBAC, then Kueue, JobSet and Kubeflow Trainer beside the cluster")
     assert lines[webhooks + 1] == f"  write {layout.kueue_config}"
     assert "  apply Node dev-gpu-0" in lines
     assert lines.index("  apply Namespace kueue-system") < lines.index("  apply Secret kueue-system/kueue-webhook-server-cert")
@@ -115,6 +116,26 @@ def test_up_dry_run_builds_starts_and_writes_nothing(tmp_path, monkeypatch, caps
     assert "stage eks-system: the DaemonSets EKS itself runs on every node" in out
     assert not state.exists()
     assert not (tmp_path / "cache" / "bin").exists()
+
+
+def test_the_jobset_controller_acts_as_its_service_account_whose_rbac_and_fence_come_before_it(dev):
+    cluster, render, layout = dev
+    stages = cluster.plan(render, layout).stages
+    webhooks = next(stage for stage in stages if stage.name == "webhooks")
+    [jobset] = [process for process in webhooks.processes if process.name == "jobset"]
+    kubeconfig = yaml.safe_load(next(f for f in webhooks.files if str(f.path) == jobset.env["KUBECONFIG"]).data)
+    assert kubeconfig["users"][0]["user"]["as"] == "system:serviceaccount:jobset-system:jobset-controller"
+    applied = _names(webhooks.objects)
+    for name in ("ServiceAccount jobset-system/jobset-controller", "ClusterRole jobset-controller",
+                 "ClusterRoleBinding jobset-controller", "Role jobset-system/jobset-leader-election-role",
+                 "RoleBinding jobset-system/jobset-leader-election-rolebinding",
+                 "ValidatingAdmissionPolicy jobset-controller-fence", "ValidatingAdmissionPolicyBinding jobset-controller-fence"):
+        assert name in applied, name
+    assert applied.index("ValidatingAdmissionPolicy jobset-controller-fence") < applied.index(
+        "ValidatingAdmissionPolicyBinding jobset-controller-fence")
+    platform = _names(next(stage for stage in stages if stage.name == "platform").objects)
+    assert "ClusterRole jobset-controller" not in platform
+    assert "ClusterRole kueue-manager-role" in platform, "only the job controllers' RBAC moves"
 
 
 def test_the_gates_own_program_runs_beside_the_cluster_as_its_service_account_before_the_platform(dev):

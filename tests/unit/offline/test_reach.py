@@ -9,7 +9,7 @@ import copy
 import pytest
 
 from eks_gpu_training.offline.render.engine import render_stack
-from eks_gpu_training.offline.render import reach
+from eks_gpu_training.offline.render import chart_rbac, reach
 
 
 @pytest.fixture(scope="module")
@@ -40,3 +40,39 @@ def test_the_creators_admin_grant_is_a_row_and_no_role_holds_fsx_full_access(ren
         rows = reach.iam_rows(render)
         assert any("eks-gpu-training/creator-principal" in row[0] and "AmazonEKSClusterAdminPolicy" in row[2] for row in rows)
         assert not any("AmazonFSxFullAccess" in row[2] for row in rows)
+
+
+# --- the charts' cluster-scoped RBAC -----------------------------------------------------------------
+
+def test_the_architecture_page_shows_the_pinned_charts_cluster_rbac(renders, chart_sources):
+    assert reach.charts_stale(renders, chart_sources) == [], "run `python -m eks_gpu_training.offline.render.reach --write`"
+
+
+def test_a_chart_binding_the_page_does_not_show_makes_it_stale(renders, chart_sources, monkeypatch):
+    original = chart_rbac.chart_objects
+
+    def widened(render, sources):
+        objects, problems = original(render, sources)
+        objects["jobset"] = [*objects.get("jobset", []), {
+            "apiVersion": chart_rbac.RBAC_API, "kind": "ClusterRoleBinding", "metadata": {"name": "jobset-admin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "jobset-controller", "namespace": "jobset-system"}]}]
+        return objects, problems
+
+    monkeypatch.setattr(reach, "chart_objects", widened)
+    assert reach.charts_stale(renders, chart_sources) == [
+        "docs/architecture.md: the chart-rbac section is not the pinned charts' current render"]
+
+
+def test_the_job_controllers_rows_name_the_fence_that_judges_them(renders, chart_sources):
+    prod = next(r for r in renders if r.stack == "prod")
+    objects, problems = chart_rbac.chart_objects(prod, chart_sources)
+    assert problems == []
+    rows = chart_rbac.chart_rbac_rows(objects, chart_rbac.fenced_users(prod))
+    trainer = [row for row in rows if row[1].startswith("ServiceAccount `kubeflow-system/kubeflow-trainer-controller-manager`")]
+    assert trainer, rows
+    assert all(row[1].endswith("fenced by policy `kubeflow-trainer-fence`") for row in trainer)
+    assert any("on configmaps, secrets" in row[2] for row in trainer), "the RBAC the fence narrows is shown as the chart grants it"
+    kueue = next(row for row in rows if row[2].startswith("ClusterRole `kueue-manager-role`"))
+    assert "fenced" not in kueue[1]
+    assert "(only `kueue-mutating-webhook-configuration`)" in kueue[2], "Kueue holds its own webhook configurations only"

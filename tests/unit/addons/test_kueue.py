@@ -20,6 +20,7 @@ from eks_gpu_training.offline.check.kubernetes import CustomResourceSchemas
 from eks_gpu_training.platform.loading import parse_platform_args
 from eks_gpu_training.workloads.fleet_capacity import pool_capacity
 from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, TOPOLOGY_LEVELS, cluster_queue, pool_flavor
+from eks_gpu_training.workloads.scheduling_policies import QUOTA_NAME
 from eks_gpu_training.workloads.templates import training_job
 from eks_gpu_training.workloads.training_spec import TrainingJobSpec, validate_training_job
 from harness import Graph, research_cluster, run_main, run_program, stack_config, two_az_network
@@ -30,6 +31,11 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 LAYER_3 = "topology.k8s.aws/network-node-layer-3"
+
+
+def namespace_quotas(graph):
+    """The training namespaces' ResourceQuotas (the health gate's namespace has one of its own)."""
+    return [r for r in graph.of_type("kubernetes:core/v1:ResourceQuota") if r.inputs["metadata"]["name"] == QUOTA_NAME]
 
 
 def raw(stack: str = "prod") -> dict[str, Any]:
@@ -72,7 +78,7 @@ def node_affinity_labels(job: dict[str, Any]) -> dict[str, list[str]]:
 def test_cluster_queue_quotas_equal_the_namespace_resource_quota(prod_graph_without_teams):
     # A namespace of no team has a ClusterQueue of its own, named after it (with teams, each team's
     # reach is its namespaces' quota: test_a_team_can_never_be_admitted_more_than_its_namespaces_resource_quota).
-    quotas = kubernetes_objects(prod_graph_without_teams, "ResourceQuota")
+    quotas = [q for q in kubernetes_objects(prod_graph_without_teams, "ResourceQuota") if q.inputs["metadata"]["name"] == QUOTA_NAME]
     queues = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in kubernetes_objects(prod_graph_without_teams, "ClusterQueue")}
     assert [q.inputs["metadata"]["namespace"] for q in quotas] == list(queues) == ["training"]
     for quota in quotas:
@@ -411,7 +417,7 @@ def admission_bounds(graph: Graph) -> list[tuple[str, str, Fraction, Fraction]]:
     queues lend there, each its lendingLimit or else its whole nominal quota, at most its own
     borrowingLimit; a queue without a cohort borrows nothing) and what the namespace's ResourceQuota
     allows."""
-    quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"] for r in graph.of_type("kubernetes:core/v1:ResourceQuota")}
+    quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"] for r in namespace_quotas(graph)}
     queues = [q.inputs["spec"] for q in graph.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")]
 
     def entries(spec: dict[str, Any], resource: str) -> dict[str, dict[str, str]]:
@@ -485,7 +491,7 @@ def test_a_teams_borrowing_limit_lowers_its_namespaces_quota():
     config[f"{NAMESPACE}scheduling"]["teams"][0]["quotas"][1]["borrowingLimit"] = 4
     graph = run_main(config, stack="prod")
     assert graph.error is None, repr(graph.error)
-    hard = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"] for r in graph.of_type("kubernetes:core/v1:ResourceQuota")}
+    hard = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"] for r in namespace_quotas(graph)}
     assert {ns: (h["requests.nvidia.com/gpu"], h["requests.cpu"], h["requests.memory"]) for ns, h in hard.items()} == {
         "training": ("28", "672", "7Ti"), "research": ("32", "768", "8Ti"),
     }
@@ -497,7 +503,7 @@ def test_a_namespace_capped_below_the_fleet_splits_its_quota_between_flavors_in_
     gpus = {f["name"]: next(e["nominalQuota"] for e in f["resources"] if e["name"] == "nvidia.com/gpu") for f in queue.inputs["spec"]["resourceGroups"][0]["flavors"]}
     # The managed pool first, whole (its 16 GPUs, so a two-node job still fits it), then what is left.
     assert gpus == {"p5-training-tas": "16", "karpenter-gpu-training": "8"}
-    [quota] = graph.of_type("kubernetes:core/v1:ResourceQuota")
+    [quota] = namespace_quotas(graph)
     assert quota.inputs["spec"]["hard"]["requests.nvidia.com/gpu"] == "24"
 
 

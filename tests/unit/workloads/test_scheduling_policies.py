@@ -12,6 +12,7 @@ from eks_gpu_training.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError, 
 from eks_gpu_training.platform import parse_platform_args
 from eks_gpu_training.workloads.fleet_capacity import ResolvedQuota, fleet_gpu_capacity, resolve_quota
 from eks_gpu_training.workloads.scheduling_policies import (
+    QUOTA_NAME,
     NamespacePolicy,
     SchedulingPolicies,
     SchedulingPoliciesArgs,
@@ -77,7 +78,7 @@ def test_fleet_gpu_capacity_counts_a_mixed_pool_with_its_largest_type():
 
 def test_default_quota_is_the_fleet_capacity(prod_graph_without_teams):
     # A namespace of no team without quota.gpus (prod before teams): its quota is the whole fleet.
-    (quota,) = [r for r in prod_graph_without_teams.resources if r.inputs.get("kind") == "ResourceQuota" and r.inputs["metadata"]["name"] == "gpu-quota"]
+    (quota,) = [r for r in prod_graph_without_teams.resources if r.inputs.get("kind") == "ResourceQuota" and r.inputs["metadata"]["name"] == QUOTA_NAME]
     assert quota.inputs["metadata"] == {"name": "gpu-quota", "namespace": "training", "labels": {"app.kubernetes.io/part-of": "eks-gpu-training"}}
     # p5-training's 2 nodes and the 2 that Karpenter's 16-GPU limit allows, each a p5.48xlarge
     assert quota.inputs["spec"]["hard"] == {
@@ -91,7 +92,7 @@ def test_default_quota_is_the_fleet_capacity(prod_graph_without_teams):
 
 def test_dev_quota_is_three_l40s_nodes(dev_graph_without_teams):
     # dev-gpu's one g6e.xlarge and the two that Karpenter's 2-GPU limit allows
-    (quota,) = [r for r in dev_graph_without_teams.resources if r.inputs.get("kind") == "ResourceQuota" and r.inputs["metadata"]["name"] == "gpu-quota"]
+    (quota,) = [r for r in dev_graph_without_teams.resources if r.inputs.get("kind") == "ResourceQuota" and r.inputs["metadata"]["name"] == QUOTA_NAME]
     assert quota.inputs["spec"]["hard"]["requests.nvidia.com/gpu"] == "3"
     assert quota.inputs["spec"]["hard"]["requests.cpu"] == "12"
     assert quota.inputs["spec"]["hard"]["requests.memory"] == "96Gi"
@@ -103,7 +104,7 @@ def test_each_dev_team_namespace_may_reach_all_three_l40s_nodes(dev_graph):
     # evaluation: gpu-training 1 of its own + research's 1, and research's 1 on dev-gpu. Each GPU a
     # g6e.xlarge's (4 vCPUs, 32 GiB).
     quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"] for r in dev_graph.resources
-              if r.inputs.get("kind") == "ResourceQuota" and r.inputs["metadata"]["name"] == "gpu-quota"}
+              if r.inputs.get("kind") == "ResourceQuota" and r.inputs["metadata"]["name"] == QUOTA_NAME}
     expected = {"requests.nvidia.com/gpu": "3", "requests.cpu": "12", "requests.memory": "96Gi", "persistentvolumeclaims": "5"}
     assert quotas == {"training": expected, "evaluation": expected}
 
@@ -113,7 +114,7 @@ def test_each_prod_team_namespace_may_reach_the_whole_fleet(prod_graph):
     # lend all of them: each reaches 16 + 16 = 32 GPUs, with 24 vCPUs and 256 GiB per p5.48xlarge
     # GPU, so its namespace's quota is the fleet's, as the one namespace's was before teams.
     quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"] for r in prod_graph.resources
-              if r.inputs.get("kind") == "ResourceQuota" and r.inputs["metadata"]["name"] == "gpu-quota"}
+              if r.inputs.get("kind") == "ResourceQuota" and r.inputs["metadata"]["name"] == QUOTA_NAME}
     fleet = {"requests.nvidia.com/gpu": "32", "requests.cpu": "768", "requests.memory": "8Ti"}
     # training's own 5 claims (research takes the default, 5), plus the stack's FSx claim in each
     assert quotas == {"training": {**fleet, "persistentvolumeclaims": "6"}, "research": {**fleet, "persistentvolumeclaims": "6"}}

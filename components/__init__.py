@@ -77,6 +77,7 @@ if TYPE_CHECKING:
         TrainingNamespaceConfig,
         TrainingServiceAccountConfig,
         VerifyConfig,
+        MonitoringConfig,
     )
     from .facts.node_os import GpuNodeOs, node_os_of
     from .addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
@@ -92,6 +93,7 @@ if TYPE_CHECKING:
     from .addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs, ec2_node_class_spec, node_pool_spec
     from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
     from .addons.kueue import Kueue, KueueArgs, kueue_values
+    from .addons.controller_ingress import ControllerIngress
     from .addons.job_apis import JobSetController, JobSetControllerArgs, TrainerController, TrainerControllerArgs, jobset_values, trainer_values
     from .workloads.job_sets import train_job, training_jobset, training_runtime
     from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, PoolFlavor, TeamQueues, kueue_queues_args, pool_flavors, team_queues
@@ -231,6 +233,8 @@ __all__ = [
     "VerifierRole",
     "VerifierRoleArgs",
     "VerifyConfig",
+    "MonitoringConfig",
+    "ControllerIngress",
     "adopted_network",
     "dcgm_dashboard_config_map",
     "dcgm_diag_job",

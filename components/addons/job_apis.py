@@ -34,6 +34,7 @@ from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from . import job_api_admission
 from .chart_source import release_chart
+from .controller_ingress import ControllerIngress, network_policy
 from .labeler_admission import node_policy_binding_manifest
 from .kueue import CONTROLLER_TOLERATIONS, KUEUE_NAMESPACE_LABELS
 
@@ -160,6 +161,8 @@ class JobSetControllerArgs:
     """A chart mirror holding every pinned chart under its own name (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
     training_namespaces: list[str] = field(default_factory=list)
     """The namespaces whose jobs the controller runs: its admission policy lets it write there only (``job_api_admission``). Default: none."""
+    ingress: Optional[ControllerIngress] = None
+    """Who may reach the controller's webhooks and metrics: a NetworkPolicy in its namespace (``controller_ingress``). Default: none, no NetworkPolicy."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -180,6 +183,8 @@ class TrainerControllerArgs:
     """A chart mirror holding every pinned chart under its own name (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
     training_namespaces: list[str] = field(default_factory=list)
     """The namespaces whose jobs the controller runs: its admission policy lets it write there only (``job_api_admission``). Default: none."""
+    ingress: Optional[ControllerIngress] = None
+    """Who may reach the controller's webhooks and metrics: a NetworkPolicy in its namespace (``controller_ingress``). Default: none, no NetworkPolicy."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -218,6 +223,13 @@ def _fence(component: pulumi.ComponentResource, name: str, ref: ClusterRef,
     return k8s.admissionregistration.v1.ValidatingAdmissionPolicyBindingPatch(
         f"{name}-fence-binding", metadata=binding_manifest["metadata"], spec=binding_manifest["spec"],
         opts=pulumi.ResourceOptions.merge(options, pulumi.ResourceOptions(depends_on=[policy])))
+
+
+def _ingress(component: pulumi.ComponentResource, name: str, ref: ClusterRef, namespace_name: str,
+             namespace: pulumi.Resource, ingress: Optional[ControllerIngress]) -> None:
+    if ingress is not None:
+        network_policy(name, namespace_name, ingress,
+                       opts=pulumi.ResourceOptions(parent=component, provider=ref.provider, depends_on=[namespace]))
 
 
 def _release(component: pulumi.ComponentResource, name: str, ref: ClusterRef, *, namespace_name: str, release_name: str,
@@ -274,6 +286,7 @@ class JobSetController(pulumi.ComponentResource):
         fence = _fence(self, name, ref, jobset_fence_manifests(args.training_namespaces))
         namespace, self.release = _release(self, name, ref, namespace_name=JOBSET_NAMESPACE, release_name="jobset",
                                            chart=chart, values=self.values, after=(fence,))
+        _ingress(self, name, ref, JOBSET_NAMESPACE, namespace, args.ingress)
         self.namespace = namespace.metadata.name
         self.register_outputs({"namespace": self.namespace})
 
@@ -304,5 +317,6 @@ class TrainerController(pulumi.ComponentResource):
         namespace, self.release = _release(self, name, ref, namespace_name=TRAINER_NAMESPACE,
                                            release_name="kubeflow-trainer", chart=chart, values=self.values,
                                            after=(fence,))
+        _ingress(self, name, ref, TRAINER_NAMESPACE, namespace, args.ingress)
         self.namespace = namespace.metadata.name
         self.register_outputs({"namespace": self.namespace})

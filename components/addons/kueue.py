@@ -47,6 +47,7 @@ from ..config import KueueConfig
 from ..facts.gpu_nodes import EFA_RESOURCE
 from ..config.arguments import check_model_fields
 from .chart_source import release_chart
+from .controller_ingress import KUEUE_VISIBILITY_PORT, WEBHOOK_PORT, ControllerIngress, network_policy
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
@@ -216,6 +217,8 @@ class KueueArgs:
     """A local folder holding the chart at its pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of registry.k8s.io's OCI repository (``charts.directory``). Default: none, the repository."""
     chart_mirror: Optional[str] = None
     """A chart mirror holding every pinned chart under its own name (an `https://` Helm repository or an `oci://` prefix), used instead of registry.k8s.io's OCI repository (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
+    ingress: Optional[ControllerIngress] = None
+    """Who may reach Kueue's webhooks, visibility API and metrics: a NetworkPolicy in ``kueue-system`` (``controller_ingress``). Default: none, no NetworkPolicy."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -259,5 +262,8 @@ class Kueue(pulumi.ComponentResource):
             timeout=KUEUE_RELEASE_TIMEOUT_SECONDS,
             opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=[*ready, namespace]),
         )
+        if args.ingress is not None:
+            network_policy(name, KUEUE_NAMESPACE, args.ingress, webhook_ports=(WEBHOOK_PORT, KUEUE_VISIBILITY_PORT),
+                           opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=[namespace]))
         self.namespace = namespace.metadata.name
         self.register_outputs({"namespace": self.namespace})

@@ -304,3 +304,12 @@ class Network(pulumi.ComponentResource):
                 )
             )
         return endpoints
+
+
+def cluster_subnet_cidrs(network: NetworkConfig, region: str) -> list[pulumi.Input[str]]:
+    """The CIDRs of the cluster's subnets, where EKS places the control plane's network interfaces
+    (the source of its webhook calls): a created network's private subnets, known now; an adopted
+    network's subnets as EC2 describes them (``aws.ec2.get_subnet``, DescribeSubnets)."""
+    if network.create:
+        return list(subnet_layout(network).private.values())
+    return [aws.ec2.get_subnet_output(id=subnet.id, region=region).cidr_block for subnet in network.subnets]

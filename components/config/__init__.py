@@ -125,6 +125,7 @@ from .kueue import (
     KueueConfig,
 )
 from .job_apis import JOB_KINDS, JOBSET_CHART_VERSIONS, TRAINER_CHART_VERSIONS, JobSetConfig, TrainerConfig
+from .monitoring import MonitoringConfig
 from .teams import TEAM_COHORT, TeamConfig, TeamQuotaConfig
 from .scheduling import (
     PRIORITY_VALUE_MAX,
@@ -172,6 +173,7 @@ __all__ = [
     "JOBSET_CHART_VERSIONS",
     "TRAINER_CHART_VERSIONS",
     "JobSetConfig",
+    "MonitoringConfig",
     "TrainerConfig",
     "supported_version",
     "GpuPoolConfig",

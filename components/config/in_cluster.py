@@ -3,9 +3,11 @@ cluster, node groups, IAM) another program or team manages, through a kubeconfig
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Optional
 
-from pydantic import Field
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from .base import _Model
 from .inputs import InputText
@@ -20,4 +22,17 @@ class InClusterConfig(_Model):
     """The kubeconfig: a file path or the document itself (what the Kubernetes provider's `kubeconfig` takes); in a program it may be an Output. Required when `enabled`."""
     context: Optional[str] = Field(default=None, min_length=1)
     """The kubeconfig context to use. Default: the kubeconfig's current context."""
+    api_server_cidrs: list[str] = []
+    """Where the cluster's API server connects from (the cluster's subnets' CIDRs, e.g. `10.0.0.0/18`): only these reach the Kueue, JobSet and Trainer webhooks (their NetworkPolicies). Default: none, the webhook ports open to every source (the half reads nothing from AWS)."""
 
+    @field_validator("api_server_cidrs")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for cidr in value:
+            try:
+                ipaddress.ip_network(cidr)
+            except ValueError:
+                raise PydanticCustomError(
+                    "cidr", f"'{cidr}' is not a network such as 10.0.0.0/18 (an address and a prefix length, host bits zero)"
+                ) from None
+        return value

@@ -30,6 +30,7 @@ from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karp
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
 from .job_apis import JobSetConfig, TrainerConfig
 from .kueue import KueueConfig
+from .monitoring import MonitoringConfig
 from .scheduling import SchedulingConfig, SmokeTestConfig
 from .storage import StorageConfig, validate_storage
 from .verify import VerifyConfig
@@ -74,6 +75,8 @@ class GpuTrainingPlatformArgs(_Model):
     """DCGM diagnostics and the NCCL all-reduce test on the GPU pools, awaited by `pulumi up`. Default: off."""
     verify: VerifyConfig = VerifyConfig()
     """Read-only access for `eks-gpu-training-verify` (a ClusterRole bound to a group). Default: none."""
+    monitoring: MonitoringConfig = MonitoringConfig()
+    """The cluster's monitoring namespace, the only one whose pods reach the controllers' metrics. Default: `monitoring`."""
     s3_buckets: list[S3BucketConfig] = []
     """S3 buckets of the stack's training data and checkpoints, named once: training pods get least-privilege access to exactly these through the training ServiceAccount's EKS Pod Identity role. Default: none."""
     tags: dict[str, InputText] = {}

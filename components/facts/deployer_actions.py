@@ -215,6 +215,8 @@ READ_ACTIONS: Mapping[str, tuple[str, ...]] = {
     # internal/service/eks/addon_version_data_source.go, addon_data_source.go
     "aws:eks/getAddonVersion:getAddonVersion": ("eks:DescribeAddonVersions",),
     "aws:eks/getAddon:getAddon": ("eks:DescribeAddon",),
+    # internal/service/ec2/vpc_subnet_data_source.go: an adopted network's subnets' CIDRs.
+    "aws:ec2/getSubnet:getSubnet": ("ec2:DescribeSubnets",),
     # internal/service/ec2/ec2_launch_template_data_source.go
     "aws:ec2/getLaunchTemplate:getLaunchTemplate": ("ec2:DescribeLaunchTemplates", "ec2:DescribeLaunchTemplateVersions"),
     # internal/service/ecr/authorization_token_data_source.go: the registry login for a push.

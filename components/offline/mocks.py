@@ -182,6 +182,12 @@ class PlausibleMocks(pulumi.runtime.Mocks):
                 "proxyEndpoint": f"https://{ACCOUNT_ID}.dkr.ecr.us-west-2.amazonaws.com",
                 "expiresAt": "2030-01-01T00:00:00Z",
             }
+        if args.token == "aws:ec2/getSubnet:getSubnet":
+            # A /20 of 10.0.0.0/8 picked by the subnet ID's last hex digits (tests only: a render
+            # marks it as unknown instead), so each adopted subnet gets a block of its own.
+            subnet = args.args["id"]
+            block = int(subnet[-3:], 16) % 4096
+            return {"id": subnet, "cidrBlock": f"10.{block // 16}.{(block % 16) * 16}.0/20"}
         if args.token == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
         if args.token == "aws:eks/getAddonVersion:getAddonVersion":

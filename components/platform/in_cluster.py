@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from ..addons.controller_ingress import ControllerIngress
 from ..addons.image_mirrors import image_mirrors
 from ..addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
 from ..addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
@@ -37,6 +38,7 @@ from ..addons.job_apis import (
 from ..addons.kueue import Kueue, KueueArgs, integrations
 from ..addons.verifier_role import VerifierRole, VerifierRoleArgs
 from ..aws.cluster import ClusterRef, system_node_labels
+from ..aws.network import cluster_subnet_cidrs
 from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.arguments import as_model
 from ..config.documented import component_args, documented_component
@@ -122,6 +124,23 @@ def after_gpu_nodes(cluster: ClusterRef, gpu_nodes: Sequence[pulumi.Resource]) -
     return replace(cluster, ready=(*cluster.ready, *gpu_nodes))
 
 
+def controller_ingress(args: GpuTrainingPlatformArgs, cluster: ClusterRef) -> ControllerIngress:
+    """Who may reach the controllers: the API server from the cluster's subnets, and the monitoring
+    namespace. The in-cluster half alone reads nothing from AWS: there the subnets are
+    ``inCluster.apiServerCidrs``, and without them the webhook ports are open to every source, with
+    a warning."""
+    cidrs: Optional[list[pulumi.Input[str]]]
+    if not args.in_cluster.enabled:
+        cidrs = cluster_subnet_cidrs(args.network, cluster.region)
+    elif args.in_cluster.api_server_cidrs:
+        cidrs = list(args.in_cluster.api_server_cidrs)
+    else:
+        pulumi.log.warn("inCluster.apiServerCidrs is empty: the Kueue, JobSet and Trainer webhooks admit every source "
+                        "(the in-cluster half reads no subnet from AWS); give the cluster's subnets' CIDRs")
+        cidrs = None
+    return ControllerIngress(api_server_cidrs=cidrs, monitoring_namespace=args.monitoring.namespace)
+
+
 def _training_job(name: str, spec: TrainingJobSpec, scheduling: SchedulingPolicies, trainer: Optional[TrainerController],
                   waits: WorkloadWaits, *, parent: pulumi.Resource, kubernetes: Mapping[str, pulumi.ProviderResource]) -> TrainingJob:
     """A training app's job, waiting for ``waits.training_jobs``; a TrainJob's runtime only for its
@@ -155,6 +174,7 @@ def compose_in_cluster(
     kubernetes = {"kubernetes": cluster.provider}
     charts, mirror = args.charts.directory, args.charts.mirror
     training_namespaces = [ns.name for ns in args.scheduling.namespaces]
+    ingress = controller_ingress(args, cluster)
 
     gpu_operator = GpuOperator(
         f"{name}-gpu-operator",
@@ -179,14 +199,14 @@ def compose_in_cluster(
     prerequisites = job_prerequisites(scheduling)
     job_set = (
         JobSetController(f"{name}-jobset", JobSetControllerArgs(cluster=cluster, config=args.job_set, chart_directory=charts,
-                                                                chart_mirror=mirror, training_namespaces=training_namespaces),
+                                                                chart_mirror=mirror, training_namespaces=training_namespaces, ingress=ingress),
                          opts=pulumi.ResourceOptions(parent=parent))
         if jobset_needed(args) or trainer_needed(args)
         else None
     )
     trainer = (
         TrainerController(f"{name}-trainer", TrainerControllerArgs(cluster=cluster, config=args.trainer, chart_directory=charts,
-                                                                   chart_mirror=mirror, training_namespaces=training_namespaces),
+                                                                   chart_mirror=mirror, training_namespaces=training_namespaces, ingress=ingress),
                           # Trainer creates JobSets: JobSet's CRD and webhooks come first.
                           opts=pulumi.ResourceOptions(parent=parent, depends_on=[job_set.release] if job_set else []))
         if trainer_needed(args)
@@ -200,7 +220,7 @@ def compose_in_cluster(
             f"{name}-kueue",
             KueueArgs(cluster=cluster, config=args.kueue, namespaces=training_namespaces,
                       frameworks=integrations(job_set is not None, trainer is not None), fair_sharing=bool(args.scheduling.teams),
-                      chart_directory=charts, chart_mirror=mirror),
+                      chart_directory=charts, chart_mirror=mirror, ingress=ingress),
             opts=pulumi.ResourceOptions(parent=parent),
         )
         # Kueue's CRDs and webhooks come with the release; LocalQueues live in the training namespaces.

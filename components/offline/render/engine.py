@@ -117,6 +117,10 @@ class PlaceholderMocks(pulumi.runtime.Mocks):
                 "version": unknown("version"),
                 "roleArn": unknown("roleArn"),
             }
+        if token == "aws:ec2/getSubnet:getSubnet":
+            # An adopted subnet's CIDR is EC2's to say.
+            subnet = args.args["id"]
+            return {"id": subnet, "cidrBlock": placeholder("cidrBlock", "EC2 subnet", subnet)}
         if token == "aws:eks/getAddonVersion:getAddonVersion":
             # EKS answers with the add-on builds it offers today; offline, the version stays unknown.
             addon, kubernetes_version = args.args["addonName"], args.args["kubernetesVersion"]

@@ -54,10 +54,19 @@ def settings(stack: str) -> dict:
     return config
 
 
+def api_server_cidrs(graph: Graph) -> list[str]:
+    """The blocks the controllers' NetworkPolicies admit webhook calls from (the cluster's subnets)."""
+    policy = graph.one("kubernetes:networking.k8s.io/v1:NetworkPolicy", "gpu-training-kueue-ingress")
+    return [peer["ipBlock"]["cidr"] for peer in policy.inputs["spec"]["ingress"][0]["from"]]
+
+
 def whole_and_half(stack: str) -> tuple[Graph, Graph]:
+    """Both entry points; the half told the cluster's subnets, which the whole stack knows (or reads from EC2)."""
     whole = run_main(settings(stack), stack=stack)
+    assert whole.error is None, repr(whole.error)
     half_settings = settings(stack)
-    half_settings[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": "/home/ml/.kube/config"}
+    half_settings[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": "/home/ml/.kube/config",
+                                             "apiServerCidrs": api_server_cidrs(whole)}
     half = run_main(half_settings, stack=stack)
     assert whole.error is None, repr(whole.error)
     assert half.error is None, repr(half.error)

@@ -76,3 +76,24 @@ def test_the_job_controllers_rows_name_the_fence_that_judges_them(renders, chart
     kueue = next(row for row in rows if row[2].startswith("ClusterRole `kueue-manager-role`"))
     assert "fenced" not in kueue[1]
     assert "(only `kueue-mutating-webhook-configuration`)" in kueue[2], "Kueue holds its own webhook configurations only"
+
+
+def test_a_charts_bound_and_aggregated_cluster_roles_are_rows_and_unbound_ones_are_not():
+    objects = {"demo": [
+        {"kind": "ClusterRole", "metadata": {"name": "demo-manager"}, "rules": [
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "update"], "resourceNames": ["demo-cert"]},
+            {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]},
+        {"kind": "ClusterRoleBinding", "metadata": {"name": "demo-manager"},
+         "roleRef": {"kind": "ClusterRole", "name": "demo-manager"},
+         "subjects": [{"kind": "ServiceAccount", "name": "demo", "namespace": "demo-system"}]},
+        {"kind": "ClusterRole", "metadata": {"name": "demo-viewer", "labels": {
+            "rbac.authorization.k8s.io/aggregate-to-view": "true", "rbac.authorization.k8s.io/aggregate-to-edit": "true"}},
+         "rules": [{"resources": ["demos"], "verbs": ["get"]}]},
+        {"kind": "ClusterRole", "metadata": {"name": "demo-unbound"}, "rules": [{"resources": ["*"], "verbs": ["*"]}]},
+    ]}
+    rows = chart_rbac.chart_rbac_rows(objects, {"system:serviceaccount:demo-system:demo": "demo-fence"})
+    assert rows == [
+        ("demo", "ServiceAccount `demo-system/demo`, fenced by policy `demo-fence`",
+         "ClusterRole `demo-manager`: get, update on secrets (only `demo-cert`); get on /metrics"),
+        ("demo", "holders of `edit`, `view` (aggregated)", "ClusterRole `demo-viewer`: get on demos"),
+    ]

@@ -18,6 +18,9 @@ room is counted (``system_footprints``). Trainer's bundled runtimes are left out
 gets a TrainingRuntime of its own (``workloads/job_sets.py``). Both releases and their namespaces are
 retained when they leave the stack (``_release``), and a namespace is applied, not created, so a kind
 added back finds its retained namespace and takes it over instead of failing with AlreadyExists.
+What their charts' cluster-wide RBAC allows beyond their work, an admission policy per controller
+refuses (``job_api_admission``: ``_fence``, retained and applied the same way); who may connect to
+them, a NetworkPolicy in each namespace decides (``controller_ingress``).
 """
 
 from __future__ import annotations

@@ -56,6 +56,8 @@ from .replacements import Replacement, held_back, recent
 
 RECHECK_REASON = "RecheckAfterRecovery"
 """``HealthChecksPassed`` Unknown: the node left quarantine and is checked again."""
+RECHECK_SETTINGS_REASON = "RecheckAfterConfigurationError"
+"""``HealthChecksPassed`` Unknown: a node held for a configuration cause is checked again."""
 MESSAGE_LIMIT = 1024
 POOL_WIDE_MIN_NODES = 2
 """A check failing the same way on at least this many of a pool's nodes (those deleted within the
@@ -225,7 +227,7 @@ def _lift(node: Mapping[str, Any], why: str) -> SetTaints:
 
 def _pool_wide(pool: str, reason: str, state: _Round) -> Optional[str]:
     """The pool-wide failure's message when ``reason`` is most of the pool's (this node counted), else None."""
-    deleted = [r for r in recent(state.replacements, pool, state.now)]
+    deleted = recent(state.replacements, pool, state.now)
     same = state.failures.get((pool, reason), 0) + 1 + sum(1 for r in deleted if r.reason == reason)
     nodes = state.members.get(pool, 0) + len(deleted)
     if same >= POOL_WIDE_MIN_NODES and 2 * same > nodes:
@@ -245,6 +247,29 @@ def _hand_back(node: Mapping[str, Any], pool: str, reason: str, state: _Round) -
     return [DeleteNodeClaim(_name(claim), _name(node), pool, reason)]
 
 
+def _say(node: Mapping[str, Any], reason: str, message: str) -> list[Action]:
+    """``HealthChecksPassed`` False with ``reason``, unless the node says so already."""
+    passed = condition(node, CONDITION_TYPE) or {}
+    if passed.get("status") == "False" and passed.get("reason") == reason:
+        return []
+    return [SetCondition(_name(node), "False", reason, message[:MESSAGE_LIMIT])]
+
+
+def _verdict(node: Mapping[str, Any], pool: str, job: Mapping[str, Any], pull: Optional[str],
+             state: _Round) -> tuple[str, str]:
+    """Why a node's check failed: a configuration cause first, else the failed check's own reason."""
+    if pull is not None:
+        return CONFIGURATION_REASONS["image"], pull
+    device = missing_device(node, state.settings.pools[pool])
+    if device is not None:
+        return CONFIGURATION_REASONS["device-plugin"], (
+            f"the node advertises no {device}: no device plugin runs on it (the pool's daemons, their tolerations, "
+            f"the AMI), so no check can start")
+    failed, message = check_verdict(job, state.pods, node, state.settings.pools[pool])
+    shared = _pool_wide(pool, failed, state)
+    return (CONFIGURATION_REASONS["pool"], f"{shared}; this node: {message}") if shared else (failed, message)
+
+
 def _gate(node: Mapping[str, Any], pool: str, job: Optional[Mapping[str, Any]], state: _Round) -> list[Action]:
     name, settings = _name(node), state.settings
     passed = condition(node, CONDITION_TYPE)
@@ -258,16 +283,15 @@ def _gate(node: Mapping[str, Any], pool: str, job: Optional[Mapping[str, Any]], 
         if status == "False" and not configuration:
             # Failed before: it keeps its taint; a Karpenter node is handed back when its pool allows.
             return _hand_back(node, pool, reason, state)
-        return [CreateCheck(name, str(node["metadata"].get("uid", "")), pool)] if _ready(node) else []
-    if configuration:
-        made_from = (job["metadata"].get("annotations") or {}).get(TEMPLATE_ANNOTATION)
-        # The settings changed since (a fixed image): check again.
-        return [DeleteCheck(_name(job))] if made_from != template_hash(settings.check_pod) else []
+        recheck = [_recheck(node, "its failed check is gone")] if configuration else []
+        return [*recheck, CreateCheck(name, str(node["metadata"].get("uid", "")), pool)] if _ready(node) else []
+    if configuration and (job["metadata"].get("annotations") or {}).get(TEMPLATE_ANNOTATION) != template_hash(settings.check_pod):
+        return [_recheck(node, "the gate's settings changed"), DeleteCheck(_name(job))]
     finished = job_finished(job)
+    pull = image_pull_failure(job, state.pods)
     if finished is None:
-        pull = image_pull_failure(job, state.pods)
         if pull is not None:
-            return [SetCondition(name, "False", CONFIGURATION_REASONS["image"], pull[:MESSAGE_LIMIT])]
+            return _say(node, CONFIGURATION_REASONS["image"], pull)
         if passed is None and devices_taken(job, state.pods, node, settings.pools[pool]):
             return [
                 _lift(node, "its devices are held by pods placed before it was tainted: admitted unchecked"),
@@ -283,18 +307,18 @@ def _gate(node: Mapping[str, Any], pool: str, job: Optional[Mapping[str, Any]], 
             DeleteCheck(_name(job)),
         ]
     if status == "False":
-        return _hand_back(node, pool, reason, state)  # said once; the failed Job stays for its log
-    device = missing_device(node, settings.pools[pool])
-    if device is not None:
-        return [SetCondition(name, "False", CONFIGURATION_REASONS["device-plugin"],
-                             f"the node advertises no {device}: no device plugin runs on it (the pool's daemons, their "
-                             f"tolerations, the AMI), so no check can start")]
-    failed, message = check_verdict(job, state.pods, node, settings.pools[pool])
-    shared = _pool_wide(pool, failed, state)
-    if shared is not None:
-        return [SetCondition(name, "False", CONFIGURATION_REASONS["pool"], f"{shared}; this node: {message}"[:MESSAGE_LIMIT])]
+        # Said once (the failed Job stays an hour for its log): a configuration cause holds the node.
+        return [] if configuration else _hand_back(node, pool, reason, state)
+    failed, message = _verdict(node, pool, job, pull, state)
+    if failed in CONFIGURATION_REASONS.values():
+        return _say(node, failed, message)
     state.failures[(pool, failed)] = state.failures.get((pool, failed), 0) + 1
-    return [SetCondition(name, "False", failed, message[:MESSAGE_LIMIT]), *_hand_back(node, pool, failed, state)]
+    return [*_say(node, failed, message), *_hand_back(node, pool, failed, state)]
+
+
+def _recheck(node: Mapping[str, Any], why: str) -> SetCondition:
+    """``HealthChecksPassed`` Unknown for a node held for a configuration cause that is checked again."""
+    return SetCondition(_name(node), "Unknown", RECHECK_SETTINGS_REASON, f"checked again: {why}")
 
 
 def _quarantine(node: Mapping[str, Any], settings: GateSettings, *, allowed: bool) -> tuple[list[Action], int]:

@@ -44,7 +44,10 @@ def node(name, *, pool="p5", karpenter=False, passed=None, gpus="8", efa="32"):
             "spec": {"taints": [GPU_TAINT, STARTUP]}, "status": {"conditions": conditions, "allocatable": allocatable}}
 
 
-def job_for(name, *, failed=False, settings=SETTINGS, devices=PoolDevices(8, 32)):
+P5_DEVICES = PoolDevices(8, 32)
+
+
+def job_for(name, *, failed=False, settings=SETTINGS, devices=P5_DEVICES):
     job = check_job(settings.check_pod, "health-gate", name, f"uid-{name}", devices, 900)
     job["metadata"]["uid"] = f"job-{name}"
     if failed:
@@ -119,9 +122,12 @@ def test_a_configuration_error_is_checked_again_once_the_settings_change():
     failed = node("a", passed=("False", "CheckImageUnavailable"))
     stale = job_for("a", failed=True)
     fixed = replace(SETTINGS, check_pod={"spec": {"containers": [{"name": "dcgm", "image": "dcgm-fixed"}]}})
-    assert plan([failed], [stale], [], [], SETTINGS, NOW) == []
-    assert plan([failed], [stale], [], [], fixed, NOW) == [DeleteCheck(stale["metadata"]["name"])]
-    assert plan([failed], [], [], [], fixed, NOW) == [CreateCheck("a", "uid-a", "p5")]
+    assert plan([failed], [stale], [], [], SETTINGS, NOW) == [], "held while the settings stay"
+    recheck, delete = plan([failed], [stale], [], [], fixed, NOW)
+    assert (recheck.status, recheck.reason) == ("Unknown", "RecheckAfterConfigurationError")
+    assert delete == DeleteCheck(stale["metadata"]["name"])
+    expired, create = plan([failed], [], [], [], SETTINGS, NOW)
+    assert (expired.status, create) == ("Unknown", CreateCheck("a", "uid-a", "p5")), "its failed Job's hour is over"
 
 
 def test_a_node_without_a_device_plugin_is_a_configuration_error():

@@ -15,7 +15,7 @@ from ..offline.render import RenderError
 from . import build as builds
 from .cluster import LocalCluster, default_state_dir
 from .errors import LocalError
-from .faults import CHECKS, FaultError, condition_fault
+from .faults import CHECKS, PULLABLE_CHECKS, FaultError, condition_fault
 
 
 BIN_DIR_HELP = (
@@ -73,8 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     kinds.add_argument("--delete", action="store_true", help="delete the Node, as when its instance terminates")
     kinds.add_argument("--fail-checks", metavar="CHECK", choices=CHECKS,
                        help=f"the health gate's check CHECK fails on the node or pool ({', '.join(CHECKS)})")
-    kinds.add_argument("--unpullable", metavar="CHECK", choices=CHECKS,
-                       help=f"the image of the health gate's check CHECK cannot be pulled on the node or pool ({', '.join(CHECKS)})")
+    kinds.add_argument("--unpullable", metavar="CHECK", choices=PULLABLE_CHECKS,
+                       help=f"the image of the health gate's check CHECK cannot be pulled on the node or pool ({', '.join(PULLABLE_CHECKS)})")
     kinds.add_argument("--clear", action="store_true", help="undo the node's (or pool's) condition, stopped kubelet and failing checks")
     fault.add_argument("--reason", default=None, help="with --condition: the agent's reason (reasons.yaml)")
     fault.add_argument("--message", default=None, help="with --condition: the condition's message")

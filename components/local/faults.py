@@ -38,6 +38,10 @@ LEASE_YEAR_SECONDS = 365 * 24 * 3600
 lifecycle controller ignores the duration and only sees that ``renewTime`` no longer moves."""
 CHECKS = tuple(name for name in REASONS if name in ("efa", "efa-loopback", "dcgm"))
 """The check containers whose failure ``fail-checks`` can simulate."""
+PULLABLE_CHECKS = ("dcgm",)
+"""The checks whose image pull ``fail_pulls`` can fail: the check pod's main container. KWOK reports
+every init container terminated as soon as the pod runs, and the API server never takes a
+terminated container back to waiting."""
 SIMULATED_CHECK_MESSAGES = {
     "dcgm": "simulated by the local cluster: dcgmi diag reported a failed test (Memory) on GPU 3",
     "efa": "simulated by the local cluster: fewer EFA devices in the pod than the pool has",
@@ -204,8 +208,8 @@ class Faults:
     def fail_pulls(self, check: str, *, node: Optional[str] = None, pool: Optional[str] = None) -> None:
         """The image of the gate's check ``check`` cannot be pulled on the node (or pool), as the
         kubelet would report for a wrong tag or an unreachable registry."""
-        if check not in CHECKS:
-            raise FaultError(f"{check!r} is not a check of the health gate; allowed: {', '.join(CHECKS)}")
+        if check not in PULLABLE_CHECKS:
+            raise FaultError(f"{check!r} is not a check whose pull the local cluster can fail; allowed: {', '.join(PULLABLE_CHECKS)}")
         if node is not None:
             self._node(node)
         self._update(node_key(node) if node is not None else pool_key(str(pool)), pulls=check)

@@ -181,18 +181,20 @@ def check_pod_status(pod: dict[str, Any], failing: Optional[str], now: str) -> d
 
 
 def pull_failure_status(pod: dict[str, Any], unpullable: str) -> dict[str, Any]:
-    """The status the kubelet reports while it cannot pull the image of the ``unpullable`` check:
-    the pod Pending, that container waiting in ``ErrImagePull`` (kubernetes
-    pkg/kubelet/images/types.go), the others waiting to start."""
-    statuses: dict[str, list[dict[str, Any]]] = {"initContainerStatuses": [], "containerStatuses": []}
-    for field_name, spec_field in (("initContainerStatuses", "initContainers"), ("containerStatuses", "containers")):
-        for container in pod["spec"].get(spec_field) or []:
-            status = _waiting(container)
-            if container["name"] == unpullable:
-                status["state"] = {"waiting": {"reason": "ErrImagePull", "message": (
-                    f"failed to pull image {container.get('image', '')!r}: not found ({SIMULATED_PULL})")}}
-            statuses[field_name].append(status)
-    return {"phase": "Pending", **{key: value for key, value in statuses.items() if value}}
+    """The status the kubelet reports while it cannot pull the image of the ``unpullable`` check
+    container: the pod Pending, that container waiting in ``ErrImagePull`` (kubernetes
+    pkg/kubelet/images/types.go), the others as they were (the API server refuses to take a
+    terminated container back)."""
+    statuses = [dict(c) for c in (pod.get("status") or {}).get("containerStatuses") or []]
+    image = next((c.get("image", "") for c in pod["spec"]["containers"] if c["name"] == unpullable), "")
+    waiting = {"waiting": {"reason": "ErrImagePull", "message": f"failed to pull image {image!r}: not found ({SIMULATED_PULL})"}}
+    found = [c for c in statuses if c.get("name") == unpullable]
+    for status in found:
+        status.update({"image": status.get("image") or image, "state": waiting, "ready": False, "started": False})
+    if not found:
+        statuses.append({"name": unpullable, "image": image, "imageID": "", "ready": False, "restartCount": 0,
+                         "started": False, "state": waiting})
+    return {"phase": "Pending", "containerStatuses": statuses}
 
 
 class CheckRound(NamedTuple):

@@ -75,11 +75,13 @@ def test_an_unpullable_check_image_is_reported_as_the_kubelet_reports_a_failed_p
     from eks_gpu_training.healthgate.checks import image_pull_failure
     from eks_gpu_training.local.node_health import pull_failure_status
 
+    ended = {"name": "efa", "state": {"terminated": {"exitCode": 0}}}
     pod = {"metadata": {"ownerReferences": [{"uid": "job-1"}]},
-           "spec": {"initContainers": [{"name": "efa", "image": "gate:1"}], "containers": [{"name": "dcgm", "image": "dcgm:4"}]}}
+           "spec": {"initContainers": [{"name": "efa", "image": "gate:1"}], "containers": [{"name": "dcgm", "image": "dcgm:4"}]},
+           "status": {"initContainerStatuses": [ended], "containerStatuses": [{"name": "dcgm", "state": {"running": {}}}]}}
     status = pull_failure_status(pod, "dcgm")
     assert status["phase"] == "Pending"
-    assert status["initContainerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    assert "initContainerStatuses" not in status, "an ended init container is left as it is"
     assert status["containerStatuses"][0]["state"]["waiting"]["reason"] == "ErrImagePull"
     said = image_pull_failure({"metadata": {"uid": "job-1"}}, [{**pod, "status": status}])
     assert said.startswith("check dcgm cannot pull dcgm:4 (ErrImagePull: failed to pull image 'dcgm:4'")

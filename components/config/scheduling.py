@@ -3,13 +3,14 @@ their quotas, training apps, the GPU smoke test."""
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from .access import TrainingServiceAccountConfig
 from .images import ImageReference
+from .inputs import InputText
 from .teams import TeamConfig
 from .base import _DNS_LABEL, _DNS_SUBDOMAIN, InstanceType, Quantity, _Model
 
@@ -95,6 +96,23 @@ TORCHRUN_PORT = 29500
 """torchrun's default rendezvous (master) port."""
 
 
+class SecretKeyRefConfig(_Model):
+    """A key of a Kubernetes Secret in the app's namespace."""
+
+    name: str = Field(pattern=_DNS_SUBDOMAIN, max_length=253)
+    """The Secret's name (required)."""
+    key: str = Field(pattern=r"^[-._a-zA-Z0-9]+$", max_length=253)
+    """The key within it (required)."""
+
+
+class EnvFromSecretConfig(_Model):
+    """An environment variable whose value the kubelet reads from a Secret when the pod starts: the
+    value never appears in the stack's configuration, its state or the pod spec."""
+
+    secret_key_ref: SecretKeyRefConfig
+    """The Secret key (required)."""
+
+
 class TrainingJobConfig(_Model):
     """How the stack runs a training app: its image and command, and the settings of the job its `kind` makes (every kind gives torchrun a rendezvous through a headless Service)."""
 
@@ -104,8 +122,8 @@ class TrainingJobConfig(_Model):
     """Container command. Default: the image's entrypoint."""
     args: list[str] = []
     """Container arguments. Default: none."""
-    env: dict[str, str] = {}
-    """Extra environment variables (the PET_* torchrun variables and FI_PROVIDER are set for you). Default: none."""
+    env: dict[str, Union[InputText, EnvFromSecretConfig]] = {}
+    """Extra environment variables, each a literal value or `{secretKeyRef: {name, key}}`, a key of a Secret in the app's namespace (the PET_* torchrun variables, FI_PROVIDER and CHECKPOINT_DIR are set for you). Default: none."""
     suspend: bool = False
     """Hold the Job at creation: without Kueue it is created suspended and `kubectl patch job <job> -p '{"spec":{"suspend":false}}'` starts it; with Kueue it is queued in the namespace's held LocalQueue and `kubectl label job <job> kueue.x-k8s.io/queue-name=gpu-queue --overwrite` submits it (`<job>` is `<name>`, or `<name>-r<revision>` after revision 1). Applies at creation only. Default: false."""
     backoff_limit: int = Field(default=0, ge=0)

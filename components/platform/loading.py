@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+import typing
+from typing import Any, Iterable, Mapping
 
+import pulumi
 import pydantic
 
 from ..config import PROJECT, ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.arguments import problems_from_validation_error as config_problems
+from ..config.inputs import InputText
 from .validation import validate_stack
 
 
@@ -38,9 +41,55 @@ def _decode(value: str) -> Any:
         return value
 
 
-def platform_args_from_settings(settings: Mapping[str, Any], project: str = PROJECT) -> GpuTrainingPlatformArgs:
+def _carries_text(annotation: Any, metadata: Iterable[Any] = ()) -> bool:
+    """Whether a field of this type holds ``InputText`` (somewhere inside it): free text passed on to
+    resources as it is (an environment value, a tag, a label), which may be an Output."""
+    if annotation == InputText or typing.get_args(InputText)[1] in metadata:
+        return True
+    return any(_carries_text(argument) for argument in typing.get_args(annotation))
+
+
+def _secret_texts(value: Any, annotation: Any) -> Any:
+    """``value`` with every text a ``pulumi.Output`` may stand for made a secret Output."""
+    if isinstance(value, pydantic.BaseModel):
+        update = {
+            name: _secret_texts(getattr(value, name), InputText if _carries_text(info.annotation, info.metadata) and isinstance(getattr(value, name), str) else info.annotation)
+            for name, info in type(value).model_fields.items()
+            if _carries_text(info.annotation, info.metadata) or isinstance(getattr(value, name), (pydantic.BaseModel, list, dict))
+        }
+        return value.model_copy(update=update)
+    if isinstance(value, list):
+        return [_secret_texts(item, annotation) for item in value]
+    if isinstance(value, dict):
+        return {key: _secret_texts(item, annotation) for key, item in value.items()}
+    if isinstance(value, str) and _carries_text(annotation):
+        return pulumi.Output.secret(value)
+    return value
+
+
+def keep_secrets(args: GpuTrainingPlatformArgs, secret_keys: Iterable[str]) -> GpuTrainingPlatformArgs:
+    """``args`` with the secretness of ``secret_keys`` (top-level keys, camelCase, set with
+    ``pulumi config set --secret``) kept: every free text of theirs passed on to resources as it is
+    (``InputText``: an environment value, a tag, a label) becomes a secret Output, so it reaches
+    resource inputs, outputs and state encrypted. Pulumi marks a whole top-level key secret, even when
+    ``--path`` names one leaf; the rest of it (names, numbers, choices, images, bucket names, ARNs)
+    is read by the platform to shape resources and stays plain: a secret belongs in an ``env`` value
+    or, better, a Secret the value names (``secretKeyRef``)."""
+    fields = {info.alias or name: name for name, info in GpuTrainingPlatformArgs.model_fields.items()}
+    update = {
+        fields[key]: _secret_texts(getattr(args, fields[key]), GpuTrainingPlatformArgs.model_fields[fields[key]].annotation)
+        for key in secret_keys
+        if key in fields
+    }
+    return args.model_copy(update=update) if update else args
+
+
+def platform_args_from_settings(
+    settings: Mapping[str, Any], project: str = PROJECT, secret_keys: Iterable[str] = ()
+) -> GpuTrainingPlatformArgs:
     """Check a stack's settings (``<project>:cluster``, ..., ``aws:region``), as a stack file's
-    ``config`` holds them or the Pulumi CLI hands them over (structured values as JSON)."""
+    ``config`` holds them or the Pulumi CLI hands them over (structured values as JSON). The values of
+    ``secret_keys`` (full keys, ``<project>:<key>``) stay secret (``keep_secrets``)."""
     prefix = f"{project}:"
     raw: dict[str, Any] = {
         key[len(prefix):]: _decode(value) if isinstance(value, str) else value
@@ -52,7 +101,8 @@ def platform_args_from_settings(settings: Mapping[str, Any], project: str = PROJ
     region = settings.get("aws:region")
     if region is None:
         raise ConfigError([Problem("aws:region", "is required (e.g. us-west-2)")])
-    return parse_platform_args({**raw, "region": region})
+    args = parse_platform_args({**raw, "region": region})
+    return keep_secrets(args, [key[len(prefix):] for key in secret_keys if key.startswith(prefix)])
 
 
 def config_namespace(settings: Mapping[str, Any], project: str | None) -> str:
@@ -76,4 +126,5 @@ def load_stack_config(project: str | None = None) -> GpuTrainingPlatformArgs:
     import pulumi.runtime.config as runtime_config
 
     settings = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
-    return platform_args_from_settings(settings, config_namespace(settings, project))
+    secret_keys = {key for key in settings if runtime_config.is_config_secret(key)} | set(runtime_config.get_config_secret_keys_env())
+    return platform_args_from_settings(settings, config_namespace(settings, project), secret_keys)

@@ -30,7 +30,8 @@ from .smoke_test import SmokeTestPool
 from .storage import training_storage_fields
 from .templates import training_pdb
 from .node_fit import stack_node_load
-from .training_spec import PART_OF, TrainingJobSpec
+from .training_spec import PART_OF, SecretKeyRef, TrainingJobSpec
+from ..config.inputs import is_unknown
 from ..facts.catalog import GPU_INSTANCE_TYPES
 from ..config.arguments import check_model_fields
 from ..aws.cluster import ClusterInput, optional_cluster_field
@@ -146,7 +147,10 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
             image=job.image,
             command=tuple(job.command),
             args=tuple(job.args),
-            env=dict(job.env),
+            env={
+                name: value if isinstance(value, str) or is_unknown(value) else SecretKeyRef(value.secret_key_ref.name, value.secret_key_ref.key)
+                for name, value in job.env.items()
+            },
             suspend=job.suspend,
             backoff_limit=job.backoff_limit,
             rendezvous_port=job.rendezvous_port,

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..facts.gpu_nodes import EFA_HUGEPAGES, EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, gpu_toleration
 from .placement import training_affinity, training_topology_spread
-from .training_spec import CHECKPOINT_ENV, COMPONENT_LABEL, PART_OF, REPLICATED_JOB, TRAINING_COMPONENT, TrainingJobSpec
+from .training_spec import CHECKPOINT_ENV, COMPONENT_LABEL, PART_OF, REPLICATED_JOB, TRAINING_COMPONENT, SecretKeyRef, TrainingJobSpec
 
 JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 TRAINER_CONTAINER = "trainer"
@@ -76,6 +76,18 @@ def checkpoint_mount(spec: TrainingJobSpec) -> dict[str, Any]:
     if spec.shared_volume_claim:
         return {"name": SHARED_VOLUME, "mountPath": spec.checkpoint_mount_path, "subPath": spec.checkpoint_subpath}
     return {"name": CHECKPOINT_VOLUME, "mountPath": spec.checkpoint_mount_path}
+
+
+def extra_env(spec: TrainingJobSpec) -> list[dict[str, Any]]:
+    """The job's own variables: a value as it is, a ``SecretKeyRef`` as ``valueFrom.secretKeyRef``
+    (Kubernetes docs, "Distribute Credentials Securely Using Secrets": the kubelet reads the key when
+    the container starts, and a missing Secret or key keeps the pod from starting)."""
+    return [
+        {"name": name, "valueFrom": {"secretKeyRef": {"name": value.name, "key": value.key}}}
+        if isinstance(value, SecretKeyRef)
+        else {"name": name, "value": value}
+        for name, value in spec.env.items()
+    ]
 
 
 def training_labels(spec: TrainingJobSpec) -> dict[str, str]:
@@ -139,7 +151,7 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
     if spec.args:
         container["args"] = list(spec.args)
     container.update(
-        env=torchrun_env(spec) + checkpoint_env(spec) + [{"name": k, "value": v} for k, v in spec.env.items()],
+        env=torchrun_env(spec) + checkpoint_env(spec) + extra_env(spec),
         resources=training_resources(spec),
         volumeMounts=[{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]  # noqa: S108 - the container's shared memory, a memory-backed volume
         + ([{"name": SHARED_VOLUME, "mountPath": spec.shared_volume_mount_path}] if spec.shared_volume_claim else [])

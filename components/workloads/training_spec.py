@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Union
 
 import pulumi
 
@@ -43,6 +43,21 @@ CHECKPOINTS_SUBDIRECTORY = "checkpoints"
 GENERATED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "FI_PROVIDER",
                  CHECKPOINT_ENV)
 """Environment variables the pod template sets itself (``templates.torchrun_env``, ``templates.checkpoint_env``), so a job may not."""
+
+
+@dataclass(frozen=True)
+class SecretKeyRef:
+    """An environment variable's value kept in a Secret of the job's namespace (the pod spec names
+    the Secret and key only: ``env[].valueFrom.secretKeyRef``)."""
+
+    name: str
+    """The Secret."""
+    key: str
+    """Its key."""
+
+
+EnvValue = Union[pulumi.Input[str], SecretKeyRef]
+"""What a training job's extra environment variable holds."""
 
 
 @dataclass(frozen=True)
@@ -82,8 +97,9 @@ class TrainingJobSpec:
     """Container command. Default: the image's entrypoint."""
     args: tuple[str, ...] = ()
     """Container arguments. Default: none."""
-    env: Mapping[str, str] = field(default_factory=dict)
-    """Extra environment variables. Default: none."""
+    env: Mapping[str, "EnvValue"] = field(default_factory=dict)
+    """Extra environment variables: a value (an Output stays one, a secret one stays secret) or a
+    ``SecretKeyRef``, read by the kubelet from a Secret of the namespace. Default: none."""
     suspend: bool = False
     """Create the Job suspended. Default: false."""
     backoff_limit: int = 0

@@ -3,6 +3,7 @@ quota per pool, limits on what it borrows and lends, and a weight for fair shari
 
 from __future__ import annotations
 
+import zlib
 from typing import Optional
 
 from pydantic import Field
@@ -14,6 +15,28 @@ TEAM_COHORT = "gpu-teams"
 
 TEAM_WEIGHT_MAX = 1000
 """Largest fair-sharing weight a team may have."""
+
+TEAM_GID_MIN, TEAM_GID_MAX = 10000, 2_000_000_000
+"""IDs a team's containers may run as: above the IDs images and distributions give their own users
+and groups (below 10000 by convention), within the 31 bits every filesystem and runtime accepts."""
+TEAM_GID_DEFAULT_BASE, TEAM_GID_DEFAULT_SPAN = 100_000, 900_000
+"""A team without a `gid` gets ``base + crc32(name) % span``: stable while teams are added, removed
+or reordered, since the files it owns keep that ID."""
+
+TEAM_DATA_ROOT = "teams"
+"""Each team's data lives under ``teams/<team>/``: its FSx directory and its prefix of every S3 bucket."""
+
+
+def team_gid(team: "TeamConfig") -> int:
+    """The user and group ID of the team's containers and files: ``gid``, else derived from its name."""
+    if team.gid is not None:
+        return team.gid
+    return TEAM_GID_DEFAULT_BASE + zlib.crc32(team.name.encode()) % TEAM_GID_DEFAULT_SPAN
+
+
+def team_data_path(team: str) -> str:
+    """The team's directory of the file system and its key prefix in each bucket (no slashes around)."""
+    return f"{TEAM_DATA_ROOT}/{team}"
 
 
 class TeamQuotaConfig(_Model):
@@ -40,3 +63,5 @@ class TeamConfig(_Model):
     """Its GPUs per pool; on a pool not listed it has no quota of its own and may borrow what the others lend. Default: none."""
     weight: float = Field(default=1.0, ge=0, le=TEAM_WEIGHT_MAX)
     """Fair-sharing weight: idle GPUs go to the team using the least of the fleet for its weight, and a team above its fair share is preempted first. Default: 1."""
+    gid: Optional[int] = Field(default=None, ge=TEAM_GID_MIN, le=TEAM_GID_MAX)
+    """User and group ID its training containers run as (never root), owner of its FSx directory `/teams/<name>`; one per team. Changing it leaves the files owned by the old ID. Default: derived from the name (`team_gid`)."""

@@ -344,6 +344,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                 s3_buckets=list(args.s3_buckets),
                 policy_arns=list(account.policy_arns),
                 tags=tags,
+                teams={team.name: list(team.namespaces) for team in args.scheduling.teams},
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -95,7 +95,10 @@ def generated_names(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) ->
         names += [("cluster.name", n) for n in health_gate_physical_names(args.health_gate, cluster_name)]
     if training_role_needed(args.s3_buckets, args.scheduling.service_account.policy_arns):
         child = training_identity_child_name(name)
-        names += [(own, n) for n in training_identity_physical_names(child, args.s3_buckets)]
+        teams = args.scheduling.teams
+        teamed = {namespace for team in teams for namespace in team.namespaces}
+        shared = not teams or any(ns.name not in teamed for ns in args.scheduling.namespaces)
+        names += [(own, n) for n in training_identity_physical_names(child, args.s3_buckets, [t.name for t in teams], shared)]
     if args.karpenter.enabled:
         names += [(own, n) for n in karpenter_physical_names(karpenter_child_name(name))]
         for i, karpenter_pool in enumerate(args.karpenter.gpu_node_pools):

@@ -83,20 +83,71 @@ def test_every_training_namespace_gets_the_training_service_account_without_api_
     assert accounts[0].inputs["automountServiceAccountToken"] is False
 
 
-def test_prod_training_pods_get_a_pod_identity_role_for_exactly_its_buckets(prod_graph):
-    association = prod_graph.one(ASSOCIATION, "gpu-training-training-identity-training")
-    assert (association.inputs["namespace"], association.inputs["serviceAccount"]) == ("training", "training")
-    assert association.inputs["roleArn"] == f"arn:aws:iam::{ACCOUNT_ID}:role/gpu-training-training-identity-role-1a2b3c"
-    policy = json.loads(prod_graph.one(ROLE_POLICY, "gpu-training-training-identity-s3-access").inputs["policy"])
-    resources = {resource for statement in policy["Statement"] for resource in statement["Resource"]}
-    assert resources == {
-        "arn:aws:s3:::gpu-training-prod-datasets",
-        "arn:aws:s3:::gpu-training-prod-datasets/*",
-        "arn:aws:s3:::gpu-training-prod-checkpoints",
-        "arn:aws:s3:::gpu-training-prod-checkpoints/*",
-    }
-    # Every statement holds only while the stack's own account owns the bucket.
-    assert {statement["Condition"]["StringEquals"]["s3:ResourceAccount"] for statement in policy["Statement"]} == {ACCOUNT_ID}
+def test_prod_training_pods_get_their_team_role_for_exactly_its_buckets_and_prefix(prod_graph):
+    for namespace, team in (("training", "pretraining"), ("research", "research")):
+        association = prod_graph.one(ASSOCIATION, f"gpu-training-training-identity-{namespace}")
+        assert (association.inputs["namespace"], association.inputs["serviceAccount"]) == (namespace, "training")
+        assert association.inputs["roleArn"] == f"arn:aws:iam::{ACCOUNT_ID}:role/gpu-training-training-identity-team-{team}-role-1a2b3c"
+        policy = json.loads(prod_graph.one(ROLE_POLICY, f"gpu-training-training-identity-team-{team}-s3-access").inputs["policy"])
+        resources = {resource for statement in policy["Statement"] for resource in statement["Resource"]}
+        assert resources == {
+            "arn:aws:s3:::gpu-training-prod-datasets",
+            f"arn:aws:s3:::gpu-training-prod-datasets/teams/{team}/*",
+            "arn:aws:s3:::gpu-training-prod-checkpoints",
+            f"arn:aws:s3:::gpu-training-prod-checkpoints/teams/{team}/*",
+        }
+        listing = [statement for statement in policy["Statement"] if "s3:ListBucket" in statement["Action"]]
+        assert [statement["Condition"]["StringLike"] for statement in listing] == [{"s3:prefix": [f"teams/{team}/*"]}] * 2
+        # Every statement holds only while the stack's own account owns the bucket.
+        assert {statement["Condition"]["StringEquals"]["s3:ResourceAccount"] for statement in policy["Statement"]} == {ACCOUNT_ID}
+    # With every namespace in a team, no role reaches whole buckets.
+    assert [r.name for r in prod_graph.of_type(ROLE_POLICY) if r.name == "gpu-training-training-identity-s3-access"] == []
+
+
+def test_a_team_role_lists_and_touches_only_keys_under_its_prefix():
+    policy = s3_access_policy(
+        "aws", [S3BucketConfig(name="datasets"), S3BucketConfig(name="checkpoints", access="readWrite")], prefix="teams/research"
+    )
+    assert policy["Statement"] == [
+        {"Sid": "ReadBucketsLocation", "Effect": "Allow", "Action": ["s3:GetBucketLocation"], "Resource": ["arn:aws:s3:::datasets"]},
+        {"Sid": "ReadBuckets", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": ["arn:aws:s3:::datasets"],
+         "Condition": {"StringLike": {"s3:prefix": ["teams/research/*"]}}},
+        {"Sid": "ReadObjects", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": ["arn:aws:s3:::datasets/teams/research/*"]},
+        {"Sid": "ReadWriteBucketsLocation", "Effect": "Allow", "Action": ["s3:GetBucketLocation"], "Resource": ["arn:aws:s3:::checkpoints"]},
+        {"Sid": "ReadWriteBuckets", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": ["arn:aws:s3:::checkpoints"],
+         "Condition": {"StringLike": {"s3:prefix": ["teams/research/*"]}}},
+        {"Sid": "ReadWriteObjects", "Effect": "Allow",
+         "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+         "Resource": ["arn:aws:s3:::checkpoints/teams/research/*"]},
+    ]
+
+
+def test_a_namespace_in_no_team_keeps_the_whole_bucket_role_and_teams_their_own():
+    def program():
+        TrainingIdentity(
+            "identity",
+            TrainingIdentityArgs(
+                cluster=research_cluster(NETWORK), namespaces=["a", "b", "shared"], service_account="training",
+                s3_buckets=[S3BucketConfig(name="datasets")], teams={"red": ["a"], "blue": ["b"]},
+            ),
+        )
+
+    graph = run_program(program)
+    assert graph.error is None, graph.error
+    roles = {r.name: r for r in graph.of_type(ROLE_POLICY)}
+    assert sorted(roles) == ["identity-s3-access", "identity-team-blue-s3-access", "identity-team-red-s3-access"]
+    assert "teams/" not in roles["identity-s3-access"].inputs["policy"]
+    by_namespace = {r.inputs["namespace"]: r.inputs["roleArn"] for r in graph.of_type(ASSOCIATION)}
+    assert by_namespace["a"].split("/")[-1].startswith("identity-team-red-role")
+    assert by_namespace["b"].split("/")[-1].startswith("identity-team-blue-role")
+    assert by_namespace["shared"].split("/")[-1].startswith("identity-role")
+
+
+def test_a_team_namespace_outside_the_namespaces_is_refused():
+    def program():
+        TrainingIdentityArgs(cluster=research_cluster(NETWORK), namespaces=["a"], service_account="training", teams={"red": ["x"]})
+
+    assert "TrainingIdentityArgs.teams: names x" in str(run_program(program).error)
 
 
 def test_the_training_job_runs_as_the_account_and_waits_for_its_association_and_permissions(prod_graph):
@@ -105,7 +156,7 @@ def test_the_training_job_runs_as_the_account_and_waits_for_its_association_and_
     assert pod["serviceAccountName"] == "training"
     assert pod["automountServiceAccountToken"] is False
     # Pod Identity injects credentials when a pod is created: the association must exist first.
-    for name, kind in (("gpu-training-training-identity-training", ASSOCIATION), ("gpu-training-training-identity-s3-access", ROLE_POLICY)):
+    for name, kind in (("gpu-training-training-identity-training", ASSOCIATION), ("gpu-training-training-identity-team-pretraining-s3-access", ROLE_POLICY)):
         assert prod_graph.depends_on(job, prod_graph.one(kind, name)), name
     account = next(r for r in prod_graph.of_type(SERVICE_ACCOUNT) if r.inputs["metadata"]["namespace"] == "training")
     assert prod_graph.depends_on(job, account)
@@ -123,8 +174,11 @@ def test_policy_arns_alone_make_a_role_with_those_policies_and_no_s3_access():
     config["eks-gpu-training:scheduling"] = {**config["eks-gpu-training:scheduling"], "serviceAccount": {"name": "trainer", "policyArns": [arn]}}
     graph = run_main(config)
     assert graph.error is None, graph.error
-    (attachment,) = [r for r in graph.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if "training-identity" in r.name]
-    assert attachment.inputs["policyArn"] == arn
+    # Each team's role gets them.
+    attachments = [r for r in graph.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if "training-identity" in r.name]
+    assert sorted(a.name for a in attachments) == [
+        "gpu-training-training-identity-team-evaluation-policy-0", "gpu-training-training-identity-team-research-policy-0"]
+    assert {a.inputs["policyArn"] for a in attachments} == {arn}
     assert [r for r in graph.of_type(ROLE_POLICY) if "training-identity" in r.name] == []
     assert graph.one(ASSOCIATION, "gpu-training-training-identity-training").inputs["serviceAccount"] == "trainer"
     assert training_job_of(graph).inputs["spec"]["template"]["spec"]["serviceAccountName"] == "trainer"

@@ -211,7 +211,8 @@ def test_the_liveness_probe_command_runs_in_the_image(image_root, tmp_path):
 def test_dockerfile_builds_a_slim_non_root_image_from_the_context_alone():
     dockerfile = (labeler_image.LABELER_DIR / "Dockerfile").read_text()
     instructions = [line for line in dockerfile.splitlines() if line and not line.startswith("#")]
-    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.\d+-slim@sha256:[0-9a-f]{64}$", dockerfile, re.M)
+    # By tag: no digest nobody resolved; images.lock pins it through the PYTHON_IMAGE build argument.
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.\d+-slim$", dockerfile, re.M)
     (install,) = [line for line in instructions if line.startswith("RUN pip install")]
     assert "--require-hashes" in install
     assert "--only-binary=:all:" in install

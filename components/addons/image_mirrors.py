@@ -1,4 +1,5 @@
-"""Every image the stack deploys, pulled from the mirror of its registry (``images.registryMirrors``).
+"""Every image the stack deploys, pulled from the mirror of its registry (``images.registryMirrors``),
+by the digest ``images.lock`` holds for it (``images.digests``, ``config.image_lock``).
 
 One Pulumi transformation on the platform component (``ResourceOptions.transformations`` applies to
 a component and every resource under it) rewrites, before each resource is registered:
@@ -27,6 +28,8 @@ from typing import Any, Mapping, Optional
 
 import pulumi
 
+from ..config.image_lock import locked_release_values, pinned
+from ..config.images import ImagesConfig
 from ..facts.images import chart_images, mirrored, named_repository, split_registry
 from .chart_source import chart_name
 
@@ -37,11 +40,11 @@ the training apps' JobSets and TrainJobs' runtimes."""
 _LOCAL_CHART = re.compile(r"^(?P<name>.+?)-v?(?P<version>\d+\.\d+\.\d+[^/]*?)(?:\.tgz)?$")
 
 
-def _mirror_image(image: Any, mirrors: Mapping[str, str]) -> Any:
+def _mirror_image(image: Any, mirrors: Mapping[str, str], digests: Mapping[str, str]) -> Any:
     if isinstance(image, str):
-        return mirrored(image, mirrors)
+        return mirrored(pinned(image, digests), mirrors)
     if isinstance(image, pulumi.Output):
-        return image.apply(lambda value: mirrored(value, mirrors) if isinstance(value, str) else value)
+        return image.apply(lambda value: mirrored(pinned(value, digests), mirrors) if isinstance(value, str) else value)
     return image
 
 
@@ -71,12 +74,13 @@ def _group_pod_specs(props: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return result
 
 
-def mirror_pod_spec(pod_spec: dict[str, Any], mirrors: Mapping[str, str]) -> None:
-    """Rewrite the images of a pod spec (plain dict) in place."""
+def mirror_pod_spec(pod_spec: dict[str, Any], mirrors: Mapping[str, str], digests: Optional[Mapping[str, str]] = None) -> None:
+    """Rewrite the images of a pod spec (plain dict) in place: each by its locked digest
+    (``images.digests``), from its registry's mirror."""
     for key in ("containers", "init_containers", "initContainers", "ephemeral_containers", "ephemeralContainers"):
         for container in pod_spec.get(key) or []:
             if isinstance(container, dict) and "image" in container:
-                container["image"] = _mirror_image(container["image"], mirrors)
+                container["image"] = _mirror_image(container["image"], mirrors, digests or {})
 
 
 def _release_chart(props: dict[str, Any]) -> tuple[str, str]:
@@ -98,12 +102,16 @@ def _set(values: dict[str, Any], path: str, value: str) -> None:
     values[leaf] = value
 
 
-def mirror_release_values(values: Any, chart: str, version: str, mirrors: Mapping[str, str]) -> Any:
-    """A Helm release's values with every image repository of ``chart`` at ``version`` mirrored."""
+def mirror_release_values(values: Any, chart: str, version: str, mirrors: Mapping[str, str],
+                          locked: Optional[ImagesConfig] = None) -> Any:
+    """A Helm release's values with every image repository of ``chart`` at ``version`` mirrored, and
+    each image ``locked`` (``images.digests`` and ``images.chartTags``) holds by its digest."""
     images = chart_images(chart, version) or {}
 
     def rewrite(plain: Any) -> Any:
         result = _deep_copy_dicts(plain) if isinstance(plain, dict) else {}
+        if locked is not None:
+            result = locked_release_values(result, chart, version, locked)
         for path, image in images.items():
             source = named_repository(result, path, image)
             target = mirrored(source, mirrors)
@@ -134,30 +142,32 @@ def _deep_copy_dicts(value: Any) -> Any:
     return value
 
 
-def image_mirrors(mirrors: Mapping[str, str]) -> pulumi.ResourceTransformation:
-    """The transformation that pulls every image from its registry's mirror (see the module)."""
+def image_mirrors(mirrors: Mapping[str, str], locked: Optional[ImagesConfig] = None) -> pulumi.ResourceTransformation:
+    """The transformation that pulls every image from its registry's mirror (see the module), by
+    the digest ``locked`` (``images.digests``, ``images.chartTags``) holds for it."""
     mirrors = dict(mirrors)
+    digests = dict(locked.digests) if locked is not None else {}
 
     def transform(args: pulumi.ResourceTransformationArgs) -> Optional[pulumi.ResourceTransformationResult]:
-        if not mirrors:
+        if not mirrors and not digests:
             return None
         kind = args.type_.rsplit(":", 1)[-1]
         if args.type_ == "kubernetes:helm.sh/v3:Release":
             props = dict(args.props)
             chart, version = _release_chart(props)
-            props["values"] = mirror_release_values(props.get("values"), chart, version, mirrors)
+            props["values"] = mirror_release_values(props.get("values"), chart, version, mirrors, locked)
             return pulumi.ResourceTransformationResult(props, args.opts)
         if args.type_.startswith("kubernetes:") and kind in WORKLOAD_KINDS:
             props = _deep_copy_dicts(dict(args.props))
             pod_spec = _pod_spec(props, kind)
             if pod_spec is None:
                 return None
-            mirror_pod_spec(pod_spec, mirrors)
+            mirror_pod_spec(pod_spec, mirrors, digests)
             return pulumi.ResourceTransformationResult(props, args.opts)
         if args.type_.startswith("kubernetes:") and kind in GROUP_KINDS:
             props = _deep_copy_dicts(dict(args.props))
             for pod_spec in _group_pod_specs(props, kind):
-                mirror_pod_spec(pod_spec, mirrors)
+                mirror_pod_spec(pod_spec, mirrors, digests)
             return pulumi.ResourceTransformationResult(props, args.opts)
         return None
 

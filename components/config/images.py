@@ -85,6 +85,7 @@ def _check_image_reference(value: str) -> str:
 _REGISTRY_HOST = re.compile(
     r"^(?:localhost|[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)+)(?::\d+)?$"
 )
+_SHA256 = re.compile(r"^sha256:[0-9a-f]{64}$")
 _MIRROR_PREFIX = re.compile(r"^(?P<host>[^/]+)(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
 
 
@@ -99,6 +100,22 @@ class ImagesConfig(_Model):
     """Refuse the stack when an image it deploys is named by tag alone, naming the object: a tag can be moved to other content, a digest (`@sha256:...`) cannot. A chart's image counts as pinned when the release's values or the chart's own defaults give it a digest (Karpenter's chart does); an image built in the same program (the topology labeler's) runs by the digest it was pushed with. Default: false."""
     require_mirror: bool = False
     """Refuse the stack when an image it deploys comes from a registry `registryMirrors` does not map, naming the object; private ECR registries of the cluster's region (reached through the VPC's ECR endpoints) need no mirror. Default: false."""
+
+    digests: dict[str, str] = {}
+    """Image reference, as the stack, a chart or a Dockerfile names it -> the `sha256:` digest its registry serves: each such image is deployed as `<reference>@<digest>` and counts as pinned for `requireDigest`. The stack reads it from `images.lock` beside its file, which `eks-gpu-training-lock-images STACK` writes; set it here only without a lock. Default: none."""
+    chart_tags: dict[str, dict[str, str]] = {}
+    """`<chart>-<version>` -> values key of each chart image's tag -> that image's reference in `digests`: the key the deploy sets to `<tag>@<digest>`. Read from `images.lock` with `digests`. Default: none."""
+
+    @field_validator("digests")
+    @classmethod
+    def _digests(cls, value: dict[str, str]) -> dict[str, str]:
+        for reference, digest in value.items():
+            match = _IMAGE_REFERENCE.match(reference)
+            if match is None or match.group("digest") is not None:
+                raise PydanticCustomError("image", f"'{reference}' is not an image reference by tag; the lock maps <registry>/<repository>:<tag> to its digest")
+            if not _SHA256.match(digest):
+                raise PydanticCustomError("image", f"{reference}: '{digest}' is not a digest; use sha256:<64 hex digits>")
+        return value
 
     @field_validator("registry_mirrors")
     @classmethod

@@ -46,6 +46,11 @@ def check() -> int:
     return one_shot("eks_gpu_training.offline.check.__main__")
 
 
+def lock_images() -> int:
+    """``eks-gpu-training-lock-images`` (``offline.image_lock``)."""
+    return one_shot("eks_gpu_training.offline.image_lock")
+
+
 def preflight() -> int:
     """``eks-gpu-training-preflight`` (``offline.preflight``)."""
     return one_shot("eks_gpu_training.offline.preflight")

@@ -17,6 +17,7 @@ from ..config import fsx_zone, gpu_pool_zones
 from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.arguments import as_model
 from ..addons.image_mirrors import image_mirrors
+from ..config.image_lock import locked_gate_images
 from ..addons.efa_device_plugin import EfaDevicePlugin
 from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from ..addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
@@ -148,8 +149,9 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         # Checked before the component registers, so invalid arguments create nothing at all.
         args = component_args(GpuTrainingPlatformArgs, "GpuTrainingPlatform", name, args, fields)
         args = checked_platform_args(args, name, opts)
-        # Every image under the platform from its registry's mirror (images.registryMirrors).
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transformations=[image_mirrors(args.images.registry_mirrors)]))
+        # Every image under the platform from its registry's mirror (images.registryMirrors), by its
+        # locked digest (images.lock).
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transformations=[image_mirrors(args.images.registry_mirrors, args.images)]))
         super().__init__("eks-gpu-training:index:GpuTrainingPlatform", name, None, opts)
         tags = dict(args.tags)
 
@@ -293,7 +295,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         cluster only: nodes that join before it runs keep their taint until it does."""
         return HealthGate(
             health_gate_child_name(name),
-            HealthGateArgs(cluster=self.cluster.ref, config=args.health_gate, gpu_node_groups=list(args.gpu_node_groups),
+            HealthGateArgs(cluster=self.cluster.ref, config=locked_gate_images(args.health_gate, args.images.digests),
+                           gpu_node_groups=list(args.gpu_node_groups),
                            karpenter_pools=list(args.karpenter.gpu_node_pools) if args.karpenter.enabled else [], tags=tags,
                            image_mirrors=args.images.registry_mirrors),
             opts=pulumi.ResourceOptions(parent=self),

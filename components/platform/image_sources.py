@@ -22,6 +22,7 @@ from typing import Any, Iterator, Optional
 from ..addons import efa_device_plugin, gpu_operator, job_apis, kueue
 from ..addons.chart_source import chart_name
 from ..config import GpuTrainingPlatformArgs, Problem
+from ..config.image_lock import has_digest, locked_release_values, pinned
 from ..config.inputs import is_unknown
 from ..facts.images import chart_images, is_deployed, is_private_ecr, named_repository, registry_of, value_at
 from .releases import stack_charts
@@ -137,7 +138,7 @@ def stack_image_pins(args: GpuTrainingPlatformArgs) -> Iterator[tuple[str, str, 
         if images is None:
             yield f"Helm release {name} {version}", "its images (the package knows no image keys of this chart version)", False
             continue
-        values = _release_values(args, name)
+        values = locked_release_values(_release_values(args, name), name, version, args.images)
         for path, image in images.items():
             if is_deployed(values, image):
                 yield f"Helm release {name}", f"{path} ({named_repository(values, path, image)})", _chart_pins_digest(
@@ -145,14 +146,15 @@ def stack_image_pins(args: GpuTrainingPlatformArgs) -> Iterator[tuple[str, str, 
     for what, key, image in stack_images(args):
         if key is not None or image is None or is_unknown(image):
             continue  # the charts' above; an Output is an image built here, run by its pushed digest
-        yield what, str(image), "@sha256:" in str(image)
+        yield what, str(image), has_digest(pinned(str(image), args.images.digests))
 
 
 def validate_image_digests(args: GpuTrainingPlatformArgs) -> list[Problem]:
     if not args.images.require_digest:
         return []
     return [
-        Problem(DIGEST_PATH, f"{what}: {image} is named by tag alone; pin it by digest (@sha256:...)")
+        Problem(DIGEST_PATH, f"{what}: {image} is named by tag alone and images.lock holds no digest for it; "
+                             f"lock it (eks-gpu-training-lock-images STACK) or pin it by digest (@sha256:...)")
         for what, image, pinned in stack_image_pins(args)
         if not pinned
     ]

@@ -351,8 +351,9 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
         problems = [*validate_stack(args, name), *validate_in_cluster(args)]
         if problems:
             raise ConfigError(problems)
-        # Every image under the platform from its registry's mirror (images.registryMirrors).
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transformations=[image_mirrors(args.images.registry_mirrors)]))
+        # Every image under the platform from its registry's mirror (images.registryMirrors), by its
+        # locked digest (images.lock).
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transformations=[image_mirrors(args.images.registry_mirrors, args.images)]))
         super().__init__("eks-gpu-training:index:GpuTrainingInCluster", name, None, opts)
         self.provider = k8s.Provider(
             f"{name}-k8s",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import typing
 from typing import Any, Iterable, Mapping
 
@@ -14,6 +15,8 @@ from ..config import PROJECT, ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.arguments import problems_from_validation_error as config_problems
 from ..config.inputs import InputText
 from .validation import validate_stack
+from ..config.image_lock import with_image_lock
+from .stack_files import find_project, stack_config_dir
 
 
 def problems_from_validation_error(error: pydantic.ValidationError) -> list[Problem]:
@@ -127,4 +130,8 @@ def load_stack_config(project: str | None = None) -> GpuTrainingPlatformArgs:
 
     settings = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
     secret_keys = {key for key in settings if runtime_config.is_config_secret(key)} | set(runtime_config.get_config_secret_keys_env())
-    return platform_args_from_settings(settings, config_namespace(settings, project), secret_keys)
+    namespace = config_namespace(settings, project)
+    # images.lock beside the stack files: Pulumi runs the program in its project's folder.
+    project_dir = find_project(Path.cwd())
+    settings = with_image_lock(settings, namespace, stack_config_dir(project_dir) if project_dir is not None else None)
+    return platform_args_from_settings(settings, namespace, secret_keys)

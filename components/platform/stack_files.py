@@ -21,6 +21,7 @@ from typing import Any, Optional, Union
 
 
 from ..facts import yaml_io
+from ..config.image_lock import with_image_lock
 from ..config import PROJECT, ConfigError, GpuTrainingPlatformArgs, Problem
 
 PROJECT_FILE = "Pulumi.yaml"
@@ -53,13 +54,18 @@ class StackFile:
         """The file's ``config``; ``ConfigError`` when there is no such file."""
         if not self.path.is_file():
             raise ConfigError([Problem(str(self.path), "no such stack file")])
-        return (yaml_io.load(self.path.read_text()) or {}).get("config") or {}
+        settings = (yaml_io.load(self.path.read_text()) or {}).get("config") or {}
+        # images.lock beside the stack file (its images by digest), as the stack program reads it.
+        return with_image_lock(settings, self._namespace(settings), self.path.parent)
 
     def namespace(self) -> str:
         """The configuration namespace the stack's settings are read from: the project's name when
         the file sets keys under it, else ``eks-gpu-training`` when it does, else the one other
         namespace it sets keys in (``aws:`` aside), else ``eks-gpu-training``."""
-        namespaces = {str(key).split(":", 1)[0] for key in self.settings() if ":" in str(key)} - {"aws"}
+        return self._namespace((yaml_io.load(self.path.read_text()) or {}).get("config") or {}) if self.path.is_file() else PROJECT
+
+    def _namespace(self, settings: dict[str, Any]) -> str:
+        namespaces = {str(key).split(":", 1)[0] for key in settings if ":" in str(key)} - {"aws"}
         project = project_name(self.project_dir) if self.project_dir is not None else None
         if project is not None and project in namespaces:
             return project

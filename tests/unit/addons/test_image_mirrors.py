@@ -134,8 +134,10 @@ def test_require_digest_refuses_each_image_named_by_tag_alone_naming_its_object(
                for m in messages), messages
     assert any(m.startswith("Helm release kueue: controllerManager.manager.image.repository (registry.k8s.io/kueue/kueue)")
                for m in messages), messages
-    # Karpenter's chart names its controller by digest; prod's training image is pinned by digest.
-    assert not any("karpenter" in m or "rl-training" in m for m in messages), messages
+    # Karpenter's chart names its controller by digest; prod's training image is named by tag and
+    # no images.lock pins it.
+    assert not any("karpenter" in m for m in messages), messages
+    assert any("rl-training" in m and "pytorch-training:2.7.1-" in m for m in messages), messages
 
 
 def test_require_digest_refuses_a_training_image_named_by_tag():
@@ -145,7 +147,8 @@ def test_require_digest_refuses_a_training_image_named_by_tag():
     graph = run_main(config)
     messages = [p.message for p in graph.error.problems if p.path == "images.requireDigest"]
     assert "training job " + config[f"{PROJECT}:scheduling"]["trainingApps"][0]["name"] + \
-        ": nvcr.io/nvidia/pytorch:25.01-py3 is named by tag alone; pin it by digest (@sha256:...)" in messages
+        ": nvcr.io/nvidia/pytorch:25.01-py3 is named by tag alone and images.lock holds no digest for it; lock it " \
+        "(eks-gpu-training-lock-images STACK) or pin it by digest (@sha256:...)" in messages
 
 
 def test_a_private_ecr_of_another_region_needs_a_mirror_too():
@@ -234,7 +237,8 @@ def test_require_digest_lists_each_gate_image_named_by_tag_with_its_key():
     assert isinstance(graph.error, ConfigError)
     messages = [p.message for p in graph.error.problems if p.path == "images.requireDigest"]
     assert "the health gate's DCGM check (healthGate.dcgmImage): nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04 is named " \
-        "by tag alone; pin it by digest (@sha256:...)" in messages, messages
+        "by tag alone and images.lock holds no digest for it; lock it (eks-gpu-training-lock-images STACK) or pin it " \
+        "by digest (@sha256:...)" in messages, messages
     assert any(m.startswith("the health gate's EFA loopback check (healthGate.efaLoopbackImage): 444455556666.dkr.ecr.us-west-2."
                             "amazonaws.com/nccl-tests:efa1.47.0-ncclv2.29.3-1-testsv2.17.9 is named by tag alone") for m in messages)
     # The gate's own image is built here and run by the digest it was pushed with.

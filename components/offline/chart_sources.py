@@ -24,26 +24,19 @@ and how to supply it.
 
 from __future__ import annotations
 
-import hashlib
-import ipaddress
 import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
-from urllib.parse import urlparse
 
-import yaml
-
-from ..facts import yaml_io
+from ..addons.chart_archives import CACHE_ENV, LOCK_FILE, ChartLock, archive_digest, default_cache
+from ..addons.chart_archives import loopback as _loopback
 from ..addons.chart_source import chart_name, local_chart
 
-__all__ = ["ChartLock", "ChartSources", "ChartUnavailable", "chart_name"]
+__all__ = ["CACHE_ENV", "LOCK_FILE", "ChartLock", "ChartSources", "ChartUnavailable", "archive_digest", "chart_name"]
 
-CACHE_ENV = "EKS_GPU_TRAINING_CHARTS_CACHE"
 MIRROR_ENV = "EKS_GPU_TRAINING_CHARTS_MIRROR"
-LOCK_FILE = "charts.lock"
-"""Beside the stack files: each pinned chart archive's digest (``<chart>-<version>: sha256:...``)."""
 HOW_TO_SUPPLY = (
     f"supply it with charts.directory (a folder of the pinned charts), a mirror (charts.mirror, or "
     f"--charts-mirror or ${MIRROR_ENV} for one run: an http(s):// Helm repository or an oci:// prefix "
@@ -53,46 +46,6 @@ HOW_TO_SUPPLY = (
 
 class ChartUnavailable(RuntimeError):
     """No source could supply a chart; the message is the one line the user sees for it."""
-
-
-def default_cache() -> Path:
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "eks-gpu-training" / "charts"
-
-
-def archive_digest(archive: Path) -> str:
-    """A chart archive's digest as Helm gives it (``helm_python.digest``, the ``digest`` of a
-    repository index entry): ``sha256:`` and the SHA-256 of its bytes. Computed here, so checking
-    a cached chart against the lock does not load Helm's library (about 40 ms of a render)."""
-    return "sha256:" + hashlib.sha256(archive.read_bytes()).hexdigest()
-
-
-def _loopback(url: str) -> bool:
-    host = urlparse(url).hostname or ""
-    try:
-        return host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-@dataclass
-class ChartLock:
-    """``charts.lock``: the digest each pinned chart archive must have."""
-
-    path: Path
-    digests: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def read(cls, path: Path) -> "ChartLock":
-        document = (yaml_io.load(path.read_text()) or {}) if path.is_file() else {}
-        return cls(path, {str(k): str(v) for k, v in (document.get("charts") or {}).items()})
-
-    def write(self) -> None:
-        header = ("# The digest of each pinned chart archive, as `eks-gpu-training-render --lock` pulled it; a\n"
-                  "# later pull of the same chart and version with other bytes is refused.\n")
-        self.path.write_text(header + yaml.safe_dump({"charts": dict(sorted(self.digests.items()))}, sort_keys=False))
 
 
 @dataclass

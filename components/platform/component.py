@@ -51,6 +51,7 @@ from .image_presence import live_image_problems
 from .in_cluster import compose_in_cluster
 from .rolls import live_roll_problems
 from .validation import validate_stack
+from .verified_charts import project_lock, with_verified_charts
 from ..config.documented import component_args, documented_component
 
 Tags = Mapping[str, pulumi.Input[str]]
@@ -64,7 +65,8 @@ def checked_platform_args(
     every problem. What runs now decides whether a version change rolls pools, and who created the
     cluster which admins get access entries (``EksCluster`` reads it again), and the images the stack
     names in the deployer's ECR must exist, so all are read here, before anything registers, and only
-    for arguments that pass the rules."""
+    for arguments that pass the rules; so are the chart archives, checked against ``charts.lock``
+    (``verified_charts``)."""
     args = as_model(args, GpuTrainingPlatformArgs, "GpuTrainingPlatformArgs")
     problems = validate_stack(args, name)
     if args.in_cluster.enabled:
@@ -76,6 +78,8 @@ def checked_platform_args(
         if args.cluster.create:
             problems.extend(live_admin_access(args.cluster, args.tags, args.region, opts)[1])
         problems.extend(live_image_problems(args, opts))
+    if not problems:
+        args, problems = with_verified_charts(args, project_lock())
     if problems:
         raise ConfigError(problems)
     return args

@@ -55,6 +55,7 @@ from ..workloads.training_job import TrainingJob, TrainingJobArgs
 from ..workloads.training_spec import TrainingJobSpec
 from .checks import preflight_checks_args, smoke_test_args
 from .validation import validate_stack
+from .verified_charts import project_lock, with_verified_charts
 
 
 @dataclass(frozen=True)
@@ -349,6 +350,9 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
         args = component_args(GpuTrainingPlatformArgs, "GpuTrainingInCluster", name, args, fields)
         args = as_model(args, GpuTrainingPlatformArgs, "GpuTrainingPlatformArgs")
         problems = [*validate_stack(args, name), *validate_in_cluster(args)]
+        if not problems:
+            # The chart archives, checked against charts.lock before anything registers.
+            args, problems = with_verified_charts(args, project_lock())
         if problems:
             raise ConfigError(problems)
         # Every image under the platform from its registry's mirror (images.registryMirrors), by its

@@ -13,6 +13,7 @@ import pydantic
 
 from ..config import PROJECT, ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.arguments import problems_from_validation_error as config_problems
+from ..config.charts import plain_credential_problems
 from ..config.inputs import InputText
 from .validation import validate_stack
 from ..config.image_lock import with_image_lock
@@ -104,6 +105,9 @@ def platform_args_from_settings(
     region = settings.get("aws:region")
     if region is None:
         raise ConfigError([Problem("aws:region", "is required (e.g. us-west-2)")])
+    plain = plain_credential_problems(raw.get("charts"), f"{prefix}charts" in secret_keys)
+    if plain:
+        raise ConfigError(plain)
     args = parse_platform_args({**raw, "region": region})
     return keep_secrets(args, [key[len(prefix):] for key in secret_keys if key.startswith(prefix)])
 

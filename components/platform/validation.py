@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..addons import gpu_operator, kueue, topology_labeler
 from ..addons.chart_source import chart_problems
 from ..config import GpuTrainingPlatformArgs, Problem, validate_platform
+from ..config.charts import chart_mirror_problems
 from ..config.inputs import is_unknown
 from ..workloads import health_gate
 from ..workloads.preflight_checks import validate_preflight
@@ -49,6 +50,7 @@ def validate_stack(args: GpuTrainingPlatformArgs, name: str = PLATFORM_NAME) -> 
         *validate_system_capacity(args),
         *validate_names(args, name),
         *chart_problems(args.charts.directory, stack_charts(args), "charts.directory"),
+        *chart_mirror_problems(args.charts),
         *validate_in_cluster_settings(args),
         *validate_image_mirrors(args),
         *validate_image_digests(args),

@@ -106,6 +106,7 @@ if TYPE_CHECKING:
     from .addons.image_mirrors import image_mirrors
     from .aws.training_identity import TrainingIdentity, TrainingIdentityArgs, s3_access_policy
     from .workloads.storage import TrainingStorage, TrainingStorageArgs
+    from .workloads.team_access import TeamAccess, TeamAccessArgs
     from .workloads.training_job import TrainingJob, TrainingJobArgs
     from .workloads.templates import rendezvous_service, training_job, training_pdb, training_pod_template
     from .workloads.node_fit import NodeLoad, NodeRoom, library_node_load, stack_node_load, training_room
@@ -232,6 +233,8 @@ __all__ = [
     "TrainingStorageArgs",
     "VerifierRole",
     "VerifierRoleArgs",
+    "TeamAccess",
+    "TeamAccessArgs",
     "VerifyConfig",
     "MonitoringConfig",
     "ControllerIngress",

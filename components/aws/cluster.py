@@ -23,6 +23,7 @@ from ..config import (
     NetworkConfig,
     Problem,
     SystemNodeGroupConfig,
+    TeamConfig,
     validate_admin_principals,
     validate_cluster_endpoint,
 )
@@ -30,7 +31,7 @@ from ..facts import aws_enums
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component
 from .addon_versions import addon_version
-from .cluster_access import admin_access_entries, live_admin_access
+from .cluster_access import admin_access_entries, live_admin_access, member_access_entries, member_creator_problems
 from .cluster_ref import ClusterRef
 from .control_plane_version import control_plane_version, upgraded_by_eks_warning
 from .node_group_sizes import running_cluster, warn_unread
@@ -119,6 +120,8 @@ class EksClusterArgs:
     """ARN partition of the region. Default: the region's (``aws``, ``aws-cn``, ``aws-us-gov``)."""
     tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
+    teams: list[TeamConfig] = field(default_factory=list)
+    """Teams (``scheduling.teams``) whose IAM members get an access entry with their team's Kubernetes group. Default: none."""
 
     def __post_init__(self) -> None:
         check_model_fields(self)
@@ -142,6 +145,9 @@ class EksCluster(pulumi.ComponentResource):
     admin_access: list[aws.eks.AccessPolicyAssociation]
     """The cluster-admin policy of each of ``adminPrincipalArns`` but the cluster's creator, each under
     its access entry (``cluster_access.py``); empty for an adopted cluster."""
+    member_access: list[aws.eks.AccessEntry]
+    """The access entry of each team member that is an IAM principal, with its team's Kubernetes group
+    and no access policy (``cluster_access.py``), on a created or an adopted cluster."""
     coredns: Optional[aws.eks.Addon]
     """The ``coredns`` EKS add-on of a created cluster; None for an adopted one."""
     provider: k8s.Provider
@@ -164,6 +170,7 @@ class EksCluster(pulumi.ComponentResource):
                 parent=opts.parent if opts else None, provider=aws_provider_of(opts)))
             running_version = running.version if running is not None else None
         problems.extend(access_problems)
+        problems.extend(member_creator_problems(args.teams, access.creator) if access is not None else [])
         # A regional provider for the cluster carries the stack's AWS settings: checked up front.
         provider_settings, setting_problems = stack_provider_settings() if args.cluster.create else ({}, [])
         problems.extend(setting_problems)
@@ -185,6 +192,7 @@ class EksCluster(pulumi.ComponentResource):
         pod_identity: list[pulumi.Resource] = []
         self.eks_cluster = None
         self.admin_access = []
+        self.member_access = []
         unread = unread_cluster_checks(config.create, args.system_node_group.enabled)
         if unread:
             warn_unread(config.name, f"EksCluster({name})", unread, self)
@@ -260,6 +268,9 @@ class EksCluster(pulumi.ComponentResource):
                 name, access, cluster, eks_cluster_name, config.name, args.partition, args.region, args.tags,
                 provider=cluster_provider, parent=self,
             )
+            self.member_access = member_access_entries(
+                name, args.teams, cluster, config.name, args.region, args.tags, provider=cluster_provider, parent=self,
+            )
             ready.append(cluster)
             control_plane.append(cluster)
             pod_identity.append(pod_identity_addon)
@@ -304,6 +315,9 @@ class EksCluster(pulumi.ComponentResource):
             endpoint = adopted.endpoint
             kubeconfig = adopted.kubeconfig
             kubernetes_version = adopted.kubernetes_version
+            self.member_access = member_access_entries(
+                name, args.teams, None, config.name, args.region, args.tags, provider=None, parent=self,
+            )
 
         self.system_node_group = (
             system_node_group(
@@ -366,6 +380,7 @@ class EksCluster(pulumi.ComponentResource):
                 "eksCluster": self.eks_cluster,
                 "systemNodeGroup": self.system_node_group,
                 "adminAccess": self.admin_access,
+                "memberAccess": self.member_access,
                 "coredns": self.coredns,
             }
         )

@@ -24,6 +24,10 @@ they would be created anew before the old ones are deleted, for the same princip
 each entry carries an alias to the pulumi-eks child the current list gives it (its index), and Pulumi
 takes it over as the same resource, nothing deleted or created; ``delete_before_replace`` makes any
 later replacement delete the old entry first.
+
+Team members (``scheduling.teams[].members``) that are IAM principals get an entry too, named after
+the principal (``member-<key>``), carrying their team's Kubernetes group and no access policy: the
+team's RoleBindings decide what they may do (``workloads/team_access.py``).
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
-from ..config import ClusterConfig, Problem
+from ..config import ClusterConfig, Problem, TeamConfig
+from ..config.teams import team_group
 from ..config.inputs import is_unknown
 from ..facts import aws_enums
 from ..facts.iam_principals import iam_principal, same_principal
@@ -269,3 +274,77 @@ def admin_access_entries(
             )
         )
     return associations
+
+
+MEMBER_ENTRY_PREFIX = "member"
+"""Member entries are ``<name>-member-<account>-<kind>-<name>``, named after the principal alone, so
+moving a member to another team updates its entry's group in place."""
+
+
+@dataclass(frozen=True)
+class MemberEntry:
+    """A team member's access entry, as data: the principal and its team's Kubernetes group."""
+
+    key: str
+    """``member-<account>-<kind>-<name>``."""
+    principal_arn: str
+    """The ARN as listed."""
+    team: str
+    """The team's name."""
+    kubernetes_groups: tuple[str, ...]
+    """The groups the entry carries: the team's alone (``team_group``)."""
+
+
+def member_entries(teams: Sequence[TeamConfig]) -> tuple[MemberEntry, ...]:
+    """An entry for each IAM principal among the teams' members (Kubernetes groups need none)."""
+    entries = []
+    for team in teams:
+        for member in team.members:
+            principal = iam_principal(member)
+            if principal is not None:
+                entries.append(MemberEntry(f"{MEMBER_ENTRY_PREFIX}-{principal.key}", member, team.name, (team_group(team.name),)))
+    return tuple(entries)
+
+
+def member_creator_problems(teams: Sequence[TeamConfig], creator: Optional[str]) -> list[Problem]:
+    """A member who created the cluster has EKS's own admin entry, and a second entry fails with 409."""
+    if creator is None:
+        return []
+    return [
+        Problem(f"scheduling.teams[{i}].members[{j}]", f"'{member}' created the cluster (tag {CREATOR_TAG}), so EKS made it an admin "
+                "with an access entry of its own; a member entry for it would fail with 409 ResourceInUseException. Remove it here")
+        for i, team in enumerate(teams)
+        for j, member in enumerate(team.members)
+        if iam_principal(member) is not None and same_principal(member, creator)
+    ]
+
+
+def member_access_entries(
+    name: str,
+    teams: Sequence[TeamConfig],
+    eks_cluster: Optional[eks.Cluster],
+    cluster_name: pulumi.Input[str],
+    region: str,
+    tags: Mapping[str, pulumi.Input[str]],
+    provider: Optional[pulumi.ProviderResource],
+    parent: pulumi.Resource,
+) -> list[aws.eks.AccessEntry]:
+    """Each member entry as ``<name>-<key>``: a STANDARD entry carrying its team's Kubernetes group,
+    with no access policy, so the member gets only what the team's RoleBindings grant
+    (``workloads/team_access.py`` says why no EKS access policy). ``eks_cluster``: the created
+    cluster they wait for; None for an adopted one, whose authentication mode must allow access
+    entries (``API`` or ``API_AND_CONFIG_MAP``), or EKS refuses them."""
+    return [
+        aws.eks.AccessEntry(
+            f"{name}-{entry.key}",
+            cluster_name=cluster_name,
+            principal_arn=entry.principal_arn,
+            kubernetes_groups=list(entry.kubernetes_groups),
+            type="STANDARD",
+            tags=dict(tags),
+            region=region,
+            opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[eks_cluster] if eks_cluster else [],
+                                        delete_before_replace=True),
+        )
+        for entry in member_entries(teams)
+    ]

@@ -3,11 +3,14 @@ quota per pool, limits on what it borrows and lends, and a weight for fair shari
 
 from __future__ import annotations
 
+import re
 import zlib
-from typing import Optional
+from typing import Annotated, Optional
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
 
+from ..facts.iam_principals import iam_principal
 from .base import _DNS_LABEL, _Model
 
 TEAM_COHORT = "gpu-teams"
@@ -26,6 +29,14 @@ or reordered, since the files it owns keep that ID."""
 TEAM_DATA_ROOT = "teams"
 """Each team's data lives under ``teams/<team>/``: its FSx directory and its prefix of every S3 bucket."""
 
+TEAM_GROUP_PREFIX = "eks-gpu-training-team-"
+"""Kubernetes groups named so are the stack's own, one per team (``team_group``): a member's access
+entry carries its team's, and no member may name one."""
+
+KUBERNETES_GROUP = re.compile(r"^(?!system:)(?!arn:)[A-Za-z0-9][A-Za-z0-9:._@=+/-]{0,252}$")
+"""A Kubernetes group a member may name: no ``system:`` group (the API server's own, such as
+``system:authenticated``, which every caller has), nothing read as an ARN, no spaces."""
+
 
 def team_gid(team: "TeamConfig") -> int:
     """The user and group ID of the team's containers and files: ``gid``, else derived from its name."""
@@ -37,6 +48,32 @@ def team_gid(team: "TeamConfig") -> int:
 def team_data_path(team: str) -> str:
     """The team's directory of the file system and its key prefix in each bucket (no slashes around)."""
     return f"{TEAM_DATA_ROOT}/{team}"
+
+
+def team_group(team: str) -> str:
+    """The Kubernetes group of a team's IAM members: their access entries carry it, and the team's
+    RoleBindings bind it."""
+    return f"{TEAM_GROUP_PREFIX}{team}"
+
+
+def is_principal_arn(member: str) -> bool:
+    """Whether a member is an IAM principal (an ARN) rather than a Kubernetes group."""
+    return member.startswith("arn:")
+
+
+def _member(member: str) -> str:
+    if is_principal_arn(member):
+        if iam_principal(member) is None:
+            raise PydanticCustomError("member", f"'{member}' is not an IAM role or user ARN (arn:<partition>:iam::<account>:role/<name> or :user/<name>)")
+    elif not KUBERNETES_GROUP.match(member) or member.startswith(TEAM_GROUP_PREFIX):
+        raise PydanticCustomError(
+            "member", f"'{member}' is neither an IAM role/user ARN nor a Kubernetes group of your own (no spaces, not a "
+            f"'system:' group, not an '{TEAM_GROUP_PREFIX}' group: those are the stack's)")
+    return member
+
+
+Member = Annotated[str, AfterValidator(_member)]
+"""A team member: an IAM role or user ARN, or a Kubernetes group."""
 
 
 class TeamQuotaConfig(_Model):
@@ -63,5 +100,7 @@ class TeamConfig(_Model):
     """Its GPUs per pool; on a pool not listed it has no quota of its own and may borrow what the others lend. Default: none."""
     weight: float = Field(default=1.0, ge=0, le=TEAM_WEIGHT_MAX)
     """Fair-sharing weight: idle GPUs go to the team using the least of the fleet for its weight, and a team above its fair share is preempted first. Default: 1."""
+    members: list[Member] = []
+    """Who submits and watches the team's jobs, in its namespaces only (the `eks-gpu-training-team-member` role): IAM role/user ARNs, each given an EKS access entry with the team's group, and/or Kubernetes groups, bound as they are. Default: none (admins only)."""
     gid: Optional[int] = Field(default=None, ge=TEAM_GID_MIN, le=TEAM_GID_MAX)
     """User and group ID its training containers run as (never root), owner of its FSx directory `/teams/<name>`; one per team. Changing it leaves the files owned by the old ID. Default: derived from the name (`team_gid`)."""

@@ -10,11 +10,12 @@ import pulumi
 
 from ..facts import aws_enums
 from ..aws.cluster import EksCluster, EksClusterArgs
-from ..aws.cluster_access import creator_tag_problems, live_admin_access
+from ..aws.cluster_access import creator_tag_problems, live_admin_access, member_creator_problems
 from ..aws.network import Network, NetworkArgs, adopted_network
 from ..aws.storage import LustreStorage, LustreStorageArgs, subnet_in_zone
 from ..config import fsx_zone, gpu_pool_zones
 from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
+from ..config.teams import team_gid
 from ..config.arguments import as_model
 from ..addons.image_mirrors import image_mirrors
 from ..config.image_lock import locked_gate_images
@@ -35,6 +36,7 @@ from ..workloads.queues import KueueQueues
 from ..workloads.scheduling_policies import SchedulingPolicies
 from ..workloads.smoke_test import GpuSmokeTest
 from ..workloads.storage import TrainingStorage, TrainingStorageArgs
+from ..workloads.team_access import TeamAccess
 from ..workloads.training_job import TrainingJob
 from .names import (
     cluster_child_name,
@@ -76,7 +78,9 @@ def checked_platform_args(
     if not problems:
         problems = live_roll_problems(args)
         if args.cluster.create:
-            problems.extend(live_admin_access(args.cluster, args.tags, args.region, opts)[1])
+            access, access_problems = live_admin_access(args.cluster, args.tags, args.region, opts)
+            problems.extend(access_problems)
+            problems.extend(member_creator_problems(args.scheduling.teams, access.creator))
         problems.extend(live_image_problems(args, opts))
     if not problems:
         args, problems = with_verified_charts(args, project_lock())
@@ -148,6 +152,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """DCGM diagnostics and the NCCL test; None unless ``preflight.enabled``."""
     verifier_role: Optional[VerifierRole]
     """The read-only ClusterRole of ``eks-gpu-training-verify``; None unless ``verify.clusterRole``."""
+    team_access: Optional[TeamAccess]
+    """The team-member ClusterRole and its RoleBinding in each team namespace; None without ``scheduling.teams``."""
 
     def __init__(self, name: str, args: Optional[GpuTrainingPlatformArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
         # Checked before the component registers, so invalid arguments create nothing at all.
@@ -197,6 +203,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         self.smoke_test = half.smoke_test
         self.preflight = half.preflight
         self.verifier_role = half.verifier_role
+        self.team_access = half.team_access
 
         self.cluster_name = self.cluster.cluster_name
         self.kubeconfig = self.cluster.kubeconfig
@@ -238,6 +245,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                 region=args.region,
                 partition=aws_enums.partition_of(args.region),
                 tags=tags,
+                teams=list(args.scheduling.teams),
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -367,6 +375,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
                 volume=lustre.volume,
                 namespaces=[ns.name for ns in args.scheduling.namespaces],
                 depends_on=[scheduling, lustre.csi_driver],
+                teams={team.name: list(team.namespaces) for team in args.scheduling.teams},
+                team_ids={team.name: team_gid(team) for team in args.scheduling.teams},
             ),
             opts=pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.cluster.ref.provider}),
         )

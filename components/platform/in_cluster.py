@@ -51,6 +51,7 @@ from ..workloads.scheduling_policies import (
     training_job_spec,
 )
 from ..workloads.smoke_test import GpuSmokeTest
+from ..workloads.team_access import TeamAccess, TeamAccessArgs, entry_less_members
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
 from ..workloads.training_spec import TrainingJobSpec
 from .checks import preflight_checks_args, smoke_test_args
@@ -73,6 +74,7 @@ class InClusterHalf:
     smoke_test: Optional[GpuSmokeTest]
     preflight: Optional[PreflightChecks]
     verifier_role: Optional[VerifierRole]
+    team_access: Optional[TeamAccess] = None
 
 
 @dataclass(frozen=True)
@@ -266,6 +268,13 @@ def compose_in_cluster(
         if args.verify.cluster_role
         else None
     )
+    # Members reach their team's namespaces once those exist: the RoleBindings wait for them.
+    team_access = (
+        TeamAccess(f"{name}-team-access", TeamAccessArgs(teams=args.scheduling.teams, namespaces=scheduling.namespaces),
+                   opts=pulumi.ResourceOptions(parent=parent, providers=kubernetes))
+        if args.scheduling.teams
+        else None
+    )
     return InClusterHalf(
         gpu_operator=gpu_operator,
         efa_device_plugin=efa_device_plugin,
@@ -278,6 +287,7 @@ def compose_in_cluster(
         smoke_test=smoke_test,
         preflight=preflight,
         verifier_role=verifier_role,
+        team_access=team_access,
     )
 
 
@@ -342,6 +352,8 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
     """DCGM diagnostics and the NCCL test; None unless ``preflight.enabled``."""
     verifier_role: Optional[VerifierRole]
     """The verify command's read-only ClusterRole; None unless ``verify.clusterRole``."""
+    team_access: Optional[TeamAccess]
+    """The team-member ClusterRole and its RoleBinding in each team namespace; None without ``scheduling.teams``."""
     gpu_operator_status: pulumi.Output[Optional[str]]
     """Helm's status of the GPU Operator release (``deployed`` once installed)."""
 
@@ -366,6 +378,10 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         half = compose_in_cluster(self, name, args, kubeconfig_cluster_ref(args, self.provider))
+        entry_less = entry_less_members(args)
+        if entry_less:
+            pulumi.log.warn("the in-cluster half makes no EKS access entry: give each of these team members an entry with its "
+                            f"group where the AWS half is managed: {', '.join(entry_less)}", resource=self)
         self.gpu_operator = half.gpu_operator
         self.efa_device_plugin = half.efa_device_plugin
         self.scheduling = half.scheduling
@@ -377,5 +393,6 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
         self.smoke_test = half.smoke_test
         self.preflight = half.preflight
         self.verifier_role = half.verifier_role
+        self.team_access = half.team_access
         self.gpu_operator_status = self.gpu_operator.release_status
         self.register_outputs({"gpuOperatorStatus": self.gpu_operator_status})

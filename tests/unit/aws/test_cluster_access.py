@@ -73,7 +73,7 @@ def deploy(config: dict, mocks: PlausibleMocks):
 
 
 def entries(graph) -> dict[str, str]:
-    return {r.name: r.inputs["principalArn"] for r in graph.of_type(ENTRY) if r.name.startswith("gpu-training-cluster-")}
+    return {r.name: r.inputs["principalArn"] for r in graph.of_type(ENTRY) if r.name.startswith("gpu-training-cluster-admin-")}
 
 
 def creator_tag(graph) -> str | None:
@@ -200,7 +200,7 @@ def test_removing_the_first_of_three_admins_leaves_the_other_entries_resources_a
 
     def urns(graph):
         return {r.inputs["principalArn"]: r.urn for r in [*graph.of_type(ENTRY), *graph.of_type(ASSOCIATION)]
-                if r.name.startswith("gpu-training-cluster-")}
+                if r.name.startswith("gpu-training-cluster-admin-")}
 
     kept = {k: v for k, v in urns(before).items() if k != PLATFORM}
     assert len(kept) == 2
@@ -252,11 +252,65 @@ def test_an_untagged_running_cluster_is_refused_before_anything_registers_until_
     assert creator_tag(graph) == ALICE
 
 
-def test_an_adopted_cluster_gets_no_entries_and_no_creator_lookups():
+def test_an_adopted_cluster_gets_no_admin_entries_and_no_creator_lookups_but_its_members_entries():
     graph = deploy(prod([PLATFORM], create=False), Deployment(CI_SESSION, {}))
     assert entries(graph) == {}
     assert graph.of_type(ASSOCIATION) == []
     assert not [t for t, _ in graph.invokes if t == "aws:iam/getSessionContext:getSessionContext"]
+    assert sorted(member_groups(graph).values()) == [["eks-gpu-training-team-pretraining"], ["eks-gpu-training-team-research"]]
+
+
+# -- team members' entries, under mocks ----------------------------------------------------------------
+
+
+PRETRAINING = "arn:aws:iam::444455556666:role/pretraining-engineers"
+RESEARCH = "arn:aws:iam::444455556666:role/research-engineers"
+
+
+def member_groups(graph) -> dict[str, list[str]]:
+    return {r.inputs["principalArn"]: r.inputs["kubernetesGroups"] for r in graph.of_type(ENTRY) if "-member-" in r.name}
+
+
+def with_members(config: dict, pretraining: list, research: list) -> dict:
+    teams = config[f"{PROJECT}:scheduling"]["teams"]
+    teams[0]["members"], teams[1]["members"] = pretraining, research
+    return config
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return deploy(prod([PLATFORM]), Deployment(CI_SESSION, {CREATOR_TAG: CI}))
+
+
+def test_each_iam_member_gets_a_standard_entry_with_its_teams_group_and_no_access_policy(shipped):
+    assert member_groups(shipped) == {PRETRAINING: ["eks-gpu-training-team-pretraining"], RESEARCH: ["eks-gpu-training-team-research"]}
+    members = [r for r in shipped.of_type(ENTRY) if "-member-" in r.name]
+    assert {r.name for r in members} == {"gpu-training-cluster-member-444455556666-role-pretraining-engineers",
+                                         "gpu-training-cluster-member-444455556666-role-research-engineers"}
+    assert all(r.inputs["type"] == "STANDARD" and r.delete_before_replace for r in members)
+    # Only the admin's entry has a policy; a member's rights are its team's RoleBindings alone.
+    assert [a.inputs["principalArn"] for a in shipped.of_type(ASSOCIATION)] == [PLATFORM]
+    assert "research-oncall" not in {r.inputs["principalArn"] for r in shipped.of_type(ENTRY)}, "a Kubernetes group needs no entry"
+
+
+def test_a_member_moved_to_another_team_keeps_its_entry_and_changes_its_group():
+    moved = deploy(with_members(prod([PLATFORM]), [], [PRETRAINING, RESEARCH]), Deployment(CI_SESSION, {CREATOR_TAG: CI}))
+    [entry] = [r for r in moved.of_type(ENTRY) if r.inputs["principalArn"] == PRETRAINING]
+    assert entry.name == "gpu-training-cluster-member-444455556666-role-pretraining-engineers"
+    assert entry.inputs["kubernetesGroups"] == ["eks-gpu-training-team-research"]
+
+
+def test_a_member_who_created_the_cluster_is_refused_with_its_key_path():
+    graph = run_main(with_members(prod([PLATFORM]), [CI], []), mocks=Deployment(CI_SESSION, {CREATOR_TAG: CI}))
+    assert graph.resources == []
+    assert "scheduling.teams[0].members[0]: 'arn:aws:iam::444455556666:role/ci/deployer' created the cluster" in str(graph.error)
+
+
+def test_a_member_who_is_also_an_admin_is_refused_with_its_key_path():
+    graph = run_main(with_members(prod([PLATFORM, ALICE]), [PRETRAINING], ["arn:aws:iam::444455556666:user/Alice"]),
+                     mocks=Deployment(CI_SESSION, {CREATOR_TAG: CI}))
+    assert graph.resources == []
+    assert "scheduling.teams[1].members[0]: 'arn:aws:iam::444455556666:user/Alice' is cluster.adminPrincipalArns[1]" in str(graph.error)
 
 
 # -- taking over the entries earlier versions had pulumi-eks make ----------------------------------
@@ -280,7 +334,7 @@ def test_each_entry_takes_over_the_pulumi_eks_child_its_index_named(upgraded):
 
 
 def test_a_replaced_entry_is_deleted_before_its_successor_is_created(upgraded):
-    made = [r for r in [*upgraded.of_type(ENTRY), *upgraded.of_type(ASSOCIATION)] if r.name.startswith("gpu-training-cluster-")]
+    made = [r for r in [*upgraded.of_type(ENTRY), *upgraded.of_type(ASSOCIATION)] if r.name.startswith("gpu-training-cluster-admin-")]
     assert len(made) == 4
     assert all(r.delete_before_replace for r in made)
 

@@ -25,6 +25,7 @@ from ..config import GpuTrainingPlatformArgs, Problem
 from ..config.image_lock import has_digest, locked_release_values, pinned
 from ..config.inputs import is_unknown
 from ..facts.images import chart_images, is_deployed, is_private_ecr, named_repository, registry_of, value_at
+from ..workloads.storage import TEAM_DIRECTORIES_IMAGE
 from .releases import stack_charts
 
 PATH = "images.requireMirror"
@@ -89,6 +90,8 @@ def stack_images(args: GpuTrainingPlatformArgs) -> Iterator[tuple[str, Optional[
             yield "the DCGM diagnostics", None, args.preflight.dcgm_diag.image
         if args.preflight.nccl.enabled and args.preflight.nccl.image:
             yield "the NCCL test", None, args.preflight.nccl.image
+    if args.storage.fsx.enabled and args.scheduling.teams:
+        yield "the FSx team directories Job", None, TEAM_DIRECTORIES_IMAGE
     if args.topology_labeler.enabled and args.topology_labeler.image is not None:
         yield "the topology labeler", None, args.topology_labeler.image
     yield from health_gate_images(args)

@@ -270,6 +270,8 @@ class TopologyLabelerArgs:
     this component only when it is true)."""
     tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags for every AWS resource. Default: none."""
+    image_digests: Mapping[str, str] = field(default_factory=dict)
+    """Image reference -> digest (`images.digests`): a built image's Dockerfile base is built from its locked digest. Default: none."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -365,7 +367,7 @@ class TopologyLabeler(pulumi.ComponentResource):
         self.image = (
             pulumi.Output.from_input(config.image)
             if config.image is not None
-            else build_and_push(name, ref.name, tags, parent=self, region=ref.region)
+            else build_and_push(name, ref.name, tags, parent=self, region=ref.region, base_digests=args.image_digests)
         )
 
         # Pod Identity injects credentials when a pod is created, so the pods must not start before

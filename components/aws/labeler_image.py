@@ -83,6 +83,18 @@ def build_context_files(directory: Path = LABELER_DIR) -> list[str]:
     return sorted(f for f in files if not excluded(f))
 
 
+BASE_IMAGE_ARG = "PYTHON_IMAGE"
+"""The Dockerfiles' build argument naming their base image (by tag in the Dockerfile)."""
+
+
+def dockerfile_base(directory: Path = LABELER_DIR) -> str:
+    """The base image ``directory``'s Dockerfile names by default (``ARG PYTHON_IMAGE=...``)."""
+    for line in (directory / "Dockerfile").read_text().splitlines():
+        if line.startswith(f"ARG {BASE_IMAGE_ARG}="):
+            return line.split("=", 1)[1].strip()
+    raise ValueError(f"{directory / 'Dockerfile'} has no ARG {BASE_IMAGE_ARG}=<image>")
+
+
 def build_context_tag(directory: Path = LABELER_DIR) -> str:
     """A tag that names the image's source: a hash of the Dockerfile and every file the build sees."""
     digest = hashlib.sha256()
@@ -112,11 +124,12 @@ def build_context_location(directory: Path = LABELER_DIR, working_directory: Pat
 
 def build_and_push(
     name: str, cluster_name: pulumi.Input[str], tags: Mapping[str, pulumi.Input[str]], parent: pulumi.Resource, region: str,
-    directory: Path = LABELER_DIR, repository_suffix: str = REPOSITORY_SUFFIX,
+    directory: Path = LABELER_DIR, repository_suffix: str = REPOSITORY_SUFFIX, base_digests: Mapping[str, str] | None = None,
 ) -> pulumi.Output[str]:
     """Build ``directory`` (``components/labeler`` by default), push it to a private ECR repository
     ``<cluster>/<repository_suffix>`` in ``region`` (children ``{name}-repository`` and
-    ``{name}-image`` of ``parent``) and return the digest reference of the push."""
+    ``{name}-image`` of ``parent``) and return the digest reference of the push. The Dockerfile's base
+    is built from the digest ``base_digests`` (``images.digests``) holds for it, when it holds one."""
     tags = dict(tags)
     repository = aws.ecr.Repository(
         f"{name}-repository",
@@ -144,6 +157,8 @@ def build_and_push(
     )
     tag = build_context_tag(directory)
     location = build_context_location(directory)
+    base = dockerfile_base(directory)
+    locked_base = (base_digests or {}).get(base)
     image = docker_build.Image(
         f"{name}-image",
         context={"location": location},
@@ -152,6 +167,8 @@ def build_and_push(
         # (docker-build still checks the Dockerfile's syntax at preview, which needs no daemon).
         build_on_preview=False,
         platforms=[IMAGE_PLATFORM],
+        # Only with a lock entry, so a stack without images.lock keeps its build inputs.
+        build_args={BASE_IMAGE_ARG: f"{base}@{locked_base}"} if locked_base else None,
         push=True,
         tags=[repository.repository_url.apply(lambda url: f"{url}:{tag}")],
         registries=[{"address": repository.repository_url, "username": token.user_name, "password": token.password}],

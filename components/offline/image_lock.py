@@ -29,6 +29,7 @@ from typing import Any, Iterator, Optional
 import yaml
 
 from ..addons.chart_source import chart_name
+from ..aws.labeler_image import HEALTH_GATE_DIR, LABELER_DIR, dockerfile_base
 from ..addons import efa_device_plugin, gpu_operator
 from ..config import ConfigError, GpuTrainingPlatformArgs
 from ..config.image_lock import LOCK_FILE, ImageLock, has_digest
@@ -131,7 +132,9 @@ def chart_references(args: GpuTrainingPlatformArgs, sources: ChartSources) -> It
             repository = named_repository(values, path, image)
             if isinstance(parent.get("image"), str) and parent["image"]:
                 repository = f"{repository}/{parent['image']}"  # the GPU Operator's repository/image:version
-            tag_key = "version" if "version" in parent and "tag" not in parent else "tag"
+            # The GPU Operator's images are <repository>/<image>:<version>, its version defaulting to
+            # the chart's appVersion; the other charts' <repository>:<tag>.
+            tag_key = "version" if isinstance(parent.get("image"), str) or ("version" in parent and "tag" not in parent) else "tag"
             tag = parent.get(tag_key) or app_versions.get(path.split(".")[0] if path.split(".")[0] in app_versions else "", "")
             tag = tag or app_versions.get("", "")
             if not tag or has_digest(str(tag)):
@@ -147,10 +150,15 @@ def _merged(base: Any, override: Any) -> Any:
 
 
 def stack_references(args: GpuTrainingPlatformArgs) -> Iterator[tuple[str, str]]:
-    """(what, reference) of every image the stack names itself by tag (the charts' aside)."""
+    """(what, reference) of every image the stack names itself by tag (the charts' aside), and the
+    base of each image it builds (the topology labeler's, the health gate's)."""
     for what, key, image in stack_images(args):
         if key is None and isinstance(image, str) and not is_unknown(image) and not has_digest(image):
             yield what, image
+    if args.topology_labeler.enabled and args.topology_labeler.image is None:
+        yield "the topology labeler's base (its Dockerfile)", dockerfile_base(LABELER_DIR)
+    if args.health_gate.enabled and args.health_gate.image is None:
+        yield "the health gate's base (its Dockerfile)", dockerfile_base(HEALTH_GATE_DIR)
 
 
 def lock_images(args: GpuTrainingPlatformArgs, lock: ImageLock, sources: ChartSources, *, check: bool = False,

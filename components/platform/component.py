@@ -298,7 +298,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         has nothing to wait for on GPU nodes, whose pods start as the nodes join."""
         return TopologyLabeler(
             topology_labeler_child_name(name),
-            TopologyLabelerArgs(cluster=self.cluster.ref, config=args.topology_labeler, tags=tags),
+            TopologyLabelerArgs(cluster=self.cluster.ref, config=args.topology_labeler, tags=tags, image_digests=args.images.digests),
             opts=pulumi.ResourceOptions(parent=self),
         )
 
@@ -310,7 +310,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
             HealthGateArgs(cluster=self.cluster.ref, config=locked_gate_images(args.health_gate, args.images.digests),
                            gpu_node_groups=list(args.gpu_node_groups),
                            karpenter_pools=list(args.karpenter.gpu_node_pools) if args.karpenter.enabled else [], tags=tags,
-                           image_mirrors=args.images.registry_mirrors),
+                           image_mirrors=args.images.registry_mirrors, image_digests=args.images.digests),
             opts=pulumi.ResourceOptions(parent=self),
         )
 

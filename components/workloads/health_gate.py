@@ -378,6 +378,8 @@ class HealthGateArgs:
     """Tags of the ECR repository (when the image is built). Default: none."""
     image_mirrors: Mapping[str, str] = field(default_factory=dict)
     """Source registry -> mirror prefix (`images.registryMirrors`) the check pod's images are pulled from; they travel in the gate's ConfigMap, where no transformation rewrites them. Default: none."""
+    image_digests: Mapping[str, str] = field(default_factory=dict)
+    """Image reference -> digest (`images.digests`): a built image's Dockerfile base is built from its locked digest. Default: none."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -408,7 +410,7 @@ class HealthGate(pulumi.ComponentResource):
             pulumi.Output.from_input(config.image)
             if config.image is not None
             else build_and_push(name, ref.name, dict(args.tags), parent=self, region=ref.region, directory=HEALTH_GATE_DIR,
-                                repository_suffix=REPOSITORY_SUFFIX)
+                                repository_suffix=REPOSITORY_SUFFIX, base_digests=args.image_digests)
         )
         managed_names = [pool.name for pool in args.gpu_node_groups]
         karpenter_names = [pool.name for pool in args.karpenter_pools]

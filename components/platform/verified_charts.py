@@ -11,8 +11,9 @@ mirror, with its secret credentials, or from the chart's repository), compares i
 lock's entry, and hands Helm only the checked archive's path: Helm installs a local archive as it
 is and fetches nothing (helm.sh/docs/helm/helm_install). A chart the lock has no entry for, an
 unpacked chart folder (which has no archive digest) and an archive with other bytes are refused,
-every one with its chart, before anything registers. Without a lock nothing changes: Helm pulls each
-chart from its source.
+every one with its chart, before anything registers. Without a lock, Helm pulls each chart from its
+source, unless the mirror needs credentials or a CA (secret configuration, which no resource input
+holds): then the program pulls, unchecked, and hands Helm the path the same way.
 """
 
 from __future__ import annotations
@@ -58,10 +59,11 @@ def _refusal(chart: str, version: str, lock: ChartLock, digest: str, where: str)
                    "record a new one on purpose with eks-gpu-training-render STACK --lock)")
 
 
-def _fetched(chart: str, version: str, args: GpuTrainingPlatformArgs, lock: ChartLock, cache: Path) -> list[Problem]:
+def _fetched(chart: str, version: str, args: GpuTrainingPlatformArgs, lock: Optional[ChartLock], cache: Path) -> list[Problem]:
     """A problem when ``cache`` has no archive of ``chart`` at ``version`` and none can be pulled
-    whose digest is the lock's; a pulled archive is kept only when it is."""
-    key, recorded = lock_key(chart, version), lock.digests[lock_key(chart, version)]
+    whose digest is the lock's (any, without a ``lock``); a pulled archive is kept only when it is."""
+    key = lock_key(chart, version)
+    recorded = lock.digests[key] if lock is not None else None
     cached = cache / f"{key}.tgz"
     if cached.is_file():
         return []
@@ -81,7 +83,7 @@ def _fetched(chart: str, version: str, args: GpuTrainingPlatformArgs, lock: Char
         if len(archives) != 1:
             return [Problem(f"{LOCK_FILE}[{key}]", f"{where} gave {len(archives)} archives for {chart_name(chart)} {version}, not one")]
         digest = archive_digest(archives[0])
-        if digest != recorded:
+        if lock is not None and digest != recorded:
             return [_refusal(chart, version, lock, digest, where)]
         os.replace(archives[0], cached)
     return []
@@ -91,9 +93,15 @@ def verified_chart_folder(args: GpuTrainingPlatformArgs, lock: Optional[ChartLoc
                           cache: Optional[Path] = None) -> tuple[Optional[str], list[Problem]]:
     """The folder the releases take their checked archives from (``charts.directory``'s, or the
     chart ``cache``: default ``default_cache()``), and a problem for each chart that fails the
-    ``lock``; (None, []) without a lock, when the releases keep their sources."""
+    ``lock``. Without a lock: (None, []), the releases keep their sources, unless the mirror needs
+    credentials or a CA, which Helm in the provider would not have: then the archives are pulled
+    here too, unchecked."""
+    charts = args.charts
     if lock is None:
-        return None, []
+        if charts.mirror is None or charts.directory is not None or (charts.mirror_username is None and charts.mirror_ca_file is None):
+            return None, []
+        folder = cache or default_cache()
+        return str(folder), [problem for chart, version in stack_charts(args) for problem in _fetched(chart, version, args, None, folder)]
     problems = []
     missing = [(chart, version) for chart, version in stack_charts(args) if lock_key(chart, version) not in lock.digests]
     problems += [Problem(f"{LOCK_FILE}[{lock_key(chart, version)}]",

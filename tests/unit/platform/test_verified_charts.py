@@ -7,6 +7,7 @@ only as secrets, and never in a resource's inputs."""
 from __future__ import annotations
 
 import tarfile
+import traceback
 from pathlib import Path
 
 import helm_python
@@ -61,19 +62,29 @@ def prod_charts(tmp_path) -> tuple[dict, Path, dict[str, str]]:
     return config, folder, digests
 
 
-def test_with_a_lock_every_release_installs_its_checked_archive_by_path(prod_charts, tmp_path, monkeypatch):
-    config, folder, digests = prod_charts
+def test_with_a_lock_every_release_installs_its_checked_archive_by_path(tmp_path, monkeypatch):
+    from eks_gpu_training.addons.chart_archives import CACHE_ENV
+
+    config = stack_config("prod")
+    pins = [(chart_name(chart), version) for chart, version in stack_charts(platform_args_from_settings(config))]
+    mirror = mirror_of(tmp_path / "mirror", pins)
+    digests = {f"{name}-{version}": archive_digest(tmp_path / "mirror" / f"{name}-{version}.tgz") for name, version in pins}
+    config[f"{PROJECT}:charts"] = {"mirror": mirror.url}
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.chdir(project_with_lock(tmp_path / "project", digests))
-    graph = run_main(config, project_root=PROJECT_ROOT)
-    assert graph.error is None, graph.error
+    try:
+        graph = run_main(config, project_root=PROJECT_ROOT)
+    finally:
+        mirror.stop()
+    assert graph.error is None, "".join(traceback.format_exception(graph.error))
     releases = graph.of_type(RELEASE)
     assert len(releases) == len(digests)
     for release in releases:
         # A path and nothing else: Helm installs the file as it is and fetches no chart.
         assert "repositoryOpts" not in release.inputs
         assert "version" not in release.inputs
+        assert Path(release.inputs["chart"]).parent == tmp_path / "cache"
         assert archive_digest(Path(release.inputs["chart"])) in digests.values()
-        assert Path(release.inputs["chart"]).parent == folder
 
 
 def test_an_archive_with_other_bytes_than_the_lock_records_registers_nothing(prod_charts, tmp_path, monkeypatch):
@@ -195,17 +206,24 @@ def test_a_mirror_password_in_plain_text_is_refused_and_a_secret_one_accepted():
     assert platform_args_from_settings(encrypted).charts.mirror_password is None
 
 
-def test_the_mirror_credentials_reach_no_resource_input():
+def test_a_mirror_with_credentials_is_pulled_from_by_the_program_and_they_reach_no_resource_input(tmp_path, monkeypatch):
     from eks_gpu_training import GpuTrainingPlatform
+    from eks_gpu_training.addons.chart_archives import CACHE_ENV
     from harness import run_program
 
     config = stack_config("prod")
-    config[f"{PROJECT}:charts"] = {"mirror": "https://charts.corp.example/helm", "mirrorUsername": "deploy-user-7",
-                                   "mirrorPassword": "s3cr3t-token-9"}
-    args = platform_args_from_settings(config, secret_keys=[f"{PROJECT}:charts"])
-    graph = run_program(lambda: GpuTrainingPlatform("gpu-training", args))
-    assert graph.error is None, graph.error
-    assert graph.of_type(RELEASE)
+    pins = [(chart_name(chart), version) for chart, version in stack_charts(platform_args_from_settings(config))]
+    mirror = mirror_of(tmp_path / "mirror", pins)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    try:
+        config[f"{PROJECT}:charts"] = {"mirror": mirror.url, "mirrorUsername": "deploy-user-7", "mirrorPassword": "s3cr3t-token-9"}
+        args = platform_args_from_settings(config, secret_keys=[f"{PROJECT}:charts"])
+        graph = run_program(lambda: GpuTrainingPlatform("gpu-training", args))
+    finally:
+        mirror.stop()
+    assert graph.error is None, "".join(traceback.format_exception(graph.error))
+    # No lock here: the program pulls with the credentials Helm in the provider would not have.
+    assert {Path(r.inputs["chart"]).parent for r in graph.of_type(RELEASE)} == {tmp_path / "cache"}
     text = repr([(r.inputs, r.name) for r in graph.resources])
     assert "s3cr3t-token-9" not in text
     assert "deploy-user-7" not in text

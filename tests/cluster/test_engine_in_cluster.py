@@ -16,10 +16,12 @@ pretends to run, like Kueue's."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,10 +36,12 @@ from eks_gpu_training.addons import gpu_operator, karpenter
 from eks_gpu_training.addons.chart_source import chart_name, release_chart
 from eks_gpu_training.config import SubnetRef
 from eks_gpu_training.local import build as builds
+from eks_gpu_training.addons.chart_archives import CACHE_ENV, LOCK_FILE, ChartLock, archive_digest, lock_key
 from eks_gpu_training.offline.chart_sources import MIRROR_ENV, ChartSources
 from eks_gpu_training.offline.engine import stack_config
 from harness import PROJECT_ROOT
 from eks_gpu_training.platform.loading import platform_args_from_settings
+from eks_gpu_training.platform.releases import stack_charts
 from eks_gpu_training.platform.stack_files import stack_config_dir, stack_file_name
 
 from clusters import start
@@ -416,6 +420,100 @@ def test_pulumi_up_of_the_project_deploys_the_in_cluster_half_and_destroy_remove
         assert release_secrets(bare_cluster.env) == ["sh.helm.release.v1.gpu-operator.v1"]
         assert project.pulumi("preview", "-s", "local", "--expect-no-changes").returncode == 0
     finally:
+        destroyed = project.pulumi("destroy", "-s", "local", "--yes")
+    assert destroyed.returncode == 0
+    assert release_secrets(bare_cluster.env) == []
+
+
+# charts.lock at `pulumi up`: the project with a lock beside its stack file and its charts from a
+# mirror. A deployer whose mirror serves the reviewed archives installs them; one whose mirror
+# serves another archive under the same chart version (repackaged with a changed file) is refused
+# before anything changes. Each run pulls into a chart cache of its own, as a fresh machine does.
+
+def tampered_mirror(folder: Path, chart: str, version: str, others: list[Path]):
+    """A Helm repository on loopback serving ``chart`` at ``version`` repackaged with one more file
+    (same name and version, other bytes), and ``others`` as they are."""
+    import helm_python
+
+    from chart_mirror import ChartMirror
+
+    served, work = folder / "served", folder / "work"
+    served.mkdir(parents=True)
+    work.mkdir()
+    for archive in others:
+        shutil.copy(archive, served / archive.name)
+    reviewed = ChartSources.configured().locate(chart, version, gpu_operator.CHART_REPOSITORY)
+    with tarfile.open(reviewed) as tar:
+        tar.extractall(work, filter="data")
+    (work / chart_name(chart) / "templates" / "extra-configmap.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: not-reviewed\ndata:\n  served: by-the-mirror\n")
+    helm_python.package(work / chart_name(chart), destination=served)
+    helm_python.repo_index_generate(served)
+    return ChartMirror(served)
+
+
+def locked_project(tools: Path, folder: Path, config: dict, lock: dict[str, str]) -> Project:
+    project = Project(tools, folder, "local", config)
+    ChartLock(stack_config_dir(folder) / LOCK_FILE, lock).write()
+    return project
+
+
+def with_mirror(project: Project, config: dict, mirror: str, cache: Path) -> None:
+    """The stack file with its charts from ``mirror``, and the chart cache ``cache`` for the next run."""
+    config = {**config, f"{PROJECT}:charts": {"mirror": mirror}}
+    (stack_config_dir(project.folder) / stack_file_name(project.stack)).write_text(yaml.safe_dump({"config": config}))
+    project.env[CACHE_ENV] = str(cache)
+
+
+def deployment(project: Project) -> list[dict]:
+    """The stack's resources as ``pulumi stack export`` shows them."""
+    exported = project.pulumi("stack", "export", "-s", project.stack)
+    assert exported.returncode == 0
+    return json.loads(exported.stdout)["deployment"].get("resources") or []
+
+
+def test_pulumi_up_installs_the_locked_archive_and_refuses_a_mirror_serving_another_one_before_any_change(
+        tools, bare_cluster, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("project-locked")
+    config = in_cluster_config(bare_cluster.kubeconfig, folder / "unused")
+    del config[f"{PROJECT}:charts"]
+    args = platform_args_from_settings(config)
+    sources = ChartSources.configured()
+    archives = {(chart, version): sources.locate(chart, version, gpu_operator.CHART_REPOSITORY if chart == gpu_operator.CHART else None)
+                for chart, version in stack_charts(args)}
+    lock = {lock_key(chart, version): archive_digest(path) for (chart, version), path in archives.items()}
+    operator = lock_key(gpu_operator.CHART, args.gpu_operator.chart_version)
+    project = locked_project(tools, folder, config, lock)
+    mirror = tampered_mirror(tmp_path_factory.mktemp("tampered"), gpu_operator.CHART, args.gpu_operator.chart_version,
+                             [path for (chart, _), path in archives.items() if chart != gpu_operator.CHART])
+    try:
+        # The reviewed mirror: each archive checked, and the release installed from its checked copy.
+        cache = tmp_path_factory.mktemp("cache-reviewed")
+        with_mirror(project, config, os.environ[MIRROR_ENV], cache)
+        assert project.pulumi("up", "-s", "local", "--yes").returncode == 0
+        assert release_secrets(bare_cluster.env) == ["sh.helm.release.v1.gpu-operator.v1"]
+        [release] = [r for r in deployment(project) if r["type"] == "kubernetes:helm.sh/v3:Release"
+                     and r["urn"].endswith("gpu-training-gpu-operator-release")]
+        assert release["inputs"]["chart"] == str(cache / f"{operator}.tgz")
+        assert archive_digest(Path(release["inputs"]["chart"])) == lock[operator]
+        before = deployment(project)
+
+        # Another deployer, whose mirror serves other bytes under the same version.
+        fresh = tmp_path_factory.mktemp("cache-tampered")
+        with_mirror(project, config, mirror.url, fresh)
+        refused = project.pulumi("up", "-s", "local", "--yes")
+        shown = refused.stdout + refused.stderr
+        assert refused.returncode != 0
+        assert f"charts.lock[{operator}]: the mirror {mirror.url} holds gpu-operator {args.gpu_operator.chart_version} as sha256:" in shown
+        assert f"not the {lock[operator]}" in shown
+        assert "Traceback" not in shown
+        assert deployment(project) == before
+        assert release_secrets(bare_cluster.env) == ["sh.helm.release.v1.gpu-operator.v1"]
+        assert not (fresh / f"{operator}.tgz").exists()
+        assert not exists(lambda: bare_cluster.env.core.read_namespaced_config_map("not-reviewed", gpu_operator.NAMESPACE))
+    finally:
+        mirror.stop()
+        with_mirror(project, config, os.environ[MIRROR_ENV], cache)
         destroyed = project.pulumi("destroy", "-s", "local", "--yes")
     assert destroyed.returncode == 0
     assert release_secrets(bare_cluster.env) == []

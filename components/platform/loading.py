@@ -15,9 +15,8 @@ from ..config import PROJECT, ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.arguments import problems_from_validation_error as config_problems
 from ..config.charts import plain_credential_problems
 from ..config.inputs import InputText
-from .validation import validate_stack
 from ..config.image_lock import with_image_lock
-from .stack_files import find_project, stack_config_dir
+from .validation import validate_stack
 
 
 def problems_from_validation_error(error: pydantic.ValidationError) -> list[Problem]:
@@ -126,16 +125,16 @@ def config_namespace(settings: Mapping[str, Any], project: str | None) -> str:
     return PROJECT
 
 
-def load_stack_config(project: str | None = None) -> GpuTrainingPlatformArgs:
+def load_stack_config(project: str | None = None, stack_dir: Path | None = None) -> GpuTrainingPlatformArgs:
     """Read the current stack's configuration (the keys of one project namespace plus
     ``aws:region``) and check it. ``project`` names the namespace; by default the running program's
-    own (``pulumi.get_project()``) when the stack sets keys in it, else ``eks-gpu-training``."""
+    own (``pulumi.get_project()``) when the stack sets keys in it, else ``eks-gpu-training``.
+    ``stack_dir``: the folder of the stack files, whose ``images.lock`` the stack's images are
+    deployed by (default: none read)."""
     import pulumi.runtime.config as runtime_config
 
     settings = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
     secret_keys = {key for key in settings if runtime_config.is_config_secret(key)} | set(runtime_config.get_config_secret_keys_env())
     namespace = config_namespace(settings, project)
-    # images.lock beside the stack files: Pulumi runs the program in its project's folder.
-    project_dir = find_project(Path.cwd())
-    settings = with_image_lock(settings, namespace, stack_config_dir(project_dir) if project_dir is not None else None)
+    settings = with_image_lock(settings, namespace, stack_dir)
     return platform_args_from_settings(settings, namespace, secret_keys)

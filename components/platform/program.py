@@ -8,16 +8,21 @@ run it for a project that has no ``__main__.py``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pulumi
 
 from .names import PLATFORM_NAME
 from .component import GpuTrainingPlatform
 from .in_cluster import GpuTrainingInCluster
 from .loading import load_stack_config
+from .stack_files import find_project, stack_config_dir
 
 
 def stack_program() -> None:
-    config = load_stack_config()
+    # images.lock beside the stack files: Pulumi runs the program in its project's folder.
+    project_dir = find_project(Path.cwd())
+    config = load_stack_config(stack_dir=stack_config_dir(project_dir) if project_dir is not None else None)
     if config.in_cluster.enabled:
         # inCluster: only the in-cluster half, through a kubeconfig; nothing in AWS.
         in_cluster = GpuTrainingInCluster(PLATFORM_NAME, config)

@@ -148,3 +148,21 @@ def test_a_built_image_is_built_from_its_locked_base_and_from_the_dockerfiles_ta
     config[f"{PROJECT}:images"] = {"digests": {base: DIGEST}}
     builds = run_main(config).of_type("docker-build:index:Image")
     assert [image.inputs.get("buildArgs") for image in builds] == [{"PYTHON_IMAGE": f"{base}@{DIGEST}"}] * 2
+
+
+def test_the_stack_program_reads_the_lock_beside_the_stack_files_of_its_project(tmp_path, monkeypatch):
+    """As ``pulumi up`` runs it: in the project's folder, with the stack's settings from the CLI."""
+    from eks_gpu_training.offline.engine import run_program
+    from eks_gpu_training.platform.program import stack_program
+
+    config = stack_config("dev")
+    image = config[f"{PROJECT}:scheduling"]["trainingApps"][0]["job"]["image"]
+    (tmp_path / "Pulumi.yaml").write_text("name: eks-gpu-training\nruntime: python\nstackConfigDir: stacks\n")
+    (tmp_path / "stacks").mkdir()
+    ImageLock(tmp_path / "stacks" / "images.lock", {image: DIGEST}).write()
+    monkeypatch.chdir(tmp_path)
+    graph = run_program(stack_program, config)
+    assert graph.error is None, graph.error
+    pulled = {container["image"] for job in graph.of_type("kubernetes:batch/v1:Job")
+              for container in job.inputs["spec"]["template"]["spec"]["containers"]}
+    assert f"{image}@{DIGEST}" in pulled, pulled

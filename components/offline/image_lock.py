@@ -177,8 +177,12 @@ def record_digests(wanted: list[tuple[str, str]], chart_tags: dict[str, dict[str
                    mirrors: dict[str, str], *, check: bool = False, update: bool = False) -> list[str]:
     """Resolve each (what, reference) of ``wanted`` and write them into ``lock`` unless ``check`` or
     a problem; the problems, one line each, naming the image."""
+    users: dict[str, list[str]] = {}
+    for what, reference in wanted:
+        users.setdefault(reference, []).append(what)
     problems, digests = [], {}
-    for what, reference in dict((reference, (what, reference)) for what, reference in wanted).values():
+    for reference, whats in users.items():
+        what = ", ".join(dict.fromkeys(whats))
         try:
             digest = resolve_digest(reference, mirrors)
         except ImageUnresolved as error:

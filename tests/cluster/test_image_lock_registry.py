@@ -107,3 +107,70 @@ def test_an_unreachable_registry_fails_with_one_line_naming_the_image(tmp_path):
     assert problem.startswith(f"training job train: {reference}: 127.0.0.1:")
     assert "is unreachable (ConnectionError)" in problem
     assert not lock.path.exists()
+
+
+MIRRORED_REGISTRIES = ("public.ecr.aws", "nvcr.io", "registry.k8s.io", "docker.io", "ghcr.io",
+                       "602401143452.dkr.ecr.us-west-2.amazonaws.com", "444455556666.dkr.ecr.us-west-2.amazonaws.com")
+"""Every registry the shipped stacks name, each mirrored into the loopback registry."""
+
+
+def _mirrored_stack(tmp_path, stack, host):
+    """A project folder holding ``stack``'s file with every registry mirrored to ``host``."""
+    import yaml
+    from harness import stack_config
+
+    config = stack_config(stack)
+    config["eks-gpu-training:images"] = {"registryMirrors": {r: f"{host}/{r.split('.')[0]}" for r in MIRRORED_REGISTRIES}}
+    (tmp_path / "Pulumi.yaml").write_text("name: eks-gpu-training\nruntime: python\nstackConfigDir: stacks\n")
+    (tmp_path / "stacks").mkdir(exist_ok=True)
+    path = tmp_path / "stacks" / f"Pulumi.{stack}.yaml"
+    path.write_text(yaml.safe_dump({"config": config}))
+    return path
+
+
+def test_the_command_locks_every_image_of_a_stack_through_its_mirror_and_refuses_a_moved_tag(registry, tmp_path, capsys, chart_sources):
+    from eks_gpu_training.facts.images import mirrored
+    from eks_gpu_training.offline.image_lock import _unlocked_args, chart_references, main, stack_references
+    from eks_gpu_training.platform.stack_files import locate_stack
+
+    path = _mirrored_stack(tmp_path, "prod", registry)
+    args = _unlocked_args(locate_stack(path))
+    references = {reference for _, reference in stack_references(args)}
+    references |= {reference for _, _, reference, _ in chart_references(args, chart_sources)}
+    assert "python:3.13-slim" in references
+    assert "nvcr.io/nvidia/gpu-operator:v26.7.0" in references
+    pushed = {}
+    for number, reference in enumerate(sorted(references)):
+        name, _, tag = mirrored(reference, args.images.registry_mirrors).partition("/")[2].rpartition(":")
+        pushed[reference] = push_image(registry, name, tag, f"image {number}".encode(), tmp_path)
+
+    assert main([str(path)]) == 0, capsys.readouterr().err
+    lock = ImageLock.read(path.parent / "images.lock")
+    assert lock.digests == pushed
+    assert lock.chart_tags["gpu-operator-v26.7.0"]["operator.version"] == "nvcr.io/nvidia/gpu-operator:v26.7.0"
+    assert main([str(path), "--check"]) == 0
+
+    moved = "nvcr.io/nvidia/gpu-operator:v26.7.0"
+    name, _, tag = mirrored(moved, args.images.registry_mirrors).partition("/")[2].rpartition(":")
+    now = push_image(registry, name, tag, b"another operator", tmp_path)
+    capsys.readouterr()
+    assert main([str(path), "--check"]) == 1
+    errors = capsys.readouterr().err.splitlines()
+    # Each object that names the image is named (the GPU Operator runs its validator from the same image).
+    assert errors == [f"lock-images failed: Helm release gpu-operator: operator.repository, Helm release gpu-operator: "
+                      f"validator.repository: {moved} is now {now}, not the {pushed[moved]} images.lock records; refused "
+                      "(run with --update to lock the new image on purpose)"]
+    assert main([str(path)]) == 1
+    assert ImageLock.read(path.parent / "images.lock").digests == pushed
+
+
+def test_the_command_fails_cleanly_when_the_mirror_is_unreachable(tmp_path, capsys, chart_sources):
+    from eks_gpu_training.offline.image_lock import main
+
+    path = _mirrored_stack(tmp_path, "dev", f"127.0.0.1:{free_port()}")
+    assert main([str(path)]) == 1
+    errors = capsys.readouterr().err.splitlines()
+    assert errors
+    assert all(line.startswith("lock-images failed: ") and "is unreachable (ConnectionError)" in line for line in errors)
+    assert "Traceback" not in "\n".join(errors)
+    assert not (path.parent / "images.lock").exists()

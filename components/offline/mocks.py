@@ -99,6 +99,10 @@ class PlausibleMocks(pulumi.runtime.Mocks):
         elif typ in ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2"):
             # An unnamed bucket gets a generated name, like an IAM role.
             outputs.setdefault("bucket", f"{name}-7g8h9i")
+        elif typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
+            # FSx generates the mount name (8 letters and digits) and the DNS name of a new file system.
+            outputs.setdefault("mountName", "abcdef12")
+            outputs.setdefault("dnsName", f"{name}.fsx.{outputs.get('region', 'us-west-2')}.amazonaws.com")
         elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
             outputs.update(latestVersion=1, defaultVersion=1)
         elif typ == "aws:ecr/repository:Repository":

@@ -24,7 +24,8 @@ from ..config import (
 from .host_network_admission import host_network_policy_binding_manifest, host_network_policy_manifest
 from ..facts.gpu_nodes import network_layer_key
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity
-from .teams import namespace_quota
+from .teams import namespace_quota, team_of
+from ..config.teams import team_gid
 from .queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, app_topology, pool_flavor
 from .smoke_test import SmokeTestPool
 from .storage import training_storage_fields
@@ -174,10 +175,12 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
             unreachable_node_seconds=args.kueue.unreachable_node_seconds,
         )
     instance_types = tuple(app.instance_types if app.instance_types is not None else pool.instance_types)
+    namespace = app.namespace if app.namespace is not None else scheduling.namespaces[0].name
+    team = team_of(args, namespace)
     return TrainingJobSpec(
         name=app.name,
         nodes=app.nodes,
-        namespace=app.namespace if app.namespace is not None else scheduling.namespaces[0].name,
+        namespace=namespace,
         instance_types=instance_types,
         priority_class=app.priority_class if app.priority_class is not None else default_priority_class(scheduling.priority_classes),
         gpus_per_node=app.gpus_per_node,
@@ -189,7 +192,8 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
         cpu=app.cpu,
         memory=app.memory,
         shm_size_limit=app.shm_size_limit,
-        **training_storage_fields(args, app.instance_types if app.instance_types is not None else pool.instance_types),
+        **training_storage_fields(args, app.instance_types if app.instance_types is not None else pool.instance_types, namespace),
+        run_as=team_gid(team) if team is not None else None,
         service_account=scheduling.service_account.name,
         node_loads={t: stack_node_load(args, t, efa_node=pool.efa_enabled) for t in instance_types if t in GPU_INSTANCE_TYPES},
         **runs,

@@ -11,8 +11,10 @@ data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -20,8 +22,11 @@ import pulumi_kubernetes as k8s
 from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
-from ..aws.storage import FSX_CSI_DRIVER, LustreVolume
+from ..aws.storage import FSX_CSI_DRIVER, FSX_CSI_NAMESPACE, LustreVolume
 from ..config import GpuTrainingPlatformArgs
+from ..config.inputs import joined
+from ..config.teams import team_data_path
+from .training_spec import PART_OF
 from ..facts.instance_store import ephemeral_storage_request
 
 FSX_CLAIM = "fsx-lustre"
@@ -52,17 +57,34 @@ STACK_CLAIMS_WITH_FSX = 1
 ``persistentvolumeclaims`` gets them on top of the users' own."""
 
 
-def persistent_volume_name(namespace: str) -> str:
+def claim_name(team: Optional[str] = None) -> str:
+    """A namespace's claim: ``fsx-lustre`` (the whole file system), or ``fsx-lustre-<team>`` (its
+    team's directory). A new name, not the old claim changed: a bound claim's ``volumeName`` and a
+    volume's ``csi`` are immutable."""
+    return FSX_CLAIM if team is None else f"{FSX_CLAIM}-{team}"
+
+
+def persistent_volume_name(namespace: str, team: Optional[str] = None) -> str:
     """The PersistentVolume of a namespace's claim (PersistentVolumes are cluster-scoped)."""
-    return f"{namespace}-{FSX_CLAIM}"
+    return f"{namespace}-{claim_name(team)}"
 
 
-def lustre_persistent_volume(namespace: str, volume: LustreVolume) -> dict[str, Any]:
-    """A ReadWriteMany PersistentVolume of the whole file system, bound in advance to the namespace's claim."""
+def team_mount_name(mount_name: pulumi.Input[str], team: str) -> pulumi.Input[str]:
+    """The ``mountname`` of a team's volume: the file system's followed by the team's directory. The
+    FSx CSI driver mounts ``<dnsname>@tcp:/<mountname>`` (kubernetes-sigs/aws-fsx-csi-driver
+    pkg/driver/node.go, NodePublishVolume), a Lustre subdirectory mount: the pod sees that directory
+    as the volume's root and nothing above it (FSx for Lustre User Guide, "Mounting specific
+    filesets"). The directory must exist first (``team_directories_job``)."""
+    return joined(mount_name, f"/{team_data_path(team)}")
+
+
+def lustre_persistent_volume(namespace: str, volume: LustreVolume, team: Optional[str] = None) -> dict[str, Any]:
+    """A ReadWriteMany PersistentVolume of the whole file system, or of ``team``'s directory, bound
+    in advance to the namespace's claim: no claim of another namespace can take it (``claimRef``)."""
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
-        "metadata": {"name": persistent_volume_name(namespace)},
+        "metadata": {"name": persistent_volume_name(namespace, team)},
         "spec": {
             "capacity": {"storage": f"{volume.capacity_gib}Gi"},
             "volumeMode": "Filesystem",
@@ -70,28 +92,95 @@ def lustre_persistent_volume(namespace: str, volume: LustreVolume) -> dict[str, 
             "persistentVolumeReclaimPolicy": "Retain",
             "storageClassName": "",
             "mountOptions": list(LUSTRE_MOUNT_OPTIONS),
-            "claimRef": {"namespace": namespace, "name": FSX_CLAIM},
+            "claimRef": {"namespace": namespace, "name": claim_name(team)},
             "csi": {
                 "driver": FSX_CSI_DRIVER,
-                "volumeHandle": volume.file_system_id,
-                "volumeAttributes": {"dnsname": volume.dns_name, "mountname": volume.mount_name},
+                "volumeHandle": volume.file_system_id if team is None else joined(volume.file_system_id, f":{team}"),
+                "volumeAttributes": {
+                    "dnsname": volume.dns_name,
+                    "mountname": volume.mount_name if team is None else team_mount_name(volume.mount_name, team),
+                },
             },
         },
     }
 
 
-def lustre_claim(namespace: str) -> dict[str, Any]:
+def lustre_claim(namespace: str, team: Optional[str] = None) -> dict[str, Any]:
     """The namespace's claim on its PersistentVolume (no storage class: static binding only); its
     request is ``CLAIM_REQUEST_GIB`` whatever the file system's size."""
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": FSX_CLAIM, "namespace": namespace},
+        "metadata": {"name": claim_name(team), "namespace": namespace},
         "spec": {
             "accessModes": ["ReadWriteMany"],
             "storageClassName": "",
-            "volumeName": persistent_volume_name(namespace),
+            "volumeName": persistent_volume_name(namespace, team),
             "resources": {"requests": {"storage": f"{CLAIM_REQUEST_GIB}Gi"}},
+        },
+    }
+
+
+TEAM_DIRECTORIES_NAMESPACE = FSX_CSI_NAMESPACE
+"""Where the Job that makes the teams' directories runs, with a claim on the whole file system:
+kube-system, which only cluster admins reach."""
+
+TEAM_DIRECTORIES_IMAGE = "public.ecr.aws/docker/library/busybox:1.37.0"
+"""A shell with mkdir, chown and chmod (Docker's official busybox image, as ECR Public serves it)."""
+
+TEAM_DIRECTORY_MODE = "2770"
+"""A team directory's mode: its owner and group read, write and enter it, nobody else; setgid, so
+what is made in it belongs to the team's group whoever makes it."""
+
+TEAM_DIRECTORIES_CAPABILITIES = ("CHOWN", "FOWNER")
+"""All the Job's root needs: give a directory to the team (CHOWN) and set the mode of one it no
+longer owns (FOWNER)."""
+
+
+def team_directories_script(teams: Mapping[str, int], mount_path: str = "/fsx") -> str:
+    """Shell that makes each team's directory (``teams/<team>``, by gid) if missing and gives it to the team."""
+    lines = ["set -eu"]
+    for team, gid in sorted(teams.items()):
+        path = f"{mount_path}/{team_data_path(team)}"
+        lines += [f"mkdir -p {path}", f"chown {gid}:{gid} {path}", f"chmod {TEAM_DIRECTORY_MODE} {path}"]
+    return "\n".join(lines)
+
+
+def team_directories_job_name(teams: Mapping[str, int]) -> str:
+    """The Job's name, new for each set of teams and IDs (a Job's pod template cannot change)."""
+    digest = hashlib.sha256(json.dumps(sorted(teams.items())).encode()).hexdigest()[:10]
+    return f"fsx-team-directories-{digest}"
+
+
+def team_directories_job(teams: Mapping[str, int]) -> dict[str, Any]:
+    """The Job that makes the teams' directories on the whole file system, as root holding only
+    ``TEAM_DIRECTORIES_CAPABILITIES``; it runs once per set of teams and is kept once done."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": team_directories_job_name(teams), "namespace": TEAM_DIRECTORIES_NAMESPACE,
+                     "labels": {"app.kubernetes.io/part-of": PART_OF}},
+        "spec": {
+            "backoffLimit": 3,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{
+                        "name": "directories",
+                        "image": TEAM_DIRECTORIES_IMAGE,
+                        "command": ["sh", "-c", team_directories_script(teams)],
+                        "securityContext": {
+                            "runAsUser": 0,
+                            "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"], "add": list(TEAM_DIRECTORIES_CAPABILITIES)},
+                        },
+                        "volumeMounts": [{"name": "fsx", "mountPath": "/fsx"}],
+                    }],
+                    "volumes": [{"name": "fsx", "persistentVolumeClaim": {"claimName": FSX_CLAIM}}],
+                },
+            },
         },
     }
 
@@ -101,12 +190,14 @@ def stack_claims(args: GpuTrainingPlatformArgs) -> int:
     return STACK_CLAIMS_WITH_FSX if args.storage.fsx.enabled else 0
 
 
-def training_storage_fields(args: GpuTrainingPlatformArgs, instance_types: Sequence[str]) -> dict[str, Any]:
-    """The storage fields of a ``TrainingJobSpec``: the FSx claim and its mount path, and an
-    ephemeral-storage request sized to the nodes' instance-store RAID0."""
+def training_storage_fields(args: GpuTrainingPlatformArgs, instance_types: Sequence[str], namespace: Optional[str] = None) -> dict[str, Any]:
+    """The storage fields of a ``TrainingJobSpec`` in ``namespace``: its FSx claim (its team's
+    directory in a team's namespace) and its mount path, and an ephemeral-storage request sized to
+    the nodes' instance-store RAID0."""
     fields: dict[str, Any] = {}
     if args.storage.fsx.enabled:
-        fields.update(shared_volume_claim=FSX_CLAIM, shared_volume_mount_path=args.storage.fsx.mount_path)
+        team = next((t.name for t in args.scheduling.teams if namespace in t.namespaces), None)
+        fields.update(shared_volume_claim=claim_name(team), shared_volume_mount_path=args.storage.fsx.mount_path)
     if args.storage.instance_store == "raid0":
         fields["ephemeral_storage"] = ephemeral_storage_request(instance_types)
     return fields
@@ -126,6 +217,12 @@ class TrainingStorageArgs:
     cluster: Optional[ClusterInput] = None
     """The cluster whose Kubernetes provider the objects go on (a ``ClusterRef``, ``EksCluster`` or
     ``pulumi_eks.Cluster``); default: the Kubernetes provider in ``opts``."""
+    teams: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """Teams and their namespaces, among ``namespaces``: a team's namespace gets a volume of the
+    team's directory ``teams/<team>`` only, which a Job makes first. Default: none (every namespace
+    gets the whole file system)."""
+    team_ids: Mapping[str, int] = field(default_factory=dict)
+    """Each team's user and group ID, owner of its directory (``config.teams.team_gid``). Default: none."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, optional_cluster_field(self))
@@ -136,26 +233,46 @@ class TrainingStorage(pulumi.ComponentResource):
     """A PersistentVolume and its claim in each training namespace. Give it the ``cluster`` (or its Kubernetes provider in ``opts``)."""
 
     claim_name: pulumi.Output[str]
-    """The claim's name, the same in every namespace."""
+    """The name of the whole file system's claim (a team's namespace has ``fsx-lustre-<team>``, ``claim_name``)."""
 
     def __init__(self, name: str, args: Optional[TrainingStorageArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
         args = component_args(TrainingStorageArgs, "TrainingStorage", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"TrainingStorage({name})")
         super().__init__("eks-gpu-training:index:TrainingStorage", name, None, opts)
         after = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
+        team_of = {namespace: team for team, namespaces in args.teams.items() for namespace in namespaces}
+        directories: list[pulumi.Resource] = []
+        if args.teams:
+            ids = {team: args.team_ids[team] for team in args.teams}
+            claim = self._claim(name, TEAM_DIRECTORIES_NAMESPACE, None, args, after)
+            job_body = team_directories_job(ids)
+            # Awaited until it completes, so no team's volume is mounted before its directory exists.
+            directories.append(k8s.batch.v1.Job(
+                f"{name}-team-directories", metadata=job_body["metadata"], spec=job_body["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, claim]),
+            ))
         for namespace in args.namespaces:
-            volume_body = lustre_persistent_volume(namespace, args.volume)
-            volume = k8s.core.v1.PersistentVolume(
-                f"{name}-{namespace}-volume", metadata=volume_body["metadata"], spec=volume_body["spec"], opts=after
-            )
-            claim_body = lustre_claim(namespace)
-            k8s.core.v1.PersistentVolumeClaim(
-                f"{name}-{namespace}-claim",
-                metadata=claim_body["metadata"],
-                spec=claim_body["spec"],
-                opts=pulumi.ResourceOptions(
-                    parent=self, depends_on=[*args.depends_on, volume], ignore_changes=list(CLAIM_IGNORED_CHANGES)
-                ),
-            )
+            team = team_of.get(namespace)
+            self._claim(name, namespace, team, args, pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *directories]))
         self.claim_name = pulumi.Output.from_input(FSX_CLAIM)
         self.register_outputs({"claimName": self.claim_name})
+
+    def _claim(
+        self, name: str, namespace: str, team: Optional[str], args: TrainingStorageArgs, after: pulumi.ResourceOptions
+    ) -> k8s.core.v1.PersistentVolumeClaim:
+        """The namespace's volume and claim; a team's are named after the team, so switching a
+        namespace to its team's directory makes new ones and deletes the old (data kept: Retain)."""
+        stem = f"{name}-{namespace}" if team is None else f"{name}-{namespace}-{team}"
+        volume_body = lustre_persistent_volume(namespace, args.volume, team)
+        volume = k8s.core.v1.PersistentVolume(
+            f"{stem}-volume", metadata=volume_body["metadata"], spec=volume_body["spec"], opts=after
+        )
+        claim_body = lustre_claim(namespace, team)
+        return k8s.core.v1.PersistentVolumeClaim(
+            f"{stem}-claim",
+            metadata=claim_body["metadata"],
+            spec=claim_body["spec"],
+            opts=pulumi.ResourceOptions.merge(
+                after, pulumi.ResourceOptions(depends_on=[volume], ignore_changes=list(CLAIM_IGNORED_CHANGES))
+            ),
+        )

@@ -133,6 +133,18 @@ capabilities; with hostNetwork those would act on the node's own network, so the
 every training pod."""
 
 
+def training_pod_security(spec: TrainingJobSpec) -> dict[str, Any]:
+    """The pod's security context: RuntimeDefault seccomp, and with ``run_as`` (a team's ID) a
+    non-root user and group, also the supplementary group of every volume (``fsGroup``), so the
+    team's directory (mode 2770, group the team's) and the folders the kubelet makes in it for a
+    ``subPath`` (with the volume root's mode: kubernetes/kubernetes pkg/kubelet/kubelet_pods.go,
+    ``makeMounts``) are the containers' to write, and nobody else's."""
+    context: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if spec.run_as is not None:
+        context.update(runAsNonRoot=True, runAsUser=spec.run_as, runAsGroup=spec.run_as, fsGroup=spec.run_as)
+    return context
+
+
 def image_pull_policy(image: str) -> str:
     """``IfNotPresent`` for an image named by digest (the bytes cannot change); ``Always`` for a tag,
     so a tag moved to a rebuilt image is never served stale from a node's cache (the kubelet then
@@ -158,7 +170,7 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
         + [checkpoint_mount(spec)],
         securityContext={
             "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"], "add": list(TRAINING_CAPABILITIES)},
+            "capabilities": {"drop": ["ALL"]} if spec.run_as is not None else {"drop": ["ALL"], "add": list(TRAINING_CAPABILITIES)},
         },
     )
     shm: dict[str, Any] = {"medium": "Memory"}
@@ -170,7 +182,7 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
         "tolerations": [gpu_toleration(), *unreachable_tolerations(spec)],
         "affinity": training_affinity(spec),
         "topologySpreadConstraints": training_topology_spread(spec),
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": training_pod_security(spec),
         # Training talks to its peers, never to the API server: no API token in the pod. EKS Pod
         # Identity credentials come through a token volume of their own, so they do not need it.
         "automountServiceAccountToken": False,

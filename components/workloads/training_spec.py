@@ -112,7 +112,7 @@ class TrainingJobSpec:
     """Where the trainer mounts the shared file system. Default: /fsx."""
     checkpoint_mount_path: str = CHECKPOINT_MOUNT_PATH
     """Where the trainer finds its checkpoint directory (``CHECKPOINT_DIR``): the shared file system's
-    ``checkpoints/<namespace>/<name>``, which every run, restart and requeue of the app sees, or
+    ``checkpoints/<namespace>/<name>`` (in a team's namespace, under the team's directory ``teams/<team>``), which every run, restart and requeue of the app sees, or
     without one an emptyDir on the node (the instance store), which lasts as long as the pod. Default: /checkpoints."""
     ephemeral_storage: Optional[str] = None
     """Ephemeral-storage request per pod (scratch space, caches on the node's instance-store RAID0). Default: none."""
@@ -136,6 +136,10 @@ class TrainingJobSpec:
     """Group restarts of a JobSet or TrainJob when one rank fails (JobSet's ``failurePolicy.maxRestarts``). Default: 3."""
     revision: int = 1
     """Run of the job; each revision is a Job of its own (``job_name``). Default: 1."""
+    run_as: Optional[int] = None
+    """User and group ID the containers run as (``runAsUser``, ``runAsGroup``, ``fsGroup``; a team's,
+    owner of its directory), holding no capability at all. Default: none (the image's user, holding
+    ``templates.TRAINING_CAPABILITIES``)."""
     service_account: Optional[str] = None
     """ServiceAccount the pods run as (its EKS Pod Identity role gives them AWS credentials). Default:
     none (the namespace's default account)."""

@@ -14,6 +14,8 @@ from eks_gpu_training.aws.storage import (
     data_repository_path,
 )
 from eks_gpu_training.config import ConfigError
+from eks_gpu_training.config.teams import TeamConfig, team_gid
+from eks_gpu_training.workloads.storage import team_directories_job_name
 from eks_gpu_training.facts.instance_store import LOCAL_NVME_GB, ephemeral_storage_request
 from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
 from eks_gpu_training.platform import GpuTrainingPlatform, parse_platform_args
@@ -117,24 +119,29 @@ def test_csi_driver_is_the_eks_add_on_built_for_the_clusters_version_with_no_aws
     assert "configurationValues" not in addon.inputs
 
 
-def test_each_training_namespace_gets_a_static_volume_bound_to_its_claim(prod_graph):
-    # prod's two namespaces, training and research, each a volume of the one file system
+def test_each_training_namespace_gets_a_static_volume_of_its_team_directory_bound_to_its_claim(prod_graph):
+    # prod's two namespaces, training (team pretraining) and research (team research), each a volume
+    # of its team's directory of the one file system; kube-system one of the whole, for the Job that
+    # makes the directories
     volumes = {r.inputs["spec"]["claimRef"]["namespace"]: r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolume"}
     claims = {r.inputs["metadata"]["namespace"]: r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolumeClaim"}
-    assert sorted(volumes) == sorted(claims) == ["research", "training"]
+    assert sorted(volumes) == sorted(claims) == ["kube-system", "research", "training"]
     file_system = prod_graph.one(FILE_SYSTEM)
     addon = prod_graph.one("aws:eks/addon:Addon", "gpu-training-lustre-csi-driver")
-    for namespace, volume in volumes.items():
-        claim = claims[namespace]
+    directories = prod_graph.one("kubernetes:batch/v1:Job", "gpu-training-training-storage-team-directories")
+    for namespace, team in (("kube-system", None), ("training", "pretraining"), ("research", "research")):
+        volume, claim = volumes[namespace], claims[namespace]
+        claim_name = "fsx-lustre" if team is None else f"fsx-lustre-{team}"
         spec = volume.inputs["spec"]
         assert spec["csi"]["driver"] == "fsx.csi.aws.com"
-        assert spec["csi"]["volumeHandle"] == file_system.id
-        assert spec["claimRef"] == {"namespace": namespace, "name": "fsx-lustre"}
+        assert spec["csi"]["volumeHandle"] == file_system.id if team is None else f"{file_system.id}:{team}"
+        assert spec["csi"]["volumeAttributes"]["mountname"] == "abcdef12" if team is None else f"abcdef12/teams/{team}"
+        assert spec["claimRef"] == {"namespace": namespace, "name": claim_name}
         assert spec["persistentVolumeReclaimPolicy"] == "Retain"
         assert spec["accessModes"] == ["ReadWriteMany"]
         # A volume is cluster-wide: each namespace's has a name of its own.
-        assert volume.inputs["metadata"]["name"] == f"{namespace}-fsx-lustre"
-        assert claim.inputs["metadata"] == {"name": "fsx-lustre", "namespace": namespace}
+        assert volume.inputs["metadata"]["name"] == f"{namespace}-{claim_name}"
+        assert claim.inputs["metadata"] == {"name": claim_name, "namespace": namespace}
         assert claim.inputs["spec"]["volumeName"] == volume.inputs["metadata"]["name"]
         # The claim asks for FSx's smallest size, not the file system's (2400 GiB): any size binds it.
         assert claim.inputs["spec"]["storageClassName"] == ""
@@ -142,19 +149,42 @@ def test_each_training_namespace_gets_a_static_volume_bound_to_its_claim(prod_gr
         assert spec["capacity"] == {"storage": "2400Gi"}
         assert prod_graph.depends_on(volume, addon)
         assert prod_graph.depends_on(claim, volume)
+        # A team's directory exists before its volume can be mounted.
+        assert (team is None) or prod_graph.depends_on(claim, directories)
+
+
+def test_the_directories_job_gives_each_team_its_directory_and_nothing_else(prod_graph):
+    job = prod_graph.one("kubernetes:batch/v1:Job", "gpu-training-training-storage-team-directories")
+    pod = job.inputs["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    script = container["command"][2]
+    for team in ("pretraining", "research"):
+        gid = team_gid(TeamConfig(name=team, namespaces=["x"]))
+        assert f"mkdir -p /fsx/teams/{team}\nchown {gid}:{gid} /fsx/teams/{team}\nchmod 2770 /fsx/teams/{team}" in script
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]}
+    assert pod["volumes"] == [{"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-lustre"}}]
+    assert job.inputs["metadata"]["namespace"] == "kube-system"
+
+
+def test_the_directories_job_is_a_new_one_when_the_teams_or_their_ids_change():
+    assert team_directories_job_name({"a": 100000}) == team_directories_job_name({"a": 100000})
+    assert team_directories_job_name({"a": 100000}) != team_directories_job_name({"a": 100001})
+    assert team_directories_job_name({"a": 100000}) != team_directories_job_name({"a": 100000, "b": 100002})
 
 
 def test_training_job_mounts_the_claim_and_requests_half_the_instance_store(prod_graph):
     # prod's rl-training (a Job in training) and finetune (a TrainJob in research, whose pod template
     # is its runtime's): both on p5-training
-    job = next(r for r in prod_graph.resources if r.inputs.get("kind") == "Job")
+    job = next(r for r in prod_graph.resources if r.inputs.get("kind") == "Job" and r.inputs["metadata"]["name"] == "rl-training")
     runtime = next(r for r in prod_graph.resources if r.inputs.get("kind") == "TrainingRuntime")
     (replicated,) = runtime.inputs["spec"]["template"]["spec"]["replicatedJobs"]
     pods = {"rl-training": job.inputs["spec"]["template"]["spec"], "finetune": replicated["template"]["spec"]["template"]["spec"]}
-    for pod in pods.values():
+    for (app, pod), team in zip(pods.items(), ("pretraining", "research"), strict=True):
         (trainer,) = pod["containers"]
         assert {"name": "shared-fs", "mountPath": "/fsx"} in trainer["volumeMounts"]
-        assert {"name": "shared-fs", "persistentVolumeClaim": {"claimName": "fsx-lustre"}} in pod["volumes"]
+        assert {"name": "shared-fs", "persistentVolumeClaim": {"claimName": f"fsx-lustre-{team}"}} in pod["volumes"], app
+        # CHECKPOINT_DIR: the app's folder of its team's directory.
+        assert {"name": "shared-fs", "mountPath": "/checkpoints", "subPath": f"checkpoints/{'training' if team == 'pretraining' else 'research'}/{app}"} in trainer["volumeMounts"]
         # p5.48xlarge: 8 x 3.8 TB = 30400 GB; half of it in GiB
         assert trainer["resources"]["requests"]["ephemeral-storage"] == "14156Gi"
         assert "ephemeral-storage" not in trainer["resources"]["limits"]
@@ -174,9 +204,9 @@ def test_the_claim_ignores_its_request_so_a_claim_made_at_another_size_never_fai
     # The API server refuses a request change on a statically bound claim, and pulumi-kubernetes
     # sends one as an update: a claim created at another size would fail every `pulumi up`.
     claims = [r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolumeClaim"]
-    assert [c.ignore_changes for c in claims] == [["spec.resources"], ["spec.resources"]]  # training's and research's
+    assert [c.ignore_changes for c in claims] == [["spec.resources"]] * 3  # kube-system's, training's and research's
     volumes = [r for r in prod_graph.resources if r.inputs.get("kind") == "PersistentVolume"]
-    assert len(volumes) == 2
+    assert len(volumes) == 3
     assert not any(v.ignore_changes for v in volumes)  # the volume's capacity follows the file system
 
 
@@ -233,8 +263,9 @@ def test_growing_the_file_system_changes_its_capacity_and_the_volumes_but_never_
 
     before, after = graph(2400), graph(4800)
     changed = sorted(name for name in before if before[name] != after[name])
-    # prod's namespaces, training and research, have a volume each
-    assert changed == ["gpu-lustre-file-system", "gpu-training-storage-research-volume", "gpu-training-storage-training-volume"]
+    # prod's namespaces, training and research, have a volume each, and kube-system one of the whole
+    assert changed == ["gpu-lustre-file-system", "gpu-training-storage-kube-system-volume",
+                       "gpu-training-storage-research-research-volume", "gpu-training-storage-training-pretraining-volume"]
     assert after["gpu-lustre-file-system"]["storageCapacity"] == 4800
 
 

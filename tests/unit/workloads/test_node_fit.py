@@ -119,7 +119,8 @@ def _rendered_daemonsets(out) -> list[dict]:
 
 
 def _rendered_jobs(out) -> list[dict]:
-    return [yaml.safe_load(p.read_text()) for p in sorted((out / "manifests").glob("job_*.yaml"))]
+    jobs = [yaml.safe_load(p.read_text()) for p in sorted((out / "manifests").glob("job_*.yaml"))]
+    return [job for job in jobs if job["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "training"]
 
 
 def test_the_daemonsets_the_sizing_counts_are_those_the_stack_renders_on_its_gpu_nodes(rendered_stack, reference_dir):

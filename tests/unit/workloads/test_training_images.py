@@ -6,7 +6,9 @@ import re
 
 import pytest
 
-from eks_gpu_training.workloads.templates import TRAINING_CAPABILITIES, image_pull_policy
+from eks_gpu_training.config.teams import TeamConfig, team_gid
+from eks_gpu_training.workloads.templates import TRAINING_CAPABILITIES, image_pull_policy, training_pod_template
+from builders import p5_job
 from harness import stack_config
 
 DIGEST = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
@@ -32,17 +34,26 @@ def test_a_digest_is_pulled_if_absent_and_a_tag_always():
     assert image_pull_policy("repo/image:1.0") == "Always"
 
 
-def test_training_containers_drop_every_capability_but_file_and_process_handling(stack_graph):
-    _, graph = stack_graph
-    jobs = graph.of_type(JOB)
+def test_team_training_containers_run_as_their_team_and_hold_no_capability(stack_graph):
+    stack, graph = stack_graph
+    teams = {ns: team["name"] for team in stack_config(stack)["eks-gpu-training:scheduling"]["teams"] for ns in team["namespaces"]}
+    jobs = [job for job in graph.of_type(JOB) if job.inputs["metadata"]["labels"].get("app.kubernetes.io/component") == "training"]
     assert jobs
     for job in jobs:
         pod = job.inputs["spec"]["template"]["spec"]
+        gid = team_gid(TeamConfig(name=teams[job.inputs["metadata"]["namespace"]], namespaces=["x"]))
+        assert pod["securityContext"] == {
+            "seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True, "runAsUser": gid, "runAsGroup": gid, "fsGroup": gid}
         for container in pod["containers"]:
-            capabilities = container["securityContext"]["capabilities"]
-            assert capabilities["drop"] == ["ALL"]
-            assert set(capabilities["add"]) == set(TRAINING_CAPABILITIES)
-            assert container["imagePullPolicy"] == "IfNotPresent"
+            assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+            assert container["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_training_containers_outside_teams_drop_every_capability_but_file_and_process_handling():
+    pod = training_pod_template(p5_job())["spec"]
+    (container,) = pod["containers"]
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": list(TRAINING_CAPABILITIES)}
 
 
 def test_no_network_capability_is_kept_and_baseline_admits_the_rest():

@@ -70,6 +70,10 @@ VERIFY_READS: tuple[ApiRead, ...] = (
     ApiRead("apps", "v1", "daemonsets", with_stack=True),
     ApiRead(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", with_stack=True, optional=True),
     ApiRead(KUEUE_GROUP, KUEUE_VERSION, "localqueues", with_stack=True, optional=True),
+    # Who is bound to what, not what anyone holds: the team members' row checks their groups are
+    # bound in their team's namespaces alone.
+    ApiRead("rbac.authorization.k8s.io", "v1", "rolebindings", with_stack=True),
+    ApiRead("rbac.authorization.k8s.io", "v1", "clusterrolebindings", with_stack=True),
 )
 """Everything the command reads, in the order it reads it."""
 
@@ -112,7 +116,7 @@ class VerifierRoleArgs:
 @documented_component(VerifierRoleArgs)
 class VerifierRole(pulumi.ComponentResource):
     """A read-only ClusterRole for ``eks-gpu-training-verify`` (get and list on the nodes, pods,
-    PDBs, PriorityClasses, quotas, claims, DaemonSets and Kueue queues it reads) and its binding to a
+    PDBs, PriorityClasses, quotas, claims, DaemonSets, Kueue queues and RBAC bindings it reads) and its binding to a
     Kubernetes group. Pass the cluster's Kubernetes provider in ``opts``."""
 
     role_name: pulumi.Output[str]

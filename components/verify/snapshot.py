@@ -56,6 +56,10 @@ class Snapshot:
     they were not read (no ``--stack``)."""
     local_queues: Optional[list[dict[str, Any]]] = None
     """Kueue's LocalQueues; None as for ``cluster_queues``."""
+    role_bindings: list[dict[str, Any]] = field(default_factory=list)
+    """Read with ``--stack`` only."""
+    cluster_role_bindings: list[dict[str, Any]] = field(default_factory=list)
+    """Read with ``--stack`` only."""
 
 
 SNAPSHOT_FIELDS = {
@@ -68,6 +72,8 @@ SNAPSHOT_FIELDS = {
     "daemonsets": "daemon_sets",
     "clusterqueues": "cluster_queues",
     "localqueues": "local_queues",
+    "rolebindings": "role_bindings",
+    "clusterrolebindings": "cluster_role_bindings",
 }
 """The snapshot field each read of ``VERIFY_READS`` fills, by resource."""
 

@@ -25,6 +25,7 @@ from ..workloads.storage import FSX_CLAIM
 from .objects import condition, condition_true, gpu_nodes, labels, name, namespace, natural_key, node_name, owned_by
 from .rows import EXAMPLES, Group, Row, described, failed, group, passed, skipped
 from .snapshot import Snapshot
+from .team_members import team_members
 
 ACCELERATED_HARDWARE_READY = "AcceleratedHardwareReady"
 """The node condition the node monitoring agent sets on GPU nodes (docs.aws.amazon.com/eks/latest/userguide/node-health.html)."""
@@ -343,6 +344,7 @@ def judge_stack(snapshot: Snapshot, args: GpuTrainingPlatformArgs, *, examples: 
         *resource_quotas(snapshot, args),
         *kueue_queues(snapshot, args),
         *teams(snapshot, args),
+        *team_members(snapshot, args),
         topology_labeler_running(snapshot, args, examples=examples),
         node_monitoring_agent(snapshot, args, examples=examples),
         *fsx_claims(snapshot, args),

@@ -23,6 +23,7 @@ EXPECTED_RULES = [
     {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get", "list"]},
     {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "list"]},
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": ["get", "list"]},
+    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings", "clusterrolebindings"], "verbs": ["get", "list"]},
 ]
 
 

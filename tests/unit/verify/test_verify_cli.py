@@ -126,6 +126,8 @@ def healthy_objects() -> dict[str, list[dict]]:
         "resourcequotas": [],
         "persistentvolumeclaims": [],
         "daemonsets": [],
+        "rolebindings": [],
+        "clusterrolebindings": [],
     }
 
 

@@ -15,6 +15,7 @@ from builders import stack_without_teams
 from cluster_objects import SEED_CLASSES, daemon_pods, daemon_set, node, pdb, priority_class, system_node, training_pods
 from harness import PROJECT_ROOT, stack_file
 from eks_gpu_training.platform.stack_files import stack_file_name
+from eks_gpu_training.workloads.team_access import team_role_binding
 
 PROD_QUOTA = {"requests.nvidia.com/gpu": "32", "requests.cpu": "768", "requests.memory": "8Ti", "persistentvolumeclaims": "6"}
 """What each of prod's namespaces' quotas computes to: its team's reach, 8 GPUs of each pool of its
@@ -93,6 +94,8 @@ def prod_cluster() -> Snapshot:
         ],
         local_queues=[local_queue("training", "gpu-queue", "pretraining"), local_queue("training", "gpu-queue-held", "pretraining"),
                       local_queue("research", "gpu-queue", "research"), local_queue("research", "gpu-queue-held", "research")],
+        role_bindings=[team_role_binding(team, namespace) for team in load_stack_args("prod", PROJECT_ROOT).scheduling.teams
+                       for namespace in team.namespaces],
     )
 
 
@@ -128,6 +131,8 @@ def test_prods_cluster_as_pulumi_up_leaves_it_passes_every_stack_row(prod):
         "kueue-queues/research": "pass",
         "team/pretraining": "pass",
         "team/research": "pass",
+        "team-members/pretraining": "pass",
+        "team-members/research": "pass",
         "topology-labeler": "pass",
         "node-monitoring-agent": "pass",
         "fsx-claim/training": "pass",
@@ -165,6 +170,7 @@ def test_prod_without_teams_passes_every_stack_row_with_a_cluster_queue_per_name
         "resource-quota/training": "pass",
         "kueue-queues/training": "pass",
         "teams": "skip",
+        "team-members": "skip",
         "topology-labeler": "pass",
         "node-monitoring-agent": "pass",
         "fsx-claim/training": "pass",
@@ -185,7 +191,7 @@ def test_with_the_stack_the_seed_rows_come_first_then_the_health_rows_then_the_s
     assert items[12:] == [
         "pool-nodes/p5-training", "priority-class-values", "resource-quota/training", "resource-quota/research",
         "kueue-queues/training", "kueue-queues/research", "team/pretraining", "team/research",
-        "topology-labeler", "node-monitoring-agent", "fsx-claim/training", "fsx-claim/research",
+        "team-members/pretraining", "team-members/research", "topology-labeler", "node-monitoring-agent", "fsx-claim/training", "fsx-claim/research",
     ]
 
 

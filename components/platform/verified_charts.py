@@ -100,8 +100,8 @@ def verified_chart_folder(args: GpuTrainingPlatformArgs, lock: Optional[ChartLoc
     if lock is None:
         if charts.mirror is None or charts.directory is not None or (charts.mirror_username is None and charts.mirror_ca_file is None):
             return None, []
-        folder = cache or default_cache()
-        return str(folder), [problem for chart, version in stack_charts(args) for problem in _fetched(chart, version, args, None, folder)]
+        pulled_to = cache or default_cache()
+        return str(pulled_to), [problem for chart, version in stack_charts(args) for problem in _fetched(chart, version, args, None, pulled_to)]
     problems = []
     missing = [(chart, version) for chart, version in stack_charts(args) if lock_key(chart, version) not in lock.digests]
     problems += [Problem(f"{LOCK_FILE}[{lock_key(chart, version)}]",

@@ -227,3 +227,13 @@ def test_a_mirror_with_credentials_is_pulled_from_by_the_program_and_they_reach_
     text = repr([(r.inputs, r.name) for r in graph.resources])
     assert "s3cr3t-token-9" not in text
     assert "deploy-user-7" not in text
+
+
+def test_the_mirror_ca_bundle_is_handed_to_helms_client(tmp_path):
+    # A CA file that cannot be read fails the pull before any connection: Helm's client was given it.
+    config = stack_config("dev")
+    config[f"{PROJECT}:charts"] = {"mirror": "https://127.0.0.1:9", "mirrorCaFile": str(tmp_path / "absent-ca.pem")}
+    folder, problems = verified_chart_folder(platform_args_from_settings(config), None, cache=tmp_path / "cache")
+    assert folder == str(tmp_path / "cache")
+    assert problems
+    assert all("can't read CA file" in p.message and "absent-ca.pem" in p.message for p in problems)

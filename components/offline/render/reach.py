@@ -147,8 +147,14 @@ def iam_rows(render: StackRender) -> list[tuple[str, str, str]]:
         policies_of = [str(a.inputs.get("policyArn")).rsplit("/", 1)[-1]
                        for a in by_type.get("aws:eks/accessPolicyAssociation:AccessPolicyAssociation", [])
                        if a.inputs.get("principalArn") == principal]
-        what = (f"EKS access entry, {', '.join(f'`{p}`' for p in policies_of)} cluster-wide" if policies_of
-                else f"EKS access entry of type `{kind}` (joins nodes: group `system:nodes`)")
+        groups = entry.inputs.get("kubernetesGroups") or []
+        if policies_of:
+            what = f"EKS access entry, {', '.join(f'`{p}`' for p in policies_of)} cluster-wide"
+        elif kind == "STANDARD":
+            # No access policy: only the RBAC bound to its groups, which the Kubernetes table lists.
+            what = f"EKS access entry, no access policy: Kubernetes group {', '.join(f'`{g}`' for g in groups) or 'none'}"
+        else:
+            what = f"EKS access entry of type `{kind}` (joins nodes: group `system:nodes`)"
         rows.append((who, "its own AWS credentials", what))
     for cluster in by_type.get("eks:index:Cluster", []):
         creator = (cluster.inputs.get("clusterTags") or {}).get(CREATOR_TAG)

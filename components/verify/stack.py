@@ -21,11 +21,12 @@ from ..platform.stack_files import locate_stack
 from ..workloads.teams import namespace_quota, team_of, team_pools
 from ..workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, pool_flavors
 from ..workloads.scheduling_policies import QUOTA_NAME
-from ..workloads.storage import FSX_CLAIM
+from ..workloads.storage import claim_name
 from .objects import condition, condition_true, gpu_nodes, labels, name, namespace, natural_key, node_name, owned_by
 from .rows import EXAMPLES, Group, Row, described, failed, group, passed, skipped
 from .snapshot import Snapshot
 from .team_members import team_members
+from .team_data import team_data
 
 ACCELERATED_HARDWARE_READY = "AcceleratedHardwareReady"
 """The node condition the node monitoring agent sets on GPU nodes (docs.aws.amazon.com/eks/latest/userguide/node-health.html)."""
@@ -315,21 +316,24 @@ def node_monitoring_agent(snapshot: Snapshot, args: GpuTrainingPlatformArgs, *, 
 
 
 def fsx_claims(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Row]:
-    """With ``storage.fsx.enabled``, each training namespace's claim ``fsx-lustre`` is Bound."""
+    """With ``storage.fsx.enabled``, each training namespace's claim is Bound: ``fsx-lustre``, or in
+    a team's namespace ``fsx-lustre-<team>`` (``team_data`` judges what it reaches)."""
     if not args.storage.fsx.enabled:
         return [skipped("fsx-claim", "storage.fsx.enabled is false in the stack.")]
     rows = []
+    teams = {ns: team.name for team in args.scheduling.teams for ns in team.namespaces}
     for config in args.scheduling.namespaces:
         item = f"fsx-claim/{config.name}"
-        claim = next((c for c in snapshot.persistent_volume_claims if namespace(c) == config.name and name(c) == FSX_CLAIM), None)
+        wanted = claim_name(teams.get(config.name))
+        claim = next((c for c in snapshot.persistent_volume_claims if namespace(c) == config.name and name(c) == wanted), None)
         phase = claim.get("status", {}).get("phase") if claim is not None else None
         if claim is not None and phase == "Bound":
-            rows.append(passed(item, f"{config.name}/{FSX_CLAIM} is Bound to {claim['spec'].get('volumeName')}."))
+            rows.append(passed(item, f"{config.name}/{wanted} is Bound to {claim['spec'].get('volumeName')}."))
         else:
             rows.append(
                 failed(
                     item,
-                    f"{config.name}/{FSX_CLAIM} " + ("does not exist." if claim is None else f"is {phase or 'without a phase'}."),
+                    f"{config.name}/{wanted} " + ("does not exist." if claim is None else f"is {phase or 'without a phase'}."),
                     "run `pulumi up` (TrainingStorage makes the claim and its PersistentVolume); a Pending claim names the cause in its events (kubectl describe pvc).",
                 )
             )
@@ -348,4 +352,5 @@ def judge_stack(snapshot: Snapshot, args: GpuTrainingPlatformArgs, *, examples: 
         topology_labeler_running(snapshot, args, examples=examples),
         node_monitoring_agent(snapshot, args, examples=examples),
         *fsx_claims(snapshot, args),
+        *team_data(snapshot, args),
     ]

@@ -4,10 +4,12 @@ of the same cluster with one thing changed by hand)."""
 from __future__ import annotations
 
 import copy
+from typing import Optional
 
 import pytest
 
 from eks_gpu_training.config import ConfigError
+from eks_gpu_training.config.teams import TeamConfig, team_gid
 from eks_gpu_training.platform.loading import platform_args_from_settings
 from eks_gpu_training.verify import Snapshot, judge, judge_stack, load_stack_args
 from eks_gpu_training.verify import stack as checks
@@ -56,9 +58,19 @@ def team_queue(name: str, usage: dict[str, tuple[int, int]], **changes) -> dict:
     return queue(name, FLAVORS, **{"cohort": "gpu-teams", "gpus": {f: 8 for f in FLAVORS}, "usage": usage, **changes})
 
 
-def claim(namespace: str) -> dict:
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "fsx-lustre", "namespace": namespace},
-            "spec": {"volumeName": f"{namespace}-fsx-lustre"}, "status": {"phase": "Bound"}}
+def claim(namespace: str, team: Optional[str] = None) -> dict:
+    """The namespace's FSx claim: its team's directory's (``fsx-lustre-<team>``), else the whole file system's."""
+    claim_name = "fsx-lustre" if team is None else f"fsx-lustre-{team}"
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim_name, "namespace": namespace},
+            "spec": {"volumeName": f"{namespace}-{claim_name}"}, "status": {"phase": "Bound"}}
+
+
+def run_as_team(pods: list[dict], team: str) -> list[dict]:
+    """Pods as the library's template runs a team's: as its user and group, never root."""
+    gid = team_gid(TeamConfig(name=team, namespaces=["x"]))
+    for pod in pods:
+        pod["spec"]["securityContext"] = {"runAsNonRoot": True, "runAsUser": gid, "runAsGroup": gid, "fsGroup": gid}
+    return pods
 
 
 def quota(namespace: str) -> dict:
@@ -77,7 +89,7 @@ def prod_cluster() -> Snapshot:
     return Snapshot(
         nodes=[system_node("system-0"), *(node(n) for n in gpu)],
         pods=[
-            *training_pods("rl-training", gpu),
+            *run_as_team(training_pods("rl-training", gpu), "pretraining"),
             *daemon_pods("topology-labeler", "topology-labeler", gpu),
             *daemon_pods("eks-node-monitoring-agent", "kube-system", ["system-0", *gpu]),
             *daemon_pods("dcgm-server", "kube-system", gpu),
@@ -86,7 +98,7 @@ def prod_cluster() -> Snapshot:
                                 pdb("finetune", "research", "finetune-multi", min_available=2)],
         priority_classes=list(SEED_CLASSES),
         resource_quotas=[quota("training"), quota("research")],
-        persistent_volume_claims=[claim("training"), claim("research")],
+        persistent_volume_claims=[claim("training", "pretraining"), claim("research", "research")],
         daemon_sets=[daemon_set("topology-labeler", "topology-labeler"), daemon_set("eks-node-monitoring-agent", "kube-system"), daemon_set("dcgm-server", "kube-system")],
         cluster_queues=[
             team_queue("pretraining", {"p5-training-tas": (16, 8), "karpenter-gpu-training": (0, 0)}),
@@ -110,7 +122,7 @@ def prod_cluster_without_teams() -> Snapshot:
     snapshot = prod_cluster()
     snapshot.pod_disruption_budgets.pop()
     snapshot.resource_quotas.pop()
-    snapshot.persistent_volume_claims.pop()
+    snapshot.persistent_volume_claims[:] = [claim("training")]
     snapshot.cluster_queues[:] = [queue("training", FLAVORS)]
     snapshot.local_queues[:] = [local_queue("training", "gpu-queue", "training"), local_queue("training", "gpu-queue-held", "training")]
     return snapshot
@@ -137,12 +149,18 @@ def test_prods_cluster_as_pulumi_up_leaves_it_passes_every_stack_row(prod):
         "node-monitoring-agent": "pass",
         "fsx-claim/training": "pass",
         "fsx-claim/research": "pass",
+        "team-data/pretraining": "pass",
+        "team-data/research": "pass",
     }
     for namespace in ("training", "research"):
         assert rows[f"resource-quota/{namespace}"].evidence == (
             f"{namespace}/gpu-quota: requests.nvidia.com/gpu 32, requests.cpu 768, requests.memory 8Ti, persistentvolumeclaims 6, as the stack computes."
         )
-        assert rows[f"fsx-claim/{namespace}"].evidence == f"{namespace}/fsx-lustre is Bound to {namespace}-fsx-lustre."
+    for namespace, team in (("training", "pretraining"), ("research", "research")):
+        assert rows[f"fsx-claim/{namespace}"].evidence == f"{namespace}/fsx-lustre-{team} is Bound to {namespace}-fsx-lustre-{team}."
+    gid = team_gid(TeamConfig(name="pretraining", namespaces=["x"]))
+    assert rows["team-data/pretraining"].evidence == (
+        f"training/fsx-lustre-pretraining Bound to the team's directory; 2 running training pods run as {gid}:{gid}, non-root.")
     assert rows["kueue-queues/training"].evidence == (
         "team pretraining's ClusterQueue pretraining active with flavors karpenter-gpu-training, p5-training-tas; "
         "LocalQueues gpu-queue and gpu-queue-held point at it."
@@ -174,6 +192,7 @@ def test_prod_without_teams_passes_every_stack_row_with_a_cluster_queue_per_name
         "topology-labeler": "pass",
         "node-monitoring-agent": "pass",
         "fsx-claim/training": "pass",
+        "team-data": "skip",
     }
     assert rows["resource-quota/training"].evidence == (
         "training/gpu-quota: requests.nvidia.com/gpu 32, requests.cpu 768, requests.memory 8Ti, persistentvolumeclaims 6, as the stack computes."
@@ -192,6 +211,7 @@ def test_with_the_stack_the_seed_rows_come_first_then_the_health_rows_then_the_s
         "pool-nodes/p5-training", "priority-class-values", "resource-quota/training", "resource-quota/research",
         "kueue-queues/training", "kueue-queues/research", "team/pretraining", "team/research",
         "team-members/pretraining", "team-members/research", "topology-labeler", "node-monitoring-agent", "fsx-claim/training", "fsx-claim/research",
+        "team-data/pretraining", "team-data/research",
     ]
 
 
@@ -428,13 +448,43 @@ def test_an_fsx_claim_that_is_not_bound_fails(prod, phase):
     snapshot.persistent_volume_claims[1]["status"]["phase"] = phase
     training, research = checks.fsx_claims(snapshot, prod)
     assert training.status == "pass"
-    assert (research.status, research.evidence) == ("fail", f"research/fsx-lustre is {phase}.")
+    assert (research.status, research.evidence) == ("fail", f"research/fsx-lustre-research is {phase}.")
 
 
 def test_a_deleted_fsx_claim_fails(prod):
     snapshot = prod_cluster()
     snapshot.persistent_volume_claims.clear()
-    assert checks.fsx_claims(snapshot, prod)[0].evidence == "training/fsx-lustre does not exist."
+    assert checks.fsx_claims(snapshot, prod)[0].evidence == "training/fsx-lustre-pretraining does not exist."
+
+
+# --- team-data -------------------------------------------------------------------------------------
+
+
+def test_a_team_namespace_still_holding_the_whole_file_systems_claim_fails_its_data_row(prod):
+    snapshot = prod_cluster()
+    snapshot.persistent_volume_claims.append(claim("research"))
+    rows = rows_of(snapshot, prod)
+    assert rows["team-data/pretraining"].status == "pass"
+    assert (rows["team-data/research"].status, rows["team-data/research"].evidence) == (
+        "fail", "research/fsx-lustre (the whole file system) still exists.")
+
+
+def test_a_team_claim_bound_elsewhere_or_missing_fails_its_data_row(prod):
+    snapshot = prod_cluster()
+    snapshot.persistent_volume_claims[1]["spec"]["volumeName"] = "research-fsx-lustre"
+    del snapshot.persistent_volume_claims[0]
+    rows = rows_of(snapshot, prod)
+    assert rows["team-data/pretraining"].evidence == "training/fsx-lustre-pretraining is not Bound to training-fsx-lustre-pretraining."
+    assert rows["team-data/research"].evidence == "research/fsx-lustre-research is not Bound to research-fsx-lustre-research."
+
+
+def test_a_team_training_pod_run_as_root_fails_its_data_row(prod):
+    snapshot = prod_cluster()
+    rooted = next(p for p in snapshot.pods if p["metadata"]["namespace"] == "training")
+    rooted["spec"]["securityContext"] = {"runAsUser": 0}
+    row = rows_of(snapshot, prod)["team-data/pretraining"]
+    gid = team_gid(TeamConfig(name="pretraining", namespaces=["x"]))
+    assert (row.status, row.evidence) == ("fail", f"training pods not run as the team's user and group {gid}: training/{rooted['metadata']['name']}.")
 
 
 def test_stack_rows_judge_the_snapshot_without_changing_it(prod):

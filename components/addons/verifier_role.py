@@ -6,6 +6,12 @@ the ClusterRole allows get and list on them and nothing else (no watch, no write
 forbidden read is reported with the verb and resource from this list. The stack creates the role
 with ``verify.clusterRole`` and binds it to a Kubernetes group (``verify.group``), which an EKS
 access entry gives an IAM principal.
+
+Pods are read whole, and must be: the checklist's rows judge what only a pod's spec says (its node,
+priority class, anti-affinity, topology spread, GPU requests, security context), which the
+metadata-only list (``PartialObjectMetadata``) leaves out, and RBAC grants a resource, never some of
+its fields. So a secret never belongs in a pod spec: a training ``env`` entry names a Secret key
+(``secretKeyRef``), whose value the role cannot read (no Secrets).
 """
 
 from __future__ import annotations
@@ -74,6 +80,9 @@ VERIFY_READS: tuple[ApiRead, ...] = (
     # bound in their team's namespaces alone.
     ApiRead("rbac.authorization.k8s.io", "v1", "rolebindings", with_stack=True),
     ApiRead("rbac.authorization.k8s.io", "v1", "clusterrolebindings", with_stack=True),
+    # The team namespaces' GPU pod policy and where it is bound.
+    ApiRead("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", with_stack=True),
+    ApiRead("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings", with_stack=True),
 )
 """Everything the command reads, in the order it reads it."""
 
@@ -116,7 +125,7 @@ class VerifierRoleArgs:
 @documented_component(VerifierRoleArgs)
 class VerifierRole(pulumi.ComponentResource):
     """A read-only ClusterRole for ``eks-gpu-training-verify`` (get and list on the nodes, pods,
-    PDBs, PriorityClasses, quotas, claims, DaemonSets, Kueue queues and RBAC bindings it reads) and its binding to a
+    PDBs, PriorityClasses, quotas, claims, DaemonSets, Kueue queues, RBAC bindings and admission policies it reads) and its binding to a
     Kubernetes group. Pass the cluster's Kubernetes provider in ``opts``."""
 
     role_name: pulumi.Output[str]

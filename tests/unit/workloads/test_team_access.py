@@ -11,7 +11,7 @@ import pytest
 
 from eks_gpu_training import ConfigError, parse_platform_args
 from eks_gpu_training.config.teams import team_group
-from eks_gpu_training.workloads.team_access import TEAM_MEMBER_ROLE, member_groups, team_member_rules, team_role_binding
+from eks_gpu_training.workloads.team_access import TEAM_MEMBER_ROLE, entry_less_members, member_groups, team_member_rules, team_role_binding
 from harness import run_main, stack_config
 
 NAMESPACE = "eks-gpu-training:"
@@ -130,3 +130,13 @@ def test_the_verify_group_as_a_member_is_refused_while_it_is_bound_cluster_wide(
     values["verify"] = {"clusterRole": True}
     values["scheduling"]["teams"][0]["members"].append("eks-gpu-training-verifiers")
     assert "is verify.group" in refusals(values)["scheduling.teams[0].members[1]"]
+
+
+def test_the_in_cluster_half_names_the_iam_members_it_makes_no_entry_for():
+    args = parse_platform_args(raw("prod"))
+    assert entry_less_members(args) == []
+    half_alone = args.model_copy(update={"in_cluster": args.in_cluster.model_copy(update={"enabled": True})})
+    assert entry_less_members(half_alone) == [
+        "arn:aws:iam::444455556666:role/pretraining-engineers (group eks-gpu-training-team-pretraining)",
+        "arn:aws:iam::444455556666:role/research-engineers (group eks-gpu-training-team-research)",
+    ]

@@ -7,7 +7,7 @@ tools``); the engine plans, diffs and applies against the local API server (``en
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
@@ -21,9 +21,11 @@ from eks_gpu_training.addons import topology_labeler
 from eks_gpu_training.config import JOBSET_CHART_VERSIONS
 from eks_gpu_training.addons.verifier_role import VERIFIER_ROLE_NAME, VerifierRole, VerifierRoleArgs
 from eks_gpu_training.config.scheduling import PriorityClassConfig
+from eks_gpu_training.config.teams import TeamConfig
 from eks_gpu_training.local import build as builds
 from eks_gpu_training.workloads.fleet_capacity import ResolvedQuota
 from eks_gpu_training.workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, SchedulingPoliciesArgs
+from eks_gpu_training.workloads.team_access import TEAM_MEMBER_ROLE, TeamAccess, TeamAccessArgs
 from eks_gpu_training.workloads.templates import TrainingJobSpec
 from eks_gpu_training.workloads.training_job import TrainingJob, TrainingJobArgs
 
@@ -62,6 +64,8 @@ class Settings:
     labeler_policy_upgraded: bool = False
     """The topology labeler's admission policy as a later library version might write it (a changed
     validation message)."""
+    team_members: tuple[str, ...] = ()
+    """The Kubernetes groups the training namespace's team lists (``scheduling.teams[].members``)."""
 
 
 def program(kubeconfig: Path, settings: Settings):
@@ -78,6 +82,8 @@ def program(kubeconfig: Path, settings: Settings):
             opts=on_cluster,
         )
         VerifierRole("engine-verify", VerifierRoleArgs(group=settings.verifier_group), opts=on_cluster)
+        team = TeamConfig(name="engine", namespaces=[NAMESPACE], members=list(settings.team_members))
+        TeamAccess("engine-team", TeamAccessArgs(teams=[team], namespaces=policies.namespaces), opts=on_cluster)
         policy = topology_labeler.node_policy_manifest()
         if settings.labeler_policy_upgraded:
             policy["spec"]["validations"][0]["message"] += UPGRADED
@@ -172,6 +178,22 @@ def test_a_verifier_group_change_updates_the_binding_in_place(engine, bare_clust
     engine.up(settings)
     binding = client.RbacAuthorizationV1Api(bare_cluster.env.api).read_cluster_role_binding(VERIFIER_ROLE_NAME)
     assert [(s.kind, s.name) for s in binding.subjects] == [("Group", "platform-oncall")]
+
+
+def test_a_member_group_added_or_removed_updates_the_teams_binding_in_place(engine, bare_cluster):
+    # docs/operations.md, "a member added to or removed from a team": the RoleBinding's subjects
+    # change in place (its roleRef, which is immutable, never does), and the running job is untouched.
+    settings = Settings(priority=2000, gpus=32, verifier_group="platform-oncall")
+    job_uid = bare_cluster.env.batch.read_namespaced_job(APP, NAMESPACE).metadata.uid
+    rbac = client.RbacAuthorizationV1Api(bare_cluster.env.api)
+    for members, groups in ((("ml-oncall",), ["eks-gpu-training-team-engine", "ml-oncall"]), ((), ["eks-gpu-training-team-engine"])):
+        changed_settings = replace(settings, team_members=members)
+        plan = changed(engine.plan(changed_settings))
+        assert plan == {f"kubernetes:rbac.authorization.k8s.io/v1:RoleBinding engine-team-{NAMESPACE}": ["update"]}, plan
+        engine.up(changed_settings)
+        binding = rbac.read_namespaced_role_binding(TEAM_MEMBER_ROLE, NAMESPACE)
+        assert [s.name for s in binding.subjects] == groups
+    assert bare_cluster.env.batch.read_namespaced_job(APP, NAMESPACE).metadata.uid == job_uid
 
 
 def test_a_labeler_policy_change_updates_the_policy_in_place(engine, bare_cluster):

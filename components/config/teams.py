@@ -12,6 +12,7 @@ from pydantic_core import PydanticCustomError
 
 from ..facts.iam_principals import iam_principal
 from .base import _DNS_LABEL, _Model
+from .problems import Problem
 
 TEAM_COHORT = "gpu-teams"
 """The Kueue cohort every team's ClusterQueue joins: unused quota of one team is lent to the others."""
@@ -48,6 +49,20 @@ def team_gid(team: "TeamConfig") -> int:
 def team_data_path(team: str) -> str:
     """The team's directory of the file system and its key prefix in each bucket (no slashes around)."""
     return f"{TEAM_DATA_ROOT}/{team}"
+
+
+def team_id_problems(teams: "list[TeamConfig]") -> list[Problem]:
+    """Two teams with one ID would share each other's files: each ID (``team_gid``) is one team's."""
+    problems, owner = [], {}
+    for i, team in enumerate(teams):
+        gid = team_gid(team)
+        if gid in owner:
+            problems.append(Problem(
+                f"scheduling.teams[{i}].gid",
+                f"{gid} is team {owner[gid]}'s too{' (derived from the names)' if team.gid is None else ''}: "
+                f"its files would be this team's; set a gid of its own, {TEAM_GID_MIN}-{TEAM_GID_MAX}"))
+        owner.setdefault(gid, team.name)
+    return problems
 
 
 def team_group(team: str) -> str:

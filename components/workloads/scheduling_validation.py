@@ -22,6 +22,7 @@ from ..config import (
 from ..facts.quantity import parse_quantity
 from .fleet_capacity import ResolvedQuota, fleet_capacity
 from .teams import namespace_quota, team_fit_problems, validate_teams
+from ..config.teams import team_id_problems
 from .scheduling_policies import app_pool, duplicate_indices, smoke_test_pools, training_job_spec, validate_priority_classes
 from .training_spec import TrainingJobSpec, validate_training_job
 
@@ -53,7 +54,7 @@ def validate_scheduling(args: GpuTrainingPlatformArgs) -> list[Problem]:
     scheduling = args.scheduling
     problems = validate_priority_classes(scheduling.priority_classes, "scheduling.priorityClasses")
     problems += _validate_namespaces(args)
-    team_problems = validate_teams(args)
+    team_problems = validate_teams(args) + team_id_problems(scheduling.teams)
     problems += team_problems
     if team_problems:
         # A namespace's quota comes from its team: without valid teams there is none to judge apps by.

@@ -53,7 +53,8 @@ def team_data_path(team: str) -> str:
 
 def team_id_problems(teams: "list[TeamConfig]") -> list[Problem]:
     """Two teams with one ID would share each other's files: each ID (``team_gid``) is one team's."""
-    problems, owner = [], {}
+    problems: list[Problem] = []
+    owner: dict[int, str] = {}
     for i, team in enumerate(teams):
         gid = team_gid(team)
         if gid in owner:

@@ -1,4 +1,4 @@
-"""Training images: named by digest in the stacks, pulled accordingly, run with the fewest capabilities."""
+"""Training images: named by tag in the stacks (a lock pins the digest), pulled accordingly, run with the fewest capabilities."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from eks_gpu_training.workloads.templates import TRAINING_CAPABILITIES, image_pu
 from builders import p5_job
 from harness import stack_config
 
-DIGEST = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
+TAGGED = re.compile(r"^[^@\s]+:(?!latest$)[\w][\w.-]*$")
 JOB = "kubernetes:batch/v1:Job"
 RUNTIME_DEFAULT_CAPABILITIES = {
     # containerd's default set (oci.DefaultCapabilities)
@@ -23,10 +23,11 @@ POD_SECURITY_BASELINE_ADDABLE = RUNTIME_DEFAULT_CAPABILITIES - {"NET_RAW"}
 
 
 @pytest.mark.parametrize("stack", ["prod", "dev"])
-def test_the_stacks_name_their_training_images_by_digest(stack):
+def test_the_stacks_name_their_training_images_by_a_release_tag_and_no_digest_nobody_resolved(stack):
+    """A team's images.lock pins them to the digest its registry serves (tests/unit/platform/test_image_lock.py)."""
     apps = stack_config(stack)["eks-gpu-training:scheduling"]["trainingApps"]
     assert apps
-    assert all(DIGEST.match(app["job"]["image"]) for app in apps)
+    assert all(TAGGED.match(app["job"]["image"]) for app in apps)
 
 
 def test_a_digest_is_pulled_if_absent_and_a_tag_always():

@@ -182,7 +182,7 @@ def test_on_prod_the_rows_judge_the_two_node_job_and_the_stack(prod_cluster, pro
         "pool-nodes/p5-training": PASS, "priority-class-values": PASS, "resource-quota/training": PASS,
         "resource-quota/research": PASS, "kueue-queues/training": PASS, "kueue-queues/research": PASS,
         "team/pretraining": PASS, "team/research": PASS, "topology-labeler": PASS, "node-monitoring-agent": PASS,
-        "fsx-claim/training": PASS, "fsx-claim/research": PASS,
+        "fsx-claim/training": PASS, "fsx-claim/research": PASS, "team-data/pretraining": PASS, "team-data/research": PASS,
     }
     assert rows["one-pod-per-node"]["detail"] == "job training/rl-training-multi: 2 running pods on 2 nodes."
     assert "2 × p5.48xlarge: 8 each" in rows["gpu-device-plugin"]["detail"]

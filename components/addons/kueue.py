@@ -30,7 +30,15 @@ Kueue's configuration differs from the chart's default in six ways, each for tra
   (``release-0.19``, ``pullPolicy: Always``);
 - with teams (``scheduling.teams``), fair sharing is on (``fairSharing``, Kueue's own default
   strategies): which team gets the fleet's idle GPUs, and whose borrowed workloads a team's
-  reclaim preempts, follows each team's use of the fleet beyond its quota, for its weight.
+  reclaim preempts, follows each team's use of the fleet beyond its quota, for its weight;
+- with teams, Kueue manages every job of the training namespaces, labelled or not
+  (``manageJobsWithoutQueueName``, scoped by ``managedJobsNamespaceSelector``): its webhook
+  suspends a Job, JobSet or TrainJob without ``kueue.x-k8s.io/queue-name`` at creation, and its
+  Workload waits for a LocalQueue it does not name (there is no LocalQueue ``default``, which
+  Kueue would otherwise give it), so no team runs a job its ClusterQueue does not count. A running
+  job without the label, found when the setting is switched on, is suspended too: Kueue stops an
+  unsuspended job that has no admitted Workload (``jobframework/reconciler.go``, "job with no
+  matching workload, suspending"). Bare GPU pods are refused by ``workloads/team_admission.py``.
 """
 
 from __future__ import annotations
@@ -123,7 +131,7 @@ stays at most the other's without it, then while it stays below the other's."""
 
 
 def kueue_manager_config(config: KueueConfig, namespaces: Sequence[str], frameworks: Sequence[str] = (JOB_FRAMEWORK,),
-                         fair_sharing: bool = False) -> dict[str, Any]:
+                         fair_sharing: bool = False, queue_required: bool = False) -> dict[str, Any]:
     """Kueue's ``Configuration`` (config.kueue.x-k8s.io/v1beta2) for the training ``namespaces``:
     the chart's default with the changes of the module docstring."""
     return {
@@ -154,6 +162,7 @@ def kueue_manager_config(config: KueueConfig, namespaces: Sequence[str], framewo
                 "backoffMaxSeconds": REQUEUE_BACKOFF_MAX_SECONDS,
             },
         },
+        "manageJobsWithoutQueueName": queue_required,
         "managedJobsNamespaceSelector": managed_namespaces_selector(namespaces),
         "integrations": {"frameworks": list(frameworks)},
         "resources": {"excludeResourcePrefixes": list(EXCLUDED_RESOURCE_PREFIXES)},
@@ -183,7 +192,7 @@ def feature_gates(config: KueueConfig) -> list[dict[str, Any]]:
 
 
 def kueue_values(config: KueueConfig, namespaces: Sequence[str], system_node_selector: Mapping[str, str],
-                 frameworks: Sequence[str] = (JOB_FRAMEWORK,), fair_sharing: bool = False) -> dict[str, Any]:
+                 frameworks: Sequence[str] = (JOB_FRAMEWORK,), fair_sharing: bool = False, queue_required: bool = False) -> dict[str, Any]:
     """Helm values of the ``kueue`` chart (keys checked against the chart's values.yaml by ``check``)."""
     return {
         "controllerManager": {
@@ -194,7 +203,7 @@ def kueue_values(config: KueueConfig, namespaces: Sequence[str], system_node_sel
             "nodeSelector": {"kubernetes.io/os": "linux", **system_node_selector},
             "tolerations": CONTROLLER_TOLERATIONS,
         },
-        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(config, namespaces, frameworks, fair_sharing), sort_keys=False)},
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(config, namespaces, frameworks, fair_sharing, queue_required), sort_keys=False)},
     }
 
 
@@ -213,6 +222,8 @@ class KueueArgs:
     """The job kinds Kueue manages (``integrations``). Default: Jobs only."""
     fair_sharing: bool = False
     """Turn on fair sharing between the ClusterQueues of a cohort (teams). Default: off."""
+    queue_required: bool = False
+    """Manage every job of ``namespaces``, holding one without a queue label (``manageJobsWithoutQueueName``; teams). Default: off, such a job runs outside Kueue."""
     chart_directory: Optional[str] = None
     """A local folder holding the chart at its pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of registry.k8s.io's OCI repository (``charts.directory``). Default: none, the repository."""
     chart_mirror: Optional[str] = None
@@ -249,7 +260,8 @@ class Kueue(pulumi.ComponentResource):
             metadata={"name": KUEUE_NAMESPACE, "labels": KUEUE_NAMESPACE_LABELS},
             opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=ready),
         )
-        self.values = kueue_values(args.config, args.namespaces, ref.system_node_selector, args.frameworks, args.fair_sharing)
+        self.values = kueue_values(args.config, args.namespaces, ref.system_node_selector, args.frameworks, args.fair_sharing,
+                                   args.queue_required)
         self.release = k8s.helm.v3.Release(
             f"{name}-release",
             name="kueue",

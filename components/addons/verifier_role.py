@@ -80,6 +80,9 @@ VERIFY_READS: tuple[ApiRead, ...] = (
     # bound in their team's namespaces alone.
     ApiRead("rbac.authorization.k8s.io", "v1", "rolebindings", with_stack=True),
     ApiRead("rbac.authorization.k8s.io", "v1", "clusterrolebindings", with_stack=True),
+    # The team namespaces' GPU pod policy and where it is bound.
+    ApiRead("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", with_stack=True),
+    ApiRead("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings", with_stack=True),
 )
 """Everything the command reads, in the order it reads it."""
 
@@ -122,7 +125,7 @@ class VerifierRoleArgs:
 @documented_component(VerifierRoleArgs)
 class VerifierRole(pulumi.ComponentResource):
     """A read-only ClusterRole for ``eks-gpu-training-verify`` (get and list on the nodes, pods,
-    PDBs, PriorityClasses, quotas, claims, DaemonSets, Kueue queues and RBAC bindings it reads) and its binding to a
+    PDBs, PriorityClasses, quotas, claims, DaemonSets, Kueue queues, RBAC bindings and admission policies it reads) and its binding to a
     Kubernetes group. Pass the cluster's Kubernetes provider in ``opts``."""
 
     role_name: pulumi.Output[str]

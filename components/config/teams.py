@@ -116,6 +116,8 @@ class TeamConfig(_Model):
     """Its GPUs per pool; on a pool not listed it has no quota of its own and may borrow what the others lend. Default: none."""
     weight: float = Field(default=1.0, ge=0, le=TEAM_WEIGHT_MAX)
     """Fair-sharing weight: idle GPUs go to the team using the least of the fleet for its weight, and a team above its fair share is preempted first. Default: 1."""
+    priority_classes: Optional[list[str]] = None
+    """PriorityClasses its pods may use, among `scheduling.priorityClasses`; a pod of any other class, the `system-` ones included, is refused in its namespaces (a ResourceQuota allowing none of them). Default: every class of `scheduling.priorityClasses`."""
     members: list[Member] = []
     """Who submits and watches the team's jobs, in its namespaces only (the `eks-gpu-training-team-member` role): IAM role/user ARNs, each given an EKS access entry with the team's group, and/or Kubernetes groups, bound as they are. Default: none (admins only)."""
     gid: Optional[int] = Field(default=None, ge=TEAM_GID_MIN, le=TEAM_GID_MAX)

@@ -52,6 +52,7 @@ from ..workloads.scheduling_policies import (
 )
 from ..workloads.smoke_test import GpuSmokeTest
 from ..workloads.team_access import TeamAccess, TeamAccessArgs, entry_less_members
+from ..workloads.team_admission import TeamAdmission, TeamAdmissionArgs, team_admission_namespaces
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
 from ..workloads.training_spec import TrainingJobSpec
 from .checks import preflight_checks_args, smoke_test_args
@@ -75,6 +76,7 @@ class InClusterHalf:
     preflight: Optional[PreflightChecks]
     verifier_role: Optional[VerifierRole]
     team_access: Optional[TeamAccess] = None
+    team_admission: Optional[TeamAdmission] = None
 
 
 @dataclass(frozen=True)
@@ -223,7 +225,7 @@ def compose_in_cluster(
             f"{name}-kueue",
             KueueArgs(cluster=cluster, config=args.kueue, namespaces=training_namespaces,
                       frameworks=integrations(job_set is not None, trainer is not None), fair_sharing=bool(args.scheduling.teams),
-                      chart_directory=charts, chart_mirror=mirror, ingress=ingress),
+                      queue_required=bool(args.scheduling.teams), chart_directory=charts, chart_mirror=mirror, ingress=ingress),
             opts=pulumi.ResourceOptions(parent=parent),
         )
         # Kueue's CRDs and webhooks come with the release; LocalQueues live in the training namespaces.
@@ -275,6 +277,14 @@ def compose_in_cluster(
         if args.scheduling.teams
         else None
     )
+    # The quotas live in the team namespaces; the policy's binding names them.
+    team_admission = (
+        TeamAdmission(f"{name}-team-admission", TeamAdmissionArgs(namespaces=team_admission_namespaces(args),
+                                                                   namespace_resources=scheduling.namespaces),
+                      opts=pulumi.ResourceOptions(parent=parent, providers=kubernetes))
+        if args.scheduling.teams
+        else None
+    )
     return InClusterHalf(
         gpu_operator=gpu_operator,
         efa_device_plugin=efa_device_plugin,
@@ -288,6 +298,7 @@ def compose_in_cluster(
         preflight=preflight,
         verifier_role=verifier_role,
         team_access=team_access,
+        team_admission=team_admission,
     )
 
 
@@ -354,6 +365,8 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
     """The verify command's read-only ClusterRole; None unless ``verify.clusterRole``."""
     team_access: Optional[TeamAccess]
     """The team-member ClusterRole and its RoleBinding in each team namespace; None without ``scheduling.teams``."""
+    team_admission: Optional[TeamAdmission]
+    """The team namespaces' GPU pod policy and priority-class quotas; None without ``scheduling.teams``."""
     gpu_operator_status: pulumi.Output[Optional[str]]
     """Helm's status of the GPU Operator release (``deployed`` once installed)."""
 
@@ -394,5 +407,6 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
         self.preflight = half.preflight
         self.verifier_role = half.verifier_role
         self.team_access = half.team_access
+        self.team_admission = half.team_admission
         self.gpu_operator_status = self.gpu_operator.release_status
         self.register_outputs({"gpuOperatorStatus": self.gpu_operator_status})

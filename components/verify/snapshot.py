@@ -60,6 +60,10 @@ class Snapshot:
     """Read with ``--stack`` only."""
     cluster_role_bindings: list[dict[str, Any]] = field(default_factory=list)
     """Read with ``--stack`` only."""
+    admission_policies: list[dict[str, Any]] = field(default_factory=list)
+    """ValidatingAdmissionPolicies; read with ``--stack`` only."""
+    admission_policy_bindings: list[dict[str, Any]] = field(default_factory=list)
+    """ValidatingAdmissionPolicyBindings; read with ``--stack`` only."""
 
 
 SNAPSHOT_FIELDS = {
@@ -74,6 +78,8 @@ SNAPSHOT_FIELDS = {
     "localqueues": "local_queues",
     "rolebindings": "role_bindings",
     "clusterrolebindings": "cluster_role_bindings",
+    "validatingadmissionpolicies": "admission_policies",
+    "validatingadmissionpolicybindings": "admission_policy_bindings",
 }
 """The snapshot field each read of ``VERIFY_READS`` fills, by resource."""
 

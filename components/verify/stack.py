@@ -25,6 +25,7 @@ from ..workloads.storage import claim_name
 from .objects import condition, condition_true, gpu_nodes, labels, name, namespace, natural_key, node_name, owned_by
 from .rows import EXAMPLES, Group, Row, described, failed, group, passed, skipped
 from .snapshot import Snapshot
+from .team_admission import team_admission
 from .team_members import team_members
 from .team_data import team_data
 
@@ -349,6 +350,7 @@ def judge_stack(snapshot: Snapshot, args: GpuTrainingPlatformArgs, *, examples: 
         *kueue_queues(snapshot, args),
         *teams(snapshot, args),
         *team_members(snapshot, args),
+        *team_admission(snapshot, args),
         topology_labeler_running(snapshot, args, examples=examples),
         node_monitoring_agent(snapshot, args, examples=examples),
         *fsx_claims(snapshot, args),

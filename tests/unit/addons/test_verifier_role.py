@@ -24,6 +24,8 @@ EXPECTED_RULES = [
     {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "list"]},
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": ["get", "list"]},
     {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings", "clusterrolebindings"], "verbs": ["get", "list"]},
+    {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
+     "verbs": ["get", "list"]},
 ]
 
 

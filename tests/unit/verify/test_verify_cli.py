@@ -128,6 +128,8 @@ def healthy_objects() -> dict[str, list[dict]]:
         "daemonsets": [],
         "rolebindings": [],
         "clusterrolebindings": [],
+        "validatingadmissionpolicies": [],
+        "validatingadmissionpolicybindings": [],
     }
 
 

@@ -18,6 +18,7 @@ from cluster_objects import SEED_CLASSES, daemon_pods, daemon_set, node, pdb, pr
 from harness import PROJECT_ROOT, stack_file
 from eks_gpu_training.platform.stack_files import stack_file_name
 from eks_gpu_training.workloads.team_access import team_role_binding
+from eks_gpu_training.workloads.team_admission import gpu_pod_policy_binding_manifest, gpu_pod_policy_manifest, priority_quota
 
 PROD_QUOTA = {"requests.nvidia.com/gpu": "32", "requests.cpu": "768", "requests.memory": "8Ti", "persistentvolumeclaims": "6"}
 """What each of prod's namespaces' quotas computes to: its team's reach, 8 GPUs of each pool of its
@@ -97,7 +98,8 @@ def prod_cluster() -> Snapshot:
         pod_disruption_budgets=[pdb("rl-training", "training", "rl-training-multi", min_available=2),
                                 pdb("finetune", "research", "finetune-multi", min_available=2)],
         priority_classes=list(SEED_CLASSES),
-        resource_quotas=[quota("training"), quota("research")],
+        resource_quotas=[quota("training"), quota("research"), priority_quota("training", ["training-critical", "evaluation-normal", "data-prep-low"]),
+                         priority_quota("research", ["evaluation-normal", "data-prep-low"])],
         persistent_volume_claims=[claim("training", "pretraining"), claim("research", "research")],
         daemon_sets=[daemon_set("topology-labeler", "topology-labeler"), daemon_set("eks-node-monitoring-agent", "kube-system"), daemon_set("dcgm-server", "kube-system")],
         cluster_queues=[
@@ -108,6 +110,8 @@ def prod_cluster() -> Snapshot:
                       local_queue("research", "gpu-queue", "research"), local_queue("research", "gpu-queue-held", "research")],
         role_bindings=[team_role_binding(team, namespace) for team in load_stack_args("prod", PROJECT_ROOT).scheduling.teams
                        for namespace in team.namespaces],
+        admission_policies=[gpu_pod_policy_manifest()],
+        admission_policy_bindings=[gpu_pod_policy_binding_manifest(["training", "research"])],
     )
 
 
@@ -121,7 +125,9 @@ def prod_cluster_without_teams() -> Snapshot:
     """The cluster of prod ``without_teams`` as `pulumi up` leaves it (prod's before teams)."""
     snapshot = prod_cluster()
     snapshot.pod_disruption_budgets.pop()
-    snapshot.resource_quotas.pop()
+    snapshot.resource_quotas[:] = [quota("training")]
+    snapshot.admission_policies.clear()
+    snapshot.admission_policy_bindings.clear()
     snapshot.persistent_volume_claims[:] = [claim("training")]
     snapshot.cluster_queues[:] = [queue("training", FLAVORS)]
     snapshot.local_queues[:] = [local_queue("training", "gpu-queue", "training"), local_queue("training", "gpu-queue-held", "training")]
@@ -145,6 +151,10 @@ def test_prods_cluster_as_pulumi_up_leaves_it_passes_every_stack_row(prod):
         "team/research": "pass",
         "team-members/pretraining": "pass",
         "team-members/research": "pass",
+        "team-queue/pretraining": "pass",
+        "team-priorities/pretraining": "pass",
+        "team-queue/research": "pass",
+        "team-priorities/research": "pass",
         "topology-labeler": "pass",
         "node-monitoring-agent": "pass",
         "fsx-claim/training": "pass",
@@ -189,6 +199,7 @@ def test_prod_without_teams_passes_every_stack_row_with_a_cluster_queue_per_name
         "kueue-queues/training": "pass",
         "teams": "skip",
         "team-members": "skip",
+        "team-admission": "skip",
         "topology-labeler": "pass",
         "node-monitoring-agent": "pass",
         "fsx-claim/training": "pass",
@@ -210,7 +221,8 @@ def test_with_the_stack_the_seed_rows_come_first_then_the_health_rows_then_the_s
     assert items[12:] == [
         "pool-nodes/p5-training", "priority-class-values", "resource-quota/training", "resource-quota/research",
         "kueue-queues/training", "kueue-queues/research", "team/pretraining", "team/research",
-        "team-members/pretraining", "team-members/research", "topology-labeler", "node-monitoring-agent", "fsx-claim/training", "fsx-claim/research",
+        "team-members/pretraining", "team-members/research", "team-queue/pretraining", "team-priorities/pretraining",
+        "team-queue/research", "team-priorities/research", "topology-labeler", "node-monitoring-agent", "fsx-claim/training", "fsx-claim/research",
         "team-data/pretraining", "team-data/research",
     ]
 

@@ -125,7 +125,8 @@ def test_with_a_lock_of_every_image_the_rendered_stack_pulls_each_by_digest(stac
             if isinstance(document, dict) and document.get("kind") == "ClusterPolicy":
                 operands += [(name, spec) for name, spec in document["spec"].items()
                              if isinstance(spec, dict) and "repository" in spec and spec.get("enabled", True) is not False]
-    assert images and operands
+    assert images
+    assert operands
     by_tag = [
         (where, image) for where, image in images if "@sha256:" not in image
         # The stack's own ECR images are built here and run by their pushed digest; the EKS add-on's
@@ -144,7 +145,8 @@ def test_a_built_image_is_built_from_its_locked_base_and_from_the_dockerfiles_ta
     assert base == dockerfile_base(HEALTH_GATE_DIR) == "python:3.13-slim"
     config = stack_config("prod")
     builds = run_main(config).of_type("docker-build:index:Image")
-    assert len(builds) == 2 and all(not image.inputs.get("buildArgs") for image in builds)
+    assert len(builds) == 2
+    assert all(not image.inputs.get("buildArgs") for image in builds)
     config[f"{PROJECT}:images"] = {"digests": {base: DIGEST}}
     builds = run_main(config).of_type("docker-build:index:Image")
     assert [image.inputs.get("buildArgs") for image in builds] == [{"PYTHON_IMAGE": f"{base}@{DIGEST}"}] * 2

@@ -233,8 +233,10 @@ def test_broken_variant_without_the_anti_affinity_two_training_pods_share_a_node
 
 # A whole-node training job on every shipped pool, beside every DaemonSet of its nodes.
 
-FIT_NAMESPACE = "training"
-"""Where the fit probe runs: the training namespace, with its ServiceAccount, claims and quota."""
+FIT_NAMESPACE = "fit-probe"
+"""Where the fit probe runs: a namespace of the tests' own, with the training ServiceAccount. Not a
+training namespace: there, with teams, Kueue holds a Job that names no queue, and the probe asks the
+scheduler alone."""
 
 
 def _pools(cluster):
@@ -247,8 +249,9 @@ def _pools(cluster):
 
 def _fit_job(cluster, pool, *, karpenter: bool, nodes: int) -> dict:
     """The Job a training app on ``pool`` gets from the library, with every default (its requests
-    sized by ``node_fit`` for the stack's DaemonSets), submitted past Kueue so that the scheduler
-    alone decides. An app on a Karpenter pool runs without EFA (the configuration refuses EFA there)."""
+    sized by ``node_fit`` for the stack's DaemonSets), in ``FIT_NAMESPACE`` past Kueue so that the
+    scheduler alone decides, its shared file system an emptyDir (the claim is the training
+    namespace's). An app on a Karpenter pool runs without EFA (the configuration refuses EFA there)."""
     from eks_gpu_training.config import TrainingAppConfig
     from eks_gpu_training.workloads.scheduling_policies import training_job_spec
     from eks_gpu_training.workloads.templates import training_job
@@ -257,9 +260,12 @@ def _fit_job(cluster, pool, *, karpenter: bool, nodes: int) -> dict:
     app = TrainingAppConfig(name=unique("fit")[:20], nodes=nodes, pool=pool.name, **({"efa": False} if karpenter else {}))
     spec = training_job_spec(app, cluster.args)
     job = training_job(spec)
+    job["metadata"]["namespace"] = FIT_NAMESPACE
     job["metadata"]["labels"].pop("kueue.x-k8s.io/queue-name", None)
     job["spec"]["suspend"] = False
     template = job["spec"]["template"]
+    template["spec"]["volumes"] = [{"name": v["name"], "emptyDir": {}} if "persistentVolumeClaim" in v else v
+                                   for v in template["spec"].get("volumes") or []]
     for annotation in TOPOLOGY_ANNOTATIONS.values():
         (template["metadata"].get("annotations") or {}).pop(annotation, None)
     for container in template["spec"]["containers"]:
@@ -302,6 +308,9 @@ def test_a_whole_node_training_job_fits_every_shipped_pools_nodes_beside_all_the
             for namespace, name in daemonsets:
                 _runs_on_every_gpu_node(env, namespace, name, daemonsets[(namespace, name)])
         restore = _shorter_consolidation(env, pool.name) if karpenter else None
+        env.ensure_namespace(FIT_NAMESPACE)
+        env.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": any_cluster.args.scheduling.service_account.name,
+                                                                             "namespace": FIT_NAMESPACE}, "automountServiceAccountToken": False})
         job = _fit_job(any_cluster, pool, karpenter=karpenter, nodes=1 if karpenter else len(nodes))
         name = job["metadata"]["name"]
         env.apply(job)

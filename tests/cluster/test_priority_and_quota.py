@@ -3,6 +3,8 @@ them: the scheduler's and the API server's quota admission's verdicts."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, gpu_toleration
@@ -86,12 +88,13 @@ def test_broken_variant_equal_priorities_preempt_nothing(any_cluster, probe_name
 
 
 def _gpu_request_refused(env, namespace: str, gpus: int) -> str:
-    # CPU and memory too: the quota also limits them, and then refuses pods that leave them out.
+    # CPU and memory too: the quota also limits them, and then refuses pods that leave them out. The
+    # pod names a Job as its controller, as a Job's pods do: a team namespace refuses a GPU pod outside
+    # a Job before its quota is asked (team_admission).
     name = unique("over-quota")
-    return expect_refused(
-        lambda: env.apply(pod_manifest(name, namespace, requests={"cpu": "1", "memory": "1Gi", GPU_RESOURCE: str(gpus)},
-                                       tolerations=[gpu_toleration()])),
-        on_admitted=lambda _: env.delete_pod(namespace, name))
+    pod = pod_manifest(name, namespace, requests={"cpu": "1", "memory": "1Gi", GPU_RESOURCE: str(gpus)}, tolerations=[gpu_toleration()])
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": str(uuid.uuid4()), "controller": True}]
+    return expect_refused(lambda: env.apply(pod), on_admitted=lambda _: env.delete_pod(namespace, name))
 
 
 def test_a_pod_asking_one_gpu_beyond_the_namespace_quota_is_refused(any_cluster):

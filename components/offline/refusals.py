@@ -184,7 +184,8 @@ class _Resolver:
 
     @staticmethod
     def _joined(pieces: list[set[str]]) -> set[str]:
-        joined = {"".join(p) for p in itertools.islice(itertools.product(*pieces), MAX_PATHS)}
+        # Sorted, so the first MAX_PATHS are the same in every process (a set's order follows the hash seed).
+        joined = {"".join(p) for p in itertools.islice(itertools.product(*(sorted(piece) for piece in pieces)), MAX_PATHS)}
         return {p.replace(".[", "[") for p in joined}
 
     def name(self, name: str, scope: Scope, depth: int, line: int = 0) -> set[str]:

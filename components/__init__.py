@@ -74,6 +74,8 @@ if TYPE_CHECKING:
         TopologyLabelerConfig,
         TrainingAppConfig,
         TrainingJobConfig,
+        EnvFromSecretConfig,
+        SecretKeyRefConfig,
         TrainingNamespaceConfig,
         TrainingServiceAccountConfig,
         VerifyConfig,
@@ -110,7 +112,7 @@ if TYPE_CHECKING:
     from .workloads.training_job import TrainingJob, TrainingJobArgs
     from .workloads.templates import rendezvous_service, training_job, training_pdb, training_pod_template
     from .workloads.node_fit import NodeLoad, NodeRoom, library_node_load, stack_node_load, training_room
-    from .workloads.training_spec import TrainingJobSpec
+    from .workloads.training_spec import SecretKeyRef, TrainingJobSpec
 
 __all__ = [
     "ClusterConfig",
@@ -222,6 +224,9 @@ __all__ = [
     "TrainingJobArgs",
     "TrainingJobConfig",
     "TrainingJobSpec",
+    "SecretKeyRef",
+    "EnvFromSecretConfig",
+    "SecretKeyRefConfig",
     "NodeLoad",
     "NodeRoom",
     "library_node_load",

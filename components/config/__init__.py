@@ -139,6 +139,8 @@ from .scheduling import (
     TrainingJobConfig,
     TrainingAppConfig,
     SchedulingConfig,
+    EnvFromSecretConfig,
+    SecretKeyRefConfig,
     SMOKE_TEST_IMAGE,
     SmokeTestConfig,
 )
@@ -265,6 +267,8 @@ __all__ = [
     "TORCHRUN_PORT",
     "TrainingJobConfig",
     "TrainingAppConfig",
+    "EnvFromSecretConfig",
+    "SecretKeyRefConfig",
     "SchedulingConfig",
     "SMOKE_TEST_IMAGE",
     "SmokeTestConfig",

@@ -75,7 +75,9 @@ def team_mount_name(mount_name: pulumi.Input[str], team: str) -> pulumi.Input[st
     pkg/driver/node.go, NodePublishVolume), a Lustre subdirectory mount: the pod sees that directory
     as the volume's root and nothing above it (FSx for Lustre User Guide, "Mounting specific
     filesets"). The directory must exist first (``team_directories_job``)."""
-    return joined(mount_name, f"/{team_data_path(team)}")
+    if isinstance(mount_name, str):
+        return f"{mount_name}/{team_data_path(team)}"
+    return pulumi.Output.from_input(mount_name).apply(lambda name: f"{name}/{team_data_path(team)}")
 
 
 def lustre_persistent_volume(namespace: str, volume: LustreVolume, team: Optional[str] = None) -> dict[str, Any]:
@@ -137,6 +139,10 @@ TEAM_DIRECTORIES_CAPABILITIES = ("CHOWN", "FOWNER")
 longer owns (FOWNER)."""
 
 
+TEAM_DIRECTORIES_LABELS = {"app.kubernetes.io/name": "fsx-team-directories", "app.kubernetes.io/part-of": PART_OF}
+"""Labels of the directories Job and its pod."""
+
+
 def team_directories_script(teams: Mapping[str, int], mount_path: str = "/fsx") -> str:
     """Shell that makes each team's directory (``teams/<team>``, by gid) if missing and gives it to the team."""
     lines = ["set -eu"]
@@ -158,11 +164,11 @@ def team_directories_job(teams: Mapping[str, int]) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": team_directories_job_name(teams), "namespace": TEAM_DIRECTORIES_NAMESPACE,
-                     "labels": {"app.kubernetes.io/part-of": PART_OF}},
+        "metadata": {"name": team_directories_job_name(teams), "namespace": TEAM_DIRECTORIES_NAMESPACE, "labels": dict(TEAM_DIRECTORIES_LABELS)},
         "spec": {
             "backoffLimit": 3,
             "template": {
+                "metadata": {"labels": dict(TEAM_DIRECTORIES_LABELS)},
                 "spec": {
                     "restartPolicy": "Never",
                     "automountServiceAccountToken": False,

@@ -18,7 +18,11 @@ that claims a Job that does not exist is deleted by the garbage collector (Kuber
 pods that name a class outside the team's list allows ``pods: 0``, so the API server refuses them
 (Kubernetes docs, "Resource Quotas", "Resource Quota Per PriorityClass"). The scope selector lists
 what is allowed (``NotIn``) rather than what is not, so a class created later, by a chart or by
-hand, is refused too; a pod naming no class is outside the scope.
+hand, is refused too; a pod naming no class is outside the scope. The quota judges pods, which a Job
+creates only once Kueue admits it: a Job or JobSet of a refused class would then hold its quota, and
+with ``blockAdmission`` every team's next admission, until ``podsReadyTimeoutMinutes`` requeues it.
+So ``JOB_CLASS_POLICY`` refuses such a Job or JobSet at creation, reading the allowed classes from
+the namespace's own quota (its ``paramRef``), the one list of them.
 """
 
 from __future__ import annotations
@@ -33,10 +37,14 @@ from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config import GpuTrainingPlatformArgs, Problem, TeamConfig
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
+from .job_sets import JOBSET_API_VERSION
 from .training_spec import PART_OF
 
 GPU_POD_POLICY = "eks-gpu-training-team-gpu-pods"
 """Name of the ValidatingAdmissionPolicy that keeps a team namespace's GPUs to its Jobs, and of its binding."""
+
+JOB_CLASS_POLICY = "eks-gpu-training-team-job-classes"
+"""Name of the ValidatingAdmissionPolicy that refuses a team's Job or JobSet of a class its quota refuses, and of its binding."""
 
 PRIORITY_QUOTA_NAME = "team-priority-classes"
 """Name of the ResourceQuota of each team namespace that refuses pods of classes the team may not use."""
@@ -94,6 +102,56 @@ def gpu_pod_policy_binding_manifest(namespaces: Sequence[str]) -> dict[str, Any]
         "spec": {
             "policyName": GPU_POD_POLICY,
             "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}]}},
+        },
+    }
+
+
+def _class_allowed(template: str) -> str:
+    """CEL: the pod ``template``'s class is unset or among the quota's ``NotIn`` values (``params``)."""
+    return (f"!has({template}.priorityClassName) || {template}.priorityClassName == '' || "
+            f"params.spec.scopeSelector.matchExpressions.exists(e, e.operator == 'NotIn' && {template}.priorityClassName in e.values)")
+
+
+JOB_CLASS_MESSAGE = f"this team may not use that priority class: its namespace's ResourceQuota {PRIORITY_QUOTA_NAME} would refuse the pods"
+
+
+def job_class_policy_manifest() -> dict[str, Any]:
+    """The policy: a Job's or JobSet's pods must be of a class the namespace's ``PRIORITY_QUOTA_NAME``
+    quota allows (its params)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": JOB_CLASS_POLICY, "labels": dict(LABELS)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "paramKind": {"apiVersion": "v1", "kind": "ResourceQuota"},
+            "matchConstraints": {"resourceRules": [
+                {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["jobs"]},
+                {"apiGroups": [JOBSET_API_VERSION.split("/")[0]], "apiVersions": [JOBSET_API_VERSION.split("/")[1]],
+                 "operations": ["CREATE"], "resources": ["jobsets"]},
+            ]},
+            "validations": [
+                {"expression": f"object.kind != 'Job' || {_class_allowed('object.spec.template.spec')}", "message": JOB_CLASS_MESSAGE},
+                {"expression": f"object.kind != 'JobSet' || object.spec.replicatedJobs.all(r, {_class_allowed('r.template.spec.template.spec')})",
+                 "message": JOB_CLASS_MESSAGE},
+            ],
+        },
+    }
+
+
+def job_class_policy_binding_manifest(namespaces: Sequence[str]) -> dict[str, Any]:
+    """Puts the policy in force in the team ``namespaces``, each judged by its own quota (a namespace
+    without it: allowed, as its pods are)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": JOB_CLASS_POLICY, "labels": dict(LABELS)},
+        "spec": {
+            "policyName": JOB_CLASS_POLICY,
+            "validationActions": ["Deny"],
+            "paramRef": {"name": PRIORITY_QUOTA_NAME, "parameterNotFoundAction": "Allow"},
             "matchResources": {"namespaceSelector": {"matchExpressions": [
                 {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}]}},
         },
@@ -194,7 +252,7 @@ class TeamAdmissionArgs:
 
 @documented_component(TeamAdmissionArgs)
 class TeamAdmission(pulumi.ComponentResource):
-    """The GPU pod policy bound to the team namespaces, and each one's priority-class quota. Give it
+    """The GPU pod and job class policies bound to the team namespaces, and each one's priority-class quota. Give it
     the ``cluster`` (or its Kubernetes provider in ``opts``)."""
 
     def __init__(self, name: str, args: Optional[TeamAdmissionArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
@@ -209,6 +267,14 @@ class TeamAdmission(pulumi.ComponentResource):
         k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
             f"{name}-gpu-pod-policy-binding", metadata=binding_body["metadata"], spec=binding_body["spec"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]))
+        class_policy_body = job_class_policy_manifest()
+        class_binding_body = job_class_policy_binding_manifest([n.namespace for n in args.namespaces])
+        class_policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-job-class-policy", metadata=class_policy_body["metadata"], spec=class_policy_body["spec"],
+            opts=pulumi.ResourceOptions(parent=self))
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-job-class-policy-binding", metadata=class_binding_body["metadata"], spec=class_binding_body["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[class_policy]))
         for team_namespace in args.namespaces:
             quota = priority_quota(team_namespace.namespace, team_namespace.priority_classes)
             waits = [args.namespace_resources[team_namespace.namespace]] if team_namespace.namespace in args.namespace_resources else []

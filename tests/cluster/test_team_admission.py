@@ -7,7 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, gpu_toleration
-from eks_gpu_training.workloads.team_admission import GPU_POD_MESSAGE, GPU_POD_POLICY, PRIORITY_QUOTA_NAME
+from eks_gpu_training.workloads.job_sets import JOBSET_API_VERSION
+from eks_gpu_training.workloads.team_admission import (
+    GPU_POD_MESSAGE,
+    GPU_POD_POLICY,
+    JOB_CLASS_MESSAGE,
+    JOB_CLASS_POLICY,
+    PRIORITY_QUOTA_NAME,
+)
 
 from environment import expect_refused, holds_for, wait_for
 from kueue import condition, conditions
@@ -164,3 +171,42 @@ def test_verify_reads_each_teams_queue_enforced_and_priorities_limited_from_the_
     assert {r.item: r.status for r in rows} == {
         "team-queue/pretraining": "pass", "team-priorities/pretraining": "pass",
         "team-queue/research": "pass", "team-priorities/research": "pass"}, rows
+
+
+def _job_of_class(namespace: str, priority_class: str) -> dict[str, Any]:
+    pod = pod_manifest("main", namespace, requests=SMALL, priority_class=priority_class, restartPolicy="Never")
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": unique("class"), "namespace": namespace},
+            "spec": {"template": {"spec": pod["spec"]}}}
+
+
+def _dry_run_job(env, job: dict[str, Any]) -> Any:
+    return env.batch.create_namespaced_job(job["metadata"]["namespace"], job, dry_run=DRY_RUN)
+
+
+def test_a_job_or_jobset_of_a_class_its_team_may_not_use_is_refused_before_kueue_admits_it(prod_cluster):
+    """Its pods would be refused by the quota only once Kueue had admitted it, holding the team's
+    quota (and with blockAdmission every admission) until the requeue."""
+    env = prod_cluster.env
+    policy_refuses(JOB_CLASS_POLICY, JOB_CLASS_MESSAGE, lambda: _dry_run_job(env, _job_of_class(RESEARCH, "training-critical")))
+    job = _job_of_class(RESEARCH, "training-critical")
+    group, version = JOBSET_API_VERSION.split("/")
+    jobset = {"apiVersion": JOBSET_API_VERSION, "kind": "JobSet", "metadata": {"name": unique("class"), "namespace": RESEARCH},
+              "spec": {"suspend": True, "replicatedJobs": [{"name": "workers", "template": {"spec": job["spec"]}}]}}
+    policy_refuses(JOB_CLASS_POLICY, JOB_CLASS_MESSAGE, lambda: env.custom.create_namespaced_custom_object(
+        group, version, RESEARCH, "jobsets", jobset, dry_run=DRY_RUN))
+    _dry_run_job(env, _job_of_class(RESEARCH, "evaluation-normal"))
+    _dry_run_job(env, _job_of_class("training", "training-critical"))
+
+
+def test_broken_variant_the_job_class_policy_unbound_research_submits_a_training_critical_job(prod_cluster):
+    env = prod_cluster.env
+    binding = next(o for o in prod_cluster.cluster.platform.objects
+                   if o["kind"] == "ValidatingAdmissionPolicyBinding" and o["metadata"]["name"] == JOB_CLASS_POLICY)
+    env.delete(VAP, "ValidatingAdmissionPolicyBinding", JOB_CLASS_POLICY)
+    try:
+        wait_for(lambda: attempt(lambda: _dry_run_job(env, _job_of_class(RESEARCH, "training-critical"))) is not None,
+                 what="the training-critical Job admitted once the binding is gone")
+    finally:
+        env.apply(binding)
+        wait_for(lambda: attempt(lambda: _dry_run_job(env, _job_of_class(RESEARCH, "training-critical"))) is None,
+                 what="the binding back in force")

@@ -14,6 +14,7 @@ import yaml
 from eks_gpu_training import ConfigError, parse_platform_args
 from eks_gpu_training.workloads.team_admission import (
     GPU_POD_POLICY,
+    JOB_CLASS_POLICY,
     PRIORITY_QUOTA_NAME,
     gpu_pod_policy_binding_manifest,
     priority_quota,
@@ -65,6 +66,9 @@ def test_the_stack_binds_the_gpu_pod_policy_to_the_team_namespaces_and_gives_eac
     assert binding.inputs["spec"]["matchResources"] == {"namespaceSelector": {"matchExpressions": [
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["training", "research"]}]}}
     assert graph.depends_on(binding, policy)
+    (class_binding,) = [r for r in graph.of_type(BINDING) if r.inputs["metadata"]["name"] == JOB_CLASS_POLICY]
+    assert class_binding.inputs["spec"]["paramRef"] == {"name": PRIORITY_QUOTA_NAME, "parameterNotFoundAction": "Allow"}
+    assert class_binding.inputs["spec"]["matchResources"] == binding.inputs["spec"]["matchResources"]
     quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"] for r in graph.of_type(QUOTA)
               if r.inputs["metadata"]["name"] == PRIORITY_QUOTA_NAME}
     assert quotas == {
@@ -83,7 +87,7 @@ def test_the_stack_binds_the_gpu_pod_policy_to_the_team_namespaces_and_gives_eac
 def test_without_teams_there_is_no_policy_and_no_priority_quota():
     graph = run_main(stack_without_teams("prod"))
     assert graph.error is None, graph.error
-    assert not [r for r in graph.of_type(POLICY) + graph.of_type(BINDING) if r.inputs["metadata"]["name"] == GPU_POD_POLICY]
+    assert not [r for r in graph.of_type(POLICY) + graph.of_type(BINDING) if r.inputs["metadata"]["name"] in (GPU_POD_POLICY, JOB_CLASS_POLICY)]
     assert not [r for r in graph.of_type(QUOTA) if r.inputs["metadata"]["name"] == PRIORITY_QUOTA_NAME]
 
 

@@ -4,7 +4,8 @@
 namespaces (a GPU pod outside a Job refused). Kueue's ``manageJobsWithoutQueueName`` is in its
 ConfigMap, which the verify role does not read; the cluster tier judges it
 (``tests/cluster/test_team_admission.py``). ``team-priorities/<team>``: each namespace's
-``team-priority-classes`` quota allows no pod of a class outside the team's list.
+``team-priority-classes`` quota allows no pod of a class outside the team's list, and
+the job class policy is bound there.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ..config import GpuTrainingPlatformArgs
-from ..workloads.team_admission import GPU_POD_POLICY, PRIORITY_QUOTA_NAME, allowed_priority_classes, priority_quota
+from ..workloads.team_admission import GPU_POD_POLICY, JOB_CLASS_POLICY, PRIORITY_QUOTA_NAME, allowed_priority_classes, priority_quota
 from .objects import name, namespace
 from .rows import Row, failed, listing, passed, skipped
 from .snapshot import Snapshot
@@ -28,19 +29,20 @@ def _bound_namespaces(binding: Mapping[str, Any]) -> set[str]:
     return named
 
 
-def _queue_problems(snapshot: Snapshot, namespaces: Sequence[str]) -> list[str]:
-    if not any(name(p) == GPU_POD_POLICY for p in snapshot.admission_policies):
-        return [f"no ValidatingAdmissionPolicy {GPU_POD_POLICY}"]
-    binding = next((b for b in snapshot.admission_policy_bindings if name(b) == GPU_POD_POLICY), None)
+def _policy_problems(snapshot: Snapshot, policy: str, namespaces: Sequence[str]) -> list[str]:
+    """The policy and its binding of the same name, denying in every one of ``namespaces``."""
+    if not any(name(p) == policy for p in snapshot.admission_policies):
+        return [f"no ValidatingAdmissionPolicy {policy}"]
+    binding = next((b for b in snapshot.admission_policy_bindings if name(b) == policy), None)
     if binding is None:
-        return [f"no ValidatingAdmissionPolicyBinding {GPU_POD_POLICY}"]
+        return [f"no ValidatingAdmissionPolicyBinding {policy}"]
     spec = binding.get("spec") or {}
     problems = []
-    if spec.get("policyName") != GPU_POD_POLICY or "Deny" not in (spec.get("validationActions") or []):
-        problems.append(f"the binding {GPU_POD_POLICY} does not deny by the policy {GPU_POD_POLICY}")
+    if spec.get("policyName") != policy or "Deny" not in (spec.get("validationActions") or []):
+        problems.append(f"the binding {policy} does not deny by the policy {policy}")
     missing = [n for n in namespaces if n not in _bound_namespaces(binding)]
     if missing:
-        problems.append(f"the binding {GPU_POD_POLICY} leaves out {', '.join(missing)}")
+        problems.append(f"the binding {policy} leaves out {', '.join(missing)}")
     return problems
 
 
@@ -50,7 +52,7 @@ def team_admission(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Ro
         return [skipped("team-admission", "scheduling.teams is empty in the stack.")]
     rows = []
     for team in args.scheduling.teams:
-        problems = _queue_problems(snapshot, team.namespaces)
+        problems = _policy_problems(snapshot, GPU_POD_POLICY, team.namespaces)
         item = f"team-queue/{team.name}"
         if problems:
             rows.append(failed(item, "; ".join(problems) + ".",
@@ -58,7 +60,7 @@ def team_admission(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Ro
         else:
             rows.append(passed(item, f"GPU pods outside a Job are refused in {', '.join(team.namespaces)} ({GPU_POD_POLICY})."))
         allowed = allowed_priority_classes(args, team)
-        wrong = []
+        wrong = _policy_problems(snapshot, JOB_CLASS_POLICY, team.namespaces)
         for home in team.namespaces:
             quota = next((q for q in snapshot.resource_quotas if namespace(q) == home and name(q) == PRIORITY_QUOTA_NAME), None)
             if quota is None:
@@ -67,7 +69,7 @@ def team_admission(snapshot: Snapshot, args: GpuTrainingPlatformArgs) -> list[Ro
                 wrong.append(f"{home}/{PRIORITY_QUOTA_NAME} is not the stack's (pods 0 for classes outside {listing(allowed) or 'none'})")
         item = f"team-priorities/{team.name}"
         if wrong:
-            rows.append(failed(item, "; ".join(wrong) + ".", "run `pulumi up` to restore the quotas (TeamAdmission makes them)."))
+            rows.append(failed(item, "; ".join(wrong) + ".", "run `pulumi up` to restore the quotas and the job class policy (TeamAdmission makes them)."))
         else:
-            rows.append(passed(item, f"pods in {', '.join(team.namespaces)} may use {listing(allowed) or 'no class'} only."))
+            rows.append(passed(item, f"pods, Jobs and JobSets in {', '.join(team.namespaces)} may use {listing(allowed) or 'no class'} only."))
     return rows

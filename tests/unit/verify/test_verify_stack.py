@@ -18,7 +18,13 @@ from cluster_objects import SEED_CLASSES, daemon_pods, daemon_set, node, pdb, pr
 from harness import PROJECT_ROOT, stack_file
 from eks_gpu_training.platform.stack_files import stack_file_name
 from eks_gpu_training.workloads.team_access import team_role_binding
-from eks_gpu_training.workloads.team_admission import gpu_pod_policy_binding_manifest, gpu_pod_policy_manifest, priority_quota
+from eks_gpu_training.workloads.team_admission import (
+    gpu_pod_policy_binding_manifest,
+    gpu_pod_policy_manifest,
+    job_class_policy_binding_manifest,
+    job_class_policy_manifest,
+    priority_quota,
+)
 
 PROD_QUOTA = {"requests.nvidia.com/gpu": "32", "requests.cpu": "768", "requests.memory": "8Ti", "persistentvolumeclaims": "6"}
 """What each of prod's namespaces' quotas computes to: its team's reach, 8 GPUs of each pool of its
@@ -110,8 +116,9 @@ def prod_cluster() -> Snapshot:
                       local_queue("research", "gpu-queue", "research"), local_queue("research", "gpu-queue-held", "research")],
         role_bindings=[team_role_binding(team, namespace) for team in load_stack_args("prod", PROJECT_ROOT).scheduling.teams
                        for namespace in team.namespaces],
-        admission_policies=[gpu_pod_policy_manifest()],
-        admission_policy_bindings=[gpu_pod_policy_binding_manifest(["training", "research"])],
+        admission_policies=[gpu_pod_policy_manifest(), job_class_policy_manifest()],
+        admission_policy_bindings=[gpu_pod_policy_binding_manifest(["training", "research"]),
+                                   job_class_policy_binding_manifest(["training", "research"])],
     )
 
 

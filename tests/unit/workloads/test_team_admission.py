@@ -150,14 +150,15 @@ def test_refuses_the_checks_at_pulumi_up_with_teams_since_kueue_would_hold_their
 
 def _snapshot(args, *, drop_binding: bool = False, research_quota: Any = None):
     from eks_gpu_training.verify import Snapshot
-    from eks_gpu_training.workloads.team_admission import gpu_pod_policy_manifest
+    from eks_gpu_training.workloads.team_admission import gpu_pod_policy_manifest, job_class_policy_binding_manifest, job_class_policy_manifest
 
     namespaces = [n.namespace for n in team_admission_namespaces(args)]
     quotas = [priority_quota(n.namespace, n.priority_classes) for n in team_admission_namespaces(args)]
     if research_quota is not None:
         quotas = [q for q in quotas if q["metadata"]["namespace"] != "research"] + research_quota
-    return Snapshot(resource_quotas=quotas, admission_policies=[gpu_pod_policy_manifest()],
-                    admission_policy_bindings=[] if drop_binding else [gpu_pod_policy_binding_manifest(namespaces)])
+    bindings = [] if drop_binding else [gpu_pod_policy_binding_manifest(namespaces), job_class_policy_binding_manifest(namespaces)]
+    return Snapshot(resource_quotas=quotas, admission_policies=[gpu_pod_policy_manifest(), job_class_policy_manifest()],
+                    admission_policy_bindings=bindings)
 
 
 def test_verify_shows_each_teams_queue_enforced_and_priorities_limited():
@@ -168,12 +169,14 @@ def test_verify_shows_each_teams_queue_enforced_and_priorities_limited():
     assert {item: r.status for item, r in rows.items()} == {
         "team-queue/pretraining": "pass", "team-priorities/pretraining": "pass",
         "team-queue/research": "pass", "team-priorities/research": "pass"}
-    assert rows["team-priorities/research"].detail == "pods in research may use evaluation-normal, data-prep-low only."
+    assert rows["team-priorities/research"].detail == "pods, Jobs and JobSets in research may use evaluation-normal, data-prep-low only."
     broken = {r.item: r for r in team_admission(_snapshot(args, drop_binding=True, research_quota=[]), args)}
     assert broken["team-queue/research"].status == "fail"
     assert broken["team-queue/research"].detail.startswith(f"no ValidatingAdmissionPolicyBinding {GPU_POD_POLICY}. Fix: run `pulumi up`")
-    assert broken["team-priorities/research"].detail.startswith(f"no ResourceQuota {PRIORITY_QUOTA_NAME} in research.")
-    assert broken["team-priorities/pretraining"].status == "pass"
+    assert broken["team-priorities/research"].detail.startswith(
+        f"no ValidatingAdmissionPolicyBinding {JOB_CLASS_POLICY}; no ResourceQuota {PRIORITY_QUOTA_NAME} in research.")
+    assert broken["team-priorities/pretraining"].detail.startswith(f"no ValidatingAdmissionPolicyBinding {JOB_CLASS_POLICY}.")
     # A quota allowing training-critical to research is not the stack's.
     wider = [priority_quota("research", STACK_CLASSES)]
+    assert {r.item: r.status for r in team_admission(_snapshot(args), args)}["team-priorities/research"] == "pass"
     assert {r.item: r.status for r in team_admission(_snapshot(args, research_quota=wider), args)}["team-priorities/research"] == "fail"

@@ -53,18 +53,24 @@ def _carries_text(annotation: Any, metadata: Iterable[Any] = ()) -> bool:
 
 
 def _secret_texts(value: Any, annotation: Any) -> Any:
-    """``value`` with every text a ``pulumi.Output`` may stand for made a secret Output."""
+    """``value`` with every text a ``pulumi.Output`` may stand for made a secret Output; the very
+    object when nothing in it is (a model copied with an update counts the key as set)."""
     if isinstance(value, pydantic.BaseModel):
-        update = {
-            name: _secret_texts(getattr(value, name), InputText if _carries_text(info.annotation, info.metadata) and isinstance(getattr(value, name), str) else info.annotation)
-            for name, info in type(value).model_fields.items()
-            if _carries_text(info.annotation, info.metadata) or isinstance(getattr(value, name), (pydantic.BaseModel, list, dict))
-        }
-        return value.model_copy(update=update)
+        update = {}
+        for field_name, info in type(value).model_fields.items():
+            old = getattr(value, field_name)
+            texts = _carries_text(info.annotation, info.metadata)
+            if texts or isinstance(old, (pydantic.BaseModel, list, dict)):
+                new = _secret_texts(old, InputText if texts and isinstance(old, str) else info.annotation)
+                if new is not old:
+                    update[field_name] = new
+        return value.model_copy(update=update) if update else value
     if isinstance(value, list):
-        return [_secret_texts(item, annotation) for item in value]
+        items = [_secret_texts(item, annotation) for item in value]
+        return items if any(new is not old for new, old in zip(items, value, strict=True)) else value
     if isinstance(value, dict):
-        return {key: _secret_texts(item, annotation) for key, item in value.items()}
+        entries = {key: _secret_texts(item, annotation) for key, item in value.items()}
+        return entries if any(entries[key] is not item for key, item in value.items()) else value
     if isinstance(value, str) and _carries_text(annotation):
         return pulumi.Output.secret(value)
     return value
@@ -79,11 +85,13 @@ def keep_secrets(args: GpuTrainingPlatformArgs, secret_keys: Iterable[str]) -> G
     is read by the platform to shape resources and stays plain: a secret belongs in an ``env`` value
     or, better, a Secret the value names (``secretKeyRef``)."""
     fields = {info.alias or name: name for name, info in GpuTrainingPlatformArgs.model_fields.items()}
-    update = {
-        fields[key]: _secret_texts(getattr(args, fields[key]), GpuTrainingPlatformArgs.model_fields[fields[key]].annotation)
-        for key in secret_keys
-        if key in fields
-    }
+    update = {}
+    for key in secret_keys:
+        if key in fields:
+            old = getattr(args, fields[key])
+            new = _secret_texts(old, GpuTrainingPlatformArgs.model_fields[fields[key]].annotation)
+            if new is not old:
+                update[fields[key]] = new
     return args.model_copy(update=update) if update else args
 
 

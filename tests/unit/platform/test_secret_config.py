@@ -6,6 +6,7 @@ import copy
 import json
 
 import pulumi
+import pytest
 from pulumi.runtime import rpc
 
 from eks_gpu_training.platform.program import stack_program
@@ -61,3 +62,13 @@ def test_an_env_entry_from_a_secret_names_the_secret_key_only():
     assert graph.error is None, graph.error
     env = _job(graph, "rl-training").inputs["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hugging-face", "key": "token"}}} in env
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_a_stack_whose_every_key_is_secret_builds_as_it_does_in_plain_text(stack):
+    """Keeping secretness must leave the rules alone: a key the loader makes secret is not one the
+    stack set (the network's create-only keys stay unset on an adopted network, for one)."""
+    config = stack_config(stack)
+    graph = _run(config, [key for key in config if key.startswith(f"{PROJECT}:")])
+    assert graph.error is None, graph.error
+    assert len(graph.resources) == len(run_program(stack_program, config).resources)

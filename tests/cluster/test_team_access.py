@@ -74,8 +74,9 @@ def test_a_member_is_refused_in_the_other_teams_namespace_and_in_kube_system(pro
 
 def test_a_member_writes_no_quota_priority_class_or_rbac(prod_cluster):
     engineer = member(prod_cluster, "pretraining")
-    expect_refused(lambda: engineer.core.patch_namespaced_resource_quota(QUOTA_NAME, "training", {"spec": {"hard": {"pods": "1000"}}}))
-    expect_refused(lambda: engineer.core.delete_namespaced_resource_quota(QUOTA_NAME, "training"))
+    expect_refused(lambda: engineer.core.patch_namespaced_resource_quota(QUOTA_NAME, "training", {"spec": {"hard": {"pods": "1000"}}},
+                                                                        dry_run="All"))
+    expect_refused(lambda: engineer.core.delete_namespaced_resource_quota(QUOTA_NAME, "training", dry_run="All"))
     expect_refused(lambda: client.SchedulingV1Api(engineer.api).create_priority_class(
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": unique("member-class")}, "value": 10**9}))
     expect_refused(creates_role(engineer, "training"))
@@ -114,6 +115,23 @@ def test_broken_variant_bound_to_the_admin_cluster_role_the_member_writes_rbac(p
         admin.delete(RBAC, "Role", made.metadata.name, "training")
     finally:
         admin.delete(RBAC, "RoleBinding", name, "training")
+
+
+def test_broken_variant_bound_to_cluster_admin_in_the_namespace_the_member_writes_its_quota(prod_cluster):
+    """Even Kubernetes' ``admin`` role writes no ResourceQuota; ``cluster-admin`` bound in the
+    namespace does, which the shipped binding refuses (a dry run: the quota is never changed)."""
+    admin, engineer = prod_cluster.env, member(prod_cluster, "pretraining")
+    name = unique("member-cluster-admin")
+    admin.apply({"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": name, "namespace": "training"},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                 "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": team_group("pretraining")}]})
+    try:
+        wait_for(lambda: attempt(lambda: engineer.core.patch_namespaced_resource_quota(
+            QUOTA_NAME, "training", {"spec": {"hard": {"pods": "1000"}}}, dry_run="All")), what="the member writing its quota under cluster-admin")
+    finally:
+        admin.delete(RBAC, "RoleBinding", name, "training")
+    wait_for(lambda: attempt(lambda: expect_refused(lambda: engineer.core.patch_namespaced_resource_quota(
+        QUOTA_NAME, "training", {"spec": {"hard": {"pods": "1000"}}}, dry_run="All"))), what="the quota refused again")
 
 
 def test_the_readme_try_out_a_dev_member_of_one_team_is_refused_in_the_others_namespace(dev_cluster):

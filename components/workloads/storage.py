@@ -23,7 +23,7 @@ from ..aws.cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..aws.storage import FSX_CSI_DRIVER, FSX_CSI_NAMESPACE, LustreVolume
-from ..config import GpuTrainingPlatformArgs
+from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.inputs import joined
 from ..config.teams import team_data_path
 from .training_spec import PART_OF
@@ -228,10 +228,13 @@ class TrainingStorageArgs:
     team's directory ``teams/<team>`` only, which a Job makes first. Default: none (every namespace
     gets the whole file system)."""
     team_ids: Mapping[str, int] = field(default_factory=dict)
-    """Each team's user and group ID, owner of its directory (``config.teams.team_gid``). Default: none."""
+    """Each team's user and group ID, owner of its directory (``config.teams.team_gid``), one for every team. Default: none."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, optional_cluster_field(self))
+        missing = sorted(set(self.teams) - set(self.team_ids))
+        if missing:
+            raise ConfigError([Problem("TrainingStorageArgs.team_ids", f"has no ID for {', '.join(missing)}: each team's directory is owned by its ID")])
 
 
 @documented_component(TrainingStorageArgs)

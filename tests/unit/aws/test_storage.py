@@ -459,3 +459,10 @@ def test_backup_retention_outside_what_fsx_allows_is_refused(days, expected):
     raw = prod_raw()
     fsx(raw)["automaticBackupRetentionDays"] = days
     assert any(p.startswith(f"storage.fsx.automaticBackupRetentionDays: Input should be {expected}") for p in problems_of(raw)), problems_of(raw)
+
+
+def test_team_storage_without_a_teams_id_is_refused():
+    from eks_gpu_training.workloads.storage import TrainingStorageArgs
+
+    with pytest.raises(ConfigError, match="TrainingStorageArgs.team_ids: has no ID for red"):
+        TrainingStorageArgs(volume=None, namespaces=["a"], teams={"red": ["a"]})

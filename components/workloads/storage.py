@@ -73,11 +73,11 @@ def team_mount_name(mount_name: pulumi.Input[str], team: str) -> pulumi.Input[st
     """The ``mountname`` of a team's volume: the file system's followed by the team's directory. The
     FSx CSI driver mounts ``<dnsname>@tcp:/<mountname>`` (kubernetes-sigs/aws-fsx-csi-driver
     pkg/driver/node.go, NodePublishVolume), a Lustre subdirectory mount: the pod sees that directory
-    as the volume's root and nothing above it (FSx for Lustre User Guide, "Mounting specific
-    filesets"). The directory must exist first (``team_directories_job``)."""
+    as the volume's root and nothing above it (docs.aws.amazon.com/fsx/latest/LustreGuide/
+    mounting-from-fileset.html). The directory must exist first (``team_directories_job``)."""
     if isinstance(mount_name, str):
         return f"{mount_name}/{team_data_path(team)}"
-    return pulumi.Output.from_input(mount_name).apply(lambda name: f"{name}/{team_data_path(team)}")
+    return pulumi.Output.all(mount_name).apply(lambda names: f"{names[0]}/{team_data_path(team)}")
 
 
 def lustre_persistent_volume(namespace: str, volume: LustreVolume, team: Optional[str] = None) -> dict[str, Any]:

@@ -150,8 +150,9 @@ HEALTH_NCCL_IMAGE = "444455556666.dkr.ecr.us-west-2.amazonaws.com/nccl-tests:efa
 
 def health_config() -> dict:
     """The prod stack with everything GPU health can add: pre-flight checks (DCGM and NCCL), the
-    Prometheus operator (the DCGM dashboard) and a pinned node monitoring agent version."""
-    config = stack_config("prod")
+    Prometheus operator (the DCGM dashboard) and a pinned node monitoring agent version; without its
+    teams, which refuse the checks at `pulumi up` (Kueue would hold their Jobs)."""
+    config = without_teams(stack_config("prod"))
     config["eks-gpu-training:nodeMonitoring"] = {"addonVersion": "v1.6.7-eksbuild.2"}
     config["eks-gpu-training:preflight"] = {"enabled": True, "nccl": {"image": HEALTH_NCCL_IMAGE}}
     config["eks-gpu-training:gpuOperator"] = {

@@ -21,6 +21,7 @@ from ..config import (
 )
 from ..facts.quantity import parse_quantity
 from .fleet_capacity import ResolvedQuota, fleet_capacity
+from .team_admission import admission_problems
 from .teams import namespace_quota, team_fit_problems, validate_teams
 from ..config.teams import team_id_problems
 from .scheduling_policies import app_pool, duplicate_indices, smoke_test_pools, training_job_spec, validate_priority_classes
@@ -59,6 +60,8 @@ def validate_scheduling(args: GpuTrainingPlatformArgs) -> list[Problem]:
     if team_problems:
         # A namespace's quota comes from its team: without valid teams there is none to judge apps by.
         return problems
+    # What the team namespaces admit: the teams' classes, the apps' classes, the checks' Jobs.
+    problems += admission_problems(args)
     namespaces: dict[str, _Namespace] = {}
     for i, namespace in enumerate(scheduling.namespaces):
         namespaces.setdefault(namespace.name, _Namespace(f"scheduling.namespaces[{i}]", namespace, namespace_quota(namespace, args)))

@@ -33,7 +33,6 @@ from ..facts.quantity import cpu_quantity, memory_quantity
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, resolve_quota
 from .storage import stack_claims
 from .team_access import member_problems
-from .team_admission import admission_problems
 
 
 @dataclass(frozen=True)
@@ -127,8 +126,7 @@ TEAM_SIZED = ("gpus", "cpu", "memory")
 def validate_teams(args: GpuTrainingPlatformArgs) -> list[Problem]:
     """Teams that could not all be served: a team without a namespace or with one that is not a
     training namespace, a namespace of two teams or of none, a member of two teams or also an admin
-    (``team_access.member_problems``), a class or check its namespaces would refuse
-    (``team_admission.admission_problems``), a quota on an unknown pool, quotas that sum beyond a pool,
+    (``team_access.member_problems``), a quota on an unknown pool, quotas that sum beyond a pool,
     limits beyond what can be lent or borrowed."""
     scheduling = args.scheduling
     teams = scheduling.teams
@@ -176,7 +174,6 @@ def validate_teams(args: GpuTrainingPlatformArgs) -> list[Problem]:
             if getattr(training.quota, key) is not None:
                 problems.append(Problem(f"scheduling.namespaces[{i}].quota.{key}", f"is sized from team {owner[training.name]}'s quotas plus its borrowing limits; remove it (or set the team's quotas)"))
     problems.extend(member_problems(args))
-    problems.extend(admission_problems(args))
     if problems:
         return problems
     for name, capacity in fleet.items():

@@ -384,6 +384,8 @@ INVALID: list[tuple[str, Mutation, str]] = [
     # smoke test
     ("smoke test image with upper case", S("smokeTest", {"enabled": True, "image": "nvcr.io/NVIDIA/cuda:12.8.1-base-ubuntu24.04"}), "smokeTest.image"),
     ("smoke test in an unknown namespace", S("smokeTest", {"enabled": True, "namespace": "smoke"}), "smokeTest.namespace"),
+    # With teams every namespace is a team's, where Kueue holds the smoke test's unlabelled Job.
+    ("smoke test with teams", S("smokeTest", {"enabled": True}), "smokeTest.enabled"),
     ("smoke test without namespaces", all_of(NO_TEAMS, S("scheduling.namespaces", []), S("scheduling.trainingApps", []), S("smokeTest", {"enabled": True})), "smokeTest.namespace"),
     ("smoke test timeout zero", S("smokeTest", {"enabled": True, "timeoutMinutes": 0}), "smokeTest.timeoutMinutes"),
     ("smoke test with no node to check", all_of(S(f"{G}.minSize", 0), S(f"{G}.desiredSize", 0), S("smokeTest", {"enabled": True})), "smokeTest.enabled"),
@@ -467,7 +469,6 @@ VALID: list[tuple[str, Mutation]] = [
     ("tags with spaces, unicode and IAM's punctuation", all_of(L("tags", "Cost Center", "ML Research: Zürich"), L("tags", "contact", "ml-platform@example.com"), L("tags", "path", "a/b=c+d_e.f"))),
     ("quoted Kubernetes version 1.35", S("cluster.kubernetesVersion", "1.35")),
     ("the longest pool name the node role allows", renamed_pool("p5-training", "p" * 33)),
-    ("smoke test on the prod pool", S("smokeTest", {"enabled": True})),
     ("training image pinned by digest", S(f"{APP}.job.image", f"public.ecr.aws/acme/train@{DIGEST}")),
     ("training image by tag and digest", S(f"{APP}.job.image", f"localhost:5000/acme/train:2.7-cu128@{DIGEST}")),
     # prod's FSx data repository names a bucket of s3Buckets, so it goes with them

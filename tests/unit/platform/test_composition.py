@@ -40,6 +40,8 @@ def settings(stack: str) -> dict:
     app moves to the first managed pool, on at most the nodes it keeps (dev's eval-sweep on dev-gpu's
     one node), and the teams keep their quotas on it."""
     config = without_karpenter(stack_config(stack))
+    # Without teams, each namespace a queue of its own: teams refuse the checks (Kueue would hold their Jobs).
+    config[f"{PROJECT}:scheduling"].pop("teams")
     config[f"{PROJECT}:storage"] = {**config[f"{PROJECT}:storage"], "fsx": {"enabled": False}}
     config[f"{PROJECT}:s3Buckets"] = []
     config[f"{PROJECT}:healthGate"] = {"enabled": False}

@@ -91,6 +91,6 @@ def test_a_stack_priority_class_named_like_the_checks_is_refused_with_its_key():
     scheduling["priorityClasses"] = [{"name": CHECK_PRIORITY_CLASS, "value": 10}]
     graph = run_main(config)
     assert graph.resources == []
-    assert [(p.path, p.message) for p in graph.error.problems if "priorityClasses" in p.path] == [
+    assert [(p.path, p.message) for p in graph.error.problems if p.path.startswith("scheduling.priorityClasses")] == [
         ("scheduling.priorityClasses[0].name",
          f"'{CHECK_PRIORITY_CLASS}' is the PriorityClass the health gate creates for its checks; choose another name")]

@@ -18,7 +18,7 @@ from eks_gpu_training.platform import platform_args_from_settings
 from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 from eks_gpu_training.platform.validation import validate_stack
 from eks_gpu_training.workloads.preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects, nccl_test_script
-from builders import HEALTH_NCCL_IMAGE as NCCL_IMAGE, health_config, scheduling_without_teams
+from builders import HEALTH_NCCL_IMAGE as NCCL_IMAGE, health_config, scheduling_without_teams, without_teams
 from eks_gpu_training.platform.stack_files import stack_file_name
 
 NS = "eks-gpu-training:"
@@ -26,7 +26,8 @@ JOB = "kubernetes:batch/v1:Job"
 
 
 def prod_with(**sections) -> dict:
-    config = copy.deepcopy(stack_config("prod"))
+    """prod without its teams (which refuse the checks: Kueue would hold their Jobs), with ``sections``."""
+    config = without_teams(stack_config("prod"))
     for key, value in sections.items():
         config[f"{NS}{key}"] = value
     return config
@@ -196,7 +197,7 @@ def test_preflight_rules(preflight, problem):
 
 
 def test_dev_runs_dcgm_on_its_one_node_without_an_nccl_image():
-    config = stack_config("dev")
+    config = without_teams(stack_config("dev"))
     config[f"{NS}preflight"] = {"enabled": True, "nccl": {"enabled": False}}
     graph = run_main(config)
     assert graph.error is None, repr(graph.error)
@@ -214,7 +215,7 @@ def test_nccl_alone_needs_an_efa_pool_of_two_nodes():
 
 
 def test_preflight_needs_a_pool_that_starts_with_nodes():
-    config = stack_config("dev")
+    config = without_teams(stack_config("dev"))
     config[f"{NS}gpuNodeGroups"][0].update(minSize=0, desiredSize=0)
     config[f"{NS}preflight"] = {"enabled": True}
     graph = run_main(config)
@@ -249,21 +250,14 @@ def test_preflight_needs_the_cpu_and_memory_of_its_largest_check():
     assert [p for p in problems if p.path.startswith("preflight")] == []
 
 
-def test_preflight_needs_the_quota_its_namespaces_team_reaches():
-    # pretraining (namespace training) holds 4 of p5-training's GPUs and none of gpu-training's, and
-    # borrows nothing: training's quota is 4 GPUs, below the DCGM checks' 2 × 8 at once.
-    scheduling = copy.deepcopy(stack_config("prod")[f"{NS}scheduling"])
-    scheduling["teams"][0]["quotas"] = [{"pool": "p5-training", "gpus": 4, "borrowingLimit": 0},
-                                        {"pool": "gpu-training", "gpus": 0, "borrowingLimit": 0}]
-    scheduling["trainingApps"] = []
-    graph = run_main(prod_with(scheduling=scheduling, preflight={"enabled": True, "nccl": {"enabled": False}}))
+def test_preflight_is_refused_with_teams_whose_queue_would_hold_its_jobs():
+    config = copy.deepcopy(stack_config("prod"))
+    config[f"{NS}preflight"] = {"enabled": True, "nccl": {"enabled": False}}
+    graph = run_main(config)
     assert [str(p) for p in graph.error.problems] == [
-        "preflight.namespace: the pre-flight checks need 16 GPUs at once but 'training' allows 4"
+        "preflight.enabled: cannot run with scheduling.teams: every training namespace is a team's, where Kueue holds a Job "
+        "that names no queue; run the checks before adding teams, or as Jobs submitted to a team's queue"
     ]
-    # In research's namespace they fit: its team reaches 8 + pretraining's 4 on p5-training and its 8
-    # on gpu-training, 20 GPUs.
-    graph = run_main(prod_with(scheduling=scheduling, preflight={"enabled": True, "namespace": "research", "nccl": {"enabled": False}}))
-    assert graph.error is None, repr(graph.error)
 
 
 @pytest.mark.parametrize(

@@ -72,8 +72,8 @@ def _group_of(item) -> str | None:
 
 
 GROUP_ORDER = ("test_node_unreachable", "test_node_loss", "test_node_loss_job_kinds", "test_karpenter", "prod", "dev",
-               "test_node_faults", "prod-2", "test_engine_in_cluster", "test_node_repair", "test_engine", "simulate", "test_training_jobs",
-               "test_kubernetes_minor", "test_verify")
+               "test_health_gate_configuration", "test_node_faults", "prod-2", "test_engine_in_cluster", "test_node_repair",
+               "test_engine", "simulate", "test_training_jobs", "test_kubernetes_minor", "test_verify", "test_health_gate_switch_on")
 """The order the groups are handed to the workers in (``--no-loadscope-reorder``), and their
 clusters' order in the start slots (``start_slots``); groups not named follow, in collection
 order. The README runs thirteen workers: the first thirteen groups go one to a worker at the

@@ -139,6 +139,8 @@ TEAM_DIRECTORIES_CAPABILITIES = ("CHOWN", "FOWNER")
 longer owns (FOWNER)."""
 
 
+TEAM_DIRECTORIES_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
+"""What a shell making a few directories needs, requested and its limit (the namespace's quota counts it)."""
 TEAM_DIRECTORIES_LABELS = {"app.kubernetes.io/name": "fsx-team-directories", "app.kubernetes.io/part-of": PART_OF}
 """Labels of the directories Job and its pod."""
 
@@ -176,7 +178,9 @@ def team_directories_job(teams: Mapping[str, int]) -> dict[str, Any]:
                     "containers": [{
                         "name": "directories",
                         "image": TEAM_DIRECTORIES_IMAGE,
+                        "imagePullPolicy": "Always",
                         "command": ["sh", "-c", team_directories_script(teams)],
+                        "resources": {"requests": dict(TEAM_DIRECTORIES_RESOURCES), "limits": dict(TEAM_DIRECTORIES_RESOURCES)},
                         "securityContext": {
                             "runAsUser": 0,
                             "allowPrivilegeEscalation": False,

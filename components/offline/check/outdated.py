@@ -3,9 +3,11 @@ of where the stack's charts come from.
 
 Each chart the stack installs (``platform.releases.stack_charts``) is looked up where a pull would
 get it (``chart_sources``): the mirror when one is set (``--charts-mirror``, ``$EKS_GPU_TRAINING_CHARTS_MIRROR``
-or ``charts.mirror``), else its own repository. Through Helm's own client: an ``http(s)://``
-repository's ``index.yaml`` (as ``helm search repo``), an ``oci://`` chart's tags (as ``helm show``
-resolves them, with Helm's registry logins and, after them, ``docker login``'s). Versions compare
+or ``charts.mirror``), else its own repository: an ``http(s)://`` repository's ``index.yaml``
+through Helm's own client (as ``helm search repo`` reads it), an ``oci://`` chart's tags through the
+OCI distribution API with the ``oras`` client and the credentials ``docker login`` wrote (as
+``eks-gpu-training-lock-images`` asks registries). A source that cannot be read, or that does not
+list the pin itself, is reported instead of judged. Versions compare
 as SemVer, the rule Helm orders charts by (helm.sh/docs/topics/charts, "Charts and Versioning");
 pre-releases are left out. A pin's line is its major.minor (Karpenter's support lines, the GPU
 Operator's 26.7.x): a newer patch on the line is reported apart from a newer line, which may
@@ -14,10 +16,9 @@ change the chart's values and CRDs.
 
 from __future__ import annotations
 
-import tempfile
+import functools
 from dataclasses import dataclass
 from typing import Iterable, Optional
-from urllib.parse import urlparse
 
 import semver
 
@@ -91,6 +92,12 @@ def release_line(version: str) -> tuple[int, int]:
     return parsed.major, parsed.minor
 
 
+def lists(listed: Iterable[str], version: str) -> bool:
+    """Whether ``listed`` holds ``version`` (as SemVer: ``v26.7.1`` is ``26.7.1``)."""
+    pinned = _parsed(version)
+    return any(_release(entry) == pinned for entry in listed)
+
+
 def compare(source: PinSource, listed: Iterable[str]) -> PinStatus:
     """The newest release on ``source``'s line and the newest of all among ``listed``."""
     pinned = _parsed(source.version)
@@ -114,6 +121,10 @@ def pin_sources(args: GpuTrainingPlatformArgs, mirror: Optional[str]) -> list[Pi
     return sources
 
 
+class SourceUnreadable(RuntimeError):
+    """A source gave no list of releases; the message says why, on one line."""
+
+
 def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split())
 
@@ -128,21 +139,33 @@ def _repository_index(url: str, access: MirrorAccess) -> dict:
 
 
 def _tags(reference: str, access: MirrorAccess) -> list[str]:
-    """The tags of an ``oci://`` chart, by Helm's registry client (plain HTTP only on loopback); with
-    the mirror's credentials when ``access`` has them, in a credentials file of this call only."""
-    import helm_python
+    """Every tag of an ``oci://`` chart (the distribution API's tag list, page by page), by the ``oras``
+    client: with the mirror's credentials when ``access`` has them, else those ``docker login``
+    wrote; plain HTTP only on loopback. Helm's own tag list is not used: it drops tags with a ``v``
+    (the GPU Operator's ``v26.7.1`` in a mirror)."""
+    import oras.provider
+    import requests
 
-    with tempfile.TemporaryDirectory(prefix="eks-gpu-training-registry-") as folder:
-        credentials = f"{folder}/config.json" if access.username is not None else None
-        with helm_python.RegistryClient(plain_http=loopback(reference), credentials_file=credentials) as client:
-            if access.username is not None and access.password is not None:
-                client.login(urlparse(reference).netloc, access.username, access.password, plain_http=loopback(reference))
-            return client.tags(reference)
+    host, _, name = reference.removeprefix("oci://").partition("/")
+    registry = oras.provider.Registry(hostname=host, insecure=loopback(reference), tls_verify=access.ca_file or True)
+    container = registry.get_container(f"{host}/{name}")
+    if access.username is not None and access.password is not None:
+        registry.auth.set_basic_auth(access.username, access.password)
+    else:
+        registry.auth.load_configs(container)
+    # One attempt per page: oras's own retry waits two minutes on a registry that refuses the connection.
+    registry.do_request = functools.partial(oras.provider.Registry.do_request.__wrapped__, registry)
+    try:
+        return [str(tag) for tag in registry.get_tags(container)]
+    except requests.exceptions.RequestException as error:
+        raise SourceUnreadable(f"unreachable ({_one_line(error)})") from None
+    except ValueError as error:  # oras: an answer other than 200, or credentials refused
+        raise SourceUnreadable(_one_line(error)) from None
 
 
 def outdated(sources: list[PinSource], access: MirrorAccess) -> tuple[list[PinStatus], list[str]]:
-    """Each pin against what its source lists, and one line per source that could not be read (or
-    chart its repository does not list)."""
+    """Each pin against what its source lists, and one line per source that could not be read and
+    per pin its source does not list."""
     import helm_python
 
     indexes: dict[str, dict] = {}
@@ -161,11 +184,13 @@ def outdated(sources: list[PinSource], access: MirrorAccess) -> tuple[list[PinSt
                 if source.location not in indexes:
                     indexes[source.location] = _repository_index(source.location, chart_access)
                 listed = [str(entry.get("version")) for entry in (indexes[source.location].get("entries") or {}).get(source.chart) or []]
-                if not listed:
-                    unlisted.append(f"{source.location}: its index.yaml lists no {source.chart}")
-                    continue
-        except helm_python.HelmError as error:
+        except (helm_python.HelmError, SourceUnreadable) as error:
             failed[source.location] = _one_line(error)
+            continue
+        if not lists(listed, source.version):
+            # Nothing to judge against: a mirror that lacks the pin would also fail its pull.
+            unlisted.append(f"{source.location}: lists no {source.chart} {source.version} (the pin) among "
+                            f"{len(listed)} release(s) of it")
             continue
         statuses.append(compare(source, listed))
     lines = [f"{location}: could not list the releases of {', '.join(charts_of[location])}: {why}" for location, why in failed.items()]

@@ -13,7 +13,7 @@ from chart_mirror import ChartMirror
 from eks_gpu_training.local.processes import free_port
 from eks_gpu_training.offline.chart_sources import MIRROR_ENV
 from eks_gpu_training.offline.check.__main__ import main as check_main
-from eks_gpu_training.offline.check.outdated import PinSource, compare, pin_sources, release_line
+from eks_gpu_training.offline.check.outdated import PinSource, compare, lists, pin_sources, release_line
 from eks_gpu_training.platform.stack_files import locate_stack
 from harness import PROJECT_ROOT
 
@@ -127,14 +127,19 @@ def test_a_mirror_with_nothing_newer_exits_0(tmp_path, capsys):
     assert out[:-1] == [f"{chart} {version}: newest ({mirror.url})" for chart, version in pins.items()]
 
 
-def test_a_chart_the_index_does_not_list_is_named_and_exits_2(tmp_path, capsys):
+def test_a_pin_the_index_does_not_list_is_named_and_exits_2(tmp_path, capsys):
     pins = {source.chart: source.version for source in pin_sources(dev_args(), None)}
-    mirror = serve_index(tmp_path / "repo", {chart: [version] for chart, version in pins.items() if chart != "kueue"})
+    versions = {chart: [version] for chart, version in pins.items() if chart != "kueue"}
+    mirror = serve_index(tmp_path / "repo", {**versions, "kueue": [bumped(pins["kueue"], "patch")]})
     try:
         code, _, err = run_outdated(capsys, mirror.url)
     finally:
         mirror.stop()
-    assert (code, err) == (2, [f"outdated: {mirror.url}: its index.yaml lists no kueue"])
+    assert (code, err) == (2, [f"outdated: {mirror.url}: lists no kueue {pins['kueue']} (the pin) among 1 release(s) of it"])
+
+
+def test_the_pin_is_found_among_the_listed_releases_as_semver():
+    assert (lists(["26.7.1", "latest"], "v26.7.1"), lists(["v26.7.2"], "v26.7.1")) == (True, False)
 
 
 def test_an_unreachable_helm_repository_is_one_line_without_a_traceback_and_exits_2(capsys):

@@ -333,12 +333,13 @@ def _quarantine(node: Mapping[str, Any], settings: GateSettings, *, allowed: boo
         return [SetTaints(name, version, (*_taints(node), quarantine_taint(reason)),
                           f"{HARDWARE_CONDITION} False ({reason}): quarantined")], 1
     if held and hardware is not None and hardware.get("status") == "True":
-        # The condition first: a node with the startup taint and the condition still True would be
-        # taken for one its node group re-tainted, and admitted unchecked.
-        return [
-            SetCondition(name, "Unknown", RECHECK_REASON, "the node recovered from a GPU fault and is checked again"),
-            SetTaints(name, version, (*_without(_taints(node), QUARANTINE_TAINT_KEY), startup_taint()),
-                      f"{HARDWARE_CONDITION} True again: checked before it gets work"),
-        ], 0
+        # The condition a round before the taints: a node with the startup taint and the condition
+        # still True would be taken for one its node group re-tainted, and admitted unchecked; and
+        # the taint write carries the resourceVersion read before the condition's write changed it.
+        passed = condition(node, CONDITION_TYPE) or {}
+        if (passed.get("status"), passed.get("reason")) != ("Unknown", RECHECK_REASON):
+            return [SetCondition(name, "Unknown", RECHECK_REASON, "the node recovered from a GPU fault and is checked again")], 0
+        return [SetTaints(name, version, (*_without(_taints(node), QUARANTINE_TAINT_KEY), startup_taint()),
+                          f"{HARDWARE_CONDITION} True again: checked before it gets work")], 0
     return [], 0
 

@@ -183,10 +183,12 @@ def test_a_deletions_event_is_read_back_as_the_deletion():
     assert from_events([{**event, "reason": "Other"}]) == []
 
 
-def test_a_quarantined_node_that_recovers_gets_its_recheck_condition_before_the_startup_taint():
+def test_a_quarantined_node_that_recovers_gets_its_recheck_condition_a_round_before_the_startup_taint():
     held = node("a", passed=("True", "ChecksPassed"))
     held["spec"]["taints"] = [GPU_TAINT, {"key": "eks-gpu-training/unhealthy", "value": "x", "effect": "NoExecute"}]
     held["status"]["conditions"].append({"type": "AcceleratedHardwareReady", "status": "True"})
-    first, second = plan([held], [], [], [], SETTINGS, NOW)
+    (first,) = plan([held], [], [], [], SETTINGS, NOW)
     assert isinstance(first, SetCondition)
-    assert isinstance(second, SetTaints)
+    held["status"]["conditions"][1] = {"type": CONDITION_TYPE, "status": "Unknown", "reason": "RecheckAfterRecovery"}
+    (second,) = plan([held], [], [], [], SETTINGS, NOW)
+    assert isinstance(second, SetTaints), "the taints written with the node's version after the condition's write"

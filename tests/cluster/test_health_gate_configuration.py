@@ -35,7 +35,7 @@ from eks_gpu_training.healthgate.replacements import EVENT_REASON
 from eks_gpu_training.healthgate.settings import CONDITION_TYPE, CONFIG_KEY, QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY
 from eks_gpu_training.verify import FAIL, main
 from eks_gpu_training.workloads.health_gate import NAME, NAMESPACE
-from test_placement import FIT_NAMESPACE, _fit_job, _shorter_consolidation
+from test_placement import FIT_NAMESPACE, _fit_job, _shorter_consolidation, prepare_fit_namespace
 
 KARPENTER_POOL = "gpu-training"
 KARPENTER_BOUND_SECONDS = 180
@@ -141,6 +141,7 @@ def test_a_karpenter_pool_whose_every_node_fails_is_handed_back_once_then_held(p
     faults = running.cluster.faults()
     faults.fail_checks("dcgm", pool=KARPENTER_POOL)
     restore = _shorter_consolidation(env, KARPENTER_POOL)
+    prepare_fit_namespace(running)
     job = _fit_job(running, pool, karpenter=True, nodes=1)
     env.apply(job)
     try:

@@ -32,7 +32,7 @@ from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY
 from eks_gpu_training.healthgate.settings import CONDITION_TYPE, STARTUP_TAINT_KEY
 from eks_gpu_training.local.node_repair import REPAIRED_BY
 from gpu_nodes import REPAIR_WAIT_SECONDS
-from test_placement import FIT_NAMESPACE, _fit_job, _shorter_consolidation
+from test_placement import FIT_NAMESPACE, _fit_job, _shorter_consolidation, prepare_fit_namespace
 
 POOL = "p5-training"
 KARPENTER_POOL = "gpu-training"
@@ -123,6 +123,7 @@ def test_a_karpenter_node_that_fails_its_checks_is_replaced_by_a_new_nodeclaim(p
     faults = running.cluster.faults()
     faults.fail_checks("dcgm", pool=KARPENTER_POOL)
     restore = _shorter_consolidation(env, KARPENTER_POOL)
+    prepare_fit_namespace(running)
     job = _fit_job(running, pool, karpenter=True, nodes=1)
     name = job["metadata"]["name"]
     started = time.monotonic()

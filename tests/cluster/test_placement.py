@@ -247,6 +247,13 @@ def _pools(cluster):
     return pools
 
 
+def prepare_fit_namespace(cluster, namespace: str = FIT_NAMESPACE) -> None:
+    """A probe's namespace, outside Kueue, and the training ServiceAccount its pods run as."""
+    cluster.env.ensure_namespace(namespace)
+    cluster.env.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {
+        "name": cluster.args.scheduling.service_account.name, "namespace": namespace}, "automountServiceAccountToken": False})
+
+
 def _fit_job(cluster, pool, *, karpenter: bool, nodes: int) -> dict:
     """The Job a training app on ``pool`` gets from the library, with every default (its requests
     sized by ``node_fit`` for the stack's DaemonSets), in ``FIT_NAMESPACE`` past Kueue so that the
@@ -308,9 +315,7 @@ def test_a_whole_node_training_job_fits_every_shipped_pools_nodes_beside_all_the
             for namespace, name in daemonsets:
                 _runs_on_every_gpu_node(env, namespace, name, daemonsets[(namespace, name)])
         restore = _shorter_consolidation(env, pool.name) if karpenter else None
-        env.ensure_namespace(FIT_NAMESPACE)
-        env.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": any_cluster.args.scheduling.service_account.name,
-                                                                             "namespace": FIT_NAMESPACE}, "automountServiceAccountToken": False})
+        prepare_fit_namespace(any_cluster)
         job = _fit_job(any_cluster, pool, karpenter=karpenter, nodes=1 if karpenter else len(nodes))
         name = job["metadata"]["name"]
         env.apply(job)

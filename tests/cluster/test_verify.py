@@ -27,6 +27,7 @@ from clusters import stack_variant, start
 from environment import wait_for
 from kueue import QUEUE_LABEL
 from manifests import submitted_run
+from test_placement import prepare_fit_namespace
 
 VERIFY_TIMEOUT = 60
 """How long a breakage or its repair may take to show in the command's rows (the disruption
@@ -178,10 +179,12 @@ def test_on_prod_the_rows_judge_the_two_node_job_and_the_stack(prod_cluster, pro
     assert statuses == {
         "gpu-device-plugin": PASS, "efa-device-plugin": PASS, "priority-classes": PASS, "pod-disruption-budgets": PASS,
         "gpu-taints": PASS, "one-pod-per-node": PASS, "topology-labels": SKIP, "topology-aware-spread": SKIP,
-        "health-gate": PASS, "accelerated-hardware": PASS, "replacement-wait": PASS,
+        "health-gate": PASS, "health-gate-configuration": PASS, "accelerated-hardware": PASS, "replacement-wait": PASS,
         "pool-nodes/p5-training": PASS, "priority-class-values": PASS, "resource-quota/training": PASS,
         "resource-quota/research": PASS, "kueue-queues/training": PASS, "kueue-queues/research": PASS,
-        "team/pretraining": PASS, "team/research": PASS, "topology-labeler": PASS, "node-monitoring-agent": PASS,
+        "team/pretraining": PASS, "team/research": PASS, "team-members/pretraining": PASS, "team-members/research": PASS,
+        "team-queue/pretraining": PASS, "team-queue/research": PASS, "team-priorities/pretraining": PASS,
+        "team-priorities/research": PASS, "topology-labeler": PASS, "node-monitoring-agent": PASS,
         "fsx-claim/training": PASS, "fsx-claim/research": PASS, "team-data/pretraining": PASS, "team-data/research": PASS,
     }
     assert rows["one-pod-per-node"]["detail"] == "job training/rl-training-multi: 2 running pods on 2 nodes."
@@ -359,6 +362,8 @@ def test_two_pods_of_the_job_on_one_node_fail_one_pod_per_node(prod_cluster):
 
 
 LAYER_KEYS = [network_layer_key(layer) for layer in (1, 2, 3)]
+UNSPREAD_NAMESPACE = "unspread-probe"
+"""Where the job stripped of its topology request runs: a namespace Kueue does not manage."""
 
 
 def test_a_node_of_a_three_node_pool_without_layer_labels_fails_topology_labels(three_node_cluster, three_node_running):
@@ -377,8 +382,9 @@ def test_a_node_of_a_three_node_pool_without_layer_labels_fails_topology_labels(
 def test_the_jobs_topology_request_stripped_fails_topology_aware_spread(three_node_cluster):
     """A run of the three-node job whose pods carry neither Kueue's topology request nor a spread
     over a network layer. Kueue refuses such a job the pool's topology-aware flavor, so it is
-    submitted past Kueue (no queue label), as a job created by hand would be: the scheduler places
-    its pods one per node, over both of the pool's layer-3 blocks."""
+    submitted past Kueue, as a job created by hand would be: in a namespace Kueue does not manage
+    (it holds every job of the training namespaces), with no claim there to mount. The scheduler
+    places its pods one per node, over both of the pool's layer-3 blocks."""
     env = three_node_cluster.env
     app = three_node_cluster.training_app()
     job = three_node_cluster.platform_object("Job", app.name)
@@ -388,7 +394,15 @@ def test_the_jobs_topology_request_stripped_fails_topology_aware_spread(three_no
     template["spec"]["topologySpreadConstraints"] = [
         c for c in template["spec"].get("topologySpreadConstraints") or [] if c["topologyKey"] not in LAYER_KEYS]
     template["metadata"]["labels"].pop(QUEUE_LABEL, None)
-    namespace = job["metadata"]["namespace"]
+    claims = {v["name"] for v in template["spec"].get("volumes") or [] if "persistentVolumeClaim" in v}
+    template["spec"]["volumes"] = [v for v in template["spec"].get("volumes") or [] if v["name"] not in claims]
+    for container in template["spec"]["containers"]:
+        container["volumeMounts"] = [m for m in container.get("volumeMounts") or [] if m["name"] not in claims]
+    namespace = UNSPREAD_NAMESPACE
+    prepare_fit_namespace(three_node_cluster, namespace)
+    budget = three_node_cluster.platform_object("PodDisruptionBudget", app.name)
+    budget["metadata"] = {"name": app.name, "namespace": namespace}
+    env.apply(budget)  # the job's own budget, in its namespace, as the stack makes it
     name = "rl-training-unspread"
     job["metadata"] = {"name": name, "namespace": namespace,
                        "labels": {k: v for k, v in job["metadata"]["labels"].items() if k != QUEUE_LABEL}}

@@ -1,6 +1,6 @@
 """Builders the unit tests share: small valid inputs and readers of upstream references, in one
 module so that no test module imports another. Those that need a fixture are fixtures in
-``tests/unit/conftest.py``."""
+``tests/conftest.py``."""
 
 from __future__ import annotations
 

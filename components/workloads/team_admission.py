@@ -93,19 +93,25 @@ def gpu_pod_policy_manifest() -> dict[str, Any]:
     }
 
 
-def gpu_pod_policy_binding_manifest(namespaces: Sequence[str]) -> dict[str, Any]:
-    """Puts the policy in force in the team ``namespaces`` (by name): violations are denied."""
+def _binding(policy: str, namespaces: Sequence[str], **spec: Any) -> dict[str, Any]:
+    """A binding that denies ``policy``'s violations in the ``namespaces`` (by name)."""
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": GPU_POD_POLICY, "labels": dict(LABELS)},
+        "metadata": {"name": policy, "labels": dict(LABELS)},
         "spec": {
-            "policyName": GPU_POD_POLICY,
+            "policyName": policy,
             "validationActions": ["Deny"],
+            **spec,
             "matchResources": {"namespaceSelector": {"matchExpressions": [
                 {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}]}},
         },
     }
+
+
+def gpu_pod_policy_binding_manifest(namespaces: Sequence[str]) -> dict[str, Any]:
+    """Puts the policy in force in the team ``namespaces`` (by name): violations are denied."""
+    return _binding(GPU_POD_POLICY, namespaces)
 
 
 def _class_allowed(template: str) -> str:
@@ -144,18 +150,7 @@ def job_class_policy_manifest() -> dict[str, Any]:
 def job_class_policy_binding_manifest(namespaces: Sequence[str]) -> dict[str, Any]:
     """Puts the policy in force in the team ``namespaces``, each judged by its own quota (a namespace
     without it: allowed, as its pods are)."""
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": JOB_CLASS_POLICY, "labels": dict(LABELS)},
-        "spec": {
-            "policyName": JOB_CLASS_POLICY,
-            "validationActions": ["Deny"],
-            "paramRef": {"name": PRIORITY_QUOTA_NAME, "parameterNotFoundAction": "Allow"},
-            "matchResources": {"namespaceSelector": {"matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}]}},
-        },
-    }
+    return _binding(JOB_CLASS_POLICY, namespaces, paramRef={"name": PRIORITY_QUOTA_NAME, "parameterNotFoundAction": "Allow"})
 
 
 def priority_quota(namespace: str, allowed: Sequence[str]) -> dict[str, Any]:
@@ -259,22 +254,17 @@ class TeamAdmission(pulumi.ComponentResource):
         args = component_args(TeamAdmissionArgs, "TeamAdmission", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"TeamAdmission({name})")
         super().__init__("eks-gpu-training:index:TeamAdmission", name, None, opts)
-        policy_body = gpu_pod_policy_manifest()
-        binding_body = gpu_pod_policy_binding_manifest([n.namespace for n in args.namespaces])
-        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            f"{name}-gpu-pod-policy", metadata=policy_body["metadata"], spec=policy_body["spec"],
-            opts=pulumi.ResourceOptions(parent=self))
-        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            f"{name}-gpu-pod-policy-binding", metadata=binding_body["metadata"], spec=binding_body["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]))
-        class_policy_body = job_class_policy_manifest()
-        class_binding_body = job_class_policy_binding_manifest([n.namespace for n in args.namespaces])
-        class_policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            f"{name}-job-class-policy", metadata=class_policy_body["metadata"], spec=class_policy_body["spec"],
-            opts=pulumi.ResourceOptions(parent=self))
-        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            f"{name}-job-class-policy-binding", metadata=class_binding_body["metadata"], spec=class_binding_body["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[class_policy]))
+        names = [n.namespace for n in args.namespaces]
+        for role, policy_body, binding_body in (
+            ("gpu-pod", gpu_pod_policy_manifest(), gpu_pod_policy_binding_manifest(names)),
+            ("job-class", job_class_policy_manifest(), job_class_policy_binding_manifest(names)),
+        ):
+            policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+                f"{name}-{role}-policy", metadata=policy_body["metadata"], spec=policy_body["spec"],
+                opts=pulumi.ResourceOptions(parent=self))
+            k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+                f"{name}-{role}-policy-binding", metadata=binding_body["metadata"], spec=binding_body["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]))
         for team_namespace in args.namespaces:
             quota = priority_quota(team_namespace.namespace, team_namespace.priority_classes)
             waits = [args.namespace_resources[team_namespace.namespace]] if team_namespace.namespace in args.namespace_resources else []

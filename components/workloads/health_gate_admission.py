@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from ..addons.labeler_admission import POLICY_API_VERSION, service_account_user
 from ..healthgate.settings import (
     CONDITION_TYPE,
     GATE_TAINT_KEYS,
@@ -40,7 +41,6 @@ from ..healthgate.settings import (
     STARTUP_TAINT_KEY,
 )
 
-POLICY_API_VERSION = "admissionregistration.k8s.io/v1"
 
 NODE_METADATA = {"labels": "{}", "annotations": "{}", "ownerReferences": "[]", "finalizers": "[]"}
 """The metadata a Node update may change and the gate never does (the API server sets the rest),
@@ -84,7 +84,7 @@ def node_policy_manifest(name: str, namespace: str, service_account: str, manage
                          karpenter_pools: Sequence[str], labels: dict[str, str]) -> dict[str, Any]:
     """The ValidatingAdmissionPolicy that holds the gate to its taints on its pools' nodes, its
     condition and its pools' NodeClaims (``managed_pools``, ``karpenter_pools``: the pools' names)."""
-    user = f"system:serviceaccount:{namespace}:{service_account}"
+    user = service_account_user(namespace, service_account)
     pools = json.dumps(sorted(karpenter_pools))
     managed = json.dumps(sorted(managed_pools))
     return {

@@ -28,7 +28,7 @@ from typing import Any, Mapping, Optional
 
 import pulumi
 
-from ..config.image_lock import locked_release_values, pinned
+from ..config.image_lock import locked_release_values, pinned, set_value
 from ..config.images import ImagesConfig
 from ..facts.images import chart_images, mirrored, named_repository, split_registry
 from .chart_source import chart_name
@@ -92,16 +92,6 @@ def _release_chart(props: dict[str, Any]) -> tuple[str, str]:
     return (match.group("name"), match.group("version")) if match else (chart_name(chart), "")
 
 
-def _set(values: dict[str, Any], path: str, value: str) -> None:
-    *parents, leaf = path.split(".")
-    for key in parents:
-        child = values.get(key)
-        if not isinstance(child, dict):
-            child = values[key] = {}
-        values = child
-    values[leaf] = value
-
-
 def mirror_release_values(values: Any, chart: str, version: str, mirrors: Mapping[str, str],
                           locked: Optional[ImagesConfig] = None) -> Any:
     """A Helm release's values with every image repository of ``chart`` at ``version`` mirrored, and
@@ -118,14 +108,14 @@ def mirror_release_values(values: Any, chart: str, version: str, mirrors: Mappin
             if target == source:
                 continue
             if image.registry_key is None:
-                _set(result, path, target)
+                set_value(result, path, target)
                 continue
             # The registry is a key of its own: the mirror's prefix takes its place, and the
             # repository becomes the rest of the mirrored reference (``library/`` added for Docker
             # Hub's official images, which the mirror serves under that path).
             rest = split_registry(source)[1]
-            _set(result, image.registry_key, target[: -len(rest) - 1])
-            _set(result, path, rest)
+            set_value(result, image.registry_key, target[: -len(rest) - 1])
+            set_value(result, path, rest)
         return result
 
     if isinstance(values, pulumi.Output):

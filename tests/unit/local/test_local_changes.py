@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 
 from eks_gpu_training.local import changes
 from eks_gpu_training.local.changes import Changes, run_rounds
+
+HANG_GUARD_SECONDS = 60
+"""How long a test waits for the watcher's thread before calling it hung: it returns as soon as the
+thread acts, so only a broken watcher ever waits this long, however loaded the machine."""
 
 
 class Stream:
@@ -29,10 +35,10 @@ class Stream:
 def test_a_watch_event_wakes_the_waiting_program_and_quiet_lets_it_sleep():
     watch = Stream()
     found = Changes(lambda: watch)
-    assert found.wait(1)  # the first round reads everything
+    assert found.wait(HANG_GUARD_SECONDS)  # the first round reads everything
     assert not found.wait(0.05)
     watch.chunks.put(b'{"type":"MODIFIED"}\n')
-    assert found.wait(5)
+    assert found.wait(HANG_GUARD_SECONDS)
     assert not found.wait(0.05)
 
 
@@ -49,13 +55,12 @@ def test_a_watch_that_ends_or_cannot_open_is_opened_again_and_wakes_the_program(
         return Stream()
 
     found = Changes(open_watch)
-    found.wait(1)
+    found.wait(HANG_GUARD_SECONDS)
     first.chunks.put(None)  # the API server ends the watch
-    assert first.released.wait(5)
-    assert found.wait(5)
-    for _ in range(100):
-        if len(opened) >= 3:
-            break
+    assert first.released.wait(HANG_GUARD_SECONDS)
+    assert found.wait(HANG_GUARD_SECONDS)
+    deadline = time.monotonic() + HANG_GUARD_SECONDS
+    while len(opened) < 3 and time.monotonic() < deadline:
         found.wait(0.05)
     assert len(opened) >= 3
 
@@ -65,8 +70,10 @@ class Stop(Exception):
 
 
 @pytest.mark.parametrize(("busy", "waits"), [(True, []), (False, [60, 60])])
-def test_rounds_are_spaced_by_the_interval_and_wait_for_a_change_only_when_nothing_is_under_way(busy, waits):
+def test_rounds_are_spaced_by_the_interval_and_wait_for_a_change_only_when_nothing_is_under_way(busy, waits, monkeypatch):
     rounds, slept, waited = [], [], []
+    clock = [1000.0]  # each round takes half a second of this clock, whatever the machine's load
+    monkeypatch.setattr(changes, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=time.sleep))
 
     class Recorded:
         def wait(self, timeout):
@@ -75,12 +82,12 @@ def test_rounds_are_spaced_by_the_interval_and_wait_for_a_change_only_when_nothi
 
     def round_():
         rounds.append(True)
+        clock[0] += 0.5
         if len(rounds) == 3:
             raise Stop
         return busy
 
     with pytest.raises(Stop):
         run_rounds(round_, Recorded(), interval=2, idle=60, sleep=slept.append)
-    assert len(slept) == 2
-    assert all(1.5 < s <= 2 for s in slept)
+    assert slept == [1.5, 1.5]  # the interval less the round's own time
     assert waited == waits

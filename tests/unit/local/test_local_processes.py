@@ -168,9 +168,10 @@ def test_the_supervisor_starts_in_dependency_order_each_ready_first_and_stops_in
                                        log=said.append)
         assert [p.name for p in started] == ["server", "last", "first"]
         assert said[0] == f"starting server, ready when http://127.0.0.1:{port}/ answers 200"
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # a hang guard: the loop ends as soon as both shells are up
         while not {"first up", "last up"} <= _lines(record) and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert {"first up", "last up"} <= _lines(record)
     finally:
         supervisor.stop_all()
     assert [line for line in record.read_text().splitlines() if line.endswith("stopped")] == ["first stopped", "last stopped"]

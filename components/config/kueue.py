@@ -18,6 +18,12 @@ TOPOLOGY_MODES = ("preferred", "required")
 (the block at the level if one has room, else the next level up, else spread) or
 ``kueue.x-k8s.io/podset-required-topology`` (that block or nothing)."""
 
+BLOCK_NODES = 16
+"""Nodes of the largest job that asks for one layer-3 block. EC2 publishes no block size
+(DescribeInstanceTopology names each instance's network nodes, not how many share one), so this is
+the fleet's to set; a job larger than any block at its level would wait for ever, so a lower value
+is the safe side: the job then asks for a layer-2 block."""
+
 PODS_READY_TIMEOUT_MINUTES = 30
 """Minutes from admission until every pod of a job must be Ready, else Kueue evicts and requeues it.
 A cold GPU node takes minutes before it is Ready at all (a Karpenter p5 launch, EFA and GPU
@@ -47,14 +53,16 @@ class KueueConfig(_Model):
     """Install Kueue, its Topology, ResourceFlavors and queues, and queue the stack's training jobs through it. Default: false."""
     chart_version: Annotated[str, supported_version(KUEUE_CHART_VERSIONS)] = KUEUE_CHART_VERSIONS[0]
     """Version of the `kueue` chart (oci://registry.k8s.io/kueue/charts). Default: 0.19.2."""
-    topology_mode: Literal["preferred", "required"] = "preferred"
-    """Topology request of jobs on pools with a topology (managed pools with nodes): `preferred` falls back to a wider network block, `required` waits for the block. Default: preferred."""
+    topology_mode: Literal["preferred", "required"] = "required"
+    """Topology request of jobs on pools with nodes: `required` waits for one block (see `blockNodes`), `preferred` falls back to a wider block, then to several. Default: required."""
     topology_layer: int = Field(default=3, ge=1, le=3)
-    """`topology.k8s.aws/network-node-layer-N` the request names (3: the switch closest to the instances). Default: 3."""
+    """`topology.k8s.aws/network-node-layer-N` a job of at most `blockNodes` nodes asks for (3: the switch closest to the instances). Default: 3."""
+    block_nodes: int = Field(default=BLOCK_NODES, ge=1, le=1000)
+    """Most nodes a job may have to ask for one block at `topologyLayer`; a larger job asks for one block a layer up. Set it to what one of your layer-3 network nodes serves (docs/operations.md). Default: 16."""
     pods_ready_timeout_minutes: int = Field(default=PODS_READY_TIMEOUT_MINUTES, ge=1, le=1440)
     """Minutes after admission until all of a job's pods must be Ready, else it is evicted and requeued (cold GPU node plus a multi-GB image pull). Default: 30."""
-    block_admission: bool = True
-    """Admit the next job only once every admitted job's pods are Ready (Kueue's `waitForPodsReady.blockAdmission`, across all ClusterQueues), so two jobs never each hold part of the capacity they were admitted for; the cost is one admission per job start, twelve jobs an hour when each takes 5 minutes to start (docs/architecture.md). false: admissions run side by side; a topology-aware flavor still places each job on nodes Kueue counted free, but with `topologyMode: preferred` a job admitted while no block has room spreads over several instead of waiting (on the local 1,000-node fleet: admissions 7.5 times as fast, and 51 findings of a job over several blocks where the block had none), and on a quota-only flavor (a Karpenter pool) two jobs may each wait for nodes the other holds until `podsReadyTimeoutMinutes` requeues one. Default: true."""
+    block_admission: bool = False
+    """Admit the next job only once every admitted job's pods are Ready (Kueue's `waitForPodsReady.blockAdmission`, fleet-wide): one admission per image pull. false: admissions run side by side, each job still whole on the nodes Kueue assigned it. Default: false."""
     recovery_timeout_minutes: Optional[int] = Field(default=RECOVERY_TIMEOUT_MINUTES, ge=1, le=1440)
     """Minutes a running job may miss a Ready pod (its node NotReady, a rank restarting) before Kueue evicts it and requeues it; `null` turns the requeue off (the job waits for its pods however long). Default: 15."""
     unreachable_node_seconds: Optional[int] = Field(default=UNREACHABLE_NODE_SECONDS, ge=0, le=3600)

@@ -141,6 +141,12 @@ def app_topology(app: TrainingAppConfig, flavor: PoolFlavor, kueue: KueueConfig)
     return kueue.topology_mode if flavor.topology else None
 
 
+def topology_layer_of(kueue: KueueConfig, nodes: int) -> int:
+    """The network layer a job of ``nodes`` nodes asks Kueue for: ``topologyLayer``, or the layer
+    above it when the job has more than ``blockNodes``."""
+    return kueue.topology_layer if nodes <= kueue.block_nodes or kueue.topology_layer == 1 else kueue.topology_layer - 1
+
+
 # --- Kubernetes objects -------------------------------------------------------------------------
 
 

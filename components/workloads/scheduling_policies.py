@@ -26,7 +26,7 @@ from ..facts.gpu_nodes import network_layer_key
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity
 from .teams import namespace_quota, team_of
 from ..config.teams import team_gid
-from .queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, app_topology, pool_flavor
+from .queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, app_topology, pool_flavor, topology_layer_of
 from .smoke_test import SmokeTestPool
 from .storage import training_storage_fields
 from .templates import training_pdb
@@ -170,7 +170,7 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
         queued = dict(
             queue_name=HELD_LOCAL_QUEUE if job is not None and job.suspend else LOCAL_QUEUE,
             topology_mode=mode,
-            topology_level=network_layer_key(args.kueue.topology_layer) if mode is not None else None,
+            topology_level=network_layer_key(topology_layer_of(args.kueue, app.nodes)) if mode is not None else None,
             pool_selector=flavor.node_label,
             unreachable_node_seconds=args.kueue.unreachable_node_seconds,
         )

@@ -1,24 +1,11 @@
 """The health gate in the cluster: the program in ``components/healthgate`` as a one-replica
-Deployment on the system nodes, its settings, the check pod it runs on every joining GPU node, and
-the least privilege it needs (``aws.labeler_image`` builds and pushes its image).
+Deployment on the system nodes, its settings, the check pod it runs on every joining GPU node
+(``health_gate_check``, re-exported here), and the least privilege it needs (``aws.labeler_image``
+builds and pushes its image).
 
 Every object is a plain dict from a pure function below; ``HealthGate`` hands them to
-pulumi-kubernetes. The check pod (``check_pod``), per node:
-
-- ``efa`` (pools with EFA): the gate's own image counts the EFA devices the EFA device plugin gave
-  the pod, which asks for every device the pool's instance type has;
-- ``efa-loopback`` (with ``healthGate.efaLoopbackImage``): a libfabric ping-pong between two
-  processes over the node's first EFA device;
-- ``dcgm``: ``dcgmi diag -r <healthGate.dcgmLevel>`` on every GPU of the node, against a host engine
-  started in the pod (``preflight.dcgm_diag_script``, the pre-flight check's).
-
-The pod asks for every GPU and EFA device of its node, so it starts only once the device plugins
-advertise them all. Its containers drop every capability and add none back; the EFA checks run as
-a non-root user on a read-only root filesystem (``restricted``), the DCGM check as root
-(``DCGM_SECURITY`` says why), which the namespace's ``baseline`` Pod Security level allows. Its
-images are pulled from ``images.registryMirrors`` like every other image of the stack
-(``check_pod``'s ``mirrors``): they travel in the gate's ConfigMap, where no transformation sees them.
-The namespace's ResourceQuota (``health_gate_quota``) bounds what the checks and the gate may hold.
+pulumi-kubernetes. The namespace enforces ``baseline`` Pod Security, which the DCGM check's root
+user needs; its ResourceQuota (``health_gate_quota``) bounds what the checks and the gate may hold.
 """
 
 from __future__ import annotations
@@ -37,21 +24,12 @@ from ..config import ConfigError, GpuNodeGroupConfig, HealthGateConfig, Karpente
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..facts.catalog import GPU_INSTANCE_TYPES
-from ..facts.gpu_nodes import gpu_toleration
-from ..facts.images import mirrored
 from ..healthgate.app import HEARTBEAT_FILE
-from ..healthgate.settings import (
-    CHECK_LABELS,
-    CONFIG_KEY,
-    STARTUP_TAINT_EFFECT,
-    STARTUP_TAINT_KEY,
-    GateSettings,
-    PoolDevices,
-)
+from ..healthgate.settings import CONFIG_KEY, GateSettings, PoolDevices
 from ..addons import labeler_admission
 from . import health_gate_admission
+from .health_gate_check import CHECK_PRIORITY_CLASS, RESTRICTED, RUN_AS_USER, check_pod
 from .health_gate_quota import pool_nodes_at_once, quota_hard, quota_manifest
-from .preflight import DCGM_POD_CPU, DCGM_POD_MEMORY, dcgm_diag_script
 
 NAME = "health-gate"
 """Name of the namespace, ServiceAccount, ConfigMap, roles and Deployment."""
@@ -59,140 +37,16 @@ NAMESPACE = NAME
 SERVICE_ACCOUNT = NAME
 REPOSITORY_SUFFIX = NAME
 """The gate's ECR repository is ``<cluster>/health-gate``."""
-RUN_AS_USER = 65532
-"""The image's numeric non-root user (``USER 65532:65532`` in its Dockerfile)."""
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "eks-gpu-training"}
 SELECTOR = {"app.kubernetes.io/name": NAME}
 PRIORITY_CLASS = "system-cluster-critical"
 """The gate holds every joining node back: it must not be preempted by workloads."""
-CHECK_PRIORITY_CLASS = "health-gate-check"
-"""The check pods' PriorityClass: value 0, ``preemptionPolicy: Never``. A check waits for its node's
-devices and never preempts the pods that hold them (``healthgate.checks.check_job`` says so in the
-pod too), and the API server refuses a pod whose ``preemptionPolicy`` differs from its class's;
-without a class it computes ``PreemptLowerPriority`` (kubernetes plugin/pkg/admission/priority)."""
 QUARANTINE_IGNORED_REASONS = ("DCGMError",)
 """Agent reasons that are no GPU fault: ``DCGMError`` is the agent losing its DCGM host engine (its
 own DaemonSet, a configuration, an upgrade), which would otherwise evict every job at once."""
-FI_PINGPONG = "/opt/amazon/efa/bin/fi_pingpong"
-"""libfabric's ping-pong test where AWS's EFA installer (and so AWS's nccl-tests image) puts it."""
-LOOPBACK_SECONDS = 60
-CHECK_CPU, CHECK_MEMORY = "100m", "128Mi"
-"""Requests of the EFA checks beside their devices (a device listing, a ping-pong)."""
 GATE_CPU, GATE_MEMORY, GATE_CPU_LIMIT, GATE_MEMORY_LIMIT = "50m", "128Mi", "500m", "256Mi"
 """The gate's requests and limits: a list of nodes and Jobs every few seconds. The CPU limit keeps a
 runaway round off the system node's other controllers; throttled, a round only ends later."""
-
-
-# --- the check pod (pure) --------------------------------------------------------------------------
-
-RESTRICTED = {
-    "allowPrivilegeEscalation": False,
-    "privileged": False,
-    "readOnlyRootFilesystem": True,
-    "runAsNonRoot": True,
-    "runAsUser": RUN_AS_USER,
-    "capabilities": {"drop": ["ALL"]},
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
-
-EFA_CHECK_SECURITY = {**RESTRICTED, "runAsGroup": RUN_AS_USER}
-"""The EFA checks: no capability, a non-root user and group (the loopback image's own user is
-overridden), a read-only root filesystem. Counting devices reads /dev; ``fi_pingpong`` opens the node's
-/dev/infiniband/uverbs* device, which verbs offers to unprivileged processes (Linux
-Documentation/infiniband/user_verbs.rst), and writes no file. No ``IPC_LOCK``: registering memory
-past RLIMIT_MEMLOCK needs it (Linux drivers/infiniband/core/umem.c ``ib_umem_get``), but the limit
-comes from the node's container runtime (AWS's EFA installer in a container: "You can't set ulimit
-inside the container"), and training pods run without it, so a loopback that needed it would admit
-a node whose training pods cannot register their memory."""
-
-DCGM_SECURITY = {
-    "allowPrivilegeEscalation": False,
-    "privileged": False,
-    "runAsUser": 0,
-    "runAsNonRoot": False,
-    "readOnlyRootFilesystem": False,
-    "capabilities": {"drop": ["ALL"]},
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
-"""The DCGM check: root without capabilities. Root because NVIDIA's image runs DCGM as root and
-NVIDIA says parts of the diagnostics need it (nv-hostengine reference: "portions of diagnostics can
-require root"): DCGM tests ``geteuid() == 0`` before MIG queries and the EUD plugin (DCGM 4.6.0
-``IsRunningAsRoot``). No capability: what needs one is NVML's admin calls, behind ``SYS_ADMIN``
-(profiling metrics, NVIDIA's DCGM container notes), which ``baseline`` refuses and the runtime's
-default set never held; the driver's device files are mode 0666 (NVIDIA kernel module, nv-reg.h
-``NVreg_DeviceFileMode``). A writable root filesystem: the host engine writes its log and pid file
-under /var, and the diagnostic refuses a working directory it cannot write (nvvs
-``Software::checkPermissions``)."""
-
-
-def efa_loopback_script() -> str:
-    """A ping-pong over EFA between two processes of the pod (the server, then a client of it on
-    the loopback address), with the EFA provider's shared-memory shortcut off so the bytes cross
-    the device; fails when either side fails or takes longer than ``LOOPBACK_SECONDS``."""
-    command = f"timeout {LOOPBACK_SECONDS} {FI_PINGPONG} -p efa -e rdm -I 100"
-    return "\n".join([
-        "set -eu",
-        "export FI_EFA_ENABLE_SHM_TRANSFER=0 FI_EFA_USE_HUGE_PAGE=0",
-        f"{command} & server=$!",
-        "sleep 2",
-        f"{command} 127.0.0.1",
-        'wait "$server"',
-    ])
-
-
-def _pulled(image: Any, mirrors: Mapping[str, str]) -> Any:
-    """``image`` from its registry's mirror; an Output (the gate's image built in the same program,
-    at the stack's own ECR) mirrored once known."""
-    if isinstance(image, str):
-        return mirrored(image, mirrors)
-    if isinstance(image, pulumi.Output):
-        return image.apply(lambda value: mirrored(value, mirrors))
-    return image
-
-
-def check_pod(gate_image: Any, config: HealthGateConfig, mirrors: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
-    """The check pod's template, without the node and device counts the gate fills in
-    (``healthgate.checks.check_job``); each image under its registry's mirror in ``mirrors``
-    (``images.registryMirrors``; default: none)."""
-    mirrors = mirrors or {}
-    init: list[dict[str, Any]] = [{
-        "name": "efa",
-        "image": _pulled(gate_image, mirrors),
-        "command": ["python", "-m", "healthgate.efa"],
-        "resources": {"requests": {"cpu": CHECK_CPU, "memory": CHECK_MEMORY}},
-        "securityContext": EFA_CHECK_SECURITY,
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-    }]
-    if config.efa_loopback_image is not None:
-        init.append({
-            "name": "efa-loopback",
-            "image": _pulled(config.efa_loopback_image, mirrors),
-            "command": ["/bin/bash", "-c", efa_loopback_script()],
-            "resources": {"requests": {"cpu": CHECK_CPU, "memory": CHECK_MEMORY}},
-            "securityContext": EFA_CHECK_SECURITY,
-            "terminationMessagePolicy": "FallbackToLogsOnError",
-        })
-    dcgm = {
-        "name": "dcgm",
-        "image": _pulled(config.dcgm_image, mirrors),
-        "command": ["/bin/bash", "-c", dcgm_diag_script(config.dcgm_level)],
-        "resources": {"requests": {"cpu": DCGM_POD_CPU, "memory": DCGM_POD_MEMORY}},
-        "securityContext": DCGM_SECURITY,
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-    }
-    return {
-        "metadata": {"labels": dict(CHECK_LABELS)},
-        "spec": {
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "priorityClassName": CHECK_PRIORITY_CLASS,
-            "tolerations": [gpu_toleration(), {"key": STARTUP_TAINT_KEY, "operator": "Exists", "effect": STARTUP_TAINT_EFFECT}],
-            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-            "initContainers": init,
-            "containers": [dcgm],
-        },
-    }
 
 
 def pool_devices(pool: Any) -> PoolDevices:

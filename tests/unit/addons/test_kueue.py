@@ -23,8 +23,8 @@ from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, TOP
 from eks_gpu_training.workloads.scheduling_policies import QUOTA_NAME
 from eks_gpu_training.workloads.templates import training_job
 from eks_gpu_training.workloads.training_spec import TrainingJobSpec, validate_training_job
-from harness import Graph, research_cluster, run_main, run_program, stack_config, two_az_network
-from builders import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects, raw_settings, stack_without_teams
+from tests.support.harness import Graph, research_cluster, run_main, run_program, stack_config, two_az_network
+from tests.support.builders import KARPENTER_NODE_POOL, MANAGED_NODE_GROUP, kubernetes_objects, raw_settings, stack_without_teams
 
 NAMESPACE = "eks-gpu-training:"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -115,7 +115,7 @@ def test_prod_rl_training_is_queued_with_a_layer_3_topology_request(prod_graph):
     # Created held (job.suspend): queued in the held LocalQueue, suspended until Kueue resumes it.
     assert job["metadata"]["labels"][QUEUE_LABEL] == HELD_LOCAL_QUEUE
     assert job["spec"]["suspend"] is True
-    assert template["metadata"]["annotations"] == {PREFERRED: LAYER_3, "kueue.x-k8s.io/safe-to-forcefully-delete": "true"}
+    assert template["metadata"]["annotations"] == {REQUIRED: LAYER_3, "kueue.x-k8s.io/safe-to-forcefully-delete": "true"}
     assert node_affinity_labels(job)["eks-gpu-training/pool"] == ["p5-training"]
     # Kueue places it: no soft network affinity or layer-2 spread left to fight its node choice.
     assert "podAffinity" not in template["spec"]["affinity"]
@@ -176,7 +176,8 @@ def test_kueue_runs_on_system_nodes_with_all_or_nothing_admission(prod_graph):
     config = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert config["waitForPodsReady"]["timeout"] == "30m"
     assert config["waitForPodsReady"]["recoveryTimeout"] == "15m"
-    assert config["waitForPodsReady"]["blockAdmission"] is True
+    # Admissions side by side: each job still waits for its own pods, whose timeout requeues it.
+    assert config["waitForPodsReady"]["blockAdmission"] is False
     # prod's rl-training is a Job and its finetune a TrainJob, which Trainer runs as a JobSet.
     assert config["integrations"]["frameworks"] == ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"]
 
@@ -232,16 +233,16 @@ def test_kueues_webhooks_see_only_the_training_namespaces_and_fail_closed_only_f
     assert config["integrations"]["frameworks"] == ["batch/job"]
 
 
-def test_admissions_can_run_side_by_side_and_a_changed_setting_rolls_kueues_manager(reference_dir):
-    """``kueue.blockAdmission: false`` reaches Kueue's configuration; the chart stamps the
+def test_admissions_can_wait_in_single_file_and_a_changed_setting_rolls_kueues_manager(reference_dir):
+    """``kueue.blockAdmission: true`` reaches Kueue's configuration; the chart stamps the
     manager's pods with a checksum of that configuration, so ``pulumi up`` of the change restarts
     Kueue's manager with it (a Helm upgrade in place) rather than leaving the old setting running."""
     values = raw()
-    values["kueue"]["blockAdmission"] = False
+    values["kueue"]["blockAdmission"] = True
     args = parse_platform_args(values)
-    assert args.kueue.block_admission is False
-    assert kueue_manager_config(args.kueue, ["training"])["waitForPodsReady"]["blockAdmission"] is False
-    assert kueue_manager_config(KueueConfig(), ["training"])["waitForPodsReady"]["blockAdmission"] is True
+    assert args.kueue.block_admission is True
+    assert kueue_manager_config(args.kueue, ["training"])["waitForPodsReady"]["blockAdmission"] is True
+    assert kueue_manager_config(KueueConfig(), ["training"])["waitForPodsReady"]["blockAdmission"] is False
     manager = (reference_dir / "charts" / "kueue-0.19.2" / "templates" / "manager" / "manager.yaml").read_text()
     assert 'config-checksum: {{ include (print .Template.BasePath "/manager/manager-config.yaml") . | sha256sum }}' in manager
 
@@ -340,6 +341,27 @@ def test_topology_mode_and_layer_are_configurable():
 
     spec = training_job_spec(args.scheduling.training_apps[0], args)
     assert spec.topology_request == (REQUIRED, "topology.k8s.aws/network-node-layer-2")
+
+
+@pytest.mark.parametrize(("nodes", "mode", "level"), [
+    (2, "required", "topology.k8s.aws/network-node-layer-3"),
+    (16, "required", "topology.k8s.aws/network-node-layer-3"),
+    (17, "required", "topology.k8s.aws/network-node-layer-2"),
+    (17, "preferred", "topology.k8s.aws/network-node-layer-2"),
+])
+def test_a_job_above_block_nodes_asks_for_one_block_a_layer_up(nodes, mode, level):
+    """A job of at most ``kueue.blockNodes`` nodes waits for one layer-3 block; a larger one for one
+    layer-2 block: each whole under one switch, without blocks sized to fit every job."""
+    from eks_gpu_training.workloads.scheduling_policies import training_job_spec
+
+    values = raw()
+    values["kueue"].update(topologyMode=mode)
+    values["gpuNodeGroups"][0].update(minSize=nodes, desiredSize=nodes, maxSize=max(nodes, 2))
+    values["scheduling"]["trainingApps"][0]["nodes"] = nodes
+    args = parse_platform_args(values)
+    assert args.kueue.block_nodes == 16
+    spec = training_job_spec(args.scheduling.training_apps[0], args)
+    assert spec.topology_request == (REQUIRED if mode == "required" else PREFERRED, level)
 
 
 # --- refused combinations -------------------------------------------------------------------------

@@ -91,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--speedup", type=float, default=60.0, metavar="X",
                           help="run the trace X times faster than real time (default: 60: an hour in a minute)")
     simulate.add_argument("--out", type=Path, default=Path("simulation"), metavar="DIR", help="where report.json and report.png go (default: ./simulation)")
+    simulate.add_argument("--pull-delay", type=float, default=0.0, metavar="SECONDS",
+                          help="each pod runs this long after it is bound, standing for its image pull (default 0)")
     simulate.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                           help="stop the replay after this many real seconds and report what finished (default: 900)")
     simulate.add_argument("--keep", action="store_true", help="leave the cluster running (`down STACK` stops it)")
@@ -180,7 +182,7 @@ def _run(options) -> int:
         from .simulate import simulate
 
         return simulate(cluster, options.jobs, speedup=options.speedup, out=options.out, timeout=options.timeout,
-                        keep=options.keep)
+                        keep=options.keep, pull_delay_s=options.pull_delay)
     if options.command == "down":
         killed = cluster.down()
         print(f"stopped the local cluster of {cluster.stack}" + (f" (killed: {', '.join(killed)})" if killed else ""))

@@ -32,6 +32,9 @@ NODE_LEASE_SECONDS = 40
 
 COMPLETE_DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
 """KWOK's annotation of how long after it runs a pod completes (its general pod-complete stage)."""
+PULL_DELAY_ANNOTATION = "pod-ready.stage.kwok.x-k8s.io/delay"
+"""KWOK's annotation of how long after it is bound a pod runs, Ready (its general pod-ready stage):
+the simulator's stand-in for the image pull."""
 
 HELM_MANAGED = ("app.kubernetes.io/managed-by", "Helm")
 """The label Helm's charts put on what they create, hook Jobs' pods included (the chart labels
@@ -51,6 +54,10 @@ def kwok_stages(kwok_dir: Path) -> list[dict]:
             # Only a pod whose containers have ended is removed; a running one ends first.
             stage["spec"]["selector"]["matchExpressions"].append(
                 {"key": ".status.phase", "operator": "NotIn", "values": ["Running", "Pending"]})
+        if stage["metadata"]["name"] == "pod-ready":
+            stages.append(_pulled(copy.deepcopy(stage)))
+            stage["spec"]["selector"]["matchExpressions"].append(
+                {"key": f'.metadata.annotations["{PULL_DELAY_ANNOTATION}"]', "operator": "DoesNotExist"})
         if stage["metadata"]["name"] == "pod-complete":
             stages.append(_terminated(copy.deepcopy(stage)))
             stages.append(_timed(copy.deepcopy(stage)))
@@ -80,6 +87,18 @@ def _terminated(stage: dict) -> dict:
             raise ValueError(f"KWOK's pod-complete stage no longer holds {old!r}: the pod-terminate stage is built from it")
         template = template.replace(old, new)
     stage["spec"]["next"]["statusTemplate"] = template
+    return stage
+
+
+def _pulled(stage: dict) -> dict:
+    """KWOK's pod-ready stage for pods that say how long their image takes to pull: Running and
+    Ready that long after they are bound (the stage's ``delay.durationFrom``), Pending until then,
+    as a kubelet reports a pod whose image it is pulling."""
+    stage["metadata"]["name"] = "pulled-pod-ready"
+    stage["spec"]["selector"]["matchExpressions"].append(
+        {"key": f'.metadata.annotations["{PULL_DELAY_ANNOTATION}"]', "operator": "Exists"})
+    stage["spec"]["delay"] = {"durationMilliseconds": 0,
+                              "durationFrom": {"expressionFrom": f'.metadata.annotations["{PULL_DELAY_ANNOTATION}"]'}}
     return stage
 
 

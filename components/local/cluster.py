@@ -38,7 +38,7 @@ from .layout import Layout
 from .node_group_update import node_group_settings, update_running_nodes
 from .node_health import report_accelerated_hardware
 from .fleet import SimulatedNode
-from .processes import Supervisor
+from .processes import Process, Supervisor
 from .scale import SCALED_TOPOLOGY, STACK_TOPOLOGY, scaled_stack
 from .platform import Applier, PlatformObjects
 from . import stages
@@ -112,6 +112,8 @@ class LocalCluster:
     """Seconds from the start of ``up`` to the end of the build and of each stage."""
     resources: list[dict[str, Any]] = field(default_factory=list)
     """The render's resources the running cluster was made from (its node groups' inputs among them)."""
+    processes: dict[str, Process] = field(default_factory=dict)
+    """The processes the plan runs, by name."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -137,6 +139,7 @@ class LocalCluster:
         topology = SCALED_TOPOLOGY if self.scale is not None else STACK_TOPOLOGY
         planned = stages.plan(layout, self.args, render, bare=bare, topology=topology)
         self.nodes, self.platform, self.resources = list(planned.nodes), planned.platform, render["resources"]
+        self.processes = {p.name: p for stage in planned.stages for p in stage.processes}
         return planned
 
     def dry_run(self, *, bare: bool = False) -> list[str]:
@@ -323,6 +326,14 @@ class LocalCluster:
         done += [f"applied {_key(o)[0]} {_key(o)[2]}" for o in added]
         new = [p for stage in planned.stages for p in stage.processes if p.name not in self.supervisor.started]
         return done + [f"started {p.name}" for p in self.supervisor.start_all(new, log=self.log)]
+
+    def restart(self, name: str) -> None:
+        """Stop the process ``name`` of the cluster ``up`` started in this process and start it
+        again, ready: for a configuration file changed in its state folder (a what-if)."""
+        if self.supervisor is None or name not in self.processes:
+            raise LocalClusterError(f"no process {name!r} was started by this process", "restart one of " + ", ".join(self.processes))
+        self.supervisor.stop(name)
+        self.supervisor.start_all([self.processes[name]], log=self.log)
 
     def down(self) -> list[str]:
         supervisor = Supervisor(self.state)

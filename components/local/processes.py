@@ -276,23 +276,29 @@ class Supervisor:
     def status(self) -> dict[str, bool]:
         return {name: process.alive() for name, process in self.started.items()}
 
+    def stop(self, name: str) -> bool:
+        """Stop the recorded process ``name`` (SIGTERM, then SIGKILL after ``STOP_GRACE_SECONDS``);
+        whether it had to be killed."""
+        process = self.started.pop(name)
+        self._write()
+        if not process.alive():
+            return False
+        _signal(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        while process.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        killed = process.alive()
+        if killed:
+            _signal(process.pid, signal.SIGKILL)
+            while process.alive():
+                time.sleep(0.05)
+        if process.popen is not None:
+            process.popen.wait()
+        return killed
+
     def stop_all(self) -> list[str]:
         """Stop every recorded process (last started first); return the names of those that had to be killed."""
-        killed = []
-        for process in reversed(list(self.started.values())):
-            if not process.alive():
-                continue
-            _signal(process.pid, signal.SIGTERM)
-            deadline = time.monotonic() + STOP_GRACE_SECONDS
-            while process.alive() and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if process.alive():
-                _signal(process.pid, signal.SIGKILL)
-                killed.append(process.name)
-                while process.alive():
-                    time.sleep(0.05)
-            if process.popen is not None:
-                process.popen.wait()
+        killed = [name for name in reversed(list(self.started)) if self.stop(name)]
         self.started.clear()
         self.record.unlink(missing_ok=True)
         return killed

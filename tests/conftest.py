@@ -6,23 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
-import yaml
 
-# The tests read the renders' manifests back (CRDs of hundreds of kilobytes) with PyYAML's
-# safe_load: with libyaml's parser behind it, as the render writes them (offline/render/charts.py,
-# YAML_LOADER), the same documents load several times faster than with the pure-Python parser.
-if getattr(yaml, "__with_libyaml__", False):
-    def _fast_safe_load(stream):
-        return yaml.load(stream, Loader=yaml.CSafeLoader)
-
-    def _fast_safe_load_all(stream):
-        return yaml.load_all(stream, Loader=yaml.CSafeLoader)
-
-    yaml.safe_load = _fast_safe_load
-    yaml.safe_load_all = _fast_safe_load_all
-
-from builders import health_config, read_instance_type_docs, stack_without_teams
-from harness import PROJECT_ROOT, REFERENCE, run_main, run_stack
+from tests.support.builders import health_config, read_instance_type_docs, stack_without_teams
+from tests.support.harness import PROJECT_ROOT, REFERENCE, run_main, run_stack
 from eks_gpu_training.platform.stack_files import stack_names
 
 CLUSTER_TIER = Path(__file__).parent / "cluster"
@@ -123,8 +109,8 @@ def health_graph():
 @pytest.fixture(scope="session")
 def charts_mirror(reference_dir, tmp_path_factory):
     """The reference folder's pinned charts in a Helm repository on loopback, packaged and indexed
-    by Helm's own client, as a company mirror serves them (``tests/chart_mirror.py``)."""
-    from chart_mirror import ChartMirror, package_charts
+    by Helm's own client, as a company mirror serves them (``tests/support/chart_mirror.py``)."""
+    from tests.support.chart_mirror import ChartMirror, package_charts
 
     folder = tmp_path_factory.mktemp("chart-mirror")
     package_charts(reference_dir, folder)

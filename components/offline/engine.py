@@ -17,7 +17,7 @@ a deployment: an ``eks.Cluster``'s ``eksCluster``, whose ``name`` programs read
 ``Graph.output_text`` lists every input that holds an Output turned into text (the SDK's
 "Calling __str__ on an Output" message, or an Output's repr): a test of a program asserts it is empty.
 
-The tests (through ``tests/harness.py``) and the ``render`` command both run programs with it.
+The tests (through ``tests/support/harness.py``) and the ``render`` command both run programs with it.
 """
 
 from __future__ import annotations

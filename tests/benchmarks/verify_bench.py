@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-TESTS = Path(__file__).resolve().parents[1]
-# The synthetic fleet is the unit tests' own (tests/cluster_objects.py), so the benchmark times what they check.
-sys.path.insert(0, str(TESTS))
+ROOT = Path(__file__).resolve().parents[2]
+# The synthetic fleet is the unit tests' own (tests/support/cluster_objects.py), so the benchmark times what they check.
+sys.path.insert(0, str(ROOT))
 
-from cluster_objects import fleet  # noqa: E402 - found on the path set above
+from tests.support.cluster_objects import fleet  # noqa: E402 - found on the path set above
 from eks_gpu_training.verify import Snapshot, judge, load_stack_args  # noqa: E402 - after the path, with the fleet
 
 JUDGES_TARGET_S = 1.0
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     root.add_argument("--stack", help="passed on to the command: a stack name of the project in the current folder, or a stack file's path")
     options = root.parse_args(argv)
 
-    prod = load_stack_args("prod", TESTS.parent)
+    prod = load_stack_args("prod", ROOT)
     pool = prod.gpu_node_groups[0].model_copy(update={"min_size": options.nodes, "desired_size": options.nodes, "max_size": options.nodes})
     stack = prod.model_copy(update={"gpu_node_groups": [pool]})
     results = []

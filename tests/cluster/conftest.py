@@ -13,11 +13,11 @@ import os
 import pytest
 from xdist.scheduler import LoadGroupScheduling
 
-import start_slots
-from clusters import RunningCluster, start
+from tests.support import start_slots
+from tests.support.clusters import RunningCluster, start
 # The fault modules' fixtures: module-scoped, so each of test_node_faults, test_node_loss and
 # test_node_unreachable gets a grown pool of its own (node_faults says why).
-from node_faults import prod_faults_cluster, running_group, running_job  # noqa: F401 - fixtures, found by name
+from tests.support.node_faults import prod_faults_cluster, running_group, running_job  # noqa: F401 - fixtures, found by name
 
 # Go's collector at twice its default heap target in every process the clusters start (they inherit
 # the workers' environment): a quarter of an API server's start was its collector, and the tier is

@@ -22,9 +22,9 @@ from eks_gpu_training.workloads.host_network_admission import (
 )
 from eks_gpu_training.workloads.templates import TrainingJobSpec, training_pod_template
 
-from environment import expect_refused_by, wait_for
-from manifests import PAUSE_IMAGE, pod_manifest, unique
-from policy_probes import RBAC, VAP, as_service_account, attempt, bound_cluster_role, policy_refuses, refused_by
+from tests.support.environment import expect_refused_by, wait_for
+from tests.support.manifests import PAUSE_IMAGE, pod_manifest, unique
+from tests.support.policy_probes import RBAC, VAP, as_service_account, attempt, bound_cluster_role, policy_refuses, refused_by
 
 LABELER_SA = (tl.NAMESPACE, tl.SERVICE_ACCOUNT)
 LABELER_POLICY = tl.NAME

@@ -24,9 +24,9 @@ from eks_gpu_training.addons import job_apis
 from eks_gpu_training.addons.labeler_admission import node_policy_binding_manifest, service_account_user
 from eks_gpu_training.workloads.job_sets import JOBSET_API_VERSION
 
-from environment import Environment, wait_for
-from manifests import PAUSE_IMAGE, unique
-from policy_probes import VAP, as_service_account, bound_cluster_role, policy_refuses
+from tests.support.environment import Environment, wait_for
+from tests.support.manifests import PAUSE_IMAGE, unique
+from tests.support.policy_probes import VAP, as_service_account, bound_cluster_role, policy_refuses
 
 TRAINING = "training"
 """A training namespace of prod's (``scheduling.namespaces``)."""

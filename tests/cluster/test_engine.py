@@ -29,10 +29,10 @@ from eks_gpu_training.workloads.team_access import TEAM_MEMBER_ROLE, TeamAccess,
 from eks_gpu_training.workloads.templates import TrainingJobSpec
 from eks_gpu_training.workloads.training_job import TrainingJob, TrainingJobArgs
 
-from clusters import start
-from module_charts import JOBSET as JOBSET_CHART, module_source
-from engine import Engine, changed, exists
-from environment import wait_for
+from tests.support.clusters import start
+from tests.module_charts import JOBSET as JOBSET_CHART, module_source
+from tests.support.engine import Engine, changed, exists
+from tests.support.environment import wait_for
 
 JOB = "kubernetes:batch/v1:Job"
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"

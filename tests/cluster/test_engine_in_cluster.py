@@ -39,14 +39,14 @@ from eks_gpu_training.local import build as builds
 from eks_gpu_training.addons.chart_archives import CACHE_ENV, LOCK_FILE, ChartLock, archive_digest, lock_key
 from eks_gpu_training.offline.chart_sources import MIRROR_ENV, ChartSources
 from eks_gpu_training.offline.engine import stack_config
-from harness import PROJECT_ROOT
+from tests.support.harness import PROJECT_ROOT
 from eks_gpu_training.platform.loading import platform_args_from_settings
 from eks_gpu_training.platform.releases import stack_charts
 from eks_gpu_training.platform.stack_files import stack_config_dir, stack_file_name
 
-from clusters import start
-from engine import Engine, changed, exists
-from environment import wait_for
+from tests.support.clusters import start
+from tests.support.engine import Engine, changed, exists
+from tests.support.environment import wait_for
 
 PROJECT = "eks-gpu-training"
 RELEASE = "kubernetes:helm.sh/v3:Release gpu-training-gpu-operator-release"
@@ -435,7 +435,7 @@ def tampered_mirror(folder: Path, chart: str, version: str, others: list[Path]):
     (same name and version, other bytes), and ``others`` as they are."""
     import helm_python
 
-    from chart_mirror import ChartMirror
+    from tests.support.chart_mirror import ChartMirror
 
     served, work = folder / "served", folder / "work"
     served.mkdir(parents=True)

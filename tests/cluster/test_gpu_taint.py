@@ -6,7 +6,7 @@ import pytest
 
 from eks_gpu_training.facts.gpu_nodes import GPU_TAINT_KEY, gpu_node_selector, gpu_toleration
 
-from manifests import pod_manifest, unique
+from tests.support.manifests import pod_manifest, unique
 
 PROBE_NAMESPACE = "default"
 

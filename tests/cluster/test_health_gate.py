@@ -35,9 +35,9 @@ from eks_gpu_training.workloads.health_gate_admission import (
     GPU_POOLS_MESSAGE, STATUS_FIELDS_MESSAGE, STATUS_METADATA_MESSAGE,
 )
 
-from environment import Environment, expect_refused_by
-from manifests import unique
-from policy_probes import VAP, as_service_account, bound_cluster_role, policy_refuses, refused_by
+from tests.support.environment import Environment, expect_refused_by
+from tests.support.manifests import unique
+from tests.support.policy_probes import VAP, as_service_account, bound_cluster_role, policy_refuses, refused_by
 
 POLICY = gate.NAME
 GATE_SA = (gate.NAMESPACE, gate.SERVICE_ACCOUNT)

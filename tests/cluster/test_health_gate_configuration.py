@@ -27,15 +27,15 @@ from typing import Any, Optional
 
 import pytest
 
-import gpu_nodes
-from clusters import RunningCluster
-from environment import holds_for, wait_for
-from node_faults import GATE_BOUND_SECONDS, POOL, faults_cluster, remove, rejoin, restore_pool
+from tests.support import gpu_nodes
+from tests.support.clusters import RunningCluster
+from tests.support.environment import holds_for, wait_for
+from tests.support.node_faults import GATE_BOUND_SECONDS, POOL, faults_cluster, remove, rejoin, restore_pool
 from eks_gpu_training.healthgate.replacements import EVENT_REASON
 from eks_gpu_training.healthgate.settings import CONDITION_TYPE, CONFIG_KEY, QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY
 from eks_gpu_training.verify import FAIL, main
 from eks_gpu_training.workloads.health_gate import NAME, NAMESPACE
-from test_placement import FIT_NAMESPACE, _fit_job, _shorter_consolidation, prepare_fit_namespace
+from tests.support.fit_probe import FIT_NAMESPACE, fit_job, prepare_fit_namespace, shorter_consolidation
 
 KARPENTER_POOL = "gpu-training"
 KARPENTER_BOUND_SECONDS = 180
@@ -140,9 +140,9 @@ def test_a_karpenter_pool_whose_every_node_fails_is_handed_back_once_then_held(p
     (pool,) = [p for p in running.args.karpenter.gpu_node_pools if p.name == KARPENTER_POOL]
     faults = running.cluster.faults()
     faults.fail_checks("dcgm", pool=KARPENTER_POOL)
-    restore = _shorter_consolidation(env, KARPENTER_POOL)
+    restore = shorter_consolidation(env, KARPENTER_POOL)
     prepare_fit_namespace(running)
-    job = _fit_job(running, pool, karpenter=True, nodes=1)
+    job = fit_job(running, pool, karpenter=True, nodes=1)
     env.apply(job)
     try:
         def second_failed() -> Optional[str]:

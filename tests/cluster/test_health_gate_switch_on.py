@@ -22,10 +22,10 @@ import time
 
 import pytest
 
-import gpu_nodes
-from clusters import stack_variant, start
-from harness import PROJECT_ROOT
-from environment import holds_for, wait_for
+from tests.support import gpu_nodes
+from tests.support.clusters import stack_variant, start
+from tests.support.harness import PROJECT_ROOT
+from tests.support.environment import holds_for, wait_for
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, gpu_toleration
 from eks_gpu_training.healthgate.checks import check_job
 from eks_gpu_training.healthgate.settings import CHECK_LABELS, CONDITION_TYPE, CONFIG_KEY, STARTUP_TAINT_KEY, GateSettings

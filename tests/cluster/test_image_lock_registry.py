@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from chart_mirror import OciChartMirror
-from go_tools import DISTRIBUTION
+from tests.support.chart_mirror import OciChartMirror
+from tests.support.go_tools import DISTRIBUTION
 
 from eks_gpu_training.config.image_lock import ImageLock
 from eks_gpu_training.local import build as builds
@@ -117,7 +117,7 @@ MIRRORED_REGISTRIES = ("public.ecr.aws", "nvcr.io", "registry.k8s.io", "docker.i
 def _mirrored_stack(tmp_path, stack, host):
     """A project folder holding ``stack``'s file with every registry mirrored to ``host``."""
     import yaml
-    from harness import stack_config
+    from tests.support.harness import stack_config
 
     config = stack_config(stack)
     config["eks-gpu-training:images"] = {"registryMirrors": {r: f"{host}/{r.split('.')[0]}" for r in MIRRORED_REGISTRIES}}

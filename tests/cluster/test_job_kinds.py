@@ -10,10 +10,10 @@ from kubernetes.client.exceptions import ApiException
 
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, gpu_toleration, network_layer_key
 
-from clusters import submit_jobset_run
-from environment import GROUP_APIS, holds_for, wait_for
-from kueue import condition
-from manifests import pod_manifest, unique
+from tests.support.clusters import submit_jobset_run
+from tests.support.environment import GROUP_APIS, holds_for, wait_for
+from tests.support.kueue import condition
+from tests.support.manifests import pod_manifest, unique
 
 
 @pytest.fixture(params=["JobSet", "TrainJob"])

@@ -12,9 +12,9 @@ import pytest
 
 from eks_gpu_training.facts.gpu_nodes import GPU_RESOURCE, gpu_toleration
 
-from clusters import start
-from environment import holds_for, wait_for
-from manifests import pod_manifest, unique
+from tests.support.clusters import start
+from tests.support.environment import holds_for, wait_for
+from tests.support.manifests import pod_manifest, unique
 
 
 @pytest.fixture(scope="module")

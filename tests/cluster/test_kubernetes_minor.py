@@ -9,7 +9,7 @@ from kubernetes import client
 
 from eks_gpu_training.local import build as builds
 
-from clusters import stack_variant, start
+from tests.support.clusters import stack_variant, start
 
 MINORS = [m for m in builds.KUBERNETES_BY_MINOR if builds.KUBERNETES_BY_MINOR[m] is not builds.KUBERNETES]
 """The minors the shipped stacks do not name (the cluster tier's clusters run theirs)."""

@@ -13,13 +13,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import gpu_nodes
-from environment import holds_for, wait_for
+from tests.support import gpu_nodes
+from tests.support.environment import holds_for, wait_for
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY
 from eks_gpu_training.healthgate.settings import CONDITION_TYPE, STARTUP_TAINT_KEY
 from eks_gpu_training.verify import FAIL, judge, read_snapshot
 from eks_gpu_training.workloads.training_spec import CHECKPOINT_ENV
-from node_faults import (
+from tests.support.node_faults import (
     DELETED_NODE_BOUND_SECONDS,
     GATE_BOUND_SECONDS,
     POOL,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 
-from environment import GROUP_APIS, wait_for
-from node_faults import DELETED_NODE_BOUND_SECONDS, blocks, conditions_of
+from tests.support.environment import GROUP_APIS, wait_for
+from tests.support.node_faults import DELETED_NODE_BOUND_SECONDS, blocks, conditions_of
 
 
 def test_a_running_jobset_or_trainjob_survives_the_deletion_of_one_of_its_nodes(prod_faults_cluster, running_group):

@@ -25,14 +25,14 @@ from typing import Any, Optional
 
 import pytest
 
-import gpu_nodes
-from clusters import RunningCluster, start
-from environment import holds_for, wait_for
+from tests.support import gpu_nodes
+from tests.support.clusters import RunningCluster, start
+from tests.support.environment import holds_for, wait_for
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY
 from eks_gpu_training.healthgate.settings import CONDITION_TYPE, STARTUP_TAINT_KEY
 from eks_gpu_training.local.node_repair import REPAIRED_BY
-from gpu_nodes import REPAIR_WAIT_SECONDS
-from test_placement import FIT_NAMESPACE, _fit_job, _shorter_consolidation, prepare_fit_namespace
+from tests.support.gpu_nodes import REPAIR_WAIT_SECONDS
+from tests.support.fit_probe import FIT_NAMESPACE, fit_job, prepare_fit_namespace, shorter_consolidation
 
 POOL = "p5-training"
 KARPENTER_POOL = "gpu-training"
@@ -122,9 +122,9 @@ def test_a_karpenter_node_that_fails_its_checks_is_replaced_by_a_new_nodeclaim(p
     (pool,) = [p for p in running.args.karpenter.gpu_node_pools if p.name == KARPENTER_POOL]
     faults = running.cluster.faults()
     faults.fail_checks("dcgm", pool=KARPENTER_POOL)
-    restore = _shorter_consolidation(env, KARPENTER_POOL)
+    restore = shorter_consolidation(env, KARPENTER_POOL)
     prepare_fit_namespace(running)
-    job = _fit_job(running, pool, karpenter=True, nodes=1)
+    job = fit_job(running, pool, karpenter=True, nodes=1)
     name = job["metadata"]["name"]
     started = time.monotonic()
     env.apply(job)

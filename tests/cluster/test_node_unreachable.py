@@ -18,8 +18,8 @@ import pytest
 
 from eks_gpu_training.config.kueue import UNREACHABLE_NODE_SECONDS
 
-from environment import JOB_NAME_LABEL
-from node_faults import UNREACHABLE_NODE_BOUND_SECONDS, expect_moved, faults_cluster
+from tests.support.environment import JOB_NAME_LABEL
+from tests.support.node_faults import UNREACHABLE_NODE_BOUND_SECONDS, expect_moved, faults_cluster
 
 BOUND_SECONDS = UNREACHABLE_NODE_BOUND_SECONDS - UNREACHABLE_NODE_SECONDS
 """The default's bound, less the toleration this stack leaves out."""

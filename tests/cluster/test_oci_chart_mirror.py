@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from chart_mirror import OciChartMirror, package_charts, render_with_stack_mirror
-from go_tools import DISTRIBUTION
-from harness import REFERENCE
+from tests.support.chart_mirror import OciChartMirror, package_charts, render_with_stack_mirror
+from tests.support.go_tools import DISTRIBUTION
+from tests.support.harness import REFERENCE
 
 from eks_gpu_training.local import build as builds
 from eks_gpu_training.offline.check import check_render

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import semver
 
-from chart_mirror import OciChartMirror
-from go_tools import DISTRIBUTION
-from harness import PROJECT_ROOT
+from tests.support.chart_mirror import OciChartMirror
+from tests.support.go_tools import DISTRIBUTION
+from tests.support.harness import PROJECT_ROOT
 
 from eks_gpu_training.local import build as builds
 from eks_gpu_training.offline.chart_sources import MIRROR_ENV

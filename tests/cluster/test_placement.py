@@ -11,8 +11,9 @@ from eks_gpu_training.config.health import DcgmDiagConfig
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, GPU_TAINT_KEY
 from eks_gpu_training.workloads.preflight import dcgm_diag_job
 
-from environment import wait_for
-from manifests import unique
+from tests.support.environment import wait_for
+from tests.support.fit_probe import FIT_NAMESPACE, fit_job, prepare_fit_namespace, shorter_consolidation
+from tests.support.manifests import unique
 
 GPU_DAEMONSETS = {
     # (namespace, name) -> what it is; each must run on every GPU node of the fleet
@@ -233,51 +234,12 @@ def test_broken_variant_without_the_anti_affinity_two_training_pods_share_a_node
 
 # A whole-node training job on every shipped pool, beside every DaemonSet of its nodes.
 
-FIT_NAMESPACE = "fit-probe"
-"""Where the fit probe runs: a namespace of the tests' own, with the training ServiceAccount. Not a
-training namespace: there, with teams, Kueue holds a Job that names no queue, and the probe asks the
-scheduler alone."""
-
-
 def _pools(cluster):
     """(pool config, Karpenter pool or not) for every GPU pool of the stack."""
     pools = [(pool, False) for pool in cluster.args.gpu_node_groups]
     if cluster.args.karpenter.enabled:
         pools += [(pool, True) for pool in cluster.args.karpenter.gpu_node_pools]
     return pools
-
-
-def prepare_fit_namespace(cluster, namespace: str = FIT_NAMESPACE) -> None:
-    """A probe's namespace, outside Kueue, and the training ServiceAccount its pods run as."""
-    cluster.env.ensure_namespace(namespace)
-    cluster.env.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {
-        "name": cluster.args.scheduling.service_account.name, "namespace": namespace}, "automountServiceAccountToken": False})
-
-
-def _fit_job(cluster, pool, *, karpenter: bool, nodes: int) -> dict:
-    """The Job a training app on ``pool`` gets from the library, with every default (its requests
-    sized by ``node_fit`` for the stack's DaemonSets), in ``FIT_NAMESPACE`` past Kueue so that the
-    scheduler alone decides, its shared file system an emptyDir (the claim is the training
-    namespace's). An app on a Karpenter pool runs without EFA (the configuration refuses EFA there)."""
-    from eks_gpu_training.config import TrainingAppConfig
-    from eks_gpu_training.workloads.scheduling_policies import training_job_spec
-    from eks_gpu_training.workloads.templates import training_job
-    from eks_gpu_training.workloads.training_spec import TOPOLOGY_ANNOTATIONS
-
-    app = TrainingAppConfig(name=unique("fit")[:20], nodes=nodes, pool=pool.name, **({"efa": False} if karpenter else {}))
-    spec = training_job_spec(app, cluster.args)
-    job = training_job(spec)
-    job["metadata"]["namespace"] = FIT_NAMESPACE
-    job["metadata"]["labels"].pop("kueue.x-k8s.io/queue-name", None)
-    job["spec"]["suspend"] = False
-    template = job["spec"]["template"]
-    template["spec"]["volumes"] = [{"name": v["name"], "emptyDir": {}} if "persistentVolumeClaim" in v else v
-                                   for v in template["spec"].get("volumes") or []]
-    for annotation in TOPOLOGY_ANNOTATIONS.values():
-        (template["metadata"].get("annotations") or {}).pop(annotation, None)
-    for container in template["spec"]["containers"]:
-        container.setdefault("image", "registry.k8s.io/pause:3.10")
-    return job
 
 
 def _daemon_pods_missing(env, node: str, daemonsets: dict[tuple[str, str], str]) -> list[str]:
@@ -287,17 +249,6 @@ def _daemon_pods_missing(env, node: str, daemonsets: dict[tuple[str, str], str])
             if owner.kind == "DaemonSet" and pod.status.phase == "Running":
                 running.add((pod.metadata.namespace, owner.name))
     return [f"{what} ({namespace}/{name})" for (namespace, name), what in daemonsets.items() if (namespace, name) not in running]
-
-
-def _shorter_consolidation(env, pool: str):
-    """Karpenter's pool removes an emptied node within seconds during the probe (dev's own 10m
-    would keep it for the next test); restored afterwards."""
-    nodepool = env.get("karpenter.sh/v1", "NodePool", pool)
-    original = nodepool["spec"]["disruption"]["consolidateAfter"]
-    env.custom.patch_cluster_custom_object("karpenter.sh", "v1", "nodepools", pool,
-                                           {"spec": {"disruption": {"consolidateAfter": "10s"}}})
-    return lambda: env.custom.patch_cluster_custom_object("karpenter.sh", "v1", "nodepools", pool,
-                                                          {"spec": {"disruption": {"consolidateAfter": original}}})
 
 
 def test_a_whole_node_training_job_fits_every_shipped_pools_nodes_beside_all_their_daemonsets(any_cluster):
@@ -314,9 +265,9 @@ def test_a_whole_node_training_job_fits_every_shipped_pools_nodes_beside_all_the
             assert nodes, f"pool {pool.name} has no node in the local cluster"
             for namespace, name in daemonsets:
                 _runs_on_every_gpu_node(env, namespace, name, daemonsets[(namespace, name)])
-        restore = _shorter_consolidation(env, pool.name) if karpenter else None
+        restore = shorter_consolidation(env, pool.name) if karpenter else None
         prepare_fit_namespace(any_cluster)
-        job = _fit_job(any_cluster, pool, karpenter=karpenter, nodes=1 if karpenter else len(nodes))
+        job = fit_job(any_cluster, pool, karpenter=karpenter, nodes=1 if karpenter else len(nodes))
         name = job["metadata"]["name"]
         env.apply(job)
         try:

@@ -10,8 +10,8 @@ import pytest
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, gpu_toleration
 from eks_gpu_training.workloads.scheduling_policies import QUOTA_NAME
 
-from environment import expect_refused, holds_for, wait_for
-from manifests import pod_manifest, unique
+from tests.support.environment import expect_refused, holds_for, wait_for
+from tests.support.manifests import pod_manifest, unique
 
 PRIORITY_NAMESPACE = "priority-probe"
 """A namespace of the tests' own, without quota or Kueue, so only priorities decide."""

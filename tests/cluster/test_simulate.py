@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 
-from harness import PROJECT_ROOT
+from tests.support.harness import PROJECT_ROOT
 
 from eks_gpu_training.config import ConfigError
 from eks_gpu_training.local.cluster import LocalCluster

@@ -14,9 +14,9 @@ from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE
 from eks_gpu_training.workloads.scheduling_policies import QUOTA_NAME
 from eks_gpu_training.workloads.team_access import TEAM_MEMBER_ROLE, team_role_binding
 
-from environment import Environment, expect_refused, wait_for
-from manifests import unique
-from policy_probes import RBAC, attempt
+from tests.support.environment import Environment, expect_refused, wait_for
+from tests.support.manifests import unique
+from tests.support.policy_probes import RBAC, attempt
 
 def member(cluster, team: str) -> Environment:
     """The team's first IAM member as EKS authenticates it: the ARN as the user, with the entry's group."""

@@ -16,10 +16,10 @@ from eks_gpu_training.workloads.team_admission import (
     PRIORITY_QUOTA_NAME,
 )
 
-from environment import expect_refused, holds_for, wait_for
-from kueue import condition, conditions
-from manifests import PAUSE_IMAGE, pod_manifest, unique
-from policy_probes import VAP, attempt, policy_refuses
+from tests.support.environment import expect_refused, holds_for, wait_for
+from tests.support.kueue import condition, conditions
+from tests.support.manifests import PAUSE_IMAGE, pod_manifest, unique
+from tests.support.policy_probes import VAP, attempt, policy_refuses
 
 RESEARCH = "research"
 """Prod's research team's namespace: it may use evaluation-normal and data-prep-low."""

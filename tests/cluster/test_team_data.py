@@ -12,8 +12,8 @@ from kubernetes.client.exceptions import ApiException
 from eks_gpu_training.config.teams import team_gid
 from eks_gpu_training.workloads.storage import claim_name, persistent_volume_name
 
-from environment import wait_for
-from manifests import pod_manifest, unique
+from tests.support.environment import wait_for
+from tests.support.manifests import pod_manifest, unique
 
 TEAMS = {"training": "pretraining", "research": "research"}
 """prod's namespaces and their teams."""

@@ -10,8 +10,8 @@ from eks_gpu_training.facts.gpu_nodes import GPU_RESOURCE
 from eks_gpu_training.workloads.queues import pool_flavors, team_cluster_queue, team_queues
 from eks_gpu_training.workloads.teams import namespace_quota
 
-from environment import holds_for, wait_for
-from kueue import KUEUE_API, condition
+from tests.support.environment import holds_for, wait_for
+from tests.support.kueue import KUEUE_API, condition
 
 
 def _usage(env, queue: str, flavor: str) -> dict[str, str]:

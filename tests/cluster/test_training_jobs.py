@@ -10,10 +10,10 @@ from kubernetes.client.exceptions import ApiException
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, gpu_toleration, network_layer_key
 from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE
 
-from clusters import stack_variant, start
-from environment import holds_for, wait_for
-from kueue import KUEUE_API, QUEUE_LABEL, condition
-from manifests import pod_manifest, unique
+from tests.support.clusters import stack_variant, start
+from tests.support.environment import holds_for, wait_for
+from tests.support.kueue import KUEUE_API, QUEUE_LABEL, condition
+from tests.support.manifests import pod_manifest, unique
 
 
 def _submit(env, namespace: str, name: str) -> None:

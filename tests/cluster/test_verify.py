@@ -23,11 +23,11 @@ from eks_gpu_training.facts.quantity import parse_quantity
 from eks_gpu_training.verify import EXIT_FAILED, EXIT_PASSED, EXIT_UNREADABLE, FAIL, PASS, SKIP, main, verify
 from eks_gpu_training.workloads.training_spec import TOPOLOGY_ANNOTATIONS
 
-from clusters import stack_variant, start
-from environment import wait_for
-from kueue import QUEUE_LABEL
-from manifests import submitted_run
-from test_placement import prepare_fit_namespace
+from tests.support.clusters import stack_variant, start
+from tests.support.environment import wait_for
+from tests.support.kueue import QUEUE_LABEL
+from tests.support.manifests import submitted_run
+from tests.support.fit_probe import prepare_fit_namespace
 
 VERIFY_TIMEOUT = 60
 """How long a breakage or its repair may take to show in the command's rows (the disruption

@@ -14,7 +14,7 @@ from eks_gpu_training.config import ConfigError, NetworkConfig
 from eks_gpu_training.local.instance_types import parse_table
 from eks_gpu_training.platform import parse_platform_args
 from eks_gpu_training.workloads.training_spec import TrainingJobSpec
-from harness import Graph, Registration, stack_config
+from tests.support.harness import Graph, Registration, stack_config
 
 PROJECT = "eks-gpu-training"
 """The stack files' configuration namespace."""

@@ -11,7 +11,7 @@ such as Harbor or an ECR pull-through cache is. The cluster tier uses it
 The tests use it through ``tests/conftest.py`` (``charts_mirror``); ``.ci/run`` runs it for the
 render, check and scan of the stacks:
 
-    python tests/chart_mirror.py --reference ../shared/reference --url-file URL_FILE
+    python -m tests.support.chart_mirror --reference ../shared/reference --url-file URL_FILE
 
 serves until it is stopped (SIGTERM or SIGINT), after writing its URL to URL_FILE.
 """
@@ -35,7 +35,7 @@ def package_charts(reference: Path, folder: Path) -> list[Path]:
     charts from their Go modules (``module_charts``), and index them there."""
     import helm_python
 
-    from module_charts import package_module_charts
+    from tests.module_charts import package_module_charts
 
     folder.mkdir(parents=True, exist_ok=True)
     archives = [Path(helm_python.package(chart, destination=folder))

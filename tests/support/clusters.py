@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator, Optional
 import pytest
 import yaml
 
-from harness import PROJECT_ROOT
+from tests.support.harness import PROJECT_ROOT
 
 from eks_gpu_training.facts.gpu_nodes import GPU_RESOURCE
 from eks_gpu_training.local import build as builds
@@ -21,10 +21,10 @@ from eks_gpu_training.platform.stack_files import StackFile, locate_stack, stack
 from eks_gpu_training.workloads.job_sets import training_jobset
 from eks_gpu_training.workloads.scheduling_policies import QUOTA_NAME, training_job_spec
 
-import start_slots
-from environment import Environment
-from kueue import KUEUE_API
-from manifests import submitted_group_run, submitted_run, unique
+from tests.support import start_slots
+from tests.support.environment import Environment
+from tests.support.kueue import KUEUE_API
+from tests.support.manifests import submitted_group_run, submitted_run, unique
 from eks_gpu_training.workloads.queues import LOCAL_QUEUE
 
 

@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
+from eks_gpu_training.facts import yaml_io
 from eks_gpu_training.offline.check.crd import CelRules, apply_defaults
 
 
 def crd_schema(path: Path) -> dict[str, Any]:
     """The ``openAPIV3Schema`` of the served version of a CRD file."""
-    crd = yaml.safe_load(path.read_text())
+    crd = yaml_io.load(path.read_text())
     (version,) = [v for v in crd["spec"]["versions"] if v.get("served") and v.get("storage")]
     return version["schema"]["openAPIV3Schema"]
 

@@ -22,7 +22,7 @@ from eks_gpu_training.facts.quantity import parse_quantity
 from eks_gpu_training.healthgate.kube import list_items
 from eks_gpu_training.local.platform import Applier, ApplyError
 
-from kueue import KUEUE_API, QUEUE_LABEL, Accounting, condition, conditions, job_uids, read_accounting
+from tests.support.kueue import KUEUE_API, QUEUE_LABEL, Accounting, condition, conditions, job_uids, read_accounting
 
 DEFAULT_TIMEOUT = 60.0
 KNOWN_STATE_TIMEOUT = 120.0

@@ -1,4 +1,4 @@
-"""The Go components only this tier runs, from the catalogue beside it (``go/catalogue.json``),
+"""The Go components only the cluster tier runs, from its catalogue (``tests/cluster/go/catalogue.json``),
 built by the package's builder into the same cache as the control plane."""
 
 from __future__ import annotations
@@ -7,6 +7,6 @@ from pathlib import Path
 
 from eks_gpu_training.local import build as builds
 
-CATALOGUE = Path(__file__).parent / "go" / "catalogue.json"
+CATALOGUE = Path(__file__).resolve().parents[1] / "cluster" / "go" / "catalogue.json"
 TEST_TOOLS = builds.load_catalogue(CATALOGUE)["test-tools"]
 (DISTRIBUTION,) = TEST_TOOLS

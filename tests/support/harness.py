@@ -7,7 +7,7 @@ from eks_gpu_training.offline.engine import *  # noqa: F403 - the engine's names
 from eks_gpu_training.offline.engine import __all__  # noqa: F401 - so the harness exports exactly those
 from eks_gpu_training.offline.engine import Graph, run_program
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 """This checkout: the project the tests run (the package itself knows no checkout)."""
 REFERENCE = PROJECT_ROOT.parent / "shared" / "reference"
 """The upstream reference artefacts beside the project, the pinned charts among them (CI has them;

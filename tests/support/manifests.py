@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from eks_gpu_training.workloads.queues import LOCAL_QUEUE
 
-from kueue import QUEUE_LABEL
+from tests.support.kueue import QUEUE_LABEL
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 

@@ -15,9 +15,9 @@ from typing import Any, Iterator
 
 import pytest
 
-import gpu_nodes
-from clusters import RunningCluster, stack_variant, start, submit_jobset_run
-from environment import wait_for
+from tests.support import gpu_nodes
+from tests.support.clusters import RunningCluster, stack_variant, start, submit_jobset_run
+from tests.support.environment import wait_for
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, network_layer_key
 from eks_gpu_training.healthgate.settings import QUARANTINE_TAINT_KEY
 from eks_gpu_training.local.cluster import _create_node

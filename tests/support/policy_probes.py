@@ -12,8 +12,8 @@ from kubernetes.client.exceptions import ApiException
 from eks_gpu_training.addons.labeler_admission import service_account_user
 from eks_gpu_training.local.platform import ApplyError
 
-from environment import Environment, expect_refused
-from manifests import unique
+from tests.support.environment import Environment, expect_refused
+from tests.support.manifests import unique
 
 RBAC = "rbac.authorization.k8s.io/v1"
 VAP = "admissionregistration.k8s.io/v1"

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from eks_gpu_training.facts import yaml_io
 from eks_gpu_training import ConfigError
 from eks_gpu_training.addons import gpu_operator, kueue
 from eks_gpu_training.addons.chart_source import chart_problems, local_chart, release_chart
-from harness import PROJECT_ROOT, run_main, stack_config
+from tests.support.harness import PROJECT_ROOT, run_main, stack_config
 
 PROJECT = "eks-gpu-training"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -186,7 +187,7 @@ def image_registries(manifests: Path) -> set[str]:
                 walk(item)
 
     for path in manifests.rglob("*.yaml"):
-        for document in yaml.safe_load_all(path.read_text()):
+        for document in yaml_io.load_all(path.read_text()):
             walk(document)
     hosts = {ref.split("/", 1)[0] for ref in references if "/" in ref and not ref.startswith("<")}
     return {"<account>.dkr.ecr.<region>.amazonaws.com" if ECR.match(host) else host for host in hosts if "." in host}

@@ -70,7 +70,7 @@ def nfd_chart(reference: Path) -> dict[str, Any]:
 def module_chart_values(chart: str, version: str) -> dict[str, Any]:
     """The values.yaml of the JobSet or Trainer chart at ``version``, from its Go module at the
     release's tag (``tests/module_charts.py``: the reference folder holds neither)."""
-    from module_charts import JOBSET, TRAINER, module_source
+    from tests.module_charts import JOBSET, TRAINER, module_source
 
     module_chart = {JOBSET_CHART: JOBSET, TRAINER_CHART: TRAINER}[chart]
     return load(module_source(module_chart, f"v{version}") / module_chart.folder / "values.yaml")

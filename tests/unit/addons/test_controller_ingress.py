@@ -12,8 +12,8 @@ import yaml
 from eks_gpu_training.addons import controller_ingress as ci
 from eks_gpu_training.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError, subnet_layout
 from eks_gpu_training.verify.stack import load_stack_args
-from builders import without_karpenter
-from harness import run_main, stack_config
+from tests.support.builders import without_karpenter
+from tests.support.harness import run_main, stack_config
 
 PROJECT = "eks-gpu-training"
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"

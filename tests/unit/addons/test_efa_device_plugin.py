@@ -16,8 +16,8 @@ from eks_gpu_training.addons.efa_device_plugin import (
     efa_instance_types,
     efa_needed,
 )
-from builders import raw_settings, without_karpenter
-from harness import stack_config
+from tests.support.builders import raw_settings, without_karpenter
+from tests.support.harness import stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NS = "eks-gpu-training"

@@ -15,8 +15,8 @@ from eks_gpu_training.config import (
 from eks_gpu_training.platform import parse_platform_args
 from eks_gpu_training.addons.gpu_operator import CHART, CHART_REPOSITORY, NAMESPACE, gpu_node_os, gpu_operator_values
 from eks_gpu_training.facts.node_os import AL2023_NVIDIA, BOTTLEROCKET_NVIDIA, NODE_OS_BY_AMI_TYPE
-from builders import raw_settings, without_karpenter
-from harness import Graph, Registration, run_main, stack_config
+from tests.support.builders import raw_settings, without_karpenter
+from tests.support.harness import Graph, Registration, run_main, stack_config
 from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -10,10 +10,11 @@ import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
+from eks_gpu_training.facts import yaml_io
 from eks_gpu_training import ConfigError, image_mirrors
 from eks_gpu_training.config.health import DCGM_IMAGE
 from eks_gpu_training.facts.images import is_private_ecr, mirrored, registry_of, split_registry
-from harness import run_main, run_program, stack_config
+from tests.support.harness import run_main, run_program, stack_config
 from eks_gpu_training.platform.stack_files import stack_file_name
 
 PROJECT = "eks-gpu-training"
@@ -89,7 +90,7 @@ def test_with_every_registry_mapped_no_object_of_the_stack_pulls_from_outside_th
     assert all(c.objects for c in summary.charts), summary.charts
     images = []
     for manifest in sorted((out / "manifests").rglob("*.yaml")):
-        document = yaml.safe_load(manifest.read_text())
+        document = yaml_io.load(manifest.read_text())
         images += _images(document, str(manifest.relative_to(out)))
     assert any("clusterpolicy" in where and "repository" in where for where, _ in images)
     # The health gate's check pod, inside its ConfigMap's JSON: DCGM's image, and the gate's own.

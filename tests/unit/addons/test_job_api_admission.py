@@ -9,8 +9,8 @@ from pathlib import Path
 
 import kubernetes_validate
 import pytest
-import yaml
 
+from eks_gpu_training.facts import yaml_io
 from eks_gpu_training.addons import job_apis
 from eks_gpu_training.config import SUPPORTED_KUBERNETES_VERSIONS
 from eks_gpu_training.verify.stack import load_stack_args
@@ -43,7 +43,7 @@ def test_the_fences_name_the_training_namespaces_sorted():
 
 
 def _chart_objects(out: Path, chart: str) -> list[dict]:
-    return [yaml.safe_load(path.read_text()) for path in sorted((out / "manifests" / "charts" / chart).glob("*.yaml"))]
+    return [yaml_io.load(path.read_text()) for path in sorted((out / "manifests" / "charts" / chart).glob("*.yaml"))]
 
 
 def test_the_fenced_names_are_the_charts_own(rendered_stack):
@@ -73,6 +73,6 @@ def test_each_stack_fences_the_controllers_it_installs_with_its_training_namespa
         assert policy_file.is_file() == installed, (stack, chart)
         assert (out / "patches" / f"validatingadmissionpolicybinding_{fence}.yaml").is_file() == installed
         if installed:
-            policy = yaml.safe_load(policy_file.read_text())
+            policy = yaml_io.load(policy_file.read_text())
             rule = next(v for v in policy["spec"]["validations"] if "training namespaces" in v["message"])
             assert rule["message"].endswith(f"training namespaces ({', '.join(namespaces)})"), (stack, rule)

@@ -16,8 +16,8 @@ from eks_gpu_training.addons.gpu_node_pool import (
     node_pool_spec,
 )
 from eks_gpu_training.addons.karpenter import KARPENTER_CHART, KARPENTER_CRD_CHART, karpenter_values
-from harness import ACCOUNT_ID, research_cluster, run_main, run_program, stack_config
-from builders import NETWORK, without_karpenter
+from tests.support.harness import ACCOUNT_ID, research_cluster, run_main, run_program, stack_config
+from tests.support.builders import NETWORK, without_karpenter
 
 PROJECT = "eks-gpu-training"
 RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -25,7 +25,7 @@ from eks_gpu_training.addons.gpu_node_pool import (
 )
 from eks_gpu_training.addons.karpenter import karpenter_values
 from eks_gpu_training.offline.check.helm import unknown_keys
-from crd_check import CrdChecker, crd_schema, plain_numbers
+from tests.support.crd_check import CrdChecker, crd_schema, plain_numbers
 
 KARPENTER = "karpenter-1.14.1"
 TRANSITION_RULES = {

@@ -8,7 +8,7 @@ import yaml
 from eks_gpu_training.addons import efa_device_plugin, gpu_operator, job_apis, karpenter, kueue
 from eks_gpu_training.aws.pool_network import deletion_options
 from eks_gpu_training.config import KarpenterConfig
-from harness import run_main, run_program, stack_config
+from tests.support.harness import run_main, run_program, stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
@@ -149,7 +149,7 @@ def test_adopting_a_group_needs_the_cluster_name_known_before_deployment():
 
     from eks_gpu_training import ClusterRef, ConfigError, GpuNodePool, GpuNodePoolArgs
     from eks_gpu_training.config import KarpenterGpuNodePoolConfig
-    from harness import stand_in_ref, two_az_network
+    from tests.support.harness import stand_in_ref, two_az_network
 
     def program():
         ref = stand_in_ref()

@@ -16,7 +16,7 @@ from eks_gpu_training.addons import topology_labeler as tl
 from eks_gpu_training.config import SUPPORTED_KUBERNETES_VERSIONS, ConfigError, TopologyLabelerConfig
 from eks_gpu_training.platform import parse_platform_args
 from eks_gpu_training.facts.gpu_nodes import gpu_daemon_tolerations
-from harness import ACCOUNT_ID, PROJECT_ROOT, run_main, run_program, stack_config, stand_in_ref
+from tests.support.harness import ACCOUNT_ID, PROJECT_ROOT, run_main, run_program, stack_config, stand_in_ref
 
 NS = "kubernetes:core/v1:Namespace"
 SA = "kubernetes:core/v1:ServiceAccount"

@@ -11,7 +11,7 @@ from eks_gpu_training import VerifierRole, VerifierRoleArgs
 from eks_gpu_training.addons.verifier_role import verifier_cluster_role
 from eks_gpu_training.config import ConfigError
 from eks_gpu_training.platform import parse_platform_args
-from harness import run_main, run_program, stack_config
+from tests.support.harness import run_main, run_program, stack_config
 
 COMPONENT = "eks-gpu-training:index:VerifierRole"
 CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from harness import run_main, stack_config
+from tests.support.harness import run_main, stack_config
 
 from eks_gpu_training.config import ConfigError
 from eks_gpu_training.platform.loading import platform_args_from_settings

@@ -7,7 +7,7 @@ import json
 from eks_gpu_training.aws.cluster_ref import kubeconfig_for
 import pytest
 
-from harness import run_main, stack_config
+from tests.support.harness import run_main, stack_config
 
 PROJECT = "eks-gpu-training"
 
@@ -217,7 +217,7 @@ def test_prod_reaches_its_private_endpoint_and_dev_names_its_public_cidrs(prod_g
 def test_component_refuses_a_private_only_cluster_no_one_can_reach():
     from eks_gpu_training import EksCluster, EksClusterArgs
     from eks_gpu_training.config import ClusterConfig, ConfigError, NetworkConfig, SystemNodeGroupConfig
-    from harness import run_program
+    from tests.support.harness import run_program
 
     network = NetworkConfig.model_validate({"vpcId": "vpc-0123456789abcdef0", "subnets": [
         {"id": "subnet-0000000000000000a", "availabilityZone": "us-west-2a"},

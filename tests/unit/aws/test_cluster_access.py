@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from harness import ACCOUNT_ID, PlausibleMocks, run_main, stack_config
+from tests.support.harness import ACCOUNT_ID, PlausibleMocks, run_main, stack_config
 
 from eks_gpu_training.aws.cluster_access import (
     CREATOR_TAG,
@@ -357,7 +357,7 @@ def research(region: str, admins: list):
 
 
 def test_the_entries_of_a_cluster_in_another_region_go_through_the_provider_pulumi_eks_had():
-    from harness import run_program
+    from tests.support.harness import run_program
 
     graph = run_program(lambda: research("us-east-1", [PLATFORM]), {"aws:region": "us-west-2"})
     assert graph.error is None, repr(graph.error)
@@ -371,7 +371,7 @@ def test_the_entries_of_a_cluster_in_another_region_go_through_the_provider_pulu
 def test_an_output_arn_from_the_programs_own_role_still_gets_an_entry():
     import pulumi_aws as aws
 
-    from harness import run_program
+    from tests.support.harness import run_program
 
     def program():
         role = aws.iam.Role("oncall", assume_role_policy="{}")

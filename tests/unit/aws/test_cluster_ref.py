@@ -15,7 +15,7 @@ from eks_gpu_training import (
     GpuNodeGroupConfig,
 )
 from eks_gpu_training.aws.iam import SSM_POLICY
-from harness import research_cluster, run_program, two_az_network
+from tests.support.harness import research_cluster, run_program, two_az_network
 
 NETWORK = two_az_network()
 

@@ -16,8 +16,8 @@ from eks_gpu_training.aws.gpu_node_group import (
 )
 from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES
-from builders import NETWORK
-from harness import research_cluster, run_program, stand_in_ref
+from tests.support.builders import NETWORK
+from tests.support.harness import research_cluster, run_program, stand_in_ref
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 
@@ -184,7 +184,7 @@ def test_a_standalone_pool_takes_its_labels_as_an_output_of_another_stack():
 def test_the_platform_refuses_output_labels_and_says_why_in_its_own_words():
     from eks_gpu_training import GpuTrainingPlatform
     from eks_gpu_training.platform.loading import platform_args_from_settings
-    from harness import stack_config
+    from tests.support.harness import stack_config
 
     args = platform_args_from_settings(stack_config("prod"))
     pools = [args.gpu_node_groups[0].model_copy(update={"labels": pulumi.Output.from_input({"team": "llm"})}),

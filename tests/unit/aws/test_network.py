@@ -18,7 +18,7 @@ from eks_gpu_training.aws.network import (
 )
 from eks_gpu_training.config import ADDRESSES_PER_EFA_NODE, ConfigError, NetworkConfig, subnet_layout
 from eks_gpu_training.platform import GpuTrainingPlatform, parse_platform_args
-from harness import run_program
+from tests.support.harness import run_program
 
 CREATED = {"create": True, "availabilityZones": ["us-west-2a", "us-west-2b", "us-west-2c"]}
 

@@ -20,7 +20,7 @@ import jsonschema
 import pytest
 import yaml
 
-from crd_check import crd_schema
+from tests.support.crd_check import crd_schema
 from eks_gpu_training.addons.gpu_node_pool import ec2_node_class_spec
 from eks_gpu_training.aws.node_config import (
     NODE_CONFIG_CONTENT_TYPE,
@@ -29,7 +29,7 @@ from eks_gpu_training.aws.node_config import (
     node_config_user_data,
 )
 from eks_gpu_training.platform import parse_platform_args
-from builders import prod_raw
+from tests.support.builders import prod_raw
 
 MANAGED_TEMPLATE = "gpu-training-p5-training-launch-template"
 """The prod stack's managed GPU pool's launch template."""

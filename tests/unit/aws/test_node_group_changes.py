@@ -18,7 +18,7 @@ from eks_gpu_training.aws.node_group_changes import (
     effect_of,
 )
 from eks_gpu_training.config import GpuNodeGroupConfig, SystemNodeGroupConfig
-from harness import PROJECT_ROOT
+from tests.support.harness import PROJECT_ROOT
 
 SECTION = "## What a change does to running nodes and jobs"
 

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from harness import PlausibleMocks, run_main, stack_config
+from tests.support.harness import PlausibleMocks, run_main, stack_config
 
 from eks_gpu_training.aws.node_group_sizes import RunningSize, clamped_desired_size, desired_size_for
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from eks_gpu_training.aws.iam import NODE_MANAGED_POLICIES, SSM_POLICY, node_policy_names
 from eks_gpu_training.config import ClusterConfig
-from harness import stack_config
+from tests.support.harness import stack_config
 
 ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pulumi_eks as eks
 
 from eks_gpu_training import ClusterRef, Karpenter, KarpenterConfig, TopologyLabeler, TopologyLabelerConfig
-from harness import run_program
+from tests.support.harness import run_program
 
 STACK = {"aws:region": "us-west-2"}
 ADDON, ASSOCIATION, GET_ADDON = "aws:eks/addon:Addon", "aws:eks/podIdentityAssociation:PodIdentityAssociation", "aws:eks/getAddon:getAddon"
@@ -100,7 +100,7 @@ def test_a_pod_identity_role_refuses_an_association_for_a_namespace_it_does_not_
     import pulumi
 
     from eks_gpu_training.aws.pod_identity import pod_identity_role
-    from harness import run_program, stand_in_ref
+    from tests.support.harness import run_program, stand_in_ref
 
     errors: list[str] = []
 

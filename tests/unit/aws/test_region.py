@@ -15,7 +15,7 @@ import pytest
 
 from eks_gpu_training import ClusterRef, ConfigError, EksCluster, EksClusterArgs
 from eks_gpu_training.aws.region import provider_region_problem
-from harness import page_examples, run_example, run_program
+from tests.support.harness import page_examples, run_example, run_program
 
 STACK = {"aws:region": "us-west-2"}
 
@@ -193,7 +193,7 @@ def test_provider_region_problem_only_for_a_known_other_region(region, provider_
 
 
 def test_pulumi_up_shows_a_provider_region_mismatch_as_its_message_not_a_traceback():
-    from harness import refusal_text
+    from tests.support.harness import refusal_text
 
     def program():
         west = aws.Provider("west", region="us-west-2")
@@ -207,7 +207,7 @@ def test_pulumi_up_shows_a_provider_region_mismatch_as_its_message_not_a_traceba
 
 def test_refuses_a_component_given_an_aws_provider_for_another_region_than_its_clusters():
     from eks_gpu_training import EfaDevicePlugin
-    from harness import stand_in_ref
+    from tests.support.harness import stand_in_ref
 
     def program():
         west = aws.Provider("west", region="us-west-2")
@@ -220,7 +220,7 @@ def test_refuses_a_component_given_an_aws_provider_for_another_region_than_its_c
 
 def test_a_component_may_be_given_an_aws_provider_for_its_clusters_region():
     from eks_gpu_training import GpuNodeGroup, GpuNodeGroupConfig
-    from harness import research_cluster
+    from tests.support.harness import research_cluster
 
     def program():
         west = aws.Provider("west", region="us-west-2")

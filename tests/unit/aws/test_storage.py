@@ -19,8 +19,8 @@ from eks_gpu_training.workloads.storage import team_directories_job_name
 from eks_gpu_training.facts.instance_store import LOCAL_NVME_GB, ephemeral_storage_request
 from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
 from eks_gpu_training.platform import GpuTrainingPlatform, parse_platform_args
-from harness import run_main, run_program, stack_config, stand_in_ref
-from builders import prod_raw
+from tests.support.harness import run_main, run_program, stack_config, stand_in_ref
+from tests.support.builders import prod_raw
 
 NS = "eks-gpu-training"
 INGRESS, EGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"

@@ -6,7 +6,7 @@ import functools
 import importlib
 import inspect
 
-from harness import stack_config
+from tests.support.harness import stack_config
 
 
 @functools.cache

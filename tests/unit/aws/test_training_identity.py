@@ -11,8 +11,8 @@ import pytest
 from eks_gpu_training import S3BucketConfig, TrainingIdentity, TrainingIdentityArgs, TrainingJob, TrainingJobArgs
 from eks_gpu_training.aws.training_identity import s3_access_policy
 from eks_gpu_training.workloads.templates import training_pod_template
-from harness import ACCOUNT_ID, research_cluster, run_main, run_program, stack_config
-from builders import NETWORK, p5_job, problems_of
+from tests.support.harness import ACCOUNT_ID, research_cluster, run_main, run_program, stack_config
+from tests.support.builders import NETWORK, p5_job, problems_of
 
 JOB = "kubernetes:batch/v1:Job"
 SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"

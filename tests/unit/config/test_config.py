@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from eks_gpu_training.config import ConfigError, GpuTrainingPlatformArgs
 from eks_gpu_training.platform import parse_platform_args
-from builders import problems_of, valid_config
+from tests.support.builders import problems_of, valid_config
 
 
 def pool(config: dict[str, Any], index: int = 0) -> dict[str, Any]:

@@ -20,9 +20,9 @@ import pytest
 
 from eks_gpu_training.config import ConfigError
 from eks_gpu_training.platform.loading import platform_args_from_settings
-from builders import scheduling_without_teams
-from harness import run_main, stack_config
-from harness import refusal_text
+from tests.support.builders import scheduling_without_teams
+from tests.support.harness import run_main, stack_config
+from tests.support.harness import refusal_text
 
 PREFIX = "eks-gpu-training:"
 Config = dict[str, Any]

@@ -15,7 +15,7 @@ from eks_gpu_training import (
     SystemNodeGroupConfig,
     parse_platform_args,
 )
-from harness import research_cluster, run_program, stand_in_ref, two_az_network
+from tests.support.harness import research_cluster, run_program, stand_in_ref, two_az_network
 
 NETWORK = two_az_network()
 POOL = GpuNodeGroupConfig(name="h100", instance_types=["p5.48xlarge"], availability_zone="us-west-2a")

@@ -16,8 +16,8 @@ from eks_gpu_training.config.image_pull import (
     has_instance_store_array,
 )
 from eks_gpu_training.platform import parse_platform_args
-from harness import run_program, stack_config, stand_in_ref
-from builders import NETWORK, valid_config
+from tests.support.harness import run_program, stack_config, stand_in_ref
+from tests.support.builders import NETWORK, valid_config
 
 THROUGHPUT_REFUSAL = (
     "would slow image pulls: AWS finds them slower with it below 600 MiB/s of root-volume throughput, the root "

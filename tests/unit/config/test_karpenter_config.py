@@ -8,7 +8,7 @@ import pytest
 
 from eks_gpu_training.config import ConfigError
 from eks_gpu_training.platform import parse_platform_args
-from builders import valid_config
+from tests.support.builders import valid_config
 
 
 def karpenter_config(**pool_settings) -> dict[str, Any]:

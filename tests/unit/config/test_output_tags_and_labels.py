@@ -15,7 +15,7 @@ from eks_gpu_training import (
     parse_platform_args,
 )
 from eks_gpu_training.config import validate_tags
-from harness import research_cluster, run_program, stand_in_ref, two_az_network
+from tests.support.harness import research_cluster, run_program, stand_in_ref, two_az_network
 
 NETWORK = two_az_network()
 

@@ -9,8 +9,8 @@ import pytest
 
 from eks_gpu_training import ConfigError, GpuNodeGroup, GpuNodeGroupArgs, Problem
 from eks_gpu_training.config import GpuNodeGroupConfig, NetworkConfig
-from harness import research_cluster, run_main, run_program, stack_config
-from harness import refusal_text
+from tests.support.harness import research_cluster, run_main, run_program, stack_config
+from tests.support.harness import refusal_text
 
 NETWORK = NetworkConfig(
     vpc_id="vpc-0123456789abcdef0",

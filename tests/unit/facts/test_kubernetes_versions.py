@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from harness import stack_config
+from tests.support.harness import stack_config
 
 from eks_gpu_training.config import SUPPORTED_KUBERNETES_VERSIONS, ClusterConfig, ConfigError
 from eks_gpu_training.facts.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, EKS_KUBERNETES_VERSIONS
@@ -45,7 +45,7 @@ def test_refuses_a_minor_out_of_eks_support():
 
 
 def test_the_operations_guide_shows_the_version_table():
-    from harness import PROJECT_ROOT
+    from tests.support.harness import PROJECT_ROOT
     from eks_gpu_training.facts.kubernetes_versions import version_table
 
     assert version_table() in (PROJECT_ROOT / "docs" / "operations.md").read_text()

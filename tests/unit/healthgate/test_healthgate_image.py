@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from harness import PROJECT_ROOT
+from tests.support.harness import PROJECT_ROOT
 
 GATE = PROJECT_ROOT / "components" / "healthgate"
 LABELER = PROJECT_ROOT / "components" / "labeler"

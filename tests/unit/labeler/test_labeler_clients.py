@@ -9,7 +9,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from eks_gpu_training.labeler import aws, kube
-from labeler_fakes import (
+from tests.support.labeler_fakes import (
     INSTANCE_ID,
     NETWORK_NODES_3,
     NETWORK_NODES_4,

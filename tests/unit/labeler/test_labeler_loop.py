@@ -14,7 +14,7 @@ import pytest
 from eks_gpu_training.labeler.logs import JsonFormatter
 from eks_gpu_training.labeler.loop import Backoff, Labeler, Outcome
 from eks_gpu_training.labeler.topology import layer_label, topology_labels
-from labeler_fakes import (
+from tests.support.labeler_fakes import (
     INSTANCE_ID,
     NETWORK_NODES_3,
     NETWORK_NODES_4,

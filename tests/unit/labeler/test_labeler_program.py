@@ -23,8 +23,8 @@ from eks_gpu_training.labeler import app, healthcheck
 from eks_gpu_training.labeler.logs import JsonFormatter, configure_logging
 from eks_gpu_training.labeler.loop import Heartbeat, Idler, heartbeat_at
 from eks_gpu_training.labeler.settings import MAX_HEARTBEAT_AGE_SECONDS, Settings, SettingsError
-from harness import PROJECT_ROOT
-from labeler_fakes import INSTANCE_ID, NODE_NAME, FakeApiServer, node_object
+from tests.support.harness import PROJECT_ROOT
+from tests.support.labeler_fakes import INSTANCE_ID, NODE_NAME, FakeApiServer, node_object
 
 
 def test_settings_come_from_the_environment():

@@ -15,7 +15,7 @@ from eks_gpu_training.labeler.topology import (
     region_of_zone,
     topology_labels,
 )
-from labeler_fakes import NETWORK_NODES_3, NETWORK_NODES_4
+from tests.support.labeler_fakes import NETWORK_NODES_3, NETWORK_NODES_4
 
 L1, L2, L3, L4 = (layer_label(n) for n in (1, 2, 3, 4))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import stack_config
+from tests.support.harness import stack_config
 
 from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
 from eks_gpu_training.facts.gpu_nodes import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, network_layer_key

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from harness import REFERENCE
+from tests.support.harness import REFERENCE
 
 from eks_gpu_training.local import build as builds
 from eks_gpu_training.local.__main__ import main

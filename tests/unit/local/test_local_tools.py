@@ -56,7 +56,7 @@ def test_tools_folder_links_every_built_tool(tmp_path):
 
 
 def test_the_oci_registry_is_distribution_v3_1_2_catalogued_beside_the_tests_that_run_it(tmp_path):
-    from go_tools import CATALOGUE, DISTRIBUTION
+    from tests.support.go_tools import CATALOGUE, DISTRIBUTION
 
     assert DISTRIBUTION.wrapper == CATALOGUE.parent / "distribution"
     assert DISTRIBUTION.version == "v3.1.2"
@@ -89,7 +89,7 @@ def test_a_catalogue_names_only_fields_a_component_has(tmp_path):
 
 
 def test_the_builder_refuses_a_group_its_catalogue_lacks_naming_those_it_has(capsys):
-    from go_tools import CATALOGUE
+    from tests.support.go_tools import CATALOGUE
 
     assert builds.main(["--catalogue", str(CATALOGUE), "control-plane"]) == 1
     assert capsys.readouterr().err == f"build failed: no group control-plane in {CATALOGUE} — name one of test-tools\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import stack_config
+from tests.support.harness import stack_config
 
 from eks_gpu_training.config import ConfigError
 from eks_gpu_training.local.control_plane import COMPLETE_DELAY_ANNOTATION, kwok_stages

@@ -8,8 +8,8 @@ import tarfile
 
 import pulumi_kubernetes as k8s
 import pytest
-import yaml
 
+from eks_gpu_training.facts import yaml_io
 from eks_gpu_training.offline.check import check_render
 from eks_gpu_training.offline.check.helm import values_schema_problems
 from eks_gpu_training.offline.check.kubernetes import CustomResourceSchemas, check_manifests
@@ -17,7 +17,7 @@ from eks_gpu_training.offline.chart_sources import ChartLock, ChartSources, Char
 from eks_gpu_training.offline.render import RenderError, write_render
 from eks_gpu_training.offline.render.charts import locate_release_chart, render_release
 from eks_gpu_training.offline.render.engine import PlaceholderMocks, to_render
-from harness import run_program
+from tests.support.harness import run_program
 
 pytest.importorskip("helm_python", reason="helm-python-sdk (the check extra) renders the charts")
 
@@ -25,7 +25,7 @@ RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
 
 
 def releases(out):
-    return {p.name: yaml.safe_load(p.read_text()) for p in sorted((out / "values").glob("*.yaml"))}
+    return {p.name: yaml_io.load(p.read_text()) for p in sorted((out / "values").glob("*.yaml"))}
 
 
 def test_every_release_of_a_stack_is_rendered_from_its_pinned_chart_pulled_into_the_cache(rendered_stack, chart_sources):
@@ -46,7 +46,7 @@ def test_every_release_of_a_stack_is_rendered_from_its_pinned_chart_pulled_into_
 
 def test_the_gpu_operator_chart_renders_its_cluster_policy_with_the_stacks_values(rendered_stack):
     _, out, _ = rendered_stack
-    policy = yaml.safe_load((out / "manifests/charts/gpu-operator/clusterpolicy_cluster-policy.yaml").read_text())
+    policy = yaml_io.load((out / "manifests/charts/gpu-operator/clusterpolicy_cluster-policy.yaml").read_text())
     assert policy["spec"]["driver"]["enabled"] is False
     assert policy["spec"]["toolkit"]["enabled"] is False
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in policy["spec"]["daemonsets"]["tolerations"]
@@ -56,7 +56,7 @@ def test_a_release_that_skips_crds_renders_none(rendered_stack):
     _, out, _ = rendered_stack
     karpenter = releases(out)["gpu-training-karpenter-release.yaml"]
     assert karpenter["skipCrds"] is True
-    kinds = {yaml.safe_load(p.read_text())["kind"] for p in (out / karpenter["rendered"]["folder"]).glob("*.yaml")}
+    kinds = {yaml_io.load(p.read_text())["kind"] for p in (out / karpenter["rendered"]["folder"]).glob("*.yaml")}
     assert "CustomResourceDefinition" not in kinds
     assert "Deployment" in kinds
 
@@ -156,7 +156,7 @@ def test_a_chart_no_source_supplies_fails_the_render_before_it_writes_anything(t
 def test_the_stacks_charts_mirror_is_where_the_render_pulls_every_chart(charts_mirror, tmp_path, monkeypatch):
     """No mirror set for the run and an empty cache: the stack's own ``charts.mirror`` supplies
     every chart, the add-on's too, as its releases name it for ``pulumi up``."""
-    from chart_mirror import render_with_stack_mirror
+    from tests.support.chart_mirror import render_with_stack_mirror
 
     sources, summary = render_with_stack_mirror(charts_mirror.url, tmp_path, monkeypatch)
     assert sorted(sources.pulled) == sorted(
@@ -247,7 +247,7 @@ def test_releases_installed_from_a_local_chart_folder_render_from_it(tmp_path, r
     for name in ("aws-efa-k8s-device-plugin-v0.5.30", "karpenter-1.14.1", "karpenter-crd-1.14.1", "eks-node-monitoring-agent-1.7.0"):
         (charts / name).symlink_to(reference_dir / "charts" / name, target_is_directory=True)
     # JobSet's and Trainer's, as their releases publish them (helm package of the chart in their Go modules)
-    from module_charts import package_module_charts
+    from tests.module_charts import package_module_charts
 
     jobset, trainer = package_module_charts(charts)
     config = stack_config("prod")

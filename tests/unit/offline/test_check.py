@@ -13,7 +13,7 @@ from eks_gpu_training.offline.check.__main__ import main as check_main
 from eks_gpu_training.offline.check.helm import unknown_keys
 from eks_gpu_training.offline.check.crd import apply_defaults, strict_schema
 from eks_gpu_training.offline.check.kubernetes import CustomResourceSchemas
-from harness import REFERENCE
+from tests.support.harness import REFERENCE
 
 LABELER = {
     "selector": {"matchLabels": {"app": "labeler"}},

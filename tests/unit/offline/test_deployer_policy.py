@@ -12,7 +12,7 @@ import botocore.session
 import pytest
 import yaml
 
-from harness import PROJECT_ROOT, stack_config, stack_file
+from tests.support.harness import PROJECT_ROOT, stack_config, stack_file
 
 from eks_gpu_training.facts.deployer_actions import (
     PERMISSION_ONLY_ACTIONS,

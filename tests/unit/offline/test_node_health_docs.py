@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from harness import PROJECT_ROOT
+from tests.support.harness import PROJECT_ROOT
 
 from eks_gpu_training.addons.dcgm_dashboard import DASHBOARD_URL, dcgm_dashboard_config_map
 from eks_gpu_training.offline import node_conditions

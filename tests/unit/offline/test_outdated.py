@@ -9,13 +9,13 @@ import pytest
 import semver
 import yaml
 
-from chart_mirror import ChartMirror
+from tests.support.chart_mirror import ChartMirror
 from eks_gpu_training.local.processes import free_port
 from eks_gpu_training.offline.chart_sources import MIRROR_ENV
 from eks_gpu_training.offline.check.__main__ import main as check_main
 from eks_gpu_training.offline.check.outdated import PinSource, compare, lists, pin_sources, release_line
 from eks_gpu_training.platform.stack_files import locate_stack
-from harness import PROJECT_ROOT
+from tests.support.harness import PROJECT_ROOT
 
 
 @pytest.fixture(autouse=True)

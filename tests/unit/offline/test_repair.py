@@ -10,7 +10,7 @@ from eks_gpu_training.config import NODE_MONITORING_CONDITIONS, KarpenterConfig
 from eks_gpu_training.offline.check.repair import check_repair_reasons
 from eks_gpu_training.facts.node_monitoring import REPAIR_AFTER_MINUTES
 from eks_gpu_training.offline.render.files import RESOURCES_FILE
-from harness import run_main, stack_config
+from tests.support.harness import run_main, stack_config
 
 
 def _resources(rendered_stack) -> list[dict]:

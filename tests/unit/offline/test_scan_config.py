@@ -17,7 +17,7 @@ from eks_gpu_training.offline.scan import (
     unaccepted,
 )
 from eks_gpu_training.offline.scan import main as scan_main
-from harness import PROJECT_ROOT
+from tests.support.harness import PROJECT_ROOT
 
 CHECKOV_CONFIG = PROJECT_ROOT / ".checkov.yaml"
 WORKLOADS_CONFIG = PROJECT_ROOT / ".checkov-workloads.yaml"

@@ -20,7 +20,7 @@ from eks_gpu_training import (
     GpuNodeGroupConfig,
     GpuOperator,
 )
-from harness import research_cluster, run_program, two_az_network
+from tests.support.harness import research_cluster, run_program, two_az_network
 
 STACK = {"aws:region": "us-west-2"}
 NETWORK = two_az_network()
@@ -125,7 +125,7 @@ def test_refuses_a_pulumi_eks_cluster_whose_region_cannot_be_known():
 def test_gpu_operator_takes_the_gpu_nodes_ami_type_and_defaults_to_the_pools_default():
     from eks_gpu_training import GpuOperatorArgs
     from eks_gpu_training.facts.node_os import AL2023_NVIDIA, BOTTLEROCKET_NVIDIA
-    from harness import stand_in_ref
+    from tests.support.harness import stand_in_ref
 
     assert GpuOperatorArgs(cluster=stand_in_ref()).node_os == AL2023_NVIDIA
     assert GpuOperatorArgs(cluster=stand_in_ref(), node_os="BOTTLEROCKET_x86_64_NVIDIA").node_os == BOTTLEROCKET_NVIDIA
@@ -133,7 +133,7 @@ def test_gpu_operator_takes_the_gpu_nodes_ami_type_and_defaults_to_the_pools_def
 
 def test_gpu_operator_refuses_an_ami_type_without_the_nvidia_stack():
     from eks_gpu_training import GpuOperatorArgs
-    from harness import stand_in_ref
+    from tests.support.harness import stand_in_ref
 
     with pytest.raises(ConfigError) as raised:
         GpuOperatorArgs(cluster=stand_in_ref(), node_os="AL2023_x86_64_STANDARD")
@@ -226,7 +226,7 @@ def test_an_addon_accepts_its_clusters_own_kubernetes_provider_in_opts():
 
 
 def test_pulumi_up_shows_a_calling_mistake_as_its_message_not_a_traceback():
-    from harness import refusal_text
+    from tests.support.harness import refusal_text
 
     def program():
         GpuNodeGroup("h100", cluster=research_cluster(NETWORK), pools=[POOL])

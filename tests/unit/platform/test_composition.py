@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from eks_gpu_training.platform.in_cluster import workload_waits
-from builders import PROJECT, without_karpenter
-from harness import Graph, Registration, run_main, stack_config
+from tests.support.builders import PROJECT, without_karpenter
+from tests.support.harness import Graph, Registration, run_main, stack_config
 
 PLATFORM = "eks-gpu-training:index:GpuTrainingPlatform"
 IN_CLUSTER = "eks-gpu-training:index:GpuTrainingInCluster"

@@ -10,9 +10,10 @@ import json
 import pytest
 import yaml
 
+from eks_gpu_training.facts import yaml_io
 from eks_gpu_training import ConfigError
 from eks_gpu_training.config.image_lock import ImageLock, chart_pins, pinned, with_image_lock
-from harness import run_main, stack_config
+from tests.support.harness import run_main, stack_config
 
 PROJECT = "eks-gpu-training"
 DIGEST = "sha256:" + "e" * 64
@@ -120,7 +121,7 @@ def test_with_a_lock_of_every_image_the_rendered_stack_pulls_each_by_digest(stac
     assert all(c.objects for c in summary.charts), summary.charts
     images, operands = [], []
     for manifest in sorted((out / "manifests").rglob("*.yaml")):
-        for document in yaml.safe_load_all(manifest.read_text()):
+        for document in yaml_io.load_all(manifest.read_text()):
             images += [(manifest.name, image) for image in _container_images(document, [])]
             if isinstance(document, dict) and document.get("kind") == "ClusterPolicy":
                 operands += [(name, spec) for name, spec in document["spec"].items()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 
-from harness import PlausibleMocks, refusal_text, run_main, stack_config
+from tests.support.harness import PlausibleMocks, refusal_text, run_main, stack_config
 
 from eks_gpu_training.aws.ecr_images import EcrImage, ecr_image, missing_reason
 from eks_gpu_training.config import ConfigError

@@ -4,8 +4,8 @@ where it would need what only the AWS half creates."""
 from __future__ import annotations
 
 from eks_gpu_training import ConfigError
-from builders import without_karpenter
-from harness import run_main, stack_config
+from tests.support.builders import without_karpenter
+from tests.support.harness import run_main, stack_config
 
 PROJECT = "eks-gpu-training"
 KUBECONFIG = "/home/ml/.kube/config"
@@ -103,7 +103,7 @@ def test_in_cluster_needs_a_kubeconfig():
 def test_the_whole_platform_refuses_in_cluster_and_the_half_refuses_its_absence():
     from eks_gpu_training import GpuTrainingInCluster, GpuTrainingPlatform
     from eks_gpu_training.platform.loading import platform_args_from_settings
-    from harness import run_program
+    from tests.support.harness import run_program
 
     whole = platform_args_from_settings(in_cluster_config())
     graph = run_program(lambda: GpuTrainingPlatform("gpu-training", whole))

@@ -20,7 +20,7 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from harness import PROJECT_ROOT, stack_config
+from tests.support.harness import PROJECT_ROOT, stack_config
 
 
 class UrnOnlyMonitor(MockMonitor):

@@ -8,8 +8,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from builders import without_teams
-from harness import Graph, run_main, stack_config
+from tests.support.builders import without_teams
+from tests.support.harness import Graph, run_main, stack_config
 
 NAMESPACE = "eks-gpu-training:"
 BUILT_IN_KINDS = {"PriorityClass", "Namespace", "ResourceQuota", "PodDisruptionBudget", "Job", "Service"}

@@ -9,8 +9,8 @@ from eks_gpu_training.config import ConfigError
 from eks_gpu_training.facts.aws_names import AUTONAME_SUFFIX_LENGTH, NAME_LIMITS, PhysicalName
 from eks_gpu_training.platform import PLATFORM_NAME, generated_names, parse_platform_args
 from eks_gpu_training.platform.loading import platform_args_from_settings
-from harness import run_program, stack_config
-from builders import valid_config
+from tests.support.harness import run_program, stack_config
+from tests.support.builders import valid_config
 
 
 def registered_names(graph) -> set[tuple[str, str, bool, bool]]:

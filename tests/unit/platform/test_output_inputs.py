@@ -37,7 +37,7 @@ from eks_gpu_training import (
     TrainingIdentityArgs,
     node_os_of,
 )
-from harness import ACCOUNT_ID, run_program, two_az_network
+from tests.support.harness import ACCOUNT_ID, run_program, two_az_network
 
 NETWORK = two_az_network()
 TAGS = {"team": "ml-platform"}

@@ -28,7 +28,7 @@ from eks_gpu_training import (
 from eks_gpu_training.config import ClusterConfig, GpuTrainingPlatformArgs, TopologyLabelerConfig, validate_platform
 from eks_gpu_training.config.documented import field_docstrings
 from eks_gpu_training.platform.loading import load_stack_config
-from harness import run_program, stand_in_ref
+from tests.support.harness import run_program, stand_in_ref
 
 COMPONENTS = [
     getattr(eks_gpu_training, name)

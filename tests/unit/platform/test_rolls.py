@@ -13,7 +13,7 @@ from typing import Any, Optional
 import pulumi
 import pytest
 
-from harness import PlausibleMocks, Graph, refusal_text, research_cluster, run_main, run_program, stack_config
+from tests.support.harness import PlausibleMocks, Graph, refusal_text, research_cluster, run_main, run_program, stack_config
 
 from eks_gpu_training import GpuNodeGroup, GpuNodeGroupArgs
 from eks_gpu_training.aws.control_plane_version import control_plane_version

@@ -10,7 +10,7 @@ import pytest
 from pulumi.runtime import rpc
 
 from eks_gpu_training.platform.program import stack_program
-from harness import run_program, stack_config
+from tests.support.harness import run_program, stack_config
 
 PROJECT = "eks-gpu-training"
 TOKEN = "hf_token_value_never_in_plain_text"

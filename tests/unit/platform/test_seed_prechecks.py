@@ -40,7 +40,7 @@ from eks_gpu_training.facts.node_os import NODE_OS_BY_AMI_TYPE
 from eks_gpu_training.workloads.preflight import PREFLIGHT_COMPONENT
 from eks_gpu_training.workloads.smoke_test import SMOKE_TEST_COMPONENT
 from eks_gpu_training.addons.topology_labeler import NAME as TOPOLOGY_LABELER
-from harness import Graph, Registration, run_main, stack_config
+from tests.support.harness import Graph, Registration, run_main, stack_config
 
 MANAGED_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"

@@ -19,7 +19,7 @@ from eks_gpu_training.platform.stack_files import (
     stack_names,
 )
 from eks_gpu_training.verify.stack import load_stack_args
-from harness import PROJECT_ROOT, stack_config, stack_file
+from tests.support.harness import PROJECT_ROOT, stack_config, stack_file
 
 PACKAGE = PROJECT_ROOT / "components"
 

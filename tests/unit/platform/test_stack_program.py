@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eks_gpu_training import ConfigError
-from harness import run_main, stack_config
+from tests.support.harness import run_main, stack_config
 
 PROJECT = "eks-gpu-training"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eks_gpu_training.facts.gpu_nodes import GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE
-from harness import stack_config
+from tests.support.harness import stack_config
 
 MNG = "aws:eks/nodeGroup:NodeGroup"
 

@@ -8,9 +8,10 @@ import copy
 import pytest
 import yaml
 
-from cluster_objects import selects_node
-from harness import stack_config
+from tests.support.cluster_objects import selects_node
+from tests.support.harness import stack_config
 
+from eks_gpu_training.facts import yaml_io
 from eks_gpu_training.addons import system_footprints as footprints
 from eks_gpu_training.addons.gpu_operator import gpu_operator_values
 from eks_gpu_training.config import ConfigError, GpuOperatorConfig, SystemNodeGroupConfig
@@ -126,7 +127,7 @@ def rendered_system_pods(folder) -> tuple[set, set]:
     """(Deployments, DaemonSets) of one rendered release that land on system nodes."""
     deployments, daemonsets = set(), set()
     for path in sorted(folder.glob("*.yaml")):
-        obj = yaml.safe_load(path.read_text())
+        obj = yaml_io.load(path.read_text())
         if obj["kind"] in ("Deployment", "DaemonSet") and runs_on_system_nodes(obj["spec"]["template"]["spec"]):
             (deployments if obj["kind"] == "Deployment" else daemonsets).add(footprint_of(obj))
     return deployments, daemonsets
@@ -152,7 +153,7 @@ def test_the_footprint_constants_are_what_the_pinned_charts_render(rendered_stac
     stack, out, _ = rendered_stack
     checked = []
     for path in sorted((out / "values").glob("*.yaml")):
-        release = yaml.safe_load(path.read_text())
+        release = yaml_io.load(path.read_text())
         version = str(release["version"])
         if "eks-node-monitoring-agent" in release["chart"]:
             # EKS resolves the add-on's build at deployment; render used the one chart source it has.

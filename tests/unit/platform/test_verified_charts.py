@@ -14,7 +14,7 @@ import helm_python
 import pytest
 import yaml
 
-from chart_mirror import ChartMirror
+from tests.support.chart_mirror import ChartMirror
 from eks_gpu_training import ConfigError
 from eks_gpu_training.addons.chart_archives import LOCK_FILE, ChartLock, archive_digest, lock_key
 from eks_gpu_training.addons.chart_source import chart_name
@@ -22,7 +22,7 @@ from eks_gpu_training.config.charts import ChartsConfig, chart_mirror_problems
 from eks_gpu_training.platform.loading import platform_args_from_settings
 from eks_gpu_training.platform.releases import stack_charts
 from eks_gpu_training.platform.verified_charts import project_lock, verified_chart_folder
-from harness import PROJECT_ROOT, run_main, stack_config
+from tests.support.harness import PROJECT_ROOT, run_main, stack_config
 
 PROJECT = "eks-gpu-training"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -209,7 +209,7 @@ def test_a_mirror_password_in_plain_text_is_refused_and_a_secret_one_accepted():
 def test_a_mirror_with_credentials_is_pulled_from_by_the_program_and_they_reach_no_resource_input(tmp_path, monkeypatch):
     from eks_gpu_training import GpuTrainingPlatform
     from eks_gpu_training.addons.chart_archives import CACHE_ENV
-    from harness import run_program
+    from tests.support.harness import run_program
 
     config = stack_config("prod")
     pins = [(chart_name(chart), version) for chart, version in stack_charts(platform_args_from_settings(config))]

@@ -7,7 +7,7 @@ from collections import Counter
 
 import yaml
 
-from harness import page_examples, run_example
+from tests.support.harness import page_examples, run_example
 
 README_EXAMPLES = page_examples("README.md", "Use from your own program")
 LIBRARY_EXAMPLES = page_examples("docs/library.md", "Examples")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import PROJECT_ROOT
+from tests.support.harness import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "components"
 LAYERS = ("labeler", "healthgate", "facts", "config", "aws", "addons", "workloads", "platform", "offline", "verify", "local")

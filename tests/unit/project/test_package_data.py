@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from harness import PROJECT_ROOT
+from tests.support.harness import PROJECT_ROOT
 
 SCRIPT = PROJECT_ROOT / "scripts" / "generate_package_data.py"
 
@@ -26,7 +26,7 @@ def script():
 
 
 def test_the_shipped_facts_are_what_the_upstream_files_say(script, reference_dir):
-    from module_charts import pinned_chart_folders
+    from tests.module_charts import pinned_chart_folders
 
     for name, text in script.generate(reference_dir, tuple(pinned_chart_folders())).items():
         shipped = script.OUTPUTS[name]

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from harness import PROJECT_ROOT
+from tests.support.harness import PROJECT_ROOT
 
 tomllib = pytest.importorskip("tomllib", reason="tomllib (Python 3.11+) reads pyproject.toml")
 

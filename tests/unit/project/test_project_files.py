@@ -9,7 +9,7 @@ import yaml
 
 from eks_gpu_training.offline import docs
 from eks_gpu_training.config import PROJECT, GpuTrainingPlatformArgs
-from harness import PROJECT_ROOT, stack_config
+from tests.support.harness import PROJECT_ROOT, stack_config
 
 STACK_KEYS = {f.alias for n, f in GpuTrainingPlatformArgs.model_fields.items() if n != "region"}
 

@@ -20,8 +20,8 @@ from eks_gpu_training.addons.verifier_role import VERIFY_READS
 from eks_gpu_training.verify import Row, Snapshot, as_json, main, read_snapshot, table, verify
 from eks_gpu_training.verify.cli import _wants_colour
 from eks_gpu_training.verify.snapshot import SNAPSHOT_FIELDS, ClusterUnreadable
-from cluster_objects import SEED_CLASSES, node, pdb, system_node, training_pods
-from harness import PROJECT_ROOT, stack_file
+from tests.support.cluster_objects import SEED_CLASSES, node, pdb, system_node, training_pods
+from tests.support.harness import PROJECT_ROOT, stack_file
 from eks_gpu_training.platform.stack_files import stack_file_name
 
 STATUS_FORBIDDEN = {

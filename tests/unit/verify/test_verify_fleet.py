@@ -13,8 +13,8 @@ from eks_gpu_training.verify import Snapshot, as_json, judge, judge_seed, load_s
 from eks_gpu_training.verify import seed, stack
 from eks_gpu_training.verify.objects import SelectorIndex, selector_matches
 from eks_gpu_training.verify.rows import EXAMPLES, Group, group
-from cluster_objects import fleet, pdb
-from harness import PROJECT_ROOT
+from tests.support.cluster_objects import fleet, pdb
+from tests.support.harness import PROJECT_ROOT
 
 LAYER_3 = "topology.k8s.aws/network-node-layer-3"
 FLEET_NODES = 1000

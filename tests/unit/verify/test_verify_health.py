@@ -5,7 +5,7 @@ and a skip for each, every fail saying what to do."""
 from __future__ import annotations
 
 from eks_gpu_training.verify import Snapshot, judge, judge_health
-from cluster_objects import node, system_node, training_pods
+from tests.support.cluster_objects import node, system_node, training_pods
 
 STARTUP = {"key": "eks-gpu-training/unverified", "effect": "NoSchedule"}
 

@@ -11,8 +11,8 @@ import pytest
 from eks_gpu_training.verify import SEED_ITEMS, Snapshot, judge_seed
 from eks_gpu_training.verify import seed
 from eks_gpu_training.verify.stack import load_stack_args
-from cluster_objects import SEED_CLASSES, daemon_pods, node, pdb, pod, priority_class, system_node, training_pods
-from harness import PROJECT_ROOT
+from tests.support.cluster_objects import SEED_CLASSES, daemon_pods, node, pdb, pod, priority_class, system_node, training_pods
+from tests.support.harness import PROJECT_ROOT
 
 LAYER = "topology.k8s.aws/network-node-layer-{}".format
 

@@ -13,9 +13,9 @@ from eks_gpu_training.config.teams import TeamConfig, team_gid
 from eks_gpu_training.platform.loading import platform_args_from_settings
 from eks_gpu_training.verify import Snapshot, judge, judge_stack, load_stack_args
 from eks_gpu_training.verify import stack as checks
-from builders import stack_without_teams
-from cluster_objects import SEED_CLASSES, daemon_pods, daemon_set, node, pdb, priority_class, system_node, training_pods
-from harness import PROJECT_ROOT, stack_file
+from tests.support.builders import stack_without_teams
+from tests.support.cluster_objects import SEED_CLASSES, daemon_pods, daemon_set, node, pdb, priority_class, system_node, training_pods
+from tests.support.harness import PROJECT_ROOT, stack_file
 from eks_gpu_training.platform.stack_files import stack_file_name
 from eks_gpu_training.workloads.team_access import team_role_binding
 from eks_gpu_training.workloads.team_admission import (

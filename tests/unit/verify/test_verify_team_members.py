@@ -11,7 +11,7 @@ import pytest
 from eks_gpu_training.verify import Snapshot, load_stack_args
 from eks_gpu_training.verify.team_members import team_members
 from eks_gpu_training.workloads.team_access import TEAM_MEMBER_ROLE, team_role_binding
-from harness import PROJECT_ROOT
+from tests.support.harness import PROJECT_ROOT
 
 
 @pytest.fixture(scope="module")

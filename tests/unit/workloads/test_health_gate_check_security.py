@@ -14,7 +14,7 @@ from eks_gpu_training.config import HealthGateConfig
 from eks_gpu_training.healthgate.checks import check_job
 from eks_gpu_training.healthgate.settings import GateSettings, PoolDevices
 from eks_gpu_training.workloads.health_gate import CHECK_PRIORITY_CLASS, RUN_AS_USER, check_pod
-from harness import run_main, stack_config
+from tests.support.harness import run_main, stack_config
 
 COMPONENT = "eks-gpu-training:index:HealthGate"
 BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",

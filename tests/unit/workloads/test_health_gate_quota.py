@@ -11,7 +11,7 @@ from eks_gpu_training.config import GpuNodeGroupConfig, HealthGateConfig, Karpen
 from eks_gpu_training.local.scale import scale_settings
 from eks_gpu_training.workloads.health_gate import resource_quota_manifest
 from eks_gpu_training.workloads.health_gate_quota import MAX_REGION_ZONES, pod_requests, pool_nodes_at_once
-from harness import run_main, stack_config
+from tests.support.harness import run_main, stack_config
 
 COMPONENT = "eks-gpu-training:index:HealthGate"
 PROJECT = "eks-gpu-training"

@@ -10,7 +10,7 @@ import copy
 import kubernetes_validate
 import pytest
 
-from harness import run_main, stack_config
+from tests.support.harness import run_main, stack_config
 from eks_gpu_training.config import SUPPORTED_KUBERNETES_VERSIONS
 from eks_gpu_training.workloads.host_network_admission import (
     host_network_policy_binding_manifest,

@@ -10,8 +10,8 @@ from eks_gpu_training import TrainingJob, TrainingJobArgs
 from eks_gpu_training.addons.kueue import integrations
 from eks_gpu_training.workloads.job_sets import ANCESTOR_LABEL, train_job, training_jobset, training_runtime
 from eks_gpu_training.workloads.templates import QUEUE_NAME_LABEL, training_job, training_pod_template
-from harness import run_main, run_program, stack_config
-from builders import p5_job
+from tests.support.harness import run_main, run_program, stack_config
+from tests.support.builders import p5_job
 
 SCHEDULING = "eks-gpu-training:scheduling"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"

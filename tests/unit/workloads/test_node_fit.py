@@ -9,11 +9,11 @@ from __future__ import annotations
 import copy
 
 import pytest
-import yaml
 
-from cluster_objects import selects_node
-from harness import stack_config
+from tests.support.cluster_objects import selects_node
+from tests.support.harness import stack_config
 
+from eks_gpu_training.facts import yaml_io
 from eks_gpu_training.addons import system_footprints as footprints
 from eks_gpu_training.addons.efa_device_plugin import efa_needed
 from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
@@ -112,14 +112,14 @@ def _requests(pod: dict) -> tuple[int, int]:
 def _rendered_daemonsets(out) -> list[dict]:
     found = []
     for path in sorted((out / "manifests").rglob("*.yaml")):
-        for obj in yaml.safe_load_all(path.read_text()):
+        for obj in yaml_io.load_all(path.read_text()):
             if obj and obj.get("kind") == "DaemonSet":
                 found.append(obj)
     return found
 
 
 def _rendered_jobs(out) -> list[dict]:
-    jobs = [yaml.safe_load(p.read_text()) for p in sorted((out / "manifests").glob("job_*.yaml"))]
+    jobs = [yaml_io.load(p.read_text()) for p in sorted((out / "manifests").glob("job_*.yaml"))]
     return [job for job in jobs if job["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "training"]
 
 

@@ -21,8 +21,8 @@ from eks_gpu_training.workloads.scheduling_policies import (
     training_job_spec,
     training_namespace,
 )
-from builders import raw_settings, stack_without_teams
-from harness import PROJECT_ROOT, run_main, run_program, stack_config, stack_file
+from tests.support.builders import raw_settings, stack_without_teams
+from tests.support.harness import PROJECT_ROOT, run_main, run_program, stack_config, stack_file
 
 NAMESPACE = "eks-gpu-training:"
 

@@ -12,7 +12,7 @@ import pytest
 from eks_gpu_training import ConfigError, parse_platform_args
 from eks_gpu_training.config.teams import team_group
 from eks_gpu_training.workloads.team_access import TEAM_MEMBER_ROLE, entry_less_members, member_groups, team_member_rules, team_role_binding
-from harness import run_main, stack_config
+from tests.support.harness import run_main, stack_config
 
 NAMESPACE = "eks-gpu-training:"
 ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"

@@ -20,8 +20,8 @@ from eks_gpu_training.workloads.team_admission import (
     priority_quota,
     team_admission_namespaces,
 )
-from builders import stack_without_teams
-from harness import run_main, stack_config
+from tests.support.builders import stack_without_teams
+from tests.support.harness import run_main, stack_config
 
 NAMESPACE = "eks-gpu-training:"
 QUOTA = "kubernetes:core/v1:ResourceQuota"

@@ -15,8 +15,8 @@ from eks_gpu_training import ConfigError, parse_platform_args
 from eks_gpu_training.addons.kueue import FAIR_SHARING_STRATEGIES
 from eks_gpu_training.workloads.queues import team_cluster_queue, team_queues, pool_flavors
 from eks_gpu_training.workloads.teams import namespace_quota, team_pools
-from builders import stack_without_teams
-from harness import run_main, stack_config
+from tests.support.builders import stack_without_teams
+from tests.support.harness import run_main, stack_config
 
 NAMESPACE = "eks-gpu-training:"
 CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"

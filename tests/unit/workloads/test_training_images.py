@@ -8,8 +8,8 @@ import pytest
 
 from eks_gpu_training.config.teams import TeamConfig, team_gid
 from eks_gpu_training.workloads.templates import TRAINING_CAPABILITIES, image_pull_policy, training_pod_template
-from builders import p5_job
-from harness import stack_config
+from tests.support.builders import p5_job
+from tests.support.harness import stack_config
 
 TAGGED = re.compile(r"^[^@\s]+:(?!latest$)[\w][\w.-]*$")
 JOB = "kubernetes:batch/v1:Job"

@@ -8,8 +8,8 @@ import pytest
 from eks_gpu_training import TrainingJob, TrainingJobArgs
 from eks_gpu_training.workloads.templates import rendezvous_service, training_job
 from eks_gpu_training.config import TrainingJobConfig
-from harness import run_main, run_program, stack_config
-from builders import p5_job
+from tests.support.harness import run_main, run_program, stack_config
+from tests.support.builders import p5_job
 
 JOB = "kubernetes:batch/v1:Job"
 SCHEDULING = "eks-gpu-training:scheduling"

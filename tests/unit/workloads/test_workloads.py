@@ -17,8 +17,8 @@ from eks_gpu_training.workloads.templates import (
 )
 from eks_gpu_training.workloads.training_spec import TrainingJobSpec, validate_training_job
 from eks_gpu_training.workloads.smoke_test import smoke_test_job, smoke_test_name
-from builders import p5_job
-from harness import run_program
+from tests.support.builders import p5_job
+from tests.support.harness import run_program
 
 def pod_spec(spec: TrainingJobSpec) -> dict:
     return training_pod_template(spec)["spec"]

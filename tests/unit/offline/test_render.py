@@ -276,10 +276,10 @@ def test_the_architecture_page_shows_the_current_prod_picture_and_the_readme_emb
     result = render_stack(readme.STACK)
     assert readme.stale(result) == [], "run `python -m eks_gpu_training.offline.render.readme --write`"
     page = (PROJECT_ROOT / "docs" / "architecture.md").read_text()
-    assert "](../tests/golden/prod-stack.svg)" in page
+    assert "](images/prod-stack.svg)" in page
     assert "```mermaid" in page
     text = (PROJECT_ROOT / "README.md").read_text()
-    assert "](tests/golden/prod-stack.svg)" in text
+    assert "](docs/images/prod-stack.svg)" in text
     assert "```mermaid" not in text
 
 

@@ -1,4 +1,4 @@
-"""The "Who can reach what" section of docs/architecture.md: generated from both shipped stacks'
+"""The "Who can reach what" page, docs/reach.md: generated from both shipped stacks'
 renders, so a test compares it with the current render and fails when the code opened a path,
 granted an action or bound a verb the page does not show."""
 
@@ -17,7 +17,7 @@ def renders():
     return [render_stack(stack) for stack in reach.STACKS]
 
 
-def test_the_architecture_page_shows_who_can_reach_what_in_the_current_renders(renders):
+def test_the_reach_page_shows_who_can_reach_what_in_the_current_renders(renders):
     assert reach.stale(renders) == [], "run `python -m eks_gpu_training.offline.render.reach --write`"
 
 
@@ -44,7 +44,7 @@ def test_the_creators_admin_grant_is_a_row_and_no_role_holds_fsx_full_access(ren
 
 # --- the charts' cluster-scoped RBAC -----------------------------------------------------------------
 
-def test_the_architecture_page_shows_the_pinned_charts_cluster_rbac(renders, chart_sources):
+def test_the_reach_page_shows_the_pinned_charts_cluster_rbac(renders, chart_sources):
     assert reach.charts_stale(renders, chart_sources) == [], "run `python -m eks_gpu_training.offline.render.reach --write`"
 
 
@@ -61,7 +61,7 @@ def test_a_chart_binding_the_page_does_not_show_makes_it_stale(renders, chart_so
 
     monkeypatch.setattr(reach, "chart_objects", widened)
     assert reach.charts_stale(renders, chart_sources) == [
-        "docs/architecture.md: the chart-rbac section is not the pinned charts' current render"]
+        "docs/reach.md: the chart-rbac section is not the pinned charts' current render"]
 
 
 def test_the_job_controllers_rows_name_the_fence_that_judges_them(renders, chart_sources):

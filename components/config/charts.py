@@ -2,7 +2,7 @@
 them, or a local folder. Helm runs inside the Kubernetes provider, where `pulumi up` runs, and the cluster never
 fetches a chart: the folder is for a deployer that cannot reach the repositories, or one that installs
 only reviewed copies. It changes no image, so it does not make an air-gapped cluster work: the nodes
-pull every image from its registry either way (docs/operations.md)."""
+pull every image from its registry either way (docs/mirrors.md)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class ChartsConfig(_Model):
     directory: Optional[str] = Field(default=None, min_length=1)
     """A local folder holding each chart the stack installs, at its pinned version, as a chart folder `<chart>-<version>/` or an archive `<chart>-<version>.tgz` (what `helm pull` and `helm package` write; `v` before the version optional), checked before anything is created; relative to the directory `pulumi up` runs in, which is where Helm reads it. The nodes still pull every image from its public registry. Default: none (each chart comes from its repository)."""
     mirror: Optional[str] = Field(default=None, min_length=1)
-    """A mirror holding every pinned chart under its own name, used instead of each chart's repository: an `https://` Helm repository (Artifactory, Harbor, Nexus) or an `oci://` prefix with each chart at `<prefix>/<chart>` (Harbor, or ECR with the charts pushed there: an ECR pull-through cache cannot be one, docs/operations.md). `charts.directory` comes first. Default: none."""
+    """A mirror holding every pinned chart under its own name, used instead of each chart's repository: an `https://` Helm repository (Artifactory, Harbor, Nexus) or an `oci://` prefix with each chart at `<prefix>/<chart>` (Harbor, or ECR with the charts pushed there: an ECR pull-through cache cannot be one, docs/mirrors.md). `charts.directory` comes first. Default: none."""
 
     allow_insecure_mirror: bool = False
     """Accept an `http://` mirror on another machine: its charts, and the credentials sent to it, cross the network unencrypted and unauthenticated. A mirror on loopback needs no setting. Default: false (refused)."""

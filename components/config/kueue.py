@@ -58,7 +58,7 @@ class KueueConfig(_Model):
     topology_layer: int = Field(default=3, ge=1, le=3)
     """`topology.k8s.aws/network-node-layer-N` a job of at most `blockNodes` nodes asks for (3: the switch closest to the instances). Default: 3."""
     block_nodes: int = Field(default=BLOCK_NODES, ge=1, le=1000)
-    """Most nodes a job may have to ask for one block at `topologyLayer`; a larger job asks for one block a layer up. Set it to what one of your layer-3 network nodes serves (docs/operations.md). Default: 16."""
+    """Most nodes a job may have to ask for one block at `topologyLayer`; a larger job asks for one block a layer up. Set it to what one of your layer-3 network nodes serves (docs/architecture.md). Default: 16."""
     pods_ready_timeout_minutes: int = Field(default=PODS_READY_TIMEOUT_MINUTES, ge=1, le=1440)
     """Minutes after admission until all of a job's pods must be Ready, else it is evicted and requeued (cold GPU node plus a multi-GB image pull). Default: 30."""
     block_admission: bool = False

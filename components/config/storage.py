@@ -148,7 +148,7 @@ def validate_storage(
     elif zone not in zones:
         problems.append(Problem(f"{path}.availabilityZone", f"'{zone}' has no private subnet in the network; allowed: {', '.join(choices)}"))
     elif protect and fsx.availability_zone is None:
-        # A derived AZ follows the pools: moving one (to a Capacity Block's AZ, as docs/operations.md
+        # A derived AZ follows the pools: moving one (to a Capacity Block's AZ, as docs/day-two.md
         # advises) would move the file system's subnet, and pulumi-aws replaces a LustreFileSystem
         # whose subnetIds change (ForceNew), deleting its data.
         problems.append(

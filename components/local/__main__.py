@@ -86,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         "queue over time (a table, report.json and report.png). Every time is divided by --speedup while it runs "
         "and multiplied back in the report. The cluster is stopped at the end unless --keep.")
     simulate.add_argument("stack", help="stack name or the path of a stack file")
-    simulate.add_argument("--jobs", type=Path, required=True, metavar="FILE", help="the trace (docs/testing.md, the job-mix simulator)")
+    simulate.add_argument("--jobs", type=Path, required=True, metavar="FILE", help="the trace (docs/capacity.md)")
     simulate.add_argument("--scale", type=int, default=None, metavar="N", help="grow the stack's managed GPU pools to N nodes (as up --scale)")
     simulate.add_argument("--speedup", type=float, default=60.0, metavar="X",
                           help="run the trace X times faster than real time (default: 60: an hour in a minute)")
@@ -133,7 +133,7 @@ class ChartsError(LocalError):
     """A chart the stack pins can be had from none of its sources."""
 
     fix = ("give a source holding it: charts.directory, --charts-mirror or $EKS_GPU_TRAINING_CHARTS_MIRROR "
-           "(docs/operations.md, where the charts come from)")
+           "(docs/mirrors.md, where the charts come from)")
 
 
 def _at_the_edge(error: Exception) -> LocalError:

@@ -255,7 +255,7 @@ class LocalCluster:
             sources = self.sources or ChartSources.configured(stack_dir=located.path.parent)
             summary = write_render(result, out, picture=False, sources=sources)
         except (ChartUnavailable, RenderError) as error:
-            raise LocalClusterError(str(error), "make every chart available (docs/operations.md, where the charts "
+            raise LocalClusterError(str(error), "make every chart available (docs/mirrors.md, where the charts "
                                     "come from): the platform would be incomplete without them") from None
         for pulled in sources.pulled:
             self.log(f"pulled chart {pulled}")

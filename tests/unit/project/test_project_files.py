@@ -76,14 +76,14 @@ def test_no_tracked_file_holds_a_merge_conflict_marker():
 
 def test_the_chart_mirror_is_never_offered_as_an_ecr_pull_through_cache():
     # A cache rule serves one upstream container registry under its own prefix; the charts come from
-    # three OCI registries and two HTTPS Helm repositories (docs/operations.md, charts.mirror).
+    # three OCI registries and two HTTPS Helm repositories (docs/mirrors.md, charts.mirror).
     from eks_gpu_training.config.charts import ChartsConfig
 
     mirror_doc = ChartsConfig.model_fields["mirror"].description or ""
     assert "an ECR pull-through cache cannot be one" in mirror_doc
-    for page in ("README.md", "docs/operations.md", "docs/configuration.md"):
+    for page in ("README.md", "docs/mirrors.md", "docs/configuration.md"):
         text = " ".join((PROJECT_ROOT / page).read_text().split())
         assert "Harbor or an ECR pull-through cache serves" not in text, page
         assert "as an ECR pull-through cache or Harbor serves" not in text, page
-    operations = " ".join((PROJECT_ROOT / "docs" / "operations.md").read_text().split())
-    assert "**An ECR pull-through cache cannot be the mirror**" in operations
+    mirrors = " ".join((PROJECT_ROOT / "docs" / "mirrors.md").read_text().split())
+    assert "**An ECR pull-through cache cannot be the mirror.**" in mirrors

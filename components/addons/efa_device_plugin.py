@@ -59,7 +59,7 @@ def efa_needed(args: GpuTrainingPlatformArgs) -> bool:
 
 
 def efa_instance_types() -> list[str]:
-    """GPU instance types with at least one EFA device (``components/catalog.py``), sorted."""
+    """GPU instance types with at least one EFA device (``components/facts/catalog.py``), sorted."""
     return sorted(name for name, facts in GPU_INSTANCE_TYPES.items() if facts.efa_interfaces > 0)
 
 

@@ -2,7 +2,7 @@
 every training namespace, how training pods mount it, and what they request of the nodes'
 instance-store RAID0.
 
-Static provisioning (FSx CSI driver, examples/kubernetes/static_provisioning): the stack made the
+Static provisioning (kubernetes-sigs/aws-fsx-csi-driver/examples/kubernetes/static_provisioning): the stack made the
 file system, so each namespace gets a PersistentVolume naming it by ID, DNS name and mount name,
 pre-bound through ``claimRef`` to one PersistentVolumeClaim there, so no other claim can take it.
 The PersistentVolume's reclaim policy is Retain: deleting a claim or a namespace never touches the

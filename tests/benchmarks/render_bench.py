@@ -18,7 +18,7 @@ dropped for the runs), so the first, untimed run compiles the project once. Targ
 warm in at most 2x the import floor's CPU seconds, the three modules loaded (the ratio to the
 command as written is printed beside it); prod cold in at most 3 s whole-process on a 2-core
 machine; 20 pools in at most 1.5x the 1-pool time, warm. Prints a Markdown table of medians
-(docs/operations.md's "Performance" section quotes it) and exits 1 when a target is missed. Not
+(docs/benchmarks.md, "render", holds its figures) and exits 1 when a target is missed. Not
 collected by pytest (its name does not start with ``test_``).
 """
 

@@ -86,7 +86,7 @@ modules, the unreachable node and the capped namespace, take the next two groups
 worker runs a test only once it holds the next, or is told to stop): the Kubernetes minors
 (skipped unless built) and verify's three-node pool. A group left after those would go to the
 first worker down to its last test (``LastTestScheduling``), which may still run for two
-minutes: a long one there ended the session late (docs/operations.md, "CI's time")."""
+minutes: a long one there ended the session late (docs/benchmarks.md, "CI's time")."""
 
 
 class LastTestScheduling(LoadGroupScheduling):

@@ -21,7 +21,7 @@ def other_minor_cluster(request, tmp_path_factory):
     component = builds.KUBERNETES_BY_MINOR[minor]
     if not builds.is_built(component):
         # CI does not build it: a second Kubernetes build (23 min cold on 2 cores) would take a cold
-        # run past its 75-minute target (docs/operations.md, "CI's time").
+        # run past its 75-minute target (docs/benchmarks.md, "CI's time").
         pytest.skip(f"the {minor} control plane ({component.name} {component.version}) is not built in "
                     f"{builds.cache_root()}; `eks-gpu-training-local up` of a {minor} stack builds it")
     folder = tmp_path_factory.mktemp("minor")

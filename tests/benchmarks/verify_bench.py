@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The synthetic fleet is the unit tests' own (tests/support/cluster_objects.py), so the benchmark times what they check.
 sys.path.insert(0, str(ROOT))
 
+from tests.benchmarks.results import record  # noqa: E402 - found on the path set above
 from tests.support.cluster_objects import fleet  # noqa: E402 - found on the path set above
 from eks_gpu_training.verify import Snapshot, judge, load_stack_args  # noqa: E402 - after the path, with the fleet
 
@@ -113,13 +114,19 @@ def main(argv: list[str] | None = None) -> int:
         label = f"eks-gpu-training-verify{' --stack ' + options.stack if options.stack else ''} ({summary})"
         results.append(Measurement(label, wall, None, COMMAND_TARGET_S))
 
-    print(f"Medians of {options.runs} runs; the judges are held to their CPU seconds, the command to its wall seconds:")
+    note = f"Medians of {options.runs} runs; the judges are held to their CPU seconds, the command to its wall seconds."
+    columns = ["measurement", "wall s", "CPU s", "target s", "met"]
+    rows = [
+        [result.label, f"{result.wall:.3f}", f"{result.cpu:.3f}" if result.cpu is not None else "-", f"{result.target:g}", "yes" if result.met else "no"]
+        for result in results
+    ]
+    print(note)
     print()
-    print("| measurement | wall s | CPU s | target s | met |")
-    print("|---|---|---|---|---|")
-    for result in results:
-        cpu = f"{result.cpu:.3f}" if result.cpu is not None else "-"
-        print(f"| {result.label} | {result.wall:.3f} | {cpu} | {result.target:g} | {'yes' if result.met else 'no'} |")
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    print(f"results: {record('verify', columns, rows, note).relative_to(ROOT)}")
     return 0 if all(result.met for result in results) else 1
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -159,6 +161,13 @@ def test_the_readmes_layer_table_lists_the_layer_tests_layers_in_order():
     table = readme[readme.index("| layer | folder |") :].split("\n\n", 1)[0]
     folders = re.findall(r"^\| [^|]+ \| `components/(\w+)/` \|", table, re.M)
     assert folders == layers()
+
+
+def test_each_benchmark_table_with_a_results_file_is_generated_from_it():
+    finished = subprocess.run(
+        [sys.executable, "tests/benchmarks/results.py"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=False
+    )
+    assert finished.returncode == 0, finished.stderr
 
 
 def test_a_generated_section_counts_nothing_toward_the_budget(tmp_path):

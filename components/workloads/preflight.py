@@ -148,8 +148,8 @@ class NcclTestSpec:
     image: str
     """Image with Open MPI, sshd and nccl-tests (MPI=1)."""
     namespace: str
-    priority_class: str
-    """PriorityClass of the pods (they take whole nodes, like training)."""
+    priority_class: Optional[str]
+    """PriorityClass of the pods (they take whole nodes, like training); None: the cluster's default."""
     min_bus_bandwidth_fraction: float
     """Fail below this fraction of the published baseline."""
     active_deadline_seconds: int

@@ -143,7 +143,7 @@ def _quota_problems(args: GpuTrainingPlatformArgs, pools: Sequence[PreflightPool
     ]
 
 
-def _amount(value: Fraction, what: str) -> str:
+def _amount(value: int | Fraction, what: str) -> str:
     if what == "memory":
         return memory_quantity(int(value // MIB))
     if what == "CPU":

@@ -143,7 +143,7 @@ def training_job_spec(app: TrainingAppConfig, args: GpuTrainingPlatformArgs) -> 
     assert capacity is not None, "validate_scheduling reports an app without a pool"  # noqa: S101 - an invariant of validated args
     pool = capacity.pool
     job = app.job
-    runs = (
+    runs: dict[str, Any] = (
         dict(
             image=job.image,
             command=tuple(job.command),

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pulumi
+
 from ..facts.gpu_nodes import EFA_HUGEPAGES, EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, gpu_toleration
 from .placement import training_affinity, training_topology_spread
 from .training_spec import CHECKPOINT_ENV, COMPONENT_LABEL, PART_OF, REPLICATED_JOB, TRAINING_COMPONENT, SecretKeyRef, TrainingJobSpec
@@ -145,11 +147,18 @@ def training_pod_security(spec: TrainingJobSpec) -> dict[str, Any]:
     return context
 
 
-def image_pull_policy(image: str) -> str:
+def _pull_policy_of(image: str) -> str:
+    return "IfNotPresent" if "@sha256:" in image else "Always"
+
+
+def image_pull_policy(image: pulumi.Input[str]) -> pulumi.Input[str]:
     """``IfNotPresent`` for an image named by digest (the bytes cannot change); ``Always`` for a tag,
     so a tag moved to a rebuilt image is never served stale from a node's cache (the kubelet then
-    resolves the tag at the registry and still reuses cached layers of the same digest)."""
-    return "IfNotPresent" if "@sha256:" in image else "Always"
+    resolves the tag at the registry and still reuses cached layers of the same digest). An Output
+    image (built in the same program) gives an Output policy."""
+    if isinstance(image, str):
+        return _pull_policy_of(image)
+    return pulumi.Output.concat(image).apply(_pull_policy_of)
 
 
 def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:

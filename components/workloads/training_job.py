@@ -5,7 +5,7 @@ TrainingRuntime)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Optional, Sequence, TypedDict
+from typing import Any, Optional, Sequence, TypedDict, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -62,12 +62,14 @@ def job_resource_name(name: str, revision: int, kind: str = "Job") -> str:
     return f"{name}-{part}" if revision == 1 else f"{name}-{part}-r{revision}"
 
 
-def _dependencies(opts: Optional[pulumi.ResourceOptions]) -> list[pulumi.Resource]:
+def _dependencies(opts: Optional[pulumi.ResourceOptions]) -> list[pulumi.Input[pulumi.Resource]]:
     """The resources ``opts.depends_on`` names, as a list."""
     depends_on = opts.depends_on if opts is not None else None
     if depends_on is None:
         return []
-    return list(depends_on) if isinstance(depends_on, (list, tuple)) else [depends_on]
+    if isinstance(depends_on, (list, tuple)):
+        return list(depends_on)
+    return [cast("pulumi.Input[pulumi.Resource]", depends_on)]  # one resource, or an Output of one: Pulumi refuses an Output of a list here
 
 
 def _custom(name: str, body: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
@@ -150,8 +152,8 @@ class TrainingJob(pulumi.ComponentResource):
         )
         if spec.kind == "Job":
             job = training_job(spec)
-            metadata = {**job["metadata"], "annotations": {SKIP_AWAIT_ANNOTATION: "true"}}
-            k8s.batch.v1.Job(resource_name, metadata=metadata, spec=job["spec"], opts=job_options)
+            job["metadata"]["annotations"] = {SKIP_AWAIT_ANNOTATION: "true"}
+            k8s.batch.v1.Job(resource_name, metadata=job["metadata"], spec=job["spec"], opts=job_options)
         elif spec.kind == "JobSet":
             _custom(resource_name, training_jobset(spec), job_options)
         else:

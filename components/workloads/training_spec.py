@@ -70,8 +70,8 @@ class TrainingJobSpec:
     """Nodes (= pods, one per node)."""
     instance_types: tuple[str, ...]
     """Instance types the pods may land on."""
-    priority_class: str
-    """PriorityClass of the pods."""
+    priority_class: Optional[str]
+    """PriorityClass of the pods; None (a stack with no priority classes): the cluster's default."""
     namespace: str
     """Namespace."""
     gpus_per_node: Optional[int] = None

@@ -9,7 +9,7 @@ import pytest
 from eks_gpu_training.config.teams import TeamConfig, team_gid
 from eks_gpu_training.workloads.templates import TRAINING_CAPABILITIES, image_pull_policy, training_pod_template
 from tests.support.builders import p5_job
-from tests.support.harness import stack_config
+from tests.support.harness import run_program, stack_config
 
 TAGGED = re.compile(r"^[^@\s]+:(?!latest$)[\w][\w.-]*$")
 JOB = "kubernetes:batch/v1:Job"
@@ -33,6 +33,19 @@ def test_the_stacks_name_their_training_images_by_a_release_tag_and_no_digest_no
 def test_a_digest_is_pulled_if_absent_and_a_tag_always():
     assert image_pull_policy("repo/image:1.0@sha256:" + "a" * 64) == "IfNotPresent"
     assert image_pull_policy("repo/image:1.0") == "Always"
+
+
+def test_an_image_built_in_the_same_program_gets_its_pull_policy_once_its_name_is_known():
+    import pulumi
+
+    from eks_gpu_training import TrainingJob, TrainingJobArgs
+
+    built = pulumi.Output.from_input("repo/image:1.0@sha256:" + "a" * 64)
+    graph = run_program(lambda: TrainingJob("rl", TrainingJobArgs(job=p5_job(image=built))))
+    assert graph.error is None, graph.error
+    (job,) = graph.of_type(JOB)
+    (container,) = job.inputs["spec"]["template"]["spec"]["containers"]
+    assert (container["image"], container["imagePullPolicy"]) == ("repo/image:1.0@sha256:" + "a" * 64, "IfNotPresent")
 
 
 def test_team_training_containers_run_as_their_team_and_hold_no_capability(stack_graph):

@@ -28,7 +28,7 @@ from ..config import (
     validate_karpenter_gpu_node_pool,
     validate_tags,
 )
-from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_field, pool_network_names
+from ..aws.pool_network import efa_security_group, placement_group_name as pool_placement_group_name, pool_network_field, pool_network_names, pool_network_of
 from ..facts.aws_names import PhysicalName
 from ..aws.node_launch import IMDS_HOP_LIMIT
 from ..config.image_pull import GP3_THROUGHPUT_MIBPS
@@ -228,9 +228,9 @@ class GpuNodePool(pulumi.ComponentResource):
     def __init__(self, name: str, args: Optional[GpuNodePoolArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
         args = component_args(GpuNodePoolArgs, "GpuNodePool", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"GpuNodePool({name})")
-        pool, ref = args.pool, cluster_ref_of(args)
+        pool, ref, network = args.pool, cluster_ref_of(args), pool_network_of(args)
         problems = validate_karpenter_gpu_node_pool(
-            pool, args.network, path=f"GpuNodePool({name})", instance_store_raid0=args.instance_store_raid0
+            pool, network, path=f"GpuNodePool({name})", instance_store_raid0=args.instance_store_raid0
         )
         problems += validate_tags(dict(args.tags), path=f"GpuNodePool({name}).tags")
         if pool.adopt_retained and pool.placement_group.mode == "create" and not isinstance(ref.name, str):
@@ -240,7 +240,7 @@ class GpuNodePool(pulumi.ComponentResource):
                 "here; give a ClusterRef whose name is a string, or point placementGroup at the group (mode existing)",
             ))
         if not problems:
-            problems = subnet_problems(pool_subnets(pool, ref.subnets or args.network), f"GpuNodePool({name})")
+            problems = subnet_problems(pool_subnets(pool, ref.subnets or network), f"GpuNodePool({name})")
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodePool", name, None, opts)
@@ -256,7 +256,9 @@ class GpuNodePool(pulumi.ComponentResource):
         # pkg/resource/deploy/step_generator.go, continueStepsFromRefresh: `isImport`), so the
         # setting changes nothing once they are back.
         adopt = pool.adopt_retained
-        group_import = karpenter_placement_group_name(ref.name, pool) if adopt and pool.placement_group.mode == "create" else None
+        # The check above already refused adoptRetained with a created group unless the name is a string.
+        group_import = (karpenter_placement_group_name(ref.name, pool)
+                        if adopt and pool.placement_group.mode == "create" and isinstance(ref.name, str) else None)
         placement_group_name = pool_placement_group_name(
             name, pool.placement_group, pulumi.Output.from_input(ref.name).apply(lambda cluster: karpenter_placement_group_name(cluster, pool)), tags, parent=self, region=ref.region, protect=args.protect,
             retain_on_delete=retain, import_id=group_import,
@@ -266,7 +268,7 @@ class GpuNodePool(pulumi.ComponentResource):
         if pool.efa_enabled:
             security_group_ids.append(efa_security_group(name, ref, tags, parent=self, retain_on_delete=retain).id)
 
-        subnets = pool_subnets(pool, ref.subnets or args.network)
+        subnets = pool_subnets(pool, ref.subnets or network)
         # Custom resources are cluster-scoped and named after the pool, so `kubectl get nodepool` shows its name.
         # Deleting a NodePool makes Karpenter drain and terminate every node of it, running jobs
         # included; retained, a removed pool's objects stay in the cluster (Pulumi forgets them).

@@ -231,7 +231,9 @@ class GpuOperator(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=ready),
         )
-        self.values = gpu_operator_values(args.config, args.node_os, ref.system_node_selector)
+        # __post_init__ has made an AMI type its GpuNodeOs; the check says so to the type checker.
+        node_os = args.node_os if isinstance(args.node_os, GpuNodeOs) else node_os_of(args.node_os)
+        self.values = gpu_operator_values(args.config, node_os, ref.system_node_selector)
         self.release = k8s.helm.v3.Release(
             f"{name}-release",
             name=CHART,

@@ -288,7 +288,7 @@ class Karpenter(pulumi.ComponentResource):
             policy = aws.iam.Policy(
                 controller_policy_resource_name(name, policy_role),
                 description=pulumi.Output.concat("Karpenter controller of EKS cluster ", ref.name, f": {policy_role}"),
-                policy=documents.apply(lambda docs, key=policy_role: json.dumps(docs[key])),
+                policy=documents[policy_role].apply(json.dumps),
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=controller_role),
             )

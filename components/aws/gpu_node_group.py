@@ -52,6 +52,7 @@ from .pool_network import (
     placement_group_name as pool_placement_group_name,
     pool_network_field,
     pool_network_names,
+    pool_network_of,
 )
 from .node_config import node_config_launch_settings
 from ..config.arguments import check_model_fields
@@ -67,7 +68,7 @@ UNREAD_NODE_GROUP = (
 """What a pool whose cluster name is an Output goes without (``node_group_sizes.warn_unread``)."""
 
 
-def gpu_node_labels(pool: GpuNodeGroupConfig) -> pulumi.Input[dict[str, str]]:
+def gpu_node_labels(pool: GpuNodeGroupConfig) -> pulumi.Input[Mapping[str, pulumi.Input[str]]]:
     """Labels of a pool's nodes: ``role=gpu-training`` and the pool's name (``GPU_POOL_KEY``, which
     Kueue's ResourceFlavor selects the pool by), plus the pool's own (an Output of them, when a
     program passed an Output)."""
@@ -286,11 +287,11 @@ class GpuNodeGroup(pulumi.ComponentResource):
     def __init__(self, name: str, args: Optional[GpuNodeGroupArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
         args = component_args(GpuNodeGroupArgs, "GpuNodeGroup", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"GpuNodeGroup({name})")
-        pool, ref = args.pool, cluster_ref_of(args)
-        problems = validate_gpu_node_group(pool, args.network, path=f"GpuNodeGroup({name})", instance_store_raid0=args.instance_store_raid0)
+        pool, ref, network = args.pool, cluster_ref_of(args), pool_network_of(args)
+        problems = validate_gpu_node_group(pool, network, path=f"GpuNodeGroup({name})", instance_store_raid0=args.instance_store_raid0)
         problems += validate_tags(dict(args.tags), path=f"GpuNodeGroup({name}).tags")
         if not problems:
-            problems = subnet_problems(pool_subnets(pool, ref.subnets or args.network), f"GpuNodeGroup({name})")
+            problems = subnet_problems(pool_subnets(pool, ref.subnets or network), f"GpuNodeGroup({name})")
         running = None
         if not problems:
             # Read before registering, so a refused roll creates nothing; the provider is the one opts give.
@@ -338,7 +339,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             version=ref.kubernetes_version,
             release_version=pool.release_version,
             node_role_arn=role.arn,
-            subnet_ids=[s.id for s in pool_subnets(pool, ref.subnets or args.network)],
+            subnet_ids=[s.id for s in pool_subnets(pool, ref.subnets or network)],
             instance_types=node_group_instance_types(pool),
             ami_type=pool.ami_type,
             capacity_type=pool.capacity_type,

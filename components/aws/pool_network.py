@@ -152,3 +152,11 @@ def pool_network_field(args: PoolArgs) -> list[Problem]:
         network = {**network, "vpcId": ref.vpc_id}
     object.__setattr__(args, "network", network)
     return []
+
+
+def pool_network_of(args: PoolArgs) -> NetworkConfig:
+    """The ``network`` of Args that ``pool_network_field`` completed and ``check_model_fields``
+    parsed (a no-op then; the type says what the component holds)."""
+    if not isinstance(args.network, NetworkConfig):
+        raise TypeError(f"{type(args).__name__}.network is not a NetworkConfig: __post_init__ did not complete it")
+    return args.network

@@ -236,7 +236,7 @@ class LustreStorage(pulumi.ComponentResource):
         repository = config.data_repository
         if repository is not None:
             events = list(DATA_REPOSITORY_EVENTS)
-            s3 = {"auto_import_policy": {"events": events}}
+            s3: aws.fsx.DataRepositoryAssociationS3ArgsDict = {"auto_import_policy": {"events": events}}
             if repository.auto_export:
                 s3["auto_export_policy"] = {"events": events}
             aws.fsx.DataRepositoryAssociation(

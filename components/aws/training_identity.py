@@ -64,19 +64,19 @@ def s3_access_policy(
         ("readWrite", S3_BUCKET_READ_ACTIONS + S3_BUCKET_WRITE_ACTIONS, S3_OBJECT_READ_ACTIONS + S3_OBJECT_WRITE_ACTIONS),
     ):
         for account in accounts:
-            names = [bucket.name for bucket in buckets if bucket.access == access and (bucket.account_id or account_id) == account]
-            if not names:
+            granted = [bucket.name for bucket in buckets if bucket.access == access and (bucket.account_id or account_id) == account]
+            if not granted:
                 continue
             # The stack's own account keeps the plain Sids; a bucket of another account gets its own pair.
             sid = ("ReadWrite" if access == "readWrite" else "Read") + ("" if account == account_id or account is None else account)
             condition = {"Condition": {"StringEquals": {S3_RESOURCE_ACCOUNT: account}}} if account is not None else {}
             statements.append(
                 {"Sid": f"{sid}Buckets", "Effect": "Allow", "Action": list(bucket_actions),
-                 "Resource": [f"arn:{partition}:s3:::{n}" for n in names], **condition}
+                 "Resource": [f"arn:{partition}:s3:::{n}" for n in granted], **condition}
             )
             statements.append(
                 {"Sid": f"{sid}Objects", "Effect": "Allow", "Action": list(object_actions),
-                 "Resource": [f"arn:{partition}:s3:::{n}/*" for n in names], **condition}
+                 "Resource": [f"arn:{partition}:s3:::{n}/*" for n in granted], **condition}
             )
     if prefix is not None:
         statements = [scoped for statement in statements for scoped in prefixed_statements(statement, prefix)]

@@ -17,7 +17,6 @@ from ..facts.kubernetes_versions import EKS_KUBERNETES_VERSIONS
 from ..facts.quantity import QUANTITY_PATTERN
 from .arguments import problems_from_validation_error
 from .documented import args_section, type_text
-from .inputs import TextOrOutput
 from .problems import ConfigError, Problem
 
 PROJECT = "eks-gpu-training"
@@ -142,7 +141,7 @@ TAG_VALUE_LIMITS = aws_enums.string_limits("iam", "tagValueType")
 """Length limits of a tag value, from IAM's model (0-256; EC2's and EKS's are the same)."""
 
 
-def validate_tags(tags: Mapping[str, TextOrOutput], path: str = "tags") -> list[Problem]:
+def validate_tags(tags: Mapping[str, pulumi.Input[str]], path: str = "tags") -> list[Problem]:
     """Tags every AWS resource of the stack carries, IAM roles included: lengths, IAM's alphabet
     (no comma, no ``#``, ...), no reserved ``aws:`` prefix, and no two keys IAM would take as one
     (IAM tag keys are case-insensitive: docs.aws.amazon.com/IAM/latest/UserGuide/id_tags.html)."""
@@ -156,11 +155,11 @@ def validate_tags(tags: Mapping[str, TextOrOutput], path: str = "tags") -> list[
             problems.append(Problem(f"{path}.{key}", "tag keys starting with 'aws:' are reserved for AWS"))
         if not aws_enums.iam_tag_text_ok(key):
             problems.append(Problem(f"{path}.{key}", f"the key has characters IAM refuses in tags; allowed: {alphabet}"))
-        if isinstance(value, pulumi.Output):
-            pass  # known only once its resource exists: AWS checks it
+        if not isinstance(value, str):
+            pass  # an Output, known only once its resource exists: AWS checks it
         elif len(value) > TAG_VALUE_LIMITS[1]:
             problems.append(Problem(f"{path}.{key}", f"tag values have at most {TAG_VALUE_LIMITS[1]} characters ({len(value)} here)"))
-        if not isinstance(value, pulumi.Output) and not aws_enums.iam_tag_text_ok(value):
+        if isinstance(value, str) and not aws_enums.iam_tag_text_ok(value):
             problems.append(
                 Problem(
                     f"{path}.{key}",

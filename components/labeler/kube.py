@@ -41,8 +41,8 @@ def read_node(api: client.CoreV1Api, name: str) -> NodeView:
     return NodeView(
         name=name,
         provider_id=spec.provider_id if spec else None,
-        resource_version=metadata.resource_version,
-        labels=dict(metadata.labels or {}),
+        resource_version=metadata.resource_version if metadata else None,
+        labels=dict((metadata.labels if metadata else None) or {}),
     )
 
 

@@ -19,14 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..config import GpuTrainingPlatformArgs
 from ..healthgate.kube import list_items
 from ..offline.chart_sources import ChartSources, ChartUnavailable
 from ..offline.commands import collection_paused
-from ..offline.engine import PlausibleMocks, Registration
-from ..offline.render.engine import render_stack
+from ..offline.engine import PlausibleMocks
+from ..offline.render.engine import Resource, render_stack
 from ..offline.render import RenderError, write_render
 from ..offline.render.files import is_kubernetes_object, manifest
 from ..platform.stack_files import StackFile, locate_stack
@@ -44,6 +44,9 @@ from .platform import Applier, PlatformObjects
 from . import stages
 from .stages import ObjectFile, Plan, Stage
 
+if TYPE_CHECKING:  # the Kubernetes client is the [local] extra's, imported where it is used
+    from kubernetes.client import V1ObjectMeta
+
 PLACED_TIMEOUT_SECONDS = 180
 """How long ``up`` waits for every pod to be placed before it reports the ones that are not; a
 fleet gets ``PLACED_SECONDS_PER_NODE`` more for each node (the DaemonSets' pods on each)."""
@@ -55,7 +58,7 @@ server that is not healthy within 10 s, which a loaded machine can take, so it a
 once the API server is ready, as before."""
 
 
-def creation_order(registrations: list[Registration]) -> list[Registration]:
+def creation_order(registrations: list[Resource]) -> list[Resource]:
     """The registrations in the order a deployment creates them: by how long the chain of what each
     waits for is (its dependencies and its parent), registration order among equals. The mock
     engine registers every resource as soon as its program runs; a deployment creates a resource
@@ -64,7 +67,7 @@ def creation_order(registrations: list[Registration]) -> list[Registration]:
     by_urn = {r.urn: r for r in registrations}
     depths: dict[str, int] = {}
 
-    def depth(registration: Registration) -> int:
+    def depth(registration: Resource) -> int:
         if registration.urn not in depths:
             depths[registration.urn] = 0  # a cycle cannot be registered; this only ends the recursion
             waits = [by_urn[u] for u in [*registration.dependencies, registration.parent or ""] if u in by_urn]
@@ -202,6 +205,7 @@ class LocalCluster:
                     applier = Applier(self.kubeconfig)
                 self._run(stage, applier)
                 self.timings[stage.name] = time.monotonic() - started
+            assert self.supervisor is not None  # noqa: S101 - _lay_out makes it before the first stage runs
             self.supervisor.check()
         except BaseException:
             self._stop()
@@ -387,7 +391,7 @@ def _create_node(applier: Applier, node: dict[str, Any]) -> None:
 
     try:
         # Not read back: parsing the created node into the client's models is CPU the control plane wants.
-        applier.core.create_node(node, _preload_content=False)
+        applier.core.create_node(node, _preload_content=False)  # type: ignore[arg-type]  # the client sends a dict body as it is
     except ApiException as error:
         if error.status != 409:
             raise
@@ -428,11 +432,16 @@ def pending_pods(applier: Applier) -> list[dict[str, Any]]:
     pending = []
     for pod in pods:
         reason = ""
-        for condition in pod.status.conditions or []:
+        for condition in (pod.status.conditions if pod.status else None) or []:
             if condition.type == "PodScheduled" and condition.status == "False":
                 reason = condition.message or condition.reason or ""
-        pending.append({"pod": f"{pod.metadata.namespace}/{pod.metadata.name}", "reason": reason})
+        pending.append({"pod": _object_name(pod.metadata), "reason": reason})
     return pending
+
+
+def _object_name(metadata: Optional[V1ObjectMeta]) -> str:
+    """``namespace/name`` of an object the API server listed (which always carries its metadata)."""
+    return f"{metadata.namespace}/{metadata.name}" if metadata is not None else "(an object without metadata)"
 
 
 def _any_unbound(applier: Applier) -> bool:
@@ -469,13 +478,13 @@ def _workloads_without_pods(applier: Applier) -> list[str]:
     apps = client.AppsV1Api(applier.api_client)
     missing = []
     for deployment in apps.list_deployment_for_all_namespaces().items:
-        wanted = deployment.spec.replicas if deployment.spec.replicas is not None else 1
-        if (deployment.status.replicas or 0) < wanted:
-            missing.append(f"Deployment {deployment.metadata.namespace}/{deployment.metadata.name}")
+        wanted = deployment.spec.replicas if deployment.spec and deployment.spec.replicas is not None else 1
+        if ((deployment.status.replicas if deployment.status else None) or 0) < wanted:
+            missing.append(f"Deployment {_object_name(deployment.metadata)}")
     for daemonset in apps.list_daemon_set_for_all_namespaces().items:
-        status = daemonset.status
-        if status.observed_generation != daemonset.metadata.generation or (
+        status, generation = daemonset.status, daemonset.metadata.generation if daemonset.metadata else None
+        if status is None or status.observed_generation != generation or (
             (status.current_number_scheduled or 0) < (status.desired_number_scheduled or 0)
         ):
-            missing.append(f"DaemonSet {daemonset.metadata.namespace}/{daemonset.metadata.name}")
+            missing.append(f"DaemonSet {_object_name(daemonset.metadata)}")
     return missing

@@ -26,7 +26,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import AbstractSet, Any, Iterable, Optional
 
 from .errors import LocalError
 
@@ -94,7 +94,7 @@ def _webhook_url(endpoint: str, path: Optional[str]) -> str:
 
 def localize(
     platform: PlatformObjects, *, out_of_cluster: dict[tuple[str, str], tuple[str, str]],
-    replaced: set[tuple[str, str, str]] = frozenset(),
+    replaced: AbstractSet[tuple[str, str, str]] = frozenset(),
 ) -> PlatformObjects:
     """Point what runs beside the cluster at it. ``out_of_cluster`` maps a Service
     ``(namespace, name)`` to the ``(https://127.0.0.1:PORT, caBundle)`` of the process that serves it;
@@ -205,7 +205,7 @@ class Applier:
         while pending and time.monotonic() < deadline:
             for name in sorted(pending):
                 status = self.extensions.read_custom_resource_definition(name).status
-                if any(c.type == "Established" and c.status == "True" for c in (status.conditions or [])):
+                if any(c.type == "Established" and c.status == "True" for c in ((status.conditions if status else None) or [])):
                     pending.discard(name)
             if pending:
                 time.sleep(0.2)

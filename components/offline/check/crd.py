@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import celpy
 from celpy import celtypes
+from celpy.evaluation import CELFunction
 
 
 def _split(value: celtypes.StringType, separator: celtypes.StringType) -> celtypes.ListType:
@@ -28,7 +29,7 @@ def _find(value: celtypes.StringType, pattern: celtypes.StringType) -> celtypes.
     return celtypes.StringType(match.group(0) if match else "")
 
 
-KUBERNETES_CEL_FUNCTIONS = {"split": _split, "find": _find}
+KUBERNETES_CEL_FUNCTIONS: dict[str, CELFunction] = {"split": _split, "find": _find}
 """Kubernetes CEL library functions (strings and regex extensions) used by the Karpenter CRDs."""
 
 

@@ -89,7 +89,10 @@ class NetworkRef:
 
 
 def adopted_network(network: NetworkConfig) -> NetworkRef:
-    """The ref of an existing VPC and its private subnets, straight from the configuration."""
+    """The ref of an existing VPC and its private subnets, straight from the configuration (which
+    ``validate_network`` or ``EksCluster`` has checked names the VPC)."""
+    if network.vpc_id is None:
+        raise ValueError("an adopted network needs its vpcId (validate_network refuses one without)")
     return NetworkRef(
         vpc_id=network.vpc_id, subnets=tuple(SubnetRef(id=s.id, availability_zone=s.availability_zone) for s in network.subnets)
     )

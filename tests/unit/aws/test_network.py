@@ -292,6 +292,16 @@ def test_components_refuse_a_misused_network_before_registering_anything():
     assert isinstance(graph.error, ConfigError)
     assert "EksCluster(c).network.create" in str(graph.error)
     assert graph.resources == []
+    without_vpc = NetworkConfig.model_validate({"subnets": ADOPTED["subnets"]})
+    graph = run_program(
+        lambda: EksCluster(
+            "c",
+            EksClusterArgs(cluster=cluster.model_copy(update={"create": False}), network=without_vpc, region="us-west-2"),
+        )
+    )
+    assert isinstance(graph.error, ConfigError)
+    assert [p.path for p in graph.error.problems] == ["EksCluster(c).network.vpcId"]
+    assert graph.resources == []
 
 
 def test_a_created_network_feeds_your_own_eks_cluster_through_the_refs_subnets():

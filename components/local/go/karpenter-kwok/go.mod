@@ -1,12 +1,12 @@
 // Builds Karpenter's KWOK cloud provider (sigs.k8s.io/karpenter/kwok): the real Karpenter core
-// (provisioning, limits, disruption) launching simulated nodes. karpenter-provider-aws v1.14.1
-// requires core at an untagged commit after v1.14.1 that the module proxy does not serve; v1.14.1
-// is the nearest release.
+// (provisioning, limits, disruption) launching simulated nodes, at the core version
+// karpenter-provider-aws v1.14.3 requires. It needs Go 1.26.10 or newer; build.py builds it with
+// the toolchain its KARPENTER_KWOK names.
 module eks-gpu-training.local/karpenter-kwok
 
-go 1.26.6
+go 1.26.10
 
-require sigs.k8s.io/karpenter v1.14.1
+require sigs.k8s.io/karpenter v1.14.3
 
 require (
 	cel.dev/expr v0.24.0 // indirect
@@ -67,12 +67,12 @@ require (
 	go.yaml.in/yaml/v2 v2.4.3 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/exp v0.0.0-20240719175910-8a7402abbf56 // indirect
-	golang.org/x/net v0.56.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/oauth2 v0.34.0 // indirect
-	golang.org/x/sync v0.21.0 // indirect
-	golang.org/x/sys v0.46.0 // indirect
-	golang.org/x/term v0.44.0 // indirect
-	golang.org/x/text v0.39.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/term v0.46.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	gomodules.xyz/jsonpatch/v2 v2.5.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20250303144028-a0af3efb3deb // indirect

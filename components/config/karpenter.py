@@ -118,7 +118,7 @@ _KARPENTER_RESTRICTED_LABEL = re.compile(r"^([^/]*\.)?(karpenter\.sh|karpenter\.
 few well-known Karpenter labels it may set are not node labels a pool needs to add."""
 
 
-def validate_karpenter_gpu_node_pool(
+def validate_karpenter_gpu_node_pool(  # noqa: C901 - one independent check per rule, each a row of the Refused-by table under this name
     pool: KarpenterGpuNodePoolConfig, network: NetworkConfig, path: str, *, instance_store_raid0: bool = True
 ) -> list[Problem]:
     """Rules of one Karpenter GPU pool that involve more than one key. ``path`` prefixes every key

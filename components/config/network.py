@@ -135,7 +135,7 @@ def subnet_layout(network: NetworkConfig) -> SubnetLayout:
     )
 
 
-def validate_network(network: NetworkConfig, region: str, cluster_created: bool) -> list[Problem]:
+def validate_network(network: NetworkConfig, region: str, cluster_created: bool) -> list[Problem]:  # noqa: C901 - one independent check per rule, each a row of the Refused-by table under this name
     """Rules of the network section: the keys each mode needs, AZs in the region, two AZs for a
     new cluster, and subnets that fit in the VPC."""
     problems: list[Problem] = []

@@ -91,7 +91,7 @@ def _check_reservation_placement(has_reservation: bool, placement: PlacementGrou
         )
 
 
-def _check_placement(pool: PlacedPool, network: NetworkConfig, problem: ProblemSink) -> None:
+def _check_placement(pool: PlacedPool, network: NetworkConfig, problem: ProblemSink) -> None:  # noqa: C901 - one independent check per rule, each a row of the Refused-by table under this name
     """Placement group, availability zone and subnets: a cluster placement group lives in one AZ."""
     placement = pool.placement_group
     if placement.mode == "existing" and not placement.name:

@@ -101,22 +101,11 @@ def localize(
     ``replaced`` names ``(kind, namespace, name)`` objects the local cluster put in place itself
     (Kueue's webhook certificate Secret), which the chart's copy must not overwrite."""
     result = PlatformObjects(left_out=list(platform.left_out))
-
-    def client_config(config: dict[str, Any]) -> Optional[dict[str, Any]]:
-        service = config.get("service")
-        if not service:
-            return config
-        target = out_of_cluster.get((service.get("namespace"), service.get("name")))
-        if target is None:
-            return None
-        endpoint, ca_bundle = target
-        return {"url": _webhook_url(endpoint, service.get("path")), "caBundle": ca_bundle}
-
     for obj in platform.crds:
         obj = copy.deepcopy(obj)
         webhook = ((obj.get("spec") or {}).get("conversion") or {}).get("webhook")
         if webhook and webhook.get("clientConfig"):
-            config = client_config(webhook["clientConfig"])
+            config = _client_config(webhook["clientConfig"], out_of_cluster)
             if config is None:
                 result.left_out.append(f"{describe(obj)}: converted by a Service no process serves here")
                 continue
@@ -125,30 +114,53 @@ def localize(
     result.namespaces = copy.deepcopy(platform.namespaces)
     for obj in platform.objects:
         obj = copy.deepcopy(obj)
-        kind = obj.get("kind")
         metadata = obj.get("metadata") or {}
-        if (kind, metadata.get("namespace"), metadata.get("name")) in replaced:
+        if (obj.get("kind"), metadata.get("namespace"), metadata.get("name")) in replaced:
             result.left_out.append(f"{describe(obj)}: replaced by the local cluster's own (certificates for loopback)")
             continue
-        if kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-            kept = []
-            for webhook in obj.get("webhooks") or []:
-                config = client_config(webhook.get("clientConfig") or {})
-                if config is None:
-                    result.left_out.append(f"{describe(obj)} webhook {webhook.get('name')}: its Service has no process here")
-                    continue
-                webhook["clientConfig"] = config
-                kept.append(webhook)
-            if not kept:
-                continue
-            obj["webhooks"] = kept
-        elif kind == "APIService" and (obj.get("spec") or {}).get("service"):
-            result.left_out.append(f"{describe(obj)}: served by an in-cluster Service, which nothing answers here")
-            continue
-        elif kind == "NodePool" and obj.get("apiVersion", "").startswith("karpenter.sh/"):
-            obj["spec"]["template"]["spec"]["nodeClassRef"] = dict(KWOK_NODE_CLASS)
-        result.objects.append(obj)
+        localized = _localized_object(obj, out_of_cluster, result.left_out)
+        if localized is not None:
+            result.objects.append(localized)
     return result
+
+
+def _client_config(config: dict[str, Any], out_of_cluster: dict[tuple[str, str], tuple[str, str]]) -> Optional[dict[str, Any]]:
+    """A webhook's ``clientConfig`` pointed at the process that serves its Service here; None when
+    none does. A config with a URL rather than a Service stays as it is."""
+    service = config.get("service")
+    if not service:
+        return config
+    target = out_of_cluster.get((service.get("namespace"), service.get("name")))
+    if target is None:
+        return None
+    endpoint, ca_bundle = target
+    return {"url": _webhook_url(endpoint, service.get("path")), "caBundle": ca_bundle}
+
+
+def _localized_object(
+    obj: dict[str, Any], out_of_cluster: dict[tuple[str, str], tuple[str, str]], left_out: list[str]
+) -> Optional[dict[str, Any]]:
+    """``obj`` (a copy) pointed at what serves it here: webhooks at their processes, a Karpenter
+    NodePool at KWOK's node class; None, with the reason in ``left_out``, when nothing here serves it."""
+    kind = obj.get("kind")
+    if kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        kept = []
+        for webhook in obj.get("webhooks") or []:
+            config = _client_config(webhook.get("clientConfig") or {}, out_of_cluster)
+            if config is None:
+                left_out.append(f"{describe(obj)} webhook {webhook.get('name')}: its Service has no process here")
+                continue
+            webhook["clientConfig"] = config
+            kept.append(webhook)
+        if not kept:
+            return None
+        obj["webhooks"] = kept
+    elif kind == "APIService" and (obj.get("spec") or {}).get("service"):
+        left_out.append(f"{describe(obj)}: served by an in-cluster Service, which nothing answers here")
+        return None
+    elif kind == "NodePool" and obj.get("apiVersion", "").startswith("karpenter.sh/"):
+        obj["spec"]["template"]["spec"]["nodeClassRef"] = dict(KWOK_NODE_CLASS)
+    return obj
 
 
 def discovery_cache(kubeconfig: Path) -> Path:

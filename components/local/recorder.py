@@ -113,6 +113,22 @@ class Recorder:
         if time.monotonic() - self._nodes_read > 5:
             self._read_nodes()
         now = self.now()
+        admitted = self._sample_workloads(now)
+        used, running_gpus, unbound = self._sample_pods()
+        for name in admitted:
+            result = self.results[name]
+            if name in unbound and result.admitted is not None:
+                result.pending_after_admission_s = now - result.admitted
+        for pool in {node.pool for node in self.nodes.values()} | set(used):
+            self.pool_samples.setdefault(pool, []).append([round(now, 1), used.get(pool, 0), self._pool_gpus(pool)])
+        for key in {job.team or job.namespace for job in self.jobs.values()}:
+            queued = sum(1 for job in self.jobs.values() if (job.team or job.namespace) == key
+                         and self.results[job.name].submitted is not None and self.results[job.name].admitted is None)
+            self.team_samples.setdefault(key, []).append([round(now, 1), queued, running_gpus.get(key, 0)])
+
+    def _sample_workloads(self, now: float) -> set[str]:
+        """Each trace job's Kueue workload read: its wait reason, eviction, admission and finish
+        recorded; the names of those admitted now."""
         workloads = cached_items(self.custom.list_cluster_custom_object, KUEUE_GROUP, KUEUE_VERSION, "workloads")
         admitted: set[str] = set()
         for workload in workloads:
@@ -137,6 +153,11 @@ class Recorder:
                 result.wait_s = max(0.0, now - (result.submitted or 0.0))
             if conditions.get("Finished") == "True" and result.finished is None:
                 result.finished = now
+        return admitted
+
+    def _sample_pods(self) -> tuple[dict[str, int], dict[str, int], set[str]]:
+        """The trace jobs' pods read: the blocks their nodes are in recorded; the GPUs in use by
+        pool and by team (or namespace), and the jobs with a pod no scheduler has bound."""
         pods = cached_items(self.applier.core.list_pod_for_all_namespaces, label_selector=TRACE_JOB_LABEL)
         used: dict[str, int] = {}
         running_gpus: dict[str, int] = {}
@@ -155,26 +176,18 @@ class Recorder:
             if node is None:
                 self._read_nodes()
                 node = self.nodes.get(node_name)
-            if node is not None:
-                if node.layer3 and node.layer3 not in found.blocks:
-                    found.blocks.append(node.layer3)
-                if node.layer2 and node.layer2 not in found.layer2_blocks:
-                    found.layer2_blocks.append(node.layer2)
-                if phase in ("Pending", "Running"):
-                    gpus = self.jobs[name].gpus_per_node
-                    used[node.pool] = used.get(node.pool, 0) + gpus
-                    key = self.jobs[name].team or self.jobs[name].namespace
-                    running_gpus[key] = running_gpus.get(key, 0) + gpus
-        for name in admitted:
-            result = self.results[name]
-            if name in unbound and result.admitted is not None:
-                result.pending_after_admission_s = now - result.admitted
-        for pool in {node.pool for node in self.nodes.values()} | set(used):
-            self.pool_samples.setdefault(pool, []).append([round(now, 1), used.get(pool, 0), self._pool_gpus(pool)])
-        for key in {job.team or job.namespace for job in self.jobs.values()}:
-            queued = sum(1 for job in self.jobs.values() if (job.team or job.namespace) == key
-                         and self.results[job.name].submitted is not None and self.results[job.name].admitted is None)
-            self.team_samples.setdefault(key, []).append([round(now, 1), queued, running_gpus.get(key, 0)])
+            if node is None:
+                continue
+            if node.layer3 and node.layer3 not in found.blocks:
+                found.blocks.append(node.layer3)
+            if node.layer2 and node.layer2 not in found.layer2_blocks:
+                found.layer2_blocks.append(node.layer2)
+            if phase in ("Pending", "Running"):
+                gpus = self.jobs[name].gpus_per_node
+                used[node.pool] = used.get(node.pool, 0) + gpus
+                key = self.jobs[name].team or self.jobs[name].namespace
+                running_gpus[key] = running_gpus.get(key, 0) + gpus
+        return used, running_gpus, unbound
 
     def _pool_gpus(self, pool: str) -> int:
         return sum(node.gpus for node in self.nodes.values() if node.pool == pool)

@@ -118,7 +118,7 @@ def check_rows(rows: list[Any], args: GpuTrainingPlatformArgs, source: str = "tr
     return sorted(jobs, key=lambda job: job.submit_s)
 
 
-def _check_row(row: dict[str, Any], index: int, path: str, args: GpuTrainingPlatformArgs) -> TraceJob | list[Problem]:
+def _check_row(row: dict[str, Any], index: int, path: str, args: GpuTrainingPlatformArgs) -> TraceJob | list[Problem]:  # noqa: C901, PLR0915 - one independent check per trace-row field, each a row of the Refused-by table under this name
     problems = [Problem(f"{path}.{key}", f"is not a field of a trace row; allowed: {', '.join(ROW_FIELDS)}")
                 for key in row if key not in ROW_FIELDS]
     scheduling = args.scheduling

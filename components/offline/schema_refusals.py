@@ -13,6 +13,7 @@ import typing
 from typing import Any, Callable, Iterator
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, PlainValidator, WrapValidator
+from pydantic.fields import FieldInfo
 
 from ..config import GpuTrainingPlatformArgs
 from ..config.inputs import ResourceInput
@@ -181,9 +182,21 @@ def _nested(annotation: Any) -> Iterator[tuple[str, type[BaseModel]]]:
 
 def _field_rows(model: type[BaseModel], name: str, key: str) -> Iterator[Refusal]:
     field = model.model_fields[name]
-    rules: dict[str, list[str]] = {}
-    if field.is_required():
-        rules.setdefault("", []).append("is required")
+    rules, validators = _metadata_rules(field)
+    for decorator in model.__pydantic_decorators__.field_validators.values():
+        if name in decorator.info.fields:
+            validators.append(("", decorator.func))
+    for suffix, parts in rules.items():
+        yield Refusal((key + suffix,), "`schema`: " + "; ".join(dict.fromkeys(parts)), _module(model))
+    for suffix, func in dict.fromkeys(validators):
+        for message in validator_messages(func):
+            yield Refusal((key + suffix,), f"`{_validator_name(func)}`: {message}", _module(inspect.unwrap(getattr(func, "__func__", func))))
+
+
+def _metadata_rules(field: FieldInfo) -> tuple[dict[str, list[str]], list[tuple[str, Callable[..., Any]]]]:
+    """What a field's constraints (its own and its annotation's, by key suffix) refuse: the rules the
+    schema states (is required, allowed values, bounds, patterns) and the validators whose messages say the rest."""
+    rules: dict[str, list[str]] = {"": ["is required"]} if field.is_required() else {}
     validators: list[tuple[str, Callable[..., Any]]] = []
     for suffix, item in [*(("", m) for m in field.metadata), *_metadata(field.annotation)]:
         if isinstance(item, tuple):
@@ -197,14 +210,7 @@ def _field_rows(model: type[BaseModel], name: str, key: str) -> Iterator[Refusal
             rules.setdefault(suffix, []).append(f"matches `{item.pattern}`")
         elif isinstance(item, VALIDATORS):
             validators.append((suffix, item.func))
-    for decorator in model.__pydantic_decorators__.field_validators.values():
-        if name in decorator.info.fields:
-            validators.append(("", decorator.func))
-    for suffix, parts in rules.items():
-        yield Refusal((key + suffix,), "`schema`: " + "; ".join(dict.fromkeys(parts)), _module(model))
-    for suffix, func in dict.fromkeys(validators):
-        for message in validator_messages(func):
-            yield Refusal((key + suffix,), f"`{_validator_name(func)}`: {message}", _module(inspect.unwrap(getattr(func, "__func__", func))))
+    return rules, validators
 
 
 def schema_refusals(model: type[BaseModel] = GpuTrainingPlatformArgs, prefix: str = "") -> list[Refusal]:

@@ -70,16 +70,7 @@ def stack_images(args: GpuTrainingPlatformArgs) -> Iterator[tuple[str, Optional[
     """(what, values key or None, image or repository) of everything the stack deploys that names an
     image; the image is None for a chart version whose image keys the package does not know, an
     Output for one built in the same program."""
-    for chart, version in stack_charts(args):
-        name = chart_name(chart)
-        images = chart_images(name, version)
-        if images is None:
-            yield f"Helm release {name} {version}", None, None
-            continue
-        values = _release_values(args, name)
-        for path, image in images.items():
-            if is_deployed(values, image):
-                yield f"Helm release {name}", path, named_repository(values, path, image)
+    yield from release_images(args)
     for app in args.scheduling.training_apps:
         if app.job is not None:
             yield f"training job {app.name}", None, app.job.image
@@ -95,6 +86,20 @@ def stack_images(args: GpuTrainingPlatformArgs) -> Iterator[tuple[str, Optional[
     if args.topology_labeler.enabled and args.topology_labeler.image is not None:
         yield "the topology labeler", None, args.topology_labeler.image
     yield from health_gate_images(args)
+
+
+def release_images(args: GpuTrainingPlatformArgs) -> Iterator[tuple[str, Optional[str], Any]]:
+    """The images of the stack's Helm releases, each with its values key, as ``stack_images`` lists them."""
+    for chart, version in stack_charts(args):
+        name = chart_name(chart)
+        images = chart_images(name, version)
+        if images is None:
+            yield f"Helm release {name} {version}", None, None
+            continue
+        values = _release_values(args, name)
+        for path, image in images.items():
+            if is_deployed(values, image):
+                yield f"Helm release {name}", path, named_repository(values, path, image)
 
 
 def health_gate_images(args: GpuTrainingPlatformArgs) -> Iterator[tuple[str, Optional[str], Any]]:

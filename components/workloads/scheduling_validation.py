@@ -100,7 +100,7 @@ def _validate_namespaces(args: GpuTrainingPlatformArgs) -> list[Problem]:
     return problems
 
 
-def _validate_app(app: TrainingAppConfig, path: str, args: GpuTrainingPlatformArgs, namespaces: dict[str, _Namespace]) -> list[Problem]:
+def _validate_app(app: TrainingAppConfig, path: str, args: GpuTrainingPlatformArgs, namespaces: dict[str, _Namespace]) -> list[Problem]:  # noqa: C901 - one independent check per rule, each a row of the Refused-by table under this name
     """The app's references (namespace, pool, priority class) and what they allow; then the job's own
     rules and whether the namespace's quota can hold all of its pods at once."""
     problems = []

@@ -123,7 +123,7 @@ TEAM_SIZED = ("gpus", "cpu", "memory")
 """Quota keys a team's namespace takes from its team instead."""
 
 
-def validate_teams(args: GpuTrainingPlatformArgs) -> list[Problem]:
+def validate_teams(args: GpuTrainingPlatformArgs) -> list[Problem]:  # noqa: C901, PLR0915 - one independent check per team rule, each a row of the Refused-by table under this name
     """Teams that could not all be served: a team without a namespace or with one that is not a
     training namespace, a namespace of two teams or of none, a member of two teams or also an admin
     (``team_access.member_problems``), a quota on an unknown pool, quotas that sum beyond a pool,

@@ -226,7 +226,7 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _ENV_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
-def validate_training_job(spec: TrainingJobSpec, path: str) -> list[Problem]:
+def validate_training_job(spec: TrainingJobSpec, path: str) -> list[Problem]:  # noqa: C901 - one independent check per rule, each a row of the Refused-by table under this name
     """Rules of one job; keys are named as in a stack's ``scheduling.trainingApps[]`` entry."""
     problems: list[Problem] = []
 

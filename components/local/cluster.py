@@ -15,14 +15,11 @@ import json
 import shutil
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
 from ..config import GpuTrainingPlatformArgs
-from ..healthgate.kube import list_items
 from ..offline.chart_sources import ChartSources, ChartUnavailable
 from ..offline.commands import collection_paused
 from ..offline.engine import PlausibleMocks
@@ -32,20 +29,19 @@ from ..offline.render.files import is_kubernetes_object, manifest
 from ..platform.stack_files import StackFile, locate_stack
 from . import build as builds
 from .control_plane import control_plane_processes, write_control_plane_files
-from .errors import LocalError
+from .errors import LocalClusterError
 from .faults import Faults
 from .layout import Layout
 from .node_group_update import node_group_settings, update_running_nodes
 from .node_health import report_accelerated_hardware
+from .node_registration import check_allocatable, create_nodes
 from .fleet import SimulatedNode
 from .processes import Process, Supervisor
 from .scale import SCALED_TOPOLOGY, STACK_TOPOLOGY, scaled_stack
+from .placement_wait import wait_until_placed
 from .platform import Applier, PlatformObjects
 from . import stages
 from .stages import ObjectFile, Plan, Stage
-
-if TYPE_CHECKING:  # the Kubernetes client is the [local] extra's, imported where it is used
-    from kubernetes.client import V1ObjectMeta
 
 PLACED_TIMEOUT_SECONDS = 180
 """How long ``up`` waits for every pod to be placed before it reports the ones that are not; a
@@ -75,10 +71,6 @@ def creation_order(registrations: list[Resource]) -> list[Resource]:
         return depths[registration.urn]
 
     return sorted(registrations, key=depth)
-
-
-class LocalClusterError(LocalError):
-    """The cluster came up, but not as the stack says it should."""
 
 
 def default_state_dir(stack: str) -> Path:
@@ -286,7 +278,7 @@ class LocalCluster:
             assert applier is not None  # noqa: S101 - up makes the applier once a stage has objects or waits
             nodes = [obj for obj in objects if obj.get("kind") == "Node"]
             self.log(f"applying {len(objects)} objects" + (f", {len(nodes)} of them simulated nodes" if nodes else ""))
-            _create_nodes(applier, nodes)
+            create_nodes(applier, nodes)
             applier.apply_all([obj for obj in objects if obj.get("kind") != "Node"])
         for note in stage.notes:
             self.log(f"left out: {note}")
@@ -298,7 +290,7 @@ class LocalCluster:
     def _wait(self, wait: str, applier: Applier, objects: list[dict[str, Any]]) -> None:
         assert self.supervisor is not None  # noqa: S101 - up starts the supervisor before any stage runs
         if wait == "allocatable":
-            _check_allocatable(applier, [obj for obj in objects if obj.get("kind") == "Node"])
+            check_allocatable(applier, [obj for obj in objects if obj.get("kind") == "Node"])
         elif wait == "established":
             applier.wait_established([obj for obj in objects if obj.get("kind") == "CustomResourceDefinition"])
         elif wait == "placed":
@@ -365,126 +357,3 @@ class LocalCluster:
 
 def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
     return (str(obj.get("kind")), str(obj["metadata"].get("namespace") or ""), str(obj["metadata"]["name"]))
-
-
-NODE_CREATE_WORKERS = 8
-"""Simulated nodes created at once. The API server takes creates side by side, and the client's time
-per node is mostly waiting for it: 1,003 nodes one after the other, and their check, took 82 s on 2
-cores under a load average of about 10; side by side, 26 s."""
-
-
-def _create_nodes(applier: Applier, nodes: list[dict[str, Any]]) -> None:
-    with ThreadPoolExecutor(max_workers=NODE_CREATE_WORKERS) as pool:
-        # list() waits for every create and raises the first failure.
-        list(pool.map(partial(_create_node, applier), nodes))
-
-
-def _create_node(applier: Applier, node: dict[str, Any]) -> None:
-    """Create a simulated node with its status, as a kubelet registers its node (the API server
-    keeps a Node's status on create). Written after the create, the status raced KWOK: its
-    node-initialize stage gives a node it sees without allocatable KWOK's defaults (1k CPU, 1Ti,
-    1M pods), and its write, rendered from the node as first seen, could land after ours and
-    replace our CPU, memory and pods, while the GPUs and EFA devices stayed: a p5 node then offered
-    1Ti, and a training pod's 1.8Ti never fitted it. A node left from an earlier ``up`` gets its
-    status patched."""
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        # Not read back: parsing the created node into the client's models is CPU the control plane wants.
-        applier.core.create_node(node, _preload_content=False)  # type: ignore[arg-type]  # the client sends a dict body as it is
-    except ApiException as error:
-        if error.status != 409:
-            raise
-        status = node["status"]
-        applier.apply({key: value for key, value in node.items() if key != "status"})
-        applier.core.patch_node_status(node["metadata"]["name"], {"status": status})
-
-
-def _check_allocatable(applier: Applier, nodes: list[dict[str, Any]]) -> None:
-    """Every simulated node allocates what its instance type does: a node whose figures were
-    replaced would make the scheduler's verdicts the simulator's, not the fleet's."""
-    from ..facts.quantity import parse_quantity
-
-    # One list, read as JSON, rather than a read (and a parse into the client's models) per node.
-    listed = list_items(applier.core.list_node)
-    allocatable = {item["metadata"]["name"]: (item.get("status") or {}).get("allocatable") or {} for item in listed}
-    wrong = []
-    for node in nodes:
-        name, wanted = node["metadata"]["name"], node["status"]["allocatable"]
-        live = allocatable.get(name, {})
-        differing = sorted(key for key, value in wanted.items()
-                           if key not in live or parse_quantity(str(live[key])) != parse_quantity(str(value)))
-        if differing:
-            wrong.append(f"{name}: " + ", ".join(f"{key} {live.get(key)} instead of {wanted[key]}" for key in differing))
-    if wrong:
-        raise LocalClusterError("simulated nodes do not allocate what their instance types do: " + "; ".join(wrong),
-                                "something replaced their status after it was created (KWOK's node stages?): "
-                                "read the kwok log in the state folder")
-
-
-UNBOUND = "status.phase=Pending,spec.nodeName="
-"""The field selector of a pod no scheduler has bound yet."""
-
-
-def pending_pods(applier: Applier) -> list[dict[str, Any]]:
-    """Pods not bound to a node, with the scheduler's latest reason."""
-    pods = applier.core.list_pod_for_all_namespaces(field_selector=UNBOUND).items
-    pending = []
-    for pod in pods:
-        reason = ""
-        for condition in (pod.status.conditions if pod.status else None) or []:
-            if condition.type == "PodScheduled" and condition.status == "False":
-                reason = condition.message or condition.reason or ""
-        pending.append({"pod": _object_name(pod.metadata), "reason": reason})
-    return pending
-
-
-def _object_name(metadata: Optional[V1ObjectMeta]) -> str:
-    """``namespace/name`` of an object the API server listed (which always carries its metadata)."""
-    return f"{metadata.namespace}/{metadata.name}" if metadata is not None else "(an object without metadata)"
-
-
-def _any_unbound(applier: Applier) -> bool:
-    """Whether any pod waits for the scheduler: one item asked for, read raw. With a fleet's
-    thousands of DaemonSet pods pending, the whole list every half second was most of the wait's
-    own cost and a good part of the API server's."""
-    return bool(list_items(applier.core.list_pod_for_all_namespaces, field_selector=UNBOUND, limit=1))
-
-
-def wait_until_placed(applier: Applier, *, timeout: float, check: Callable[[], None]) -> None:
-    """Wait until the controllers have made their pods and every pod is bound to a node."""
-    deadline = time.monotonic() + timeout
-    settled_since: Optional[float] = None
-    while time.monotonic() < deadline:
-        check()
-        if not _any_unbound(applier) and not _workloads_without_pods(applier):
-            settled_since = settled_since or time.monotonic()
-            if time.monotonic() - settled_since >= 2:
-                return
-        else:
-            settled_since = None
-        time.sleep(0.5)
-    details = [f"{p['pod']}: {p['reason'] or 'not scheduled yet'}" for p in pending_pods(applier)]
-    details += [f"{w}: its controller has not made all its pods" for w in _workloads_without_pods(applier)]
-    raise LocalClusterError(
-        f"not every pod was placed after {timeout:.0f} s ({len(details)} waiting)",
-        "read the reasons below: a pod the stack's fleet cannot hold is a finding about the stack",
-        details="  " + "\n  ".join(details))
-
-
-def _workloads_without_pods(applier: Applier) -> list[str]:
-    from kubernetes import client
-
-    apps = client.AppsV1Api(applier.api_client)
-    missing = []
-    for deployment in apps.list_deployment_for_all_namespaces().items:
-        wanted = deployment.spec.replicas if deployment.spec and deployment.spec.replicas is not None else 1
-        if ((deployment.status.replicas if deployment.status else None) or 0) < wanted:
-            missing.append(f"Deployment {_object_name(deployment.metadata)}")
-    for daemonset in apps.list_daemon_set_for_all_namespaces().items:
-        status, generation = daemonset.status, daemonset.metadata.generation if daemonset.metadata else None
-        if status is None or status.observed_generation != generation or (
-            (status.current_number_scheduled or 0) < (status.desired_number_scheduled or 0)
-        ):
-            missing.append(f"DaemonSet {_object_name(daemonset.metadata)}")
-    return missing

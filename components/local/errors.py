@@ -33,3 +33,7 @@ class LocalError(Exception):
     def line(self) -> str:
         """What failed and its fix, on one line."""
         return f"{self.what.rstrip(':')} — {self.fix}"
+
+
+class LocalClusterError(LocalError):
+    """The cluster came up, but not as the stack says it should."""

@@ -20,7 +20,7 @@ from tests.support.clusters import RunningCluster, stack_variant, start, submit_
 from tests.support.environment import wait_for
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, network_layer_key
 from eks_gpu_training.healthgate.settings import QUARANTINE_TAINT_KEY
-from eks_gpu_training.local.cluster import _create_node
+from eks_gpu_training.local.node_registration import create_node
 from eks_gpu_training.local.faults import STOPPED_KUBELET
 
 POOL = "p5-training"
@@ -66,7 +66,7 @@ def rejoin(running: RunningCluster, name: str) -> None:
     """The node ``name`` joins again as it first did (the node group's labels and taints, the
     startup taint among them), as an instance the node group launches registers."""
     manifest = next(node.manifest() for node in running.cluster.nodes if node.name == name)
-    _create_node(running.env, manifest)
+    create_node(running.env, manifest)
 
 
 def remove(running: RunningCluster, name: str) -> None:

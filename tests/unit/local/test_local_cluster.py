@@ -254,7 +254,7 @@ def test_without_go_a_missing_component_fails_saying_what_is_missing(tmp_path, m
 def test_a_simulated_node_is_created_with_its_status_in_one_call(prod_render):
     """KWOK gives a node it sees without allocatable its own defaults (1k CPU, 1Ti); a status
     written after the create could lose that race, so the node is created whole."""
-    from eks_gpu_training.local.cluster import _create_node
+    from eks_gpu_training.local.node_registration import create_node
 
     calls = []
 
@@ -266,7 +266,7 @@ def test_a_simulated_node_is_created_with_its_status_in_one_call(prod_render):
         core = Core()
 
     node = next(n for n in managed_nodes(*prod_render) if n.pool == "p5-training")
-    _create_node(Applier(), node.manifest())
+    create_node(Applier(), node.manifest())
     assert [kind for kind, _ in calls] == ["create"]
     assert calls[0][1]["status"]["allocatable"] == node.allocatable
 
@@ -275,7 +275,7 @@ def test_simulated_nodes_are_created_side_by_side_each_whole(prod_render):
     """A thousand nodes one after the other were most of ``up``'s time."""
     import threading
 
-    from eks_gpu_training.local.cluster import _create_nodes
+    from eks_gpu_training.local.node_registration import create_nodes
 
     together = threading.Barrier(2, timeout=60)  # broken unless two creates are under way at once
     created = []
@@ -289,7 +289,7 @@ def test_simulated_nodes_are_created_side_by_side_each_whole(prod_render):
         core = Core()
 
     nodes = [node.manifest() for node in managed_nodes(*prod_render)]
-    _create_nodes(Applier(), nodes[:4])
+    create_nodes(Applier(), nodes[:4])
     assert sorted(created) == sorted(node["metadata"]["name"] for node in nodes[:4])
 
 
@@ -297,7 +297,8 @@ def test_the_allocatable_check_lists_the_nodes_once_and_names_each_whose_figures
     import json
     from types import SimpleNamespace
 
-    from eks_gpu_training.local.cluster import LocalClusterError, _check_allocatable
+    from eks_gpu_training.local.cluster import LocalClusterError
+    from eks_gpu_training.local.node_registration import check_allocatable
 
     nodes = [node.manifest() for node in managed_nodes(*prod_render)]
     live = [{"metadata": node["metadata"], "status": {"allocatable": dict(node["status"]["allocatable"])}} for node in nodes]
@@ -313,13 +314,13 @@ def test_the_allocatable_check_lists_the_nodes_once_and_names_each_whose_figures
         core = Core()
 
     with pytest.raises(LocalClusterError) as replaced:
-        _check_allocatable(Applier(), nodes)
+        check_allocatable(Applier(), nodes)
     wanted = nodes[-1]["status"]["allocatable"]["memory"]
     assert str(replaced.value).startswith(f"simulated nodes do not allocate what their instance types do: "
                                           f"{nodes[-1]['metadata']['name']}: memory 1Ti instead of {wanted}")
     assert len(lists) == 1
     live[-1]["status"]["allocatable"]["memory"] = wanted
-    _check_allocatable(Applier(), nodes)
+    check_allocatable(Applier(), nodes)
 
 
 def test_an_efa_nodes_hugepages_come_out_of_its_allocatable_memory(prod_render):

@@ -17,7 +17,7 @@ feature, off) included. The kubelet's probes come from the node itself, which Ne
 blocks (Kubernetes docs, "Network Policies": a pod cannot block access from its node; the VPC CNI's
 agent allows the node's address, aws/aws-network-policy-agent#65). Enforced only where the CNI
 enforces NetworkPolicy: on EKS the VPC CNI's network policy agent, which the stack turns on
-(``aws/cluster.py``).
+(``aws/eks_control_plane.py``).
 """
 
 from __future__ import annotations

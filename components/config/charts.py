@@ -34,9 +34,9 @@ class ChartsConfig(_Model):
     """The source of every Helm release's chart (GPU Operator, EFA device plugin, Kueue, Karpenter and its CRDs)."""
 
     directory: Optional[str] = Field(default=None, min_length=1)
-    """A local folder holding each chart the stack installs, at its pinned version, as a chart folder `<chart>-<version>/` or an archive `<chart>-<version>.tgz` (what `helm pull` and `helm package` write; `v` before the version optional), checked before anything is created; relative to the directory `pulumi up` runs in, which is where Helm reads it. The nodes still pull every image from its public registry. Default: none (each chart comes from its repository)."""
+    """A local folder holding each chart at its pinned version, as `<chart>-<version>/` or `<chart>-<version>.tgz` (what `helm pull` and `helm package` write), relative to where `pulumi up` runs; checked before anything is created. Images still come from their registries. Default: none."""
     mirror: Optional[str] = Field(default=None, min_length=1)
-    """A mirror holding every pinned chart under its own name, used instead of each chart's repository: an `https://` Helm repository (Artifactory, Harbor, Nexus) or an `oci://` prefix with each chart at `<prefix>/<chart>` (Harbor, or ECR with the charts pushed there: an ECR pull-through cache cannot be one, docs/mirrors.md). `charts.directory` comes first. Default: none."""
+    """A mirror of every pinned chart under its own name, used instead of each chart's repository: an `https://` Helm repository or an `oci://` prefix (`<prefix>/<chart>`; an ECR pull-through cache cannot be one, docs/mirrors.md). `charts.directory` comes first. Default: none."""
 
     allow_insecure_mirror: bool = False
     """Accept an `http://` mirror on another machine: its charts, and the credentials sent to it, cross the network unencrypted and unauthenticated. A mirror on loopback needs no setting. Default: false (refused)."""

@@ -95,14 +95,14 @@ class ImagesConfig(_Model):
     ones."""
 
     registry_mirrors: dict[str, str] = {}
-    """Source registry host -> mirror prefix (`<host>[:port]/<path>`), e.g. `nvcr.io: harbor.example.com/nvcr`: every image of every object the stack deploys from that registry (the charts' images, the GPU Operator's operands, the training jobs, the smoke test, the pre-flight and health checks) is pulled as `<prefix>/<the rest of the reference>`, tag and digest unchanged. The registries the stacks use: `nvcr.io`, `registry.k8s.io`, `public.ecr.aws`, `602401143452.dkr.ecr.<region>.amazonaws.com` (the EFA device plugin; EKS add-ons' images come from EKS's own ECR and are not rewritten), `docker.io` for references without a host. Default: none."""
+    """Source registry host -> mirror prefix (`<host>[:port]/<path>`), e.g. `nvcr.io: harbor.example.com/nvcr`: every image the stack deploys from that host is pulled as `<prefix>/<rest of the reference>`, tag and digest unchanged; `docker.io` for references without a host (docs/mirrors.md). Default: none."""
     require_digest: bool = False
-    """Refuse the stack when an image it deploys is named by tag alone, naming the object: a tag can be moved to other content, a digest (`@sha256:...`) cannot. A chart's image counts as pinned when the release's values or the chart's own defaults give it a digest (Karpenter's chart does); an image built in the same program (the topology labeler's) runs by the digest it was pushed with. Default: false."""
+    """Refuse the stack when an image it deploys is named by tag alone, naming the object. A chart image counts as pinned when the release's values or the chart's defaults give a digest; an image built in the program runs by its pushed digest. Default: false."""
     require_mirror: bool = False
     """Refuse the stack when an image it deploys comes from a registry `registryMirrors` does not map, naming the object; private ECR registries of the cluster's region (reached through the VPC's ECR endpoints) need no mirror. Default: false."""
 
     digests: dict[str, str] = {}
-    """Image reference, as the stack, a chart or a Dockerfile names it -> the `sha256:` digest its registry serves: each such image is deployed as `<reference>@<digest>` and counts as pinned for `requireDigest`. The stack reads it from `images.lock` beside its file, which `eks-gpu-training-lock-images STACK` writes; set it here only without a lock. Default: none."""
+    """Image reference (as a stack, chart or Dockerfile names it) -> the `sha256:` digest its registry serves: deployed as `<reference>@<digest>` and counts as pinned. Read from the `images.lock` beside the stack file, which `eks-gpu-training-lock-images` writes; else set it here. Default: none."""
     chart_tags: dict[str, dict[str, str]] = {}
     """`<chart>-<version>` -> values key of each chart image's tag -> that image's reference in `digests`: the key the deploy sets to `<tag>@<digest>`. Read from `images.lock` with `digests`. Default: none."""
 

@@ -35,10 +35,10 @@ reservation), and a fault that hits several nodes at once (a driver or AMI regre
 cycle the whole pool."""
 
 DEFAULT_MAX_UNHEALTHY_PERCENTAGE = 50
-"""Halt repair when more than half the pool is unhealthy: then the cause is the fleet (AMI, driver,
-AZ), not a node, and replacing nodes only burns capacity. EKS's own default halts above 20% of a
-group of more than five nodes (docs.aws.amazon.com/eks/latest/userguide/node-repair.html), which in
-a six- to nine-node training pool would refuse to repair its second broken node."""
+"""Halt repair when more than half the pool is unhealthy: then the fleet (AMI, driver, AZ) is the
+cause. EKS's default, 20% of a group over five nodes
+(docs.aws.amazon.com/eks/latest/userguide/node-repair.html), would refuse a six- to nine-node pool's
+second repair."""
 
 
 class NodeRepairOverrideConfig(_Model):

@@ -84,7 +84,7 @@ class GpuPoolConfig(_Model):
     labels: InputLabels = {}
     """Node labels added to `role=gpu-training`; GPU-sharing labels (`nvidia.com/mig.config`, `nvidia.com/device-plugin.config`) are refused. A program may pass an Output of the whole map to a `GpuNodeGroup` (not to the platform, which reads the labels before deployment). Default: none."""
     fast_image_pull: bool = False
-    """Pull images with the SOCI snapshotter in parallel pull and unpack mode (nodeadm's `FastImagePull` feature gate, which AWS calls experimental): large images start sooner, at the cost of CPU, memory and disk I/O while they pull. AL2023 only, and only where the images land on the instance-store RAID0 array (the 250 MiB/s root volume is under the 600 MiB/s below which AWS finds pulls slower). Default: false."""
+    """Pull images with the SOCI snapshotter's parallel pull and unpack (nodeadm's experimental `FastImagePull` gate): large images start sooner, at a cost in CPU, memory and disk I/O. AL2023 only, and only with images on the instance-store RAID0 array (the root volume is too slow for it). Default: false."""
 
     @property
     def efa_enabled(self) -> bool:
@@ -134,7 +134,7 @@ class GpuNodeGroupConfig(GpuPoolConfig):
     protect: Optional[bool] = None
     """Protect the pool's node group and created placement group from deletion (Pulumi `protect`). Set false on a protected stack to let a change that replaces the pool (a Capacity Block switch) through while the cluster and FSx stay protected. Default: `cluster.protect`."""
     force_update_version: bool = False
-    """Let a roll (a `cluster.kubernetesVersion`, `releaseVersion` or launch-template change, or a node group catching up with its cluster) evict pods a PodDisruptionBudget protects, killing the pool's running job, instead of EKS giving up after 15 minutes with PodEvictionFailure once the control plane has already moved (EKS UpdateNodegroupVersion `force`); every such roll of a running pool is refused without it. Default: false."""
+    """Let a roll (a version or launch-template change) evict pods a PodDisruptionBudget protects, ending the pool's running job, instead of EKS failing with PodEvictionFailure after 15 minutes (UpdateNodegroupVersion `force`); without it such a roll of a running pool is refused. Default: false."""
 
     @field_validator("update_strategy")
     @classmethod

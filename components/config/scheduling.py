@@ -125,7 +125,7 @@ class TrainingJobConfig(_Model):
     env: dict[str, Union[InputText, EnvFromSecretConfig]] = {}
     """Extra environment variables, each a literal value or `{secretKeyRef: {name, key}}`, a key of a Secret in the app's namespace (the PET_* torchrun variables, FI_PROVIDER and CHECKPOINT_DIR are set for you). Default: none."""
     suspend: bool = False
-    """Hold the Job at creation: without Kueue it is created suspended and `kubectl patch job <job> -p '{"spec":{"suspend":false}}'` starts it; with Kueue it is queued in the namespace's held LocalQueue and `kubectl label job <job> kueue.x-k8s.io/queue-name=gpu-queue --overwrite` submits it (`<job>` is `<name>`, or `<name>-r<revision>` after revision 1). Applies at creation only. Default: false."""
+    """Hold the Job at creation: without Kueue it is created suspended (patch `spec.suspend` to false to start it); with Kueue it waits in the namespace's held LocalQueue until labelled `kueue.x-k8s.io/queue-name=gpu-queue`. `<job>` is `<name>`, or `<name>-r<revision>`. At creation only. Default: false."""
     backoff_limit: int = Field(default=0, ge=0)
     """Pod failures tolerated before the Job fails (a failed rank breaks the whole group, so retries rarely help). Default: 0."""
     rendezvous_port: int = Field(default=TORCHRUN_PORT, ge=1, le=65535)
@@ -133,7 +133,7 @@ class TrainingJobConfig(_Model):
     max_restarts: int = Field(default=MAX_RESTARTS, ge=0, le=MAX_RESTARTS_LIMIT)
     """Times the whole group is restarted when one rank fails, before the job fails (JobSet's `failurePolicy.maxRestarts`; `kind: JobSet` and `TrainJob` only: a Job's ranks are not restarted together, `backoffLimit` retries one pod). Default: 3."""
     revision: int = Field(default=1, ge=1, le=TRAINING_JOB_REVISION_MAX)
-    """Run of the job. A Job's pod template cannot change, so while a revision's Job exists `pulumi up` leaves its spec alone and never deletes it. To run changed settings (or the same ones again), raise the revision: `pulumi up` then creates the Job `<name>-r<revision>` beside the previous one, which keeps running and leaves the stack (delete it with kubectl once done). Default: 1 (the Job is named `<name>`)."""
+    """Run of the job. A Job's pod template cannot change, so `pulumi up` leaves a revision's Job alone; raise the revision to run changed settings (or the same again): it creates `<name>-r<revision>` beside the previous Job, which keeps running outside the stack. Default: 1 (the Job is named `<name>`)."""
 
 
 class TrainingAppConfig(_Model):
@@ -166,7 +166,7 @@ class TrainingAppConfig(_Model):
     topology: Optional[Literal["preferred", "required", "none"]] = None
     """Kueue topology request of the app's pods (with `kueue.enabled`); `preferred`/`required` only on a pool whose nodes exist (a managed pool with minSize > 0, or a Capacity Block). Default: `kueue.topologyMode` on such pools, none on the others."""
     kind: Literal["Job", "JobSet", "TrainJob"] = "Job"
-    """What the stack runs the app as, with `job`: `Job` (an Indexed Job and a headless Service), `JobSet` (a JobSet of one Indexed Job: its own headless Service, and every rank restarted when one fails, up to `job.maxRestarts`) or `TrainJob` (a Kubeflow Trainer TrainJob over a TrainingRuntime of its own, run as such a JobSet, with torchrun's environment filled in by Trainer). Changing it makes a new object; the previous one keeps running, retained as a job of an older revision is. Default: Job."""
+    """What the app runs as: `Job` (an Indexed Job and a headless Service), `JobSet` (one Indexed Job whose ranks all restart when one fails, up to `job.maxRestarts`) or `TrainJob` (a Kubeflow Trainer TrainJob run as such a JobSet). A change makes a new object; the old one keeps running. Default: Job."""
     job: Optional[TrainingJobConfig] = None
     """Run the app from this stack (as `kind` says). Default: none (the app is deployed by other means and only gets its PDB)."""
 
@@ -181,7 +181,7 @@ class SchedulingConfig(_Model):
     training_apps: list[TrainingAppConfig] = []
     """Training apps to protect with a PodDisruptionBudget (and to run, with `job`). Default: none."""
     teams: list[TeamConfig] = []
-    """Teams sharing the GPU pools (with `kueue.enabled`): each a ClusterQueue in one cohort, with its own quota per pool, borrowing what others leave idle and reclaiming its own by preemption. With teams, every training namespace belongs to one. Default: none (each namespace a ClusterQueue of its own, sharing nothing)."""
+    """Teams sharing the GPU pools (with `kueue.enabled`): each a ClusterQueue in one cohort with its own quota per pool, borrowing idle GPUs and reclaiming its own by preemption; every training namespace then belongs to one. Default: none (a ClusterQueue per namespace)."""
     service_account: TrainingServiceAccountConfig = TrainingServiceAccountConfig()
     """The ServiceAccount training pods run as, created in every training namespace; with `s3Buckets` or `policyArns` it gets an EKS Pod Identity role. Default: `training`, no policies."""
 

@@ -46,7 +46,7 @@ class GpuTrainingPlatformArgs(_Model):
     network: NetworkConfig
     """The VPC and private subnets: created by the stack or adopted (required)."""
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
-    """The system node group, whose `role=system` nodes the controllers are placed on. Default: two m7i.xlarge nodes for a created cluster; none for an adopted one or with `inCluster`, whose cluster has its own nodes (give one to add it, or, with `inCluster`, to place the controllers on the `role=system` nodes it describes)."""
+    """The system node group, whose `role=system` nodes the controllers run on. Default: two m7i.xlarge nodes for a created cluster; none for an adopted one or with `inCluster` (give one to add it, or with `inCluster` to place the controllers on the nodes it describes)."""
     gpu_node_groups: list[GpuNodeGroupConfig] = []
     """GPU training pools (managed node groups). Default: none."""
     gpu_operator: GpuOperatorConfig = GpuOperatorConfig()

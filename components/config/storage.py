@@ -51,7 +51,7 @@ class FsxLustreConfig(_Model):
     availability_zone: Optional[str] = Field(default=None, pattern=_AZ)
     """AZ of the file system; required when `cluster.protect` is on, since a derived AZ follows the pools and a new AZ replaces the file system and its data. Default: the AZ the GPU pools with a fixed AZ share (the network's first AZ when none fixes one)."""
     automatic_backup_retention_days: Optional[int] = Field(default=None, ge=0, le=90)
-    """Days FSx keeps its automatic daily backups (0-90; 0 turns them off); a change is applied in place (UpdateFileSystem). Backups are incremental and billed per GB-month of backup storage, so each day kept costs what that day's changed blocks take (docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html). FSx backs up no file system linked to an S3 data repository, so with `dataRepository` it must stay 0 and S3 holds the only copy of what is exported. Default: 7, or 0 with `dataRepository`."""
+    """Days FSx keeps its automatic daily backups (0-90; 0 turns them off), changed in place; incremental, billed per GB-month (docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html). FSx backs up no file system linked to S3: 0 with `dataRepository`. Default: 7, or 0 with `dataRepository`."""
 
     @property
     def backups(self) -> bool:

@@ -33,13 +33,9 @@ CHART_VERSION = "v0.5.30"
 NAMESPACE = "kube-system"
 """Namespace of the plugin, like the other node-level EKS add-ons."""
 RELEASE_TIMEOUT_SECONDS = 600
-"""Helm waits for the plugin's DaemonSet to be ready on every EFA GPU node that has joined. The
-platform installs the release once its managed GPU node groups are active, so their nodes have
-joined and Helm waits for image pulls only, not for boots (``GpuTrainingPlatform``; Karpenter pools
-start empty). Ten minutes covers a pull on a fresh node. Atomic: a failed upgrade rolls back to the
-previous plugin. A device plugin restart does not touch running pods (devices already allocated stay
-with them), so the rollback never interrupts training; a failed first install is uninstalled and
-`pulumi up` fails loudly instead of leaving a plugin that advertises no EFA devices."""
+"""Helm's wait for the plugin's DaemonSet on every joined EFA GPU node: the release installs once
+the managed GPU node groups are active, so only image pulls remain. Atomic: a failed upgrade rolls
+back, and a device plugin restart leaves running pods' devices alone."""
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 """Well-known node label with the EC2 instance type."""
 

@@ -43,10 +43,9 @@ NODE_POOL_API_VERSION = "karpenter.sh/v1"
 """NodePool API version served by Karpenter 1.14 (karpenter.sh_nodepools.yaml)."""
 
 AL2023_AMI_ALIAS = "al2023@v20260903"
-"""The EKS-optimized AL2023 release Karpenter's nodes run (awslabs/amazon-eks-ami release
-v20260903); Karpenter picks the NVIDIA variant of it for GPU instance types. Pinned, not
-``al2023@latest``: every AMI release would otherwise drift, and so replace, every node of the pool.
-Bump it deliberately (a tested release); nodes move to it as they are replaced."""
+"""The EKS-optimized AL2023 release Karpenter's nodes run (awslabs/amazon-eks-ami v20260903;
+Karpenter picks its NVIDIA variant). Pinned, not ``al2023@latest``, which would drift, and so
+replace, every node at each AMI release: bump it deliberately."""
 
 ROOT_DEVICE = "/dev/xvda"
 """The AL2023 root device, which also holds the container images."""

@@ -44,15 +44,10 @@ CHART_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
 NAMESPACE = "gpu-operator"
 """Namespace of the operator and its operands; created by ``GpuOperator``."""
 RELEASE_TIMEOUT_SECONDS = 900
-"""How long Helm waits for the chart's own workloads: the operator and NFD's master and garbage
-collector on system nodes, and NFD's worker DaemonSet on every node. The platform installs the
-release once its managed GPU node groups are active, so their nodes have already joined and Helm
-waits for image pulls, not for boots (a p5 takes minutes to boot; two slow boots used to outlast the
-timeout and roll the release back). The operands (device plugin, DCGM, GFD, validators) are created
-later by the operator, not by Helm, so Helm never waits for GPU drivers. Atomic: a failed upgrade
-rolls back to the previous operator, whose operands then return to their previous versions; running
-training pods keep their allocated GPUs meanwhile. The ClusterPolicy carries the chart's own
-``helm.sh/resource-policy: keep``, so neither a rollback nor an uninstall deletes it."""
+"""Helm's wait for the chart's own workloads (operator, NFD), never for GPU drivers: the operator
+makes the operands later. The release installs once the managed GPU node groups are active, so only
+image pulls remain. Atomic; the ClusterPolicy keeps the chart's ``helm.sh/resource-policy:
+keep``."""
 
 
 DEFAULT_GPU_AMI_TYPE = GpuNodeGroupConfig.model_fields["ami_type"].default

@@ -49,38 +49,28 @@ INTERRUPTION_QUEUE_RETENTION_SECONDS = 300
 """Upstream's retention: an interruption notice older than five minutes is no longer actionable."""
 
 KEEP_ON_UNINSTALL = {"helm.sh/resource-policy": "keep"}
-"""Helm leaves a resource carrying this annotation in its release manifest in place on uninstall
-(helm.sh/docs/howto/charts_tips_and_tricks, "Tell Helm Not To Uninstall a Resource"). On Karpenter's
-CRDs it keeps a removed ``karpenter-crd`` release from deleting the CRDs, and with them, by garbage
-collection, every NodePool and NodeClaim and so every node Karpenter launched. Helm reads the
-annotation from the stored manifest, not the live object, so it goes in through the chart's
-``additionalAnnotations`` value. A later install of the release adopts the kept CRDs: they still
-carry Helm's ownership label and release annotations."""
+"""Helm keeps a resource with this annotation on uninstall
+(helm.sh/docs/howto/charts_tips_and_tricks). On Karpenter's CRDs it keeps a removed
+``karpenter-crd`` release from deleting every NodePool, NodeClaim and node; set through the chart's
+``additionalAnnotations``: Helm reads the stored manifest."""
 
 CRD_RELEASE_TIMEOUT_SECONDS = 120
-"""The CRD release holds only CRDs, which the API server establishes within seconds; two minutes is
-ample, and a failure (a CRD the API server refuses) shows up fast. Atomic: a failed upgrade rolls
-back to the previous CRDs, which match the controller still running (its release waits for this
-one, so it is not upgraded either). Karpenter 1.x serves one version (v1) of each CRD, so the
-rollback never drops a stored version. On a failed first install Helm uninstalls, which leaves the
-kept CRDs behind with no object in them, and the next attempt adopts them."""
+"""The CRD release holds only CRDs, established within seconds, so a failure shows fast. Atomic: a
+failed upgrade rolls back to CRDs matching the running controller (Karpenter 1.x serves only v1, so
+no stored version is dropped); a failed first install leaves the kept CRDs for the next attempt."""
 
 CONTROLLER_RELEASE_TIMEOUT_SECONDS = 300
-"""Helm waits for the controller Deployment: two replicas on two system nodes (the chart's required
-hostname anti-affinity), each pulling one image, a minute or two. The controller waits for no node
-it launches itself, so five minutes means something is wrong (too few system nodes, no credentials).
-Atomic: a failed upgrade rolls back to the controller that ran before, so the GPU pools are never
-left without a working controller; a failed first install is uninstalled, and no NodePool exists
-yet to be affected (the pools wait for this release)."""
+"""Helm's wait for the controller's two replicas on two system nodes (a minute or two of image
+pulls); past five minutes something is wrong (too few system nodes, no credentials). Atomic: a
+failed upgrade rolls back to the controller that ran before."""
 
 CONTROLLER_RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 """Controller requests and limits from upstream's getting-started install command."""
 
 AWS_REGION_ENV = "AWS_REGION"
-"""The variable the AWS SDK for Go v2 (the controller's SDK) reads its region from. Set explicitly:
-without it the controller asks instance metadata, which pods cannot reach with the nodes' hop limit
-of 1, and panics with "unable to determine region from IMDS" (aws/karpenter-provider-aws#8219). The
-chart's values.yaml names this very variable as its example of ``controller.env``."""
+"""The controller's region, set explicitly: without it the AWS SDK for Go v2 asks instance metadata,
+which pods cannot reach at the nodes' hop limit of 1, and the controller panics
+(aws/karpenter-provider-aws#8219)."""
 
 CONTROLLER_TOLERATIONS = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
 """The chart's default tolerations, stated here so no GPU toleration can creep in: the controller

@@ -61,10 +61,8 @@ class ClusterRef:
     none (a cluster made elsewhere: its controllers then go wherever its scheduler puts them)."""
     ready: Sequence[pulumi.Resource] = field(default_factory=tuple)
     """Resources that must exist before in-cluster objects are installed: the cluster, the rules
-    that open its private endpoint to `pulumi up`, its system nodes. No ref made here lists GPU
-    nodes; the platform hands the GPU Operator and the EFA device plugin a copy that adds its managed
-    GPU node groups, since their releases wait for DaemonSets on GPU nodes. The Pod Identity add-on
-    is never among them (``pod_identity``)."""
+    opening its private endpoint to `pulumi up`, its system nodes. The platform adds its managed GPU
+    node groups for the releases with DaemonSets on GPU nodes (``after_gpu_nodes``)."""
     control_plane: Sequence[pulumi.Resource] = field(default_factory=tuple)
     """What node groups wait for: a cluster this program creates (when its name is a plain string, the
     data flow alone does not order them); empty for an adopted cluster."""

@@ -24,10 +24,9 @@ API_PORT = 443
 """The port of the EKS API endpoint."""
 
 COREDNS_ADDON = "coredns"
-"""EKS add-on of the cluster's DNS. EKS installs CoreDNS self-managed when it creates a cluster, and
-pulumi-eks makes it a managed add-on only with a default node group, which this stack has none of:
-left so, CoreDNS is never upgraded with the control plane. Managed here, its build follows
-``cluster.kubernetesVersion`` (docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html)."""
+"""EKS add-on of the cluster's DNS, managed here so CoreDNS follows ``cluster.kubernetesVersion``:
+EKS installs it self-managed, and pulumi-eks manages it only with a default node group, which this
+stack has none of (docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html)."""
 
 ADOPT_SELF_MANAGED = "OVERWRITE"
 """How the managed add-on takes over the self-managed CoreDNS EKS installed: EKS overwrites the

@@ -16,16 +16,8 @@ NODE_MANAGED_POLICIES = (
     "AmazonEC2ContainerRegistryPullOnly",
 )
 """AWS managed policies every EKS worker needs: join the cluster, let the VPC CNI attach ENIs, pull
-images from ECR (pull-only, narrower than ReadOnly) (docs.aws.amazon.com/eks/latest/userguide/create-node-role.html).
-
-The VPC CNI's policy stays on the node role on purpose. Moving it to the ``aws-node`` service
-account (IRSA or Pod Identity) is what AWS recommends, but then the ``vpc-cni`` add-on must be
-created with its role association *before any node joins*: a node whose ``aws-node`` pod starts
-without ENI permissions gives no pod an address, and a mistake in that association stops every node
-of the cluster at once. It takes: the cluster's ``vpc-cni`` add-on managed here (pulumi-eks creates
-it today), its Pod Identity association (or ``serviceAccountRoleArn``) ready before the first node
-group, and then this policy removed from every node role, which rolls no node but leaves nodes of
-an older AMI without it. See docs/architecture.md, "Node IAM roles"."""
+from ECR (docs.aws.amazon.com/eks/latest/userguide/create-node-role.html). The CNI's policy stays on
+the node role on purpose (docs/architecture.md, "Node IAM roles")."""
 
 SSM_POLICY = "AmazonSSMManagedInstanceCore"
 """Lets the SSM agent on a node register with Systems Manager, so Session Manager can open a shell

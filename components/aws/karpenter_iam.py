@@ -289,11 +289,9 @@ INTERRUPTION_EVENTS: dict[str, tuple[str, str]] = {
     "state-change": ("aws.ec2", "EC2 Instance State-change Notification"),
     "reservation": ("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"),
 }
-"""EventBridge (source, detail-type) pairs upstream routes to the interruption queue, by rule role.
-The roles are short because each becomes part of an auto-named rule (64 characters with Pulumi's
-suffix), so they leave the platform's own name room.
-Spot warnings are kept although training pools never use spot: the queue serves every NodePool of
-the cluster, including ones other teams add."""
+"""EventBridge (source, detail-type) pairs upstream routes to the interruption queue, by rule role;
+the roles are short since each names an auto-named rule (64 characters). Spot warnings stay although
+training pools never use spot: the queue serves every NodePool of the cluster."""
 
 
 def interruption_event_pattern(source: str, detail_type: str) -> dict[str, list[str]]:

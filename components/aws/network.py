@@ -33,10 +33,10 @@ PUBLIC_ELB_TAG = "kubernetes.io/role/elb"
 """Public subnets carry it so internet-facing load balancers land there (same page)."""
 
 INTERFACE_ENDPOINT_SERVICES = ("ecr.api", "ecr.dkr", "sts", "ec2", "eks-auth")
-"""Interface endpoints a private cluster's nodes need (docs.aws.amazon.com/eks/latest/userguide/
-private-clusters.html, "VPC endpoints"): ECR API and registry for image pulls, STS for role
-credentials, EC2 for the VPC CNI and node initialisation, EKS Auth for Pod Identity credentials.
-Image layers come from S3, through the gateway endpoint below."""
+"""Interface endpoints a private cluster's nodes need
+(docs.aws.amazon.com/eks/latest/userguide/private-clusters.html): ECR API and registry, STS, EC2
+(VPC CNI, node start), EKS Auth (Pod Identity). Image layers come from S3, through the gateway
+endpoint."""
 
 GATEWAY_ENDPOINT_SERVICES = ("s3",)
 """Gateway endpoints: S3 (ECR image layers, datasets, checkpoints); free of charge, unlike NAT traffic."""

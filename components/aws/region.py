@@ -79,11 +79,9 @@ def check_provider_region(provider: Optional[pulumi.ProviderResource], region: s
 
 
 CARRIED_SETTINGS = {"profile": "profile", "assumeRoles": "assume_roles", "defaultTags": "default_tags"}
-"""The stack's ``aws:`` settings a regional provider made here carries over from the default
-provider's configuration, with the ``aws.Provider`` argument each becomes: the credentials it would
-use (a named profile, the roles it assumes, in order) and the tags it adds to every resource.
-Without them a cluster outside the stack's region would be made with other credentials than the
-rest of the stack, or without its default tags."""
+"""The stack's ``aws:`` settings a regional provider carries over from the default provider, with
+the ``aws.Provider`` argument each becomes: its credentials (profile, assumed roles) and default
+tags, so a cluster outside the stack's region is made like the rest of the stack."""
 
 
 def _config_keys(input_type: type) -> dict[str, str]:

@@ -34,10 +34,9 @@ from ..config.inputs import is_unknown
 from ..facts.aws_names import PhysicalName
 
 LUSTRE_PORT_RANGES = ((988, 988), (1018, 1023))
-"""TCP ports Lustre uses between clients and the file system's servers: 988 (LNet) and 1018-1023
-(docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html, "Lustre client
-VPC security group rules": inbound and outbound on both, between the file system's security group
-and its clients' security groups)."""
+"""TCP ports Lustre uses between clients and servers, inbound and outbound between the file system's
+and the clients' security groups: 988 (LNet) and 1018-1023
+(docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html)."""
 
 LUSTRE_VERSION = "2.15"
 """Lustre version of the file system (FileSystemTypeVersion); 2.15 is the newest FSx offers and the
@@ -54,15 +53,10 @@ FSX_CSI_NAMESPACE = "kube-system"
 """The namespace the EKS add-on installs the FSx CSI driver into (as every EKS add-on of kube-system components)."""
 
 FSX_CSI_CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
-"""The controller's ServiceAccount in kube-system (the driver chart's ``controller.serviceAccount.name``).
-It gets no AWS role: the EKS user guide gives it ``AmazonFSxFullAccess`` (fsx-csi-create.html) for
-dynamic provisioning, but this stack binds each claim to a PersistentVolume that names the file
-system (static provisioning, no StorageClass), so the controller's FSx calls never happen: it calls
-FSx only in CreateVolume, DeleteVolume and ControllerExpandVolume (kubernetes-sigs/aws-fsx-csi-driver
-``pkg/driver/controller.go``, capabilities CREATE_DELETE_VOLUME and EXPAND_VOLUME), which Kubernetes
-sends for a claim of a StorageClass, a deleted volume of reclaim policy Delete or a resized claim of
-a StorageClass that allows expansion; the volumes here are ``Retain`` and have no class. The
-node plugin mounts with the Lustre client and calls no AWS API."""
+"""The FSx CSI controller's ServiceAccount in kube-system. It gets no AWS role: with static
+provisioning (a PersistentVolume naming the file system, no StorageClass, ``Retain``) it never calls
+FSx, which it does only to create, delete or expand volumes (aws-fsx-csi-driver
+``pkg/driver/controller.go``)."""
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 """The CSI driver name persistent volumes name."""

@@ -21,12 +21,9 @@ from ..config.documented import component_args, documented_args, documented_comp
 from ..facts.aws_names import PhysicalName
 
 S3_BUCKET_READ_ACTIONS = ("s3:ListBucket", "s3:GetBucketLocation")
-"""Bucket-level actions of every bucket: list its keys (a data loader enumerating shards) and find
-its region. AWS's example "Allows read and write access to objects in an S3 bucket" grants
-``s3:ListBucket`` on the bucket and the object actions on ``<bucket>/*``
-(docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_examples_s3_rw-bucket.html); each
-action's resource type is from the service authorization reference for Amazon S3
-(docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html)."""
+"""Bucket-level actions: list its keys (a data loader enumerating shards) and find its region,
+granted on the bucket while the object actions go on ``<bucket>/*``, as AWS's example does
+(docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_examples_s3_rw-bucket.html)."""
 S3_BUCKET_WRITE_ACTIONS = ("s3:ListBucketMultipartUploads",)
 """Bucket-level, ``readWrite`` only: find unfinished multipart uploads of large checkpoints."""
 S3_OBJECT_READ_ACTIONS = ("s3:GetObject",)
@@ -84,10 +81,9 @@ def s3_access_policy(
 
 
 S3_PREFIX = "s3:prefix"
-"""The condition key that compares the ``prefix`` parameter of a ListObjects request, so
-``s3:ListBucket`` lists only keys under it; a request without one does not match and is refused (IAM
-User Guide, "Amazon S3: Allows IAM users access to their S3 home directory", and the service
-authorization reference for Amazon S3, condition keys)."""
+"""The condition key matching a ListObjects request's ``prefix``, so ``s3:ListBucket`` lists only
+keys under it; a request without one is refused (IAM User Guide, "Amazon S3: Allows IAM users access
+to their S3 home directory")."""
 
 S3_PREFIX_FREE_ACTIONS = ("s3:GetBucketLocation",)
 """Bucket-level actions that read no key, so no prefix applies: finding the bucket's region."""

@@ -158,12 +158,9 @@ EC2_TOPOLOGY_INSTANCE_TYPES: frozenset[str] = frozenset({
     "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
     "p6-b200.48xlarge", "p6-b300.48xlarge",
 })
-"""GPU types of this catalog for which EC2's ``DescribeInstanceTopology`` returns network nodes, so
-EKS's cloud-controller-manager labels their nodes ``topology.k8s.aws/network-node-layer-N`` by
-itself when they join. Source: EC2 User Guide, "Prerequisites for Amazon EC2 topology"
-(docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-topology-prerequisites.html), which lists
-every g6e size, p4d/p4de, p5.48xlarge, p5e/p5en and the p6 types (g5, g6 and p5.4xlarge are not
-listed)."""
+"""GPU types for which EC2's ``DescribeInstanceTopology`` returns network nodes, so EKS labels their
+nodes ``topology.k8s.aws/network-node-layer-N`` itself (EC2 User Guide,
+docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-topology-prerequisites.html)."""
 
 
 def eks_labels_topology(instance_types: list[str]) -> bool:

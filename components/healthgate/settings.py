@@ -10,17 +10,15 @@ from typing import Any, Mapping, Optional
 
 STARTUP_TAINT_KEY = "eks-gpu-training/unverified"
 STARTUP_TAINT_EFFECT = "NoSchedule"
-"""Every GPU node joins with this taint (a managed node group's taints, a Karpenter NodePool's
-``startupTaints``); only the gate's check pods and the node's own DaemonSets tolerate it, so no
-training pod lands on the node, and Kueue's topology-aware scheduling does not count it, until the
-gate lifts it."""
+"""Every GPU node joins with this taint (a managed node group's taints, a NodePool's
+``startupTaints``); only the gate's check pods and the node's DaemonSets tolerate it, so no training
+pod lands there, and Kueue's topology-aware scheduling skips the node, until the gate lifts it."""
 
 QUARANTINE_TAINT_KEY = "eks-gpu-training/unhealthy"
 QUARANTINE_TAINT_EFFECT = "NoExecute"
-"""Set by the gate on a node whose node monitoring agent reports ``AcceleratedHardwareReady``
-False: the training pods on it are evicted (they do not tolerate it), so the job's controller and
-Kueue move the job off the failed GPUs at once instead of when the node is repaired. Its value is
-the agent's reason."""
+"""Set by the gate on a node whose monitoring agent reports ``AcceleratedHardwareReady`` False: its
+training pods are evicted, so the job's controller and Kueue move the job off the failed GPUs at
+once, not when the node is repaired. Its value is the agent's reason."""
 
 GATE_TAINT_KEYS = (STARTUP_TAINT_KEY, QUARANTINE_TAINT_KEY)
 
@@ -38,10 +36,10 @@ CONFIGURATION_REASONS = {
     "device-plugin": "DevicePluginMissing",
     "pool": "PoolWideCheckFailure",
 }
-"""``HealthChecksPassed`` False for a cause no node can fix: a check image the kubelet cannot pull,
-a node that advertises none of a device its pool has (no device plugin), or one check failing the
-same way on most of a pool. The gate deletes and quarantines no node for these; it checks again
-once its settings change, or once the failed check Job's time to live has passed."""
+"""``HealthChecksPassed`` False for a cause no node fixes: a check image the kubelet cannot pull, a
+node lacking a device of its pool (no device plugin), or one check failing alike on most of the
+pool. No node is quarantined for these; the gate retries once its settings change or the Job's TTL
+passes."""
 REASONS = {
     "gpus": "GPUCountMismatch",
     "efa": "EFADeviceCountMismatch",

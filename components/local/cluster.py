@@ -49,9 +49,8 @@ fleet gets ``PLACED_SECONDS_PER_NODE`` more for each node (the DaemonSets' pods 
 PLACED_SECONDS_PER_NODE = 0.3
 EARLY_PROCESSES = ("etcd", "kube-apiserver")
 """Started before the render, without waiting for each other: the API server retries etcd until it
-answers, as under kwokctl, which starts all five at once. The controller manager gives up on an API
-server that is not healthy within 10 s, which a loaded machine can take, so it and the rest start
-once the API server is ready, as before."""
+answers, as under kwokctl. The controller manager gives up on an API server not healthy within 10 s,
+which a loaded machine can take, so the rest start once the API server is ready."""
 
 
 def creation_order(registrations: list[Resource]) -> list[Resource]:

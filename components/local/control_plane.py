@@ -180,10 +180,9 @@ def _serving(layout: Layout) -> tuple[str, ...]:
 
 
 CLIENT_QPS, CLIENT_BURST = 5000, 10000
-"""The controller manager's and the scheduler's client rate limits: kwokctl's unlimited ones
-(``--disable-qps-limits``, sigs.k8s.io/kwok pkg/consts). Their defaults (20 and 30 per controller, 50
-and 100 for the scheduler) protect a shared API server; here they only pace a fleet's start: the
-DaemonSet controller made about 20 pods a second, minutes for a thousand nodes' DaemonSets."""
+"""The controller manager's and scheduler's client rate limits: kwokctl's unlimited ones
+(``--disable-qps-limits``, sigs.k8s.io/kwok pkg/consts). The defaults (20/30 per controller, 50/100
+for the scheduler) protect a shared API server; here they would only slow a fleet's start."""
 
 
 def _client_limits() -> tuple[str, ...]:

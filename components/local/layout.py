@@ -28,10 +28,9 @@ PORTS = (
 
 
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-"""The ports the kernel gives outgoing connections (and ``bind`` to port 0). Kueue's and
-Karpenter's ports are chosen a minute before they listen, while every client of the API server
-opens connections: one chosen from this range was seen taken by then ("bind: address already in
-use"), so the cluster's ports come from below it."""
+"""The ports the kernel gives outgoing connections (and ``bind`` to port 0). The cluster's ports
+come from below it: Kueue's and Karpenter's are chosen a minute before they listen, and one from
+this range was seen taken by a client connection meanwhile."""
 LISTEN_PORTS_FROM = 10000
 """The lowest port the cluster listens on, above the registered services most machines run."""
 
@@ -54,11 +53,9 @@ def _bindable(port: int) -> bool:
 
 
 RESERVED_SECONDS = 900.0
-"""How long a chosen port stays reserved for its cluster in the machine's reservations file. A
-port is bindable from its choice until its process listens, up to a few minutes later (Kueue and
-Karpenter start last): two clusters starting at once (``up dev`` beside ``up prod``, or test
-workers) drew the same free port and the second etcd failed with "bind: address already in
-use". Past the reservation the port's process listens, and a listening port is not bindable."""
+"""How long a chosen port stays reserved for its cluster in the machine's reservations file: from
+its choice until its process listens (up to a few minutes: Kueue and Karpenter start last), so two
+clusters starting at once never draw the same port; a listening port is not bindable."""
 
 
 def reservations_file() -> Path:

@@ -151,11 +151,10 @@ def write_pki(folder: Path) -> Pki:
 
 
 KUEUE_CA_NAME, KUEUE_CA_ORGANIZATION = "kueue-ca", "kueue"
-"""Kueue's certificate controller (open-policy-agent/cert-controller, as Kueue 0.19 configures it)
-keeps the certificates it finds in its Secret only when the CA verifies for the DNS name
-``kueue-ca``, the server certificate for ``<webhook service>.<namespace>.svc``, both beyond its
-90-day look-ahead, and the CA key is PKCS#1 RSA; otherwise it makes its own, for the Service name
-only, which the API server could not verify on loopback."""
+"""Kueue's certificate controller (open-policy-agent/cert-controller) keeps the certificates in its
+Secret only when the CA verifies for ``kueue-ca``, the server certificate for
+``<service>.<namespace>.svc``, both past its 90-day look-ahead, and the CA key is PKCS#1 RSA; else
+it makes its own."""
 KUEUE_VALIDITY = datetime.timedelta(days=365)
 
 

@@ -37,16 +37,10 @@ LUSTRE_MOUNT_OPTIONS = ("flock",)
 CSI driver's static-provisioning example mounts with them)."""
 
 CLAIM_REQUEST_GIB = 1200
-"""What each namespace's claim requests: FSx for Lustre's smallest file system, never its actual size.
-A claim binds to a volume whose capacity is at least its request (Kubernetes docs, "Persistent
-Volumes", Binding: "the bound volume may be in excess of what was requested"), so the pre-bound
-volume satisfies it at any size. Tied to the file system's size, a growth would change the claim's
-``spec.resources.requests``, which pulumi-kubernetes sends as an update of the claim, not a
-replacement (pulumi-kubernetes #1665, fixed by #1705), and the API server refuses it: only a
-dynamically provisioned claim whose storage class allows expansion may grow, and no claim may shrink.
-The update would fail on every ``pulumi up``. Fixed, a growth changes the file system and the
-volumes' capacity only; and since a claim made at another size (by an earlier version of this
-stack) would fail the same way, the claim ignores changes to ``spec.resources``."""
+"""What each namespace's claim requests: FSx for Lustre's smallest size, not the file system's. A
+claim binds to any volume at least that large, and its request cannot grow (only an expandable,
+dynamically provisioned claim's may), so the file system grows freely. The claim ignores
+``spec.resources``."""
 
 CLAIM_IGNORED_CHANGES = ("spec.resources",)
 """What Pulumi never updates on a claim: its request, which the API server refuses to change on a

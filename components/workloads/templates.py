@@ -126,13 +126,9 @@ def training_resources(spec: TrainingJobSpec) -> dict[str, dict[str, str]]:
 
 
 TRAINING_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID")
-"""The only capabilities a training container keeps (all others dropped). Training images (AWS Deep
-Learning Containers, NGC PyTorch) run as root and, at start, own files (chown, chmod, writes into
-directories of other users), switch users and signal their worker processes. Nothing in training
-needs a raw socket (NET_RAW: NCCL uses TCP sockets and EFA its own queue pairs through
-/dev/infiniband), a privileged port (NET_BIND_SERVICE), device nodes (MKNOD), chroot or file
-capabilities; with hostNetwork those would act on the node's own network, so they are dropped for
-every training pod."""
+"""The only capabilities a training container keeps: training images run as root and at start own
+files, switch users and signal their workers. None needs a raw socket (NCCL uses TCP, EFA its queue
+pairs), a privileged port, device nodes or chroot; with hostNetwork those would act on the node."""
 
 
 def training_pod_security(spec: TrainingJobSpec) -> dict[str, Any]:
@@ -225,10 +221,8 @@ def training_pod_template(spec: TrainingJobSpec) -> dict[str, Any]:
 
 SAFE_TO_FORCEFULLY_DELETE_ANNOTATION = "kueue.x-k8s.io/safe-to-forcefully-delete"
 """A pod's opt-in to Kueue's failure recovery (``FailureRecoveryPolicy``, kubernetes-sigs/kueue
-KEP-6757; ``pkg/controller/constants`` in 0.19): evicted from a node tainted
-``node.kubernetes.io/unreachable``, it is set Failed one minute later instead of staying
-Terminating until the node is deleted, so a Job (which replaces a pod only once it has failed, with
-a pod failure policy) makes the rank again."""
+KEP-6757): evicted from an unreachable node, it is set Failed a minute later instead of staying
+Terminating until the node is deleted, so its Job makes the rank again."""
 
 UNREACHABLE_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
 """The node lifecycle controller's NoExecute taints of a node that stopped answering or reports
@@ -257,15 +251,10 @@ def job_metadata(spec: TrainingJobSpec) -> dict[str, Any]:
 
 
 DISRUPTION_POLICY = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
-"""A Job's pod failure policy: a pod that ends because its node went (the taint manager evicting it
-from a quarantined or unreachable node, the pod garbage collector removing it from a deleted node,
-a drain) carries the ``DisruptionTarget`` condition (kubernetes.io/docs/concepts/workloads/pods/disruptions,
-"Pod disruption conditions"), and ``Ignore`` neither counts it against ``backoffLimit`` nor fails
-the Job: the Job controller makes the rank again, and Kueue places it on the node that replaces the
-lost one. Without it a training Job (``backoffLimit`` 0) fails on its first lost node. A rank whose
-process exits non-zero still fails the Job. A Job with a pod failure policy replaces a pod only
-once it has ended (``podReplacementPolicy: Failed``, the only one the API server then accepts), so a
-rank is never run twice at once."""
+"""A Job's pod failure policy: a pod ended because its node went (quarantine, unreachable, deleted,
+drained) carries ``DisruptionTarget`` (kubernetes.io/docs/concepts/workloads/pods/disruptions), and
+``Ignore`` neither counts it against ``backoffLimit`` nor fails the Job. A non-zero exit fails
+it."""
 
 
 def training_job(spec: TrainingJobSpec) -> dict[str, Any]:

@@ -91,12 +91,10 @@ class TrainingJobArgs:
     """The cluster whose Kubernetes provider the objects go on (a ``ClusterRef``, ``EksCluster`` or
     ``pulumi_eks.Cluster``); default: the Kubernetes provider in ``opts``."""
     job_after: Sequence[pulumi.Resource] = ()
-    """More for the job's objects to wait for, beyond what the component depends on (``opts``), which
-    is all a TrainJob's TrainingRuntime waits for. Give a TrainJob's component only the runtime's needs
-    (its namespace, the Trainer release) and the rest here, so that the runtime is created early,
-    well before its TrainJob: Trainer's webhook refuses a TrainJob whose runtime its own cache has
-    not seen yet ("specified trainingRuntime must be created before the TrainJob is created"), and
-    the Kubernetes provider does not retry that refusal. Default: none."""
+    """More for the job's objects to wait for, beyond ``opts``' dependencies, which are all a
+    TrainJob's TrainingRuntime waits for: give those only the runtime's needs so it exists early,
+    since Trainer's webhook refuses a TrainJob whose runtime it has not seen and the provider won't
+    retry. Default: none."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, optional_cluster_field(self))

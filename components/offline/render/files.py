@@ -33,10 +33,9 @@ ADDON_CHARTS: dict[str, tuple[str, str, str]] = {
     "eks-node-monitoring-agent": (
         "kube-system", "https://aws.github.io/eks-node-monitoring-agent", NODE_MONITORING_CHART_VERSION),
 }
-"""EKS add-ons that install a public Helm chart of the same name and version (the node monitoring
-agent's chart is in aws/eks-node-monitoring-agent, charts/eks-node-monitoring-agent, published in
-the Helm repository its README names; its add-on configuration values are that chart's values).
-They are rendered like Helm releases."""
+"""EKS add-ons that install a public Helm chart of the same name and version, rendered like Helm
+releases (the node monitoring agent's: aws/eks-node-monitoring-agent,
+charts/eks-node-monitoring-agent; its add-on configuration values are that chart's values)."""
 _ADDON_VERSION = re.compile(r"^v?(?P<version>\d+\.\d+\.\d+)(?:-eksbuild\.\d+)?$")
 
 HELM_RELEASE_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")

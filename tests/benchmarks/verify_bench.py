@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The synthetic fleet is the unit tests' own (tests/support/cluster_objects.py), so the benchmark times what they check.
 sys.path.insert(0, str(ROOT))
 
-from tests.benchmarks.results import record  # noqa: E402 - found on the path set above
+from results import record  # noqa: E402 - a sibling script, its folder first on the path
 from tests.support.cluster_objects import fleet  # noqa: E402 - found on the path set above
 from eks_gpu_training.verify import Snapshot, judge, load_stack_args  # noqa: E402 - after the path, with the fleet
 

@@ -198,7 +198,7 @@ def test_the_docs_say_charts_directory_leaves_every_image_registry_the_nodes_pul
     _, out, _ = rendered_stack
     registries = image_registries(out / "manifests")
     assert "public.ecr.aws" in registries  # the training image; the charts' images when their sources are present
-    page = (PROJECT_ROOT / "docs" / "operations.md").read_text()
+    page = (PROJECT_ROOT / "docs" / "mirrors.md").read_text()
     paragraph = page[page.index("**`charts.directory`**"):].split("\n\n", 1)[0]
     assert "does not make an air-gapped cluster work" in paragraph
     assert {host for host in registries if f"`{host}`" not in paragraph} == set()

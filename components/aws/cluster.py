@@ -11,19 +11,17 @@ cluster or not, through one Kubernetes provider.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Protocol, Union
+from typing import Any, Optional, Protocol, Union
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
-from ..config import ClusterConfig, ConfigError, NetworkConfig, Problem, SystemNodeGroupConfig, TeamConfig
-from ..facts import aws_enums
-from ..config.arguments import check_model_fields
+from ..config import ConfigError, Problem
 from ..config.documented import component_args, documented_component
 from .cluster_plan import (  # noqa: F401 - re-exported: their import path before the plan had a module of its own
+    EksClusterArgs,
     EksClusterPlan,
     eks_cluster_physical_names,
     endpoint_group_resource_name,
@@ -34,39 +32,8 @@ from .cluster_plan import (  # noqa: F401 - re-exported: their import path befor
 from .cluster_ref import ClusterRef
 from .eks_control_plane import ControlPlane, CreatedControlPlane, adopted_control_plane, coredns_addon, created_control_plane
 from .node_group_sizes import warn_unread
-from .network import NetworkRef
 from .region import aws_provider_of, check_provider_region, stack_region
 from .system_node_group import system_node_group, system_node_labels
-
-
-@dataclass
-class EksClusterArgs:
-    """Arguments of ``EksCluster``."""
-
-    cluster: ClusterConfig
-    """Create or adopt, name, version, endpoint access, admins, logs."""
-    network: Union[NetworkRef, NetworkConfig]
-    """VPC and private subnets of the cluster: ``Network(...).ref`` for a created network, or the
-    configuration of an adopted one (``create: false``)."""
-    region: str
-    """AWS region: every AWS resource and look-up of the cluster goes there."""
-    system_node_group: Optional[SystemNodeGroupConfig] = None
-    """The untainted node group for controllers. Default: ``SystemNodeGroupConfig()`` for a created
-    cluster; none for an adopted one, which has its own nodes (give one to add it)."""
-    partition: Optional[str] = None
-    """ARN partition of the region. Default: the region's (``aws``, ``aws-cn``, ``aws-us-gov``)."""
-    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
-    """Tags for every AWS resource. Default: none."""
-    teams: list[TeamConfig] = field(default_factory=list)
-    """Teams (``scheduling.teams``) whose IAM members get an access entry with their team's Kubernetes group. Default: none."""
-
-    def __post_init__(self) -> None:
-        check_model_fields(self)
-        if self.system_node_group is None:
-            created = self.cluster.create if isinstance(self.cluster, ClusterConfig) else True
-            self.system_node_group = SystemNodeGroupConfig(enabled=created)
-        if self.partition is None:
-            self.partition = aws_enums.partition_of(self.region)
 
 
 @documented_component(EksClusterArgs)

@@ -1,12 +1,12 @@
-"""What ``EksCluster`` will build, decided from its arguments before anything registers: every
+"""``EksClusterArgs`` and what ``EksCluster`` will build of them, decided before anything registers: every
 problem collected and raised once, the reads a created cluster needs (who created it, the version
 its control plane runs, the stack's AWS settings) done, and each default filled in, so the
 component only wires resources to an ``EksClusterPlan`` whose fields are all settled."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Union
 
 import pulumi
 
@@ -20,6 +20,7 @@ from ..config import (
     validate_admin_principals,
     validate_cluster_endpoint,
 )
+from ..config.arguments import check_model_fields
 from ..facts import aws_enums
 from ..facts.aws_names import PhysicalName
 from .cluster_access import AdminAccess, live_admin_access, member_creator_problems
@@ -29,10 +30,6 @@ from .network import NetworkRef, adopted_network
 from .node_group_sizes import running_cluster
 from .region import aws_provider_of, stack_provider_settings
 from .system_node_group import SYSTEM_NODE_GROUP_PREFIX, system_launch_template_resource_name, system_node_group_resource_name
-
-if TYPE_CHECKING:  # the Args class lives with the component, which imports this module
-    from .cluster import EksClusterArgs
-
 
 def endpoint_group_resource_name(name: str) -> str:
     """Resource name of the security group of the private API endpoint (auto-named by Pulumi)."""
@@ -71,6 +68,36 @@ def unread_cluster_checks(create: bool, system_node_group: bool) -> str:
         unread.append("the system node group's running desired size is not sent: an update that changes its minSize "
                       "or maxSize sends the size in Pulumi's state")
     return "; ".join(unread)
+
+
+@dataclass
+class EksClusterArgs:
+    """Arguments of ``EksCluster``."""
+
+    cluster: ClusterConfig
+    """Create or adopt, name, version, endpoint access, admins, logs."""
+    network: Union[NetworkRef, NetworkConfig]
+    """VPC and private subnets of the cluster: ``Network(...).ref`` for a created network, or the
+    configuration of an adopted one (``create: false``)."""
+    region: str
+    """AWS region: every AWS resource and look-up of the cluster goes there."""
+    system_node_group: Optional[SystemNodeGroupConfig] = None
+    """The untainted node group for controllers. Default: ``SystemNodeGroupConfig()`` for a created
+    cluster; none for an adopted one, which has its own nodes (give one to add it)."""
+    partition: Optional[str] = None
+    """ARN partition of the region. Default: the region's (``aws``, ``aws-cn``, ``aws-us-gov``)."""
+    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    """Tags for every AWS resource. Default: none."""
+    teams: list[TeamConfig] = field(default_factory=list)
+    """Teams (``scheduling.teams``) whose IAM members get an access entry with their team's Kubernetes group. Default: none."""
+
+    def __post_init__(self) -> None:
+        check_model_fields(self)
+        if self.system_node_group is None:
+            created = self.cluster.create if isinstance(self.cluster, ClusterConfig) else True
+            self.system_node_group = SystemNodeGroupConfig(enabled=created)
+        if self.partition is None:
+            self.partition = aws_enums.partition_of(self.region)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 DASHBOARD_COMMIT = "d5e5f510a1b6b393f39a43293ccd9dc985defc79"
-"""The dcgm-exporter commit the dashboard is pinned to (the file last changed in cffaeb8, 2023-08-11)."""
+"""The dcgm-exporter commit the dashboard is pinned to (the file itself last changed in cffaeb8)."""
 DASHBOARD_URL = (
     f"https://raw.githubusercontent.com/NVIDIA/dcgm-exporter/{DASHBOARD_COMMIT}/grafana/dcgm-exporter-dashboard.json"
 )

@@ -1,21 +1,16 @@
 """What the JobSet and Kubeflow Trainer controllers may write, enforced by the API server itself.
 
-Their charts' RBAC is cluster-wide: JobSet's ClusterRole (chart 0.12.0, ``jobset-controller``) may
-create Jobs, Services and PersistentVolumeClaims and delete or update Pods in every namespace (so
-privileged pods in ``kube-system``) and update every webhook configuration; Trainer's (chart 2.3.0,
-``kubeflow-trainer-controller-manager``) may write every Secret and ConfigMap (CoreDNS's Corefile
-included), create JobSets anywhere and update every webhook configuration. RBAC cannot say "only in
-the namespaces of some list" nor "only objects a TrainJob owns"; a ValidatingAdmissionPolicy
-(``admissionregistration.k8s.io/v1``) per controller's ServiceAccount can:
+Their charts' RBAC is cluster-wide: JobSet's ClusterRole (chart 0.12.0) may create Jobs, Services
+and PersistentVolumeClaims and change Pods in every namespace and update every webhook
+configuration; Trainer's (chart 2.3.0) may write every Secret and ConfigMap (CoreDNS's Corefile
+included) and create JobSets anywhere. RBAC cannot say "only in these namespaces" nor "only objects
+a TrainJob owns"; a ValidatingAdmissionPolicy per controller's ServiceAccount can:
 
-- JobSet writes Jobs (and their status), Pods, Services and PersistentVolumeClaims only in the
-  training namespaces, the only ones whose JobSets it runs, and only updates its own two webhook
-  configurations (its certificate manager puts the CA bundle in them);
+- JobSet writes Jobs, Pods, Services and PersistentVolumeClaims only in the training namespaces,
+  and updates only its own two webhook configurations;
 - Trainer writes JobSets only in the training namespaces; Secrets and ConfigMaps in its own
-  namespace (its webhook certificate's Secret), and in a training namespace only those a TrainJob
-  controls, before and after the write (its MPI runtime's SSH key Secret and hostfile ConfigMap,
-  Flux's, the status server's CA ConfigMap: kubeflow/trainer ``pkg/runtime/framework/plugins``,
-  each with the TrainJob as its controller owner); it only updates its own two webhook
+  namespace, and in a training namespace only those a TrainJob controls, before and after the
+  write (kubeflow/trainer ``pkg/runtime/framework/plugins``); it updates only its own two webhook
   configurations.
 
 What the rules do not name (their own CRDs' objects, events, leases) stays RBAC's. ``failurePolicy:

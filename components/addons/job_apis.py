@@ -1,26 +1,19 @@
 """The JobSet and Kubeflow Trainer controllers as Helm releases, on the system nodes.
 
-A training app of ``kind: JobSet`` is a JobSet, which the JobSet controller runs; one of ``kind:
-TrainJob`` is a TrainJob, which Kubeflow Trainer turns into a JobSet, which the JobSet controller
-then runs. So JobSet is installed for either kind (``jobset_needed``), Trainer for TrainJobs
-(``trainer_needed``), each from its chart at the pinned version, and Trainer's chart never installs
-its own JobSet subchart (``jobset.install: false``): one JobSet controller serves both.
+A ``kind: JobSet`` app is a JobSet, run by the JobSet controller; a ``kind: TrainJob`` app is a
+TrainJob, which Trainer turns into a JobSet. So JobSet is installed for either kind
+(``jobset_needed``), Trainer for TrainJobs (``trainer_needed``), each from its pinned chart, and
+Trainer's chart never installs its own JobSet subchart: one JobSet controller serves both.
 
-Both controllers are placed like Kueue's: on ``role=system`` nodes, tolerating ``CriticalAddonsOnly``
-but not the GPU taint, two replicas behind a PodDisruptionBudget of one. Their webhooks refuse when
-nobody answers (JobSet's on JobSets and on the pods of JobSets, Trainer's on TrainJobs and
-runtimes: ``failurePolicy: Fail``, the charts' default), so one replica's restart must not stop job
-creation; each replica serves the webhooks, one holds the leader lease. The charts' own pod security
-stays: non-root, no privilege escalation, every capability dropped, the runtime's seccomp profile,
-JobSet's root filesystem read-only; Trainer's is made read-only too, and both run as their images'
-user, 65532. Both Deployments are given requests, so the system nodes'
-room is counted (``system_footprints``). Trainer's bundled runtimes are left out: each TrainJob app
-gets a TrainingRuntime of its own (``workloads/job_sets.py``). Both releases and their namespaces are
-retained when they leave the stack (``_release``), and a namespace is applied, not created, so a kind
-added back finds its retained namespace and takes it over instead of failing with AlreadyExists.
-What their charts' cluster-wide RBAC allows beyond their work, an admission policy per controller
-refuses (``job_api_admission``: ``_fence``, retained and applied the same way); who may connect to
-them, a NetworkPolicy in each namespace decides (``controller_ingress``).
+Both are placed like Kueue's: on ``role=system`` nodes, two replicas behind a PodDisruptionBudget
+of one, since their webhooks refuse when nobody answers (``failurePolicy: Fail``). The charts' pod
+security stays (non-root, no capabilities, seccomp), Trainer's root filesystem made read-only too;
+both Deployments get requests, so the system nodes' room is counted (``system_footprints``).
+Trainer's bundled runtimes are left out: each TrainJob app gets a TrainingRuntime of its own
+(``workloads/job_sets.py``). Releases and namespaces are retained when they leave the stack, and a
+namespace is applied, not created, so a kind added back takes over its retained namespace. An
+admission policy per controller fences their charts' cluster-wide RBAC (``job_api_admission``); a
+NetworkPolicy per namespace decides who may connect (``controller_ingress``).
 """
 
 from __future__ import annotations

@@ -2,32 +2,21 @@
 ``AmazonEKSClusterAdminPolicy`` for each of ``cluster.adminPrincipalArns``, less the principal that
 created the cluster.
 
-pulumi-eks creates the cluster with ``bootstrapClusterCreatorAdminPermissions``, so EKS itself made
-an admin access entry for the creator, and a second entry for it fails with ``409
-ResourceInUseException`` (docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html;
-terraform-aws-modules/terraform-aws-eks#2969). Who runs a later `pulumi up` (CI, or a person) says
-nothing about who that was, so the creator is recorded once, in the cluster's tag ``CREATOR_TAG``:
-the first `pulumi up` writes the principal running it, later ones read the tag back from the running
-cluster (DescribeCluster) and send it unchanged. A running cluster without the tag (created by an
-earlier version of this library) takes its creator from ``cluster.creatorPrincipalArn``, and is
-refused without it while a listed admin could be that creator.
+EKS itself made an admin entry for the creator (pulumi-eks sets
+``bootstrapClusterCreatorAdminPermissions``), and a second one fails with ``409
+ResourceInUseException`` (docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html).
+Who runs a later `pulumi up` says nothing about who that was, so the first `pulumi up` records the
+creator in the cluster's tag ``CREATOR_TAG`` and later ones read it back (DescribeCluster); a
+cluster without the tag takes it from ``cluster.creatorPrincipalArn``.
 
-Entries are named after their principal (``IamPrincipal.key``: account, kind, name), so adding or
-removing one admin creates or deletes that entry alone. An ARN that is an Output (a role made in the
-same program) has no value before deployment; it is named by its position among the Output ARNs, and
-is never the creator (the role did not exist when the cluster was made).
+Entries are named after their principal (``IamPrincipal.key``), so adding or removing one admin
+touches that entry alone; an Output ARN is named by its position and is never the creator. Each
+entry carries an alias to the pulumi-eks child that made it in earlier versions (pulumi-eks
+``nodejs/eks/cluster/authenticationMode.ts``, ``createAccessEntries``), so Pulumi takes it over
+instead of creating a duplicate (409 again); ``delete_before_replace`` orders a later replacement.
 
-Earlier versions had pulumi-eks make the entries, as its children ``<component>-eks-admin-<index>``
-(pulumi-eks ``nodejs/eks/cluster/authenticationMode.ts``, ``createAccessEntries``: the entry
-``<component>-<key>``, its policy association ``<component>-<key>-<policy key>`` under it). Renamed,
-they would be created anew before the old ones are deleted, for the same principals: 409 again. So
-each entry carries an alias to the pulumi-eks child the current list gives it (its index), and Pulumi
-takes it over as the same resource, nothing deleted or created; ``delete_before_replace`` makes any
-later replacement delete the old entry first.
-
-Team members (``scheduling.teams[].members``) that are IAM principals get an entry too, named after
-the principal (``member-<key>``), carrying their team's Kubernetes group and no access policy: the
-team's RoleBindings decide what they may do (``workloads/team_access.py``).
+Team members that are IAM principals get an entry too (``member-<key>``), with their team's
+Kubernetes group and no access policy: their team's RoleBindings decide (``workloads/team_access``).
 """
 
 from __future__ import annotations

@@ -1,28 +1,21 @@
 """What an update would roll in a running managed node group: the plan against what runs, in words.
 
-EKS replaces every node of a managed node group when UpdateNodegroupVersion changes its ``version``,
-its ``releaseVersion`` or its ``launchTemplate`` version
-(docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupVersion.html; "a new launch template
-version" is one of the updates docs.aws.amazon.com/eks/latest/userguide/update-managed-node-group.html
-rolls out node by node). The node groups of this library follow their template's latest version
-(``node_launch.launch_template_ref``), and the provider makes a new version whenever the template's
-data changes, the description among it (hashicorp/terraform-provider-aws,
-internal/service/ec2/ec2_launch_template.go: ``resourceLaunchTemplateUpdate`` calls
-CreateLaunchTemplateVersion when any of its ``updateKeys`` changes). So a pool rolls when:
+EKS replaces every node of a managed node group when UpdateNodegroupVersion changes its
+``version``, ``releaseVersion`` or launch template version
+(docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupVersion.html). The node groups
+follow their template's latest version, and the provider makes a new version whenever the
+template's data changes (hashicorp/terraform-provider-aws ``ec2_launch_template.go``,
+``resourceLaunchTemplateUpdate``). So a pool rolls when:
 
-- its running node group's ``version`` differs from the one the plan sends (a created cluster's
-  ``cluster.kubernetesVersion``, an adopted cluster's live version, which node groups follow), or its
-  pinned ``releaseVersion`` from the running one;
+- its running ``version`` or pinned ``releaseVersion`` differs from the plan's;
 - the planned template data differs from the running template's latest version;
-- the node group does not run the template's latest version (an update that stopped half-way,
-  e.g. on ``PodEvictionFailure``): sending the latest finishes that roll.
+- the group does not run the latest version (an update stopped half-way, e.g. on
+  ``PodEvictionFailure``): sending it finishes that roll.
 
 What runs is read before anything is registered: DescribeNodegroup (``node_group_sizes``) and the
-template's latest version (``aws.ec2.get_launch_template``, whose data source reads the version
-``LatestVersionNumber`` names: internal/service/ec2/ec2_launch_template_data_source.go). The comparison is of plain data, the plan built by the very functions the
-components create the template with. A planned value that is an Output (a cluster name or an
-instance tag a program computes) is not known before deployment, so that part is skipped; the EFA
-interfaces' security groups, always Outputs, are never compared.
+template's latest version (``aws.ec2.get_launch_template``). The plan is built by the very functions
+the components create the template with; a planned value that is an Output is unknown before
+deployment and skipped, so the EFA interfaces' security groups are never compared.
 """
 
 from __future__ import annotations

@@ -1,29 +1,20 @@
 """The desired size a node group's update sends: the running group's, kept inside the new bounds.
 
-After creation an autoscaler or a person owns a node group's desired size. But the provider sends
-the whole ``scalingConfig`` with any change to it (UpdateNodegroupConfig takes ``scalingConfig`` as
-one object, docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupConfig.html), and
-``ignoreChanges`` only makes Pulumi send the value in its state (Pulumi docs, "ignoreChanges": the
-old value from the state is used). So ignoring ``desiredSize`` alone is not enough: a pool scaled
-from 2 to 3 after the last ``pulumi up`` would be set back to 2 by an ``up`` that raises ``maxSize``,
-and EKS would terminate a GPU node of its choosing. Sending the running size always is not right
-either: a pool resized by hand would then differ from Pulumi's state in every preview, which fails
-a ``pulumi preview --expect-no-changes`` drift check.
+After creation an autoscaler or a person owns a node group's desired size, but the provider sends
+the whole ``scalingConfig`` with any change to it
+(docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupConfig.html), and ``ignoreChanges``
+only sends the state's value instead. So ignoring ``desiredSize`` alone would set a pool scaled
+from 2 to 3 back to 2 on an ``up`` that raises ``maxSize``, and EKS would terminate a GPU node of
+its choosing; always sending the running size would show a hand resize in every preview.
 
-So the program reads the running group's scaling config (DescribeNodegroup, at preview and at update
-alike). While the configured bounds are the running group's, the update does not touch
-``scalingConfig`` (the provider sends it only when it changed: hashicorp/terraform-provider-aws
-``internal/service/eks/node_group.go``, ``resourceNodeGroupUpdate``, ``d.HasChange("scaling_config")``),
-so ``desiredSize`` is ignored, as pulumi-eks's managed node group ignores it, and a hand resize shows
-no change. When the bounds change, the running size is sent, moved into the new bounds, which EKS
-requires (minSize <= desiredSize <= maxSize, API_NodegroupScalingConfig.html), and not ignored. Only a
-group that does not run yet (or whose cluster name is known only after deployment) gets the
-configured size at creation, ignored afterwards. Raising ``minSize`` above the running size launches
-nodes up to it; lowering ``maxSize`` below it terminates nodes down to it (EKS picks which, so a node
-running a job may go: lower ``maxSize`` between jobs). The read happens seconds before the update: a
-scale-out in between is the one change this cannot see. Bounds changed by hand to exactly what the
-stack file then says leave Pulumi's state behind: run ``pulumi refresh`` before that ``up``, or it
-sends the state's desired size with them.
+So the program reads the running group's scaling config (DescribeNodegroup). While the bounds are
+unchanged, ``scalingConfig`` is not sent (terraform-provider-aws ``node_group.go``,
+``resourceNodeGroupUpdate``) and ``desiredSize`` is ignored, as pulumi-eks ignores it. When the
+bounds change, the running size is sent, moved into the new bounds (EKS requires minSize <=
+desiredSize <= maxSize): lowering ``maxSize`` below it terminates nodes EKS picks, so lower it
+between jobs. A group not running yet gets the configured size. A scale-out in the seconds between
+the read and the update is not seen; bounds changed by hand to what the stack file then says need a
+``pulumi refresh`` before the ``up``.
 """
 
 from __future__ import annotations

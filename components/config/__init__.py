@@ -1,37 +1,20 @@
 """The stack configuration: one typed model, its defaults, and every rule it must satisfy.
 
-Every key a stack file may set is a field below, with its type, its default (here and nowhere
-else) and a one-line description (the attribute docstring, which also feeds the generated
-configuration reference, ``docs/configuration.md``). ``platform.load_stack_config`` reads the stack's configuration and either returns
-a fully-typed ``GpuTrainingPlatformArgs`` or raises one ``ConfigError`` listing every problem with
-its key path and what is allowed. It runs before any resource is registered, so a bad stack file
-creates nothing.
+Every key a stack file may set is a field below, with its type, its default (here and nowhere else)
+and a one-line docstring, which also feeds ``docs/configuration.md``. ``platform.load_stack_config``
+returns a fully-typed ``GpuTrainingPlatformArgs`` or raises one ``ConfigError`` listing every
+problem with its key path, before any resource is registered. Rules over more than one key live in
+``validate_platform`` and its ``validate_*`` helpers, which components call too, so the rules hold
+whether a stack file or another program builds the arguments.
 
-Rules that involve more than one key live in ``validate_platform`` and the ``validate_*`` helpers
-it calls; components call the same helpers, so the rules hold whether a stack file or another
-Pulumi program builds the arguments.
-
-The model is one package, a module per part of the stack, and its imports run one way (bottom to
-top; ``tests/unit/project/test_layers.py`` checks that no package's modules import each other in a circle):
-
-1. ``problems`` (a problem, ``ConfigError``) and ``inputs`` (the field types of values another
-   resource can supply: a string, or a ``pulumi.Output`` in a program) import nothing of the
-   package.
-2. ``arguments`` (the check of a dict given where a component expects a model) and ``documented``
-   (the ``help()`` text of components' arguments) report through ``problems``.
-3. ``base``: constants, the base model (whose ``help()`` text ``documented`` writes), AWS enum
-   checks.
-4. Helpers more than one section shares: ``images`` (image references) and ``gpu_sharing`` (why
-   MIG and time-slicing are refused, and the pool labels that would ask for them).
-5. The sections, each importing only the modules above and sections before it: ``access``,
-   ``network``, ``cluster``, ``node_repair``, ``kueue``, ``verify`` (the verify command's read-only
-   access); ``storage`` (uses ``access``, ``network``); ``pools`` (managed GPU pools and the rules
-   all GPU pools share; uses ``network``, ``cluster``, ``node_repair``); ``karpenter`` (uses
-   ``pools``); ``addons`` (GPU Operator, topology labeler); ``scheduling`` (uses ``access``);
-   ``health`` (node monitoring, pre-flight checks).
-6. ``stack``: the whole stack's arguments and the rules that span its sections.
-
-Reading a stack and the rules that span layers live in ``platform``.
+A module per part of the stack, imports running one way (``tests/unit/project/test_layers.py``
+checks for circles): ``problems`` and ``inputs`` import nothing of the package; ``arguments`` and
+``documented`` report through ``problems``; ``base`` holds constants, the base model and AWS enum
+checks; ``images`` and ``gpu_sharing`` are shared helpers; then the sections, each importing only
+those before it (``access``, ``network``, ``cluster``, ``node_repair``, ``kueue``, ``verify``,
+``storage``, ``pool_placement``, ``pools``, ``karpenter``, ``addons``, ``scheduling``, ``health``);
+last ``stack``, the whole stack's arguments and the rules spanning its sections. Reading a stack
+and the rules that span layers live in ``platform``.
 """
 
 from .problems import ConfigError, Problem, ProblemSink

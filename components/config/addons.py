@@ -65,7 +65,7 @@ class LabelerResourcesConfig(_Model):
     memory_request: Quantity = "128Mi"
     """Memory request. Default: 128Mi."""
     cpu_limit: Quantity = "250m"
-    """CPU limit. Default: 250m (start-up imports take about half a CPU-second)."""
+    """CPU limit. Default: 250m (headroom for the start-up imports)."""
     memory_limit: Quantity = "256Mi"
     """Memory limit. Default: 256Mi (headroom for the liveness probe's own interpreter)."""
 

@@ -11,7 +11,7 @@ client machinery, which nothing here uses, and every render and check starts by 
 Each answer is also kept on disk, per botocore version, in
 ``$XDG_CACHE_HOME/eks-gpu-training/aws-models/`` (``~/.cache/...``): a later process reads the
 answers it needs from there and loads neither botocore's loader nor a model (the 4 MB EC2 model
-among them), about 0.1 CPU-seconds of every render, check and program run. A botocore of another
+among them), work every render, check and program run would otherwise repeat. A botocore of another
 version reads its own file, and with ``AWS_DATA_PATH`` set (models botocore's version does not
 name) nothing is kept. Deleting the folder is always safe.
 """

@@ -48,9 +48,9 @@ EKS_KUBERNETES_VERSIONS: dict[str, EksKubernetesVersion] = {
 """Every supported minor, oldest first."""
 
 DEFAULT_KUBERNETES_VERSION = "1.35"
-"""The newest minor EKS has released with NVIDIA AL2023 AMIs that this library cites (EKS 1.35,
-released 2026-01-28, standard support to 2027-03-27); a created cluster gets it unless the stack
-sets ``cluster.kubernetesVersion``. 1.34 leaves standard support on 2026-12-02."""
+"""The newest minor EKS has released with NVIDIA AL2023 AMIs that this library cites; a created
+cluster gets it unless the stack sets ``cluster.kubernetesVersion``. ``EKS_KUBERNETES_VERSIONS``
+holds each minor's release and end of standard support."""
 
 
 def version_table() -> str:

@@ -11,14 +11,12 @@ For each GPU node (a node of a pool the settings name) with the startup taint:
 - it passed before (``HealthChecksPassed`` True): the taint came back from its node group, and is lifted;
 - its check failed: the taint stays, ``HealthChecksPassed`` turns False with the reason, and a
   Karpenter node's NodeClaim is deleted so Karpenter replaces it, at most as ``replacements`` allows;
-- a cause no node can fix (``CONFIGURATION_REASONS``: a check image that cannot be pulled, no device
-  plugin, the same failure on most of the pool) turns the condition False with that reason, and
-  nothing is deleted; the check is made again once the gate's settings change.
+- a cause no node can fix (``CONFIGURATION_REASONS``) turns the condition False with that reason,
+  and nothing is deleted; the check is made again once the gate's settings change.
 
-A node without the startup taint whose node monitoring agent reports ``AcceleratedHardwareReady``
-False is quarantined (NoExecute), never more than half of its pool; once the agent reports it
-healthy again the quarantine taint is swapped for the startup taint, so it is checked again. A
-check Job whose node is gone (by uid) is deleted, with its pod.
+A node without the startup taint whose monitoring agent reports ``AcceleratedHardwareReady`` False
+is quarantined (NoExecute), at most half its pool; once healthy it gets the startup taint back, to
+be checked again. A check Job whose node is gone (by uid) is deleted, with its pod.
 """
 
 

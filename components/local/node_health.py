@@ -1,26 +1,20 @@
 """The node condition the EKS node monitoring agent reports on GPU nodes, and the verdict of the
 health gate's checks, reported here in their place.
 
-On EKS the agent's DaemonSet pod reads the NVIDIA driver through the ``dcgm-server`` host engine on
-its node and sets ``AcceleratedHardwareReady`` on the node: True while the GPUs are healthy, False
-with reason ``DCGMError`` when it cannot reach the host engine (``aws.node_monitoring``). On the
-local cluster both DaemonSets' pods are placed by the real scheduler and DaemonSet controller, but
-KWOK runs no container, so nothing would ever set the condition. ``report_accelerated_hardware``
-sets it the way the agent would on healthy hardware, and only where the agent's own pods stand: a
-GPU node without an agent pod gets no condition, one without a host engine pod gets
-``DCGMError``. A fault injected with ``eks-gpu-training-local fault NODE --condition`` is reported
-instead, as the agent keeps reporting a fault while it lasts (``faults``).
+On EKS the agent's pod reads the NVIDIA driver through the ``dcgm-server`` host engine on its node
+and sets ``AcceleratedHardwareReady``: True while the GPUs are healthy, False with ``DCGMError``
+when it cannot reach the host engine (``aws.node_monitoring``). Locally the real scheduler places
+both DaemonSets' pods, but KWOK runs no container, so ``report_accelerated_hardware`` sets the
+condition as the agent would, only where the agent's pods stand (no host engine pod:
+``DCGMError``), or the fault ``eks-gpu-training-local fault NODE --condition`` injects (``faults``).
 
-The health gate's check pods are placed by the real scheduler and made Running by KWOK, but no
-container runs, so ``run_checks`` writes their end the way the kubelet reports it: after
-``SIMULATED_CHECK_SECONDS`` every check container exited 0, unless ``fault --fail-checks`` made the
-node (or its pool) fail one, which then exits 1 with a message saying it was simulated. The gate
-reads that verdict and acts on it for real.
+The gate's check pods are likewise placed for real but run nothing, so ``run_checks`` writes their
+end as the kubelet would: every container exited 0 after ``SIMULATED_CHECK_SECONDS``, unless
+``fault --fail-checks`` made the node (or its pool) fail one. The gate acts on it for real.
 
-``up`` reports once the platform is placed, then runs ``python -m
-eks_gpu_training.local.node_health`` beside the cluster, which keeps reporting for nodes that join
-later (Karpenter's) and for agent pods that come and go, as the agent on each node would. It reads
-again when a watch says something it reads changed (``changes``), and every 2 s while a check runs.
+``up`` runs ``python -m eks_gpu_training.local.node_health`` beside the cluster, which keeps
+reporting for nodes that join later and agent pods that come and go; it reads again when a watch
+says something changed (``changes``), and every 2 s while a check runs.
 """
 
 from __future__ import annotations

@@ -1,29 +1,23 @@
 """EKS node auto repair of managed node groups, simulated beside a local cluster.
 
-On AWS, EKS watches the conditions the node monitoring agent sets on a managed node group's nodes
-and, for a group whose ``nodeRepairConfig`` is enabled, replaces a node whose condition has been
-False long enough: ``AcceleratedHardwareReady`` after 10 minutes, the agent's other conditions
-after 30 (docs.aws.amazon.com/eks/latest/userguide/node-repair.html), unless an override names
-another wait or action for the condition and reason, and never while more of the group is
-unhealthy than its threshold allows. The group launches an instance in the bad node's place, and
-the bad node's pods are evicted, so a PodDisruptionBudget holds them, before it is terminated, as
-for every node a managed node group replaces
+On AWS, EKS replaces a node of a group with ``nodeRepairConfig`` enabled once a condition the node
+monitoring agent sets has been False long enough: ``AcceleratedHardwareReady`` after 10 minutes,
+the others after 30 (docs.aws.amazon.com/eks/latest/userguide/node-repair.html), unless an override
+says otherwise, and never while more of the group is unhealthy than its threshold allows. It
+launches an instance in the bad node's place and evicts the bad node's pods, so a
+PodDisruptionBudget holds them, before terminating it
 (docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html).
 
-That runs on AWS's side and cannot run here, so this module simulates it, and only it: every step
-is an API write the real control plane judges.
+That runs on AWS's side, so this module simulates it, and only it: every step is an API write the
+real control plane judges.
 
-- the replacement registers as a kubelet registers it: a Node with the node group's labels and
-  taints (the health gate's startup taint among them) and its instance type's capacity, in the
-  bad node's zone and network block (the group's placement group keeps it near); KWOK then runs it
-  and the health gate checks it as any joining node;
+- the replacement registers as a kubelet would: a Node with the group's labels, taints (the health
+  gate's startup taint among them) and capacity, in the bad node's zone and network block;
 - the bad node is cordoned and its pods (not its DaemonSets') are evicted through the Eviction API,
-  so the API server decides what a PodDisruptionBudget allows; a refused eviction is tried again
-  every round. Once no pod is left to evict, the Node is deleted, as when its instance terminates.
+  tried again every round while a budget refuses; once none is left, the Node is deleted.
 
-What is not simulated: a ``Reboot`` (or ``NoAction``) override leaves the node alone here; EKS's
-15-minute drain limit is not applied (the simulation keeps trying while a budget refuses). The
-waits are scaled: one minute of EKS's is ``SECONDS_PER_REPAIR_MINUTE`` here.
+Not simulated: a ``Reboot`` or ``NoAction`` override, and EKS's 15-minute drain limit. The waits
+are scaled: one minute of EKS's is ``SECONDS_PER_REPAIR_MINUTE`` here.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ STOP_GRACE_SECONDS = 10
 """How long a process has to exit after SIGTERM before it is killed."""
 LOG_TAIL_LINES = 30
 READY_TIMEOUT_SECONDS = 120
-"""How long a process has to become ready (a cold API server takes tens of seconds on 2 cores)."""
+"""How long a process has to become ready (a cold API server on a busy machine takes tens of seconds)."""
 
 
 class ProcessFailed(LocalError):

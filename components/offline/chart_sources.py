@@ -1,25 +1,19 @@
 """Where the offline tools (``render``, ``check``, the local cluster) get each release's chart:
-where a user gets it, with Helm's own client.
-
-In this order:
+where a user gets it, with Helm's own client. In this order:
 
 1. the stack's ``charts.directory``: the folder or archive a release names, as ``pulumi up``
-   installs it, and for a chart no release installs from there (the node monitoring agent's, which
-   EKS installs as an add-on) its ``<chart>-<version>/`` or ``.tgz`` in that folder;
-2. the chart cache outside any project (``$XDG_CACHE_HOME/eks-gpu-training/charts``, or
+   installs it (for a chart no release installs from there, such as the node monitoring agent's,
+   its ``<chart>-<version>/`` or ``.tgz`` in that folder);
+2. the chart cache (``$XDG_CACHE_HOME/eks-gpu-training/charts``, or
    ``$EKS_GPU_TRAINING_CHARTS_CACHE``), filled by earlier pulls;
-3. a mirror when one is set (the stack's ``charts.mirror``, or for one run ``--charts-mirror`` or
-   ``$EKS_GPU_TRAINING_CHARTS_MIRROR``): an ``http(s)://`` Helm repository, or an ``oci://``
-   prefix, that holds every pinned chart under its own name (as an Artifactory remote, Harbor or an
-   ECR pull-through cache does); else the chart's own repository (the GPU Operator's and the EFA plugin's HTTP repositories, Karpenter's and
-   Kueue's OCI registries, the node monitoring agent's repository).
+3. a mirror when one is set (``charts.mirror``, or for one run ``--charts-mirror`` or
+   ``$EKS_GPU_TRAINING_CHARTS_MIRROR``): an ``http(s)://`` Helm repository or an ``oci://`` prefix
+   holding every pinned chart under its own name; else the chart's own repository.
 
-A pulled archive is kept only when its ``Chart.yaml`` names the chart and version asked for, and,
-when the stack's folder holds a ``charts.lock``, when its digest is the one recorded there (a
-mirror or registry serving other bytes under the same version is refused, naming the chart).
-``--lock`` records the digests of what was pulled. A chart none of these can supply fails the
-command before it writes anything, one line per chart: which chart and version, where it looked,
-and how to supply it.
+A pulled archive is kept only when its ``Chart.yaml`` names the chart and version asked for and,
+with a ``charts.lock`` beside the stack, its digest is the recorded one (``--lock`` records them).
+A chart none of these supplies fails the command before it writes anything, one line per chart:
+which chart and version, where it looked, and how to supply it.
 """
 
 from __future__ import annotations

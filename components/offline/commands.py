@@ -28,8 +28,7 @@ def one_shot(module: str) -> int:
     """``module``'s ``main`` as a command (``run_command``), with the collector off from before the
     module's first import to the exit. A one-shot offline command's objects (the Pulumi SDKs'
     classes, the stack's graph, the schemas a check reads) nearly all live to its end, so each
-    collection walks them again for nothing: ``eks-gpu-training-render prod`` takes about 0.16
-    CPU-seconds less of 1.35, ``eks-gpu-training-check`` about 0.3 of 1.6, at the same peak memory.
+    collection walks them again for nothing (docs/benchmarks.md, "render", has what it saves).
     This module imports nothing else, so the collector is off before the command's module loads
     the SDKs. Only for commands that end: ``verify`` and ``local`` keep the collector."""
     gc.disable()

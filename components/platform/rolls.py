@@ -1,32 +1,23 @@
 """A change that rolls GPU nodes under a running job is refused unless the pool opts in.
 
-An update rolls a managed pool's nodes when it changes the node group's Kubernetes version, its AMI
-release or its launch template (``aws.node_group_rolls`` says which differences do). A running
-training job's PodDisruptionBudget keeps every one of its pods, so EKS cannot evict them and gives
-up after 15 minutes with ``PodEvictionFailure``
-(docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html), after a created
-cluster's control plane has already moved to a new ``cluster.kubernetesVersion``, which does not go
-back. A preview cannot see whether a job runs, so every roll of a running pool needs the explicit
-opt-in ``forceUpdateVersion: true``, with which EKS evicts the protected pods
-(UpdateNodegroupVersion ``force``): the operator stops or holds the pool's jobs first, or accepts
-losing them.
+An update rolls a managed pool's nodes when it changes the node group's Kubernetes version, its
+AMI release or its launch template (``aws.node_group_rolls`` says which differences do). A running
+job's PodDisruptionBudget keeps its pods, so EKS gives up after 15 minutes with
+``PodEvictionFailure`` (docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html),
+after a created cluster's control plane has already moved, which does not go back. A preview
+cannot see whether a job runs, so every roll of a running pool needs ``forceUpdateVersion: true``,
+with which EKS evicts the protected pods: stop or hold the pool's jobs first, or accept losing them.
 
-Refused without it, for each running managed GPU pool:
+Refused without it, for each running managed GPU pool: a created cluster's
+``cluster.kubernetesVersion`` other than the running control plane's (unless EKS upgraded it
+itself, ``aws.control_plane_version``); a node group behind the version it is sent (a created
+cluster's, or an adopted cluster's live one); a pinned ``releaseVersion`` other than the running
+one; a launch-template change (``fastImagePull``, ``storage.instanceStore``, ``efa``, ...), or a
+node group not on its template's latest version.
 
-- a created cluster's ``cluster.kubernetesVersion`` that differs from the running control plane's
-  (but for a control plane EKS upgraded past it itself, ``aws.control_plane_version``);
-- a node group whose version is not the one it is sent: behind a created cluster's
-  ``cluster.kubernetesVersion`` (an upgrade that stopped before the node groups), or behind an
-  adopted cluster's live version (its owners upgraded the control plane; node groups follow it);
-- a pinned ``releaseVersion`` other than the running one;
-- a launch-template change (``fastImagePull``, ``storage.instanceStore``, ``rootVolumeSizeGib``,
-  ``efa``, ``placementGroup``, ``instanceTags``, ``capacityReservationId``, a Capacity Block's
-  instance type), and a node group not on its template's latest version (a roll that stopped
-  half-way).
-
-The running cluster, node groups and launch templates are read (DescribeCluster, DescribeNodegroup,
-DescribeLaunchTemplateVersions) before anything is registered; a first deployment has none. A
-cluster name that is an Output cannot be looked up, so nothing is compared for it.
+The running cluster, node groups and launch templates are read (DescribeCluster,
+DescribeNodegroup, DescribeLaunchTemplateVersions) before anything is registered; a first
+deployment has none, and a cluster name that is an Output cannot be looked up.
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
 """What the health gate's identity may do to Nodes and NodeClaims, enforced by the API server.
 
-RBAC grants the gate ``patch`` on nodes and ``nodes/status``, and ``delete`` on NodeClaims, but
-cannot narrow those to one taint, one condition or one NodePool: with RBAC alone its token could
-cordon, relabel or untaint any node, and delete any NodeClaim. A ValidatingAdmissionPolicy
-(``admissionregistration.k8s.io/v1``) holds every request of the gate's ServiceAccount to:
+RBAC grants the gate ``patch`` on nodes and ``nodes/status`` and ``delete`` on NodeClaims, but
+cannot narrow those to one taint, condition or NodePool. A ValidatingAdmissionPolicy holds every
+request of the gate's ServiceAccount to:
 
-- a Node update that changes nothing but its taints, and of those only the gate's own: the
-  startup taint may only be removed (or put back in the same update that removes the quarantine
-  taint: a recovered node is checked again), the quarantine taint added or removed, each with its
-  own effect; the GPU taint and every other taint stay as they are;
-- a ``nodes/status`` update that changes only the ``HealthChecksPassed`` condition: not the
-  kubelet's conditions, not the node monitoring agent's, no other status field (capacity,
-  allocatable, addresses, ...), and not the labels, annotations, owner references or finalizers,
-  which the API server lets a status update carry (it resets only ``spec``: kubernetes
+- a Node update changing only the gate's own taints: the startup taint only removed (or put back
+  with the quarantine taint's removal: a recovered node is checked again), the quarantine taint
+  added or removed; only on nodes of the stack's GPU pools, never on a system node;
+- a ``nodes/status`` update changing only the ``HealthChecksPassed`` condition, and not the
+  labels, annotations, owner references or finalizers a status update may carry (kubernetes
   ``pkg/registry/core/node/strategy.go``, ``nodeStatusStrategy.PrepareForUpdate``);
-- a taint change only on a node of the stack's GPU pools (``eks-gpu-training/pool`` naming a
-  managed pool, ``karpenter.sh/nodepool`` a Karpenter pool), never on a system node;
-- no Node create or delete;
-- a NodeClaim delete only of the stack's Karpenter GPU pools (``karpenter.sh/nodepool``), and no
+- no Node create or delete; a NodeClaim delete only of the stack's Karpenter GPU pools, and no
   other NodeClaim write.
 
 A PATCH reaches admission as an UPDATE of the whole object, so the rules compare ``object`` with

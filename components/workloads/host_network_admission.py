@@ -1,31 +1,23 @@
 """Host networking without the rest of ``privileged``.
 
-Pod Security Admission works per namespace and has no level between ``baseline``, which refuses
-``hostNetwork``, and ``privileged``, which allows everything: privileged containers, hostPath
-volumes, the host's PID and IPC namespaces, any added capability. A training namespace that needs
-host networking (``podSecurity: privileged``, for apps with ``hostNetwork``) would otherwise let
-*every* pod in it, from any service account, mount the node's filesystem or run privileged.
+Pod Security Admission has no level between ``baseline``, which refuses ``hostNetwork``, and
+``privileged``, which allows everything (privileged containers, hostPath, host PID and IPC, any
+capability). A training namespace that needs host networking (``podSecurity: privileged``) would
+otherwise let every pod in it mount the node's filesystem or run privileged.
 
-This ValidatingAdmissionPolicy restores ``baseline`` in those namespaces for everything but the
-host network, and narrows that: it applies to every pod created or changed in a namespace this
-project created with ``podSecurity: privileged`` (selected by its labels), whatever its service
-account, and allows ``hostNetwork`` only to pods of the training ServiceAccount (the one the
-stack's training pods run as). A host-network pod reaches the node's instance metadata service
-despite the hop limit of 1 that keeps other pods out (docs.aws.amazon.com/eks/latest/best-practices/
-identity-and-access-management.html, "Restrict access to the instance profile assigned to the
-worker node"), so it can take the node role's credentials; the other service accounts of the
-namespace (``default``, a team's own) never get that. Whoever may create pods in the namespace may
-still name the training ServiceAccount (Kubernetes has no permission for using a ServiceAccount),
-so the rule keeps host networking to the pods meant to have it, not away from a namespace editor.
+This ValidatingAdmissionPolicy restores ``baseline`` for every pod created or changed in a
+namespace this project created with ``podSecurity: privileged`` (selected by its labels), and
+allows ``hostNetwork`` only to pods of the training ServiceAccount. A host-network pod reaches the
+node's instance metadata despite the hop limit of 1 (docs.aws.amazon.com/eks/latest/best-practices/
+identity-and-access-management.html), and so the node role's credentials; the namespace's other
+service accounts never get that. Anyone who may create pods there may still name the training
+ServiceAccount, so the rule keeps host networking to the pods meant to have it, not from an editor.
 
-Every other baseline check applies to every pod of those namespaces, as in the baseline profile of
-kubernetes.io/docs/concepts/security/pod-security-standards/: no privileged container, no
-``hostPath`` volume, no host PID or IPC namespace, no Windows HostProcess container, no capability
-beyond the baseline list, no ``Unconfined`` seccomp or AppArmor profile, no SELinux user or role and
-only the container SELinux types, the default ``/proc`` mount, only the safe sysctls, and host
-ports only on a host-network pod (where the API server defaults each ``hostPort`` to its
-``containerPort``). On a host-network pod every container must also drop ``NET_RAW`` (or ``ALL``):
-baseline keeps it, and there it would open raw sockets on the node's own interfaces.
+The other checks are the baseline profile's
+(kubernetes.io/docs/concepts/security/pod-security-standards/), with host ports only on a
+host-network pod, where each ``hostPort`` defaults to its ``containerPort``. A host-network pod's
+containers must also drop ``NET_RAW`` (or ``ALL``): baseline keeps it, and there it would open raw
+sockets on the node's own interfaces.
 """
 
 from __future__ import annotations

@@ -1,24 +1,21 @@
 """A training job run as a group: a JobSet, or a Kubeflow Trainer TrainJob over a TrainingRuntime of
 its own. Plain functions of a ``TrainingJobSpec`` returning plain Kubernetes data, like
-``templates.py``, whose pod template both kinds carry unchanged: every placement rule (the GPU
-toleration, one pod per node, hostNetwork, the ServiceAccount, EFA and the shared file system, the
-PriorityClass, Kueue's topology request) holds whatever runs the pods.
+``templates.py``, whose pod template both kinds carry unchanged, so every placement rule holds
+whatever runs the pods.
 
 What a group adds to an Indexed Job (JobSet docs, "Failure Policy" and "Network"):
 
-- when one rank fails, the JobSet fails its Job and recreates it with every pod (``restartStrategy:
-  Recreate``), up to ``maxRestarts`` times; an Indexed Job would keep the other ranks waiting for
-  the lost one until NCCL's timeout;
+- when one rank fails, the JobSet recreates its Job with every pod (``restartStrategy:
+  Recreate``), up to ``maxRestarts`` times; an Indexed Job would keep the other ranks waiting
+  until NCCL's timeout;
 - the JobSet makes the headless Service its pods' DNS names live under, named after the JobSet;
 - Kueue admits a JobSet, and a TrainJob, as one workload with one pod set per replicated Job, with
-  the same topology request (Kueue's ``jobset.x-k8s.io/jobset`` and ``trainer.kubeflow.org/trainjob``
-  integrations).
+  the same topology request.
 
 A TrainJob names its runtime; Trainer builds the JobSet from the runtime's template, fills in
-torchrun's environment (``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``,
-``PET_MASTER_PORT``) in the ``node`` container, and gives the JobSet the TrainJob's name. Each
-revision gets a runtime of its own, named as its TrainJob, so a running job's runtime never changes
-under it.
+torchrun's environment (``PET_NNODES``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``, ...) in the
+``node`` container, and names the JobSet after the TrainJob. Each revision gets a runtime of its
+own, named as its TrainJob, so a running job's runtime never changes under it.
 """
 
 from __future__ import annotations

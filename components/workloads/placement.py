@@ -1,34 +1,23 @@
-"""Where a training pod may run, and why: its node affinity, pod (anti-)affinity and topology spread,
-plus the whole-node pod spec of the checks that take a GPU node (smoke test, DCGM diagnostics). Plain
-functions of a ``TrainingJobSpec`` returning plain Kubernetes data.
+"""Where a training pod may run, and why: its node affinity, pod (anti-)affinity and topology
+spread, plus the whole-node pod spec of the checks that take a GPU node (smoke test, DCGM
+diagnostics), as plain functions of a ``TrainingJobSpec`` returning plain Kubernetes data. A pod:
 
-How a training pod is placed, and why:
+- tolerates the GPU taint and requires a GPU node (``role=gpu-training``) of an allowed type;
+- requires that no other pod of its app runs on its node, and spreads with ``DoNotSchedule``: one
+  pod per node, owning every GPU of it;
+- prefers nodes under the same network switch as its app's other pods (pod affinity on
+  ``topology.k8s.aws/network-node-layer-3``, weight 100, and ``-layer-2``, weight 50): preferences,
+  so a job still starts when no switch has room for all of it;
+- carries a ``ScheduleAnyway`` spread on ``network-node-layer-2`` counting *other* apps' pods:
+  counting its own would push them apart; counting others' steers a new job to the least busy
+  switch, where the affinity keeps it together (unlabelled nodes score lowest).
 
-- it tolerates the GPU taint and requires a GPU node (``role=gpu-training``) of one of the allowed
-  instance types;
-- it requires that no other pod of the same app runs on its node (anti-affinity on
-  ``kubernetes.io/hostname``) and spreads over nodes with ``DoNotSchedule``: one pod per node,
-  each owning every GPU of its node;
-- it prefers nodes under the same network switch as the app's other pods: a preferred pod affinity
-  on ``topology.k8s.aws/network-node-layer-3`` (the switch closest to the instance, weight 100)
-  and on ``-layer-2`` (weight 50). These are preferences, not requirements, because a job must still
-  start when no single switch has room for all of it;
-- it carries a ``ScheduleAnyway`` spread on ``network-node-layer-2`` whose selector counts the pods
-  of *other* training apps. A spread constraint balances the pods it counts across domains, so
-  counting the app's own pods would push them onto different switches, the opposite of what the
-  seed wants; counting other apps' pods steers a new job towards the least busy layer-2 switch,
-  and the affinity above then keeps its pods together there. Nodes without the label score lowest
-  for a ``ScheduleAnyway`` constraint, so labelled nodes are preferred as well.
-
-A job with a topology request (``kueue.x-k8s.io/podset-{preferred,required}-topology`` on the pod
-template) is placed by Kueue: it picks a node for every pod and adds a ``kubernetes.io/hostname``
-node selector to each, so the two soft rules above (the preferred switch affinity and the layer-2
-spread) would only be scored among one node and are left out. The required rules stay and agree
-with Kueue's choice: Kueue picks among the flavor's nodes (one pool, by its label) honouring the
-pods' node selector and tolerations, the GPU node affinity names all of that pool's types (the
-configuration refuses a topology request from an app that narrows them), and whole-node pods go one
-per node anyway. ``pool_selector`` pins the pods to their pool's nodes, so that Kueue gives them
-that pool's ResourceFlavor and no other.
+A job with a topology request (``kueue.x-k8s.io/podset-{preferred,required}-topology``) is placed
+by Kueue, which gives each pod a ``kubernetes.io/hostname`` node selector, so the two soft rules
+would be scored among one node and are left out. The required rules agree with Kueue's choice: it
+picks among the flavor's nodes honouring the pods' selector and tolerations, the GPU affinity names
+all the pool's types (the configuration refuses an app that narrows them), and ``pool_selector``
+pins the pods to their pool, so Kueue gives them that pool's ResourceFlavor and no other.
 """
 
 from __future__ import annotations

@@ -1,28 +1,20 @@
 """What a team's namespaces admit (``scheduling.teams``): GPUs only through the team's queue, and
 only the priority classes the team may use.
 
-**The queue.** With teams, Kueue manages every Job, JobSet and TrainJob of the training namespaces,
-labelled or not (``manageJobsWithoutQueueName``, ``addons/kueue.py``): one without
-``kueue.x-k8s.io/queue-name`` is suspended at creation by Kueue's webhook and its Workload waits,
-never admitted, for a LocalQueue it does not name. Kueue does not manage bare pods here (its pod
-integration is off), so ``GPU_POD_POLICY`` refuses, in the team namespaces, a pod that names an
-``nvidia.com/`` resource and is not controlled by a Job: a bare pod, or a Deployment's or
-StatefulSet's. A Job's pods are created only once Kueue admits the Job (a JobSet's and a
-TrainJob's run in Jobs too), so every GPU of a team namespace is counted in its ClusterQueue, and
-reclaim within the cohort can take it back. The policy reads the pod's declared controller; a pod
-that claims a Job that does not exist is deleted by the garbage collector (Kubernetes docs,
-"Garbage Collection": dependents whose owners are all absent are deleted).
+**The queue.** With teams, Kueue manages every Job, JobSet and TrainJob of the training
+namespaces, labelled or not (``manageJobsWithoutQueueName``): one without a queue name is
+suspended and never admitted. Kueue's pod integration is off, so ``GPU_POD_POLICY`` refuses a pod
+there that asks for an ``nvidia.com/`` resource and is not controlled by a Job (a bare pod, a
+Deployment's). A Job's pods exist only once Kueue admits it, so every GPU of a team namespace is
+counted in its ClusterQueue; a pod claiming a Job that does not exist is garbage-collected.
 
-**Priorities.** The priority admission plugin lets any namespace use any PriorityClass, the
-``system-`` ones included. A ResourceQuota per team namespace (``PRIORITY_QUOTA_NAME``) scoped to
-pods that name a class outside the team's list allows ``pods: 0``, so the API server refuses them
-(Kubernetes docs, "Resource Quotas", "Resource Quota Per PriorityClass"). The scope selector lists
-what is allowed (``NotIn``) rather than what is not, so a class created later, by a chart or by
-hand, is refused too; a pod naming no class is outside the scope. The quota judges pods, which a Job
-creates only once Kueue admits it: a Job or JobSet of a refused class would then hold its quota, and
-with ``blockAdmission`` every team's next admission, until ``podsReadyTimeoutMinutes`` requeues it.
-So ``JOB_CLASS_POLICY`` refuses such a Job or JobSet at creation, reading the allowed classes from
-the namespace's own quota (its ``paramRef``), the one list of them.
+**Priorities.** Any namespace may use any PriorityClass, the ``system-`` ones included. A
+ResourceQuota per team namespace (``PRIORITY_QUOTA_NAME``) allows ``pods: 0`` of the classes
+outside the team's list (Kubernetes docs, "Resource Quota Per PriorityClass"), listed as ``NotIn``
+so a class made later is refused too. The quota judges pods, made only after admission, when a Job
+of a refused class would already hold its quota (and with ``blockAdmission`` every team's next
+admission); so ``JOB_CLASS_POLICY`` refuses such a Job or JobSet at creation, reading the allowed
+classes from the namespace's own quota (its ``paramRef``).
 """
 
 from __future__ import annotations

@@ -1,24 +1,20 @@
 """A cache of chart renders and pictures, so a repeated ``render`` asks Helm only for the releases
 that changed, and Graphviz only for a changed graph.
 
-Rendering a release's chart (Helm's engine, then reading and writing its objects as YAML) is the
-same work each run while the release, its values and its chart source stay the same. An entry is
-stored under a key that covers everything the written objects depend on:
+An entry is stored under a key covering everything the written objects depend on:
 
-- the release: chart name, version, release name, namespace, whether it skips CRDs, and its values
-  (as canonical JSON: the mock engine gives a map's keys in no fixed order);
+- the release: chart, version, release name, namespace, whether it skips CRDs, and its values as
+  canonical JSON (the mock engine gives a map's keys in no fixed order);
 - the chart source: a SHA-256 over every file's path and bytes in its folder (subcharts included);
-- the engine: the ``helm-python-sdk`` version, its native library's hash from the package's
-  ``RECORD`` and the library file's size and modification time (a rebuilt library is a new engine);
-- this side: the source of ``charts.py`` (which reads, namespaces and dumps the objects), PyYAML's
-  version and whether it uses libyaml, and the Python version; and a format number.
+- the engine: the ``helm-python-sdk`` version, its native library's hash from ``RECORD``, and the
+  library file's size and modification time (a rebuilt library is a new engine);
+- this side: the source of ``charts.py``, PyYAML's version and libyaml use, the Python version,
+  and a format number.
 
-So a changed chart, value or engine is rendered afresh; an entry is only ever a copy of what Helm
-gave for exactly these inputs. A picture (SVG and PNG) is keyed by the DOT text, the PNG
-resolution and the Graphviz build (``dot -V`` and the program file's size and modification time). A Helm error or a skip is never stored (it is cheap to reach again),
-and neither is a render whose objects would not come back from JSON as they are (a key that is not
-text, a date). The cache lives in ``$XDG_CACHE_HOME/eks-gpu-training/render/`` (by default
-``~/.cache/...``); deleting the folder is always safe, and ``render --no-cache`` bypasses it.
+A picture (SVG and PNG) is keyed by the DOT text, the PNG resolution and the Graphviz build. A
+Helm error, a skip, or a render whose objects would not come back from JSON as they are is never
+stored. The cache lives in ``$XDG_CACHE_HOME/eks-gpu-training/render/``; deleting it is always
+safe, and ``render --no-cache`` bypasses it.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def _actions(tokens: Iterable[str], table: Mapping[str, tuple[str, ...]]) -> lis
 
 
 def deployer_policy(render: StackRender) -> dict[str, Any]:
-    """The IAM policy document (version 2012-10-17) a deployer of the rendered stack needs."""
+    """The IAM policy document a deployer of the rendered stack needs."""
     types = resource_types(render)
     reads = set(render.reads)
     for remote in types & REMOTE_READS.keys():

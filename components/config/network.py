@@ -29,12 +29,10 @@ VPC_PREFIX_RANGE = (16, 28)
 """IPv4 VPC CIDR blocks are /16 to /28 (docs.aws.amazon.com/vpc/latest/userguide/vpc-cidr-blocks.html)."""
 
 ADDRESSES_PER_EFA_NODE = 256
-"""VPC addresses budgeted per p5.48xlarge-class node. Such a node runs at most 100 pods (Karpenter
-1.14 docs-instance-types.md, ``pods`` of p5.48xlarge, the VPC CNI's limit), and the VPC CNI fills
-one ENI at a time with its 50 IPv4 addresses (docs.aws.amazon.com/AWSEC2/latest/UserGuide/
-AvailableIpPerENI.html), keeping one more ENI warm (WARM_ENI_TARGET=1): 100 pods take 3 ENIs of 49
-pod addresses, plus one warm ENI, 4 x 50 = 200 addresses. EFA-only interfaces on the other 31
-network cards take none. 256 leaves room for the node's own interfaces and a rolling update."""
+"""VPC addresses budgeted per p5.48xlarge-class node: at most 100 pods fill 3 ENIs of 50 addresses,
+plus one warm ENI (WARM_ENI_TARGET=1), 200 addresses
+(docs.aws.amazon.com/AWSEC2/latest/UserGuide/AvailableIpPerENI.html); EFA-only interfaces take none.
+256 leaves room for a rolling update."""
 
 PRIVATE_SUBNET_PREFIX_LENGTH = 18
 """Default private subnet size: a /18 holds 16,384 addresses, 64 nodes of ADDRESSES_PER_EFA_NODE

@@ -14,11 +14,10 @@ A trace file is YAML::
         submit: 10m             # when, from the start of the replay (default: 0)
         priority: training-critical   # optional: a PriorityClass of the stack (default: the app's)
 
-Each job is a copy of a training app of the stack (the first, without ``app``): the same image,
-pool, EFA, storage, queue and topology request, with the row's name, nodes, namespace, kind and
-priority, built by the same functions the stack's own apps are (``scheduling_policies.training_job_spec``).
-Rows are checked against the stack before anything starts; every problem is reported with its row
-and field.
+Each job is a copy of a training app of the stack (the first, without ``app``) with the row's
+name, nodes, namespace, kind and priority, built by the functions the stack's own apps are
+(``scheduling_policies.training_job_spec``). Rows are checked against the stack before anything
+starts; every problem is reported with its row and field.
 """
 
 from __future__ import annotations

@@ -10,9 +10,8 @@ Who decides what (Kueue docs, "Cluster Queue": Cohort, BorrowingLimit, LendingLi
   borrowing limit; what it can borrow is what the others hold there (Kueue lends only nominal quota,
   never capacity no team holds), each up to its lending limit;
 - **reclaim**: a team that needs its own GPUs back preempts the workloads borrowing them
-  (``reclaimWithinCohort: Any``), with fair sharing (each team's share of what it uses beyond its
-  quota, divided by its weight) choosing whose; within a team, priority decides
-  (``withinClusterQueue: LowerPriority``);
+  (``reclaimWithinCohort: Any``), fair sharing (use beyond quota over weight) choosing whose;
+  within a team, priority decides (``withinClusterQueue: LowerPriority``);
 - **hard cap**: each namespace's ResourceQuota allows what its team can reach at most, its quotas
   plus what it may borrow, so Kueue never admits a pod the quota would then refuse
   (kubernetes-sigs/kueue#1403).

@@ -111,9 +111,10 @@ class TrainingJobSpec:
     shared_volume_mount_path: str = "/fsx"
     """Where the trainer mounts the shared file system. Default: /fsx."""
     checkpoint_mount_path: str = CHECKPOINT_MOUNT_PATH
-    """Where the trainer finds its checkpoint directory (``CHECKPOINT_DIR``): the shared file system's
-    ``checkpoints/<namespace>/<name>`` (in a team's namespace, under the team's directory ``teams/<team>``), which every run, restart and requeue of the app sees, or
-    without one an emptyDir on the node (the instance store), which lasts as long as the pod. Default: /checkpoints."""
+    """Where the trainer finds its checkpoint directory (``CHECKPOINT_DIR``): the shared file
+    system's ``checkpoints/<namespace>/<name>`` (under ``teams/<team>`` in a team's namespace), seen
+    by every run and requeue, else an emptyDir on the node that lasts as long as the pod. Default:
+    /checkpoints."""
     ephemeral_storage: Optional[str] = None
     """Ephemeral-storage request per pod (scratch space, caches on the node's instance-store RAID0). Default: none."""
     queue_name: Optional[str] = None
@@ -125,11 +126,10 @@ class TrainingJobSpec:
     pool_selector: Optional[tuple[str, str]] = None
     """Node label (key, value) the pods must have: their pool's. Default: none (any GPU node of the types)."""
     unreachable_node_seconds: Optional[int] = None
-    """Seconds a pod stays on a node that stopped answering (tolerations of ``node.kubernetes.io/unreachable``
-    and ``not-ready``, NoExecute) before it is evicted; with ``queue_name`` the pod also opts in to
-    Kueue's forceful termination of a pod stuck on an unreachable node (``kueue.x-k8s.io/safe-to-forcefully-delete``),
-    so its Job can make the rank again. Default: none (the API server's 300 s; a pod on an unreachable
-    node stays until the node is deleted)."""
+    """Seconds a pod stays on a node that stopped answering (tolerations of
+    ``node.kubernetes.io/unreachable`` and ``not-ready``) before eviction; with ``queue_name`` the
+    pod also opts in to Kueue's forceful deletion, so its Job makes the rank again. Default: none
+    (the API server's 300 s)."""
     kind: str = "Job"
     """What runs the job: ``Job`` (an Indexed Job), ``JobSet`` or ``TrainJob`` (``config.JOB_KINDS``). Default: Job."""
     max_restarts: int = MAX_RESTARTS

@@ -145,10 +145,9 @@ NODE_MONITORING_CHART_VERSION = "1.7.0"
 figures are those of the newest chart this library has checked."""
 
 COREDNS = PodFootprint("coredns", replicas=2, cpu_millicores=100, memory_mib=70)
-"""CoreDNS as the EKS add-on runs it: two replicas (the add-on's default ``replicaCount``), each
-requesting 100m CPU and 70Mi with a preferred, not required, hostname anti-affinity, as upstream's
-manifest sets them (kubernetes/kubernetes cluster/addons/dns/coredns/coredns.yaml.base). It lands on
-system nodes, the only untainted ones."""
+"""CoreDNS as the EKS add-on runs it: two replicas, each requesting 100m CPU and 70Mi, with a
+preferred hostname anti-affinity (kubernetes/kubernetes
+cluster/addons/dns/coredns/coredns.yaml.base). It lands on system nodes, the only untainted ones."""
 
 EKS_NODE_DAEMONSETS = (
     # amazon-vpc-cni-k8s charts/aws-vpc-cni values.yaml: ``resources.requests.cpu: 25m``.
@@ -163,10 +162,9 @@ EKS_NODE_DAEMONSETS = (
 """The EKS add-ons' DaemonSets on every node of a created cluster."""
 
 FSX_CSI_CONTROLLER = PodFootprint("fsx-csi-controller", replicas=2, cpu_millicores=40, memory_mib=136)
-"""The FSx CSI add-on's controller: two replicas, each the driver (10m, 40Mi) and its provisioner,
-resizer and liveness-probe sidecars (10m, 32Mi each) (kubernetes-sigs/aws-fsx-csi-driver
-charts/aws-fsx-csi-driver/values.yaml, chart of driver v1.10.0: ``controller.replicaCount``,
-``controller.resources``, ``sidecars.*.resources``)."""
+"""The FSx CSI add-on's controller: two replicas, each the driver (10m, 40Mi) and three sidecars
+(10m, 32Mi each) (kubernetes-sigs/aws-fsx-csi-driver charts/aws-fsx-csi-driver/values.yaml, driver
+v1.10.0: ``controller.resources``, ``sidecars.*.resources``)."""
 
 FSX_CSI_NODE = PodFootprint("fsx-csi-node", 1, 30, 104)
 """The FSx CSI add-on's node DaemonSet: the driver (10m, 40Mi) with its node-driver-registrar and

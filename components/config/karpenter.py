@@ -87,7 +87,7 @@ class KarpenterGpuNodePoolConfig(GpuPoolConfig):
     disruption: KarpenterDisruptionConfig = KarpenterDisruptionConfig()
     """Consolidation delay, disruption budgets and node expiry. Default: see its keys."""
     adopt_retained: bool = False
-    """Set when adding back a pool that `retainOnRemoval` left behind: take over its placement group (mode create), EC2NodeClass and NodePool where they are (Pulumi's `import`, by name) instead of creating them, which EC2 refuses with InvalidPlacementGroup.Duplicate and the API server with AlreadyExists. Its nodes keep running in the same placement group. Changes nothing while they are in the stack; the preview fails on one that is neither in the stack nor in AWS or the cluster (a pool never retained). Default: false."""
+    """Set when adding back a pool `retainOnRemoval` left behind: take over its placement group (mode create), EC2NodeClass and NodePool where they are (Pulumi `import`, by name) instead of creating them, which AWS and the API server refuse; its nodes keep running. No-op once in the stack. Default: false."""
 
     @field_validator("capacity_reservation_ids")
     @classmethod
@@ -108,9 +108,9 @@ class KarpenterConfig(_Model):
     gpu_node_pools: list[KarpenterGpuNodePoolConfig] = []
     """GPU pools Karpenter provisions (one EC2NodeClass and one NodePool each). Default: none."""
     node_repair: bool = False
-    """Karpenter's NodeRepair feature gate (ALPHA in Karpenter 1.14, off upstream): force-terminate, without a drain, a node whose AcceleratedHardwareReady condition is False for 10 minutes, or another monitored condition for 30, and replace it (chart value `settings.featureGates.nodeRepair`). Opt-in, since a drain-less termination ends the pods of a job there. Default: false."""
+    """Karpenter's NodeRepair feature gate (alpha in Karpenter 1.14, off upstream; chart value `settings.featureGates.nodeRepair`): force-terminate, without a drain, a node whose AcceleratedHardwareReady is False for 10 minutes (other conditions: 30), and replace it. Default: false."""
     retain_on_removal: bool = True
-    """Leave the NodePools, EC2NodeClasses and Karpenter's CRDs, and so the NodeClaims and GPU nodes behind them, in the cluster when a pool, Karpenter or the stack is removed. To have Karpenter drain and terminate its nodes instead, set false and run `pulumi up` before removing. Must be false on a stack that creates its VPC without `cluster.protect`, whose `pulumi destroy` would otherwise leave instances in the VPC it deletes. Default: true."""
+    """Leave the NodePools, EC2NodeClasses and Karpenter's CRDs, and so their nodes, in the cluster when a pool, Karpenter or the stack is removed; false: Karpenter drains and terminates them (apply false before removing). Must be false on a stack creating its VPC without `cluster.protect`. Default: true."""
 
 
 _KARPENTER_RESTRICTED_LABEL = re.compile(r"^([^/]*\.)?(karpenter\.sh|karpenter\.k8s\.aws)/|^kubernetes\.io/hostname$")

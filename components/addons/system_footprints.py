@@ -42,17 +42,17 @@ class PodFootprint:
     """Required hostname anti-affinity between the replicas: each needs a node of its own."""
 
 
-KARPENTER_CONTROLLER = {
-    "1.14.1": PodFootprint(
-        "karpenter",
-        # The chart's default ``replicas: 2`` and ``affinity.podAntiAffinity`` (required, topologyKey
-        # kubernetes.io/hostname); requests are the stack's ``CONTROLLER_RESOURCES``.
-        replicas=2,
-        cpu_millicores=_millicores(karpenter.CONTROLLER_RESOURCES["requests"]["cpu"]),
-        memory_mib=_mebibytes(karpenter.CONTROLLER_RESOURCES["requests"]["memory"]),
-        one_per_node=True,
-    ),
-}
+_KARPENTER_CONTROLLER = PodFootprint(
+    "karpenter",
+    # The chart's default ``replicas: 2`` and ``affinity.podAntiAffinity`` (required, topologyKey
+    # kubernetes.io/hostname), the same in 1.14.1 and 1.14.3; requests are the stack's
+    # ``CONTROLLER_RESOURCES``.
+    replicas=2,
+    cpu_millicores=_millicores(karpenter.CONTROLLER_RESOURCES["requests"]["cpu"]),
+    memory_mib=_mebibytes(karpenter.CONTROLLER_RESOURCES["requests"]["memory"]),
+    one_per_node=True,
+)
+KARPENTER_CONTROLLER = {"1.14.3": _KARPENTER_CONTROLLER, "1.14.1": _KARPENTER_CONTROLLER}
 """The Karpenter controller by chart version (chart values.yaml, ``replicas`` and ``affinity``)."""
 
 KUEUE_CONTROLLER = {

@@ -30,10 +30,10 @@ KARPENTER_NODE_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 Karpenter resolves to the AL2023 NVIDIA AMI for NVIDIA instance types."""
 
 
-KARPENTER_CHART_VERSIONS = ("1.14.1",)
-"""Karpenter chart (and controller) versions this library is tested with: the release the CRD
-schemas, values and docs in the tests come from. The stack creates ``karpenter.sh/v1`` NodePools and
-``karpenter.k8s.aws/v1`` EC2NodeClasses, which charts before 1.0 do not serve."""
+KARPENTER_CHART_VERSIONS = ("1.14.3", "1.14.1")
+"""Karpenter chart (and controller) versions this library is tested with. The first is the default,
+the newest patch of the 1.14 line; 1.14.1 stays accepted, so a stack on it moves when its team
+chooses. Charts before 1.0 serve no ``karpenter.sh/v1`` NodePools."""
 
 KARPENTER_CHART_VERSION = KARPENTER_CHART_VERSIONS[0]
 """The default Karpenter chart version."""
@@ -104,7 +104,7 @@ class KarpenterConfig(_Model):
     enabled: bool = False
     """Install Karpenter (controller IAM, interruption queue, Helm release) and its GPU pools. Default: false."""
     chart_version: Annotated[str, supported_version(KARPENTER_CHART_VERSIONS)] = KARPENTER_CHART_VERSION
-    """Version of the `karpenter` and `karpenter-crd` charts (oci://public.ecr.aws/karpenter), one this library is tested with. Default: 1.14.1 (the only one accepted)."""
+    """Version of the `karpenter` and `karpenter-crd` charts (oci://public.ecr.aws/karpenter), one this library is tested with: 1.14.3 or 1.14.1. Default: 1.14.3."""
     gpu_node_pools: list[KarpenterGpuNodePoolConfig] = []
     """GPU pools Karpenter provisions (one EC2NodeClass and one NodePool each). Default: none."""
     node_repair: bool = False

@@ -31,11 +31,13 @@ from .releases import stack_charts
 PATH = "images.requireMirror"
 DIGEST_PATH = "images.requireDigest"
 
-CHART_DEFAULT_DIGESTS = {("karpenter", "1.14.1"): {"controller.image.repository"}}
-"""Chart images whose chart already names a digest beside the repository by default: Karpenter's
-``controller.image.digest`` (charts/karpenter/values.yaml at 1.14.1). Every other image key of the
-pinned charts is named by tag in its chart's values (``tag``, ``version``, or the chart's
-appVersion)."""
+CHART_DEFAULT_DIGESTS = {
+    ("karpenter", "1.14.1"): {"controller.image.repository"},
+    ("karpenter", "1.14.3"): {"controller.image.repository"},
+}
+"""Chart images whose chart names a digest by default: Karpenter's ``controller.image.digest``,
+set by its release to the pushed image's (hack/release/common.sh). Every other image key of the
+pinned charts is named by tag (``tag``, ``version``, or the chart's appVersion)."""
 
 _DIGEST = re.compile(r"@?sha256:[0-9a-f]{64}$")
 

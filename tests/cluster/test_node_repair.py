@@ -4,7 +4,7 @@
   deleted by the gate, and Karpenter's own provisioner launches a new NodeClaim for the pod that
   still waits (Karpenter's KWOK provider). Karpenter's NodeRepair is not what acts here: the KWOK
   provider's repair policies cover only the kubelet's Ready condition, False or Unknown for 10
-  minutes, a constant in its code (sigs.k8s.io/karpenter v1.14.1, kwok/cloudprovider), not the node
+  minutes, a constant in its code (sigs.k8s.io/karpenter v1.14.3, kwok/cloudprovider), not the node
   monitoring agent's conditions that the AWS provider repairs.
 - Managed node groups: EKS node auto repair runs on AWS's side, so the local cluster simulates it
   (``local.node_repair``): after the condition's wait (10 minutes for AcceleratedHardwareReady,

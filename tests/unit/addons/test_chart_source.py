@@ -39,8 +39,8 @@ def all_stack_charts(directory: Path) -> Path:
         ("gpu-operator", "v26.7.0"),
         ("aws-efa-k8s-device-plugin", "v0.5.30"),
         ("kueue", "0.19.2"),
-        ("karpenter", "1.14.1"),
-        ("karpenter-crd", "1.14.1"),
+        ("karpenter", "1.14.3"),
+        ("karpenter-crd", "1.14.3"),
         ("jobset", "0.12.0"),
         ("kubeflow-trainer", "2.3.0"),
     ]:
@@ -152,7 +152,7 @@ def test_a_stack_whose_folder_lacks_a_chart_registers_nothing_and_names_each(tmp
     charts = all_stack_charts(tmp_path)
     (charts / "kueue-0.19.2" / "Chart.yaml").unlink()
     (charts / "kueue-0.19.2").rmdir()
-    (charts / "karpenter-1.14.1" / "Chart.yaml").write_text(yaml.safe_dump({"name": "karpenter", "version": "1.13.0"}))
+    (charts / "karpenter-1.14.3" / "Chart.yaml").write_text(yaml.safe_dump({"name": "karpenter", "version": "1.13.0"}))
     config = stack_config("prod")
     config[f"{PROJECT}:charts"] = {"directory": str(charts)}
     graph = run_main(config)
@@ -160,7 +160,7 @@ def test_a_stack_whose_folder_lacks_a_chart_registers_nothing_and_names_each(tmp
     assert graph.resources == []
     assert [(p.path, p.message) for p in graph.error.problems] == [
         ("charts.directory", "has no kueue 0.19.2: expected kueue-0.19.2/ or kueue-0.19.2.tgz in it"),
-        ("charts.directory", "karpenter-1.14.1's Chart.yaml is karpenter 1.13.0, not karpenter 1.14.1"),
+        ("charts.directory", "karpenter-1.14.3's Chart.yaml is karpenter 1.13.0, not karpenter 1.14.3"),
     ]
 
 

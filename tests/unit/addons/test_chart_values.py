@@ -76,6 +76,15 @@ def module_chart_values(chart: str, version: str) -> dict[str, Any]:
     return load(module_source(module_chart, f"v{version}") / module_chart.folder / "values.yaml")
 
 
+def karpenter_values_file(reference: Path, chart: str, version: str) -> Path:
+    """The values.yaml of the ``karpenter`` or ``karpenter-crd`` chart at ``version``: the reference
+    folder's, or the module's at the release's tag (``tests/module_charts.py``)."""
+    from tests.module_charts import karpenter_chart_folder, proxy_or_skip
+
+    with proxy_or_skip():
+        return karpenter_chart_folder(reference, chart.rsplit("/", 1)[-1], version) / "values.yaml"
+
+
 def gpu_operator_problems(values: dict[str, Any], reference: Path, version: str) -> list[str]:
     """The GPU Operator's own keys against its values.yaml; ``node-feature-discovery.*`` against the subchart's."""
     own = {k: v for k, v in values.items() if k != NFD}
@@ -120,14 +129,11 @@ def test_stack_releases_set_only_keys_of_their_pinned_charts(reference_dir, stac
             assert version == EFA_CHART_VERSION
             chart_values = load(reference_dir / "efa-device-plugin" / f"values-{version}.yaml")
             assert unknown_keys(values, chart_values) == [], release.name
-        elif chart == KARPENTER_CHART:
-            chart_values = load(reference_dir / f"karpenter-{version}" / "chart-values.yaml")
+        elif chart in (KARPENTER_CHART, KARPENTER_CRD_CHART):
+            chart_values = load(karpenter_values_file(reference_dir, chart, version))
             assert unknown_keys(values, chart_values) == [], release.name
         elif chart == KUEUE_CHART:
             chart_values = load(reference_dir / "charts" / f"kueue-{version}" / "values.yaml")
-            assert unknown_keys(values, chart_values) == [], release.name
-        elif chart == KARPENTER_CRD_CHART:
-            chart_values = load(reference_dir / "charts" / f"karpenter-crd-{version}" / "values.yaml")
             assert unknown_keys(values, chart_values) == [], release.name
         elif chart in (JOBSET_CHART, TRAINER_CHART):
             assert unknown_keys(values, module_chart_values(chart, version)) == [], release.name

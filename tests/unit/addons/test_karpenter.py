@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from eks_gpu_training import ConfigError, EksCluster, EksClusterArgs, GpuNodePool, GpuNodePoolArgs, Karpenter, KarpenterArgs
-from eks_gpu_training.config import ClusterConfig, KarpenterConfig, KarpenterGpuNodePoolConfig, SystemNodeGroupConfig
+from eks_gpu_training.config import KARPENTER_CHART_VERSIONS, ClusterConfig, KarpenterConfig, KarpenterGpuNodePoolConfig, SystemNodeGroupConfig
 from eks_gpu_training.addons.gpu_node_pool import (
     AL2023_AMI_ALIAS,
     karpenter_efa_network_interfaces,
@@ -137,8 +137,8 @@ def test_interruption_queue_is_encrypted_short_lived_and_fed_by_five_rules(prod_
 def test_helm_releases_are_pinned_and_the_controller_waits_for_its_crds_and_credentials(prod_graph):
     crds = next(r for r in prod_graph.of_type(RELEASE) if r.inputs["name"] == "karpenter-crd")
     release = karpenter_release(prod_graph)
-    assert (crds.inputs["chart"], crds.inputs["version"]) == (KARPENTER_CRD_CHART, "1.14.1")
-    assert (release.inputs["chart"], release.inputs["version"]) == (KARPENTER_CHART, "1.14.1")
+    assert (crds.inputs["chart"], crds.inputs["version"]) == (KARPENTER_CRD_CHART, "1.14.3")
+    assert (release.inputs["chart"], release.inputs["version"]) == (KARPENTER_CHART, "1.14.3")
     assert release.inputs["chart"] == "oci://public.ecr.aws/karpenter/karpenter"
     assert release.inputs["namespace"] == "kube-system"
     assert release.inputs["skipCrds"] is True
@@ -174,8 +174,12 @@ def test_controller_gets_its_region_from_the_environment_not_instance_metadata(p
     assert karpenter_release(prod_graph).inputs["values"]["controller"]["env"] == [{"name": "AWS_REGION", "value": "us-west-2"}]
 
 
-def test_region_reaches_the_controller_container_through_the_charts_env_value(reference_dir):
-    chart = reference_dir / "charts" / "karpenter-1.14.1"
+@pytest.mark.parametrize("version", KARPENTER_CHART_VERSIONS)
+def test_region_reaches_the_controller_container_through_the_charts_env_value(reference_dir, version):
+    from tests.module_charts import karpenter_chart_folder, proxy_or_skip
+
+    with proxy_or_skip():
+        chart = karpenter_chart_folder(reference_dir, "karpenter", version)
     assert yaml.safe_load((chart / "values.yaml").read_text())["controller"]["env"] == []
     # The deployment template appends controller.env to the controller container's env list.
     assert "{{- with .Values.controller.env }}" in (chart / "templates" / "deployment.yaml").read_text()

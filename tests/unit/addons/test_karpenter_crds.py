@@ -1,5 +1,6 @@
-"""Every generated EC2NodeClass and NodePool against the real Karpenter 1.14.1 CRDs, and the Helm
-values against the chart's values.yaml.
+"""Every generated EC2NodeClass and NodePool against the real Karpenter CRDs of each supported
+chart version (1.14.1 from the reference folder, 1.14.3 from its module: ``module_charts``), and the
+Helm values against that chart's values.yaml.
 
 Each object is defaulted and validated like the API server does on create: the CRD's
 ``openAPIV3Schema`` with jsonschema (types, enums, patterns, min/max, required), then every
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from eks_gpu_training.config import KarpenterGpuNodePoolConfig
+from eks_gpu_training.config import KARPENTER_CHART_VERSIONS, KarpenterGpuNodePoolConfig
 from eks_gpu_training.addons.gpu_node_pool import (
     EC2_NODE_CLASS_API_VERSION,
     NODE_POOL_API_VERSION,
@@ -26,8 +27,8 @@ from eks_gpu_training.addons.gpu_node_pool import (
 from eks_gpu_training.addons.karpenter import karpenter_values
 from eks_gpu_training.offline.check.helm import unknown_keys
 from tests.support.crd_check import CrdChecker, crd_schema, plain_numbers
+from tests.module_charts import KARPENTER_REFERENCE_VERSIONS, karpenter_chart_folder, proxy_or_skip
 
-KARPENTER = "karpenter-1.14.1"
 TRANSITION_RULES = {
     "/spec/template/spec/nodeClassRef: self.group == oldSelf.group",
     "/spec/template/spec/nodeClassRef: self.kind == oldSelf.kind",
@@ -35,14 +36,21 @@ TRANSITION_RULES = {
 }
 
 
-@pytest.fixture(scope="module")
-def node_class_crd(reference_dir) -> CrdChecker:
-    return CrdChecker(crd_schema(reference_dir / KARPENTER / "karpenter.k8s.aws_ec2nodeclasses.yaml"))
+@pytest.fixture(scope="module", params=KARPENTER_CHART_VERSIONS)
+def karpenter_chart(request, reference_dir):
+    """(version, folder) of the ``karpenter`` chart at each supported version."""
+    with proxy_or_skip():
+        return request.param, karpenter_chart_folder(reference_dir, "karpenter", request.param)
 
 
 @pytest.fixture(scope="module")
-def node_pool_crd(reference_dir) -> CrdChecker:
-    return CrdChecker(crd_schema(reference_dir / KARPENTER / "karpenter.sh_nodepools.yaml"))
+def node_class_crd(karpenter_chart) -> CrdChecker:
+    return CrdChecker(crd_schema(karpenter_chart[1] / "crds" / "karpenter.k8s.aws_ec2nodeclasses.yaml"))
+
+
+@pytest.fixture(scope="module")
+def node_pool_crd(karpenter_chart) -> CrdChecker:
+    return CrdChecker(crd_schema(karpenter_chart[1] / "crds" / "karpenter.sh_nodepools.yaml"))
 
 
 def karpenter_pool(**settings) -> KarpenterGpuNodePoolConfig:
@@ -193,8 +201,8 @@ def test_checker_catches_a_broken_node_pool(node_pool_crd, breakage, expected):
 
 
 @pytest.fixture(scope="module")
-def chart_defaults(reference_dir) -> dict[str, Any]:
-    return yaml.safe_load((reference_dir / KARPENTER / "chart-values.yaml").read_text())
+def chart_defaults(karpenter_chart) -> dict[str, Any]:
+    return yaml.safe_load((karpenter_chart[1] / "values.yaml").read_text())
 
 
 def test_helm_values_use_only_keys_of_the_charts_values_yaml(chart_defaults):
@@ -217,7 +225,39 @@ def test_values_check_reports_a_misspelt_key(chart_defaults):
     assert [line.split(":")[0] for line in unknown_keys(values, chart_defaults)] == ["settings.interruptionQueueName", "nodeSelectors"]
 
 
-def test_pinned_chart_matches_the_reference_chart(chart_defaults):
-    from eks_gpu_training.config import KARPENTER_CHART_VERSION
+def test_each_supported_chart_runs_the_controller_of_its_own_version(karpenter_chart, chart_defaults):
+    version, folder = karpenter_chart
+    assert yaml.safe_load((folder / "Chart.yaml").read_text())["version"] == version
+    assert chart_defaults["controller"]["image"]["tag"] == version
 
-    assert chart_defaults["controller"]["image"]["tag"] == KARPENTER_CHART_VERSION
+
+# --- the charts prepared from the module ---------------------------------------------------------
+
+
+def _files(folder) -> set[str]:
+    return {str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file()}
+
+
+@pytest.mark.parametrize("name", ["karpenter", "karpenter-crd"])
+@pytest.mark.parametrize("version", [v for v in KARPENTER_CHART_VERSIONS if v not in KARPENTER_REFERENCE_VERSIONS])
+def test_a_chart_from_the_module_has_the_published_charts_files(reference_dir, name, version):
+    # The module zip leaves out charts/karpenter/crds (a link to pkg/apis/crds): filled in from
+    # there, the chart holds what the reference's published chart holds, CRDs included.
+    reference = reference_dir / "charts" / f"{name}-{KARPENTER_REFERENCE_VERSIONS[0]}"
+    with proxy_or_skip():
+        prepared = karpenter_chart_folder(reference_dir, name, version)
+        crd_chart = karpenter_chart_folder(reference_dir, "karpenter-crd", version)
+    assert _files(prepared) == _files(reference)
+    if name == "karpenter":
+        # The same CRDs as the CRD chart's templates, which are copies of them with annotations added.
+        assert {path.name for path in (prepared / "crds").iterdir()} == {path.name for path in (crd_chart / "templates").iterdir()}
+
+
+@pytest.mark.parametrize("version", [v for v in KARPENTER_CHART_VERSIONS if v not in KARPENTER_REFERENCE_VERSIONS])
+def test_a_chart_from_the_module_names_its_release_image_by_tag_not_the_tags_old_digest(reference_dir, version):
+    # The tag's values.yaml holds the previous release's image (1.13.0 and its digest); the release
+    # sets the pushed image's, whose digest no source records, so the prepared chart names the tag.
+    with proxy_or_skip():
+        karpenter_chart_folder(reference_dir, "karpenter-crd", version)
+        values = yaml.safe_load((karpenter_chart_folder(reference_dir, "karpenter", version) / "values.yaml").read_text())
+    assert values["controller"]["image"] == {"repository": "public.ecr.aws/karpenter/controller", "tag": version, "digest": ""}

@@ -3,11 +3,12 @@ options the program registers under the mock engine, checked against the upstrea
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from eks_gpu_training.addons import efa_device_plugin, gpu_operator, job_apis, karpenter, kueue
 from eks_gpu_training.aws.pool_network import deletion_options
-from eks_gpu_training.config import KarpenterConfig
+from eks_gpu_training.config import KARPENTER_CHART_VERSIONS, KarpenterConfig
 from tests.support.harness import run_main, run_program, stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -176,8 +177,12 @@ def test_karpenter_crds_carry_helms_keep_policy_so_uninstalling_the_release_keep
     assert release(prod_graph, "karpenter-crd").inputs["values"] == {"additionalAnnotations": {"helm.sh/resource-policy": "keep"}}
 
 
-def test_the_crd_charts_templates_put_additional_annotations_on_the_nodepool_and_nodeclaim_crds(reference_dir):
-    chart = reference_dir / "charts" / "karpenter-crd-1.14.1"
+@pytest.mark.parametrize("version", KARPENTER_CHART_VERSIONS)
+def test_the_crd_charts_templates_put_additional_annotations_on_the_nodepool_and_nodeclaim_crds(reference_dir, version):
+    from tests.module_charts import karpenter_chart_folder, proxy_or_skip
+
+    with proxy_or_skip():
+        chart = karpenter_chart_folder(reference_dir, "karpenter-crd", version)
     assert yaml.safe_load((chart / "values.yaml").read_text()) == {"additionalAnnotations": {}}
     for crd in ("karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml", "karpenter.k8s.aws_ec2nodeclasses.yaml"):
         assert "{{- with .Values.additionalAnnotations }}" in (chart / "templates" / crd).read_text(), crd

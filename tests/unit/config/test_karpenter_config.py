@@ -36,7 +36,7 @@ def test_karpenter_is_off_by_default_so_existing_stacks_stay_valid():
     args = parse_platform_args(valid_config())
     assert args.karpenter.enabled is False
     assert args.karpenter.gpu_node_pools == []
-    assert args.karpenter.chart_version == "1.14.1"
+    assert args.karpenter.chart_version == "1.14.3"
 
 
 def test_pool_defaults_are_the_seeds_nodepool_tuned_for_training():
@@ -113,7 +113,7 @@ REJECTIONS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
     ("two pools with one name", lambda c: c["karpenter"]["gpuNodePools"].append(dict(kpool(c))), "karpenter.gpuNodePools[1].name: 'burst' is used by karpenter.gpuNodePools[0] too"),
     ("pools while Karpenter is off", lambda c: c["karpenter"].update(enabled=False), "karpenter.enabled: is false but gpuNodePools lists 1 pool(s)"),
     ("unknown pool key", lambda c: kpool(c).update(capacityType="on-demand"), f"{P}.capacityType: unknown key; allowed: name, instanceTypes, availabilityZone"),
-    ("chart version that is not x.y.z", lambda c: c["karpenter"].update(chartVersion="latest"), "karpenter.chartVersion: 'latest' is not supported; allowed: 1.14.1"),
+    ("chart version that is not x.y.z", lambda c: c["karpenter"].update(chartVersion="latest"), "karpenter.chartVersion: 'latest' is not supported; allowed: 1.14.3, 1.14.1"),
     ("EFA pool over several AZs without a placement group", lambda c: (kpool(c).pop("availabilityZone"), kpool(c).update(placementGroup={"mode": "none"}, instanceTypes=["p5.48xlarge"])), f"{P}.availabilityZone: is required with EFA"),
     ("placement group name of a managed pool", lambda c: c["gpuNodeGroups"][0].update(name="karpenter-burst"), f"{P}.name: gives the placement group name 'research-karpenter-burst' that gpuNodeGroups[0].name gives too"),
     ("retained pools in a VPC that destroy deletes", created_network, "karpenter.retainOnRemoval: is true (the default) on a stack that creates its VPC (network.create) and is not protected (cluster.protect false): `pulumi destroy` would leave the NodePools' GPU instances running in that VPC and then fail to delete it; set retainOnRemoval: false (destroy then deletes the NodePools first, and Karpenter drains and terminates their nodes), or cluster.protect: true (destroy is refused)"),

@@ -40,6 +40,19 @@ def test_each_wrapper_pins_its_upstream_module_and_every_hash(component):
     assert "module eks-gpu-training.local/" in go_mod
 
 
+def _go_version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.removeprefix("go").split("."))
+
+
+def test_a_wrapper_needing_a_newer_go_is_built_with_its_named_toolchain_and_only_it():
+    # Karpenter core v1.14.3 says `go 1.26.10`; the Go everything else builds with is older.
+    go_line = re.search(r"^go (\S+)$", (builds.KARPENTER_KWOK.wrapper / "go.mod").read_text(), re.M)[1]
+    assert builds.KARPENTER_KWOK.toolchain is not None
+    assert _go_version(builds.KARPENTER_KWOK.toolchain) >= _go_version(go_line)
+    assert builds._go_env(builds.KARPENTER_KWOK)["GOTOOLCHAIN"] == builds.KARPENTER_KWOK.toolchain
+    assert {builds._go_env(c)["GOTOOLCHAIN"] for c in WRAPPED if c is not builds.KARPENTER_KWOK} == {"local"}
+
+
 @pytest.mark.parametrize("minor", builds.KUBERNETES_BY_MINOR)
 def test_each_kubernetes_wrapper_pins_its_minor_and_every_staging_module_to_the_matching_release(minor):
     component = builds.KUBERNETES_BY_MINOR[minor]

@@ -244,12 +244,14 @@ def test_releases_installed_from_a_local_chart_folder_render_from_it(tmp_path, r
     archive = charts / "gpu-operator-v26.7.0.tgz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(reference_dir / "charts" / "gpu-operator-v26.7.0", arcname="gpu-operator")
-    for name in ("aws-efa-k8s-device-plugin-v0.5.30", "karpenter-1.14.1", "karpenter-crd-1.14.1", "eks-node-monitoring-agent-1.7.0"):
+    for name in ("aws-efa-k8s-device-plugin-v0.5.30", "eks-node-monitoring-agent-1.7.0"):
         (charts / name).symlink_to(reference_dir / "charts" / name, target_is_directory=True)
-    # JobSet's and Trainer's, as their releases publish them (helm package of the chart in their Go modules)
-    from tests.module_charts import package_module_charts
+    # JobSet's, Trainer's and Karpenter's, as their releases publish them (helm package of the
+    # chart in their Go modules)
+    from tests.module_charts import package_module_charts, proxy_or_skip
 
-    jobset, trainer = package_module_charts(charts)
+    with proxy_or_skip():
+        jobset, trainer, karpenter_crd, karpenter = package_module_charts(charts)
     config = stack_config("prod")
     config["eks-gpu-training:charts"] = {"directory": str(charts)}
     graph = run_main(config, preview=True, mocks=PlaceholderMocks("us-west-2"))
@@ -265,6 +267,7 @@ def test_releases_installed_from_a_local_chart_folder_render_from_it(tmp_path, r
     assert sources["gpu-operator"] == archive
     assert sources["eks-node-monitoring-agent"] == charts / "eks-node-monitoring-agent-1.7.0"
     assert (sources["jobset"], sources["kubeflow-trainer"]) == (jobset, trainer)
+    assert (sources["karpenter-crd"], sources["karpenter"]) == (karpenter_crd, karpenter)
     assert set(sources) == {"gpu-operator", "aws-efa-k8s-device-plugin", "kueue", "karpenter", "karpenter-crd",
                             "eks-node-monitoring-agent", "jobset", "kubeflow-trainer"}
     assert not (tmp_path / "empty-cache").exists()

@@ -14,7 +14,8 @@ from tests.support.harness import stack_config
 from eks_gpu_training.facts import yaml_io
 from eks_gpu_training.addons import system_footprints as footprints
 from eks_gpu_training.addons.gpu_operator import gpu_operator_values
-from eks_gpu_training.config import ConfigError, GpuOperatorConfig, SystemNodeGroupConfig
+from eks_gpu_training.addons.karpenter import KARPENTER_CHART, karpenter_values
+from eks_gpu_training.config import KARPENTER_CHART_VERSIONS, ConfigError, GpuOperatorConfig, SystemNodeGroupConfig
 from eks_gpu_training.facts.node_os import node_os_of
 from eks_gpu_training.facts.quantity import MIB, parse_quantity
 from eks_gpu_training.platform.loading import platform_args_from_settings
@@ -179,6 +180,23 @@ def test_the_gpu_operator_footprint_holds_for_every_supported_chart_version(vers
     for i, (_, obj) in enumerate(rendered.objects):
         (tmp_path / f"{i}.yaml").write_text(yaml.safe_dump(obj))
     assert rendered_system_pods(tmp_path) == expected_by_chart("gpu-operator", version)
+
+
+@pytest.mark.parametrize("version", KARPENTER_CHART_VERSIONS)
+def test_the_karpenter_footprint_holds_for_every_supported_chart_version(version, chart_sources, tmp_path):
+    from eks_gpu_training.offline.render.charts import render_release
+
+    values = karpenter_values("research", "https://example.eks.amazonaws.com", "research-queue", {"role": "system"},
+                              region="us-west-2", node_repair=False)
+    rendered = render_release(
+        {"release": "karpenter", "chart": KARPENTER_CHART, "version": version, "namespace": "kube-system", "values": values},
+        chart_sources.locate(KARPENTER_CHART, version),
+    )
+    assert not rendered.error, rendered.error
+    assert not rendered.skipped, rendered.skipped
+    for i, (_, obj) in enumerate(rendered.objects):
+        (tmp_path / f"{i}.yaml").write_text(yaml.safe_dump(obj))
+    assert rendered_system_pods(tmp_path) == expected_by_chart(KARPENTER_CHART, version)
 
 
 def test_every_controller_the_stack_enables_is_counted():

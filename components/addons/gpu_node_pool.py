@@ -3,8 +3,9 @@
 Karpenter selects a placement group but never creates one, so the pool creates its cluster
 placement group here (or uses an existing one by name) and the EC2NodeClass selects it; the same
 goes for the EFA security group. The specs are built by plain functions (``ec2_node_class_spec``,
-``node_pool_spec``) that the tests check against the Karpenter 1.14.1 CRD schemas; the component
-only wires them to Kubernetes custom resources that wait for the Karpenter release.
+``node_pool_spec``) that the tests check against the CRD schemas of each supported Karpenter
+version; the component only wires them to Kubernetes custom resources that wait for the Karpenter
+release.
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ def karpenter_values(
     # Capacity reservations (ODCRs, Capacity Blocks) as karpenter.sh/capacity-type "reserved". The gate
     # is BETA and already on by default in 1.14 (chart values.yaml); set here so a chart whose default
     # changes does not silently turn off the reserved pools this stack may declare.
-    # NodeRepair is ALPHA (off by default in the 1.14.1 chart): Karpenter then force-terminates a node
+    # NodeRepair is ALPHA (off by default in the 1.14 charts): Karpenter then force-terminates a node
     # whose AcceleratedHardwareReady condition has been False for 10 minutes (Kernel-, Networking-,
     # Storage-, ContainerRuntimeReady and kubelet Ready: 30), skipping the drain, and halts while more
     # than 20% of a NodePool's nodes are unhealthy (docs-disruption.md, "Node Auto Repair").

@@ -82,6 +82,9 @@ def _terminated(stage: dict) -> dict:
         {"key": ".status.phase", "operator": "In", "values": ["Running", "Pending"]},
     ]
     template = stage["spec"]["next"]["statusTemplate"]
+    # A pod deleted before it ran (bound, its image still pulling) has no container statuses to
+    # index: the template's unused look-up of them would fail, and the pod stay Terminating.
+    template = "\n".join(line for line in template.splitlines() if "index $root.status.containerStatuses" not in line) + "\n"
     for old, new in (("exitCode: 0", "exitCode: 137"), ("reason: Completed", "reason: Error"), ("phase: Succeeded", "phase: Failed")):
         if old not in template:
             raise ValueError(f"KWOK's pod-complete stage no longer holds {old!r}: the pod-terminate stage is built from it")

@@ -2,31 +2,27 @@
 queued training jobs of 2 to 32 nodes admitted by the real Kueue and placed by the real scheduler.
 
     python tests/benchmarks/scale_bench.py [--nodes 1000] [--jobs 200] [--seed 7] [--stack prod]
+        [--pull-delay 120] [--compare-ungated] [--results FILE]
 
 It runs ``eks-gpu-training-local up prod --scale N`` (through ``LocalCluster``, its processes ended
-with this one), waits for the health gate to admit every GPU node (as ``simulate`` does), deletes
-the stack's own training jobs, submits every job at once (the two teams in turn, JobSets and Jobs
-mixed, each pod completing 20 to 90 s after it runs, so capacity frees as jobs end) and samples
-the cluster as ``simulate`` does. Then it times ``eks-gpu-training-verify`` against the fleet. It
-reports:
-
-- the time ``up`` takes to every platform pod placed (goal: 2 min);
-- the time until every job has been admitted, and admissions per second (goal: 10 min);
-- every job admitted whole: as many pods as nodes, on as many distinct nodes, all bound within
-  ``PENDING_BOUND_S`` of admission (no pod Pending past its admission);
-- every job under one layer-2 block, and under one layer-3 block when it fits one (16 nodes);
-- the peak memory of the cluster's processes together, this one included (goal: 8 GiB);
-- verify's wall time (goal: 10 s);
-- the load average while it ran (the machine is not idle if other work ran beside it).
-
-Prints a Markdown table and exits 1 when a goal is missed. Not collected by pytest. Needs the
-README's cluster test environment (Go builds cached, charts from a mirror:
-``EKS_GPU_TRAINING_CHARTS_MIRROR``).
+with this one), waits for the health gate to admit every GPU node, deletes the stack's own training
+jobs and submits every job at once (the two teams in turn, JobSets and Jobs mixed, each pod Ready
+``--pull-delay`` s after it is bound, standing for its image pull, and completing 20 to 90 s after
+that), sampling the cluster as ``simulate`` does. With ``--compare-ungated`` it then clears the
+trace, restarts Kueue without ``waitForPodsReady`` (no readiness gating at all) and plays the same
+trace on the same fleet again: ``ratio`` is the stack's admissions per second over that run's.
+Goals: every job whole, one pod per node, in one layer-2 block, and in one layer-3 block when it
+fits one (16 nodes); none admitted twice; the ratio at least 0.8; ``up`` within 2 min, verify within
+10 s, peak memory of the cluster and the benchmark within 8 GiB. Prints a Markdown table, then one
+JSON line of the figures (also written to ``--results``), and exits 1 when a goal is missed. Not
+collected by pytest; needs the README's cluster test environment (Go builds cached, charts from a
+mirror: ``EKS_GPU_TRAINING_CHARTS_MIRROR``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import subprocess
@@ -36,15 +32,21 @@ import threading
 import time
 from pathlib import Path
 
+import yaml
+
 from eks_gpu_training.local.cluster import LocalCluster
 from eks_gpu_training.local.platform import Applier
 from eks_gpu_training.local.scale import SCALED_TOPOLOGY
-from eks_gpu_training.local.simulate import Recorder, delete_stack_jobs, job_objects, wait_fleet_admitted
+from eks_gpu_training.local.simulate import TRACE_JOB_LABEL, Recorder, delete_stack_jobs, job_objects, wait_fleet_admitted
 from eks_gpu_training.local.trace import check_rows
 from eks_gpu_training.platform.stack_files import locate_stack
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import record  # a sibling script, its folder first on the path
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-UP_GOAL_S, ADMITTED_GOAL_S, MEMORY_GOAL_BYTES, VERIFY_GOAL_S = 120.0, 600.0, 8 * 2**30, 10.0
+UP_GOAL_S, MEMORY_GOAL_BYTES, VERIFY_GOAL_S, RATIO_GOAL = 120.0, 8 * 2**30, 10.0, 0.8
+CLEAR_TIMEOUT_S = 300.0
 PENDING_BOUND_S = 30.0
 """How long after its admission a job's pods may wait for the scheduler: Kueue admits onto nodes
 it has counted free, so a pod still Pending past this is one the scheduler refused."""
@@ -117,6 +119,8 @@ def check_jobs(recorder: Recorder, applier: Applier) -> list[str]:
             problems.append(f"{name}: {result.nodes} nodes over {len(result.layer2_blocks)} layer-2 blocks")
         if result.nodes <= SCALED_TOPOLOGY.nodes_per_block and len(result.blocks) > 1:
             problems.append(f"{name}: {result.nodes} nodes over {len(result.blocks)} layer-3 blocks")
+        if result.evicted:
+            problems.append(f"{name}: evicted after admission, admitted again")
         if (result.pending_after_admission_s or 0) > PENDING_BOUND_S:
             problems.append(f"{name}: a pod still Pending {result.pending_after_admission_s:.0f} s after admission")
     return problems
@@ -129,13 +133,79 @@ def time_verify(kubeconfig: Path) -> float:
     return time.monotonic() - started
 
 
+def play(applier: Applier, args, jobs, *, pull_delay: float, timeout: float, log) -> tuple[Recorder, float]:
+    """Submit every job at once and sample until each is admitted or ``timeout`` passed; the
+    recorder and the seconds from the first submission to the last admission."""
+    recorder = Recorder(applier, jobs, speedup=1.0)
+    for job in jobs:
+        for obj in job_objects(job, args, speedup=1.0, pull_delay_s=pull_delay):
+            applier.apply(obj)
+        recorder.submitted(job.name)
+    submitted_s = recorder.now()
+    log(f"{len(jobs)} jobs submitted")
+    deadline = time.monotonic() + timeout
+    said = time.monotonic()
+    while time.monotonic() < deadline and any(r.admitted is None for r in recorder.results.values()):
+        recorder.sample()
+        if time.monotonic() - said >= 60:
+            waiting = [r.name for r in recorder.results.values() if r.admitted is None]
+            log(f"{len(jobs) - len(waiting)} of {len(jobs)} jobs admitted; waiting for {', '.join(waiting[:3])}"
+                + (f" and {len(waiting) - 3} more" if len(waiting) > 3 else ""))
+            said = time.monotonic()
+        time.sleep(1.0)
+    recorder.sample()
+    admitted = [r.admitted for r in recorder.results.values() if r.admitted is not None]
+    return recorder, (max(admitted) - submitted_s) if admitted else 0.0
+
+
+def clear_trace(applier: Applier, log) -> None:
+    """Delete the trace's jobs and wait until their pods and Kueue's Workloads are gone."""
+    from kubernetes import client
+
+    from eks_gpu_training.local.recorder import KUEUE_GROUP, KUEUE_VERSION, cached_items
+
+    for api_version, kind in (("batch/v1", "Job"), ("jobset.x-k8s.io/v1alpha2", "JobSet")):
+        resource = applier.resource({"apiVersion": api_version, "kind": kind})
+        for item in resource.get(label_selector=TRACE_JOB_LABEL).items:
+            if any(ref.get("kind") == "JobSet" for ref in item.metadata.get("ownerReferences") or []):
+                continue
+            resource.delete(name=item.metadata.name, namespace=item.metadata.namespace, body={"propagationPolicy": "Background"})
+    custom = client.CustomObjectsApi(applier.api_client)
+    deadline = time.monotonic() + CLEAR_TIMEOUT_S
+    while True:
+        pods = cached_items(applier.core.list_pod_for_all_namespaces, label_selector=TRACE_JOB_LABEL)
+        workloads = cached_items(custom.list_cluster_custom_object, KUEUE_GROUP, KUEUE_VERSION, "workloads")
+        if not pods and not workloads:
+            log("trace cleared")
+            return
+        if time.monotonic() > deadline:
+            left = [f"pod {p['metadata']['name']} {p['status'].get('phase')} {p['metadata'].get('finalizers')}" for p in pods[:3]]
+            left += [f"workload {w['metadata']['name']} {w['metadata'].get('finalizers')} {w['metadata'].get('ownerReferences')}"
+                     for w in workloads[:3]]
+            raise RuntimeError(f"{len(pods)} pods and {len(workloads)} Workloads of the trace five minutes after "
+                               f"their jobs' deletion: {left}")
+        time.sleep(2.0)
+
+
+def ungate_kueue(cluster: LocalCluster) -> None:
+    """Kueue restarted without ``waitForPodsReady``: admission with no readiness gating at all."""
+    assert cluster.layout is not None
+    configuration = yaml.safe_load(cluster.layout.kueue_config.read_text())
+    configuration.pop("waitForPodsReady", None)
+    cluster.layout.kueue_config.write_text(yaml.safe_dump(configuration, sort_keys=False))
+    cluster.restart("kueue")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--stack", default=STACK, help="a stack name or stack file (default prod); its first GPU pool is grown")
-    parser.add_argument("--timeout", type=float, default=1200.0, help="give up on admissions after this many seconds")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="give up on admissions after this many seconds")
+    parser.add_argument("--pull-delay", type=float, default=0.0, help="seconds from a pod's binding to its Ready (its image pull)")
+    parser.add_argument("--compare-ungated", action="store_true", help="play the trace again with Kueue's readiness gating off")
+    parser.add_argument("--results", type=Path, default=None, help="also write the JSON line's figures to this file")
     options = parser.parse_args()
 
     state = Path(tempfile.mkdtemp(prefix="scale-bench-"))
@@ -156,49 +226,57 @@ def main() -> int:
     started = time.monotonic()
     kubeconfig = cluster.up()
     up_s = time.monotonic() - started
+    ungated_rate, ungated_problems = None, []
     try:
         applier = Applier(kubeconfig)
         # As simulate does: jobs submitted onto a half-checked fleet would find each block's nodes
-        # coming free a few at a time, and a preferred topology request spreads rather than waits.
+        # coming free a few at a time.
         wait_fleet_admitted(applier, log)
         gated_s = time.monotonic() - started
         delete_stack_jobs(applier)
-        recorder = Recorder(applier, jobs, speedup=1.0)
-        for job in jobs:
-            for obj in job_objects(job, args, speedup=1.0):
-                applier.apply(obj)
-            recorder.submitted(job.name)
-        submitted_s = recorder.now()
-        log(f"{len(jobs)} jobs submitted")
-        deadline = time.monotonic() + options.timeout
-        said = time.monotonic()
-        while time.monotonic() < deadline and any(r.admitted is None for r in recorder.results.values()):
-            recorder.sample()
-            if time.monotonic() - said >= 60:
-                waiting = [r.name for r in recorder.results.values() if r.admitted is None]
-                log(f"{len(jobs) - len(waiting)} of {len(jobs)} jobs admitted; waiting for {', '.join(waiting[:3])}"
-                    + (f" and {len(waiting) - 3} more" if len(waiting) > 3 else ""))
-                said = time.monotonic()
-            time.sleep(1.0)
-        recorder.sample()
-        admitted = [r.admitted for r in recorder.results.values() if r.admitted is not None]
-        all_admitted_s = max(admitted) if len(admitted) == len(jobs) else None
+        recorder, span = play(applier, args, jobs, pull_delay=options.pull_delay, timeout=options.timeout, log=log)
+        admitted = [r for r in recorder.results.values() if r.admitted is not None]
         log(f"{len(admitted)} of {len(jobs)} jobs admitted; checking their placement, then timing verify")
         problems = check_jobs(recorder, applier)
         verify_s = time_verify(kubeconfig)
+        rate = len(admitted) / max(span, 1e-9) if admitted else 0.0
+        if options.compare_ungated:
+            clear_trace(applier, log)
+            ungate_kueue(cluster)
+            log("Kueue restarted without waitForPodsReady; the same trace again")
+            ungated, ungated_span = play(applier, args, jobs, pull_delay=options.pull_delay, timeout=options.timeout, log=log)
+            ungated_admitted = [r for r in ungated.results.values() if r.admitted is not None]
+            ungated_rate = len(ungated_admitted) / max(ungated_span, 1e-9) if ungated_admitted else 0.0
+            ungated_problems = check_jobs(ungated, applier)
     finally:
         memory.stopped.set()
         cluster.down()
     load = os.getloadavg()
-    throughput = len(admitted) / max(1e-9, (max(admitted) if admitted else 0) - submitted_s) if admitted else 0.0
+    all_admitted_s = span if len(admitted) == len(jobs) else None
+    ratio = rate / ungated_rate if ungated_rate else None
+    figures = {
+        "nodes": options.nodes, "jobs": len(jobs), "pull_delay_s": options.pull_delay, "up_s": round(up_s, 1),
+        "gated_s": round(gated_s, 1), "all_admitted_s": round(all_admitted_s, 1) if all_admitted_s is not None else None,
+        "admissions_per_second": round(rate, 3),
+        "ungated_admissions_per_second": round(ungated_rate, 3) if ungated_rate is not None else None,
+        "ratio": round(ratio, 3) if ratio is not None else None,
+        "jobs_split": sum(1 for r in recorder.results.values() if len(r.layer2_blocks) > 1
+                          or (r.nodes <= SCALED_TOPOLOGY.nodes_per_block and len(r.blocks) > 1)),
+        "jobs_admitted_twice": sum(1 for r in recorder.results.values() if r.evicted),
+        "problems": len(problems), "ungated_problems": len(ungated_problems) if options.compare_ungated else None,
+        "peak_memory_gib": round(memory.peak / 2**30, 2), "verify_s": round(verify_s, 1),
+        "load_before": round(load_before[0], 1), "load_after": round(load[0], 1), "cores": os.cpu_count(),
+    }
     rows = [
         (f"`up {located.name} --scale {options.nodes}` to every pod placed", f"{up_s:.0f} s", f"{UP_GOAL_S:.0f} s", up_s <= UP_GOAL_S),
         (f"all {len(jobs)} jobs admitted (as capacity frees)",
          f"{all_admitted_s:.0f} s" if all_admitted_s is not None else f"{len(admitted)} of {len(jobs)}",
-         f"{ADMITTED_GOAL_S:.0f} s", all_admitted_s is not None and all_admitted_s <= ADMITTED_GOAL_S),
+         "-", all_admitted_s is not None),
         ("every GPU node through the health gate (from the start of `up`)", f"{gated_s:.0f} s", "-", True),
-        ("admissions per second", f"{throughput:.2f}", "-", True),
-        ("jobs whole, one pod per node, in one block, bound at admission",
+        (f"admissions per second, {options.pull_delay:g} s image pull", f"{rate:.2f}", "-", True),
+        ("the same without readiness gating", f"{ungated_rate:.2f}" if ungated_rate is not None else "not run", "-", True),
+        ("ratio", f"{ratio:.2f}" if ratio is not None else "-", f"{RATIO_GOAL}", ratio is None or ratio >= RATIO_GOAL),
+        ("jobs whole, one pod per node, in one block, bound at admission, admitted once",
          "all" if not problems else f"{len(problems)} problems: " + "; ".join(problems[:5]), "all", not problems),
         ("peak memory, cluster and bench together", f"{memory.peak / 2**30:.1f} GiB", "8 GiB", memory.peak <= MEMORY_GOAL_BYTES),
         ("`eks-gpu-training-verify` on the fleet", f"{verify_s:.1f} s", f"{VERIFY_GOAL_S:.0f} s", verify_s <= VERIFY_GOAL_S),
@@ -207,6 +285,13 @@ def main() -> int:
     print("| measure | figure | goal | met |\n|---|---|---|---|")
     for measure, figure, goal, met in rows:
         print(f"| {measure} | {figure} | {goal} | {'yes' if met else 'no'} |")
+    line = json.dumps(figures)
+    if options.results is not None:
+        options.results.write_text(json.dumps(figures, indent=1) + "\n")
+    columns = ["measure", "figure", "goal", "met"]
+    note = f"{options.nodes} nodes, {len(jobs)} jobs, {options.pull_delay:g} s image pull per pod; the JSON line: {line}"
+    print(f"results: {record('scale', columns, [[m, f, g, 'yes' if ok else 'no'] for m, f, g, ok in rows], note)}", file=sys.stderr)
+    print(line)
     return 0 if all(row[3] for row in rows) else 1
 
 

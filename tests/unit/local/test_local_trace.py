@@ -11,9 +11,10 @@ import yaml
 from tests.support.harness import stack_config
 
 from eks_gpu_training.config import ConfigError
-from eks_gpu_training.local.control_plane import COMPLETE_DELAY_ANNOTATION, kwok_stages
+from eks_gpu_training.local.control_plane import COMPLETE_DELAY_ANNOTATION, PULL_DELAY_ANNOTATION, kwok_stages
 from eks_gpu_training.local.scale import scaled_stack
-from eks_gpu_training.local.simulate import TRACE_JOB_LABEL, Report, JobResult, _was_admitted, job_objects, table, write_report
+from eks_gpu_training.local.recorder import admissions_per_second, wait_reasons
+from eks_gpu_training.local.simulate import TRACE_JOB_LABEL, Report, JobResult, was_admitted, job_objects, table, write_report
 from eks_gpu_training.local.trace import check_rows, parse_duration, read_trace
 from eks_gpu_training.platform.loading import platform_args_from_settings
 from eks_gpu_training.platform.stack_files import locate_stack
@@ -112,9 +113,13 @@ def test_a_row_is_its_app_with_the_rows_size_queue_and_a_completion_delay(prod64
     assert f"{COMPLETE_DELAY_ANNOTATION}: 30.000s" in text
     assert "priorityClassName: data-prep-low" in text
     assert f"{TRACE_JOB_LABEL}: ft" in text
+    assert PULL_DELAY_ANNOTATION not in text
+    pulled = yaml.safe_dump(job_objects(job, prod64, speedup=60, pull_delay_s=120))
+    assert f"{PULL_DELAY_ANNOTATION}: 2.000s" in pulled
 
 
-COMPLETED_TEMPLATE = "containerStatuses:\n- state:\n    terminated:\n      exitCode: 0\n      reason: Completed\nphase: Succeeded\n"
+COMPLETED_TEMPLATE = ("containerStatuses:\n{{ $origin := index $root.status.containerStatuses $index }}\n- state:\n"
+                      "    terminated:\n      exitCode: 0\n      reason: Completed\nphase: Succeeded\n")
 """The shape of KWOK's own pod-complete template (kustomize/stage/pod/fast/pod-complete.yaml), shortened."""
 
 
@@ -127,9 +132,11 @@ def kwok_stage_folder(folder: Path) -> Path:
                      "next": {"statusTemplate": COMPLETED_TEMPLATE}}}
     delete = {"metadata": {"name": "pod-delete"}, "spec": {"selector": {"matchExpressions": [
         {"key": ".metadata.deletionTimestamp", "operator": "Exists"}]}, "next": {"delete": True}}}
+    ready = {"metadata": {"name": "pod-ready"}, "spec": {"selector": {"matchExpressions": [
+        {"key": ".status.phase", "operator": "In", "values": ["Pending"]}]}, "next": {"statusTemplate": "phase: Running"}}}
+    given = {"pod-complete.yaml": fast, "pod-delete.yaml": delete, "pod-ready.yaml": ready}
     for name in KWOK.data:
-        stage = fast if name.endswith("pod-complete.yaml") else delete if name.endswith("pod-delete.yaml") else {
-            "metadata": {"name": Path(name).stem}, "spec": {}}
+        stage = given.get(Path(name).name, {"metadata": {"name": Path(name).stem}, "spec": {}})
         (folder / Path(name).name).write_text(yaml.safe_dump(stage))
     return folder
 
@@ -144,6 +151,8 @@ def test_a_deleted_running_pod_ends_failed_before_it_is_removed_as_a_kubelet_rep
         {"key": ".status.phase", "operator": "In", "values": ["Running", "Pending"]}]
     assert "phase: Failed" in terminate["next"]["statusTemplate"]
     assert "exitCode: 137" in terminate["next"]["statusTemplate"]
+    # A pod deleted while its image pulls has no container statuses for the template to index.
+    assert "containerStatuses $index" not in terminate["next"]["statusTemplate"]
     assert {"key": ".status.phase", "operator": "NotIn", "values": ["Running", "Pending"]} in \
         stages["pod-delete"]["spec"]["selector"]["matchExpressions"]
 
@@ -159,9 +168,22 @@ def test_kwok_completes_only_pods_that_say_when(tmp_path):
     assert not any("annotations" in e["key"] for e in helm)
 
 
+def test_a_pod_that_names_its_image_pull_runs_that_long_after_it_is_bound(tmp_path):
+    """The simulator's image pull: KWOK's pod-ready stage split in two, the pods with KWOK's
+    pod-ready delay annotation made Ready that long after binding, every other pod at once."""
+    stages = {s["metadata"]["name"]: s for s in kwok_stages(kwok_stage_folder(tmp_path))}
+    pulled = stages["pulled-pod-ready"]["spec"]
+    assert {"key": f'.metadata.annotations["{PULL_DELAY_ANNOTATION}"]', "operator": "Exists"} in pulled["selector"]["matchExpressions"]
+    assert pulled["delay"]["durationFrom"] == {"expressionFrom": f'.metadata.annotations["{PULL_DELAY_ANNOTATION}"]'}
+    at_once = stages["pod-ready"]["spec"]["selector"]["matchExpressions"]
+    assert {"key": f'.metadata.annotations["{PULL_DELAY_ANNOTATION}"]', "operator": "DoesNotExist"} in at_once
+    assert "delay" not in stages["pod-ready"]["spec"]
+
+
 def test_the_report_is_a_table_json_and_a_plot(tmp_path):
     jobs = [JobResult("a", "research", "research", "Job", "p5-training", 2, 16, submitted=0.0, admitted=60.0,
-                      finished=600.0, wait_s=60.0, blocks=["nn-1"], layer2_blocks=["nn-2"])]
+                      finished=600.0, wait_s=60.0, blocks=["nn-1"], layer2_blocks=["nn-2"],
+                      wait_reason="couldn't assign flavors to pod set main: topology \"aws-network\" allows to fit only 3 out of 4 pod(s)")]
     samples = [[0.0, 0, 32], [60.0, 16, 32], [600.0, 0, 32]]
     report = Report("prod", 4, 60.0, "t.yaml", jobs,
                     [{"name": "p5-training", "gpus": 32, "mean_utilization": 0.33, "peak_gpus_used": 16, "samples": samples}],
@@ -169,6 +191,10 @@ def test_the_report_is_a_table_json_and_a_plot(tmp_path):
                       "samples": [[0.0, 1, 0], [60.0, 0, 16]]}], 12.0, True)
     lines = table(report)
     assert any(line.startswith("a ") and "1 L3 / 1 L2" in line for line in lines)
+    assert report.admissions_per_second == 0.0  # given, not measured: Recorder.report fills it
+    assert any("allows to fit only N out of N pod(s)" in line for line in table(
+        Report(**{**report.__dict__, "wait_reasons": wait_reasons(jobs), "admissions_per_second": admissions_per_second(jobs)})))
+    assert admissions_per_second(jobs) == 1 / 60
     written = write_report(report, tmp_path)
     import json
 
@@ -189,4 +215,4 @@ def test_the_report_is_a_table_json_and_a_plot(tmp_path):
 ])
 def test_a_workload_counts_as_admitted_once_its_conditions_show_it_was(conditions, admitted):
     found = [{"type": kind, "status": status, "reason": reason} for kind, status, reason in conditions]
-    assert _was_admitted(found) is admitted
+    assert was_admitted(found) is admitted

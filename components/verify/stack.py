@@ -25,6 +25,7 @@ from ..workloads.storage import claim_name
 from .objects import condition, condition_true, gpu_nodes, labels, name, namespace, natural_key, node_name, owned_by
 from .rows import EXAMPLES, Group, Row, described, failed, group, passed, skipped
 from .snapshot import Snapshot
+from .block_fit import kueue_blocks
 from .team_admission import team_admission
 from .team_members import team_members
 from .team_data import team_data
@@ -348,6 +349,7 @@ def judge_stack(snapshot: Snapshot, args: GpuTrainingPlatformArgs, *, examples: 
         priority_class_values(snapshot, args),
         *resource_quotas(snapshot, args),
         *kueue_queues(snapshot, args),
+        *kueue_blocks(snapshot, args),
         *teams(snapshot, args),
         *team_members(snapshot, args),
         *team_admission(snapshot, args),

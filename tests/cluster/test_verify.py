@@ -182,7 +182,7 @@ def test_on_prod_the_rows_judge_the_two_node_job_and_the_stack(prod_cluster, pro
         "health-gate": PASS, "health-gate-configuration": PASS, "accelerated-hardware": PASS, "replacement-wait": PASS,
         "pool-nodes/p5-training": PASS, "priority-class-values": PASS, "resource-quota/training": PASS,
         "resource-quota/research": PASS, "kueue-queues/training": PASS, "kueue-queues/research": PASS,
-        "team/pretraining": PASS, "team/research": PASS, "team-members/pretraining": PASS, "team-members/research": PASS,
+        "kueue-blocks/p5-training": PASS, "team/pretraining": PASS, "team/research": PASS, "team-members/pretraining": PASS, "team-members/research": PASS,
         "team-queue/pretraining": PASS, "team-queue/research": PASS, "team-priorities/pretraining": PASS,
         "team-priorities/research": PASS, "topology-labeler": PASS, "node-monitoring-agent": PASS,
         "fsx-claim/training": PASS, "fsx-claim/research": PASS, "team-data/pretraining": PASS, "team-data/research": PASS,

@@ -154,6 +154,7 @@ def test_prods_cluster_as_pulumi_up_leaves_it_passes_every_stack_row(prod):
         "resource-quota/research": "pass",
         "kueue-queues/training": "pass",
         "kueue-queues/research": "pass",
+        "kueue-blocks/p5-training": "pass",
         "team/pretraining": "pass",
         "team/research": "pass",
         "team-members/pretraining": "pass",
@@ -204,6 +205,7 @@ def test_prod_without_teams_passes_every_stack_row_with_a_cluster_queue_per_name
         "priority-class-values": "pass",
         "resource-quota/training": "pass",
         "kueue-queues/training": "pass",
+        "kueue-blocks/p5-training": "pass",
         "teams": "skip",
         "team-members": "skip",
         "team-admission": "skip",
@@ -227,7 +229,7 @@ def test_with_the_stack_the_seed_rows_come_first_then_the_health_rows_then_the_s
     assert items[8:12] == ["health-gate", "health-gate-configuration", "accelerated-hardware", "replacement-wait"]
     assert items[12:] == [
         "pool-nodes/p5-training", "priority-class-values", "resource-quota/training", "resource-quota/research",
-        "kueue-queues/training", "kueue-queues/research", "team/pretraining", "team/research",
+        "kueue-queues/training", "kueue-queues/research", "kueue-blocks/p5-training", "team/pretraining", "team/research",
         "team-members/pretraining", "team-members/research", "team-queue/pretraining", "team-priorities/pretraining",
         "team-queue/research", "team-priorities/research", "topology-labeler", "node-monitoring-agent", "fsx-claim/training", "fsx-claim/research",
         "team-data/pretraining", "team-data/research",
@@ -511,3 +513,25 @@ def test_stack_rows_judge_the_snapshot_without_changing_it(prod):
     before = copy.deepcopy(snapshot)
     judge(snapshot, prod)
     assert snapshot == before
+
+
+def test_a_job_the_stack_asks_one_block_for_that_no_block_can_hold_fails_naming_the_fix(prod):
+    """Kueue would hold such a job for ever, with no error but its Workload's message: rl-training's
+    two nodes ask for one layer-3 block, and each node of the pool sits under a layer-3 switch of its own."""
+    snapshot = prod_cluster()
+    snapshot.nodes[1:] = [node("gpu-0", layers=("nn-a", "nn-b", "nn-c")), node("gpu-1", layers=("nn-a", "nn-b", "nn-d"))]
+    row = rows_of(snapshot, prod)["kueue-blocks/p5-training"]
+    assert row.status == "fail"
+    assert "rl-training (2 nodes) asks for one layer-3 block, the largest holds 1" in row.evidence
+    assert "a job of 2 to 2 nodes would ask for one layer-3 block (kueue.blockNodes 16), the largest holds 1" in row.evidence
+    assert "kueue.blockNodes to at most 1" in row.fix
+
+
+def test_block_nodes_above_the_largest_block_strands_the_sizes_between(prod):
+    """A pool of four nodes in layer-3 blocks of two: jobs of three or four nodes would ask for one
+    layer-3 block and never get it; with kueue.blockNodes 2 they ask for a layer-2 block instead."""
+    snapshot = prod_cluster()
+    snapshot.nodes[1:] = [node(f"gpu-{i}", layers=("nn-a", "nn-b", f"nn-c{i // 2}")) for i in range(4)]
+    assert "a job of 3 to 4 nodes" in rows_of(snapshot, prod)["kueue-blocks/p5-training"].evidence
+    lowered = prod.model_copy(update={"kueue": prod.kueue.model_copy(update={"block_nodes": 2})})
+    assert rows_of(snapshot, lowered)["kueue-blocks/p5-training"].status == "pass"

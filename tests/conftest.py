@@ -113,7 +113,7 @@ def charts_mirror(reference_dir, tmp_path_factory):
     pinned charts the reference lacks packaged from their Go modules: skipped, with the reason,
     when the Go module proxy does not serve those."""
     from tests.support.chart_mirror import ChartMirror, package_charts
-    from tests.module_charts import proxy_or_skip
+    from tests.support.module_charts import proxy_or_skip
 
     folder = tmp_path_factory.mktemp("chart-mirror")
     with proxy_or_skip():

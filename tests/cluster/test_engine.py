@@ -30,7 +30,7 @@ from eks_gpu_training.workloads.templates import TrainingJobSpec
 from eks_gpu_training.workloads.training_job import TrainingJob, TrainingJobArgs
 
 from tests.support.clusters import start
-from tests.module_charts import JOBSET as JOBSET_CHART, module_source
+from tests.support.module_charts import JOBSET as JOBSET_CHART, module_source
 from tests.support.engine import Engine, changed, exists
 from tests.support.environment import wait_for
 

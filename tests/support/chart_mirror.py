@@ -35,7 +35,7 @@ def package_charts(reference: Path, folder: Path) -> list[Path]:
     charts from their Go modules (``module_charts``), and index them there."""
     import helm_python
 
-    from tests.module_charts import package_module_charts
+    from tests.support.module_charts import package_module_charts
 
     folder.mkdir(parents=True, exist_ok=True)
     archives = [Path(helm_python.package(chart, destination=folder))

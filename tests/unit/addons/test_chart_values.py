@@ -69,8 +69,8 @@ def nfd_chart(reference: Path) -> dict[str, Any]:
 
 def module_chart_values(chart: str, version: str) -> dict[str, Any]:
     """The values.yaml of the JobSet or Trainer chart at ``version``, from its Go module at the
-    release's tag (``tests/module_charts.py``: the reference folder holds neither)."""
-    from tests.module_charts import JOBSET, TRAINER, module_source
+    release's tag (``tests/support/module_charts.py``: the reference folder holds neither)."""
+    from tests.support.module_charts import JOBSET, TRAINER, module_source
 
     module_chart = {JOBSET_CHART: JOBSET, TRAINER_CHART: TRAINER}[chart]
     return load(module_source(module_chart, f"v{version}") / module_chart.folder / "values.yaml")
@@ -78,8 +78,8 @@ def module_chart_values(chart: str, version: str) -> dict[str, Any]:
 
 def karpenter_values_file(reference: Path, chart: str, version: str) -> Path:
     """The values.yaml of the ``karpenter`` or ``karpenter-crd`` chart at ``version``: the reference
-    folder's, or the module's at the release's tag (``tests/module_charts.py``)."""
-    from tests.module_charts import karpenter_chart_folder, proxy_or_skip
+    folder's, or the module's at the release's tag (``tests/support/module_charts.py``)."""
+    from tests.support.module_charts import karpenter_chart_folder, proxy_or_skip
 
     with proxy_or_skip():
         return karpenter_chart_folder(reference, chart.rsplit("/", 1)[-1], version) / "values.yaml"

@@ -176,7 +176,7 @@ def test_controller_gets_its_region_from_the_environment_not_instance_metadata(p
 
 @pytest.mark.parametrize("version", KARPENTER_CHART_VERSIONS)
 def test_region_reaches_the_controller_container_through_the_charts_env_value(reference_dir, version):
-    from tests.module_charts import karpenter_chart_folder, proxy_or_skip
+    from tests.support.module_charts import karpenter_chart_folder, proxy_or_skip
 
     with proxy_or_skip():
         chart = karpenter_chart_folder(reference_dir, "karpenter", version)

@@ -27,7 +27,7 @@ from eks_gpu_training.addons.gpu_node_pool import (
 from eks_gpu_training.addons.karpenter import karpenter_values
 from eks_gpu_training.offline.check.helm import unknown_keys
 from tests.support.crd_check import CrdChecker, crd_schema, plain_numbers
-from tests.module_charts import KARPENTER_REFERENCE_VERSIONS, karpenter_chart_folder, proxy_or_skip
+from tests.support.module_charts import KARPENTER_REFERENCE_VERSIONS, karpenter_chart_folder, proxy_or_skip
 
 TRANSITION_RULES = {
     "/spec/template/spec/nodeClassRef: self.group == oldSelf.group",

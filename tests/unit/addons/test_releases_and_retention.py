@@ -179,7 +179,7 @@ def test_karpenter_crds_carry_helms_keep_policy_so_uninstalling_the_release_keep
 
 @pytest.mark.parametrize("version", KARPENTER_CHART_VERSIONS)
 def test_the_crd_charts_templates_put_additional_annotations_on_the_nodepool_and_nodeclaim_crds(reference_dir, version):
-    from tests.module_charts import karpenter_chart_folder, proxy_or_skip
+    from tests.support.module_charts import karpenter_chart_folder, proxy_or_skip
 
     with proxy_or_skip():
         chart = karpenter_chart_folder(reference_dir, "karpenter-crd", version)

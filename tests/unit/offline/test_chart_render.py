@@ -248,7 +248,7 @@ def test_releases_installed_from_a_local_chart_folder_render_from_it(tmp_path, r
         (charts / name).symlink_to(reference_dir / "charts" / name, target_is_directory=True)
     # JobSet's, Trainer's and Karpenter's, as their releases publish them (helm package of the
     # chart in their Go modules)
-    from tests.module_charts import package_module_charts, proxy_or_skip
+    from tests.support.module_charts import package_module_charts, proxy_or_skip
 
     with proxy_or_skip():
         jobset, trainer, karpenter_crd, karpenter = package_module_charts(charts)

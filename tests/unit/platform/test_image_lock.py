@@ -13,7 +13,7 @@ import yaml
 from eks_gpu_training.facts import yaml_io
 from eks_gpu_training import ConfigError
 from eks_gpu_training.config.image_lock import ImageLock, chart_pins, pinned, with_image_lock
-from tests.module_charts import images_named_by_tag
+from tests.support.module_charts import images_named_by_tag
 from tests.support.harness import run_main, stack_config
 
 PROJECT = "eks-gpu-training"

@@ -26,13 +26,13 @@ def script():
 
 
 def test_the_shipped_facts_are_what_the_upstream_files_say(script, reference_dir):
-    from tests.module_charts import pinned_chart_folders
+    from tests.support.module_charts import pinned_chart_folders
 
     for name, text in script.generate(reference_dir, tuple(pinned_chart_folders())).items():
         shipped = script.OUTPUTS[name]
         assert shipped.read_text() == text, (
             f"{shipped.relative_to(PROJECT_ROOT)} differs from its source; run "
-            f"python scripts/generate_package_data.py --reference <reference folder> --chart ... (python tests/module_charts.py)")
+            f"python scripts/generate_package_data.py --reference <reference folder> --chart ... (python -m tests.support.module_charts)")
 
 
 def test_each_shipped_file_names_its_source(script):

@@ -22,10 +22,6 @@ SUPPORT = "support"
 BENCHMARKS = "benchmarks"
 """Scripts run from the command line (``python tests/benchmarks/<script>.py``): each may import a
 sibling script by its bare name, since a script's own folder is first on its import path."""
-KNOWN_EXCEPTIONS: dict[str, str] = {
-    "module_charts.py": "the charts it packages from their Go modules are changing; it moves with that change",
-}
-"""Helpers not yet in ``tests/support``, each with why (path under ``tests/`` -> reason)."""
 
 
 def _python_files(root: Path) -> list[Path]:
@@ -62,7 +58,7 @@ def import_problems(path: Path, root: Path) -> list[str]:  # noqa: C901 - one br
         for module in modules:
             parts = module.split(".")
             if parts[0] == root.name:
-                if parts[1:2] != [SUPPORT] and f"{'/'.join(parts[1:])}.py" not in KNOWN_EXCEPTIONS:
+                if parts[1:2] != [SUPPORT]:
                     problems.append(f"line {node.lineno}: imports {module}, a test module; shared helpers belong in tests/support")
                 private = [name for name in names if name.startswith("_")]
                 if private:
@@ -120,7 +116,7 @@ def test_every_helper_lives_in_tests_support():
         if p.relative_to(TESTS).parts[0] not in (SUPPORT, BENCHMARKS)
         and not (p.name.startswith("test_") or p.name in ("conftest.py", "__init__.py"))
     ]
-    assert sorted(set(loose) - set(KNOWN_EXCEPTIONS)) == []
+    assert loose == []
     assert (TESTS / "__init__.py").is_file()
     assert (TESTS / SUPPORT / "__init__.py").is_file()
 

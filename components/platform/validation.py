@@ -10,7 +10,7 @@ from ..config.charts import chart_mirror_problems
 from ..config.inputs import is_unknown
 from ..workloads import health_gate
 from ..workloads.preflight_checks import validate_preflight
-from ..workloads.queues import validate_kueue
+from ..workloads.kueue_flavors import validate_kueue
 from ..workloads.scheduling_validation import validate_scheduling
 from .image_sources import validate_image_digests, validate_image_mirrors
 from .names import PLATFORM_NAME, validate_names

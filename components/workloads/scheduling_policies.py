@@ -26,7 +26,8 @@ from ..facts.gpu_nodes import network_layer_key
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity
 from .teams import namespace_quota, team_of
 from ..config.teams import team_gid
-from .queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, app_topology, pool_flavor, topology_layer_of
+from .kueue_flavors import app_topology, pool_flavor, topology_layer_of
+from .queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE
 from .smoke_test import SmokeTestPool
 from .storage import training_storage_fields
 from .templates import training_pdb

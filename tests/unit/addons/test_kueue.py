@@ -19,7 +19,8 @@ from eks_gpu_training.offline.check import check_render
 from eks_gpu_training.offline.check.kubernetes import CustomResourceSchemas
 from eks_gpu_training.platform.loading import parse_platform_args
 from eks_gpu_training.workloads.fleet_capacity import pool_capacity
-from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, TOPOLOGY_LEVELS, cluster_queue, pool_flavor
+from eks_gpu_training.workloads.kueue_flavors import TOPOLOGY_LEVELS, pool_flavor
+from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, cluster_queue
 from eks_gpu_training.workloads.scheduling_policies import QUOTA_NAME
 from eks_gpu_training.workloads.templates import training_job
 from eks_gpu_training.workloads.training_spec import TrainingJobSpec, validate_training_job

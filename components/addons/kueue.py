@@ -3,42 +3,15 @@
 ``kueue_values`` is pure: the chart's values, with Kueue's own configuration
 (``managerConfig.controllerManagerConfigYaml``) built from a plain dict and dumped by PyYAML, so
 tests can check it without a cluster. Kueue's CRDs are templates of its chart, so its custom
-resources (Topology, ResourceFlavors, queues: ``workloads/queues.py``) wait for this release.
+resources (``workloads/kueue_flavors.py``, ``workloads/queues.py``) wait for this release.
 
-Kueue's configuration differs from the chart's default in six ways, each for training jobs:
-
-- ``waitForPodsReady`` is on: a job must have every pod Ready within ``podsReadyTimeoutMinutes``
-  of admission, else Kueue evicts and requeues it, with backoff, and gives its quota back; a
-  running job that misses a Ready pod for ``recoveryTimeoutMinutes`` (its node NotReady) is
-  evicted and requeued the same way. With ``blockAdmission`` (``kueue.blockAdmission``, on by
-  default) Kueue admits the next job only once the last admitted one's pods are all Ready, so two
-  jobs can never each hold part of the fleet while waiting for the rest;
-- a job's failed or deleted node is replaced by topology-aware scheduling within what the job's
-  topology request allows, and the job is evicted and requeued at once when no node qualifies
-  (``TASFailedNodeReplacement`` and ``...FailFast``, set by ``kueue.failedNodeReplacement``);
-- only the training namespaces are Kueue's (``managedJobsNamespaceSelector``): the chart gives
-  Kueue's webhooks that selector, so a Job anywhere else (the GPU Operator's, a smoke test in
-  another namespace) never waits on Kueue, and cannot fail while Kueue is down;
-- only the integrations of the stack's job kinds (``integrations``): ``batch/job``, and
-  ``jobset.x-k8s.io/jobset`` and ``trainer.kubeflow.org/trainjob`` when their controllers are
-  installed. The chart makes a framework's webhooks fail closed (``failurePolicy: Fail``) only when
-  the framework is on, so no pod creation depends on Kueue;
-- EFA devices, hugepages and ephemeral storage are left out of admission (``excludeResourcePrefixes``): the
-  ClusterQueues count what the namespace ResourceQuota counts (GPUs, CPU, memory), and Kueue
-  refuses a workload requesting a resource its ClusterQueue does not cover;
-- the image is the release's own on registry.k8s.io: the chart's default is a staging image
-  (``release-0.19``, ``pullPolicy: Always``);
-- with teams (``scheduling.teams``), fair sharing is on (``fairSharing``, Kueue's own default
-  strategies): which team gets the fleet's idle GPUs, and whose borrowed workloads a team's
-  reclaim preempts, follows each team's use of the fleet beyond its quota, for its weight;
-- with teams, Kueue manages every job of the training namespaces, labelled or not
-  (``manageJobsWithoutQueueName``, scoped by ``managedJobsNamespaceSelector``): its webhook
-  suspends a Job, JobSet or TrainJob without ``kueue.x-k8s.io/queue-name`` at creation, and its
-  Workload waits for a LocalQueue it does not name (there is no LocalQueue ``default``, which
-  Kueue would otherwise give it), so no team runs a job its ClusterQueue does not count. A running
-  job without the label, found when the setting is switched on, is suspended too: Kueue stops an
-  unsuspended job that has no admitted Workload (``jobframework/reconciler.go``, "job with no
-  matching workload, suspending"). Bare GPU pods are refused by ``workloads/team_admission.py``.
+The configuration differs from the chart's default for training jobs (the reasons:
+docs/architecture.md, "Kueue and teams"): ``waitForPodsReady`` is on; a failed node is replaced
+within the job's topology request (``feature_gates``); only the training namespaces and the stack's
+job kinds are Kueue's, so no other pod creation waits on its webhooks; EFA devices, hugepages and
+ephemeral storage are left out of admission; the image is the release's own, not the chart's
+staging one; with teams, fair sharing is on and Kueue manages every job of the training
+namespaces, labelled or not.
 """
 
 from __future__ import annotations
@@ -68,11 +41,9 @@ KUEUE_NAMESPACE = "kueue-system"
 """Kueue's namespace, as upstream installs it; Kueue's default configuration leaves Jobs here unmanaged."""
 
 KUEUE_RELEASE_TIMEOUT_SECONDS = 300
-"""How long Helm waits for the controllers to be Ready: like Karpenter's controller, they wait for
-system nodes only. The release is atomic like every release of the stack (Helm waits, and a failed
-install or upgrade is rolled back and cleaned up): Kueue's webhooks validate its own custom
-resources, so they must answer before the Topology, flavors and queues are created, and a Kueue pod
-is Ready only once its webhooks answer (Kueue v0.5.3 release notes, kubernetes-sigs/kueue#1682)."""
+"""Seconds Helm waits for the controllers, which need system nodes only. The release is atomic and
+waited for: Kueue's webhooks validate its own custom resources, and a Kueue pod is Ready only once
+they answer (kubernetes-sigs/kueue#1682), so the Topology, flavors and queues come after it."""
 
 CONTROLLER_REPLICAS = 2
 """Two controllers (one leader, both serving the webhooks): a Job cannot be created in a managed
@@ -82,9 +53,9 @@ CONTROLLER_TOLERATIONS = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
 """As Karpenter's: no GPU toleration, so the controller keeps running when every GPU node is gone."""
 
 EXCLUDED_RESOURCE_PREFIXES = (EFA_RESOURCE, "hugepages-", "ephemeral-storage")
-"""Resources Kueue ignores at admission: EFA devices and EFA's hugepages (see the module docstring),
-and the ephemeral storage training pods request on the nodes' instance-store RAID0, which neither
-the quota nor the ClusterQueues count."""
+"""Resources Kueue ignores at admission: EFA devices, EFA's hugepages and the pods' ephemeral
+storage (the nodes' instance-store RAID0). The ClusterQueues cover what the ResourceQuota counts,
+and Kueue refuses a workload requesting a resource its ClusterQueue does not cover."""
 
 REQUEUE_BACKOFF_BASE_SECONDS = 60
 REQUEUE_BACKOFF_MAX_SECONDS = 3600
@@ -96,11 +67,9 @@ KUEUE_NAMESPACE_LABELS = {
     "pod-security.kubernetes.io/enforce": "restricted",
     "pod-security.kubernetes.io/enforce-version": "latest",
 }
-"""Kueue's controller meets the ``restricted`` Pod Security Standard as its chart sets it up
-(``controllerManager.podSecurityContext``: non-root, RuntimeDefault seccomp; the container drops
-every capability and allows no privilege escalation), so nothing less is allowed beside it. Set on
-a running namespace, the label refuses only pods created after it; running ones are checked and
-warned about, never evicted (kubernetes.io/docs/concepts/security/pod-security-admission/)."""
+"""Pod Security ``restricted`` on ``kueue-system``, which Kueue's chart meets (non-root,
+RuntimeDefault seccomp, no capabilities). On a running namespace it refuses only new pods, never
+evicts (kubernetes.io/docs/concepts/security/pod-security-admission/)."""
 
 
 def managed_namespaces_selector(namespaces: Sequence[str]) -> dict[str, Any]:
@@ -162,6 +131,7 @@ def kueue_manager_config(config: KueueConfig, namespaces: Sequence[str], framewo
                 "backoffMaxSeconds": REQUEUE_BACKOFF_MAX_SECONDS,
             },
         },
+        # Also suspends an unlabelled job already running (kueue pkg/controller/jobframework/reconciler.go).
         "manageJobsWithoutQueueName": queue_required,
         "managedJobsNamespaceSelector": managed_namespaces_selector(namespaces),
         "integrations": {"frameworks": list(frameworks)},
@@ -197,6 +167,7 @@ def kueue_values(config: KueueConfig, namespaces: Sequence[str], system_node_sel
     return {
         "controllerManager": {
             "featureGates": feature_gates(config),
+            # The chart's default is a staging image (release-0.19, pullPolicy: Always).
             "manager": {"image": {"repository": KUEUE_IMAGE, "tag": f"v{config.chart_version}", "pullPolicy": "IfNotPresent"}},
             "replicas": CONTROLLER_REPLICAS,
             "podDisruptionBudget": {"enabled": True, "minAvailable": 1},

@@ -19,17 +19,14 @@ TOPOLOGY_MODES = ("preferred", "required")
 ``kueue.x-k8s.io/podset-required-topology`` (that block or nothing)."""
 
 BLOCK_NODES = 16
-"""Nodes of the largest job that asks for one layer-3 block. EC2 publishes no block size
-(DescribeInstanceTopology names each instance's network nodes, not how many share one), so this is
-the fleet's to set; a job larger than any block at its level would wait for ever, so a lower value
-is the safe side: the job then asks for a layer-2 block."""
+"""Default of ``kueue.blockNodes``: the most nodes a job may have and still ask for one layer-3
+block; a larger job asks for a layer-2 block. EC2 publishes no block size, so the fleet sets it; err
+low, as a job larger than every block at its level waits for ever."""
 
 PODS_READY_TIMEOUT_MINUTES = 30
-"""Minutes from admission until every pod of a job must be Ready, else Kueue evicts and requeues it.
-A cold GPU node takes minutes before it is Ready at all (a Karpenter p5 launch, EFA and GPU
-daemons), and a training image of 10-20 GB then takes several more minutes to pull and unpack on
-250 MiB/s gp3 (the pools' root volume throughput); 30 minutes covers both with room, while a job
-that can never start (no capacity behind its quota) gives its quota back within the half hour."""
+"""Default of ``kueue.podsReadyTimeoutMinutes``: minutes from admission until every pod of a job
+must be Ready, else Kueue evicts and requeues it. Room for a cold GPU node's boot and a 10-20 GB
+image pull, while a job that can never start gives its quota back within the half hour."""
 
 RECOVERY_TIMEOUT_MINUTES = 15
 """Minutes a running job may have a pod not Ready (a rank restarting, a node replaced) before Kueue
@@ -37,12 +34,9 @@ evicts and requeues it. The image is cached on the job's nodes, so a restart is 
 node has to boot and pull the image, which the quarter of an hour allows for."""
 
 UNREACHABLE_NODE_SECONDS = 60
-"""Seconds a training pod stays on a node that stopped answering before it is evicted. The API
-server's default is 300 (the DefaultTolerationSeconds admission plugin), made for services that
-may ride out a short partition; a synchronous training job cannot (its collectives stall at once on
-a rank that does not answer), so every second is idle GPUs on each of its nodes. A minute rides out
-a kubelet restart, and is added to the node lifecycle controller's 50 s grace period and Kueue's
-one minute before it fails the evicted pod (``unreachable_node_seconds``)."""
+"""Default of ``kueue.unreachableNodeSeconds``. The API server's 300 s (DefaultTolerationSeconds)
+suits services riding out a partition; a training job's collectives stall at once on a silent
+rank, idling every GPU of the job. A minute still rides out a kubelet restart."""
 
 
 class KueueConfig(_Model):
@@ -66,6 +60,6 @@ class KueueConfig(_Model):
     recovery_timeout_minutes: Optional[int] = Field(default=RECOVERY_TIMEOUT_MINUTES, ge=1, le=1440)
     """Minutes a running job may miss a Ready pod (its node NotReady, a rank restarting) before Kueue evicts it and requeues it; `null` turns the requeue off (the job waits for its pods however long). Default: 15."""
     unreachable_node_seconds: Optional[int] = Field(default=UNREACHABLE_NODE_SECONDS, ge=0, le=3600)
-    """Seconds a training pod stays on a node that stopped answering (its tolerations of `node.kubernetes.io/unreachable` and `not-ready`) before it is evicted; the pod opts in to Kueue's recovery of a pod stuck terminating on an unreachable node (`kueue.x-k8s.io/safe-to-forcefully-delete`, the alpha `FailureRecoveryPolicy` gate), which fails it one minute later so its Job makes the rank again on the node that replaces it. The evicted rank may still run on the cut-off node meanwhile: training code must write checkpoints so that a second writer cannot corrupt them (docs/health.md). `null`: the API server's 300 s, and the rank stays on an unreachable node until the node is deleted. Default: 60."""
+    """Seconds a training pod stays on an unreachable or not-ready node before eviction; still terminating a minute later, Kueue fails it (`FailureRecoveryPolicy`) so its Job remakes the rank. Checkpoints must survive a second writer (docs/health.md). `null`: 300 s, and no forced failure. Default: 60."""
     failed_node_replacement: bool = True
-    """Let topology-aware scheduling replace a job's failed or deleted node by a free one the job's topology request allows (Kueue's `TASFailedNodeReplacement` gate), and evict and requeue the job at once when there is none (`TASFailedNodeReplacementFailFast`); false: the job should keep its lost node's place until `recoveryTimeoutMinutes`, though Kueue 0.19.2 was seen replacing the node all the same once the lost rank's pod had ended (docs/health.md). Default: true."""
+    """Replace a job's failed node by a free one its topology request allows (`TASFailedNodeReplacement`), else evict and requeue the job at once (`...FailFast`). false: it keeps the lost node's place until `recoveryTimeoutMinutes`, though Kueue 0.19.2 may still replace it (docs/health.md). Default: true."""

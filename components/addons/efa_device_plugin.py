@@ -123,7 +123,7 @@ class EfaDevicePlugin(pulumi.ComponentResource):
             cleanup_on_fail=True,
             timeout=RELEASE_TIMEOUT_SECONDS,
             # Like the GPU Operator: the cluster and system nodes, not the GPU nodes it will run on.
-            opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=list(ref.ready)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
         )
         self.release_status = self.release.status.apply(lambda s: s.status if s else None)
         self.register_outputs({"releaseStatus": self.release_status})

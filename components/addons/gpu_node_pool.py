@@ -274,7 +274,7 @@ class GpuNodePool(pulumi.ComponentResource):
         # included; retained, a removed pool's objects stay in the cluster (Pulumi forgets them).
         def custom(*depends_on: pulumi.Resource) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(
-                parent=self, provider=ref.provider, retain_on_delete=args.retain_on_removal, import_=pool.name if adopt else None,
+                parent=self, retain_on_delete=args.retain_on_removal, import_=pool.name if adopt else None,
                 depends_on=list(depends_on),
             )
 

@@ -224,7 +224,7 @@ class GpuOperator(pulumi.ComponentResource):
                 # Operands are privileged host daemons (device plugin, DCGM, validators).
                 "labels": {"pod-security.kubernetes.io/enforce": "privileged"},
             },
-            opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=ready),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
         )
         # __post_init__ has made an AMI type its GpuNodeOs; the check says so to the type checker.
         node_os = args.node_os if isinstance(args.node_os, GpuNodeOs) else node_os_of(args.node_os)
@@ -239,7 +239,7 @@ class GpuOperator(pulumi.ComponentResource):
             atomic=True,
             cleanup_on_fail=True,
             timeout=RELEASE_TIMEOUT_SECONDS,
-            opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=[*ready, namespace]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ready, namespace]),
         )
         if args.config.prometheus_operator:
             # NVIDIA's DCGM dashboard beside the exporter whose ServiceMonitor Prometheus scrapes.
@@ -248,7 +248,7 @@ class GpuOperator(pulumi.ComponentResource):
                 f"{name}-dcgm-dashboard",
                 metadata=dashboard["metadata"],
                 data=dashboard["data"],
-                opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=[namespace]),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
             )
         self.namespace = namespace.metadata.name
         self.release_status = self.release.status.apply(lambda s: s.status if s else None)

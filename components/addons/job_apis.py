@@ -203,7 +203,7 @@ def trainer_fence_manifests(training_namespaces: list[str]) -> list[dict[str, An
 def namespace_options(component: pulumi.Resource, ref: ClusterRef) -> pulumi.ResourceOptions:
     """Options of a controller's namespace: retained, since deleting a namespace deletes the retained
     controller in it (the release is retained for the jobs that still need it)."""
-    return pulumi.ResourceOptions(parent=component, provider=ref.provider, depends_on=list(ref.ready), retain_on_delete=True)
+    return pulumi.ResourceOptions(parent=component, depends_on=list(ref.ready), retain_on_delete=True)
 
 
 def _fence(component: pulumi.ComponentResource, name: str, ref: ClusterRef,
@@ -212,7 +212,7 @@ def _fence(component: pulumi.ComponentResource, name: str, ref: ClusterRef,
     fenced from its first write. Retained with the release, so a retained controller stays fenced;
     server-side applies (``*Patch``), as the namespace is, so a kind added back takes them over."""
     policy_manifest, binding_manifest = manifests
-    options = pulumi.ResourceOptions(parent=component, provider=ref.provider, depends_on=list(ref.ready),
+    options = pulumi.ResourceOptions(parent=component, depends_on=list(ref.ready),
                                      retain_on_delete=True)
     policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicyPatch(
         f"{name}-fence", metadata=policy_manifest["metadata"], spec=policy_manifest["spec"], opts=options)
@@ -225,7 +225,7 @@ def _ingress(component: pulumi.ComponentResource, name: str, ref: ClusterRef, na
              namespace: pulumi.Resource, ingress: Optional[ControllerIngress]) -> None:
     if ingress is not None:
         network_policy(name, namespace_name, ingress,
-                       opts=pulumi.ResourceOptions(parent=component, provider=ref.provider, depends_on=[namespace]))
+                       opts=pulumi.ResourceOptions(parent=component, depends_on=[namespace]))
 
 
 def _release(component: pulumi.ComponentResource, name: str, ref: ClusterRef, *, namespace_name: str, release_name: str,
@@ -252,7 +252,7 @@ def _release(component: pulumi.ComponentResource, name: str, ref: ClusterRef, *,
         # of that kind running, retained as every training job is, and they need their controller;
         # uninstalling Trainer would also delete its CRDs (templates of its chart), and with them
         # every TrainJob. ``helm uninstall`` it once those jobs are done.
-        opts=pulumi.ResourceOptions(parent=component, provider=ref.provider, depends_on=[*ready, namespace, *after],
+        opts=pulumi.ResourceOptions(parent=component, depends_on=[*ready, namespace, *after],
                                     retain_on_delete=True),
     )
     return namespace, release

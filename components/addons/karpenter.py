@@ -304,7 +304,7 @@ class Karpenter(pulumi.ComponentResource):
                 cleanup_on_fail=True,
                 timeout=CRD_RELEASE_TIMEOUT_SECONDS,
             ),
-            opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=list(ref.ready)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
         )
         # Pods get Pod Identity credentials only if the association exists when they start.
         self.release = k8s.helm.v3.Release(
@@ -322,7 +322,7 @@ class Karpenter(pulumi.ComponentResource):
                 timeout=CONTROLLER_RELEASE_TIMEOUT_SECONDS,
             ),
             opts=pulumi.ResourceOptions(
-                parent=self, provider=ref.provider, depends_on=[*ref.ready, crds, pod_identity, node_access, *attachments]
+                parent=self, depends_on=[*ref.ready, crds, pod_identity, node_access, *attachments]
             ),
         )
 

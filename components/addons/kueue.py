@@ -229,7 +229,7 @@ class Kueue(pulumi.ComponentResource):
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata={"name": KUEUE_NAMESPACE, "labels": KUEUE_NAMESPACE_LABELS},
-            opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=ready),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
         )
         self.values = kueue_values(args.config, args.namespaces, ref.system_node_selector, args.frameworks, args.fair_sharing,
                                    args.queue_required)
@@ -243,10 +243,10 @@ class Kueue(pulumi.ComponentResource):
             atomic=True,
             cleanup_on_fail=True,
             timeout=KUEUE_RELEASE_TIMEOUT_SECONDS,
-            opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=[*ready, namespace]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ready, namespace]),
         )
         if args.ingress is not None:
             network_policy(name, KUEUE_NAMESPACE, args.ingress, webhook_ports=(WEBHOOK_PORT, KUEUE_VISIBILITY_PORT),
-                           opts=pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=[namespace]))
+                           opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]))
         self.namespace = namespace.metadata.name
         self.register_outputs({"namespace": self.namespace})

@@ -318,7 +318,7 @@ class TopologyLabeler(pulumi.ComponentResource):
         ref, config, tags = cluster_ref_of(args), args.config, dict(args.tags)
 
         def in_cluster(*depends_on: pulumi.Resource) -> pulumi.ResourceOptions:
-            return pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=list(depends_on))
+            return pulumi.ResourceOptions(parent=self, depends_on=list(depends_on))
 
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace", **_resource_kwargs(namespace_manifest()), opts=in_cluster(*ref.ready)

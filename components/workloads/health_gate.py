@@ -258,7 +258,7 @@ class HealthGate(pulumi.ComponentResource):
         ref, config = cluster_ref_of(args), args.config
 
         def in_cluster(*depends_on: pulumi.Resource) -> pulumi.ResourceOptions:
-            return pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=list(depends_on))
+            return pulumi.ResourceOptions(parent=self, depends_on=list(depends_on))
 
         self.image = (
             pulumi.Output.from_input(config.image)

@@ -21,6 +21,7 @@ from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import GpuTrainingPlatformArgs
 from ..facts.gpu_nodes import gpu_daemon_tolerations, gpu_node_selector
 from ..config.arguments import check_model_fields
+from .addon_release import addon_release
 from .chart_source import release_chart
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
@@ -112,18 +113,8 @@ class EfaDevicePlugin(pulumi.ComponentResource):
         super().__init__("eks-gpu-training:index:EfaDevicePlugin", name, None, opts)
         ref = cluster_ref_of(args)
         self.values = efa_device_plugin_values()
-        self.release = k8s.helm.v3.Release(
-            f"{name}-release",
-            name=CHART,
-            **chart,
-            namespace=NAMESPACE,
-            create_namespace=False,
-            values=self.values,
-            atomic=True,
-            cleanup_on_fail=True,
-            timeout=RELEASE_TIMEOUT_SECONDS,
-            # Like the GPU Operator: the cluster and system nodes, not the GPU nodes it will run on.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
-        )
+        # Like the GPU Operator: the cluster and system nodes, not the GPU nodes it will run on.
+        self.release = addon_release(self, name, release_name=CHART, chart=chart, values=self.values,
+                                     timeout=RELEASE_TIMEOUT_SECONDS, ready=ref.ready, namespace=NAMESPACE)
         self.release_status = self.release.status.apply(lambda s: s.status if s else None)
         self.register_outputs({"releaseStatus": self.release_status})

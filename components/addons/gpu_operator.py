@@ -31,6 +31,7 @@ from ..config import (
     validate_gpu_operator,
 )
 from ..facts.gpu_nodes import gpu_daemon_tolerations
+from .addon_release import addon_namespace, addon_release
 from .chart_source import release_chart
 from .dcgm_dashboard import dcgm_dashboard_config_map
 from ..facts.node_os import NODE_OS_BY_AMI_TYPE, GpuNodeOs, node_os_of
@@ -217,30 +218,14 @@ class GpuOperator(pulumi.ComponentResource):
         # (``RELEASE_TIMEOUT_SECONDS``).
         ready = list(ref.ready)
 
-        namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata={
-                "name": NAMESPACE,
-                # Operands are privileged host daemons (device plugin, DCGM, validators).
-                "labels": {"pod-security.kubernetes.io/enforce": "privileged"},
-            },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
-        )
         # __post_init__ has made an AMI type its GpuNodeOs; the check says so to the type checker.
         node_os = args.node_os if isinstance(args.node_os, GpuNodeOs) else node_os_of(args.node_os)
         self.values = gpu_operator_values(args.config, node_os, ref.system_node_selector)
-        self.release = k8s.helm.v3.Release(
-            f"{name}-release",
-            name=CHART,
-            **chart,
-            namespace=namespace.metadata.name,
-            create_namespace=False,
-            values=self.values,
-            atomic=True,
-            cleanup_on_fail=True,
-            timeout=RELEASE_TIMEOUT_SECONDS,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ready, namespace]),
-        )
+        # Operands are privileged host daemons (device plugin, DCGM, validators).
+        namespace = addon_namespace(self, name, namespace=NAMESPACE, labels={"pod-security.kubernetes.io/enforce": "privileged"},
+                                    ready=ready)
+        self.release = addon_release(self, name, release_name=CHART, chart=chart, values=self.values,
+                                     timeout=RELEASE_TIMEOUT_SECONDS, ready=ready, namespace=namespace)
         if args.config.prometheus_operator:
             # NVIDIA's DCGM dashboard beside the exporter whose ServiceMonitor Prometheus scrapes.
             dashboard = dcgm_dashboard_config_map(NAMESPACE)

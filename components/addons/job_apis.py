@@ -29,6 +29,7 @@ from ..config import GpuTrainingPlatformArgs, JobSetConfig, TrainerConfig
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from . import job_api_admission
+from .addon_release import AddonNamespace, addon_namespace, addon_release
 from .chart_source import release_chart
 from .controller_ingress import ControllerIngress, network_policy
 from .labeler_admission import node_policy_binding_manifest
@@ -200,12 +201,6 @@ def trainer_fence_manifests(training_namespaces: list[str]) -> list[dict[str, An
             node_policy_binding_manifest(TRAINER_FENCE, FENCE_LABELS)]
 
 
-def namespace_options(component: pulumi.Resource, ref: ClusterRef) -> pulumi.ResourceOptions:
-    """Options of a controller's namespace: retained, since deleting a namespace deletes the retained
-    controller in it (the release is retained for the jobs that still need it)."""
-    return pulumi.ResourceOptions(parent=component, depends_on=list(ref.ready), retain_on_delete=True)
-
-
 def _fence(component: pulumi.ComponentResource, name: str, ref: ClusterRef,
            manifests: list[dict[str, Any]]) -> k8s.admissionregistration.v1.ValidatingAdmissionPolicyBindingPatch:
     """The controller's admission policy and its binding, before the release: the controller is
@@ -221,7 +216,7 @@ def _fence(component: pulumi.ComponentResource, name: str, ref: ClusterRef,
         opts=pulumi.ResourceOptions.merge(options, pulumi.ResourceOptions(depends_on=[policy])))
 
 
-def _ingress(component: pulumi.ComponentResource, name: str, ref: ClusterRef, namespace_name: str,
+def _ingress(component: pulumi.ComponentResource, name: str, namespace_name: str,
              namespace: pulumi.Resource, ingress: Optional[ControllerIngress]) -> None:
     if ingress is not None:
         network_policy(name, namespace_name, ingress,
@@ -230,31 +225,19 @@ def _ingress(component: pulumi.ComponentResource, name: str, ref: ClusterRef, na
 
 def _release(component: pulumi.ComponentResource, name: str, ref: ClusterRef, *, namespace_name: str, release_name: str,
              chart: dict[str, Any], values: dict[str, Any],
-             after: tuple[pulumi.Resource, ...] = ()) -> tuple[k8s.core.v1.NamespacePatch, k8s.helm.v3.Release]:
-    """The controller's namespace and its atomic release, both waiting for the cluster to be ready.
-
-    The namespace outlives the controller's removal (retained, and ``helm uninstall`` leaves it), so
-    a kind added back meets it. A ``Namespace`` resource is created with a create call, which the API
-    server answers AlreadyExists (pulumi-kubernetes 4.29 and later create with client-side create
-    unless the provider sets ``upsertExistingObjects``: provider/pkg/await/await.go, ``Creation``).
-    A ``NamespacePatch`` is always a server-side apply, which creates the namespace when it is missing
-    and takes the existing one over, labels included, when it is there (same await.go branch:
-    ``kinds.IsPatchResource``)."""
-    ready = list(ref.ready)
-    namespace = k8s.core.v1.NamespacePatch(
-        f"{name}-namespace", metadata={"name": namespace_name, "labels": NAMESPACE_LABELS},
-        opts=namespace_options(component, ref),
-    )
-    release = k8s.helm.v3.Release(
-        f"{name}-release", name=release_name, **chart, namespace=namespace.metadata.name, create_namespace=False,
-        values=values, atomic=True, cleanup_on_fail=True, timeout=RELEASE_TIMEOUT_SECONDS,
-        # Retained: the last app of a kind leaving the stack (a kind change, a removal) leaves jobs
-        # of that kind running, retained as every training job is, and they need their controller;
-        # uninstalling Trainer would also delete its CRDs (templates of its chart), and with them
-        # every TrainJob. ``helm uninstall`` it once those jobs are done.
-        opts=pulumi.ResourceOptions(parent=component, depends_on=[*ready, namespace, *after],
-                                    retain_on_delete=True),
-    )
+             after: tuple[pulumi.Resource, ...] = ()) -> tuple[AddonNamespace, k8s.helm.v3.Release]:
+    """The controller's namespace and its atomic release, both waiting for the cluster to be ready,
+    and both retained (``addon_release``): the namespace outlives the controller's removal (``helm
+    uninstall`` leaves it too), so a kind added back meets it and takes it over. The release is
+    retained because the last app of a kind leaving the stack (a kind change, a removal) leaves jobs
+    of that kind running, retained as every training job is, and they need their controller;
+    uninstalling Trainer would also delete its CRDs (templates of its chart), and with them every
+    TrainJob. ``helm uninstall`` it once those jobs are done."""
+    namespace = addon_namespace(component, name, namespace=namespace_name, labels=NAMESPACE_LABELS, ready=ref.ready,
+                                retained=True)
+    release = addon_release(component, name, release_name=release_name, chart=chart, values=values,
+                            timeout=RELEASE_TIMEOUT_SECONDS, ready=ref.ready, namespace=namespace, retained=True,
+                            after=after)
     return namespace, release
 
 
@@ -282,7 +265,7 @@ class JobSetController(pulumi.ComponentResource):
         fence = _fence(self, name, ref, jobset_fence_manifests(args.training_namespaces))
         namespace, self.release = _release(self, name, ref, namespace_name=JOBSET_NAMESPACE, release_name="jobset",
                                            chart=chart, values=self.values, after=(fence,))
-        _ingress(self, name, ref, JOBSET_NAMESPACE, namespace, args.ingress)
+        _ingress(self, name, JOBSET_NAMESPACE, namespace, args.ingress)
         self.namespace = namespace.metadata.name
         self.register_outputs({"namespace": self.namespace})
 
@@ -313,6 +296,6 @@ class TrainerController(pulumi.ComponentResource):
         namespace, self.release = _release(self, name, ref, namespace_name=TRAINER_NAMESPACE,
                                            release_name="kubeflow-trainer", chart=chart, values=self.values,
                                            after=(fence,))
-        _ingress(self, name, ref, TRAINER_NAMESPACE, namespace, args.ingress)
+        _ingress(self, name, TRAINER_NAMESPACE, namespace, args.ingress)
         self.namespace = namespace.metadata.name
         self.register_outputs({"namespace": self.namespace})

@@ -27,6 +27,7 @@ from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import KueueConfig
 from ..facts.gpu_nodes import EFA_RESOURCE
 from ..config.arguments import check_model_fields
+from .addon_release import addon_namespace, addon_release
 from .chart_source import release_chart
 from .controller_ingress import KUEUE_VISIBILITY_PORT, WEBHOOK_PORT, ControllerIngress, network_policy
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
@@ -226,25 +227,11 @@ class Kueue(pulumi.ComponentResource):
         super().__init__("eks-gpu-training:index:Kueue", name, None, opts)
         ref = cluster_ref_of(args)
         ready = list(ref.ready)
-        namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata={"name": KUEUE_NAMESPACE, "labels": KUEUE_NAMESPACE_LABELS},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
-        )
+        namespace = addon_namespace(self, name, namespace=KUEUE_NAMESPACE, labels=KUEUE_NAMESPACE_LABELS, ready=ready)
         self.values = kueue_values(args.config, args.namespaces, ref.system_node_selector, args.frameworks, args.fair_sharing,
                                    args.queue_required)
-        self.release = k8s.helm.v3.Release(
-            f"{name}-release",
-            name="kueue",
-            **chart,
-            namespace=namespace.metadata.name,
-            create_namespace=False,
-            values=self.values,
-            atomic=True,
-            cleanup_on_fail=True,
-            timeout=KUEUE_RELEASE_TIMEOUT_SECONDS,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ready, namespace]),
-        )
+        self.release = addon_release(self, name, release_name="kueue", chart=chart, values=self.values,
+                                     timeout=KUEUE_RELEASE_TIMEOUT_SECONDS, ready=ready, namespace=namespace)
         if args.ingress is not None:
             network_policy(name, KUEUE_NAMESPACE, args.ingress, webhook_ports=(WEBHOOK_PORT, KUEUE_VISIBILITY_PORT),
                            opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]))

@@ -37,6 +37,7 @@ from ..workloads.scheduling_policies import SchedulingPolicies
 from ..workloads.smoke_test import GpuSmokeTest
 from ..workloads.storage import TrainingStorage, TrainingStorageArgs
 from ..workloads.team_access import TeamAccess
+from ..workloads.team_admission import TeamAdmission
 from ..workloads.training_job import TrainingJob
 from .names import (
     cluster_child_name,
@@ -154,6 +155,8 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """The read-only ClusterRole of ``eks-gpu-training-verify``; None unless ``verify.clusterRole``."""
     team_access: Optional[TeamAccess]
     """The team-member ClusterRole and its RoleBinding in each team namespace; None without ``scheduling.teams``."""
+    team_admission: Optional[TeamAdmission]
+    """The team namespaces' GPU pod policy and priority-class quotas; None without ``scheduling.teams``."""
 
     def __init__(self, name: str, args: Optional[GpuTrainingPlatformArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
         # Checked before the component registers, so invalid arguments create nothing at all.
@@ -192,18 +195,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         # GPU node groups; Karpenter pools start empty, so nothing of theirs is waited for.
         half = compose_in_cluster(self, name, args, self.cluster.ref, gpu_nodes=list(self.gpu_node_groups.values()),
                                   job_prerequisites=training_prerequisites)
-        self.gpu_operator = half.gpu_operator
-        self.efa_device_plugin = half.efa_device_plugin
-        self.scheduling = half.scheduling
-        self.kueue = half.kueue
-        self.kueue_queues = half.kueue_queues
-        self.job_set = half.job_set
-        self.trainer = half.trainer
-        self.training_jobs = half.training_jobs
-        self.smoke_test = half.smoke_test
-        self.preflight = half.preflight
-        self.verifier_role = half.verifier_role
-        self.team_access = half.team_access
+        half.expose_on(self)
 
         self.cluster_name = self.cluster.cluster_name
         self.kubeconfig = self.cluster.kubeconfig

@@ -9,7 +9,7 @@ kubeconfig; so what runs in the cluster cannot drift between the two modes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Callable, Mapping, Optional, Sequence
 
 import pulumi
@@ -62,6 +62,12 @@ class InClusterHalf:
     verifier_role: Optional[VerifierRole]
     team_access: Optional[TeamAccess] = None
     team_admission: Optional[TeamAdmission] = None
+
+    def expose_on(self, component: pulumi.ComponentResource) -> None:
+        """Each component of the half as ``component``'s attribute of the same name: the entry point
+        that built it declares them (with their docstrings), this sets them."""
+        for half_field in fields(self):
+            setattr(component, half_field.name, getattr(self, half_field.name))
 
 
 @dataclass(frozen=True)

@@ -140,18 +140,6 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
         if entry_less:
             pulumi.log.warn("the in-cluster half makes no EKS access entry: give each of these team members an entry with its "
                             f"group where the AWS half is managed: {', '.join(entry_less)}", resource=self)
-        self.gpu_operator = half.gpu_operator
-        self.efa_device_plugin = half.efa_device_plugin
-        self.scheduling = half.scheduling
-        self.kueue = half.kueue
-        self.kueue_queues = half.kueue_queues
-        self.job_set = half.job_set
-        self.trainer = half.trainer
-        self.training_jobs = half.training_jobs
-        self.smoke_test = half.smoke_test
-        self.preflight = half.preflight
-        self.verifier_role = half.verifier_role
-        self.team_access = half.team_access
-        self.team_admission = half.team_admission
+        half.expose_on(self)
         self.gpu_operator_status = self.gpu_operator.release_status
         self.register_outputs({"gpuOperatorStatus": self.gpu_operator_status})

@@ -178,3 +178,37 @@ def test_without_kueue_or_efa_the_checks_wait_for_the_policy_and_the_gpu_operato
                           kueue_queues=None, gpu_nodes=[], job_prerequisites=[])
     assert rule.training_jobs == [scheduling]
     assert rule.smoke_test == rule.preflight == [scheduling, operator]
+
+
+
+@pytest.mark.parametrize("entry_point", ["GpuTrainingPlatform", "GpuTrainingInCluster"])
+def test_both_entry_points_declare_every_part_of_the_half_with_its_type_and_a_docstring(entry_point):
+    import dataclasses
+    import sys
+    import typing
+
+    import eks_gpu_training
+    from eks_gpu_training.config.documented import field_docstrings
+    from eks_gpu_training.platform.composition import InClusterHalf
+
+    component = getattr(eks_gpu_training, entry_point)
+    half = typing.get_type_hints(InClusterHalf)
+    # The component's own annotations (the SDK's base classes name types their modules do not import).
+    module = vars(sys.modules[component.__module__])
+    declared = {name: eval(text, module) if isinstance(text, str) else text  # noqa: S307 - the library's own annotations
+                for name, text in component.__annotations__.items()}
+    documented = field_docstrings(component)
+    for part in dataclasses.fields(InClusterHalf):
+        assert declared.get(part.name) == half[part.name], part.name
+        assert documented.get(part.name), part.name
+
+
+def test_the_half_sets_each_of_its_parts_as_the_attribute_of_the_same_name():
+    import dataclasses
+
+    from eks_gpu_training.platform.composition import InClusterHalf
+
+    names = [f.name for f in dataclasses.fields(InClusterHalf)]
+    component = SimpleNamespace()
+    InClusterHalf(**{name: f"the {name}" for name in names}).expose_on(component)
+    assert vars(component) == {name: f"the {name}" for name in names}

@@ -259,5 +259,5 @@ def admissions_per_second(jobs: list[JobResult]) -> float:
 def wait_reasons(jobs: list[JobResult]) -> dict[str, int]:
     """Kueue's last reason each job waited for, its numbers replaced by N so alike reasons count
     together; most frequent first."""
-    counted = Counter(re.sub(r"\d+", "N", job.wait_reason) for job in jobs if job.wait_reason)
+    counted = Counter(re.sub(r"(?<![A-Za-z])\d+", "N", job.wait_reason) for job in jobs if job.wait_reason)
     return dict(counted.most_common())

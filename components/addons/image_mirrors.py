@@ -1,8 +1,9 @@
 """Every image the stack deploys, pulled from the mirror of its registry (``images.registryMirrors``),
 by the digest ``images.lock`` holds for it (``images.digests``, ``config.image_lock``).
 
-One Pulumi transformation on the platform component (``ResourceOptions.transformations`` applies to
-a component and every resource under it) rewrites, before each resource is registered:
+One Pulumi transform on the platform component (``ResourceOptions.transforms``: the engine applies a
+component's transforms to every resource under it, packaged components' children included, which
+the deprecated ``transformations`` never reach) rewrites, before each resource is registered:
 
 - the containers and init containers of every Kubernetes workload object (Pods, Jobs, CronJobs,
   Deployments, DaemonSets, StatefulSets, ReplicaSets) and of the Job templates of JobSets and
@@ -13,10 +14,10 @@ a component and every resource under it) rewrites, before each resource is regis
   operator reads from its ClusterPolicy at run time.
 
 A program composing the components itself passes ``image_mirrors(...)`` in its own
-``ResourceOptions(transformations=[...])``. What is not rewritten: the EKS add-ons' images (the
+``ResourceOptions(transforms=[...])``. What is not rewritten: the EKS add-ons' images (the
 node monitoring agent, VPC CNI, CoreDNS), which EKS pulls from its own regional ECR, reached
 through the VPC's ECR endpoints; and the health gate's check pod, which travels as JSON in the
-gate's ConfigMap, out of a transformation's sight: ``HealthGate`` builds it from the mirrors
+gate's ConfigMap, out of a transform's sight: ``HealthGate`` builds it from the mirrors
 itself (``HealthGateArgs.image_mirrors``).
 """
 
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 import pulumi
+from pulumi.runtime import rpc
 
 from ..config.image_lock import locked_release_values, pinned, set_value
 from ..config.images import ImagesConfig
@@ -132,33 +134,43 @@ def _deep_copy_dicts(value: Any) -> Any:
     return value
 
 
-def image_mirrors(mirrors: Mapping[str, str], locked: Optional[ImagesConfig] = None) -> pulumi.ResourceTransformation:
-    """The transformation that pulls every image from its registry's mirror (see the module), by
+def _revealed(props: Mapping[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """The inputs a transform is given, each secret one by its value, and the keys of the secret
+    ones, which the transform's result makes secret again. The engine hands a transform a secret
+    input as the SDK's secret wrapper, where the images of a pod spec holding a secret (an
+    environment value) would be out of the transform's sight."""
+    secret = {key for key, value in props.items()
+              if isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig}
+    return {key: value["value"] if key in secret else value for key, value in props.items()}, secret
+
+
+def image_mirrors(mirrors: Mapping[str, str], locked: Optional[ImagesConfig] = None) -> pulumi.ResourceTransform:
+    """The transform that pulls every image from its registry's mirror (see the module), by
     the digest ``locked`` (``images.digests``, ``images.chartTags``) holds for it."""
     mirrors = dict(mirrors)
     digests = dict(locked.digests) if locked is not None else {}
 
-    def transform(args: pulumi.ResourceTransformationArgs) -> Optional[pulumi.ResourceTransformationResult]:
-        if not mirrors and not digests:
+    def transform(args: pulumi.ResourceTransformArgs) -> Optional[pulumi.ResourceTransformResult]:
+        if not mirrors and not digests or not args.type_.startswith("kubernetes:"):
             return None
         kind = args.type_.rsplit(":", 1)[-1]
+        props, secret = _revealed(args.props)
         if args.type_ == "kubernetes:helm.sh/v3:Release":
-            props = dict(args.props)
             chart, version = _release_chart(props)
             props["values"] = mirror_release_values(props.get("values"), chart, version, mirrors, locked)
-            return pulumi.ResourceTransformationResult(props, args.opts)
-        if args.type_.startswith("kubernetes:") and kind in WORKLOAD_KINDS:
-            props = _deep_copy_dicts(dict(args.props))
+        elif kind in WORKLOAD_KINDS:
+            props = _deep_copy_dicts(props)
             pod_spec = _pod_spec(props, kind)
             if pod_spec is None:
                 return None
             mirror_pod_spec(pod_spec, mirrors, digests)
-            return pulumi.ResourceTransformationResult(props, args.opts)
-        if args.type_.startswith("kubernetes:") and kind in GROUP_KINDS:
-            props = _deep_copy_dicts(dict(args.props))
+        elif kind in GROUP_KINDS:
+            props = _deep_copy_dicts(props)
             for pod_spec in _group_pod_specs(props, kind):
                 mirror_pod_spec(pod_spec, mirrors, digests)
-            return pulumi.ResourceTransformationResult(props, args.opts)
-        return None
+        else:
+            return None
+        return pulumi.ResourceTransformResult({key: pulumi.Output.secret(value) if key in secret else value
+                                               for key, value in props.items()}, args.opts)
 
     return transform

@@ -164,7 +164,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         args = checked_platform_args(args, name, opts)
         # Every image under the platform from its registry's mirror (images.registryMirrors), by its
         # locked digest (images.lock).
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transformations=[image_mirrors(args.images.registry_mirrors, args.images)]))
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transforms=[image_mirrors(args.images.registry_mirrors, args.images)]))
         super().__init__("eks-gpu-training:index:GpuTrainingPlatform", name, None, opts)
         tags = dict(args.tags)
 

@@ -127,7 +127,7 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
             raise ConfigError(problems)
         # Every image under the platform from its registry's mirror (images.registryMirrors), by its
         # locked digest (images.lock).
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transformations=[image_mirrors(args.images.registry_mirrors, args.images)]))
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transforms=[image_mirrors(args.images.registry_mirrors, args.images)]))
         super().__init__("eks-gpu-training:index:GpuTrainingInCluster", name, None, opts)
         self.provider = k8s.Provider(
             f"{name}-k8s",

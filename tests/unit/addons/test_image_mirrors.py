@@ -175,19 +175,38 @@ def test_mirrors_that_are_not_registries_are_refused_with_their_key():
     assert "'https://nvcr.io' is not a registry host" in graph.error.problems[0].message
 
 
-def test_a_program_of_its_own_mirrors_its_objects_with_the_same_transformation():
+def test_a_program_of_its_own_mirrors_its_objects_with_the_same_transform():
     job = {"template": {"spec": {"restartPolicy": "Never",
                                  "initContainers": [{"name": "fetch", "image": "busybox:1.37"}],
                                  "containers": [{"name": "train", "image": pulumi.Output.from_input("nvcr.io/nvidia/pytorch:25.01-py3")}]}}}
 
     def program():
-        k8s.batch.v1.Job("train", spec=job, opts=pulumi.ResourceOptions(transformations=[image_mirrors(MIRRORS)]))
+        k8s.batch.v1.Job("train", spec=job, opts=pulumi.ResourceOptions(transforms=[image_mirrors(MIRRORS)]))
 
     graph = run_program(program, {})
     (resource,) = graph.of_type("kubernetes:batch/v1:Job")
     spec = resource.inputs["spec"]["template"]["spec"]
     assert spec["initContainers"][0]["image"] == "harbor.example.com/hub/library/busybox:1.37"
     assert spec["containers"][0]["image"] == "harbor.example.com/nvcr/nvidia/pytorch:25.01-py3"
+
+
+def test_a_pod_spec_holding_a_secret_is_mirrored_and_stays_secret():
+    """The engine hands a transform a secret input as the SDK's secret wrapper (a secret anywhere in
+    the spec makes the whole spec secret)."""
+    from pulumi.runtime import rpc
+
+    job = {"template": {"spec": {"restartPolicy": "Never", "containers": [
+        {"name": "train", "image": "busybox:1.37", "env": [{"name": "TOKEN", "value": pulumi.Output.secret("s3cret")}]}]}}}
+
+    def program():
+        k8s.batch.v1.Job("train", spec=job, opts=pulumi.ResourceOptions(transforms=[image_mirrors(MIRRORS)]))
+
+    graph = run_program(program, {})
+    spec = graph.one("kubernetes:batch/v1:Job").inputs["spec"]
+    assert spec[rpc._special_sig_key] == rpc._special_secret_sig
+    (container,) = spec["value"]["template"]["spec"]["containers"]
+    assert container["image"] == "harbor.example.com/hub/library/busybox:1.37"
+    assert container["env"] == [{"name": "TOKEN", "value": "s3cret"}]
 
 
 def _gate_objects(graph):

@@ -122,7 +122,7 @@ def _copy_dicts(value: Any) -> Any:
 
 def locked_gate_images(gate: Any, digests: Mapping[str, str]) -> Any:
     """The health gate's settings (``HealthGateConfig``) with its images by their locked digests:
-    its check pod travels in its ConfigMap, where no transformation rewrites it."""
+    its check pod travels in its ConfigMap, where no transform rewrites it."""
     update = {key: pinned(getattr(gate, key), digests) for key in ("image", "dcgm_image", "efa_loopback_image")
               if isinstance(getattr(gate, key), str)}
     return gate.model_copy(update=update) if update else gate

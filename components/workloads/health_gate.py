@@ -231,7 +231,7 @@ class HealthGateArgs:
     tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Tags of the ECR repository (when the image is built). Default: none."""
     image_mirrors: Mapping[str, str] = field(default_factory=dict)
-    """Source registry -> mirror prefix (`images.registryMirrors`) the check pod's images are pulled from; they travel in the gate's ConfigMap, where no transformation rewrites them. Default: none."""
+    """Source registry -> mirror prefix (`images.registryMirrors`) the check pod's images are pulled from; they travel in the gate's ConfigMap, where no transform rewrites them. Default: none."""
     image_digests: Mapping[str, str] = field(default_factory=dict)
     """Image reference -> digest (`images.digests`): a built image's Dockerfile base is built from its locked digest. Default: none."""
 

@@ -8,7 +8,7 @@ the pod (``preflight.dcgm_diag_script``). The pod asks for every GPU and EFA dev
 it starts only once the device plugins advertise them all. Its containers drop every capability;
 the EFA checks run as a non-root user on a read-only root filesystem, the DCGM check as root
 (``DCGM_SECURITY`` says why). Its images come from ``images.registryMirrors`` here: they travel in
-the gate's ConfigMap, where no transformation sees them.
+the gate's ConfigMap, where no transform sees them.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..config import GpuTrainingPlatformArgs
 from ..workloads.job_sets import train_job, training_jobset, training_runtime
@@ -172,8 +172,9 @@ minute): its checks run a few nodes at a time, and a job admitted onto a half-ad
 wait for reasons the trace does not hold."""
 
 
-def wait_fleet_admitted(applier: Applier, log: Callable[[str], None]) -> None:
-    """Until no GPU node carries the health gate's startup taint."""
+def wait_fleet_admitted(applier: Applier, log: Callable[[str], None], timeout: Optional[float] = None) -> None:
+    """Until no GPU node carries the health gate's startup taint, for ``timeout`` seconds (default:
+    ``GATED_NODES_SECONDS_PER_NODE`` per gated node, at least a minute)."""
     from kubernetes import client
 
     from ..facts.gpu_nodes import gpu_node_selector
@@ -191,7 +192,7 @@ def wait_fleet_admitted(applier: Applier, log: Callable[[str], None]) -> None:
     if not waiting:
         return
     log(f"waiting for the health gate to admit {len(waiting)} GPU node(s) before the replay")
-    if not _settles(lambda: not gated(), max(60.0, GATED_NODES_SECONDS_PER_NODE * len(waiting))):
+    if not _settles(lambda: not gated(), timeout if timeout is not None else max(60.0, GATED_NODES_SECONDS_PER_NODE * len(waiting))):
         still = gated()
         raise SimulationError(f"the health gate has not admitted {len(still)} GPU node(s): {', '.join(still[:5])}",
                               "read the health gate's log in the state folder")

@@ -231,7 +231,7 @@ def main() -> int:
         applier = Applier(kubeconfig)
         # As simulate does: jobs submitted onto a half-checked fleet would find each block's nodes
         # coming free a few at a time.
-        wait_fleet_admitted(applier, log)
+        wait_fleet_admitted(applier, log, timeout=options.timeout)
         gated_s = time.monotonic() - started
         delete_stack_jobs(applier)
         recorder, span = play(applier, args, jobs, pull_delay=options.pull_delay, timeout=options.timeout, log=log)

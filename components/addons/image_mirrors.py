@@ -1,9 +1,9 @@
 """Every image the stack deploys, pulled from the mirror of its registry (``images.registryMirrors``),
 by the digest ``images.lock`` holds for it (``images.digests``, ``config.image_lock``).
 
-One Pulumi transform on the platform component (``ResourceOptions.transforms``: the engine applies a
-component's transforms to every resource under it, packaged components' children included, which
-the deprecated ``transformations`` never reach) rewrites, before each resource is registered:
+One Pulumi transform on the platform component (``ResourceOptions.transforms``, which the engine
+applies to every resource under it, packaged components' children too) rewrites, before each
+resource is registered:
 
 - the containers and init containers of every Kubernetes workload object (Pods, Jobs, CronJobs,
   Deployments, DaemonSets, StatefulSets, ReplicaSets) and of the Job templates of JobSets and
@@ -14,11 +14,10 @@ the deprecated ``transformations`` never reach) rewrites, before each resource i
   operator reads from its ClusterPolicy at run time.
 
 A program composing the components itself passes ``image_mirrors(...)`` in its own
-``ResourceOptions(transforms=[...])``. What is not rewritten: the EKS add-ons' images (the
-node monitoring agent, VPC CNI, CoreDNS), which EKS pulls from its own regional ECR, reached
-through the VPC's ECR endpoints; and the health gate's check pod, which travels as JSON in the
-gate's ConfigMap, out of a transform's sight: ``HealthGate`` builds it from the mirrors
-itself (``HealthGateArgs.image_mirrors``).
+``ResourceOptions(transforms=[...])``. What is not rewritten: the EKS add-ons' images (the node
+monitoring agent, VPC CNI, CoreDNS), which EKS pulls from its own regional ECR through the VPC's ECR
+endpoints; and the health gate's check pod, JSON in the gate's ConfigMap, out of a transform's
+sight: ``HealthGate`` builds it from the mirrors itself (``HealthGateArgs.image_mirrors``).
 """
 
 from __future__ import annotations

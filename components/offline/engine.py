@@ -23,7 +23,6 @@ The tests (through ``tests/support/harness.py``) and the ``render`` command both
 from __future__ import annotations
 
 import contextvars
-import inspect
 import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 from .commands import collection_paused
 from .mocks import ACCOUNT_ID, PlausibleMocks
+from .mock_transforms import run_transforms
 
 __all__ = [
     "ACCOUNT_ID",
@@ -181,31 +181,14 @@ def alias_urn(alias: Any, request: Any, urn: str) -> str:
 
 
 class RecordingMonitor(runtime_mocks.MockMonitor):
-    """The SDK's mock monitor, also keeping what the program asked for of each registration, and
-    running the ``transforms`` the SDK's mock monitor leaves alone, as the engine does: before a
-    resource registers, its own transforms, then its parent's, up to the stack's."""
+    """The SDK's mock monitor, keeping what the program asked for of each registration; it runs the
+    ``transforms`` the SDK's leaves alone as the engine does: the resource's, its parents', the stack's."""
 
     def __init__(self, mocks: pulumi.runtime.Mocks):
         super().__init__(mocks)
         self.registrations: list[Registration] = []
         self.invokes: list[tuple[str, dict[str, Any]]] = []
-        self._transforms_under: dict[str, list[Any]] = {}
-        """The transforms that apply to the children of each registered resource, by URN."""
-
-    def _transform(self, request) -> None:
-        """Run the transforms that apply to ``request`` on its inputs, in the engine's order; the
-        registration then carries the transformed inputs. Options are left as they are: the
-        platform's transforms change inputs only."""
-        transforms = [*runtime_mocks._resolve_callbacks(request.transforms), *self._transforms_under.get(request.parent, [])]
-        self._transforms_under[self.make_urn(request.parent, request.type, request.name)] = transforms
-        for transform in [*transforms, *self._stack_transforms]:
-            args = pulumi.ResourceTransformArgs(custom=request.custom, type_=request.type, name=request.name,
-                                                props=rpc.deserialize_properties(request.object), opts=pulumi.ResourceOptions())
-            result = transform(args)
-            if inspect.isawaitable(result):
-                result = _sync_await(result)
-            if result is not None:
-                request.object.CopyFrom(_sync_await(rpc.serialize_properties(result.props, {})))
+        self._transforms_under: dict[str, list[Any]] = {}  # what applies to each resource's children, by URN
 
     def Invoke(self, request):
         response = super().Invoke(request)
@@ -214,8 +197,9 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
 
     def RegisterResource(self, request):
         if request.type != "pulumi:pulumi:Stack":
-            _ensure_event_loop()
-            self._transform(request)
+            transforms = [*runtime_mocks._resolve_callbacks(request.transforms), *self._transforms_under.get(request.parent, [])]
+            self._transforms_under[self.make_urn(request.parent, request.type, request.name)] = transforms
+            run_transforms(request, [*transforms, *self._stack_transforms])
         response = super().RegisterResource(request)
         for urn, (resource_id, state) in getattr(self.mocks, "references", {}).items():
             self.resources.setdefault(urn, runtime_mocks.MockMonitor.ResourceRegistration(urn, resource_id, state))

@@ -120,6 +120,9 @@ def three_node_cluster(tmp_path_factory):
         # Pretraining's share of the third node, so its three-node job can be admitted.
         pretraining = config["eks-gpu-training:scheduling"]["teams"][0]
         next(q for q in pretraining["quotas"] if q["pool"] == "p5-training")["gpus"] = 16
+        # The local network has two nodes under each layer-3 switch: a three-node job asks for one
+        # layer-2 block, as verify's kueue-blocks row tells a fleet of such blocks to set.
+        config.setdefault("eks-gpu-training:kueue", {})["blockNodes"] = 2
 
     path = stack_variant(tmp_path_factory.mktemp("stack-three-nodes"), "prod", three_nodes)
     yield from start("prod", tmp_path_factory.mktemp("local-prod-three-nodes"), stack_path=path)
@@ -250,7 +253,7 @@ def test_on_a_three_node_pool_the_topology_rows_pass(three_node_cluster, three_n
     assert rows["topology-labels"]["status"] == PASS, rows["topology-labels"]
     assert rows["topology-labels"]["detail"].startswith("3 GPU nodes of 1 pools with 3+ nodes carry network-node-layer-1, -2 and -3.")
     assert rows["topology-aware-spread"]["status"] == PASS, rows["topology-aware-spread"]
-    assert "3 running pods, Kueue preferred topology topology.k8s.aws/network-node-layer-3" in rows["topology-aware-spread"]["detail"]
+    assert "3 running pods, Kueue required topology topology.k8s.aws/network-node-layer-2, under one" in rows["topology-aware-spread"]["detail"]
     assert rows["one-pod-per-node"]["detail"] == "job training/rl-training-multi: 3 running pods on 3 nodes."
 
 
@@ -372,7 +375,9 @@ def test_a_node_of_a_three_node_pool_without_layer_labels_fails_topology_labels(
     name, labels = node.metadata.name, {key: node.metadata.labels[key] for key in LAYER_KEYS}
     env.core.patch_node(name, {"metadata": {"labels": {key: None for key in LAYER_KEYS}}})
     try:
-        row = _fails_alone(three_node_cluster, "topology-labels")
+        # With --stack, kueue-blocks fails too: unlabelled, the node is under no block, and the
+        # three-node job's layer-2 block is left two nodes.
+        row = _fails_alone(three_node_cluster, "topology-labels", with_stack=("kueue-blocks/p5-training",))
         assert row["detail"].startswith(f"1 node of pool p5-training without network-node-layer-1, -2, -3 ({name}).")
     finally:
         env.core.patch_node(name, {"metadata": {"labels": labels}})

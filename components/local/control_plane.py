@@ -93,28 +93,26 @@ def _terminated(stage: dict) -> dict:
     return stage
 
 
+def _delayed_by(stage: dict, name: str, annotation: str) -> dict:
+    """KWOK's ``stage`` renamed ``name`` and narrowed to pods carrying ``annotation``, applied that
+    long after the pod matches (the stage's ``delay.durationFrom``, as KWOK's general stages read it)."""
+    stage["metadata"]["name"] = name
+    stage["spec"]["selector"]["matchExpressions"].append({"key": f'.metadata.annotations["{annotation}"]', "operator": "Exists"})
+    stage["spec"]["delay"] = {"durationMilliseconds": 0, "durationFrom": {"expressionFrom": f'.metadata.annotations["{annotation}"]'}}
+    return stage
+
+
 def _pulled(stage: dict) -> dict:
     """KWOK's pod-ready stage for pods that say how long their image takes to pull: Running and
-    Ready that long after they are bound (the stage's ``delay.durationFrom``), Pending until then,
-    as a kubelet reports a pod whose image it is pulling."""
-    stage["metadata"]["name"] = "pulled-pod-ready"
-    stage["spec"]["selector"]["matchExpressions"].append(
-        {"key": f'.metadata.annotations["{PULL_DELAY_ANNOTATION}"]', "operator": "Exists"})
-    stage["spec"]["delay"] = {"durationMilliseconds": 0,
-                              "durationFrom": {"expressionFrom": f'.metadata.annotations["{PULL_DELAY_ANNOTATION}"]'}}
-    return stage
+    Ready that long after they are bound, Pending until then, as a kubelet reports a pod whose
+    image it is pulling."""
+    return _delayed_by(stage, "pulled-pod-ready", PULL_DELAY_ANNOTATION)
 
 
 def _timed(stage: dict) -> dict:
     """KWOK's pod-complete stage for pods that say when they end: a Job's pod with KWOK's delay
-    annotation completes that long after it runs (the stage's ``delay.durationFrom``, as KWOK's
-    general pod-complete stage reads it): the simulator's trace jobs (``simulate``)."""
-    stage["metadata"]["name"] = "timed-pod-complete"
-    stage["spec"]["selector"]["matchExpressions"].append(
-        {"key": f'.metadata.annotations["{COMPLETE_DELAY_ANNOTATION}"]', "operator": "Exists"})
-    stage["spec"]["delay"] = {"durationMilliseconds": 0,
-                              "durationFrom": {"expressionFrom": f'.metadata.annotations["{COMPLETE_DELAY_ANNOTATION}"]'}}
-    return stage
+    annotation completes that long after it runs: the simulator's trace jobs (``simulate``)."""
+    return _delayed_by(stage, "timed-pod-complete", COMPLETE_DELAY_ANNOTATION)
 
 
 def kubeconfig_document(server: str, pki: Pki, impersonate: Optional[str] = None) -> dict[str, Any]:

@@ -98,6 +98,12 @@ def _pod_templates(value: Any) -> list[dict[str, Any]]:
 def delete_stack_jobs(applier: Applier) -> list[str]:
     """Delete the stack's own training jobs (label ``app.kubernetes.io/component=training``), so the
     trace alone loads the fleet; the names deleted."""
+    return delete_jobs(applier, f"{COMPONENT_LABEL}={TRAINING_COMPONENT}")
+
+
+def delete_jobs(applier: Applier, selector: str) -> list[str]:
+    """Delete the Jobs, JobSets and TrainJobs the label ``selector`` selects (a JobSet's or TrainJob's
+    children with their owner); the names deleted."""
     from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
     deleted = []
@@ -106,7 +112,7 @@ def delete_stack_jobs(applier: Applier) -> list[str]:
             resource = applier.resource({"apiVersion": api_version, "kind": kind})
         except ResourceNotFoundError:
             continue  # a job API the stack does not install
-        found = resource.get(label_selector=f"{COMPONENT_LABEL}={TRAINING_COMPONENT}")
+        found = resource.get(label_selector=selector)
         for item in found.items:
             if any(ref.get("kind") in ("JobSet", "TrainJob") for ref in item.metadata.get("ownerReferences") or []):
                 continue  # deleted with its owner

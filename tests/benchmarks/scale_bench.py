@@ -37,7 +37,7 @@ import yaml
 from eks_gpu_training.local.cluster import LocalCluster
 from eks_gpu_training.local.platform import Applier
 from eks_gpu_training.local.scale import SCALED_TOPOLOGY
-from eks_gpu_training.local.simulate import TRACE_JOB_LABEL, Recorder, delete_stack_jobs, job_objects, wait_fleet_admitted
+from eks_gpu_training.local.simulate import TRACE_JOB_LABEL, Recorder, delete_jobs, delete_stack_jobs, job_objects, wait_fleet_admitted
 from eks_gpu_training.local.trace import check_rows
 from eks_gpu_training.platform.stack_files import locate_stack
 
@@ -164,12 +164,7 @@ def clear_trace(applier: Applier, log) -> None:
 
     from eks_gpu_training.local.recorder import KUEUE_GROUP, KUEUE_VERSION, cached_items
 
-    for api_version, kind in (("batch/v1", "Job"), ("jobset.x-k8s.io/v1alpha2", "JobSet")):
-        resource = applier.resource({"apiVersion": api_version, "kind": kind})
-        for item in resource.get(label_selector=TRACE_JOB_LABEL).items:
-            if any(ref.get("kind") == "JobSet" for ref in item.metadata.get("ownerReferences") or []):
-                continue
-            resource.delete(name=item.metadata.name, namespace=item.metadata.namespace, body={"propagationPolicy": "Background"})
+    delete_jobs(applier, TRACE_JOB_LABEL)
     custom = client.CustomObjectsApi(applier.api_client)
     deadline = time.monotonic() + CLEAR_TIMEOUT_S
     while True:

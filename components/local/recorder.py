@@ -36,7 +36,8 @@ class JobResult:
     finished: Optional[float] = None
     wait_s: Optional[float] = None
     blocks: list[str] = field(default_factory=list)
-    """The layer-3 network nodes the job's pods ran under (empty on nodes without a topology)."""
+    """The layer-3 network nodes its last admission's pods ran under (empty on nodes without a
+    topology); the pods of an admission Kueue evicted count only until they are deleted."""
     layer2_blocks: list[str] = field(default_factory=list)
     pending_after_admission_s: Optional[float] = None
     """How long after admission the last of its pods was still unbound to a node."""
@@ -44,6 +45,8 @@ class JobResult:
     """Kueue's last word on why the job was not admitted yet (its Workload's QuotaReserved message)."""
     evicted: bool = False
     """Kueue evicted the job after admitting it (its Workload has an Evicted condition, or a requeue count)."""
+    eviction: str = ""
+    """Why, as the Workload's Evicted condition says: its reason and message."""
 
 
 @dataclass
@@ -146,6 +149,9 @@ class Recorder:
                 admitted.add(name)
             if "Evicted" in conditions or ((workload.get("status") or {}).get("requeueState") or {}).get("count"):
                 result.evicted = True
+                evicted = next((c for c in found if c["type"] == "Evicted"), None)
+                if evicted is not None and not result.eviction:
+                    result.eviction = f'{evicted.get("reason", "")}: {evicted.get("message", "")}'
             if result.admitted is None and was_admitted(found):
                 # Admitted by now at the latest. A workload can end with its reservation unset as it
                 # finishes (Kueue 0.19), and the samples may never have caught it Admitted.
@@ -162,6 +168,8 @@ class Recorder:
         used: dict[str, int] = {}
         running_gpus: dict[str, int] = {}
         unbound: set[str] = set()
+        layer3: dict[str, set[str]] = {}
+        layer2: dict[str, set[str]] = {}
         for pod in pods:
             name = (pod["metadata"].get("labels") or {}).get(TRACE_JOB_LABEL, "")
             found = self.results.get(name)
@@ -178,15 +186,17 @@ class Recorder:
                 node = self.nodes.get(node_name)
             if node is None:
                 continue
-            if node.layer3 and node.layer3 not in found.blocks:
-                found.blocks.append(node.layer3)
-            if node.layer2 and node.layer2 not in found.layer2_blocks:
-                found.layer2_blocks.append(node.layer2)
+            if not pod["metadata"].get("deletionTimestamp"):
+                layer3.setdefault(name, set()).update({node.layer3} - {""})
+                layer2.setdefault(name, set()).update({node.layer2} - {""})
             if phase in ("Pending", "Running"):
                 gpus = self.jobs[name].gpus_per_node
                 used[node.pool] = used.get(node.pool, 0) + gpus
                 key = self.jobs[name].team or self.jobs[name].namespace
                 running_gpus[key] = running_gpus.get(key, 0) + gpus
+        for name, blocks in layer3.items():
+            self.results[name].blocks = sorted(blocks)
+            self.results[name].layer2_blocks = sorted(layer2[name])
         return used, running_gpus, unbound
 
     def _pool_gpus(self, pool: str) -> int:

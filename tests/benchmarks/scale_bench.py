@@ -120,7 +120,7 @@ def check_jobs(recorder: Recorder, applier: Applier) -> list[str]:
         if result.nodes <= SCALED_TOPOLOGY.nodes_per_block and len(result.blocks) > 1:
             problems.append(f"{name}: {result.nodes} nodes over {len(result.blocks)} layer-3 blocks")
         if result.evicted:
-            problems.append(f"{name}: evicted after admission, admitted again")
+            problems.append(f"{name}: evicted after admission, admitted again ({result.eviction or 'no reason given'})")
         if (result.pending_after_admission_s or 0) > PENDING_BOUND_S:
             problems.append(f"{name}: a pod still Pending {result.pending_after_admission_s:.0f} s after admission")
     return problems
@@ -133,10 +133,21 @@ def time_verify(kubeconfig: Path) -> float:
     return time.monotonic() - started
 
 
-def play(applier: Applier, args, jobs, *, pull_delay: float, timeout: float, log) -> tuple[Recorder, float]:
+def unreachable_nodes(applier: Applier) -> int:
+    """Nodes the node lifecycle controller has tainted unreachable: their leases lapsed. On the
+    simulator that is KWOK falling behind, and Kueue evicts the jobs on them."""
+    from eks_gpu_training.local.recorder import cached_items
+
+    return sum(1 for node in cached_items(applier.core.list_node)
+               if any(t.get("key") == "node.kubernetes.io/unreachable" for t in node["spec"].get("taints") or []))
+
+
+def play(applier: Applier, args, jobs, *, pull_delay: float, timeout: float, log) -> tuple[Recorder, float, int]:
     """Submit every job at once and sample until each is admitted or ``timeout`` passed; the
-    recorder and the seconds from the first submission to the last admission."""
+    recorder, the seconds from the first submission to the last admission and the most nodes seen
+    unreachable at once."""
     recorder = Recorder(applier, jobs, speedup=1.0)
+    unreachable = 0
     for job in jobs:
         for obj in job_objects(job, args, speedup=1.0, pull_delay_s=pull_delay):
             applier.apply(obj)
@@ -148,6 +159,7 @@ def play(applier: Applier, args, jobs, *, pull_delay: float, timeout: float, log
     while time.monotonic() < deadline and any(r.admitted is None for r in recorder.results.values()):
         recorder.sample()
         if time.monotonic() - said >= 60:
+            unreachable = max(unreachable, unreachable_nodes(applier))
             waiting = [r.name for r in recorder.results.values() if r.admitted is None]
             log(f"{len(jobs) - len(waiting)} of {len(jobs)} jobs admitted; waiting for {', '.join(waiting[:3])}"
                 + (f" and {len(waiting) - 3} more" if len(waiting) > 3 else ""))
@@ -155,7 +167,8 @@ def play(applier: Applier, args, jobs, *, pull_delay: float, timeout: float, log
         time.sleep(1.0)
     recorder.sample()
     admitted = [r.admitted for r in recorder.results.values() if r.admitted is not None]
-    return recorder, (max(admitted) - submitted_s) if admitted else 0.0
+    unreachable = max(unreachable, unreachable_nodes(applier))
+    return recorder, (max(admitted) - submitted_s) if admitted else 0.0, unreachable
 
 
 def clear_trace(applier: Applier, log) -> None:
@@ -229,7 +242,7 @@ def main() -> int:
         wait_fleet_admitted(applier, log, timeout=options.timeout)
         gated_s = time.monotonic() - started
         delete_stack_jobs(applier)
-        recorder, span = play(applier, args, jobs, pull_delay=options.pull_delay, timeout=options.timeout, log=log)
+        recorder, span, unreachable = play(applier, args, jobs, pull_delay=options.pull_delay, timeout=options.timeout, log=log)
         admitted = [r for r in recorder.results.values() if r.admitted is not None]
         log(f"{len(admitted)} of {len(jobs)} jobs admitted; checking their placement, then timing verify")
         problems = check_jobs(recorder, applier)
@@ -239,7 +252,7 @@ def main() -> int:
             clear_trace(applier, log)
             ungate_kueue(cluster)
             log("Kueue restarted without waitForPodsReady; the same trace again")
-            ungated, ungated_span = play(applier, args, jobs, pull_delay=options.pull_delay, timeout=options.timeout, log=log)
+            ungated, ungated_span, _ = play(applier, args, jobs, pull_delay=options.pull_delay, timeout=options.timeout, log=log)
             ungated_admitted = [r for r in ungated.results.values() if r.admitted is not None]
             ungated_rate = len(ungated_admitted) / max(ungated_span, 1e-9) if ungated_admitted else 0.0
             ungated_problems = check_jobs(ungated, applier)
@@ -258,7 +271,7 @@ def main() -> int:
         "jobs_split": sum(1 for r in recorder.results.values() if len(r.layer2_blocks) > 1
                           or (r.nodes <= SCALED_TOPOLOGY.nodes_per_block and len(r.blocks) > 1)),
         "jobs_admitted_twice": sum(1 for r in recorder.results.values() if r.evicted),
-        "problems": len(problems), "ungated_problems": len(ungated_problems) if options.compare_ungated else None,
+        "nodes_unreachable_peak": unreachable, "problems": len(problems), "ungated_problems": len(ungated_problems) if options.compare_ungated else None,
         "peak_memory_gib": round(memory.peak / 2**30, 2), "verify_s": round(verify_s, 1),
         "load_before": round(load_before[0], 1), "load_after": round(load[0], 1), "cores": os.cpu_count(),
     }

@@ -48,9 +48,15 @@ convention, helm.sh/docs/chart_best_practices/labels); training pods never carry
 
 
 def kwok_configuration() -> dict:
-    """KWOK's own settings, read from the same ``--config`` file as its stages."""
-    return {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
-            "options": {"nodeLeaseParallelism": NODE_LEASE_WORKERS}}
+    """KWOK's own settings, read from the same ``--config`` file as its stages. A configuration
+    given is not defaulted, so the others carry KWOK's defaults (``SetObjectDefaults_KwokConfiguration``
+    in ``pkg/apis/config/v1alpha1``); the flags set the rest."""
+    return {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration", "options": {
+        "nodeLeaseParallelism": NODE_LEASE_WORKERS, "podPlayStageParallelism": 4, "nodePlayStageParallelism": 4,
+        "podsOnNodeSyncParallelism": 1, "enablePodsOnNodeSyncListPager": True,
+        "enablePodsOnNodeSyncStreamWatch": False, "enableDebuggingHandlers": True, "enableProfilingHandler": True,
+        "enableContentionProfiling": False,
+    }}
 
 
 def kwok_stages(kwok_dir: Path) -> list[dict]:

@@ -71,7 +71,16 @@ def _scaled(value: Any, factor: float) -> Any:
 def scale_settings(settings: dict[str, Any], namespace: str, nodes: int) -> dict[str, Any]:
     """The stack's settings with its managed GPU pools grown (or shrunk) to ``nodes`` nodes together."""
     key = f"{namespace}:gpuNodeGroups"
-    pools = settings.get(key) or []
+    _check_scale(settings.get(key) or [], nodes)
+    scaled = copy.deepcopy(settings)
+    factors = _scale_pools(scaled[key], nodes)
+    scheduling = scaled.get(f"{namespace}:scheduling") or {}
+    _scale_team_quotas(scheduling, factors)
+    _scale_namespace_quotas(scheduling, factors)
+    return scaled
+
+
+def _check_scale(pools: list[dict[str, Any]], nodes: int) -> None:
     problems = []
     if not pools:
         problems.append(Problem("--scale", "the stack has no gpuNodeGroups to scale"))
@@ -81,29 +90,44 @@ def scale_settings(settings: dict[str, Any], namespace: str, nodes: int) -> dict
         problems.append(Problem("--scale", f"at least one node per GPU pool: {len(pools)} or more; got {nodes}"))
     if problems:
         raise ConfigError(problems)
-    scaled = copy.deepcopy(settings)
+
+
+@dataclass(frozen=True)
+class _Factors:
+    pools: dict[str, float]
+    """Each pool's new size over its initial one, by name."""
+    fleet: float
+    """The managed pools' new size together over their initial one."""
+
+
+def _scale_pools(pools: list[dict[str, Any]], nodes: int) -> _Factors:
+    """Each pool sized to its share of ``nodes``, in place; how much each and the fleet grew."""
     factors: dict[str, float] = {}
     before = after = 0
-    for pool, share in zip(scaled[key], pool_shares(pools, nodes), strict=False):
+    for pool, share in zip(pools, pool_shares(pools, nodes), strict=False):
         initial = _initial(pool)
         factors[str(pool.get("name"))] = share / initial if initial else 0.0
         before, after = before + initial, after + share
         pool.update(minSize=share, desiredSize=share, maxSize=share)
-    scheduling = scaled.get(f"{namespace}:scheduling") or {}
+    return _Factors(factors, after / before if before else 1.0)
+
+
+def _scale_team_quotas(scheduling: dict[str, Any], factors: _Factors) -> None:
     for team in scheduling.get("teams") or []:
         for quota in team.get("quotas") or []:
-            factor = factors.get(str(quota.get("pool")))
+            factor = factors.pools.get(str(quota.get("pool")))
             if factor is None:
                 continue  # a Karpenter pool: its gpuLimit is not scaled
             for field in ("gpus", "borrowingLimit", "lendingLimit"):
                 if quota.get(field) is not None:
                     quota[field] = _scaled(quota[field], factor)
-    fleet_factor = after / before if before else 1.0
+
+
+def _scale_namespace_quotas(scheduling: dict[str, Any], factors: _Factors) -> None:
     for space in scheduling.get("namespaces") or []:
         quota = space.get("quota") or {}
         if quota.get("gpus") is not None:
-            quota["gpus"] = max(int(quota["gpus"]), _scaled(quota["gpus"], fleet_factor))
-    return scaled
+            quota["gpus"] = max(int(quota["gpus"]), _scaled(quota["gpus"], factors.fleet))
 
 
 @dataclass(frozen=True)

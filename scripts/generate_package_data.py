@@ -2,8 +2,8 @@
 
     python scripts/generate_package_data.py --reference ../shared/reference --chart DIR --chart DIR
 
-(each ``--chart`` a chart folder the reference lacks: JobSet's and Kubeflow Trainer's, at their
-release tags in their Go modules, which ``tests/support/module_charts.py`` fetches; ``python -m
+(each ``--chart`` a chart folder the reference lacks: JobSet's, Kubeflow Trainer's and Karpenter's
+newer ones, at their release tags in their Go modules, which ``tests/support/module_charts.py`` fetches; ``python -m
 tests.support.module_charts`` prints their folders)
 
 Writes, each with the upstream source it was read from:

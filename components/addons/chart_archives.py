@@ -14,7 +14,7 @@ from typing import Optional
 
 import yaml
 
-from ..config.charts import loopback
+from ..config.chart_settings import loopback
 from ..facts import yaml_io
 from .chart_source import chart_name, mirrored_chart
 

@@ -21,7 +21,7 @@ import pulumi_kubernetes as k8s
 
 from ..facts import yaml_io
 from ..config import ConfigError, Problem
-from ..config.charts import MIRROR_SCHEMES
+from ..config.chart_settings import MIRROR_SCHEMES
 
 
 def chart_name(chart: str) -> str:

@@ -30,7 +30,7 @@ import pulumi
 from pulumi.runtime import rpc
 
 from ..config.image_lock import locked_release_values, pinned, set_value
-from ..config.images import ImagesConfig
+from ..config.image_references import ImagesConfig
 from ..facts.images import chart_images, mirrored, named_repository, split_registry
 from .chart_source import chart_name
 

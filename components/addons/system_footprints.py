@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config.addons import LabelerResourcesConfig
+from ..config.addon_settings import LabelerResourcesConfig
 from ..facts.quantity import MIB, parse_quantity
 from . import job_apis, karpenter, kueue
 from .efa_device_plugin import EFA_PLUGIN_RESOURCES

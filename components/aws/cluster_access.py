@@ -29,7 +29,7 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 
 from ..config import ClusterConfig, Problem, TeamConfig
-from ..config.teams import team_group
+from ..config.team_settings import team_group
 from ..config.inputs import is_unknown
 from ..facts import aws_enums
 from ..facts.iam_principals import iam_principal, same_principal

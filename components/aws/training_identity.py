@@ -13,7 +13,7 @@ import pulumi
 import pulumi_aws as aws
 
 from ..config import ConfigError, Problem, S3BucketConfig
-from ..config.teams import team_data_path
+from ..config.team_settings import team_data_path
 from .cluster import ClusterInput, cluster_field, cluster_ref_of
 from .pod_identity import PodIdentityRole, pod_identity_role
 from ..config.arguments import check_model_fields

@@ -30,7 +30,7 @@ from .base import (
     InstanceType,
     AmiType,
 )
-from .network import (
+from .network_settings import (
     ADDRESSES_PER_EFA_NODE,
     SubnetConfig,
     SubnetRef,
@@ -41,7 +41,7 @@ from .network import (
     subnet_layout,
     validate_network,
 )
-from .storage import (
+from .storage_settings import (
     DataRepositoryConfig,
     FsxLustreConfig,
     StorageConfig,
@@ -49,7 +49,7 @@ from .storage import (
     validate_fsx_file_system,
     validate_storage,
 )
-from .cluster import (
+from .cluster_settings import (
     ClusterConfig,
     SystemNodeGroupConfig,
     WORLD_CIDR,
@@ -58,7 +58,7 @@ from .cluster import (
     validate_admin_principals,
     validate_cluster_endpoint,
 )
-from .node_repair import (
+from .node_auto_repair import (
     NODE_MONITORING_CONDITIONS,
     DEFAULT_MAX_PARALLEL_NODES_REPAIRED,
     DEFAULT_MAX_UNHEALTHY_PERCENTAGE,
@@ -77,7 +77,7 @@ from .pools import (
     subnet_problems,
     validate_gpu_node_group,
 )
-from .karpenter import (
+from .karpenter_settings import (
     KARPENTER_CHART_VERSION,
     KARPENTER_CHART_VERSIONS,
     DisruptionBudgetConfig,
@@ -88,9 +88,9 @@ from .karpenter import (
     validate_karpenter_gpu_node_pool,
     validate_karpenter,
 )
-from .images import ImageReference, image_reference_problem
+from .image_references import ImageReference, image_reference_problem
 from .gpu_sharing import GPU_SHARING_REFUSED, GPU_SHARING_NODE_LABELS, MIG_DISABLED_CONFIG
-from .addons import (
+from .addon_settings import (
     GPU_OPERATOR_CHART_VERSIONS,
     GpuOperatorConfig,
     LabelerResourcesConfig,
@@ -100,16 +100,16 @@ from .addons import (
     validate_topology_labeler,
 )
 from .access import S3_BUCKET_NAME, S3BucketConfig, TrainingServiceAccountConfig
-from .kueue import (
+from .kueue_settings import (
     KUEUE_CHART_VERSIONS,
     PODS_READY_TIMEOUT_MINUTES,
     RECOVERY_TIMEOUT_MINUTES,
     TOPOLOGY_MODES,
     KueueConfig,
 )
-from .job_apis import JOB_KINDS, JOBSET_CHART_VERSIONS, TRAINER_CHART_VERSIONS, JobSetConfig, TrainerConfig
+from .job_api_settings import JOB_KINDS, JOBSET_CHART_VERSIONS, TRAINER_CHART_VERSIONS, JobSetConfig, TrainerConfig
 from .monitoring import MonitoringConfig
-from .teams import TEAM_COHORT, TeamConfig, TeamQuotaConfig
+from .team_settings import TEAM_COHORT, TeamConfig, TeamQuotaConfig
 from .scheduling import (
     PRIORITY_VALUE_MAX,
     TRAINING_APP_NAME_MAX,
@@ -127,7 +127,7 @@ from .scheduling import (
     SMOKE_TEST_IMAGE,
     SmokeTestConfig,
 )
-from .health import (
+from .health_settings import (
     DCGM_DIAG_LEVELS,
     DCGM_IMAGE,
     NCCL_MAX_BYTES,
@@ -140,10 +140,10 @@ from .health import (
     validate_health_gate,
 )
 from .verify import VERIFIER_GROUP, VerifyConfig
-from .charts import ChartsConfig
-from .images import ImagesConfig
-from .in_cluster import InClusterConfig
-from .stack import (
+from .chart_settings import ChartsConfig
+from .image_references import ImagesConfig
+from .in_cluster_settings import InClusterConfig
+from .stack_settings import (
     GpuTrainingPlatformArgs,
     gpu_pool_ami_types,
     gpu_pool_zones,

@@ -14,7 +14,7 @@ from ..facts.quantity import parse_quantity
 from .base import _LABEL_KEY, _LABEL_VALUE, NVIDIA_AMI_TYPES, Quantity, _Model, supported_version
 from .problems import Problem
 from .gpu_sharing import GPU_SHARING_REFUSED
-from .images import _check_image_reference, _image_input
+from .image_references import _check_image_reference, _image_input
 
 GPU_OPERATOR_CHART_VERSIONS = ("v26.7.0", "v24.9.2")
 """GPU Operator chart versions this library derives values for; ``tests/unit/addons/test_chart_values.py``

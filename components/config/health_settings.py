@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 from pydantic import AfterValidator, Field
 
-from .images import _check_image_reference
+from .image_references import _check_image_reference
 from .base import _Model
 from .problems import Problem
 

@@ -13,7 +13,7 @@ from ..facts.catalog import GPU_INSTANCE_TYPES
 from .base import _Model, supported_version
 from .problems import Problem, _collector
 from .image_pull import check_fast_image_pull
-from .network import NetworkConfig
+from .network_settings import NetworkConfig
 from .pools import (
     KARPENTER_CAPACITY_TYPES,
     SPOT_REFUSAL,

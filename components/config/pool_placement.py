@@ -14,7 +14,7 @@ from pydantic_core import PydanticCustomError
 from ..facts import aws_enums
 from .base import _enum_error, _Model
 from .inputs import is_unknown, shown
-from .network import NetworkConfig, SubnetId, SubnetRef, network_zones, planned_subnets
+from .network_settings import NetworkConfig, SubnetId, SubnetRef, network_zones, planned_subnets
 from .problems import Problem, ProblemSink
 
 

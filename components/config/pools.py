@@ -26,9 +26,9 @@ from .base import (
 from .problems import Problem, ProblemSink, _collector
 from ..facts.gpu_nodes import GPU_NODE_ROLE_LABEL, GPU_POOL_KEY
 from .inputs import InputLabels, InputText, NodeCount, PositiveNodeCount, TextOrOutput, is_unknown
-from .cluster import RELEASE_VERSION_PATTERN
-from .network import NetworkConfig, SubnetId
-from .node_repair import NodeRepairConfig, check_node_repair
+from .cluster_settings import RELEASE_VERSION_PATTERN
+from .network_settings import NetworkConfig, SubnetId
+from .node_auto_repair import NodeRepairConfig, check_node_repair
 from .pool_placement import (
     PlacementGroupConfig,
     _check_placement,

@@ -9,9 +9,9 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from .access import TrainingServiceAccountConfig
-from .images import ImageReference
+from .image_references import ImageReference
 from .inputs import InputText
-from .teams import TeamConfig
+from .team_settings import TeamConfig
 from .base import _DNS_LABEL, _DNS_SUBDOMAIN, InstanceType, Quantity, _Model
 
 PRIORITY_VALUE_MAX = 1_000_000_000

@@ -10,7 +10,7 @@ from pydantic import field_validator, model_validator
 
 from ..facts import aws_enums
 from .access import S3BucketConfig, unique_bucket_names
-from .addons import (
+from .addon_settings import (
     GpuOperatorConfig,
     TopologyLabelerConfig,
     validate_gpu_node_os,
@@ -18,21 +18,21 @@ from .addons import (
     validate_topology_labeler,
 )
 from .base import NVIDIA_AMI_TYPES, _enum_error, _Model, validate_tags
-from .charts import ChartsConfig
-from .images import ImagesConfig
+from .chart_settings import ChartsConfig
+from .image_references import ImagesConfig
 from .problems import Problem, _collector
-from .cluster import ClusterConfig, SystemNodeGroupConfig, validate_admin_principals, validate_cluster_endpoint
+from .cluster_settings import ClusterConfig, SystemNodeGroupConfig, validate_admin_principals, validate_cluster_endpoint
 from .inputs import InputText
-from .health import HealthGateConfig, NodeMonitoringConfig, PreflightConfig, validate_health_gate
-from .in_cluster import InClusterConfig
-from .network import NetworkConfig, validate_network
-from .karpenter import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
+from .health_settings import HealthGateConfig, NodeMonitoringConfig, PreflightConfig, validate_health_gate
+from .in_cluster_settings import InClusterConfig
+from .network_settings import NetworkConfig, validate_network
+from .karpenter_settings import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, validate_karpenter
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
-from .job_apis import JobSetConfig, TrainerConfig
-from .kueue import KueueConfig
+from .job_api_settings import JobSetConfig, TrainerConfig
+from .kueue_settings import KueueConfig
 from .monitoring import MonitoringConfig
 from .scheduling import SchedulingConfig, SmokeTestConfig
-from .storage import StorageConfig, validate_storage
+from .storage_settings import StorageConfig, validate_storage
 from .verify import VerifyConfig
 
 

@@ -11,7 +11,7 @@ from .access import BucketName, S3BucketConfig
 from .base import _AZ, _Model
 from .problems import Problem
 from .inputs import shown
-from .network import NetworkConfig, network_zones
+from .network_settings import NetworkConfig, network_zones
 
 FSX_PERSISTENT_2_CAPACITY_STEP_GIB = 2400
 """PERSISTENT_2 SSD file systems take 1200 GiB, 2400 GiB or a multiple of 2400 GiB

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
-from ..config.job_apis import JOB_KINDS
+from ..config.job_api_settings import JOB_KINDS
 from ..addons.job_apis import jobset_needed, trainer_needed
 from ..facts import yaml_io
 from ..workloads.fleet_capacity import fleet_capacity

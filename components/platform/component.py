@@ -15,7 +15,7 @@ from ..aws.network import Network, NetworkArgs, adopted_network
 from ..aws.storage import LustreStorage, LustreStorageArgs, subnet_in_zone
 from ..config import fsx_zone, gpu_pool_zones
 from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
-from ..config.teams import team_gid
+from ..config.team_settings import team_gid
 from ..config.arguments import as_model
 from ..addons.image_mirrors import image_mirrors
 from ..config.image_lock import locked_gate_images

@@ -13,7 +13,7 @@ import pydantic
 
 from ..config import PROJECT, ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.arguments import problems_from_validation_error as config_problems
-from ..config.charts import plain_credential_problems
+from ..config.chart_settings import plain_credential_problems
 from ..config.inputs import InputText
 from ..config.image_lock import with_image_lock
 from .validation import validate_stack

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..addons import gpu_operator, kueue, topology_labeler
 from ..addons.chart_source import chart_problems
 from ..config import GpuTrainingPlatformArgs, Problem, validate_platform
-from ..config.charts import chart_mirror_problems
+from ..config.chart_settings import chart_mirror_problems
 from ..config.inputs import is_unknown
 from ..workloads import health_gate
 from ..workloads.preflight_checks import validate_preflight

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..config import GpuTrainingPlatformArgs
-from ..config.teams import team_gid
+from ..config.team_settings import team_gid
 from ..workloads.storage import FSX_CLAIM, claim_name, persistent_volume_name
 from ..workloads.training_spec import COMPONENT_LABEL, TRAINING_COMPONENT
 from .objects import labels, name, namespace

@@ -25,7 +25,7 @@ from .host_network_admission import host_network_policy_binding_manifest, host_n
 from ..facts.gpu_nodes import network_layer_key
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_capacity
 from .teams import namespace_quota, team_of
-from ..config.teams import team_gid
+from ..config.team_settings import team_gid
 from .kueue_flavors import app_topology, pool_flavor, topology_layer_of
 from .queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE
 from .smoke_test import SmokeTestPool

@@ -23,7 +23,7 @@ from ..facts.quantity import parse_quantity
 from .fleet_capacity import ResolvedQuota, fleet_capacity
 from .team_admission import admission_problems
 from .teams import namespace_quota, team_fit_problems, validate_teams
-from ..config.teams import team_id_problems
+from ..config.team_settings import team_id_problems
 from .scheduling_policies import app_pool, duplicate_indices, smoke_test_pools, training_job_spec, validate_priority_classes
 from .training_spec import TrainingJobSpec, validate_training_job
 

@@ -25,7 +25,7 @@ from ..config.documented import component_args, documented_args, documented_comp
 from ..aws.storage import FSX_CSI_DRIVER, FSX_CSI_NAMESPACE, LustreVolume
 from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.inputs import joined
-from ..config.teams import team_data_path
+from ..config.team_settings import team_data_path
 from .training_spec import PART_OF
 from ..facts.instance_store import ephemeral_storage_request
 
@@ -226,7 +226,7 @@ class TrainingStorageArgs:
     team's directory ``teams/<team>`` only, which a Job makes first. Default: none (every namespace
     gets the whole file system)."""
     team_ids: Mapping[str, int] = field(default_factory=dict)
-    """Each team's user and group ID, owner of its directory (``config.teams.team_gid``), one for every team. Default: none."""
+    """Each team's user and group ID, owner of its directory (``config.team_settings.team_gid``), one for every team. Default: none."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, optional_cluster_field(self))

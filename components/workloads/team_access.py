@@ -27,7 +27,7 @@ import pulumi_kubernetes as k8s
 
 from ..config import GpuTrainingPlatformArgs, Problem, TeamConfig
 from ..config.documented import component_args, documented_args, documented_component
-from ..config.teams import is_principal_arn, team_group
+from ..config.team_settings import is_principal_arn, team_group
 from ..facts.iam_principals import same_principal
 from .job_sets import JOBSET_API_VERSION, TRAINER_GROUP
 

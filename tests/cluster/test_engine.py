@@ -21,7 +21,7 @@ from eks_gpu_training.addons import topology_labeler
 from eks_gpu_training.config import JOBSET_CHART_VERSIONS
 from eks_gpu_training.addons.verifier_role import VERIFIER_ROLE_NAME, VerifierRole, VerifierRoleArgs
 from eks_gpu_training.config.scheduling import PriorityClassConfig
-from eks_gpu_training.config.teams import TeamConfig
+from eks_gpu_training.config.team_settings import TeamConfig
 from eks_gpu_training.local import build as builds
 from eks_gpu_training.workloads.fleet_capacity import ResolvedQuota
 from eks_gpu_training.workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, SchedulingPoliciesArgs

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from eks_gpu_training.config.kueue import UNREACHABLE_NODE_SECONDS
+from eks_gpu_training.config.kueue_settings import UNREACHABLE_NODE_SECONDS
 
 from tests.support.environment import JOB_NAME_LABEL
 from tests.support.node_faults import UNREACHABLE_NODE_BOUND_SECONDS, expect_moved, faults_cluster

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from eks_gpu_training.config.health import DcgmDiagConfig
+from eks_gpu_training.config.health_settings import DcgmDiagConfig
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, GPU_TAINT_KEY
 from eks_gpu_training.workloads.preflight import dcgm_diag_job
 

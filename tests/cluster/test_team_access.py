@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from kubernetes import client
 
-from eks_gpu_training.config.teams import team_group
+from eks_gpu_training.config.team_settings import team_group
 from eks_gpu_training.verify import FAIL, PASS, verify
 from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE
 from eks_gpu_training.workloads.scheduling_policies import QUOTA_NAME

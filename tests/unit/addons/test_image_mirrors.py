@@ -12,7 +12,7 @@ import yaml
 
 from eks_gpu_training.facts import yaml_io
 from eks_gpu_training import ConfigError, image_mirrors
-from eks_gpu_training.config.health import DCGM_IMAGE
+from eks_gpu_training.config.health_settings import DCGM_IMAGE
 from eks_gpu_training.facts.images import is_private_ecr, mirrored, registry_of, split_registry
 from tests.support.harness import run_main, run_program, stack_config
 from eks_gpu_training.platform.stack_files import stack_file_name

@@ -14,7 +14,7 @@ from eks_gpu_training.aws.storage import (
     data_repository_path,
 )
 from eks_gpu_training.config import ConfigError
-from eks_gpu_training.config.teams import TeamConfig, team_gid
+from eks_gpu_training.config.team_settings import TeamConfig, team_gid
 from eks_gpu_training.workloads.storage import team_directories_job_name
 from eks_gpu_training.facts.instance_store import LOCAL_NVME_GB, ephemeral_storage_request
 from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eks_gpu_training.config import ConfigError
-from eks_gpu_training.config.teams import TEAM_GID_DEFAULT_BASE, TEAM_GID_DEFAULT_SPAN, TeamConfig, team_gid, team_id_problems
+from eks_gpu_training.config.team_settings import TEAM_GID_DEFAULT_BASE, TEAM_GID_DEFAULT_SPAN, TeamConfig, team_gid, team_id_problems
 
 
 def team(name: str, **fields) -> TeamConfig:

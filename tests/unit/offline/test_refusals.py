@@ -29,7 +29,7 @@ def test_a_pools_instance_type_refusal_lists_every_key_path_that_reaches_it():
 
 def test_a_problem_reported_through_a_lambda_sink_is_listed_under_its_section():
     [row] = _rows("`validate_network`: is only used when create is false (this stack creates the VPC)")
-    assert (row.paths, row.module) == (("network.vpcId",), "config/network.py")
+    assert (row.paths, row.module) == (("network.vpcId",), "config/network_settings.py")
 
 
 def test_a_tag_refusal_is_listed_for_the_stack_and_for_each_component_that_checks_tags():

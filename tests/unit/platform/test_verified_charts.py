@@ -18,7 +18,7 @@ from tests.support.chart_mirror import ChartMirror
 from eks_gpu_training import ConfigError
 from eks_gpu_training.addons.chart_archives import LOCK_FILE, ChartLock, archive_digest, lock_key
 from eks_gpu_training.addons.chart_source import chart_name
-from eks_gpu_training.config.charts import ChartsConfig, chart_mirror_problems
+from eks_gpu_training.config.chart_settings import ChartsConfig, chart_mirror_problems
 from eks_gpu_training.platform.loading import platform_args_from_settings
 from eks_gpu_training.platform.releases import stack_charts
 from eks_gpu_training.platform.verified_charts import project_lock, verified_chart_folder

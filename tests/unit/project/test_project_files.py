@@ -59,7 +59,7 @@ def test_no_tracked_file_holds_a_merge_conflict_marker():
 def test_the_chart_mirror_is_never_offered_as_an_ecr_pull_through_cache():
     # A cache rule serves one upstream container registry under its own prefix; the charts come from
     # three OCI registries and two HTTPS Helm repositories (docs/mirrors.md, charts.mirror).
-    from eks_gpu_training.config.charts import ChartsConfig
+    from eks_gpu_training.config.chart_settings import ChartsConfig
 
     mirror_doc = ChartsConfig.model_fields["mirror"].description or ""
     assert "an ECR pull-through cache cannot be one" in mirror_doc

@@ -9,7 +9,7 @@ from typing import Optional
 import pytest
 
 from eks_gpu_training.config import ConfigError
-from eks_gpu_training.config.teams import TeamConfig, team_gid
+from eks_gpu_training.config.team_settings import TeamConfig, team_gid
 from eks_gpu_training.platform.loading import platform_args_from_settings
 from eks_gpu_training.verify import Snapshot, judge, judge_stack, load_stack_args
 from eks_gpu_training.verify import stack as checks

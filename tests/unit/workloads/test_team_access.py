@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from eks_gpu_training import ConfigError, parse_platform_args
-from eks_gpu_training.config.teams import team_group
+from eks_gpu_training.config.team_settings import team_group
 from eks_gpu_training.workloads.team_access import TEAM_MEMBER_ROLE, entry_less_members, member_groups, team_member_rules, team_role_binding
 from tests.support.harness import run_main, stack_config
 

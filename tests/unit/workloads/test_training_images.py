@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from eks_gpu_training.config.teams import TeamConfig, team_gid
+from eks_gpu_training.config.team_settings import TeamConfig, team_gid
 from eks_gpu_training.workloads.templates import TRAINING_CAPABILITIES, image_pull_policy, training_pod_template
 from tests.support.builders import p5_job
 from tests.support.harness import run_program, stack_config

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .aws.cluster import ClusterRef, EksCluster, EksClusterArgs
+    from .aws.eks_cluster import ClusterRef, EksCluster, EksClusterArgs
     from .aws.network import Network, NetworkArgs, NetworkRef, adopted_network
-    from .aws.storage import LustreStorage, LustreStorageArgs, LustreVolume
+    from .aws.lustre_storage import LustreStorage, LustreStorageArgs, LustreVolume
     from .aws.node_config import node_config_user_data
     from .config import (
         ChartsConfig,
@@ -84,11 +84,11 @@ if TYPE_CHECKING:
     from .facts.node_os import GpuNodeOs, node_os_of
     from .addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
     from .aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
-    from .aws.node_monitoring import NodeMonitoringAgent, NodeMonitoringAgentArgs, node_monitoring_agent_configuration
+    from .aws.node_monitoring_agent import NodeMonitoringAgent, NodeMonitoringAgentArgs, node_monitoring_agent_configuration
     from .addons.dcgm_dashboard import dcgm_dashboard_config_map
     from .facts.nccl_baselines import NCCL_BASELINES, NcclBaseline, nccl_baseline
     from .workloads.nccl_results import judge_all_reduce, parse_all_reduce
-    from .workloads.preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects
+    from .workloads.preflight_jobs import NcclTestSpec, dcgm_diag_job, nccl_test_objects
     from .workloads.preflight_checks import PreflightChecks, PreflightChecksArgs, PreflightPool, preflight_pools
     from .workloads.health_gate import HealthGate, HealthGateArgs
     from .addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os, gpu_operator_values
@@ -96,18 +96,20 @@ if TYPE_CHECKING:
     from .addons.karpenter import Karpenter, KarpenterArgs, karpenter_values
     from .addons.kueue import Kueue, KueueArgs, kueue_values
     from .addons.controller_ingress import ControllerIngress
-    from .addons.job_apis import JobSetController, JobSetControllerArgs, TrainerController, TrainerControllerArgs, jobset_values, trainer_values
+    from .addons.job_apis import jobset_values, trainer_values
+    from .addons.job_set_controller import JobSetController, JobSetControllerArgs
+    from .addons.trainer_controller import TrainerController, TrainerControllerArgs
     from .workloads.job_sets import train_job, training_jobset, training_runtime
-    from .workloads.queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, PoolFlavor, TeamQueues, kueue_queues_args, pool_flavors, team_queues
+    from .workloads.kueue_queues import KueueQueues, KueueQueuesArgs, NamespaceQueues, PoolFlavor, TeamQueues, kueue_queues_args, pool_flavors, team_queues
     from .platform import PLATFORM_NAME, GpuTrainingInCluster, GpuTrainingInClusterArgs, GpuTrainingPlatform, load_stack_config, parse_platform_args, stack_program
     from .workloads.fleet_capacity import PoolCapacity, ResolvedQuota, fleet_gpu_capacity
     from .workloads.scheduling_policies import NamespacePolicy, SchedulingPolicies, SchedulingPoliciesArgs
-    from .workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
+    from .workloads.gpu_smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
     from .addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
     from .addons.verifier_role import VerifierRole, VerifierRoleArgs, verifier_cluster_role
     from .addons.image_mirrors import image_mirrors
     from .aws.training_identity import TrainingIdentity, TrainingIdentityArgs, s3_access_policy
-    from .workloads.storage import TrainingStorage, TrainingStorageArgs
+    from .workloads.training_storage import TrainingStorage, TrainingStorageArgs
     from .workloads.team_access import TeamAccess, TeamAccessArgs
     from .workloads.training_job import TrainingJob, TrainingJobArgs
     from .workloads.templates import rendezvous_service, training_job, training_pdb, training_pod_template

@@ -170,7 +170,7 @@ def render_program(tmp_path, request):
     """Render any program offline into a fresh folder; returns the folder."""
     from eks_gpu_training.offline.engine import run_program
     from eks_gpu_training.offline.render import write_render
-    from eks_gpu_training.offline.render.engine import PlaceholderMocks, to_render
+    from eks_gpu_training.offline.render.registrations import PlaceholderMocks, to_render
 
     def render(program, kubernetes_version: str = "1.34", picture: bool = False, charts: bool = True) -> Path:
         graph = run_program(program, {}, preview=True, mocks=PlaceholderMocks("us-west-2"))

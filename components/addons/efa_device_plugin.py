@@ -17,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ..facts.catalog import GPU_INSTANCE_TYPES
-from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
+from ..aws.eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import GpuTrainingPlatformArgs
 from ..facts.gpu_nodes import gpu_daemon_tolerations, gpu_node_selector
 from ..config.arguments import check_model_fields

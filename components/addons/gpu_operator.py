@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional, Union
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
+from ..aws.eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import (
     ConfigError,
     GpuNodeGroupConfig,

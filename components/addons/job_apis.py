@@ -1,4 +1,5 @@
-"""The JobSet and Kubeflow Trainer controllers as Helm releases, on the system nodes.
+"""What the JobSet and Kubeflow Trainer controllers' Helm releases share (the components are
+``JobSetController`` in ``job_set_controller`` and ``TrainerController`` in ``trainer_controller``).
 
 A ``kind: JobSet`` app is a JobSet, run by the JobSet controller; a ``kind: TrainJob`` app is a
 TrainJob, which Trainer turns into a JobSet. So JobSet is installed for either kind
@@ -18,19 +19,15 @@ NetworkPolicy per namespace decides who may connect (``controller_ingress``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterInput, ClusterRef, cluster_field, cluster_ref_of
+from ..aws.eks_cluster import ClusterRef
 from ..config import GpuTrainingPlatformArgs, JobSetConfig, TrainerConfig
-from ..config.arguments import check_model_fields
-from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from . import job_api_admission
 from .addon_release import AddonNamespace, addon_namespace, addon_release
-from .chart_source import release_chart
 from .controller_ingress import ControllerIngress, network_policy
 from .labeler_admission import node_policy_binding_manifest
 from .kueue import CONTROLLER_TOLERATIONS, KUEUE_NAMESPACE_LABELS
@@ -143,50 +140,6 @@ def trainer_values(config: TrainerConfig, system_node_selector: Mapping[str, str
     }
 
 
-@documented_args
-@dataclass
-class JobSetControllerArgs:
-    """Arguments of ``JobSetController``."""
-
-    cluster: ClusterInput
-    """The cluster to install into (its provider, readiness and system node selector): a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
-    config: JobSetConfig = JobSetConfig()
-    """Chart version. Default: 0.12.0."""
-    chart_directory: Optional[str] = None
-    """A local folder holding the chart at its pinned version (``charts.directory``). Default: none, the repository."""
-    chart_mirror: Optional[str] = None
-    """A chart mirror holding every pinned chart under its own name (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
-    training_namespaces: list[str] = field(default_factory=list)
-    """The namespaces whose jobs the controller runs: its admission policy lets it write there only (``job_api_admission``). Default: none."""
-    ingress: Optional[ControllerIngress] = None
-    """Who may reach the controller's webhooks and metrics: a NetworkPolicy in its namespace (``controller_ingress``). Default: none, no NetworkPolicy."""
-
-    def __post_init__(self) -> None:
-        check_model_fields(self, cluster_field(self))
-
-
-@documented_args
-@dataclass
-class TrainerControllerArgs:
-    """Arguments of ``TrainerController``."""
-
-    cluster: ClusterInput
-    """The cluster to install into (its provider, readiness and system node selector): a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
-    config: TrainerConfig = TrainerConfig()
-    """Chart version. Default: 2.3.0."""
-    chart_directory: Optional[str] = None
-    """A local folder holding the chart at its pinned version (``charts.directory``). Default: none, the repository."""
-    chart_mirror: Optional[str] = None
-    """A chart mirror holding every pinned chart under its own name (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
-    training_namespaces: list[str] = field(default_factory=list)
-    """The namespaces whose jobs the controller runs: its admission policy lets it write there only (``job_api_admission``). Default: none."""
-    ingress: Optional[ControllerIngress] = None
-    """Who may reach the controller's webhooks and metrics: a NetworkPolicy in its namespace (``controller_ingress``). Default: none, no NetworkPolicy."""
-
-    def __post_init__(self) -> None:
-        check_model_fields(self, cluster_field(self))
-
-
 def jobset_fence_manifests(training_namespaces: list[str]) -> list[dict[str, Any]]:
     """JobSet's policy and its binding (``job_api_admission``)."""
     return [job_api_admission.jobset_policy_manifest(JOBSET_FENCE, JOBSET_NAMESPACE, JOBSET_SERVICE_ACCOUNT, training_namespaces,
@@ -201,8 +154,8 @@ def trainer_fence_manifests(training_namespaces: list[str]) -> list[dict[str, An
             node_policy_binding_manifest(TRAINER_FENCE, FENCE_LABELS)]
 
 
-def _fence(component: pulumi.ComponentResource, name: str, ref: ClusterRef,
-           manifests: list[dict[str, Any]]) -> k8s.admissionregistration.v1.ValidatingAdmissionPolicyBindingPatch:
+def controller_fence(component: pulumi.ComponentResource, name: str, ref: ClusterRef,
+                     manifests: list[dict[str, Any]]) -> k8s.admissionregistration.v1.ValidatingAdmissionPolicyBindingPatch:
     """The controller's admission policy and its binding, before the release: the controller is
     fenced from its first write. Retained with the release, so a retained controller stays fenced;
     server-side applies (``*Patch``), as the namespace is, so a kind added back takes them over."""
@@ -216,16 +169,16 @@ def _fence(component: pulumi.ComponentResource, name: str, ref: ClusterRef,
         opts=pulumi.ResourceOptions.merge(options, pulumi.ResourceOptions(depends_on=[policy])))
 
 
-def _ingress(component: pulumi.ComponentResource, name: str, namespace_name: str,
-             namespace: pulumi.Resource, ingress: Optional[ControllerIngress]) -> None:
+def controller_ingress(component: pulumi.ComponentResource, name: str, namespace_name: str,
+                       namespace: pulumi.Resource, ingress: Optional[ControllerIngress]) -> None:
     if ingress is not None:
         network_policy(name, namespace_name, ingress,
                        opts=pulumi.ResourceOptions(parent=component, depends_on=[namespace]))
 
 
-def _release(component: pulumi.ComponentResource, name: str, ref: ClusterRef, *, namespace_name: str, release_name: str,
-             chart: dict[str, Any], values: dict[str, Any],
-             after: tuple[pulumi.Resource, ...] = ()) -> tuple[AddonNamespace, k8s.helm.v3.Release]:
+def controller_release(component: pulumi.ComponentResource, name: str, ref: ClusterRef, *, namespace_name: str,
+                       release_name: str, chart: dict[str, Any], values: dict[str, Any],
+                       after: tuple[pulumi.Resource, ...] = ()) -> tuple[AddonNamespace, k8s.helm.v3.Release]:
     """The controller's namespace and its atomic release, both waiting for the cluster to be ready,
     and both retained (``addon_release``): the namespace outlives the controller's removal (``helm
     uninstall`` leaves it too), so a kind added back meets it and takes it over. The release is
@@ -239,63 +192,3 @@ def _release(component: pulumi.ComponentResource, name: str, ref: ClusterRef, *,
                             timeout=RELEASE_TIMEOUT_SECONDS, ready=ref.ready, namespace=namespace, retained=True,
                             after=after)
     return namespace, release
-
-
-@documented_component(JobSetControllerArgs)
-class JobSetController(pulumi.ComponentResource):
-    """The ``jobset-system`` namespace, the JobSet Helm release in it, and the admission policy that
-    fences its controller (``job_api_admission``)."""
-
-    values: dict[str, Any]
-    """The release's values (plain data)."""
-    release: k8s.helm.v3.Release
-    """The Helm release; JobSets (and TrainJobs) wait for it (its CRDs and webhooks)."""
-    namespace: pulumi.Output[str]
-    """JobSet's namespace (``jobset-system``)."""
-
-    def __init__(self, name: str, args: Optional[JobSetControllerArgs] = None, opts: Optional[pulumi.ResourceOptions] = None,
-                 **fields: Any):
-        args = component_args(JobSetControllerArgs, "JobSetController", name, args, fields)
-        opts = with_cluster_provider(opts, args.cluster, f"JobSetController({name})")
-        chart = release_chart(JOBSET_CHART, args.config.chart_version, None, args.chart_directory,
-                              f"JobSetController({name}).chart_directory", args.chart_mirror)
-        super().__init__("eks-gpu-training:index:JobSetController", name, None, opts)
-        ref = cluster_ref_of(args)
-        self.values = jobset_values(args.config, ref.system_node_selector)
-        fence = _fence(self, name, ref, jobset_fence_manifests(args.training_namespaces))
-        namespace, self.release = _release(self, name, ref, namespace_name=JOBSET_NAMESPACE, release_name="jobset",
-                                           chart=chart, values=self.values, after=(fence,))
-        _ingress(self, name, JOBSET_NAMESPACE, namespace, args.ingress)
-        self.namespace = namespace.metadata.name
-        self.register_outputs({"namespace": self.namespace})
-
-
-@documented_component(TrainerControllerArgs)
-class TrainerController(pulumi.ComponentResource):
-    """The ``kubeflow-system`` namespace, the Kubeflow Trainer Helm release in it, and the admission
-    policy that fences its controller (``job_api_admission``); it needs JobSet (``JobSetController``),
-    whose JobSets it creates."""
-
-    values: dict[str, Any]
-    """The release's values (plain data)."""
-    release: k8s.helm.v3.Release
-    """The Helm release; TrainingRuntimes and TrainJobs wait for it (its CRDs and webhooks)."""
-    namespace: pulumi.Output[str]
-    """Trainer's namespace (``kubeflow-system``)."""
-
-    def __init__(self, name: str, args: Optional[TrainerControllerArgs] = None, opts: Optional[pulumi.ResourceOptions] = None,
-                 **fields: Any):
-        args = component_args(TrainerControllerArgs, "TrainerController", name, args, fields)
-        opts = with_cluster_provider(opts, args.cluster, f"TrainerController({name})")
-        chart = release_chart(TRAINER_CHART, args.config.chart_version, None, args.chart_directory,
-                              f"TrainerController({name}).chart_directory", args.chart_mirror)
-        super().__init__("eks-gpu-training:index:TrainerController", name, None, opts)
-        ref = cluster_ref_of(args)
-        self.values = trainer_values(args.config, ref.system_node_selector)
-        fence = _fence(self, name, ref, trainer_fence_manifests(args.training_namespaces))
-        namespace, self.release = _release(self, name, ref, namespace_name=TRAINER_NAMESPACE,
-                                           release_name="kubeflow-trainer", chart=chart, values=self.values,
-                                           after=(fence,))
-        _ingress(self, name, TRAINER_NAMESPACE, namespace, args.ingress)
-        self.namespace = namespace.metadata.name
-        self.register_outputs({"namespace": self.namespace})

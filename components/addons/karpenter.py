@@ -23,7 +23,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from ..aws import karpenter_iam
-from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
+from ..aws.eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import KarpenterConfig
 from ..aws.iam import create_node_role, node_role_resource_name
 from ..aws.pod_identity import pod_identity_role

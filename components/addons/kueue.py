@@ -3,7 +3,7 @@
 ``kueue_values`` is pure: the chart's values, with Kueue's own configuration
 (``managerConfig.controllerManagerConfigYaml``) built from a plain dict and dumped by PyYAML, so
 tests can check it without a cluster. Kueue's CRDs are templates of its chart, so its custom
-resources (``workloads/kueue_flavors.py``, ``workloads/queues.py``) wait for this release.
+resources (``workloads/kueue_flavors.py``, ``workloads/kueue_queues.py``) wait for this release.
 
 The configuration differs from the chart's default for training jobs (the reasons:
 docs/architecture.md, "Kueue and teams"): ``waitForPodsReady`` is on; a failed node is replaced
@@ -23,7 +23,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
+from ..aws.eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import KueueConfig
 from ..facts.gpu_nodes import EFA_RESOURCE
 from ..config.arguments import check_model_fields

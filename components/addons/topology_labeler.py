@@ -21,7 +21,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
+from ..aws.eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
 from ..facts.gpu_nodes import gpu_daemon_tolerations, gpu_node_selector
 from ..aws.labeler_image import build_and_push, ecr_repository_name

@@ -26,7 +26,7 @@ from typing import Any, Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
-from .cluster import ClusterInput, cluster_field, cluster_ref_of
+from .eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import (
     GPU_NODE_ROLE_LABEL,
     ConfigError,

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional, Protocol, TypedDict
 import pulumi
 import pulumi_aws as aws
 
-from .cluster import ArgsWithCluster, ClusterRef
+from .eks_cluster import ArgsWithCluster, ClusterRef
 from ..config import NetworkConfig, PlacementGroupConfig, Problem, SubnetConfig
 from ..facts.aws_names import PhysicalName
 

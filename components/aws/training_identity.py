@@ -14,7 +14,7 @@ import pulumi_aws as aws
 
 from ..config import ConfigError, Problem, S3BucketConfig
 from ..config.team_settings import team_data_path
-from .cluster import ClusterInput, cluster_field, cluster_ref_of
+from .eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from .pod_identity import PodIdentityRole, pod_identity_role
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider

@@ -1,6 +1,6 @@
 """``images.lock``: the digest each image of a stack has in its registry, beside the stack files.
 
-``eks-gpu-training-lock-images STACK`` (``offline.image_lock``) asks each image's registry, or its
+``eks-gpu-training-lock-images STACK`` (``offline.lock_images``) asks each image's registry, or its
 mirror, for the digest of the reference the stack names and writes the lock; a team commits it like
 ``charts.lock``. The stack then reads it into ``images.digests`` (references the stack and the
 Dockerfiles name) and ``images.chartTags`` (the values key of each chart image's tag), and deploys

@@ -5,7 +5,7 @@ all read the same facts."""
 
 from __future__ import annotations
 
-from ..healthgate.settings import QUARANTINE_TAINT_EFFECT, QUARANTINE_TAINT_KEY, STARTUP_TAINT_EFFECT, STARTUP_TAINT_KEY
+from ..healthgate.gate_settings import QUARANTINE_TAINT_EFFECT, QUARANTINE_TAINT_KEY, STARTUP_TAINT_EFFECT, STARTUP_TAINT_KEY
 
 GPU_NODE_ROLE_LABEL = ("role", "gpu-training")
 """The label every GPU node carries; training pods select on it (seed: ``role=gpu-training``)."""

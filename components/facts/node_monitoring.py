@@ -1,6 +1,6 @@
 """What the EKS node monitoring agent and node auto repair are, as plain data: the add-on's namespace
 and DaemonSets, and how long each condition stays False before repair acts. The add-on's resource
-(``aws.node_monitoring``), the condition table (``offline.node_conditions``), ``verify`` and the
+(``aws.node_monitoring_agent``), the condition table (``offline.node_conditions``), ``verify`` and the
 local cluster's simulations read them from here, so the simulations start without the Pulumi SDKs."""
 
 AGENT_NAMESPACE = "kube-system"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Optional, Union
 
-from .settings import (
+from .gate_settings import (
     CONDITION_TYPE,
     CONFIGURATION_REASONS,
     IN_USE_REASON,
@@ -39,7 +39,7 @@ from .settings import (
     GateSettings,
     pool_of,
 )
-from .checks import (
+from .node_check import (
     NODE_ANNOTATION,
     NODE_UID_ANNOTATION,
     TEMPLATE_ANNOTATION,

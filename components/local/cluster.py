@@ -23,7 +23,7 @@ from ..config import GpuTrainingPlatformArgs
 from ..offline.chart_sources import ChartSources, ChartUnavailable
 from ..offline.commands import collection_paused
 from ..offline.engine import PlausibleMocks
-from ..offline.render.engine import Resource, render_stack
+from ..offline.render.registrations import Resource, render_stack
 from ..offline.render import RenderError, write_render
 from ..offline.render.files import is_kubernetes_object, manifest
 from ..platform.stack_files import StackFile, locate_stack

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from ..healthgate.settings import REASONS
+from ..healthgate.gate_settings import REASONS
 from ..offline.agent_data import AGENT_VERSION, reasons
 from .errors import LocalError
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..healthgate.kube import list_items
+from ..healthgate.gate_api import list_items
 from .fleet import EKS_NODEGROUP_LABEL, NODE_GROUP_TYPE, TAINT_EFFECTS
 
 

@@ -3,7 +3,7 @@ health gate's checks, reported here in their place.
 
 On EKS the agent's pod reads the NVIDIA driver through the ``dcgm-server`` host engine on its node
 and sets ``AcceleratedHardwareReady``: True while the GPUs are healthy, False with ``DCGMError``
-when it cannot reach the host engine (``aws.node_monitoring``). Locally the real scheduler places
+when it cannot reach the host engine (``aws.node_monitoring_agent``). Locally the real scheduler places
 both DaemonSets' pods, but KWOK runs no container, so ``report_accelerated_hardware`` sets the
 condition as the agent would, only where the agent's pods stand (no host engine pod:
 ``DCGMError``), or the fault ``eks-gpu-training-local fault NODE --condition`` injects (``faults``).
@@ -29,8 +29,8 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from ..facts.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
 from ..facts.gpu_nodes import GPU_RESOURCE
-from ..healthgate.kube import list_items
-from ..healthgate.settings import CHECK_LABELS, pool_of
+from ..healthgate.gate_api import list_items
+from ..healthgate.gate_settings import CHECK_LABELS, pool_of
 from .changes import WATCH, Changes, run_rounds
 from .faults import FAULTS_CONFIG_MAP, SIMULATED_CHECK_MESSAGES, Faults, recorded_condition, simulated_check_failure
 from .layout import Layout

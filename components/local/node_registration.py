@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from ..healthgate.kube import list_items
+from ..healthgate.gate_api import list_items
 from .errors import LocalClusterError
 from .platform import Applier
 

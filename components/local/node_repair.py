@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..facts.gpu_nodes import GPU_POOL_KEY
 from ..facts.node_monitoring import REPAIR_AFTER_MINUTES
-from ..healthgate.kube import list_items
+from ..healthgate.gate_api import list_items
 from .changes import WATCH, Changes, run_rounds
 from .layout import File, Layout
 from .processes import Process

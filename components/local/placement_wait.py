@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ..healthgate.kube import list_items
+from ..healthgate.gate_api import list_items
 from .errors import LocalClusterError
 from .platform import Applier
 

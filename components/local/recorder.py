@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
 from ..facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, KARPENTER_NODEPOOL_LABEL, network_layer_key
-from ..healthgate.kube import list_items
+from ..healthgate.gate_api import list_items
 from .platform import Applier
 from .trace import TraceJob
 

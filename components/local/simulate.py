@@ -185,7 +185,7 @@ def wait_fleet_admitted(applier: Applier, log: Callable[[str], None], timeout: O
 
     from ..facts.gpu_nodes import gpu_node_selector
     from ..healthgate.decide import has_taint
-    from ..healthgate.settings import STARTUP_TAINT_KEY
+    from ..healthgate.gate_settings import STARTUP_TAINT_KEY
 
     core = client.CoreV1Api(applier.api_client)
     selector = ",".join(f"{key}={value}" for key, value in gpu_node_selector().items())

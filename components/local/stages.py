@@ -30,7 +30,7 @@ from .eks_addons import eks_system_objects
 from .fleet import SimulatedNode, karpenter_instance_types, managed_nodes
 from .job_controllers import JOB_CONTROLLERS, identity_objects, installed, job_controller_process, webhook_files
 from .layout import File, Layout
-from .health_gate import gate_deployed, health_gate_process
+from .health_gate_runner import gate_deployed, health_gate_process
 from .node_health import node_health_process
 from .node_repair import node_repair_process, repair_files
 from .platform import KWOK_NODE_CLASS, PlatformObjects, collect, describe, localize

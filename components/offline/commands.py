@@ -46,8 +46,8 @@ def check() -> int:
 
 
 def lock_images() -> int:
-    """``eks-gpu-training-lock-images`` (``offline.image_lock``)."""
-    return one_shot("eks_gpu_training.offline.image_lock")
+    """``eks-gpu-training-lock-images`` (``offline.lock_images``)."""
+    return one_shot("eks_gpu_training.offline.lock_images")
 
 
 def preflight() -> int:

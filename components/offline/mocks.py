@@ -3,7 +3,7 @@
 Derived from the inputs: ARNs in the test account, EC2-shaped IDs, generated names with a fixed
 suffix, an ``eks.Cluster``'s kubeconfig and its ``eksCluster`` as a resource reference, and answers
 for the provider functions the components call. Tests (through ``tests/support/harness.py``) and the local
-cluster use them; a render uses ``render.engine.PlaceholderMocks``, which invents nothing.
+cluster use them; a render uses ``render.registrations.PlaceholderMocks``, which invents nothing.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ NCCL log.
     eks-gpu-training-preflight judge nccl.log --instance-type p5.48xlarge --nodes 2
 
 ``dcgm`` and ``nccl`` print the same objects ``pulumi up`` creates with ``preflight.enabled`` (the
-templates of ``workloads.preflight``); ``--pool-label karpenter.sh/nodepool=<pool>`` selects a
+templates of ``workloads.preflight_jobs``); ``--pool-label karpenter.sh/nodepool=<pool>`` selects a
 Karpenter pool's nodes. ``nccl`` makes a fresh SSH key with ``ssh-keygen`` for its Secret.
 """
 
@@ -28,7 +28,7 @@ from ..facts.catalog import GPU_INSTANCE_TYPES, efa_interface_count
 from ..facts.gpu_nodes import GPU_POOL_KEY
 from ..facts.nccl_baselines import nccl_baseline
 from ..workloads.nccl_results import judge_all_reduce, parse_all_reduce
-from ..workloads.preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects
+from ..workloads.preflight_jobs import NcclTestSpec, dcgm_diag_job, nccl_test_objects
 from .commands import run_command
 
 DEFAULTS = PreflightConfig()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..config import GpuTrainingPlatformArgs
 from ..workloads.preflight_checks import PreflightChecksArgs, preflight_namespace, preflight_pools
 from ..workloads.scheduling_policies import default_priority_class, smoke_test_pools
-from ..workloads.smoke_test import GpuSmokeTestArgs
+from ..workloads.gpu_smoke_test import GpuSmokeTestArgs
 
 
 def smoke_test_args(args: GpuTrainingPlatformArgs) -> GpuSmokeTestArgs:

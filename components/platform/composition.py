@@ -17,27 +17,22 @@ import pulumi
 from ..addons.controller_ingress import ControllerIngress
 from ..addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_needed
 from ..addons.gpu_operator import GpuOperator, GpuOperatorArgs, gpu_node_os
-from ..addons.job_apis import (
-    JobSetController,
-    JobSetControllerArgs,
-    TrainerController,
-    TrainerControllerArgs,
-    jobset_needed,
-    trainer_needed,
-)
+from ..addons.job_apis import jobset_needed, trainer_needed
+from ..addons.job_set_controller import JobSetController, JobSetControllerArgs
 from ..addons.kueue import Kueue, KueueArgs, integrations
+from ..addons.trainer_controller import TrainerController, TrainerControllerArgs
 from ..addons.verifier_role import VerifierRole, VerifierRoleArgs
-from ..aws.cluster import ClusterRef
+from ..aws.eks_cluster import ClusterRef
 from ..aws.network import cluster_subnet_cidrs
 from ..config import GpuTrainingPlatformArgs
 from ..workloads.preflight_checks import PreflightChecks
-from ..workloads.queues import KueueQueues, kueue_queues_args
+from ..workloads.kueue_queues import KueueQueues, kueue_queues_args
 from ..workloads.scheduling_policies import (
     SchedulingPolicies,
     scheduling_policies_args,
     training_job_spec,
 )
-from ..workloads.smoke_test import GpuSmokeTest
+from ..workloads.gpu_smoke_test import GpuSmokeTest
 from ..workloads.team_access import TeamAccess, TeamAccessArgs
 from ..workloads.team_admission import TeamAdmission, TeamAdmissionArgs, team_admission_namespaces
 from ..workloads.training_job import TrainingJob, TrainingJobArgs

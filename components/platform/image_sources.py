@@ -25,7 +25,7 @@ from ..config import GpuTrainingPlatformArgs, Problem
 from ..config.image_lock import has_digest, locked_release_values, pinned
 from ..config.inputs import is_unknown
 from ..facts.images import chart_images, is_deployed, is_private_ecr, named_repository, registry_of, value_at
-from ..workloads.storage import TEAM_DIRECTORIES_IMAGE
+from ..workloads.training_storage import TEAM_DIRECTORIES_IMAGE
 from .releases import stack_charts
 
 PATH = "images.requireMirror"

@@ -12,10 +12,10 @@ from __future__ import annotations
 from ..addons.gpu_node_pool import gpu_node_pool_physical_names
 from ..addons.karpenter import karpenter_physical_names
 from ..addons.topology_labeler import topology_labeler_physical_names
-from ..aws.cluster import eks_cluster_physical_names
+from ..aws.eks_cluster import eks_cluster_physical_names
 from ..aws.gpu_node_group import gpu_node_group_physical_names
 from ..aws.network import network_physical_names
-from ..aws.storage import lustre_storage_physical_names
+from ..aws.lustre_storage import lustre_storage_physical_names
 from ..aws.training_identity import training_identity_physical_names, training_role_needed
 from ..workloads.health_gate import health_gate_physical_names
 from ..config import GpuTrainingPlatformArgs, Problem

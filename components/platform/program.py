@@ -13,8 +13,8 @@ from pathlib import Path
 import pulumi
 
 from .names import PLATFORM_NAME
-from .component import GpuTrainingPlatform
-from .in_cluster import GpuTrainingInCluster
+from .gpu_training_platform import GpuTrainingPlatform
+from .gpu_training_in_cluster import GpuTrainingInCluster
 from .loading import load_stack_config
 from .stack_files import find_project, stack_config_dir
 

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from ..config import GpuTrainingPlatformArgs
 from ..facts.gpu_nodes import GPU_POOL_KEY, network_layer_key
-from ..workloads.queues import app_topology, pool_flavor, topology_layer_of
+from ..workloads.kueue_queues import app_topology, pool_flavor, topology_layer_of
 from ..workloads.scheduling_policies import app_pool
 from .objects import gpu_nodes, labels
 from .rows import Row, failed, passed

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..healthgate.decide import has_taint
-from ..healthgate.settings import (
+from ..healthgate.gate_settings import (
     CONDITION_TYPE,
     CONFIGURATION_REASONS,
     HARDWARE_CONDITION,

@@ -56,7 +56,7 @@ from .objects import (
 )
 from .rows import EXAMPLES, Row, described, failed, group, listing, passed, skipped
 from .snapshot import Snapshot
-from .topology import TOPOLOGY_AWARE_SPREAD, TOPOLOGY_LABELS, topology_aware_spread, topology_labels
+from .topology_placement import TOPOLOGY_AWARE_SPREAD, TOPOLOGY_LABELS, topology_aware_spread, topology_labels
 
 GPU_DEVICE_PLUGIN = "gpu-device-plugin"
 EFA_DEVICE_PLUGIN = "efa-device-plugin"

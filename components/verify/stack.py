@@ -19,14 +19,14 @@ from ..facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE
 from ..facts.quantity import parse_quantity
 from ..platform.stack_files import locate_stack
 from ..workloads.teams import namespace_quota, team_of, team_pools
-from ..workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, pool_flavors
+from ..workloads.kueue_queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, pool_flavors
 from ..workloads.scheduling_policies import QUOTA_NAME
-from ..workloads.storage import claim_name
+from ..workloads.training_storage import claim_name
 from .objects import condition, condition_true, gpu_nodes, labels, name, namespace, natural_key, node_name, owned_by
 from .rows import EXAMPLES, Group, Row, described, failed, group, passed, skipped
 from .snapshot import Snapshot
 from .block_fit import kueue_blocks
-from .team_admission import team_admission
+from .team_isolation import team_admission
 from .team_members import team_members
 from .team_data import team_data
 

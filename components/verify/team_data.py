@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from ..config import GpuTrainingPlatformArgs
 from ..config.team_settings import team_gid
-from ..workloads.storage import FSX_CLAIM, claim_name, persistent_volume_name
+from ..workloads.training_storage import FSX_CLAIM, claim_name, persistent_volume_name
 from ..workloads.training_spec import COMPONENT_LABEL, TRAINING_COMPONENT
 from .objects import labels, name, namespace
 from .rows import Row, failed, listing, passed, skipped

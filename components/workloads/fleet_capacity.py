@@ -15,7 +15,7 @@ from typing import Optional
 from ..facts.catalog import GPU_INSTANCE_TYPES
 from ..config import GpuNodeGroupConfig, GpuPoolConfig, GpuTrainingPlatformArgs, KarpenterGpuNodePoolConfig, ResourceQuotaConfig
 from ..facts.quantity import cpu_quantity, memory_quantity
-from .storage import stack_claims
+from .training_storage import stack_claims
 from .templates import GPU_RESOURCE
 
 

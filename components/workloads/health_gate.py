@@ -17,15 +17,15 @@ from typing import Any, Mapping, Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterInput, cluster_field, cluster_ref_of
+from ..aws.eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..aws.labeler_image import HEALTH_GATE_DIR, build_and_push, ecr_repository_name
 from ..facts.aws_names import PhysicalName
 from ..config import ConfigError, GpuNodeGroupConfig, HealthGateConfig, KarpenterGpuNodePoolConfig, validate_health_gate
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..facts.catalog import GPU_INSTANCE_TYPES
-from ..healthgate.app import HEARTBEAT_FILE
-from ..healthgate.settings import CONFIG_KEY, GateSettings, PoolDevices
+from ..healthgate.gate_loop import HEARTBEAT_FILE
+from ..healthgate.gate_settings import CONFIG_KEY, GateSettings, PoolDevices
 from ..addons import labeler_admission
 from . import health_gate_admission
 from .health_gate_check import CHECK_PRIORITY_CLASS, RESTRICTED, RUN_AS_USER, check_pod

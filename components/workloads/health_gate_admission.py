@@ -23,7 +23,7 @@ import json
 from typing import Any, Sequence
 
 from ..addons.labeler_admission import POLICY_API_VERSION, service_account_user
-from ..healthgate.settings import (
+from ..healthgate.gate_settings import (
     CONDITION_TYPE,
     GATE_TAINT_KEYS,
     GPU_POOL_LABEL,

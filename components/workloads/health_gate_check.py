@@ -20,8 +20,8 @@ import pulumi
 from ..config import HealthGateConfig
 from ..facts.gpu_nodes import gpu_toleration
 from ..facts.images import mirrored
-from ..healthgate.settings import CHECK_LABELS, STARTUP_TAINT_EFFECT, STARTUP_TAINT_KEY
-from .preflight import DCGM_POD_CPU, DCGM_POD_MEMORY, dcgm_diag_script
+from ..healthgate.gate_settings import CHECK_LABELS, STARTUP_TAINT_EFFECT, STARTUP_TAINT_KEY
+from .preflight_jobs import DCGM_POD_CPU, DCGM_POD_MEMORY, dcgm_diag_script
 
 RUN_AS_USER = 65532
 """The image's numeric non-root user (``USER 65532:65532`` in its Dockerfile)."""
@@ -91,7 +91,7 @@ def _pulled(image: Any, mirrors: Mapping[str, str]) -> Any:
 
 def check_pod(gate_image: Any, config: HealthGateConfig, mirrors: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
     """The check pod's template, without the node and device counts the gate fills in
-    (``healthgate.checks.check_job``); each image under its registry's mirror in ``mirrors``
+    (``healthgate.node_check.check_job``); each image under its registry's mirror in ``mirrors``
     (``images.registryMirrors``; default: none)."""
     mirrors = mirrors or {}
     init: list[dict[str, Any]] = [{

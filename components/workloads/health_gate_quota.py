@@ -25,8 +25,8 @@ from typing import Any, Mapping, Sequence
 
 from ..config import GpuNodeGroupConfig, GpuPoolConfig, KarpenterGpuNodePoolConfig
 from ..facts.quantity import MIB, cpu_quantity, memory_quantity, parse_quantity
-from ..healthgate.checks import EFA_RESOURCE, GPU_RESOURCE
-from ..healthgate.settings import PoolDevices
+from ..healthgate.node_check import EFA_RESOURCE, GPU_RESOURCE
+from ..healthgate.gate_settings import PoolDevices
 from .fleet_capacity import pool_capacity
 
 QUOTA_NAME = "health-checks"

@@ -19,7 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_tls as tls
 
-from ..aws.cluster import ClusterInput, optional_cluster_field
+from ..aws.eks_cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..config import GpuTrainingPlatformArgs, PreflightConfig, Problem, TrainingNamespaceConfig
@@ -27,7 +27,7 @@ from ..facts.gpu_nodes import GPU_POOL_KEY
 from .fleet_capacity import pool_capacity
 from .teams import namespace_quota
 from ..facts.quantity import MIB, cpu_quantity, memory_quantity, parse_quantity
-from .preflight import DCGM_POD_CPU, DCGM_POD_MEMORY, NcclTestSpec, dcgm_diag_job, nccl_pod_requests, nccl_test_objects
+from .preflight_jobs import DCGM_POD_CPU, DCGM_POD_MEMORY, NcclTestSpec, dcgm_diag_job, nccl_pod_requests, nccl_test_objects
 
 
 @dataclass(frozen=True)

@@ -27,16 +27,16 @@ from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, pool_ca
 from .teams import namespace_quota, team_of
 from ..config.team_settings import team_gid
 from .kueue_flavors import app_topology, pool_flavor, topology_layer_of
-from .queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE
-from .smoke_test import SmokeTestPool
-from .storage import training_storage_fields
+from .kueue_queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE
+from .gpu_smoke_test import SmokeTestPool
+from .training_storage import training_storage_fields
 from .templates import training_pdb
 from .node_fit import stack_node_load
 from .training_spec import PART_OF, SecretKeyRef, TrainingJobSpec
 from ..config.inputs import is_unknown
 from ..facts.catalog import GPU_INSTANCE_TYPES
 from ..config.arguments import check_model_fields
-from ..aws.cluster import ClusterInput, optional_cluster_field
+from ..aws.eks_cluster import ClusterInput, optional_cluster_field
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 
 QUOTA_NAME = "gpu-quota"

@@ -30,7 +30,7 @@ from ..config import GpuTrainingPlatformArgs, Problem, TeamConfig, TeamQuotaConf
 from ..facts.gpu_nodes import GPU_RESOURCE
 from ..facts.quantity import cpu_quantity, memory_quantity
 from .fleet_capacity import PoolCapacity, ResolvedQuota, fleet_capacity, resolve_quota
-from .storage import stack_claims
+from .training_storage import stack_claims
 from .team_access import member_problems
 
 

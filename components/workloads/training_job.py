@@ -20,7 +20,7 @@ from .templates import (
 )
 from .job_sets import train_job, training_jobset, training_runtime
 from .training_spec import TrainingJobSpec, validate_training_job
-from ..aws.cluster import ClusterInput, optional_cluster_field
+from ..aws.eks_cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 

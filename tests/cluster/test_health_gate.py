@@ -1,6 +1,6 @@
 """The health gate's admission policy, judged by the API server for the gate's own ServiceAccount
 (impersonated) on prod's cluster, where the platform applied it: the writes the gate's program
-makes (``healthgate.kube``) are allowed; the rest of what its RBAC lets a patch carry is refused,
+makes (``healthgate.gate_api``) are allowed; the rest of what its RBAC lets a patch carry is refused,
 each refusal naming the policy and the rule. A ``nodes/status`` write is reset only in its spec
 before admission (kubernetes ``pkg/registry/core/node/strategy.go``), so that path is probed with
 labels, annotations, owners, finalizers and every kind of status field.
@@ -25,8 +25,8 @@ from kubernetes.client.exceptions import ApiException
 from eks_gpu_training.addons.labeler_admission import node_policy_binding_manifest, service_account_user
 from eks_gpu_training.facts.gpu_nodes import GPU_TAINT_KEY, GPU_TAINT_VALUE, HOSTNAME_KEY
 from eks_gpu_training.healthgate.decide import SetCondition, SetTaints, quarantine_taint, startup_taint
-from eks_gpu_training.healthgate.kube import Cluster
-from eks_gpu_training.healthgate.settings import (
+from eks_gpu_training.healthgate.gate_api import Cluster
+from eks_gpu_training.healthgate.gate_settings import (
     CONDITION_TYPE, GPU_POOL_LABEL, KARPENTER_POOL_LABEL, PASSED_REASON, QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY,
     GateSettings,
 )
@@ -95,7 +95,7 @@ def _settings(env: Environment) -> GateSettings:
 
 def _set_taints(env: Environment, writer: Environment, name: str,
                 change: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> None:
-    """The gate's own taint write (``healthgate.kube``: the whole list, at the resourceVersion it
+    """The gate's own taint write (``healthgate.gate_api``: the whole list, at the resourceVersion it
     read) made by ``writer``, read again when a controller wrote the node in between (409)."""
     for _ in range(10):
         live = _read(env, name)

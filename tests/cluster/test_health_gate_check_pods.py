@@ -16,8 +16,8 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.support.environment import expect_refused, wait_for
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY
-from eks_gpu_training.healthgate.checks import GPU_RESOURCE, check_job
-from eks_gpu_training.healthgate.settings import CONFIG_KEY, GateSettings
+from eks_gpu_training.healthgate.node_check import GPU_RESOURCE, check_job
+from eks_gpu_training.healthgate.gate_settings import CONFIG_KEY, GateSettings
 from eks_gpu_training.workloads.health_gate import NAMESPACE
 from eks_gpu_training.workloads.health_gate_quota import QUOTA_NAME
 from tests.support.manifests import unique

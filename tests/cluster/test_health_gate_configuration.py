@@ -32,7 +32,7 @@ from tests.support.clusters import RunningCluster
 from tests.support.environment import holds_for, wait_for
 from tests.support.node_faults import GATE_BOUND_SECONDS, POOL, faults_cluster, remove, rejoin, restore_pool
 from eks_gpu_training.healthgate.replacements import EVENT_REASON
-from eks_gpu_training.healthgate.settings import CONDITION_TYPE, CONFIG_KEY, QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY
+from eks_gpu_training.healthgate.gate_settings import CONDITION_TYPE, CONFIG_KEY, QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY
 from eks_gpu_training.verify import FAIL, main
 from eks_gpu_training.workloads.health_gate import NAME, NAMESPACE
 from tests.support.fit_probe import FIT_NAMESPACE, fit_job, prepare_fit_namespace, shorter_consolidation

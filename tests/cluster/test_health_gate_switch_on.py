@@ -27,11 +27,11 @@ from tests.support.clusters import stack_variant, start
 from tests.support.harness import PROJECT_ROOT
 from tests.support.environment import holds_for, wait_for
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, gpu_toleration
-from eks_gpu_training.healthgate.checks import check_job
-from eks_gpu_training.healthgate.settings import CHECK_LABELS, CONDITION_TYPE, CONFIG_KEY, STARTUP_TAINT_KEY, GateSettings
+from eks_gpu_training.healthgate.node_check import check_job
+from eks_gpu_training.healthgate.gate_settings import CHECK_LABELS, CONDITION_TYPE, CONFIG_KEY, STARTUP_TAINT_KEY, GateSettings
 from eks_gpu_training.local.node_group_update import node_group_settings, update_running_nodes
 from eks_gpu_training.offline.engine import PlausibleMocks
-from eks_gpu_training.offline.render.engine import render_stack
+from eks_gpu_training.offline.render.registrations import render_stack
 from eks_gpu_training.offline.render.files import is_kubernetes_object, manifest
 from eks_gpu_training.local.scale import scaled_stack
 from eks_gpu_training.platform.stack_files import locate_stack

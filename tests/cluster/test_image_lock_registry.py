@@ -19,7 +19,7 @@ from tests.support.go_tools import DISTRIBUTION
 from eks_gpu_training.config.image_lock import ImageLock
 from eks_gpu_training.local import build as builds
 from eks_gpu_training.local.processes import free_port
-from eks_gpu_training.offline.image_lock import record_digests, resolve_digest
+from eks_gpu_training.offline.lock_images import record_digests, resolve_digest
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ def _mirrored_stack(tmp_path, stack, host):
 
 def test_the_command_locks_every_image_of_a_stack_through_its_mirror_and_refuses_a_moved_tag(registry, tmp_path, capsys, chart_sources):
     from eks_gpu_training.facts.images import mirrored
-    from eks_gpu_training.offline.image_lock import _unlocked_args, chart_references, main, stack_references
+    from eks_gpu_training.offline.lock_images import _unlocked_args, chart_references, main, stack_references
     from eks_gpu_training.platform.stack_files import locate_stack
 
     path = _mirrored_stack(tmp_path, "prod", registry)
@@ -165,7 +165,7 @@ def test_the_command_locks_every_image_of_a_stack_through_its_mirror_and_refuses
 
 
 def test_the_command_fails_cleanly_when_the_mirror_is_unreachable(tmp_path, capsys, chart_sources):
-    from eks_gpu_training.offline.image_lock import main
+    from eks_gpu_training.offline.lock_images import main
 
     path = _mirrored_stack(tmp_path, "dev", f"127.0.0.1:{free_port()}")
     assert main([str(path)]) == 1

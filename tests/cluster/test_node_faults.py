@@ -21,7 +21,7 @@ import time
 from tests.support import gpu_nodes
 from tests.support.environment import holds_for, wait_for
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY
-from eks_gpu_training.healthgate.settings import CONDITION_TYPE, QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY
+from eks_gpu_training.healthgate.gate_settings import CONDITION_TYPE, QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY
 from eks_gpu_training.local.node_repair import REPAIRED_BY
 from tests.support.gpu_nodes import REPAIR_WAIT_SECONDS
 from tests.support.node_faults import (

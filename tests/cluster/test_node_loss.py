@@ -16,7 +16,7 @@ from typing import Any
 from tests.support import gpu_nodes
 from tests.support.environment import holds_for, wait_for
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY
-from eks_gpu_training.healthgate.settings import CONDITION_TYPE, STARTUP_TAINT_KEY
+from eks_gpu_training.healthgate.gate_settings import CONDITION_TYPE, STARTUP_TAINT_KEY
 from eks_gpu_training.verify import FAIL, judge, read_snapshot
 from eks_gpu_training.workloads.training_spec import CHECKPOINT_ENV
 from tests.support.node_faults import (

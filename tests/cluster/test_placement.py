@@ -9,7 +9,7 @@ import pytest
 
 from eks_gpu_training.config.health_settings import DcgmDiagConfig
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, GPU_TAINT_KEY
-from eks_gpu_training.workloads.preflight import dcgm_diag_job
+from eks_gpu_training.workloads.preflight_jobs import dcgm_diag_job
 
 from tests.support.environment import wait_for
 from tests.support.fit_probe import FIT_NAMESPACE, fit_job, prepare_fit_namespace, shorter_consolidation

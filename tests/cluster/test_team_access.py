@@ -10,7 +10,7 @@ from kubernetes import client
 
 from eks_gpu_training.config.team_settings import team_group
 from eks_gpu_training.verify import FAIL, PASS, verify
-from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE
+from eks_gpu_training.workloads.kueue_queues import HELD_LOCAL_QUEUE
 from eks_gpu_training.workloads.scheduling_policies import QUOTA_NAME
 from eks_gpu_training.workloads.team_access import TEAM_MEMBER_ROLE, team_role_binding
 

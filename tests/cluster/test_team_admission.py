@@ -165,7 +165,7 @@ def test_broken_variant_without_the_priority_quota_research_runs_training_critic
 
 def test_verify_reads_each_teams_queue_enforced_and_priorities_limited_from_the_cluster(prod_cluster):
     from eks_gpu_training.verify.snapshot import read_snapshot
-    from eks_gpu_training.verify.team_admission import team_admission
+    from eks_gpu_training.verify.team_isolation import team_admission
 
     rows = team_admission(read_snapshot(str(prod_cluster.kubeconfig), with_stack=True), prod_cluster.args)
     assert {r.item: r.status for r in rows} == {

@@ -10,7 +10,7 @@ import copy
 from kubernetes.client.exceptions import ApiException
 
 from eks_gpu_training.config.team_settings import team_gid
-from eks_gpu_training.workloads.storage import claim_name, persistent_volume_name
+from eks_gpu_training.workloads.training_storage import claim_name, persistent_volume_name
 
 from tests.support.environment import wait_for
 from tests.support.manifests import pod_manifest, unique

@@ -7,7 +7,7 @@ import copy
 
 from eks_gpu_training import parse_platform_args
 from eks_gpu_training.facts.gpu_nodes import GPU_RESOURCE
-from eks_gpu_training.workloads.queues import pool_flavors, team_cluster_queue, team_queues
+from eks_gpu_training.workloads.kueue_queues import pool_flavors, team_cluster_queue, team_queues
 from eks_gpu_training.workloads.teams import namespace_quota
 
 from tests.support.environment import holds_for, wait_for

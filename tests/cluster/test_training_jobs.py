@@ -8,7 +8,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, gpu_toleration, network_layer_key
-from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE
+from eks_gpu_training.workloads.kueue_queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE
 
 from tests.support.clusters import stack_variant, start
 from tests.support.environment import holds_for, wait_for

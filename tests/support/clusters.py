@@ -25,7 +25,7 @@ from tests.support import start_slots
 from tests.support.environment import Environment
 from tests.support.kueue import KUEUE_API
 from tests.support.manifests import submitted_group_run, submitted_run, unique
-from eks_gpu_training.workloads.queues import LOCAL_QUEUE
+from eks_gpu_training.workloads.kueue_queues import LOCAL_QUEUE
 
 
 def _require_prerequisites() -> None:

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from eks_gpu_training.facts.quantity import parse_quantity
-from eks_gpu_training.healthgate.kube import list_items
+from eks_gpu_training.healthgate.gate_api import list_items
 from eks_gpu_training.local.platform import Applier, ApplyError
 
 from tests.support.kueue import KUEUE_API, QUEUE_LABEL, Accounting, condition, conditions, job_uids, read_accounting

@@ -8,7 +8,7 @@ from typing import Any, Optional
 from kubernetes.client.exceptions import ApiException
 
 from tests.support.clusters import RunningCluster
-from eks_gpu_training.healthgate.settings import CONDITION_TYPE, STARTUP_TAINT_KEY
+from eks_gpu_training.healthgate.gate_settings import CONDITION_TYPE, STARTUP_TAINT_KEY
 from eks_gpu_training.local.faults import condition_fault
 from eks_gpu_training.local.node_repair import SECONDS_PER_REPAIR_MINUTE
 

@@ -6,7 +6,7 @@ import copy
 import uuid
 from typing import Any, Optional
 
-from eks_gpu_training.workloads.queues import LOCAL_QUEUE
+from eks_gpu_training.workloads.kueue_queues import LOCAL_QUEUE
 
 from tests.support.kueue import QUEUE_LABEL
 

@@ -19,7 +19,7 @@ from tests.support import gpu_nodes
 from tests.support.clusters import RunningCluster, stack_variant, start, submit_jobset_run
 from tests.support.environment import wait_for
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, network_layer_key
-from eks_gpu_training.healthgate.settings import QUARANTINE_TAINT_KEY
+from eks_gpu_training.healthgate.gate_settings import QUARANTINE_TAINT_KEY
 from eks_gpu_training.local.node_registration import create_node
 from eks_gpu_training.local.faults import STOPPED_KUBELET
 

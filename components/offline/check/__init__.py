@@ -20,7 +20,7 @@ import yaml
 from ..render.charts import CHARTS_DIR, YAML_LOADER
 from ..render.files import MANIFESTS_DIR, PATCHES_DIR, RESOURCES_FILE, VALUES_DIR
 from .addons import check_addon
-from .aws import check_manifest_instance_types, check_resource_inputs
+from .aws_enum_inputs import check_manifest_instance_types, check_resource_inputs
 from .helm import check_release
 from .kubernetes import CustomResourceSchemas, check_manifests, describe
 from .repair import check_repair_reasons

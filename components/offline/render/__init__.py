@@ -17,7 +17,7 @@ from ..chart_sources import ChartSources, ChartUnavailable
 from .cache import RenderCache
 from .charts import ChartRender
 from .deployer_policy import POLICY_FILE, policy_text
-from .engine import RenderError, StackRender, render_stack
+from .registrations import RenderError, StackRender, render_stack
 from .files import chart_releases, write_files
 from .picture import Layout, PictureError, to_dot, to_mermaid
 

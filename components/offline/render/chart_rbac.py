@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from ..chart_sources import ChartSources
 from .charts import locate_release_chart, render_release
-from .engine import StackRender
+from .registrations import StackRender
 from .files import chart_releases
 
 RBAC_API = "rbac.authorization.k8s.io/v1"

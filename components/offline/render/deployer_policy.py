@@ -24,7 +24,7 @@ from ...facts.deployer_actions import (
     ROLE_PASSING_TYPES,
     SERVICE_LINKED_ROLES,
 )
-from .engine import Resource, StackRender
+from .registrations import Resource, StackRender
 
 POLICY_FILE = "deployer-policy.json"
 """The file a render writes the policy to."""

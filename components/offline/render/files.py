@@ -16,7 +16,7 @@ import yaml
 
 from .cache import RenderCache, render_release_cached
 from .charts import CHARTS_DIR, SOURCE_KEY, YAML_DUMPER, ChartRender, object_filename, safe_name
-from .engine import Resource, StackRender
+from .registrations import Resource, StackRender
 from ...addons.system_footprints import NODE_MONITORING_CHART_VERSION
 from ..chart_sources import ChartSources
 from .markers import is_placeholder

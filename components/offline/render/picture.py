@@ -18,7 +18,7 @@ from typing import Optional
 
 from ...config import PROJECT
 from .cache import RenderCache
-from .engine import Resource, StackRender
+from .registrations import Resource, StackRender
 
 DOT_PROGRAM = "dot"
 """Graphviz's layout program (Debian package ``graphviz``)."""

@@ -25,7 +25,7 @@ from ...platform.stack_files import stack_config_dir
 from ..chart_sources import ChartSources, ChartUnavailable
 from ..engine import project_dir
 from .chart_rbac import chart_objects, chart_rbac_rows, fenced_users
-from .engine import Resource, StackRender, render_stack
+from .registrations import Resource, StackRender, render_stack
 from .markers import UNKNOWN_PREFIX
 
 STACKS = ("dev", "prod")

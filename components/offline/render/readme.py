@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from ..engine import project_dir
-from .engine import StackRender, render_stack
+from .registrations import StackRender, render_stack
 from .picture import lay_out, source_hash, svg_source_hash, to_dot, to_mermaid
 
 STACK = "prod"

@@ -20,7 +20,7 @@ from eks_gpu_training.offline.check.kubernetes import CustomResourceSchemas
 from eks_gpu_training.platform.loading import parse_platform_args
 from eks_gpu_training.workloads.fleet_capacity import pool_capacity
 from eks_gpu_training.workloads.kueue_flavors import TOPOLOGY_LEVELS, pool_flavor
-from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, cluster_queue
+from eks_gpu_training.workloads.kueue_queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE, cluster_queue
 from eks_gpu_training.workloads.scheduling_policies import QUOTA_NAME
 from eks_gpu_training.workloads.templates import training_job
 from eks_gpu_training.workloads.training_spec import TrainingJobSpec, validate_training_job
@@ -535,7 +535,7 @@ def test_a_namespace_capped_below_the_fleet_splits_its_quota_between_flavors_in_
 
 def test_cpu_and_memory_caps_are_split_like_gpus_and_rounded_down():
     from eks_gpu_training.workloads.fleet_capacity import ResolvedQuota
-    from eks_gpu_training.workloads.queues import flavor_quotas, pool_flavors
+    from eks_gpu_training.workloads.kueue_queues import flavor_quotas, pool_flavors
 
     flavors = pool_flavors(parse_platform_args(raw()))
     # prod's pools each hold 2 × p5.48xlarge: 16 GPUs, 384 vCPUs and 4Ti of memory.
@@ -548,7 +548,7 @@ def test_cpu_and_memory_caps_are_split_like_gpus_and_rounded_down():
 
 def test_the_fleets_own_quota_gives_every_flavor_its_whole_pool():
     from eks_gpu_training.workloads.fleet_capacity import ResolvedQuota
-    from eks_gpu_training.workloads.queues import flavor_quotas, pool_flavors
+    from eks_gpu_training.workloads.kueue_queues import flavor_quotas, pool_flavors
 
     flavors = pool_flavors(parse_platform_args(raw()))
     quotas = flavor_quotas(flavors, ResolvedQuota(gpus=32, cpu="768", memory="8Ti", persistent_volume_claims=5))
@@ -563,14 +563,14 @@ def test_a_namespace_quota_below_the_fleet_is_accepted_with_a_single_pool():
     values["scheduling"]["namespaces"][0]["quota"]["gpus"] = 8
     values["scheduling"]["trainingApps"][0]["nodes"] = 1
     args = parse_platform_args(values)
-    from eks_gpu_training.workloads.queues import kueue_queues_args
+    from eks_gpu_training.workloads.kueue_queues import kueue_queues_args
 
     [queues] = kueue_queues_args(args).namespaces
     assert queues.quotas["p5-training-tas"]["nvidia.com/gpu"] == "8"
 
 
 def test_kueue_queues_given_a_cluster_put_their_objects_on_the_clusters_kubernetes_provider():
-    from eks_gpu_training.workloads.queues import KueueQueues, KueueQueuesArgs, kueue_queues_args
+    from eks_gpu_training.workloads.kueue_queues import KueueQueues, KueueQueuesArgs, kueue_queues_args
 
     stack_args = kueue_queues_args(parse_platform_args(raw()))
 

@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from eks_gpu_training.aws.node_monitoring import node_monitoring_agent_configuration
+from eks_gpu_training.aws.node_monitoring_agent import node_monitoring_agent_configuration
 from eks_gpu_training.config import NODE_MONITORING_AGENT_ADDON
 from eks_gpu_training.offline.engine import run_main, stack_config
 from eks_gpu_training.facts.gpu_nodes import gpu_toleration

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import pytest
 
-from eks_gpu_training.aws.storage import (
+from eks_gpu_training.aws.lustre_storage import (
     FSX_CSI_ADDON,
     FSX_CSI_CONTROLLER_SERVICE_ACCOUNT,
     LUSTRE_PORT_RANGES,
@@ -15,7 +15,7 @@ from eks_gpu_training.aws.storage import (
 )
 from eks_gpu_training.config import ConfigError
 from eks_gpu_training.config.team_settings import TeamConfig, team_gid
-from eks_gpu_training.workloads.storage import team_directories_job_name
+from eks_gpu_training.workloads.training_storage import team_directories_job_name
 from eks_gpu_training.facts.instance_store import LOCAL_NVME_GB, ephemeral_storage_request
 from eks_gpu_training.facts.catalog import GPU_INSTANCE_TYPES
 from eks_gpu_training.platform import GpuTrainingPlatform, parse_platform_args
@@ -462,7 +462,7 @@ def test_backup_retention_outside_what_fsx_allows_is_refused(days, expected):
 
 
 def test_team_storage_without_a_teams_id_is_refused():
-    from eks_gpu_training.workloads.storage import TrainingStorageArgs
+    from eks_gpu_training.workloads.training_storage import TrainingStorageArgs
 
     with pytest.raises(ConfigError, match="TrainingStorageArgs.team_ids: has no ID for red"):
         TrainingStorageArgs(volume=None, namespaces=["a"], teams={"red": ["a"]})

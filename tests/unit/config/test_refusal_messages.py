@@ -104,7 +104,7 @@ def test_a_training_job_with_an_upper_case_image_is_refused_from_another_program
 
 
 def test_a_smoke_test_with_a_truncated_digest_is_refused_from_another_program():
-    from eks_gpu_training.workloads.smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
+    from eks_gpu_training.workloads.gpu_smoke_test import GpuSmokeTest, GpuSmokeTestArgs, SmokeTestPool
 
     args = GpuSmokeTestArgs(pools=[SmokeTestPool("p5", 1, 8)], namespace="training", image="nvcr.io/nvidia/cuda@sha256:12ab", timeout_minutes=5)
     graph = run_program(lambda: GpuSmokeTest("smoke", args))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from eks_gpu_training.healthgate import app
+from eks_gpu_training.healthgate import gate_loop
 from eks_gpu_training.healthgate.decide import CreateCheck, DeleteCheck, SetCondition, SetTaints
 
 
@@ -49,7 +49,7 @@ class FakeCluster:
 
 
 def _plan(monkeypatch, actions):
-    monkeypatch.setattr(app, "plan", lambda *args: list(actions))
+    monkeypatch.setattr(gate_loop, "plan", lambda *args: list(actions))
 
 
 def test_a_refused_write_stops_that_nodes_later_actions_only(monkeypatch):
@@ -60,7 +60,7 @@ def test_a_refused_write_stops_that_nodes_later_actions_only(monkeypatch):
     refused = SetCondition("gpu-0", "True", "ChecksPassed", "passed")
     _plan(monkeypatch, actions)
     cluster = FakeCluster(refuse={refused})
-    lines = app.run_round(cluster, "health-gate")
+    lines = gate_loop.run_round(cluster, "health-gate")
     assert refused not in cluster.applied
     assert taints not in cluster.applied
     assert set(cluster.applied) == set(actions[2:])
@@ -74,7 +74,7 @@ def test_a_refused_action_of_no_node_stops_nothing_else(monkeypatch):
     actions = [DeleteCheck("check-0"), DeleteCheck("check-1")]
     _plan(monkeypatch, actions)
     cluster = FakeCluster(refuse={actions[0]})
-    lines = app.run_round(cluster, "health-gate")
+    lines = gate_loop.run_round(cluster, "health-gate")
     assert cluster.applied == [actions[1]]
     assert lines[0].startswith("not done, DeleteCheck(job='check-0')")
     assert lines[1] == str(actions[1])
@@ -84,5 +84,5 @@ def test_one_nodes_actions_run_in_their_order(monkeypatch):
     actions = [SetCondition("gpu-0", "True", "ChecksPassed", "passed"), SetTaints("gpu-0", "7", (), "checks passed")]
     _plan(monkeypatch, actions)
     cluster = FakeCluster()
-    assert app.run_round(cluster, "health-gate") == [str(action) for action in actions]
+    assert gate_loop.run_round(cluster, "health-gate") == [str(action) for action in actions]
     assert cluster.applied == actions

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from eks_gpu_training.healthgate.checks import NODE_ANNOTATION, NODE_UID_ANNOTATION, TEMPLATE_ANNOTATION, check_job, template_hash
+from eks_gpu_training.healthgate.node_check import NODE_ANNOTATION, NODE_UID_ANNOTATION, TEMPLATE_ANNOTATION, check_job, template_hash
 from eks_gpu_training.healthgate.decide import (
     CreateCheck, DeleteCheck, DeleteNodeClaim, SetCondition, SetTaints, plan, quarantine_taint, startup_taint,
 )
-from eks_gpu_training.healthgate.settings import (
+from eks_gpu_training.healthgate.gate_settings import (
     CONDITION_TYPE, GPU_POOL_LABEL, KARPENTER_POOL_LABEL, QUARANTINE_TAINT_KEY, GateSettings, PoolDevices,
 )
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
-from eks_gpu_training.healthgate.checks import check_job
+from eks_gpu_training.healthgate.node_check import check_job
 from eks_gpu_training.healthgate.decide import CreateCheck, DeleteCheck, DeleteNodeClaim, SetCondition, SetTaints, plan, startup_taint
 from eks_gpu_training.healthgate.replacements import (
     BACKOFF_SECONDS, Replacement, event_manifest, from_events, held_back,
 )
-from eks_gpu_training.healthgate.settings import (
+from eks_gpu_training.healthgate.gate_settings import (
     CONDITION_TYPE, GPU_POOL_LABEL, KARPENTER_POOL_LABEL, GateSettings, PoolDevices,
 )
 

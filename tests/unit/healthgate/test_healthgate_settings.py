@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from eks_gpu_training.healthgate import efa
-from eks_gpu_training.healthgate.settings import GateSettings, PoolDevices, SettingsError, pool_of
+from eks_gpu_training.healthgate.gate_settings import GateSettings, PoolDevices, SettingsError, pool_of
 
 
 def test_settings_round_trip_through_their_json():

@@ -22,7 +22,7 @@ from eks_gpu_training.local.instance_types import instance_type
 from eks_gpu_training.local.scale import STACK_TOPOLOGY
 from eks_gpu_training.local.platform import KWOK_NODE_CLASS, PlatformObjects, collect, localize
 from eks_gpu_training.offline.engine import PlausibleMocks
-from eks_gpu_training.offline.render.engine import render_stack
+from eks_gpu_training.offline.render.registrations import render_stack
 from eks_gpu_training.platform.loading import platform_args_from_settings
 from eks_gpu_training.platform.stack_files import stack_file_name
 

@@ -72,7 +72,7 @@ def test_leaves_a_condition_that_already_says_the_same_alone():
 
 
 def test_an_unpullable_check_image_is_reported_as_the_kubelet_reports_a_failed_pull():
-    from eks_gpu_training.healthgate.checks import image_pull_failure
+    from eks_gpu_training.healthgate.node_check import image_pull_failure
     from eks_gpu_training.local.node_health import pull_failure_status
 
     ended = {"name": "efa", "state": {"terminated": {"exitCode": 0}}}

@@ -12,7 +12,7 @@ from eks_gpu_training.facts.gpu_nodes import network_layer_key
 from eks_gpu_training.local.fleet import managed_nodes
 from eks_gpu_training.local.scale import SCALE_MAX, SCALED_TOPOLOGY, pool_shares, scale_settings, scaled_stack
 from eks_gpu_training.offline.engine import PlausibleMocks
-from eks_gpu_training.offline.render.engine import render_stack
+from eks_gpu_training.offline.render.registrations import render_stack
 from eks_gpu_training.platform.stack_files import locate_stack
 
 

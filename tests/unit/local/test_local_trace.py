@@ -18,7 +18,7 @@ from eks_gpu_training.local.simulate import TRACE_JOB_LABEL, Report, JobResult, 
 from eks_gpu_training.local.trace import check_rows, parse_duration, read_trace
 from eks_gpu_training.platform.loading import platform_args_from_settings
 from eks_gpu_training.platform.stack_files import locate_stack
-from eks_gpu_training.workloads.queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE
+from eks_gpu_training.workloads.kueue_queues import HELD_LOCAL_QUEUE, LOCAL_QUEUE
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 TRACES = PROJECT_ROOT / "examples" / "traces"

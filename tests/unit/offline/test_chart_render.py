@@ -16,7 +16,7 @@ from eks_gpu_training.offline.check.kubernetes import CustomResourceSchemas, che
 from eks_gpu_training.offline.chart_sources import ChartLock, ChartSources, ChartUnavailable
 from eks_gpu_training.offline.render import RenderError, write_render
 from eks_gpu_training.offline.render.charts import locate_release_chart, render_release
-from eks_gpu_training.offline.render.engine import PlaceholderMocks, to_render
+from eks_gpu_training.offline.render.registrations import PlaceholderMocks, to_render
 from tests.support.harness import run_program
 
 pytest.importorskip("helm_python", reason="helm-python-sdk (the check extra) renders the charts")

@@ -21,7 +21,7 @@ from eks_gpu_training.facts.deployer_actions import (
 )
 from eks_gpu_training.offline.render.__main__ import main as render_main
 from eks_gpu_training.offline.render.deployer_policy import POLICY_FILE, deployer_policy, policy_actions
-from eks_gpu_training.offline.render.engine import render_stack
+from eks_gpu_training.offline.render.registrations import render_stack
 from eks_gpu_training.platform.stack_files import stack_file_name
 
 PUSH = set(RESOURCE_ACTIONS["docker-build:index:Image"]) | {"ecr:GetAuthorizationToken"}

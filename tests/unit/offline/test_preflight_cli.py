@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from eks_gpu_training.offline.preflight import main
-from eks_gpu_training.workloads.preflight import dcgm_diag_job
+from eks_gpu_training.workloads.preflight_jobs import dcgm_diag_job
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from eks_gpu_training.offline.render.engine import render_stack
+from eks_gpu_training.offline.render.registrations import render_stack
 from eks_gpu_training.offline.render import chart_rbac, reach
 
 

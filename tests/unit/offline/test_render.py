@@ -18,7 +18,7 @@ import yaml
 
 from eks_gpu_training.offline.render import GRAPH_DOT, GRAPH_MERMAID, GRAPH_PNG, GRAPH_SVG, readme
 from eks_gpu_training.offline.render.__main__ import main as render_main
-from eks_gpu_training.offline.render.engine import render_stack
+from eks_gpu_training.offline.render.registrations import render_stack
 from eks_gpu_training.offline.render.picture import build_tree, node_id, source_hash, to_dot, to_mermaid
 from tests.support.harness import PROJECT_ROOT, run_stack, stack_file
 from eks_gpu_training.platform.stack_files import stack_file_name

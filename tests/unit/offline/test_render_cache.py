@@ -15,7 +15,7 @@ from eks_gpu_training.offline.render import GRAPH_PNG, GRAPH_SVG, RenderCache, w
 from eks_gpu_training.offline.render import cache as render_cache
 from eks_gpu_training.offline.render import charts, picture
 from eks_gpu_training.offline.render.__main__ import main as render_main
-from eks_gpu_training.offline.render.engine import PlaceholderMocks, to_render
+from eks_gpu_training.offline.render.registrations import PlaceholderMocks, to_render
 from tests.support.harness import run_program
 
 pytest.importorskip("helm_python", reason="helm-python-sdk (the check extra) renders the charts")

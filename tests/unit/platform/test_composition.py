@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from eks_gpu_training.platform.in_cluster import workload_waits
+from eks_gpu_training.platform.gpu_training_in_cluster import workload_waits
 from tests.support.builders import PROJECT, without_karpenter
 from tests.support.harness import Graph, Registration, run_main, stack_config
 

@@ -99,7 +99,7 @@ def test_with_a_lock_of_every_image_the_rendered_stack_pulls_each_by_digest(stac
     """The lock is made the way the command makes it, from the stack and its charts' values, with a
     digest per reference standing in for what a registry would serve (resolution against a real
     registry: tests/cluster/test_image_lock_registry.py)."""
-    from eks_gpu_training.offline.image_lock import _unlocked_args, chart_references, stack_references
+    from eks_gpu_training.offline.lock_images import _unlocked_args, chart_references, stack_references
     from eks_gpu_training.offline.render import render
     from eks_gpu_training.platform.stack_files import StackFile, stack_file_name
 

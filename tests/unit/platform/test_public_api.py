@@ -105,7 +105,7 @@ def test_the_offline_package_exports_exactly_the_engines_names():
     "import eks_gpu_training",
     "import eks_gpu_training.local.node_health",
     "import eks_gpu_training.local.node_repair",
-    "import eks_gpu_training.healthgate.app",
+    "import eks_gpu_training.healthgate.gate_loop",
     "from eks_gpu_training.offline import agent_data",
 ])
 def test_the_package_and_the_local_clusters_helper_programs_load_without_the_sdks(statement):

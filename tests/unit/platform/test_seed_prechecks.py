@@ -37,8 +37,8 @@ from eks_gpu_training.facts.gpu_nodes import GPU_TAINT_KEY
 from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 from eks_gpu_training.addons.gpu_operator import CHART as GPU_OPERATOR_CHART
 from eks_gpu_training.facts.node_os import NODE_OS_BY_AMI_TYPE
-from eks_gpu_training.workloads.preflight import PREFLIGHT_COMPONENT
-from eks_gpu_training.workloads.smoke_test import SMOKE_TEST_COMPONENT
+from eks_gpu_training.workloads.preflight_jobs import PREFLIGHT_COMPONENT
+from eks_gpu_training.workloads.gpu_smoke_test import SMOKE_TEST_COMPONENT
 from eks_gpu_training.addons.topology_labeler import NAME as TOPOLOGY_LABELER
 from tests.support.harness import Graph, Registration, run_main, stack_config
 

@@ -80,7 +80,7 @@ def test_a_name_without_a_project_is_refused_with_what_to_do(tmp_path, monkeypat
 
 
 def test_render_reads_a_stack_of_a_project_with_its_own_namespace_and_stack_config_dir(tmp_path):
-    from eks_gpu_training.offline.render.engine import render_stack
+    from eks_gpu_training.offline.render.registrations import render_stack
 
     project = acme_project(tmp_path)
     acme = render_stack("dev", project_root=project)

@@ -10,7 +10,7 @@ import pytest
 
 from eks_gpu_training.verify import Snapshot, load_stack_args
 from eks_gpu_training.verify import stack as checks
-from eks_gpu_training.workloads.queues import pool_flavors, team_cluster_queue, team_queues
+from eks_gpu_training.workloads.kueue_queues import pool_flavors, team_cluster_queue, team_queues
 from tests.support.harness import PROJECT_ROOT
 
 

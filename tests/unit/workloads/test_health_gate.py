@@ -14,8 +14,8 @@ import yaml
 from tests.support.builders import problems_of
 from eks_gpu_training.config import HealthGateConfig, validate_health_gate
 from eks_gpu_training.facts.gpu_nodes import gpu_daemon_tolerations, gpu_toleration
-from eks_gpu_training.healthgate.checks import check_job
-from eks_gpu_training.healthgate.settings import GateSettings, PoolDevices
+from eks_gpu_training.healthgate.node_check import check_job
+from eks_gpu_training.healthgate.gate_settings import GateSettings, PoolDevices
 from eks_gpu_training.workloads.health_gate import check_pod
 from tests.support.harness import run_main, stack_config
 

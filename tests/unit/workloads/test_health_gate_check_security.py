@@ -11,8 +11,8 @@ import kubernetes_validate
 import pytest
 
 from eks_gpu_training.config import HealthGateConfig
-from eks_gpu_training.healthgate.checks import check_job
-from eks_gpu_training.healthgate.settings import GateSettings, PoolDevices
+from eks_gpu_training.healthgate.node_check import check_job
+from eks_gpu_training.healthgate.gate_settings import GateSettings, PoolDevices
 from eks_gpu_training.workloads.health_gate import CHECK_PRIORITY_CLASS, RUN_AS_USER, check_pod
 from tests.support.harness import run_main, stack_config
 

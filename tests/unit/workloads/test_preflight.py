@@ -17,7 +17,7 @@ from eks_gpu_training.offline.render import render
 from eks_gpu_training.platform import platform_args_from_settings
 from eks_gpu_training.facts.gpu_nodes import gpu_toleration
 from eks_gpu_training.platform.validation import validate_stack
-from eks_gpu_training.workloads.preflight import NcclTestSpec, dcgm_diag_job, nccl_test_objects, nccl_test_script
+from eks_gpu_training.workloads.preflight_jobs import NcclTestSpec, dcgm_diag_job, nccl_test_objects, nccl_test_script
 from tests.support.builders import HEALTH_NCCL_IMAGE as NCCL_IMAGE, health_config, scheduling_without_teams, without_teams
 from eks_gpu_training.platform.stack_files import stack_file_name
 

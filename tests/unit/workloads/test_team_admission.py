@@ -162,7 +162,7 @@ def _snapshot(args, *, drop_binding: bool = False, research_quota: Any = None):
 
 
 def test_verify_shows_each_teams_queue_enforced_and_priorities_limited():
-    from eks_gpu_training.verify.team_admission import team_admission
+    from eks_gpu_training.verify.team_isolation import team_admission
 
     args = parse_platform_args(raw())
     rows = {r.item: r for r in team_admission(_snapshot(args), args)}

@@ -13,7 +13,7 @@ import yaml
 
 from eks_gpu_training import ConfigError, parse_platform_args
 from eks_gpu_training.addons.kueue import FAIR_SHARING_STRATEGIES
-from eks_gpu_training.workloads.queues import team_cluster_queue, team_queues, pool_flavors
+from eks_gpu_training.workloads.kueue_queues import team_cluster_queue, team_queues, pool_flavors
 from eks_gpu_training.workloads.teams import namespace_quota, team_pools
 from tests.support.builders import stack_without_teams
 from tests.support.harness import run_main, stack_config

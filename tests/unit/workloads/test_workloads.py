@@ -16,7 +16,7 @@ from eks_gpu_training.workloads.templates import (
     training_pod_template,
 )
 from eks_gpu_training.workloads.training_spec import TrainingJobSpec, validate_training_job
-from eks_gpu_training.workloads.smoke_test import smoke_test_job, smoke_test_name
+from eks_gpu_training.workloads.gpu_smoke_test import smoke_test_job, smoke_test_name
 from tests.support.builders import p5_job
 from tests.support.harness import run_program
 

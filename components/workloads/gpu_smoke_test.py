@@ -19,7 +19,7 @@ from ..facts.gpu_nodes import GPU_POOL_KEY
 from ..facts.gpu_nodes import GPU_RESOURCE
 from .placement import label_in, whole_node_pod
 from .training_spec import COMPONENT_LABEL, PART_OF
-from ..aws.cluster import ClusterInput, optional_cluster_field
+from ..aws.eks_cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 

@@ -9,10 +9,10 @@ from typing import Any, Mapping, Optional
 import pulumi
 
 from ..facts import aws_enums
-from ..aws.cluster import EksCluster, EksClusterArgs
+from ..aws.eks_cluster import EksCluster, EksClusterArgs
 from ..aws.cluster_access import creator_tag_problems, live_admin_access, member_creator_problems
 from ..aws.network import Network, NetworkArgs, adopted_network
-from ..aws.storage import LustreStorage, LustreStorageArgs, subnet_in_zone
+from ..aws.lustre_storage import LustreStorage, LustreStorageArgs, subnet_in_zone
 from ..config import fsx_zone, gpu_pool_zones
 from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.team_settings import team_gid
@@ -24,18 +24,19 @@ from ..aws.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from ..addons.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from ..addons.gpu_operator import GpuOperator
 from ..addons.karpenter import Karpenter, KarpenterArgs
-from ..addons.job_apis import JobSetController, TrainerController
+from ..addons.job_set_controller import JobSetController
+from ..addons.trainer_controller import TrainerController
 from ..addons.kueue import Kueue
 from ..aws.training_identity import TrainingIdentity, TrainingIdentityArgs, training_role_needed
 from ..addons.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from ..workloads.health_gate import HealthGate, HealthGateArgs
 from ..addons.verifier_role import VerifierRole
-from ..aws.node_monitoring import NodeMonitoringAgent, NodeMonitoringAgentArgs
+from ..aws.node_monitoring_agent import NodeMonitoringAgent, NodeMonitoringAgentArgs
 from ..workloads.preflight_checks import PreflightChecks
-from ..workloads.queues import KueueQueues
+from ..workloads.kueue_queues import KueueQueues
 from ..workloads.scheduling_policies import SchedulingPolicies
-from ..workloads.smoke_test import GpuSmokeTest
-from ..workloads.storage import TrainingStorage, TrainingStorageArgs
+from ..workloads.gpu_smoke_test import GpuSmokeTest
+from ..workloads.training_storage import TrainingStorage, TrainingStorageArgs
 from ..workloads.team_access import TeamAccess
 from ..workloads.team_admission import TeamAdmission
 from ..workloads.training_job import TrainingJob
@@ -51,7 +52,7 @@ from .names import (
     training_identity_child_name,
 )
 from .image_presence import live_image_problems
-from .in_cluster import compose_in_cluster
+from .gpu_training_in_cluster import compose_in_cluster
 from .rolls import live_roll_problems
 from .validation import validate_stack
 from .verified_charts import project_lock, with_verified_charts

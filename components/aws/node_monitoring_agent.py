@@ -29,7 +29,7 @@ from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..facts.gpu_nodes import gpu_daemon_tolerations
 from .addon_versions import addon_version
-from .cluster import ClusterInput, cluster_field, cluster_ref_of
+from .eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 
 RESOLVE_CONFLICTS = "OVERWRITE"
 """The stack owns the add-on's configuration: EKS overwrites fields changed by hand, at creation and

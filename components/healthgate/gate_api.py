@@ -14,10 +14,10 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from .checks import check_job
+from .node_check import check_job
 from .decide import Action, CreateCheck, DeleteCheck, DeleteNodeClaim, SetCondition, SetTaints
 from .replacements import POOL_LABEL, Replacement, event_manifest, from_events
-from .settings import CHECK_LABELS, CONDITION_TYPE, CONFIG_KEY, GateSettings
+from .gate_settings import CHECK_LABELS, CONDITION_TYPE, CONFIG_KEY, GateSettings
 
 NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
 SELECTOR = ",".join(f"{key}={value}" for key, value in CHECK_LABELS.items())

@@ -22,18 +22,19 @@ import pulumi_kubernetes as k8s
 from ..addons.image_mirrors import image_mirrors
 from ..addons.efa_device_plugin import EfaDevicePlugin
 from ..addons.gpu_operator import GpuOperator
-from ..addons.job_apis import JobSetController, TrainerController
+from ..addons.job_set_controller import JobSetController
+from ..addons.trainer_controller import TrainerController
 from ..addons.kueue import Kueue
 from ..addons.verifier_role import VerifierRole
-from ..aws.cluster import ClusterRef, system_node_labels
+from ..aws.eks_cluster import ClusterRef, system_node_labels
 from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.arguments import as_model
 from ..config.documented import component_args, documented_component
 from ..facts import aws_enums
 from ..workloads.preflight_checks import PreflightChecks
-from ..workloads.queues import KueueQueues
+from ..workloads.kueue_queues import KueueQueues
 from ..workloads.scheduling_policies import SchedulingPolicies
-from ..workloads.smoke_test import GpuSmokeTest
+from ..workloads.gpu_smoke_test import GpuSmokeTest
 from ..workloads.team_access import TeamAccess, entry_less_members
 from ..workloads.team_admission import TeamAdmission
 from ..workloads.training_job import TrainingJob

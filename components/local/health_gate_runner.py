@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..healthgate.settings import CONFIG_KEY
+from ..healthgate.gate_settings import CONFIG_KEY
 from ..workloads.health_gate import NAME, NAMESPACE, SERVICE_ACCOUNT
 from .layout import Layout
 from .processes import Process

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Optional, Sequence
 import pulumi
 import pulumi_aws as aws
 
-from .cluster import ClusterInput, cluster_field, cluster_ref_of
+from .eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from .addon_versions import addon_version
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider

@@ -36,7 +36,7 @@ from .kueue_flavors import TOPOLOGY_LEVELS as TOPOLOGY_LEVELS, app_topology as a
 from .kueue_flavors import topology_layer_of as topology_layer_of, validate_kueue as validate_kueue
 from .teams import gpu_share, team_pools
 from .training_job import _dependencies
-from ..aws.cluster import ClusterInput, optional_cluster_field
+from ..aws.eks_cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 

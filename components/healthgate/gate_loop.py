@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .decide import Action, plan
-from .kube import Cluster, refusal
-from .settings import GateSettings, SettingsError
+from .gate_api import Cluster, refusal
+from .gate_settings import GateSettings, SettingsError
 
 DEFAULT_INTERVAL_SECONDS = 5.0
 """Seconds between rounds: a joining node waits at most this long for its check to start."""

@@ -19,10 +19,10 @@ from typing import Any, Mapping, Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..aws.cluster import ClusterInput, optional_cluster_field
+from ..aws.eks_cluster import ClusterInput, optional_cluster_field
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
-from ..aws.storage import FSX_CSI_DRIVER, FSX_CSI_NAMESPACE, LustreVolume
+from ..aws.lustre_storage import FSX_CSI_DRIVER, FSX_CSI_NAMESPACE, LustreVolume
 from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.inputs import joined
 from ..config.team_settings import team_data_path

@@ -16,7 +16,7 @@ import hashlib
 import json
 from typing import Any, Iterable, Mapping, Optional
 
-from .settings import CHECK_LABELS, REASONS, PoolDevices
+from .gate_settings import CHECK_LABELS, REASONS, PoolDevices
 
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"

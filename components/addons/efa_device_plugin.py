@@ -30,7 +30,7 @@ CHART = "aws-efa-k8s-device-plugin"
 CHART_REPOSITORY = "https://aws.github.io/eks-charts"
 """The EKS charts Helm repository."""
 CHART_VERSION = "v0.5.30"
-"""Pinned chart version (app v0.5.20); ``tests/unit/addons/test_chart_values.py`` checks the values against it."""
+"""Pinned chart version (app v0.5.20); ``tests/unit/addons/test_chart_source_values.py`` checks the values against it."""
 NAMESPACE = "kube-system"
 """Namespace of the plugin, like the other node-level EKS add-ons."""
 RELEASE_TIMEOUT_SECONDS = 600

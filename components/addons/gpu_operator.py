@@ -95,7 +95,7 @@ def gpu_operator_values(
 
     Every key set here exists in the values.yaml of each version in
     ``config.GPU_OPERATOR_CHART_VERSIONS`` (and ``node-feature-discovery.*`` in the NFD subchart's);
-    ``tests/unit/addons/test_chart_values.py`` checks that against the upstream files.
+    ``tests/unit/addons/test_chart_source_values.py`` checks that against the upstream files.
     """
     tolerations = gpu_daemon_tolerations()
     values: dict[str, Any] = {

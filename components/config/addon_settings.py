@@ -17,7 +17,7 @@ from .gpu_sharing import GPU_SHARING_REFUSED
 from .image_references import _check_image_reference, _image_input
 
 GPU_OPERATOR_CHART_VERSIONS = ("v26.7.0", "v24.9.2")
-"""GPU Operator chart versions this library derives values for; ``tests/unit/addons/test_chart_values.py``
+"""GPU Operator chart versions this library derives values for; ``tests/unit/addons/test_chart_source_values.py``
 checks every values key against each one's ``values.yaml``. The first is the default: the current
 release; v24.9.2 is the version the seed names."""
 

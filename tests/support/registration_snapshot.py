@@ -1,6 +1,6 @@
 """The registrations of every stack file, as plain JSON data: what a refactoring must leave as it is.
 
-``tests/unit/platform/test_registration_snapshot.py`` compares each stack's run under the mock
+``tests/unit/platform/test_program_registration_snapshot.py`` compares each stack's run under the mock
 engine with the committed ``tests/unit/platform/registration_snapshot.json``. After a change that
 is meant to change what a stack registers, write the file again and review its diff::
 

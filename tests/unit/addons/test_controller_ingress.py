@@ -60,7 +60,7 @@ def test_the_ports_are_the_charts_webhook_and_metrics_ports(rendered_stack):
 
 
 def in_cluster_config(**settings) -> dict:
-    """prod as the in-cluster half takes it (as ``tests/unit/platform/test_in_cluster.py``)."""
+    """prod as the in-cluster half takes it (as ``tests/unit/platform/test_gpu_training_in_cluster.py``)."""
     config = without_karpenter(stack_config("prod"))
     config[f"{PROJECT}:healthGate"] = {"enabled": False}
     config[f"{PROJECT}:inCluster"] = {"enabled": True, "kubeconfig": "/home/ml/.kube/config", **settings}

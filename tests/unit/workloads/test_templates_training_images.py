@@ -24,7 +24,7 @@ POD_SECURITY_BASELINE_ADDABLE = RUNTIME_DEFAULT_CAPABILITIES - {"NET_RAW"}
 
 @pytest.mark.parametrize("stack", ["prod", "dev"])
 def test_the_stacks_name_their_training_images_by_a_release_tag_and_no_digest_nobody_resolved(stack):
-    """A team's images.lock pins them to the digest its registry serves (tests/unit/platform/test_image_lock.py)."""
+    """A team's images.lock pins them to the digest its registry serves (tests/unit/offline/test_lock_images.py)."""
     apps = stack_config(stack)["eks-gpu-training:scheduling"]["trainingApps"]
     assert apps
     assert all(TAGGED.match(app["job"]["image"]) for app in apps)

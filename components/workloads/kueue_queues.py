@@ -30,6 +30,7 @@ from ..config import TEAM_COHORT, ConfigError, GpuNodeGroupConfig, GpuTrainingPl
 from ..facts.gpu_nodes import GPU_RESOURCE
 from ..facts.quantity import cpu_quantity, memory_quantity, parse_quantity
 from .fleet_capacity import PoolCapacity, ResolvedQuota, resolve_quota
+from .multikueue_manager import admission_checks_strategy
 from .kueue_flavors import KUEUE_API_VERSION, PoolFlavor, kueue_metadata, pool_flavors, resource_flavor, topology
 # Names that lived here before the flavors had their own module, still importable from it.
 from .kueue_flavors import TOPOLOGY_LEVELS as TOPOLOGY_LEVELS, app_topology as app_topology, pool_flavor as pool_flavor
@@ -142,6 +143,13 @@ def team_cluster_queue(team: "TeamQueues") -> dict[str, Any]:
     }
 
 
+def with_admission_checks(queue: dict[str, Any], checks: Sequence[str]) -> dict[str, Any]:
+    """The ClusterQueue ``queue`` running ``checks`` on every flavor (none: as it is)."""
+    if checks:
+        queue["spec"]["admissionChecksStrategy"] = admission_checks_strategy(checks)
+    return queue
+
+
 def local_queue(namespace: str, name: str, held: bool = False, cluster_queue: Optional[str] = None) -> dict[str, Any]:
     """A LocalQueue of ``namespace`` onto ``cluster_queue`` (default: the namespace's own)."""
     spec: dict[str, Any] = {"clusterQueue": cluster_queue or namespace}
@@ -208,6 +216,8 @@ class KueueQueuesArgs:
     """Teams sharing the fleet in one cohort, each a ClusterQueue for its namespaces. Default: none."""
     namespace_resources: Mapping[str, pulumi.Resource] = field(default_factory=dict)
     """The Namespace resources by name, which the LocalQueues in them wait for. Default: none (the namespaces exist)."""
+    admission_checks: Sequence[str] = ()
+    """AdmissionChecks every ClusterQueue runs on every flavor: a MultiKueue manager's (``multikueue_manager``), whose jobs then run on its workers. Default: none."""
     cluster: Optional[ClusterInput] = None
     """The cluster whose Kubernetes provider the objects go on (a ``ClusterRef``, ``EksCluster`` or
     ``pulumi_eks.Cluster``); default: the Kubernetes provider in ``opts``."""
@@ -294,9 +304,10 @@ class KueueQueues(pulumi.ComponentResource):
                    home, requeued)
 
         for ns in args.namespaces:
-            local_queues(ns.namespace, ns.namespace, create(f"{ns.namespace}-cluster-queue", cluster_queue(ns.namespace, ns.quotas), created))
+            local_queues(ns.namespace, ns.namespace, create(f"{ns.namespace}-cluster-queue",
+                                                            with_admission_checks(cluster_queue(ns.namespace, ns.quotas), args.admission_checks), created))
         for team in args.teams:
-            queue = create(f"team-{team.name}-cluster-queue", team_cluster_queue(team), created)
+            queue = create(f"team-{team.name}-cluster-queue", with_admission_checks(team_cluster_queue(team), args.admission_checks), created)
             for namespace in team.namespaces:
                 local_queues(namespace, team.name, queue)
 

@@ -4,16 +4,20 @@ MultiKueue's controller on it, each checked against Kueue 0.19.2's API."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 from pulumi.runtime import rpc
 
 from eks_gpu_training.config import ConfigError
+from eks_gpu_training.platform.stack_files import locate_stack
+from eks_gpu_training.workloads.kueue_queues import KueueQueues, kueue_queues_args
 from eks_gpu_training.workloads.multikueue_manager import (
     ADMISSION_CHECK, MULTIKUEUE_CONFIG, MultiKueueManager, MultiKueueWorkerTarget, admission_checks_strategy,
 )
-from tests.support.harness import run_program
+from tests.support.harness import PROJECT_ROOT, run_program
 
 CUSTOM = "kubernetes:kueue.x-k8s.io/v1beta2:"
 
@@ -78,3 +82,20 @@ def test_refuses_no_worker_or_one_named_twice_before_registering_anything(worker
     assert isinstance(graph.error, ConfigError)
     assert {p.path: p.message for p in graph.error.problems}[path].startswith(text)
     assert graph.of_type("eks-gpu-training:index:MultiKueueManager") == []
+
+
+def test_kueue_queues_given_the_check_put_it_on_every_cluster_queue_and_not_otherwise():
+    args = kueue_queues_args(locate_stack("dev", PROJECT_ROOT).platform_args())
+
+    def strategies(queues_args):
+        def program():
+            KueueQueues("queues", queues_args, opts=pulumi.ResourceOptions(provider=k8s.Provider("manager", kubeconfig="{}")))
+
+        graph = run_program(program)
+        assert graph.error is None, repr(graph.error)
+        queues = graph.of_type(f"{CUSTOM}ClusterQueue")
+        assert sorted(q.inputs["metadata"]["name"] for q in queues) == ["evaluation", "research"]
+        return [q.inputs["spec"].get("admissionChecksStrategy") for q in queues]
+
+    assert strategies(replace(args, admission_checks=[ADMISSION_CHECK])) == [{"admissionChecks": [{"name": "multikueue"}]}] * 2
+    assert strategies(args) == [None, None]

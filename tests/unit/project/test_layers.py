@@ -11,7 +11,7 @@ import pytest
 from tests.support.harness import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "components"
-LAYERS = ("labeler", "healthgate", "facts", "config", "aws", "addons", "workloads", "platform", "offline", "verify", "local")
+LAYERS = ("labeler", "healthgate", "facts", "config", "aws", "addons", "workloads", "platform", "plugin", "offline", "verify", "local")
 """Bottom to top. ``labeler`` and ``healthgate`` are the topology labeler's and the health gate's own
 programs (each image copies its folder alone), so they import nothing of the library at all."""
 PROGRAMS = ("labeler", "healthgate")

@@ -1,0 +1,201 @@
+"""The components other Pulumi languages use: ``OFFERED``, the fields that stay Python-only and why,
+and ``PackageProvider``, the SDK's component provider over ``PackageAnalyzer``'s schema.
+
+``pulumi package add`` runs this package's ``__main__`` (``PulumiPlugin.yaml`` beside it), reads the
+schema and writes an SDK in the consumer's language; each construct then comes here. A consumer's
+bad argument is the same ``ConfigError`` (an ``InputPropertiesError`` with each property path) a
+Python program gets, so the engine shows it as property errors in every language."""
+
+import dataclasses
+import json
+import typing
+from collections.abc import Mapping
+from typing import Any, Optional
+
+import pulumi
+from pydantic import BaseModel
+from pulumi.provider.experimental.component import ComponentProvider
+from pulumi.provider.experimental.schema import generate_schema
+from pulumi.provider.provider import ConstructResult, Provider
+
+from ..addons.efa_device_plugin import EfaDevicePlugin
+from ..addons.gpu_node_pool import GpuNodePool
+from ..addons.gpu_operator import GpuOperator
+from ..addons.karpenter import Karpenter
+from ..addons.topology_labeler import TopologyLabeler
+from ..aws.cluster_ref import ClusterRef
+from ..aws.gpu_node_group import GpuNodeGroup
+from ..config import ConfigError, Problem
+from ..config.arguments import as_model
+from ..platform.gpu_training_platform import GpuTrainingPlatform
+from ..platform.gpu_training_in_cluster import GpuTrainingInCluster
+from ..workloads.kueue_queues import KueueQueues
+from ..workloads.scheduling_policies import SchedulingPolicies
+from ..workloads.training_job import TrainingJob
+from .package_analyzer import PackageAnalyzer, resolved
+
+PACKAGE_NAME = "eks-gpu-training"
+"""The package name in the schema and the type tokens (``eks-gpu-training:index:GpuNodeGroup``)."""
+
+OFFERED: tuple[type[pulumi.ComponentResource], ...] = (
+    GpuTrainingPlatform, GpuTrainingInCluster, GpuNodeGroup, GpuOperator, EfaDevicePlugin, Karpenter,
+    GpuNodePool, TopologyLabeler, SchedulingPolicies, KueueQueues, TrainingJob,
+)
+"""The components in the schema. The others (``EksCluster``, ``Network``, ``LustreStorage``, ...)
+are Python-only for now; ``GpuTrainingPlatform`` makes them from its configuration."""
+
+PYTHON_ONLY: Mapping[tuple[str, str], str] = {
+    ("TrainingJobArgs", "job_after"): "resources to wait for: give them as dependsOn",
+    ("KueueQueuesArgs", "namespace_resources"): "the Namespace resources to wait for: give them as dependsOn",
+    ("GpuNodePoolArgs", "karpenter_release"): "the Karpenter release to wait for: give the Karpenter component as dependsOn",
+}
+"""Fields left out of the schema, with the form other languages use instead."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AdoptedCluster:
+    """An EKS cluster by name, looked up in its region (``ClusterRef.from_existing``); the form a
+    component's ``cluster`` takes outside Python."""
+
+    name: pulumi.Input[str]
+    """EKS cluster name (an Output of your cluster resource will do)."""
+    region: str
+    """AWS region of the cluster."""
+
+
+FIELD_TYPES: Mapping[tuple[str, str], Any] = {
+    **{(args, "cluster"): AdoptedCluster for args in (
+        "GpuNodeGroupArgs", "KarpenterArgs", "GpuNodePoolArgs", "TopologyLabelerArgs")},
+    **{(args, "cluster"): Optional[AdoptedCluster] for args in (
+        "GpuOperatorArgs", "EfaDevicePluginArgs", "SchedulingPoliciesArgs", "KueueQueuesArgs", "TrainingJobArgs")},
+}
+"""Fields whose schema type is another form than their Python one: a ``cluster`` (a ``ClusterRef``,
+``EksCluster`` or ``pulumi_eks.Cluster`` in Python) is an ``AdoptedCluster``."""
+
+
+def _analyzer() -> PackageAnalyzer:
+    return PackageAnalyzer(PACKAGE_NAME, PYTHON_ONLY, FIELD_TYPES)
+
+
+def package_schema(version: str = "0.0.0") -> dict[str, Any]:
+    """The package's Pulumi schema, as ``pulumi package get-schema`` prints it."""
+    result = _analyzer().analyze(list(OFFERED))
+    dependencies = sorted(result["dependencies"], key=lambda d: f"{d.name}{d.version}")
+    schema = generate_schema(PACKAGE_NAME, version, None, result["component_definitions"], result["type_definitions"], dependencies)
+    return typing.cast(dict[str, Any], _without_item_descriptions(schema.to_json()))
+
+
+def _without_item_descriptions(node: Any) -> Any:
+    """The schema as the CLI prints it: the analyzer repeats a list's or map's description on its
+    items and writes empty lists, which ``pulumi package get-schema`` drops."""
+    if isinstance(node, dict):
+        out = {k: _without_item_descriptions(v) for k, v in node.items() if v != [] or k not in ("required", "requiredInputs", "dependencies")}
+        for key in ("items", "additionalProperties"):
+            if isinstance(out.get(key), dict):
+                out[key] = {k: v for k, v in out[key].items() if k != "description"}
+        return out
+    if isinstance(node, list):
+        return [_without_item_descriptions(v) for v in node]
+    return node
+
+
+def _plain(value: Any, annotation: Any, module: str, path: str) -> Any:
+    """A value mapped from the schema as the Python argument: dicts into the dataclasses they stand
+    for, lists into tuples where the field is one, an ``AdoptedCluster`` into its ``ClusterRef``."""
+    annotation = resolved(annotation, module)
+    origin, members = typing.get_origin(annotation), typing.get_args(annotation)
+    if isinstance(annotation, typing.ForwardRef):
+        return _plain(value, annotation.__forward_arg__, module, path)
+    if origin is typing.Union:
+        candidates = [m for m in members if m is not type(None)]
+        chosen = next((m for m in candidates if dataclasses.is_dataclass(m)), candidates[0]) if isinstance(value, dict) else None
+        return _plain(value, chosen, module, path) if chosen is not None else value
+    if annotation is AdoptedCluster and isinstance(value, dict):
+        return ClusterRef.from_existing(value["name"], value["region"], resource_name=f"{path}-cluster")
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
+        return as_model(value, annotation, f"{path}.{annotation.__name__}")
+    if dataclasses.is_dataclass(annotation) and isinstance(value, dict):
+        cls = typing.cast(type, annotation)
+        return cls(**_dataclass_fields(cls, value, path))
+    if origin in (tuple,) and isinstance(value, list):
+        return tuple(value)
+    if origin is not None and isinstance(value, list) and members:
+        return [_plain(v, members[0], module, path) for v in value]
+    return value
+
+
+def _karpenter_dependency(name: str, options: Optional[pulumi.ResourceOptions]) -> pulumi.Resource:
+    after = list(options.depends_on or []) if options is not None and isinstance(options.depends_on, list) else []
+    if not after:
+        raise ConfigError([Problem(f"GpuNodePool({name}).dependsOn", "give the Karpenter component as dependsOn: the pool's custom resources need its CRDs")])
+    return typing.cast(pulumi.Resource, after[0])
+
+
+def _dataclass_fields(cls: type, value: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """The keyword arguments of dataclass ``cls`` from mapped inputs: each converted by ``_plain``;
+    an ``Optional`` field without a default, which the schema offers as optional, is None when absent."""
+    fields = {}
+    for field in dataclasses.fields(cls):
+        annotation = FIELD_TYPES.get((cls.__name__, field.name), field.type)
+        if field.name in value:
+            fields[field.name] = _plain(value[field.name], annotation, cls.__module__, path)
+        elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            if type(None) in typing.get_args(resolved(annotation, cls.__module__)):
+                fields[field.name] = None
+    return fields
+
+
+class PackageProvider(ComponentProvider):
+    """The SDK's component provider with ``PackageAnalyzer``'s schema; a construct builds the
+    component's Args from the inputs and calls the component as a Python program would."""
+
+    def __init__(self, version: str = "0.0.0") -> None:
+        self._name = PACKAGE_NAME
+        self.analyzer = _analyzer()
+        result = self.analyzer.analyze(list(OFFERED))
+        self._components = {component.__name__: component for component in OFFERED}
+        self._component_defs = result["component_definitions"]
+        self._type_defs = result["type_definitions"]
+        self._external_enum_types = result["external_enum_types"]
+        self._dependencies = sorted(result["dependencies"], key=lambda d: f"{d.name}{d.version}")
+        Provider.__init__(self, version, json.dumps(package_schema(version)))
+
+    def construct(self, name: str, resource_type: str, inputs: Any, options: Optional[pulumi.ResourceOptions] = None) -> ConstructResult:
+        self.validate_resource_type(self._name, resource_type)
+        component_name = resource_type.rsplit(":", maxsplit=1)[-1]
+        component: Any = self._components[component_name]  # each takes (name, args, opts, **fields)
+        mapped = self.map_inputs(inputs, self._component_defs[component_name])
+        args_type = resolved(component.__init__.__annotations__["args"], component.__module__)
+        args_type = next(a for a in typing.get_args(args_type) if a is not type(None))
+        # A bad argument raises ConfigError, an InputPropertiesError the host sends as property errors.
+        if dataclasses.is_dataclass(args_type):
+            fields = _dataclass_fields(typing.cast(type, args_type), mapped, name)
+            if component is GpuNodePool:
+                # Its custom resources wait for Karpenter (its CRDs): the Karpenter component given as dependsOn.
+                fields["karpenter_release"] = _karpenter_dependency(name, options)
+            instance = component(name, None, options, **fields)
+        else:
+            instance = component(name, dict(mapped), options)
+        return ConstructResult(instance.urn, self.get_state(instance, self._component_defs[component_name]))
+
+
+SCHEMA_FILE = "schema.json"
+"""The checked-in schema beside this module: what review sees change when an Args class does."""
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """``python -m eks_gpu_training.plugin.package_provider --write`` rewrites the checked-in schema;
+    without ``--write`` it prints the schema."""
+    import sys
+    from pathlib import Path
+
+    text = json.dumps(package_schema(), indent=2, sort_keys=True) + "\n"
+    if "--write" in (sys.argv[1:] if argv is None else argv):
+        (Path(__file__).parent / SCHEMA_FILE).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,133 @@
+"""The package other Pulumi languages use: its schema against the checked-in copy, what every offered
+component's inputs say, and constructs through the provider as the engine asks for them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+
+from eks_gpu_training.plugin import package_provider
+from eks_gpu_training.plugin.package_provider import OFFERED, PACKAGE_NAME, PYTHON_ONLY, PackageProvider, package_schema
+from tests.support.harness import run_program
+
+SCHEMA_FILE = Path(package_provider.__file__).parent / package_provider.SCHEMA_FILE
+WRITE = ".venv/bin/python -m eks_gpu_training.plugin.package_provider --write"
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict[str, Any]:
+    return package_schema()
+
+
+def _properties(schema: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(owner, property, definition) of every input and output of every resource and type."""
+    found = []
+    for token, resource in schema["resources"].items():
+        for key in ("inputProperties", "properties"):
+            found += [(f"{token}.{key}", name, prop) for name, prop in resource.get(key, {}).items()]
+    for token, type_ in schema["types"].items():
+        found += [(token, name, prop) for name, prop in type_.get("properties", {}).items()]
+    return found
+
+
+def test_the_schema_is_the_checked_in_copy(schema):
+    assert json.loads(SCHEMA_FILE.read_text()) == schema, f"an Args class changed the schema: run `{WRITE}` and review the diff"
+
+
+def test_every_offered_component_is_in_the_schema(schema):
+    assert sorted(schema["resources"]) == sorted(f"{PACKAGE_NAME}:index:{c.__name__}" for c in OFFERED)
+    assert {"GpuTrainingPlatform", "GpuNodeGroup", "GpuOperator", "EfaDevicePlugin", "Karpenter", "GpuNodePool",
+            "TopologyLabeler", "SchedulingPolicies", "KueueQueues", "TrainingJob"} <= {c.__name__ for c in OFFERED}
+
+
+def test_every_property_is_described_and_typed(schema):
+    undescribed = [f"{owner}.{name}" for owner, name, prop in _properties(schema) if not prop.get("description")]
+    untyped = [f"{owner}.{name}" for owner, name, prop in _properties(schema) if "Any" in json.dumps(prop)]
+    assert (undescribed, untyped) == ([], [])
+
+
+def test_required_inputs_are_the_fields_without_a_default(schema):
+    node_group = schema["resources"][f"{PACKAGE_NAME}:index:GpuNodeGroup"]
+    assert sorted(node_group["requiredInputs"]) == ["cluster", "pool"]
+    spec = schema["types"][f"{PACKAGE_NAME}:index:TrainingJobSpec"]
+    # Optional without a default (``priority_class``) is optional here: an absent one is None.
+    assert sorted(spec["required"]) == ["instanceTypes", "name", "namespace", "nodes"]
+
+
+def test_configuration_models_take_their_stack_keys_with_the_documented_defaults(schema):
+    pool = schema["types"][f"{PACKAGE_NAME}:index:GpuNodeGroupConfig"]["properties"]
+    assert {"instanceTypes", "maxSize"} <= set(pool)
+    assert "Default" in pool["maxSize"]["description"]
+
+
+def test_a_union_offers_one_form_and_names_the_python_only_ones(schema):
+    spec = schema["types"][f"{PACKAGE_NAME}:index:TrainingJobSpec"]["properties"]
+    assert spec["env"]["additionalProperties"] == {"type": "string"}
+    assert "SecretKeyRef form is Python-only" in spec["env"]["description"]
+    cluster = schema["resources"][f"{PACKAGE_NAME}:index:GpuNodeGroup"]["inputProperties"]["cluster"]
+    assert cluster["$ref"] == f"#/types/{PACKAGE_NAME}:index:AdoptedCluster"
+
+
+def test_python_only_fields_stay_out_of_the_schema(schema):
+    for (args, field), _reason in PYTHON_ONLY.items():
+        component = args.removesuffix("Args")
+        camel = field.split("_")[0] + "".join(w.title() for w in field.split("_")[1:])
+        assert camel not in schema["resources"][f"{PACKAGE_NAME}:index:{component}"].get("inputProperties", {})
+
+
+def test_outputs_are_the_components_output_attributes(schema):
+    policies = schema["resources"][f"{PACKAGE_NAME}:index:SchedulingPolicies"]
+    assert sorted(policies["properties"]) == ["namespaceNames", "priorityClassNames"]
+
+
+# --- constructs, as the engine asks for them ------------------------------------------------------
+
+
+def _construct(component: str, inputs: dict[str, Any], options: pulumi.ResourceOptions | None = None):
+    provider = PackageProvider()
+
+    def program() -> None:
+        result = provider.construct("team", f"{PACKAGE_NAME}:index:{component}", inputs, options)
+        pulumi.export("urn", result.urn)
+        pulumi.export("state", result.state)
+
+    return run_program(program)
+
+
+QUOTA = {"gpus": 16, "cpu": "384", "memory": "3Ti", "persistentVolumeClaims": 20}
+
+
+def test_a_construct_builds_the_component_from_schema_inputs():
+    graph = _construct("SchedulingPolicies", {"namespaces": [{"name": "training", "quota": QUOTA}], "serviceAccount": "trainer"})
+    assert graph.error is None
+    quota = graph.one("kubernetes:core/v1:ResourceQuota")
+    assert quota.inputs["spec"]["hard"]["requests.nvidia.com/gpu"] == "16"
+    assert graph.exports["state"]["namespaceNames"] == ["training"]
+
+
+def test_a_training_job_construct_takes_lists_as_the_specs_tuples():
+    job = {"name": "llama", "nodes": 2, "instanceTypes": ["p5.48xlarge"], "priorityClass": "training-critical",
+           "namespace": "training", "image": "registry.example/trainer:1", "command": ["torchrun"], "args": ["train.py"]}
+    graph = _construct("TrainingJob", {"job": job})
+    assert graph.error is None
+    created = graph.one("kubernetes:batch/v1:Job")
+    assert created.inputs["spec"]["parallelism"] == 2
+
+
+def test_a_bad_argument_comes_back_as_property_errors_with_the_path():
+    job = {"name": "llama", "nodes": 2, "instanceTypes": ["p5.48xlarge"], "priorityClass": "training-critical",
+           "namespace": "training", "image": "registry.example/trainer:1", "kind": "CronJob"}
+    graph = _construct("TrainingJob", {"job": job})
+    assert isinstance(graph.error, pulumi.InputPropertiesError)
+    paths = [e["property_path"] for e in graph.error.errors or []]
+    assert any(path.endswith(".kind") for path in paths), paths
+
+
+def test_a_missing_required_input_names_its_property():
+    graph = _construct("TrainingJob", {})
+    assert isinstance(graph.error, pulumi.InputPropertyError)
+    assert graph.error.property_path == "job"

@@ -1,5 +1,5 @@
-"""``eks-gpu-training-verify``: the seed's validation checklist judged on a live cluster, plus what
-a stack file declares. The top layer: it reads a cluster with the ``kubernetes`` client (the
+"""The live-cluster check: the seed's validation checklist judged on a live cluster, plus what a
+stack file declares (``eks-gpu-training-verify``). The top layer: it reads a cluster with the ``kubernetes`` client (the
 ``[verify]`` extra) and judges it with the facts, configuration and templates below it.
 
 ``read_snapshot`` lists what the checks need into a ``Snapshot`` of plain API objects; ``judge``

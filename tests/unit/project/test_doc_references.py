@@ -149,20 +149,6 @@ def test_the_hand_written_docs_stay_within_their_budget():
     assert sum(sizes.values()) <= PROSE_BUDGET, sorted(sizes.items(), key=lambda item: -item[1])
 
 
-def layers() -> list[str]:
-    """``LAYERS`` of the layer test, bottom to top, read from its source (a test imports no other)."""
-    source = ast.parse((PROJECT_ROOT / "tests" / "unit" / "project" / "test_layers.py").read_text())
-    value = next(n.value for n in source.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "LAYERS")
-    return list(ast.literal_eval(value))
-
-
-def test_the_readmes_layer_table_lists_the_layer_tests_layers_in_order():
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    table = readme[readme.index("| layer | folder |") :].split("\n\n", 1)[0]
-    folders = re.findall(r"^\| [^|]+ \| `components/(\w+)/` \|", table, re.M)
-    assert folders == layers()
-
-
 def test_each_benchmark_table_with_a_results_file_is_generated_from_it():
     finished = subprocess.run(
         [sys.executable, "tests/benchmarks/results.py"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=False

@@ -147,7 +147,7 @@ def test_rejects_a_gpu_quota_below_one_node():
 
 def test_rejects_a_quota_too_small_for_a_declared_app_naming_both_keys():
     values = raw()
-    # Without Kueue: with it, a quota below the fleet's is refused on its own (tests/unit/addons/test_kueue.py).
+    # Without Kueue: with it, a quota below the fleet's is refused on its own (tests/unit/workloads/test_kueue_queues.py).
     values["kueue"]["enabled"] = False
     values["scheduling"]["namespaces"][0]["quota"].update(gpus=8, cpu="100")
     assert problems(values) == [
@@ -285,7 +285,7 @@ def test_rejects_host_networking_in_a_baseline_namespace_naming_both_keys():
 
 def test_rejects_more_nodes_than_the_fleet_can_have_naming_the_pool_keys():
     values = raw()
-    values["kueue"]["enabled"] = False  # with Kueue, an app counts only its own pool (tests/unit/addons/test_kueue.py)
+    values["kueue"]["enabled"] = False  # with Kueue, an app counts only its own pool (tests/unit/workloads/test_training_spec_topology.py)
     app(values).update(nodes=5, efa=False)
     assert problems(values)[0] == (
         "scheduling.trainingApps[0].nodes: 5 pods, one per node, need more nodes of p5.48xlarge than the fleet can have "

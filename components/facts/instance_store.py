@@ -1,7 +1,7 @@
 """Instance-store NVMe of the GPU catalog's instance types.
 
 Source: Karpenter 1.14's "Instance Types" reference (the ``karpenter.k8s.aws/instance-local-nvme``
-label, total NVMe instance-store size in GB); ``tests/unit/aws/test_lustre_storage.py`` re-reads it when
+label, total NVMe instance-store size in GB); ``tests/unit/facts/test_instance_store.py`` re-reads it when
 ``../shared/reference`` is present.
 """
 

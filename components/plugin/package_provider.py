@@ -27,6 +27,8 @@ from ..aws.cluster_ref import ClusterRef
 from ..aws.gpu_node_group import GpuNodeGroup
 from ..config import ConfigError, Problem
 from ..config.arguments import as_model
+from ..facts import aws_enums
+from ..facts.kubernetes_versions import DEFAULT_KUBERNETES_VERSION
 from ..platform.gpu_training_platform import GpuTrainingPlatform
 from ..platform.gpu_training_in_cluster import GpuTrainingInCluster
 from ..workloads.kueue_queues import KueueQueues
@@ -54,20 +56,25 @@ PYTHON_ONLY: Mapping[tuple[str, str], str] = {
 
 @dataclasses.dataclass(frozen=True)
 class AdoptedCluster:
-    """An EKS cluster by name, looked up in its region (``ClusterRef.from_existing``); the form a
-    component's ``cluster`` takes outside Python."""
+    """An EKS cluster made elsewhere, the form a component's ``cluster`` takes outside Python: looked
+    up by name (``ClusterRef.from_existing``), or reached through the Kubernetes provider in ``opts``
+    alone, as the in-cluster half reaches its cluster."""
 
     name: pulumi.Input[str]
     """EKS cluster name (an Output of your cluster resource will do)."""
     region: str
     """AWS region of the cluster."""
+    lookup: bool = True
+    """Look the cluster up in AWS; false: read nothing in AWS and put the objects on the Kubernetes
+    provider in ``opts`` (what an in-cluster component needs). Default: true."""
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
+    """Kubernetes version of the control plane, when not looked up. Default: 1.35."""
 
 
 FIELD_TYPES: Mapping[tuple[str, str], Any] = {
     **{(args, "cluster"): AdoptedCluster for args in (
-        "GpuNodeGroupArgs", "KarpenterArgs", "GpuNodePoolArgs", "TopologyLabelerArgs")},
-    **{(args, "cluster"): Optional[AdoptedCluster] for args in (
-        "GpuOperatorArgs", "EfaDevicePluginArgs", "SchedulingPoliciesArgs", "KueueQueuesArgs", "TrainingJobArgs")},
+        "GpuNodeGroupArgs", "KarpenterArgs", "GpuNodePoolArgs", "TopologyLabelerArgs", "GpuOperatorArgs", "EfaDevicePluginArgs")},
+    **{(args, "cluster"): Optional[AdoptedCluster] for args in ("SchedulingPoliciesArgs", "KueueQueuesArgs", "TrainingJobArgs")},
 }
 """Fields whose schema type is another form than their Python one: a ``cluster`` (a ``ClusterRef``,
 ``EksCluster`` or ``pulumi_eks.Cluster`` in Python) is an ``AdoptedCluster``."""
@@ -99,28 +106,43 @@ def _without_item_descriptions(node: Any) -> Any:
     return node
 
 
-def _plain(value: Any, annotation: Any, module: str, path: str) -> Any:
+def _cluster_ref(cluster: AdoptedCluster, path: str, options: Optional[pulumi.ResourceOptions]) -> ClusterRef:
+    if cluster.lookup:
+        return ClusterRef.from_existing(cluster.name, cluster.region, resource_name=f"{path}-cluster")
+    providers = options.providers if options is not None else None
+    found = providers.get("kubernetes") if isinstance(providers, dict) else next(
+        (p for p in providers or () if getattr(p, "package", None) == "kubernetes"), None)
+    if found is None:
+        raise ConfigError([Problem(f"{path}.cluster.lookup", "false needs the cluster's Kubernetes provider in the options (providers)")])
+    return ClusterRef(
+        name=cluster.name, region=cluster.region, partition=aws_enums.partition_of(cluster.region), vpc_id="",
+        kubernetes_version=cluster.kubernetes_version, cluster_security_group_id="", kubeconfig="",
+        provider=typing.cast(Any, found),  # the program's own Kubernetes provider, by reference
+    )
+
+
+def _plain(value: Any, annotation: Any, module: str, path: str, options: Optional[pulumi.ResourceOptions] = None) -> Any:
     """A value mapped from the schema as the Python argument: dicts into the dataclasses they stand
     for, lists into tuples where the field is one, an ``AdoptedCluster`` into its ``ClusterRef``."""
     annotation = resolved(annotation, module)
     origin, members = typing.get_origin(annotation), typing.get_args(annotation)
     if isinstance(annotation, typing.ForwardRef):
-        return _plain(value, annotation.__forward_arg__, module, path)
+        return _plain(value, annotation.__forward_arg__, module, path, options)
     if origin is typing.Union:
         candidates = [m for m in members if m is not type(None)]
         chosen = next((m for m in candidates if dataclasses.is_dataclass(m)), candidates[0]) if isinstance(value, dict) else None
-        return _plain(value, chosen, module, path) if chosen is not None else value
+        return _plain(value, chosen, module, path, options) if chosen is not None else value
     if annotation is AdoptedCluster and isinstance(value, dict):
-        return ClusterRef.from_existing(value["name"], value["region"], resource_name=f"{path}-cluster")
+        return _cluster_ref(AdoptedCluster(**value), path, options)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
         return as_model(value, annotation, f"{path}.{annotation.__name__}")
     if dataclasses.is_dataclass(annotation) and isinstance(value, dict):
         cls = typing.cast(type, annotation)
-        return cls(**_dataclass_fields(cls, value, path))
+        return cls(**_dataclass_fields(cls, value, path, options))
     if origin in (tuple,) and isinstance(value, list):
         return tuple(value)
     if origin is not None and isinstance(value, list) and members:
-        return [_plain(v, members[0], module, path) for v in value]
+        return [_plain(v, members[0], module, path, options) for v in value]
     return value
 
 
@@ -131,14 +153,14 @@ def _karpenter_dependency(name: str, options: Optional[pulumi.ResourceOptions]) 
     return typing.cast(pulumi.Resource, after[0])
 
 
-def _dataclass_fields(cls: type, value: Mapping[str, Any], path: str) -> dict[str, Any]:
+def _dataclass_fields(cls: type, value: Mapping[str, Any], path: str, options: Optional[pulumi.ResourceOptions] = None) -> dict[str, Any]:
     """The keyword arguments of dataclass ``cls`` from mapped inputs: each converted by ``_plain``;
     an ``Optional`` field without a default, which the schema offers as optional, is None when absent."""
     fields = {}
     for field in dataclasses.fields(cls):
         annotation = FIELD_TYPES.get((cls.__name__, field.name), field.type)
         if field.name in value:
-            fields[field.name] = _plain(value[field.name], annotation, cls.__module__, path)
+            fields[field.name] = _plain(value[field.name], annotation, cls.__module__, path, options)
         elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
             if type(None) in typing.get_args(resolved(annotation, cls.__module__)):
                 fields[field.name] = None
@@ -169,7 +191,7 @@ class PackageProvider(ComponentProvider):
         args_type = next(a for a in typing.get_args(args_type) if a is not type(None))
         # A bad argument raises ConfigError, an InputPropertiesError the host sends as property errors.
         if dataclasses.is_dataclass(args_type):
-            fields = _dataclass_fields(typing.cast(type, args_type), mapped, name)
+            fields = _dataclass_fields(typing.cast(type, args_type), mapped, name, options)
             if component is GpuNodePool:
                 # Its custom resources wait for Karpenter (its CRDs): the Karpenter component given as dependsOn.
                 fields["karpenter_release"] = _karpenter_dependency(name, options)

@@ -9,4 +9,5 @@ from eks_gpu_training.local import build as builds
 
 CATALOGUE = Path(__file__).resolve().parents[1] / "cluster" / "go" / "catalogue.json"
 TEST_TOOLS = builds.load_catalogue(CATALOGUE)["test-tools"]
-(DISTRIBUTION,) = TEST_TOOLS
+DISTRIBUTION, PULUMI_YAML, PULUMI_LANGUAGE_NODEJS = TEST_TOOLS
+"""The OCI registry, and the YAML and Node.js language hosts of the plugin package's programs."""

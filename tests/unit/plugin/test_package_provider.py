@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 import pytest
+import yaml
 
 from eks_gpu_training.plugin import package_provider
 from eks_gpu_training.plugin.package_provider import OFFERED, PACKAGE_NAME, PYTHON_ONLY, PackageProvider, package_schema
-from tests.support.harness import run_program
+from tests.support.harness import PROJECT_ROOT, run_program
 
 SCHEMA_FILE = Path(package_provider.__file__).parent / package_provider.SCHEMA_FILE
 WRITE = ".venv/bin/python -m eks_gpu_training.plugin.package_provider --write"
@@ -131,3 +133,34 @@ def test_a_missing_required_input_names_its_property():
     graph = _construct("TrainingJob", {})
     assert isinstance(graph.error, pulumi.InputPropertyError)
     assert graph.error.property_path == "job"
+
+
+def _with_config(value: Any, config: dict[str, str]) -> Any:
+    """A YAML program's value with its ``${config}`` references replaced."""
+    if isinstance(value, str) and value.startswith("${") and value[2:-1] in config:
+        return config[value[2:-1]]
+    if isinstance(value, dict):
+        return {k: _with_config(v, config) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_config(v, config) for v in value]
+    return value
+
+
+def test_the_yaml_examples_components_construct_through_the_provider():
+    """examples/yaml's components, each constructed as the engine asks the provider for it (the
+    cluster tier deploys the program itself): every input it gives is one the schema offers."""
+    program = yaml.safe_load((PROJECT_ROOT / "examples" / "yaml" / "Pulumi.yaml").read_text())
+    config = {"kubeconfig": "kubeconfig.yaml", "chartMirror": "https://charts.example.com"}
+    provider = PackageProvider()
+
+    def run() -> None:
+        cluster = k8s.Provider("cluster", kubeconfig="kubeconfig.yaml")
+        for name, resource in program["resources"].items():
+            if resource["type"].startswith(f"{PACKAGE_NAME}:"):
+                inputs = _with_config(resource.get("properties", {}), config)
+                provider.construct(name, resource["type"], inputs, pulumi.ResourceOptions(providers={"kubernetes": cluster}))
+
+    graph = run_program(run)
+    assert graph.error is None
+    assert graph.one("kubernetes:batch/v1:Job").inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-queue"
+    assert graph.one("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue").inputs["metadata"]["name"] == "training"

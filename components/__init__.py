@@ -80,6 +80,8 @@ if TYPE_CHECKING:
         TrainingServiceAccountConfig,
         VerifyConfig,
         MonitoringConfig,
+        MultiKueueFleetConfig,
+        MultiKueueWorkerConfig,
     )
     from .facts.node_os import GpuNodeOs, node_os_of
     from .addons.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs, efa_device_plugin_values, efa_needed
@@ -111,6 +113,8 @@ if TYPE_CHECKING:
     from .aws.training_identity import TrainingIdentity, TrainingIdentityArgs, s3_access_policy
     from .workloads.training_storage import TrainingStorage, TrainingStorageArgs
     from .workloads.team_access import TeamAccess, TeamAccessArgs
+    from .workloads.multikueue_manager import MultiKueueManager, MultiKueueManagerArgs, MultiKueueWorkerTarget
+    from .workloads.multikueue_worker import MultiKueueWorker, MultiKueueWorkerArgs
     from .workloads.training_job import TrainingJob, TrainingJobArgs
     from .workloads.templates import rendezvous_service, training_job, training_pdb, training_pod_template
     from .workloads.node_fit import NodeLoad, NodeRoom, library_node_load, stack_node_load, training_room
@@ -170,6 +174,13 @@ __all__ = [
     "TrainerConfig",
     "KueueQueues",
     "KueueQueuesArgs",
+    "MultiKueueFleetConfig",
+    "MultiKueueManager",
+    "MultiKueueManagerArgs",
+    "MultiKueueWorker",
+    "MultiKueueWorkerArgs",
+    "MultiKueueWorkerConfig",
+    "MultiKueueWorkerTarget",
     "TeamQueues",
     "team_queues",
     "LabelerResourcesConfig",

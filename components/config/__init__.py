@@ -109,6 +109,7 @@ from .kueue_settings import (
 )
 from .job_api_settings import JOB_KINDS, JOBSET_CHART_VERSIONS, TRAINER_CHART_VERSIONS, JobSetConfig, TrainerConfig
 from .monitoring import MonitoringConfig
+from .multikueue import MultiKueueFleetConfig, MultiKueueWorkerConfig
 from .team_settings import TEAM_COHORT, TeamConfig, TeamQuotaConfig
 from .scheduling import (
     PRIORITY_VALUE_MAX,
@@ -236,6 +237,8 @@ __all__ = [
     "RECOVERY_TIMEOUT_MINUTES",
     "TOPOLOGY_MODES",
     "KueueConfig",
+    "MultiKueueFleetConfig",
+    "MultiKueueWorkerConfig",
     "PRIORITY_VALUE_MAX",
     "TRAINING_APP_NAME_MAX",
     "S3_BUCKET_NAME",

@@ -30,6 +30,7 @@ from .karpenter_settings import _KARPENTER_RESTRICTED_TAG, KarpenterConfig, vali
 from .pools import GpuNodeGroupConfig, _check_sizes, validate_gpu_node_group
 from .job_api_settings import JobSetConfig, TrainerConfig
 from .kueue_settings import KueueConfig
+from .multikueue import MultiKueueFleetConfig, validate_multikueue
 from .monitoring import MonitoringConfig
 from .scheduling import SchedulingConfig, SmokeTestConfig
 from .storage_settings import StorageConfig, validate_storage
@@ -87,6 +88,8 @@ class GpuTrainingPlatformArgs(_Model):
     """Where the nodes pull the stack's images from: a mirror per source registry. Default: each image's own registry."""
     in_cluster: InClusterConfig = InClusterConfig()
     """Deploy only the stack's in-cluster half to the cluster a kubeconfig reaches, creating nothing in AWS (`GpuTrainingInCluster`); the other settings still describe the cluster and its pools, which another program made. Default: off (the whole stack)."""
+    multi_kueue: MultiKueueFleetConfig = MultiKueueFleetConfig()
+    """MultiKueue: dispatch this stack's jobs to the worker clusters it names (`manager`), or accept jobs from a manager (`worker`); docs/fleet.md. Default: neither."""
 
     @model_validator(mode="before")
     @classmethod
@@ -180,6 +183,7 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     problems.extend(validate_gpu_operator(args.gpu_operator))
     problems.extend(validate_topology_labeler(args.topology_labeler, "topologyLabeler"))
     problems.extend(validate_health_gate(args.health_gate))
+    problems.extend(validate_multikueue(args.multi_kueue, kueue_enabled=args.kueue.enabled))
     problems.extend(validate_karpenter(args.karpenter, args.network, instance_store_raid0=args.storage.instance_store == "raid0",
                                        protect=args.cluster.protect))
     problems.extend(validate_storage(args.storage, args.network, gpu_pool_zones(args), args.s3_buckets, protect=args.cluster.protect))

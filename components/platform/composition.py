@@ -27,6 +27,8 @@ from ..aws.network import cluster_subnet_cidrs
 from ..config import GpuTrainingPlatformArgs
 from ..workloads.preflight_checks import PreflightChecks
 from ..workloads.kueue_queues import KueueQueues, kueue_queues_args
+from ..workloads.multikueue_manager import ADMISSION_CHECK, MultiKueueManager
+from ..workloads.multikueue_worker import MultiKueueWorker
 from ..workloads.scheduling_policies import (
     SchedulingPolicies,
     scheduling_policies_args,
@@ -37,6 +39,7 @@ from ..workloads.team_access import TeamAccess, TeamAccessArgs
 from ..workloads.team_admission import TeamAdmission, TeamAdmissionArgs, team_admission_namespaces
 from ..workloads.training_job import TrainingJob, TrainingJobArgs
 from ..workloads.training_spec import TrainingJobSpec
+from . import multikueue_fleet
 from .checks import preflight_checks_args, smoke_test_args
 
 
@@ -57,6 +60,8 @@ class InClusterHalf:
     verifier_role: Optional[VerifierRole]
     team_access: Optional[TeamAccess] = None
     team_admission: Optional[TeamAdmission] = None
+    multikueue_manager: Optional[MultiKueueManager] = None
+    multikueue_worker: Optional[MultiKueueWorker] = None
 
     def expose_on(self, component: pulumi.ComponentResource) -> None:
         """Each component of the half as ``component``'s attribute of the same name: the entry point
@@ -206,6 +211,7 @@ def compose_in_cluster(
     job_controllers = [c.release for c in (job_set, trainer) if c is not None]
     kueue = None
     kueue_queues = None
+    multikueue_manager = multikueue_worker = None
     if args.kueue.enabled:
         kueue = Kueue(
             f"{name}-kueue",
@@ -214,12 +220,18 @@ def compose_in_cluster(
                       queue_required=bool(args.scheduling.teams), chart_directory=charts, chart_mirror=mirror, ingress=ingress),
             opts=pulumi.ResourceOptions(parent=parent),
         )
+        # A manager's ClusterQueues dispatch through MultiKueue's AdmissionCheck, made first.
+        if args.multi_kueue.manager:
+            multikueue_manager = multikueue_fleet.manager(parent, name, args, cluster, [kueue.release])
         # Kueue's CRDs and webhooks come with the release; LocalQueues live in the training namespaces.
         kueue_queues = KueueQueues(
             f"{name}-kueue-queues",
-            kueue_queues_args(args, scheduling.namespaces),
-            opts=pulumi.ResourceOptions(parent=parent, providers=kubernetes, depends_on=[kueue.release]),
+            replace(kueue_queues_args(args, scheduling.namespaces), admission_checks=[ADMISSION_CHECK] if multikueue_manager else []),
+            opts=pulumi.ResourceOptions(parent=parent, providers=kubernetes,
+                                        depends_on=[kueue.release, *([multikueue_manager] if multikueue_manager else [])]),
         )
+        if args.multi_kueue.worker:
+            multikueue_worker = multikueue_fleet.worker(parent, name, args, cluster, [kueue.release, *scheduling.namespaces.values()])
     waits = workload_waits(scheduling=scheduling, gpu_operator=gpu_operator, efa_device_plugin=efa_device_plugin,
                            kueue=kueue, kueue_queues=kueue_queues, gpu_nodes=gpu_nodes, job_prerequisites=prerequisites,
                            job_controllers=job_controllers)
@@ -285,4 +297,6 @@ def compose_in_cluster(
         verifier_role=verifier_role,
         team_access=team_access,
         team_admission=team_admission,
+        multikueue_manager=multikueue_manager,
+        multikueue_worker=multikueue_worker,
     )

@@ -37,6 +37,8 @@ from ..workloads.scheduling_policies import SchedulingPolicies
 from ..workloads.gpu_smoke_test import GpuSmokeTest
 from ..workloads.team_access import TeamAccess, entry_less_members
 from ..workloads.team_admission import TeamAdmission
+from ..workloads.multikueue_manager import MultiKueueManager
+from ..workloads.multikueue_worker import MultiKueueWorker
 from ..workloads.training_job import TrainingJob
 from .composition import InClusterHalf, WorkloadWaits, compose_in_cluster, workload_waits
 from .validation import validate_stack
@@ -113,6 +115,10 @@ class GpuTrainingInCluster(pulumi.ComponentResource):
     """The team-member ClusterRole and its RoleBinding in each team namespace; None without ``scheduling.teams``."""
     team_admission: Optional[TeamAdmission]
     """The team namespaces' GPU pod policy and priority-class quotas; None without ``scheduling.teams``."""
+    multikueue_manager: Optional[MultiKueueManager]
+    """The MultiKueue objects that dispatch this stack's jobs to its workers; None unless ``multiKueue.manager``."""
+    multikueue_worker: Optional[MultiKueueWorker]
+    """The identity a MultiKueue manager uses here, and its kubeconfig; None unless ``multiKueue.worker``."""
     gpu_operator_status: pulumi.Output[Optional[str]]
     """Helm's status of the GPU Operator release (``deployed`` once installed)."""
 

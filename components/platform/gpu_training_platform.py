@@ -39,6 +39,8 @@ from ..workloads.gpu_smoke_test import GpuSmokeTest
 from ..workloads.training_storage import TrainingStorage, TrainingStorageArgs
 from ..workloads.team_access import TeamAccess
 from ..workloads.team_admission import TeamAdmission
+from ..workloads.multikueue_manager import MultiKueueManager
+from ..workloads.multikueue_worker import MultiKueueWorker
 from ..workloads.training_job import TrainingJob
 from .names import (
     cluster_child_name,
@@ -158,6 +160,10 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
     """The team-member ClusterRole and its RoleBinding in each team namespace; None without ``scheduling.teams``."""
     team_admission: Optional[TeamAdmission]
     """The team namespaces' GPU pod policy and priority-class quotas; None without ``scheduling.teams``."""
+    multikueue_manager: Optional[MultiKueueManager]
+    """The MultiKueue objects that dispatch this stack's jobs to its workers; None unless ``multiKueue.manager``."""
+    multikueue_worker: Optional[MultiKueueWorker]
+    """The identity a MultiKueue manager uses here, and its kubeconfig; None unless ``multiKueue.worker``."""
 
     def __init__(self, name: str, args: Optional[GpuTrainingPlatformArgs] = None, opts: Optional[pulumi.ResourceOptions] = None, **fields: Any):
         # Checked before the component registers, so invalid arguments create nothing at all.

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pulumi
 
+from ..config import ConfigError
 from .names import PLATFORM_NAME
+from .multikueue_fleet import KUBECONFIG_OUTPUT, fleet_problems, project_worker_args
 from .gpu_training_platform import GpuTrainingPlatform
 from .gpu_training_in_cluster import GpuTrainingInCluster
 from .loading import load_stack_config
@@ -23,10 +25,16 @@ def stack_program() -> None:
     # images.lock beside the stack files: Pulumi runs the program in its project's folder.
     project_dir = find_project(Path.cwd())
     config = load_stack_config(stack_dir=stack_config_dir(project_dir) if project_dir is not None else None)
+    # A manager's workers whose stack files are in this project mirror its queues, checked before anything.
+    problems = fleet_problems(config, project_worker_args(config, project_dir))
+    if problems:
+        raise ConfigError(problems)
     if config.in_cluster.enabled:
         # inCluster: only the in-cluster half, through a kubeconfig; nothing in AWS.
         in_cluster = GpuTrainingInCluster(PLATFORM_NAME, config)
         pulumi.export("gpuOperatorStatus", in_cluster.gpu_operator_status)
+        if in_cluster.multikueue_worker is not None:
+            pulumi.export(KUBECONFIG_OUTPUT, in_cluster.multikueue_worker.kubeconfig)
         return
     platform = GpuTrainingPlatform(PLATFORM_NAME, config)
     pulumi.export("clusterName", platform.cluster_name)
@@ -35,3 +43,5 @@ def stack_program() -> None:
     pulumi.export("placementGroupNames", platform.placement_group_names)
     pulumi.export("karpenterNodePoolNames", platform.karpenter_node_pool_names)
     pulumi.export("karpenterPlacementGroupNames", platform.karpenter_placement_group_names)
+    if platform.multikueue_worker is not None:
+        pulumi.export(KUBECONFIG_OUTPUT, platform.multikueue_worker.kubeconfig)

@@ -98,12 +98,13 @@ def _writer_binding(namespace: str, kueue_namespace: str) -> dict[str, Any]:
             "roleRef": {"apiGroup": RBAC_API_GROUP, "kind": "ClusterRole", "name": WRITER_ROLE}, "subjects": [_subject(kueue_namespace)]}
 
 
-def worker_kubeconfig(server: str, certificate_authority_data: str, token: str) -> str:
-    """A kubeconfig Kueue accepts for a MultiKueueCluster: the CA inline, a bearer token, no exec
-    plugin and no file paths (``validateKubeconfig``, Kueue v0.19.2)."""
+def worker_kubeconfig(server: str, certificate_authority_data: Optional[str], token: str) -> str:
+    """A kubeconfig Kueue accepts for a MultiKueueCluster: the CA inline (none: the system's roots),
+    a bearer token, no exec plugin and no file paths (``validateKubeconfig``, Kueue v0.19.2)."""
+    cluster = {"server": server, **({"certificate-authority-data": certificate_authority_data} if certificate_authority_data else {})}
     return yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "worker",
-        "clusters": [{"name": "worker", "cluster": {"server": server, "certificate-authority-data": certificate_authority_data}}],
+        "clusters": [{"name": "worker", "cluster": cluster}],
         "users": [{"name": MANAGER_SERVICE_ACCOUNT, "user": {"token": token}}],
         "contexts": [{"name": "worker", "context": {"cluster": "worker", "user": MANAGER_SERVICE_ACCOUNT}}],
     }, sort_keys=False)
@@ -118,8 +119,8 @@ class MultiKueueWorkerArgs:
     """The training namespaces the manager may create and delete jobs in (``scheduling.namespaces``)."""
     endpoint: pulumi.Input[str]
     """The worker's API server URL, as the manager reaches it."""
-    certificate_authority: pulumi.Input[str]
-    """The worker API server's CA bundle, base64-encoded PEM (an EKS cluster's ``certificateAuthority.data``)."""
+    certificate_authority: pulumi.Input[Optional[str]]
+    """The worker API server's CA bundle, base64-encoded PEM (an EKS cluster's ``certificateAuthority.data``); None: the system's roots verify it."""
     kueue_namespace: str = KUEUE_NAMESPACE
     """Kueue's namespace, where the ServiceAccount and its token live. Default: kueue-system."""
     namespace_resources: Mapping[str, pulumi.Resource] = field(default_factory=dict)

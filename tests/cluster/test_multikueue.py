@@ -1,0 +1,162 @@
+"""Many clusters behind one Kueue: a manager and two workers, three local control planes on loopback,
+wired by MultiKueue as the stacks wire them (``local.multikueue_wiring``). The workers come from the
+same stack with different pools: east has one dev-gpu node, west two, and the manager three, whose
+quota admits what the fleet could run but whose nodes run nothing once its ClusterQueues dispatch.
+
+What the real Kueues decide: a job submitted to the manager runs once, whole, on one worker (the one
+with room), and its status comes back to the manager; a job larger than any worker waits rather than
+splitting; without the AdmissionCheck (the broken variant) the manager runs the job itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY
+from eks_gpu_training.local.multikueue_wiring import LocalWorker, connect, dispatch
+from eks_gpu_training.workloads.multikueue_manager import ADMISSION_CHECK
+
+from tests.support.clusters import RunningCluster, stack_variant, start
+from tests.support.environment import holds_for, wait_for
+from tests.support.kueue import KUEUE_API, condition
+
+POOL = "dev-gpu"
+SIZES = {"manager": 3, "east": 1, "west": 2}
+"""dev-gpu nodes per cluster (one GPU each): the team research holds all of them."""
+
+
+def fleet_member(nodes: int):
+    def change(config: dict[str, Any]) -> None:
+        (pool,) = config["eks-gpu-training:gpuNodeGroups"]
+        pool.update(minSize=nodes, desiredSize=nodes, maxSize=nodes)
+        scheduling = config["eks-gpu-training:scheduling"]
+        research = next(team for team in scheduling["teams"] if team["name"] == "research")
+        next(q for q in research["quotas"] if q["pool"] == POOL)["gpus"] = nodes
+        # rl-training on the fixed pool, as finetune is: each cluster's nodes are there from the start.
+        next(app for app in scheduling["trainingApps"] if app["name"] == "rl-training")["pool"] = POOL
+    return change
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """The three clusters, started one after another, the manager wired to both workers."""
+    folder = tmp_path_factory.mktemp("fleet")
+    started: dict[str, RunningCluster] = {}
+    runs = []
+    try:
+        for name, nodes in SIZES.items():
+            path = stack_variant(folder, "dev", fleet_member(nodes), name=f"dev-{name}")
+            run = start("dev", tmp_path_factory.mktemp(f"local-{name}"), stack_path=path)
+            runs.append(run)
+            started[name] = next(run)
+        workers = [LocalWorker(name, started[name].kubeconfig, started[name].cluster.layout.server,
+                               started[name].cluster.layout.pki.ca_cert.read_bytes()) for name in ("east", "west")]
+        namespaces = [ns.name for ns in started["manager"].args.scheduling.namespaces]
+        connect(started["manager"].kubeconfig, workers, namespaces)
+        env = started["manager"].env
+        for name in ("east", "west"):
+            wait_for(lambda name=name: condition(env.get(KUEUE_API, "MultiKueueCluster", name) or {}, "Active").get("status") == "True",
+                     what=f"the manager reaching worker {name}", timeout=60)
+        yield started
+    finally:
+        for run in reversed(runs):
+            run.close()
+
+
+@pytest.fixture(scope="module")
+def manager_cluster(fleet):
+    return fleet["manager"]
+
+
+@pytest.fixture(scope="module")
+def east_cluster(fleet):
+    return fleet["east"]
+
+
+@pytest.fixture(scope="module")
+def west_cluster(fleet):
+    return fleet["west"]
+
+
+def workload_of(running: RunningCluster, kind: str, namespace: str, name: str) -> dict[str, Any]:
+    return running.env.workload(namespace, name, kind)
+
+
+def dispatched_to(manager: RunningCluster, kind: str, namespace: str, name: str) -> str:
+    """The worker the manager's Workload of the job was dispatched to, once its check is Ready."""
+    def ready():
+        workload = workload_of(manager, kind, namespace, name)
+        checks = {c["name"]: c["state"] for c in (workload.get("status") or {}).get("admissionChecks") or []}
+        return checks.get(ADMISSION_CHECK) == "Ready" and workload["status"].get("clusterName")
+
+    return wait_for(ready, what=f"the manager dispatching {kind} {name}", timeout=120)
+
+
+def test_the_workers_are_active_and_so_is_the_admission_check(manager_cluster):
+    env = manager_cluster.env
+    check = env.get(KUEUE_API, "AdmissionCheck", ADMISSION_CHECK)
+    assert condition(check, "Active")["status"] == "True"
+    for queue in env.list(KUEUE_API, "ClusterQueue"):
+        assert queue["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": ADMISSION_CHECK}]}
+        assert condition(queue, "Active")["status"] == "True", queue["metadata"]["name"]
+
+
+def test_a_job_runs_once_whole_on_one_worker_and_its_status_comes_back(manager_cluster, east_cluster, west_cluster):
+    namespace, name = manager_cluster.submit_run("rl-training", parallelism=1)
+    try:
+        worker = dispatched_to(manager_cluster, "Job", namespace, name)
+        running, other = (east_cluster, west_cluster) if worker == "east" else (west_cluster, east_cluster)
+        (pod,) = running.env.expect_job_running(namespace, name, 1)
+        assert running.env.core.read_node(pod.spec.node_name).metadata.labels[GPU_POOL_KEY] == POOL
+        # The other worker's copy is gone, and the manager runs nothing of it.
+        wait_for(lambda: other.env.get("batch/v1", "Job", name, namespace) is None, what=f"no copy of {name} left on the other worker")
+        assert manager_cluster.env.job_pods(namespace, name) == []
+        # MultiKueue copies the worker's Job status to the manager's Job.
+        wait_for(lambda: (manager_cluster.env.get("batch/v1", "Job", name, namespace)["status"] or {}).get("active") == 1,
+                 what=f"job {name}'s status mirrored to the manager")
+    finally:
+        manager_cluster.env.delete_job(namespace, name)
+
+
+def test_a_two_node_jobset_runs_on_the_worker_with_room(manager_cluster, east_cluster, west_cluster):
+    namespace, name = manager_cluster.submit_group_run("JobSet", "finetune", nodes=2)
+    try:
+        assert dispatched_to(manager_cluster, "JobSet", namespace, name) == "west"
+        pods = west_cluster.env.expect_group_running(namespace, name, 2)
+        assert len({p.spec.node_name for p in pods}) == 2, "one pod per node"
+        assert east_cluster.env.group_pods(namespace, name) == []
+        assert manager_cluster.env.group_pods(namespace, name) == []
+    finally:
+        manager_cluster.env.delete_group("JobSet", namespace, name)
+
+
+def test_a_job_larger_than_every_worker_waits_rather_than_splitting(manager_cluster, east_cluster, west_cluster):
+    namespace, name = manager_cluster.submit_run("rl-training", parallelism=3)
+    try:
+        # The manager's quota admits it: the fleet has three GPUs, no worker more than two.
+        wait_for(lambda: condition(workload_of(manager_cluster, "Job", namespace, name), "QuotaReserved").get("status") == "True",
+                 what=f"the manager reserving quota for {name}")
+
+        def waits() -> bool:
+            workload = workload_of(manager_cluster, "Job", namespace, name)
+            return (condition(workload, "Admitted").get("status") != "True"
+                    and not any(running.env.job_pods(namespace, name) for running in (manager_cluster, east_cluster, west_cluster)))
+
+        holds_for(waits, seconds=15, what=f"job {name} waiting with no pod on any cluster")
+    finally:
+        manager_cluster.env.delete_job(namespace, name)
+
+
+def test_broken_variant_without_the_admission_check_the_manager_runs_the_job(manager_cluster, east_cluster, west_cluster):
+    dispatch(manager_cluster.kubeconfig, on=False)
+    try:
+        namespace, name = manager_cluster.submit_run("rl-training", parallelism=1)
+        try:
+            manager_cluster.env.expect_job_running(namespace, name, 1)
+            assert east_cluster.env.get("batch/v1", "Job", name, namespace) is None
+            assert west_cluster.env.get("batch/v1", "Job", name, namespace) is None
+        finally:
+            manager_cluster.env.delete_job(namespace, name)
+    finally:
+        dispatch(manager_cluster.kubeconfig, on=True)

@@ -101,7 +101,8 @@ stays at most the other's without it, then while it stays below the other's."""
 
 
 def kueue_manager_config(config: KueueConfig, namespaces: Sequence[str], frameworks: Sequence[str] = (JOB_FRAMEWORK,),
-                         fair_sharing: bool = False, queue_required: bool = False) -> dict[str, Any]:
+                         fair_sharing: bool = False, queue_required: bool = False,
+                         worker_lost_timeout_minutes: Optional[int] = None) -> dict[str, Any]:
     """Kueue's ``Configuration`` (config.kueue.x-k8s.io/v1beta2) for the training ``namespaces``:
     the chart's default with the changes of the module docstring."""
     return {
@@ -138,6 +139,8 @@ def kueue_manager_config(config: KueueConfig, namespaces: Sequence[str], framewo
         "integrations": {"frameworks": list(frameworks)},
         "resources": {"excludeResourcePrefixes": list(EXCLUDED_RESOURCE_PREFIXES)},
         **({"fairSharing": {"preemptionStrategies": list(FAIR_SHARING_STRATEGIES)}} if fair_sharing else {}),
+        # A MultiKueue manager's: how long a job stays dispatched to a worker it cannot reach.
+        **({"multiKueue": {"workerLostTimeout": f"{worker_lost_timeout_minutes}m"}} if worker_lost_timeout_minutes is not None else {}),
     }
 
 
@@ -163,7 +166,8 @@ def feature_gates(config: KueueConfig) -> list[dict[str, Any]]:
 
 
 def kueue_values(config: KueueConfig, namespaces: Sequence[str], system_node_selector: Mapping[str, str],
-                 frameworks: Sequence[str] = (JOB_FRAMEWORK,), fair_sharing: bool = False, queue_required: bool = False) -> dict[str, Any]:
+                 frameworks: Sequence[str] = (JOB_FRAMEWORK,), fair_sharing: bool = False, queue_required: bool = False,
+                 worker_lost_timeout_minutes: Optional[int] = None) -> dict[str, Any]:
     """Helm values of the ``kueue`` chart (keys checked against the chart's values.yaml by ``check``)."""
     return {
         "controllerManager": {
@@ -175,7 +179,8 @@ def kueue_values(config: KueueConfig, namespaces: Sequence[str], system_node_sel
             "nodeSelector": {"kubernetes.io/os": "linux", **system_node_selector},
             "tolerations": CONTROLLER_TOLERATIONS,
         },
-        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(config, namespaces, frameworks, fair_sharing, queue_required), sort_keys=False)},
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(
+            config, namespaces, frameworks, fair_sharing, queue_required, worker_lost_timeout_minutes), sort_keys=False)},
     }
 
 
@@ -196,6 +201,8 @@ class KueueArgs:
     """Turn on fair sharing between the ClusterQueues of a cohort (teams). Default: off."""
     queue_required: bool = False
     """Manage every job of ``namespaces``, holding one without a queue label (``manageJobsWithoutQueueName``; teams). Default: off, such a job runs outside Kueue."""
+    worker_lost_timeout_minutes: Optional[int] = None
+    """A MultiKueue manager's ``multiKueue.workerLostTimeout``: minutes a job stays dispatched to a worker it cannot reach. Default: None, Kueue's own (15)."""
     chart_directory: Optional[str] = None
     """A local folder holding the chart at its pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of registry.k8s.io's OCI repository (``charts.directory``). Default: none, the repository."""
     chart_mirror: Optional[str] = None
@@ -229,7 +236,7 @@ class Kueue(pulumi.ComponentResource):
         ready = list(ref.ready)
         namespace = addon_namespace(self, name, namespace=KUEUE_NAMESPACE, labels=KUEUE_NAMESPACE_LABELS, ready=ready)
         self.values = kueue_values(args.config, args.namespaces, ref.system_node_selector, args.frameworks, args.fair_sharing,
-                                   args.queue_required)
+                                   args.queue_required, args.worker_lost_timeout_minutes)
         self.release = addon_release(self, name, release_name="kueue", chart=chart, values=self.values,
                                      timeout=KUEUE_RELEASE_TIMEOUT_SECONDS, ready=ready, namespace=namespace)
         if args.ingress is not None:

@@ -217,7 +217,8 @@ def compose_in_cluster(
             f"{name}-kueue",
             KueueArgs(cluster=cluster, config=args.kueue, namespaces=training_namespaces,
                       frameworks=integrations(job_set is not None, trainer is not None), fair_sharing=bool(args.scheduling.teams),
-                      queue_required=bool(args.scheduling.teams), chart_directory=charts, chart_mirror=mirror, ingress=ingress),
+                      queue_required=bool(args.scheduling.teams), chart_directory=charts, chart_mirror=mirror, ingress=ingress,
+                      worker_lost_timeout_minutes=args.multi_kueue.worker_lost_timeout_minutes if args.multi_kueue.manager else None),
             opts=pulumi.ResourceOptions(parent=parent),
         )
         # A manager's ClusterQueues dispatch through MultiKueue's AdmissionCheck, made first.

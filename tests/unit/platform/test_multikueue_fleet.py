@@ -120,3 +120,13 @@ def test_the_worker_is_reached_at_its_kubeconfigs_server_with_its_ca():
     assert endpoint_and_authority({"clusters": [{"name": "x"}]}, "https://b.example") == ("https://b.example", None)
     with pytest.raises(ConfigError):
         endpoint_and_authority("/home/me/.kube/config", None)
+
+
+def kueue_configuration(graph) -> dict:
+    release = next(r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs.get("name") == "kueue")
+    return yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+
+
+def test_the_managers_kueue_gives_a_lost_worker_the_stacks_timeout_and_a_workers_kueue_has_none(manager_graph, worker_graph):
+    assert kueue_configuration(manager_graph)["multiKueue"] == {"workerLostTimeout": "15m"}
+    assert "multiKueue" not in kueue_configuration(worker_graph)

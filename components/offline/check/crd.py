@@ -72,7 +72,19 @@ def strict_schema(schema: Any) -> Any:
         result["anyOf"] = [{"type": "integer"}, {"type": "string"}]
     if schema.get("nullable") and "type" in schema:
         result["type"] = [schema["type"], "null"]
+    if isinstance(schema.get("pattern"), str):
+        result["pattern"] = python_pattern(schema["pattern"])
     return result
+
+
+GO_INLINE_FLAGS = re.compile(r"^\^\(\?([ims]+)\)")
+"""A Go (RE2) pattern's flags right after its anchor, ``^(?i)...`` (Kueue's AdmissionCheck and
+MultiKueueCluster CRDs); Python's ``re`` takes global flags only at the very start."""
+
+
+def python_pattern(pattern: str) -> str:
+    """A CRD's Go pattern as Python's ``re`` reads it the same: leading inline flags moved before the anchor."""
+    return GO_INLINE_FLAGS.sub(lambda m: f"(?{m.group(1)})^", pattern)
 
 
 @dataclass

@@ -29,11 +29,9 @@ POD_CIDR = "10.244.0.0/16"
 NODE_LEASE_SECONDS = 40
 """The kubelet's default node lease duration; KWOK renews each simulated node's lease like a kubelet."""
 NODE_LEASE_WORKERS = 32
-"""How many node leases KWOK renews at once (its ``nodeLeaseParallelism``, 4 by default). Each
-renewal is one API call, a quarter of the lease duration apart: 1,000 nodes need 100 a second, which
-4 workers miss once the API server answers in more than 40 ms, on a loaded 2-core machine. The
-leases lapse, the node lifecycle controller taints the nodes unreachable and Kueue evicts the jobs
-on them, a failure of the simulator that no real kubelet shares. Idle workers cost nothing."""
+"""Node leases KWOK renews at once (its ``nodeLeaseParallelism``, default 4): 1,000 nodes need 100
+renewals a second, which 4 workers miss on a loaded machine; lapsed leases make nodes unreachable
+and Kueue evict their jobs, a fault no real kubelet shares."""
 
 
 COMPLETE_DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from ..config.base import Tags, tag_map
 from ..aws.eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..aws.node_config import node_config_user_data
 from ..config import (
@@ -187,8 +188,8 @@ class GpuNodePoolArgs:
     """The Karpenter node role (``Karpenter.node_role_name``)."""
     karpenter_release: pulumi.Resource
     """The Karpenter Helm release; the custom resources wait for it (and so for its CRDs)."""
-    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
-    """Tags for the pool's AWS resources (placement group, EFA security group); never the nodes Karpenter launches, whose EC2NodeClass a tag change would drift. Default: none."""
+    tags: Tags = field(default_factory=dict)
+    """Tags for the pool's AWS resources (placement group, EFA security group; values, or the whole map, may be Outputs); never the nodes Karpenter launches, whose EC2NodeClass a tag change would drift. Default: none."""
     instance_store_raid0: bool = True
     """Make the nodes' instance-store NVMe one RAID0 array for ephemeral storage. Default: true."""
     protect: bool = False
@@ -232,7 +233,7 @@ class GpuNodePool(pulumi.ComponentResource):
         problems = validate_karpenter_gpu_node_pool(
             pool, network, path=f"GpuNodePool({name})", instance_store_raid0=args.instance_store_raid0
         )
-        problems += validate_tags(dict(args.tags), path=f"GpuNodePool({name}).tags")
+        problems += validate_tags(args.tags, path=f"GpuNodePool({name}).tags")
         if pool.adopt_retained and pool.placement_group.mode == "create" and not isinstance(ref.name, str):
             problems.append(Problem(
                 f"GpuNodePool({name}).pool.adoptRetained",
@@ -244,7 +245,7 @@ class GpuNodePool(pulumi.ComponentResource):
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodePool", name, None, opts)
-        tags = dict(args.tags)
+        tags = tag_map(args.tags)
 
         # Retained pools keep their nodes, and the nodes keep what they run on: their placement group
         # and EFA security group (with its rules) stay in AWS with the NodePool and EC2NodeClass. A

@@ -22,6 +22,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from ..config.base import Tags, tag_map
 from ..aws import karpenter_iam
 from ..aws.eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import KarpenterConfig
@@ -126,8 +127,8 @@ class KarpenterArgs:
     """The cluster Karpenter provisions nodes for: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     config: KarpenterConfig
     """Chart version and ``retainOnRemoval`` (the GPU pools are ``GpuNodePool`` components of their own)."""
-    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
-    """Tags for every AWS resource. Default: none."""
+    tags: Tags = field(default_factory=dict)
+    """Tags for every AWS resource (values, or the whole map, may be Outputs). Default: none."""
     chart_directory: Optional[str] = None
     """A local folder holding the charts karpenter and karpenter-crd at their pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of upstream's OCI repository (``charts.directory``). Default: none, the repository."""
     chart_mirror: Optional[str] = None
@@ -200,7 +201,7 @@ class Karpenter(pulumi.ComponentResource):
         controller_chart = release_chart(KARPENTER_CHART, args.config.chart_version, None, args.chart_directory, path,
                                    args.chart_mirror)
         super().__init__("eks-gpu-training:index:Karpenter", name, None, opts)
-        ref, tags = cluster_ref_of(args), dict(args.tags)
+        ref, tags = cluster_ref_of(args), tag_map(args.tags)
         # Cluster-side AWS objects (access entry, association) need the cluster; in-cluster ones its nodes too.
         after_cluster = pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready))
         account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id

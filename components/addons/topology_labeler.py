@@ -21,6 +21,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from ..config.base import Tags, tag_map
 from ..aws.eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import ConfigError, TopologyLabelerConfig, validate_topology_labeler
 from ..facts.gpu_nodes import gpu_daemon_tolerations, gpu_node_selector
@@ -268,8 +269,8 @@ class TopologyLabelerArgs:
     config: TopologyLabelerConfig
     """Image, interval and resources (``enabled`` is read by ``GpuTrainingPlatform``, which creates
     this component only when it is true)."""
-    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
-    """Tags for every AWS resource. Default: none."""
+    tags: Tags = field(default_factory=dict)
+    """Tags for every AWS resource (values, or the whole map, may be Outputs). Default: none."""
     image_digests: Mapping[str, str] = field(default_factory=dict)
     """Image reference -> digest (`images.digests`): a built image's Dockerfile base is built from its locked digest. Default: none."""
 
@@ -315,7 +316,7 @@ class TopologyLabeler(pulumi.ComponentResource):
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:TopologyLabeler", name, None, opts)
-        ref, config, tags = cluster_ref_of(args), args.config, dict(args.tags)
+        ref, config, tags = cluster_ref_of(args), args.config, tag_map(args.tags)
 
         def in_cluster(*depends_on: pulumi.Resource) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(parent=self, depends_on=list(depends_on))

@@ -26,6 +26,7 @@ from typing import Any, Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
+from ..config.base import Tags, tag_map
 from .eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import (
     GPU_NODE_ROLE_LABEL,
@@ -251,8 +252,8 @@ class GpuNodeGroupArgs:
     """The pool's settings (instance types, capacity, placement, EFA, sizes, labels)."""
     network: Optional[NetworkConfig] = None
     """The cluster's network; the pool takes its subnets from it (a dict may leave out ``vpcId``). Default: the cluster ref's subnets."""
-    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
-    """Tags for every AWS resource; they never reach instances (see ``pool.instance_tags``). Default: none."""
+    tags: Tags = field(default_factory=dict)
+    """Tags for every AWS resource (values, or the whole map, may be Outputs); they never reach instances (see ``pool.instance_tags``). Default: none."""
     protect: bool = False
     """Protect the node group and the placement group it creates from deletion, unless ``pool.protect`` says otherwise. Default: false."""
     instance_store_raid0: bool = True
@@ -289,7 +290,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         opts = with_cluster_provider(opts, args.cluster, f"GpuNodeGroup({name})")
         pool, ref, network = args.pool, cluster_ref_of(args), pool_network_of(args)
         problems = validate_gpu_node_group(pool, network, path=f"GpuNodeGroup({name})", instance_store_raid0=args.instance_store_raid0)
-        problems += validate_tags(dict(args.tags), path=f"GpuNodeGroup({name}).tags")
+        problems += validate_tags(args.tags, path=f"GpuNodeGroup({name}).tags")
         if not problems:
             problems = subnet_problems(pool_subnets(pool, ref.subnets or network), f"GpuNodeGroup({name})")
         running = None
@@ -305,7 +306,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:GpuNodeGroup", name, None, opts)
         warn_unread(ref.name, f"GpuNodeGroup({name})", UNREAD_NODE_GROUP, self)
-        tags = dict(args.tags)
+        tags = tag_map(args.tags)
         protect = pool_protected(pool, args.protect)
 
         node_role = create_node_role(name, ref.partition, tags, parent=self, ssm_access=ref.node_ssm_access)

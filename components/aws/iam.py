@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Optional
 
 import pulumi
 import pulumi_aws as aws
+
+from ..config.base import Tags, tag_map
 
 NODE_MANAGED_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
@@ -69,7 +71,7 @@ class NodeRole:
 def create_node_role(
     name: str,
     partition: str,
-    tags: Mapping[str, pulumi.Input[str]],
+    tags: Tags,
     parent: pulumi.Resource,
     extra_policy_names: Optional[tuple[str, ...]] = None,
     ssm_access: bool = False,
@@ -82,7 +84,7 @@ def create_node_role(
     role = aws.iam.Role(
         node_role_resource_name(name),
         assume_role_policy=ec2_assume_role_policy(partition),
-        tags=dict(tags),
+        tags=tag_map(tags),
         opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=retain_on_delete),
     )
     attachments = tuple(

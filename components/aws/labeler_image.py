@@ -12,6 +12,8 @@ from typing import Mapping
 
 import pulumi
 import pulumi_aws as aws
+
+from ..config.base import Tags, tag_map
 import pulumi_docker_build as docker_build
 
 LABELER_DIR = Path(__file__).resolve().parent.parent / "labeler"
@@ -123,14 +125,14 @@ def build_context_location(directory: Path = LABELER_DIR, working_directory: Pat
 
 
 def build_and_push(
-    name: str, cluster_name: pulumi.Input[str], tags: Mapping[str, pulumi.Input[str]], parent: pulumi.Resource, region: str,
+    name: str, cluster_name: pulumi.Input[str], tags: Tags, parent: pulumi.Resource, region: str,
     directory: Path = LABELER_DIR, repository_suffix: str = REPOSITORY_SUFFIX, base_digests: Mapping[str, str] | None = None,
 ) -> pulumi.Output[str]:
     """Build ``directory`` (``components/labeler`` by default), push it to a private ECR repository
     ``<cluster>/<repository_suffix>`` in ``region`` (children ``{name}-repository`` and
     ``{name}-image`` of ``parent``) and return the digest reference of the push. The Dockerfile's base
     is built from the digest ``base_digests`` (``images.digests``) holds for it, when it holds one."""
-    tags = dict(tags)
+    tags = tag_map(tags)
     repository = aws.ecr.Repository(
         f"{name}-repository",
         name=pulumi.Output.from_input(cluster_name).apply(lambda cluster: ecr_repository_name(cluster, repository_suffix)),

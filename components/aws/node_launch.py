@@ -16,6 +16,7 @@ from typing import Any, Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
+from ..config.base import Tags, tag_map
 from ..config.image_pull import GP3_THROUGHPUT_MIBPS
 
 IMDS_HOP_LIMIT = 1
@@ -80,7 +81,7 @@ def node_launch_template(
     resource_name: str,
     data: Mapping[str, Any],
     *,
-    tags: Mapping[str, pulumi.Input[str]],
+    tags: Tags,
     parent: pulumi.Resource,
     region: str,
 ) -> aws.ec2.LaunchTemplate:
@@ -90,7 +91,7 @@ def node_launch_template(
         resource_name,
         **data,
         update_default_version=True,
-        tags=dict(tags),
+        tags=tag_map(tags),
         region=region,
         opts=pulumi.ResourceOptions(parent=parent),
     )

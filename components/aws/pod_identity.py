@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import pulumi
 import pulumi_aws as aws
 
+from ..config.base import Tags, tag_map
 from .cluster_ref import ClusterRef
 from .iam import cluster_arn
 
@@ -76,7 +77,7 @@ class PodIdentityRole:
     """The namespaces whose ServiceAccount ``service_account`` the trust policy admits."""
     service_account: str
     """The ServiceAccount name the trust policy admits."""
-    tags: Mapping[str, pulumi.Input[str]]
+    tags: Tags
     """Tags of the role, and of its associations."""
     parent: pulumi.Resource
     """Parent of the role and of its associations."""
@@ -112,7 +113,7 @@ def pod_identity_role(
     namespace: Union[str, Sequence[str]],
     service_account: str,
     holder: str,
-    tags: Mapping[str, pulumi.Input[str]],
+    tags: Tags,
     parent: pulumi.Resource,
     account_id: Optional[pulumi.Input[str]] = None,
 ) -> PodIdentityRole:
@@ -133,7 +134,7 @@ def pod_identity_role(
                 pod_identity_trust_policy(cluster.partition, cluster.region, values[0], values[1], namespace, service_account)
             )
         ),
-        tags=dict(tags),
+        tags=tag_map(tags),
         opts=pulumi.ResourceOptions(parent=parent),
     )
     namespaces = (namespace,) if isinstance(namespace, str) else tuple(namespace)

@@ -3,11 +3,12 @@ cluster placement group and, with EFA, a security group that passes EFA traffic.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Protocol, TypedDict
+from typing import Any, Optional, Protocol, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 
+from ..config.base import Tags, tag_map
 from .eks_cluster import ArgsWithCluster, ClusterRef
 from ..config import NetworkConfig, PlacementGroupConfig, Problem, SubnetConfig
 from ..facts.aws_names import PhysicalName
@@ -61,7 +62,7 @@ def placement_group_name(
     name: str,
     placement: PlacementGroupConfig,
     group_name: pulumi.Input[str],
-    tags: Mapping[str, pulumi.Input[str]],
+    tags: Tags,
     parent: pulumi.Resource,
     region: str,
     protect: bool = False,
@@ -81,7 +82,7 @@ def placement_group_name(
             f"{name}-placement-group",
             name=group_name,
             strategy=placement.strategy,
-            tags=dict(tags),
+            tags=tag_map(tags),
             region=region,
             opts=pulumi.ResourceOptions(parent=parent, import_=import_id, **deletion_options(protect, retain_on_delete)),
         ).name
@@ -89,7 +90,7 @@ def placement_group_name(
 
 
 def efa_security_group(
-    name: str, ref: ClusterRef, tags: Mapping[str, pulumi.Input[str]], parent: pulumi.Resource, retain_on_delete: bool = False
+    name: str, ref: ClusterRef, tags: Tags, parent: pulumi.Resource, retain_on_delete: bool = False
 ) -> aws.ec2.SecurityGroup:
     """A security group named ``{name}-efa`` that lets EFA traffic flow between a pool's nodes: EFA
     needs all traffic allowed to and from the group itself (OS-bypass traffic is not IP-filtered).
@@ -99,7 +100,7 @@ def efa_security_group(
         efa_security_group_resource_name(name),
         vpc_id=ref.vpc_id,
         description=pulumi.Output.concat("EFA traffic between GPU nodes of ", ref.name),
-        tags=dict(tags),
+        tags=tag_map(tags),
         region=ref.region,
         opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=retain_on_delete),
     )
@@ -109,7 +110,7 @@ def efa_security_group(
         referenced_security_group_id=group.id,
         ip_protocol="-1",
         description="EFA: all traffic from the group itself",
-        tags=dict(tags),
+        tags=tag_map(tags),
         region=ref.region,
         opts=pulumi.ResourceOptions(parent=group, retain_on_delete=retain_on_delete),
     )
@@ -119,7 +120,7 @@ def efa_security_group(
         referenced_security_group_id=group.id,
         ip_protocol="-1",
         description="EFA: all traffic to the group itself",
-        tags=dict(tags),
+        tags=tag_map(tags),
         region=ref.region,
         opts=pulumi.ResourceOptions(parent=group, retain_on_delete=retain_on_delete),
     )

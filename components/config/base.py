@@ -141,11 +141,24 @@ TAG_VALUE_LIMITS = aws_enums.string_limits("iam", "tagValueType")
 """Length limits of a tag value, from IAM's model (0-256; EC2's and EKS's are the same)."""
 
 
-def validate_tags(tags: Mapping[str, pulumi.Input[str]], path: str = "tags") -> list[Problem]:
+Tags = pulumi.Input[Mapping[str, pulumi.Input[str]]]
+"""A component's tags as pulumi-aws takes them: a map whose values may be Outputs, or an Output of a
+whole map (cost tags read from another stack)."""
+
+
+def tag_map(tags: Tags) -> Tags:
+    """``tags`` as a resource's ``tags`` input: a copy of a plain map; an Output passed on as it is."""
+    return dict(tags) if isinstance(tags, Mapping) else tags
+
+
+def validate_tags(tags: Tags, path: str = "tags") -> list[Problem]:
     """Tags every AWS resource of the stack carries, IAM roles included: lengths, IAM's alphabet
     (no comma, no ``#``, ...), no reserved ``aws:`` prefix, and no two keys IAM would take as one
-    (IAM tag keys are case-insensitive: docs.aws.amazon.com/IAM/latest/UserGuide/id_tags.html)."""
+    (IAM tag keys are case-insensitive: docs.aws.amazon.com/IAM/latest/UserGuide/id_tags.html).
+    An Output of a whole map is known only at deployment, where AWS checks it."""
     problems: list[Problem] = []
+    if not isinstance(tags, Mapping):
+        return problems
     alphabet = aws_enums.iam_tag_alphabet()
     seen: dict[str, str] = {}
     for key, value in tags.items():

@@ -68,10 +68,26 @@ def test_refuses_a_tag_value_that_is_neither_text_nor_an_output():
     assert [str(p) for p in raised.value.problems] == ["GpuNodeGroupConfig.labels.example.com/owner: must be a string or a pulumi.Output, not int"]
 
 
-def test_refuses_an_output_of_a_whole_tag_map_with_its_key_path():
-    with pytest.raises(ConfigError) as raised:
-        GpuNodeGroupArgs(cluster=stand_in_ref(), pool=GpuNodeGroupConfig(name="h100"), network=NETWORK, tags=pulumi.Output.from_input({"a": "b"}))
-    assert [str(p) for p in raised.value.problems] == ["GpuNodeGroupArgs.tags: must be a dict (its values may be Outputs), not an Output of one"]
+def test_an_output_of_a_whole_tag_map_reaches_every_aws_resource_of_a_pool():
+    """Cost tags read from another stack come as one Output of a map, as pulumi-aws takes them; its
+    keys are not known before deployment, so only AWS checks them."""
+
+    def program():
+        tags = aws.s3.Bucket("owner").bucket.apply(lambda owner: {"owner": owner, "team": "ml"})
+        GpuNodeGroup("h100", cluster=research_cluster(NETWORK), pool=GpuNodeGroupConfig(name="h100", availability_zone="us-west-2a"),
+                     tags=tags)
+
+    graph = run_program(program, {"aws:region": "us-west-2"})
+    assert graph.error is None, repr(graph.error)
+    expected = {"owner": "owner-7g8h9i", "team": "ml"}
+    node_group = next(r for r in graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs["nodeGroupNamePrefix"] == "h100-")
+    assert node_group.inputs["tags"] == expected
+    assert graph.one("aws:iam/role:Role", "h100-node-role").inputs["tags"] == expected
+    assert graph.one("aws:ec2/launchTemplate:LaunchTemplate", "h100-launch-template").inputs["tags"] == expected
+
+
+def test_an_output_of_a_whole_tag_map_skips_the_tag_rules():
+    assert validate_tags(pulumi.Output.from_input({"aws:reserved": "x"})) == []
 
 
 def test_a_node_group_takes_output_sizes_and_skips_the_size_rules_for_them():

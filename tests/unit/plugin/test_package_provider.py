@@ -164,3 +164,22 @@ def test_the_yaml_examples_components_construct_through_the_provider():
     assert graph.error is None
     assert graph.one("kubernetes:batch/v1:Job").inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-queue"
     assert graph.one("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue").inputs["metadata"]["name"] == "training"
+
+
+def test_a_pools_tags_come_through_the_schema_as_an_input_of_a_whole_map(schema):
+    tags = schema["resources"][f"{PACKAGE_NAME}:index:GpuNodeGroup"]["inputProperties"]["tags"]
+    assert (tags["type"], tags.get("plain")) == ("object", None)
+
+    def program() -> None:
+        owner = pulumi.Output.from_input({"owner": "ml-platform"})
+        pool = {"name": "h100", "instanceTypes": ["p5.48xlarge"], "availabilityZone": "us-west-2a"}
+        network = {"vpcId": "vpc-0123456789abcdef0", "subnets": [
+            {"id": "subnet-0123456789abcdef0", "availabilityZone": "us-west-2a"},
+            {"id": "subnet-0123456789abcdef1", "availabilityZone": "us-west-2b"}]}
+        inputs = {"cluster": {"name": "research", "region": "us-west-2"}, "pool": pool, "network": network, "tags": owner}
+        PackageProvider().construct("h100", f"{PACKAGE_NAME}:index:GpuNodeGroup", inputs, pulumi.ResourceOptions())
+
+    graph = run_program(program, {"aws:region": "us-west-2"})
+    assert graph.error is None, repr(graph.error)
+    node_group = next(r for r in graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs["nodeGroupNamePrefix"] == "h100-")
+    assert node_group.inputs["tags"] == {"owner": "ml-platform"}

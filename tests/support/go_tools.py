@@ -9,5 +9,6 @@ from eks_gpu_training.local import build as builds
 
 CATALOGUE = Path(__file__).resolve().parents[1] / "cluster" / "go" / "catalogue.json"
 TEST_TOOLS = builds.load_catalogue(CATALOGUE)["test-tools"]
-DISTRIBUTION, PULUMI_YAML, PULUMI_LANGUAGE_NODEJS = TEST_TOOLS
-"""The OCI registry, and the YAML and Node.js language hosts of the plugin package's programs."""
+DISTRIBUTION, PULUMI_YAML, PULUMI_LANGUAGE_NODEJS, PULUMI_NODEJS_CODEGEN = TEST_TOOLS
+"""The OCI registry; the YAML and Node.js language hosts of the plugin package's programs, and the
+older CLI that generates the package's Node.js SDK."""

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .aws.lustre_storage import LustreStorage, LustreStorageArgs, LustreVolume
     from .aws.node_config import node_config_user_data
     from .config import (
+        ChartSource,
         ChartsConfig,
         ImagesConfig,
         ClusterConfig,
@@ -148,6 +149,7 @@ __all__ = [
     "GpuTrainingInCluster",
     "GpuTrainingInClusterArgs",
     "GpuTrainingPlatformArgs",
+    "ChartSource",
     "ChartsConfig",
     "ImagesConfig",
     "InClusterConfig",

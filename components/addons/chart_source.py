@@ -99,7 +99,7 @@ def release_chart(
     if directory is None:
         if mirror is not None:
             if not mirror.startswith(MIRROR_SCHEMES):
-                raise ConfigError([Problem(f"{path.rsplit('.', 1)[0]}.chart_mirror",
+                raise ConfigError([Problem(f"{path.rsplit('.', 1)[0]}.mirror",
                                            f"'{mirror}' is neither a Helm repository (https://...) nor an OCI prefix (oci://...)")])
             chart, repository = mirrored_chart(chart, mirror)
         source: dict[str, Any] = {"chart": chart, "version": version}

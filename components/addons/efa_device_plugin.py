@@ -10,7 +10,7 @@ unlike Karpenter and the topology labeler it needs neither AWS credentials nor `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import pulumi
@@ -24,6 +24,7 @@ from ..config.arguments import check_model_fields
 from .addon_release import addon_release
 from .chart_source import release_chart
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
+from ..config.chart_settings import ChartSource
 
 CHART = "aws-efa-k8s-device-plugin"
 """Chart name in the EKS charts repository."""
@@ -84,10 +85,8 @@ class EfaDevicePluginArgs:
 
     cluster: ClusterInput
     """The cluster to install into: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
-    chart_directory: Optional[str] = None
-    """A local folder holding the chart at its pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of the EKS charts repository (``charts.directory``). Default: none, the repository."""
-    chart_mirror: Optional[str] = None
-    """A chart mirror holding every pinned chart under its own name (an `https://` Helm repository or an `oci://` prefix), used instead of the EKS charts repository (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
+    charts: ChartSource = field(default_factory=ChartSource)
+    """Where the chart comes from instead of its repository: a local folder (``directory``) or a mirror (``mirror``), as the stack's ``charts`` (``ChartsConfig.source()``). Default: the repository."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -108,8 +107,8 @@ class EfaDevicePlugin(pulumi.ComponentResource):
         args = component_args(EfaDevicePluginArgs, "EfaDevicePlugin", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"EfaDevicePlugin({name})")
         # A missing local chart is refused before anything registers.
-        chart = release_chart(CHART, CHART_VERSION, CHART_REPOSITORY, args.chart_directory,
-                              f"EfaDevicePlugin({name}).chart_directory", args.chart_mirror)
+        chart = release_chart(CHART, CHART_VERSION, CHART_REPOSITORY, args.charts.directory,
+                              f"EfaDevicePlugin({name}).charts.directory", args.charts.mirror)
         super().__init__("eks-gpu-training:index:EfaDevicePlugin", name, None, opts)
         ref = cluster_ref_of(args)
         self.values = efa_device_plugin_values()

@@ -37,6 +37,7 @@ from .dcgm_dashboard import dcgm_dashboard_config_map
 from ..facts.node_os import NODE_OS_BY_AMI_TYPE, GpuNodeOs, node_os_of
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
+from ..config.chart_settings import ChartSource
 
 CHART = "gpu-operator"
 """Chart name in NVIDIA's Helm repository."""
@@ -170,10 +171,8 @@ class GpuOperatorArgs:
     """Chart version, Prometheus operator presence, sharing (refused). Default: the defaults of ``GpuOperatorConfig``."""
     node_os: Union[str, GpuNodeOs] = DEFAULT_GPU_AMI_TYPE
     """The GPU nodes' EKS AMI type (decides driver, toolkit and device plugin). Default: AL2023_x86_64_NVIDIA."""
-    chart_directory: Optional[str] = None
-    """A local folder holding the chart at its pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of NVIDIA's repository (``charts.directory``). Default: none, the repository."""
-    chart_mirror: Optional[str] = None
-    """A chart mirror holding every pinned chart under its own name (an `https://` Helm repository or an `oci://` prefix), used instead of NVIDIA's repository (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
+    charts: ChartSource = field(default_factory=ChartSource)
+    """Where the chart comes from instead of its repository: a local folder (``directory``) or a mirror (``mirror``), as the stack's ``charts`` (``ChartsConfig.source()``). Default: the repository."""
 
     def __post_init__(self) -> None:
         problems = cluster_field(self)
@@ -209,8 +208,8 @@ class GpuOperator(pulumi.ComponentResource):
         problems = validate_gpu_operator(args.config, path=f"GpuOperator({name}).config")
         if problems:
             raise ConfigError(problems)
-        chart = release_chart(CHART, args.config.chart_version, CHART_REPOSITORY, args.chart_directory,
-                              f"GpuOperator({name}).chart_directory", args.chart_mirror)
+        chart = release_chart(CHART, args.config.chart_version, CHART_REPOSITORY, args.charts.directory,
+                              f"GpuOperator({name}).charts.directory", args.charts.mirror)
         super().__init__("eks-gpu-training:index:GpuOperator", name, None, opts)
         ref = cluster_ref_of(args)
         # Whatever the ref lists: the cluster and its system nodes, and, in the platform's ref, the

@@ -13,6 +13,7 @@ from ..aws.eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import JobSetConfig
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
+from ..config.chart_settings import ChartSource
 from .chart_source import release_chart
 from .controller_ingress import ControllerIngress
 from .job_apis import (JOBSET_CHART, JOBSET_NAMESPACE, controller_fence, controller_ingress, controller_release,
@@ -28,10 +29,8 @@ class JobSetControllerArgs:
     """The cluster to install into (its provider, readiness and system node selector): a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     config: JobSetConfig = JobSetConfig()
     """Chart version. Default: 0.12.0."""
-    chart_directory: Optional[str] = None
-    """A local folder holding the chart at its pinned version (``charts.directory``). Default: none, the repository."""
-    chart_mirror: Optional[str] = None
-    """A chart mirror holding every pinned chart under its own name (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
+    charts: ChartSource = field(default_factory=ChartSource)
+    """Where the chart comes from instead of its repository: a local folder (``directory``) or a mirror (``mirror``), as the stack's ``charts`` (``ChartsConfig.source()``). Default: the repository."""
     training_namespaces: list[str] = field(default_factory=list)
     """The namespaces whose jobs the controller runs: its admission policy lets it write there only (``job_api_admission``). Default: none."""
     ingress: Optional[ControllerIngress] = None
@@ -57,8 +56,8 @@ class JobSetController(pulumi.ComponentResource):
                  **fields: Any):
         args = component_args(JobSetControllerArgs, "JobSetController", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"JobSetController({name})")
-        chart = release_chart(JOBSET_CHART, args.config.chart_version, None, args.chart_directory,
-                              f"JobSetController({name}).chart_directory", args.chart_mirror)
+        chart = release_chart(JOBSET_CHART, args.config.chart_version, None, args.charts.directory,
+                              f"JobSetController({name}).charts.directory", args.charts.mirror)
         super().__init__("eks-gpu-training:index:JobSetController", name, None, opts)
         ref = cluster_ref_of(args)
         self.values = jobset_values(args.config, ref.system_node_selector)

@@ -32,6 +32,7 @@ from ..facts.aws_names import PhysicalName
 from ..config.arguments import check_model_fields
 from .chart_source import release_chart
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
+from ..config.chart_settings import ChartSource
 
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
 """The controller chart (upstream's OCI repository)."""
@@ -129,10 +130,8 @@ class KarpenterArgs:
     """Chart version and ``retainOnRemoval`` (the GPU pools are ``GpuNodePool`` components of their own)."""
     tags: Tags = field(default_factory=dict)
     """Tags for every AWS resource (values, or the whole map, may be Outputs). Default: none."""
-    chart_directory: Optional[str] = None
-    """A local folder holding the charts karpenter and karpenter-crd at their pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of upstream's OCI repository (``charts.directory``). Default: none, the repository."""
-    chart_mirror: Optional[str] = None
-    """A chart mirror holding every pinned chart under its own name (an `https://` Helm repository or an `oci://` prefix), used instead of upstream's OCI repository (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
+    charts: ChartSource = field(default_factory=ChartSource)
+    """Where the chart comes from instead of its repository: a local folder (``directory``) or a mirror (``mirror``), as the stack's ``charts`` (``ChartsConfig.source()``). Default: the repository."""
 
     def __post_init__(self) -> None:
         check_model_fields(self, cluster_field(self))
@@ -195,11 +194,11 @@ class Karpenter(pulumi.ComponentResource):
         args = component_args(KarpenterArgs, "Karpenter", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"Karpenter({name})")
         # A missing local chart is refused before anything registers.
-        path = f"Karpenter({name}).chart_directory"
-        crd_chart = release_chart(KARPENTER_CRD_CHART, args.config.chart_version, None, args.chart_directory, path,
-                                   args.chart_mirror)
-        controller_chart = release_chart(KARPENTER_CHART, args.config.chart_version, None, args.chart_directory, path,
-                                   args.chart_mirror)
+        path = f"Karpenter({name}).charts.directory"
+        crd_chart = release_chart(KARPENTER_CRD_CHART, args.config.chart_version, None, args.charts.directory, path,
+                                   args.charts.mirror)
+        controller_chart = release_chart(KARPENTER_CHART, args.config.chart_version, None, args.charts.directory, path,
+                                   args.charts.mirror)
         super().__init__("eks-gpu-training:index:Karpenter", name, None, opts)
         ref, tags = cluster_ref_of(args), tag_map(args.tags)
         # Cluster-side AWS objects (access entry, association) need the cluster; in-cluster ones its nodes too.

@@ -16,7 +16,7 @@ namespaces, labelled or not.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 import pulumi
@@ -31,6 +31,7 @@ from .addon_release import addon_namespace, addon_release
 from .chart_source import release_chart
 from .controller_ingress import KUEUE_VISIBILITY_PORT, WEBHOOK_PORT, ControllerIngress, network_policy
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
+from ..config.chart_settings import ChartSource
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 """Kueue's chart (kubernetes-sigs/kueue's OCI repository on registry.k8s.io)."""
@@ -203,10 +204,8 @@ class KueueArgs:
     """Manage every job of ``namespaces``, holding one without a queue label (``manageJobsWithoutQueueName``; teams). Default: off, such a job runs outside Kueue."""
     worker_lost_timeout_minutes: Optional[int] = None
     """A MultiKueue manager's ``multiKueue.workerLostTimeout``: minutes a job stays dispatched to a worker it cannot reach. Default: None, Kueue's own (15)."""
-    chart_directory: Optional[str] = None
-    """A local folder holding the chart at its pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`), installed instead of registry.k8s.io's OCI repository (``charts.directory``). Default: none, the repository."""
-    chart_mirror: Optional[str] = None
-    """A chart mirror holding every pinned chart under its own name (an `https://` Helm repository or an `oci://` prefix), used instead of registry.k8s.io's OCI repository (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
+    charts: ChartSource = field(default_factory=ChartSource)
+    """Where the chart comes from instead of its repository: a local folder (``directory``) or a mirror (``mirror``), as the stack's ``charts`` (``ChartsConfig.source()``). Default: the repository."""
     ingress: Optional[ControllerIngress] = None
     """Who may reach Kueue's webhooks, visibility API and metrics: a NetworkPolicy in ``kueue-system`` (``controller_ingress``). Default: none, no NetworkPolicy."""
 
@@ -229,8 +228,8 @@ class Kueue(pulumi.ComponentResource):
         args = component_args(KueueArgs, "Kueue", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"Kueue({name})")
         # A missing local chart is refused before anything registers.
-        chart = release_chart(KUEUE_CHART, args.config.chart_version, None, args.chart_directory, f"Kueue({name}).chart_directory",
-                              args.chart_mirror)
+        chart = release_chart(KUEUE_CHART, args.config.chart_version, None, args.charts.directory, f"Kueue({name}).charts.directory",
+                              args.charts.mirror)
         super().__init__("eks-gpu-training:index:Kueue", name, None, opts)
         ref = cluster_ref_of(args)
         ready = list(ref.ready)

@@ -13,6 +13,7 @@ from ..aws.eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..config import TrainerConfig
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
+from ..config.chart_settings import ChartSource
 from .chart_source import release_chart
 from .controller_ingress import ControllerIngress
 from .job_apis import (TRAINER_CHART, TRAINER_NAMESPACE, controller_fence, controller_ingress, controller_release,
@@ -28,10 +29,8 @@ class TrainerControllerArgs:
     """The cluster to install into (its provider, readiness and system node selector): a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     config: TrainerConfig = TrainerConfig()
     """Chart version. Default: 2.3.0."""
-    chart_directory: Optional[str] = None
-    """A local folder holding the chart at its pinned version (``charts.directory``). Default: none, the repository."""
-    chart_mirror: Optional[str] = None
-    """A chart mirror holding every pinned chart under its own name (``charts.mirror``); ``chart_directory`` comes first. Default: none, the repository."""
+    charts: ChartSource = field(default_factory=ChartSource)
+    """Where the chart comes from instead of its repository: a local folder (``directory``) or a mirror (``mirror``), as the stack's ``charts`` (``ChartsConfig.source()``). Default: the repository."""
     training_namespaces: list[str] = field(default_factory=list)
     """The namespaces whose jobs the controller runs: its admission policy lets it write there only (``job_api_admission``). Default: none."""
     ingress: Optional[ControllerIngress] = None
@@ -58,8 +57,8 @@ class TrainerController(pulumi.ComponentResource):
                  **fields: Any):
         args = component_args(TrainerControllerArgs, "TrainerController", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"TrainerController({name})")
-        chart = release_chart(TRAINER_CHART, args.config.chart_version, None, args.chart_directory,
-                              f"TrainerController({name}).chart_directory", args.chart_mirror)
+        chart = release_chart(TRAINER_CHART, args.config.chart_version, None, args.charts.directory,
+                              f"TrainerController({name}).charts.directory", args.charts.mirror)
         super().__init__("eks-gpu-training:index:TrainerController", name, None, opts)
         ref = cluster_ref_of(args)
         self.values = trainer_values(args.config, ref.system_node_selector)

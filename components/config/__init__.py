@@ -141,7 +141,7 @@ from .health_settings import (
     validate_health_gate,
 )
 from .verify import VERIFIER_GROUP, VerifyConfig
-from .chart_settings import ChartsConfig
+from .chart_settings import ChartSource, ChartsConfig
 from .image_references import ImagesConfig
 from .in_cluster_settings import InClusterConfig
 from .stack_settings import (
@@ -270,6 +270,7 @@ __all__ = [
     "validate_health_gate",
     "VERIFIER_GROUP",
     "VerifyConfig",
+    "ChartSource",
     "ChartsConfig",
     "ImagesConfig",
     "InClusterConfig",

@@ -7,6 +7,7 @@ pull every image from its registry either way (docs/mirrors.md)."""
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 from typing import Any, Optional
 from urllib.parse import urlparse
 
@@ -30,6 +31,16 @@ def loopback(url: str) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class ChartSource:
+    """Where an add-on's Helm charts come from instead of their repositories."""
+
+    directory: Optional[str] = None
+    """A local folder holding each chart at its pinned version (`<chart>-<version>/` or `<chart>-<version>.tgz`). Default: none."""
+    mirror: Optional[str] = None
+    """A mirror holding every pinned chart under its own name: an `https://` Helm repository or an `oci://` prefix; `directory` comes first. Default: none."""
+
+
 class ChartsConfig(_Model):
     """The source of every Helm release's chart (GPU Operator, EFA device plugin, Kueue, Karpenter and its CRDs)."""
 
@@ -46,6 +57,10 @@ class ChartsConfig(_Model):
     """The mirror's password or token, with `mirrorUsername`; secret configuration only (`pulumi config set --secret --path charts.mirrorPassword`). Used only by the pull before the releases register. Default: none."""
     mirror_ca_file: Optional[str] = Field(default=None, min_length=1)
     """A CA bundle (PEM file, relative to where `pulumi up` runs) the mirror's TLS certificate chains to, for a company CA. Default: none (the system's CAs)."""
+
+    def source(self) -> ChartSource:
+        """The folder and mirror the components take (their ``charts``); the credentials stay here."""
+        return ChartSource(self.directory, self.mirror)
 
     @field_validator("mirror_username", "mirror_password", mode="before")
     @classmethod

@@ -168,20 +168,19 @@ def compose_in_cluster(
     for, once the policy (and so the training namespaces) exists; none by default."""
     gpu_cluster = after_gpu_nodes(cluster, gpu_nodes)
     kubernetes = {"kubernetes": cluster.provider}
-    charts, mirror = args.charts.directory, args.charts.mirror
+    charts = args.charts.source()
     training_namespaces = [ns.name for ns in args.scheduling.namespaces]
     ingress = controller_ingress(args, cluster)
 
     gpu_operator = GpuOperator(
         f"{name}-gpu-operator",
-        GpuOperatorArgs(cluster=gpu_cluster, config=args.gpu_operator, node_os=gpu_node_os(args), chart_directory=charts,
-                        chart_mirror=mirror),
+        GpuOperatorArgs(cluster=gpu_cluster, config=args.gpu_operator, node_os=gpu_node_os(args), charts=charts),
         opts=pulumi.ResourceOptions(parent=parent),
     )
     efa_device_plugin = (
         EfaDevicePlugin(
             f"{name}-efa-device-plugin",
-            EfaDevicePluginArgs(cluster=gpu_cluster, chart_directory=charts, chart_mirror=mirror),
+            EfaDevicePluginArgs(cluster=gpu_cluster, charts=charts),
             opts=pulumi.ResourceOptions(parent=parent),
         )
         if efa_needed(args)
@@ -194,15 +193,15 @@ def compose_in_cluster(
     )
     prerequisites = job_prerequisites(scheduling)
     job_set = (
-        JobSetController(f"{name}-jobset", JobSetControllerArgs(cluster=cluster, config=args.job_set, chart_directory=charts,
-                                                                chart_mirror=mirror, training_namespaces=training_namespaces, ingress=ingress),
+        JobSetController(f"{name}-jobset", JobSetControllerArgs(cluster=cluster, config=args.job_set, charts=charts,
+                                                                training_namespaces=training_namespaces, ingress=ingress),
                          opts=pulumi.ResourceOptions(parent=parent))
         if jobset_needed(args) or trainer_needed(args)
         else None
     )
     trainer = (
-        TrainerController(f"{name}-trainer", TrainerControllerArgs(cluster=cluster, config=args.trainer, chart_directory=charts,
-                                                                   chart_mirror=mirror, training_namespaces=training_namespaces, ingress=ingress),
+        TrainerController(f"{name}-trainer", TrainerControllerArgs(cluster=cluster, config=args.trainer, charts=charts,
+                                                                   training_namespaces=training_namespaces, ingress=ingress),
                           # Trainer creates JobSets: JobSet's CRD and webhooks come first.
                           opts=pulumi.ResourceOptions(parent=parent, depends_on=[job_set.release] if job_set else []))
         if trainer_needed(args)
@@ -217,7 +216,7 @@ def compose_in_cluster(
             f"{name}-kueue",
             KueueArgs(cluster=cluster, config=args.kueue, namespaces=training_namespaces,
                       frameworks=integrations(job_set is not None, trainer is not None), fair_sharing=bool(args.scheduling.teams),
-                      queue_required=bool(args.scheduling.teams), chart_directory=charts, chart_mirror=mirror, ingress=ingress,
+                      queue_required=bool(args.scheduling.teams), charts=charts, ingress=ingress,
                       worker_lost_timeout_minutes=args.multi_kueue.worker_lost_timeout_minutes if args.multi_kueue.manager else None),
             opts=pulumi.ResourceOptions(parent=parent),
         )

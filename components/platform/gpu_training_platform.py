@@ -318,7 +318,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         return Karpenter(
             karpenter_child_name(name),
             KarpenterArgs(cluster=self.cluster.ref, config=args.karpenter, tags=tags,
-                          chart_directory=args.charts.directory, chart_mirror=args.charts.mirror),
+                          charts=args.charts.source()),
             opts=pulumi.ResourceOptions(parent=self),
         )
 

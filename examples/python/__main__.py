@@ -7,7 +7,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from eks_gpu_training import (
-    ClusterRef, GpuOperator, GpuPoolConfig, KueueQueues, KueueQueuesArgs, NamespacePolicy, NamespaceQueues,
+    ChartSource, ClusterRef, GpuOperator, GpuPoolConfig, KueueQueues, KueueQueuesArgs, NamespacePolicy, NamespaceQueues,
     PoolCapacity, PoolFlavor, ResolvedQuota, SchedulingPolicies, SchedulingPoliciesArgs, TrainingJob,
     TrainingJobArgs, TrainingJobSpec,
 )
@@ -18,7 +18,7 @@ on_cluster = pulumi.ResourceOptions(providers=[cluster])
 # The cluster the provider reaches; nothing is read in AWS (YAML's `lookup: false`).
 ref = ClusterRef(name="gpu-training-dev", region="us-west-2", partition="aws", vpc_id="", kubernetes_version="1.35",
                  cluster_security_group_id="", kubeconfig="", provider=cluster)
-GpuOperator("gpu-operator", cluster=ref, chart_mirror=config.require("chartMirror"), opts=on_cluster)
+GpuOperator("gpu-operator", cluster=ref, charts=ChartSource(mirror=config.require("chartMirror")), opts=on_cluster)
 scheduling = SchedulingPolicies(
     "scheduling",
     SchedulingPoliciesArgs(namespaces=[NamespacePolicy("training", ResolvedQuota(gpus=1, cpu="4", memory="32Gi", persistent_volume_claims=4))],

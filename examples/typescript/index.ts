@@ -10,7 +10,7 @@ const cluster = new k8s.Provider("cluster", { kubeconfig: config.require("kubeco
 new gpu.GpuOperator("gpu-operator", {
     // The cluster the provider reaches; nothing is read in AWS.
     cluster: { name: "gpu-training-dev", region: "us-west-2", lookup: false },
-    chartMirror: config.require("chartMirror"),
+    charts: { mirror: config.require("chartMirror") },
 }, { providers: [cluster] });
 
 const scheduling = new gpu.SchedulingPolicies("scheduling", {

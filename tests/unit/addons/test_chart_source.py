@@ -144,9 +144,9 @@ def test_a_charts_mirror_that_is_no_repository_is_refused_with_its_key_before_an
 
 def test_a_component_given_a_mirror_that_is_no_repository_refuses_it_with_its_argument():
     with pytest.raises(ConfigError) as refused:
-        release_chart("gpu-operator", "v26.7.0", gpu_operator.CHART_REPOSITORY, None, "GpuOperator(op).chart_directory",
+        release_chart("gpu-operator", "v26.7.0", gpu_operator.CHART_REPOSITORY, None, "GpuOperator(op).charts.directory",
                       mirror="artifactory/helm")
-    assert [p.path for p in refused.value.problems] == ["GpuOperator(op).chart_mirror"]
+    assert [p.path for p in refused.value.problems] == ["GpuOperator(op).charts.mirror"]
 
 def test_a_stack_whose_folder_lacks_a_chart_registers_nothing_and_names_each(tmp_path):
     charts = all_stack_charts(tmp_path)

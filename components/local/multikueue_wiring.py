@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import base64
 import time
+
+import yaml
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..facts import yaml_io
 from ..workloads.kueue_flavors import KUEUE_API_VERSION
 from ..workloads.multikueue_manager import (
     ADMISSION_CHECK, admission_checks_strategy, kubeconfig_secret, multikueue_admission_check, multikueue_cluster, multikueue_config,
@@ -101,3 +104,12 @@ def dispatch(manager_kubeconfig: Path, *, on: bool = True) -> list[str]:
         body: dict[str, Any] = {"apiVersion": KUEUE_API_VERSION, "kind": "ClusterQueue", "metadata": {"name": queue_name}, "spec": spec}
         manager.resource(body).server_side_apply(body=body, name=queue_name, field_manager=FIELD_MANAGER, force_conflicts=True)
     return [queue["metadata"]["name"] for queue in queues]
+
+
+def set_worker_lost_timeout(kueue_config: Path, timeout: str) -> None:
+    """Write ``multiKueue.workerLostTimeout`` (a duration, ``30s``) into a local manager's Kueue
+    configuration file, as a manager stack's ``multiKueue.workerLostTimeoutMinutes`` renders it;
+    Kueue reads it when it restarts (``LocalCluster.restart("kueue")``)."""
+    configuration = yaml_io.load(kueue_config.read_text())
+    configuration["multiKueue"] = {**(configuration.get("multiKueue") or {}), "workerLostTimeout": timeout}
+    kueue_config.write_text(yaml.safe_dump(configuration, sort_keys=False))

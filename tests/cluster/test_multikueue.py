@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY
-from eks_gpu_training.local.multikueue_wiring import LocalWorker, connect, dispatch
+from eks_gpu_training.local.multikueue_wiring import LocalWorker, connect, dispatch, set_worker_lost_timeout
 from eks_gpu_training.workloads.multikueue_manager import ADMISSION_CHECK
 
 from tests.support.clusters import RunningCluster, stack_variant, start
@@ -22,6 +22,8 @@ from tests.support.environment import holds_for, wait_for
 from tests.support.kueue import KUEUE_API, condition
 
 POOL = "dev-gpu"
+WORKER_LOST_TIMEOUT_SECONDS = 30
+"""The manager's ``multiKueue.workerLostTimeout`` here: half a minute instead of a quarter of an hour."""
 SIZES = {"manager": 3, "east": 1, "west": 2}
 """dev-gpu nodes per cluster (one GPU each): the team research holds all of them."""
 
@@ -54,6 +56,8 @@ def fleet(tmp_path_factory):
                                started[name].cluster.layout.pki.ca_cert.read_bytes()) for name in ("east", "west")]
         namespaces = [ns.name for ns in started["manager"].args.scheduling.namespaces]
         connect(started["manager"].kubeconfig, workers, namespaces)
+        set_worker_lost_timeout(started["manager"].cluster.layout.kueue_config, f"{WORKER_LOST_TIMEOUT_SECONDS}s")
+        started["manager"].cluster.restart("kueue")
         env = started["manager"].env
         for name in ("east", "west"):
             wait_for(lambda name=name: condition(env.get(KUEUE_API, "MultiKueueCluster", name) or {}, "Active").get("status") == "True",
@@ -83,14 +87,31 @@ def workload_of(running: RunningCluster, kind: str, namespace: str, name: str) -
     return running.env.workload(namespace, name, kind)
 
 
-def dispatched_to(manager: RunningCluster, kind: str, namespace: str, name: str) -> str:
-    """The worker the manager's Workload of the job was dispatched to, once its check is Ready."""
+def dispatched_to(manager: RunningCluster, kind: str, namespace: str, name: str, *, not_to: str = "", timeout: float = 120) -> str:
+    """The worker the manager's Workload of the job was dispatched to (other than ``not_to``), once its check is Ready."""
     def ready():
         workload = workload_of(manager, kind, namespace, name)
         checks = {c["name"]: c["state"] for c in (workload.get("status") or {}).get("admissionChecks") or []}
-        return checks.get(ADMISSION_CHECK) == "Ready" and workload["status"].get("clusterName")
+        worker = checks.get(ADMISSION_CHECK) == "Ready" and workload["status"].get("clusterName")
+        return worker if worker and worker != not_to else None
 
-    return wait_for(ready, what=f"the manager dispatching {kind} {name}", timeout=120)
+    return wait_for(ready, what=f"the manager dispatching {kind} {name}" + (f" to a worker other than {not_to}" if not_to else ""),
+                    timeout=timeout)
+
+
+def back_up(cluster) -> list[str]:
+    """The lost worker's API server started again, with whatever of its control plane gave up while
+    the API server was away (the local control plane's artefact, not the loss being tested)."""
+    supervisor = cluster.supervisor
+    dead = [name for name, started in supervisor.started.items() if not started.alive()]
+    for name in dead:
+        supervisor.stop(name)
+    supervisor.start_all([cluster.processes[name] for name in ["kube-apiserver", *dead]], log=print)
+    return dead
+
+
+def active(manager: RunningCluster, worker: str) -> str:
+    return condition(manager.env.get(KUEUE_API, "MultiKueueCluster", worker) or {}, "Active").get("status", "")
 
 
 def test_the_workers_are_active_and_so_is_the_admission_check(manager_cluster):
@@ -160,3 +181,40 @@ def test_broken_variant_without_the_admission_check_the_manager_runs_the_job(man
             manager_cluster.env.delete_job(namespace, name)
     finally:
         dispatch(manager_cluster.kubeconfig, on=True)
+
+
+def test_a_lost_workers_job_runs_on_the_other_worker_and_not_twice_once_it_is_back(fleet, manager_cluster):
+    namespace, name = manager_cluster.submit_run("rl-training", parallelism=1)
+    try:
+        lost = dispatched_to(manager_cluster, "Job", namespace, name)
+        other = "west" if lost == "east" else "east"
+        fleet[lost].env.expect_job_running(namespace, name, 1)
+        lost_cluster = fleet[lost].cluster
+        lost_cluster.supervisor.stop("kube-apiserver")
+        try:
+            wait_for(lambda: active(manager_cluster, lost) == "False", what=f"the manager seeing worker {lost} lost", timeout=90)
+            assert dispatched_to(manager_cluster, "Job", namespace, name, not_to=lost, timeout=WORKER_LOST_TIMEOUT_SECONDS + 150) == other
+            fleet[other].env.expect_job_running(namespace, name, 1)
+        finally:
+            restarted = back_up(lost_cluster)
+        wait_for(lambda: active(manager_cluster, lost) == "True", what=f"the manager reaching worker {lost} again", timeout=120)
+
+        # Back, one of the two copies is removed and the job runs on one worker only. Kueue 0.19.2
+        # keeps the copy admitted first (``bestMatchByCondition``): the lost worker's.
+        def copies() -> dict[str, str]:
+            found = {}
+            for worker in (lost, other):
+                env = fleet[worker].env
+                job = env.get("batch/v1", "Job", name, namespace)
+                pods = [p.metadata.name for p in env.job_pods(namespace, name)]
+                if job is not None or pods:
+                    found[worker] = f"job {job is not None}, pods {pods}"
+            return found
+
+        try:
+            wait_for(lambda: len(copies()) == 1, what=f"job {name} left on one worker only", timeout=150)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; copies: {copies()}; restarted after the loss: {restarted}") from None
+        holds_for(lambda: len(copies()) == 1, seconds=15, what=f"job {name} on one worker only ({copies()})")
+    finally:
+        manager_cluster.env.delete_job(namespace, name)

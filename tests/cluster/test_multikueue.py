@@ -199,8 +199,9 @@ def test_a_lost_workers_job_runs_on_the_other_worker_and_not_twice_once_it_is_ba
             restarted = back_up(lost_cluster)
         wait_for(lambda: active(manager_cluster, lost) == "True", what=f"the manager reaching worker {lost} again", timeout=120)
 
-        # Back, one of the two copies is removed and the job runs on one worker only. Kueue 0.19.2
-        # keeps the copy admitted first (``bestMatchByCondition``): the lost worker's.
+        # Back, one of the two copies is removed and the job runs on one worker only. Which copy stays
+        # is Kueue's choice (its 0.19.2 source keeps the one admitted first, ``bestMatchByCondition``);
+        # only that one stays is asserted.
         def copies() -> dict[str, str]:
             found = {}
             for worker in (lost, other):

@@ -1,10 +1,10 @@
 """An add-on's namespace and its Helm release in it: the one recipe the GPU Operator, the EFA device
-plugin, Kueue, JobSet and Trainer are installed with. Both are children of the add-on's component,
+plugin, Kueue, JobSet, Trainer and Karpenter are installed with. Both are children of the add-on's component,
 so they take its Kubernetes provider from its ``opts``."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -34,18 +34,22 @@ def addon_namespace(component: pulumi.Resource, name: str, *, namespace: str, la
 def addon_release(
     component: pulumi.Resource, name: str, *, release_name: str, chart: Mapping[str, Any], values: Any, timeout: int,
     ready: Sequence[pulumi.Resource], namespace: Union[str, AddonNamespace], retained: bool = False,
-    after: Sequence[pulumi.Resource] = (),
+    after: Sequence[pulumi.Resource] = (), role: str = "release", skip_crds: Optional[bool] = None,
+    create_namespace: Optional[bool] = False,
 ) -> k8s.helm.v3.Release:
-    """The atomic release ``{name}-release`` of ``chart`` (``release_chart``) in ``namespace`` (one
+    """The atomic release ``{name}-{role}`` of ``chart`` (``release_chart``) in ``namespace`` (one
     that exists, by name, or the ``addon_namespace``), waiting for ``ready``, the namespace and
-    ``after``; ``retained``: it outlives its removal from the stack."""
+    ``after``; ``retained``: it outlives its removal from the stack. ``create_namespace`` None leaves
+    the input unset, as Karpenter's releases in ``kube-system`` have always had it: an input that
+    appears is a diff, and the next ``up`` would upgrade the release for nothing."""
     created = [] if isinstance(namespace, str) else [namespace]
     return k8s.helm.v3.Release(
-        f"{name}-release",
+        f"{name}-{role}",
         name=release_name,
         **chart,
         namespace=namespace if isinstance(namespace, str) else namespace.metadata.name,
-        create_namespace=False,
+        create_namespace=create_namespace,
+        skip_crds=skip_crds,
         values=values,
         atomic=True,
         cleanup_on_fail=True,

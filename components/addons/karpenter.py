@@ -30,6 +30,7 @@ from ..aws.iam import create_node_role, node_role_resource_name
 from ..aws.pod_identity import pod_identity_role
 from ..facts.aws_names import PhysicalName
 from ..config.arguments import check_model_fields
+from .addon_release import addon_release
 from .chart_source import release_chart
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..config.chart_settings import ChartSource
@@ -293,37 +294,19 @@ class Karpenter(pulumi.ComponentResource):
         # Karpenter's pods get credentials only through the Pod Identity agent add-on.
         pod_identity = controller.associate(f"{name}-pod-identity")
 
-        crds = k8s.helm.v3.Release(
-            f"{name}-crd",
-            k8s.helm.v3.ReleaseArgs(
-                name="karpenter-crd",
-                **crd_chart,
-                namespace=KARPENTER_NAMESPACE,
-                values=karpenter_crd_values(args.config.retain_on_removal),
-                atomic=True,
-                cleanup_on_fail=True,
-                timeout=CRD_RELEASE_TIMEOUT_SECONDS,
-            ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(ref.ready)),
+        crds = addon_release(
+            self, name, role="crd", release_name="karpenter-crd", chart=crd_chart, namespace=KARPENTER_NAMESPACE,
+            create_namespace=None, values=karpenter_crd_values(args.config.retain_on_removal),
+            timeout=CRD_RELEASE_TIMEOUT_SECONDS, ready=ref.ready,
         )
         # Pods get Pod Identity credentials only if the association exists when they start.
-        self.release = k8s.helm.v3.Release(
-            f"{name}-release",
-            k8s.helm.v3.ReleaseArgs(
-                name="karpenter",
-                **controller_chart,
-                namespace=KARPENTER_NAMESPACE,
-                skip_crds=True,
-                values=karpenter_values(
-                    ref.name, ref.endpoint, queue.name, ref.system_node_selector, region=ref.region, node_repair=args.config.node_repair
-                ),
-                atomic=True,
-                cleanup_on_fail=True,
-                timeout=CONTROLLER_RELEASE_TIMEOUT_SECONDS,
-            ),
-            opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[*ref.ready, crds, pod_identity, node_access, *attachments]
-            ),
+        self.release = addon_release(
+            self, name, release_name="karpenter", chart=controller_chart, namespace=KARPENTER_NAMESPACE,
+            create_namespace=None, skip_crds=True,
+            values=karpenter_values(ref.name, ref.endpoint, queue.name, ref.system_node_selector, region=ref.region,
+                                    node_repair=args.config.node_repair),
+            timeout=CONTROLLER_RELEASE_TIMEOUT_SECONDS, ready=ref.ready,
+            after=[crds, pod_identity, node_access, *attachments],
         )
 
         # The EC2NodeClass takes the role by name; resolving the name only once the policies are

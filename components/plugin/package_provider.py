@@ -187,18 +187,25 @@ class PackageProvider(ComponentProvider):
         component_name = resource_type.rsplit(":", maxsplit=1)[-1]
         component: Any = self._components[component_name]  # each takes (name, args, opts, **fields)
         mapped = self.map_inputs(inputs, self._component_defs[component_name])
+        try:
+            instance = self._construct_component(component, name, mapped, options)
+        except ConfigError as error:
+            # A ConfigError is also a RunError (for Python programs' language host), which the provider
+            # server re-raises before it looks for InputPropertiesError: raise the property errors alone.
+            raise pulumi.InputPropertiesError(error.message, error.errors) from None
+        return ConstructResult(instance.urn, self.get_state(instance, self._component_defs[component_name]))
+
+    @staticmethod
+    def _construct_component(component: Any, name: str, mapped: Any, options: Optional[pulumi.ResourceOptions]) -> Any:
         args_type = resolved(component.__init__.__annotations__["args"], component.__module__)
         args_type = next(a for a in typing.get_args(args_type) if a is not type(None))
-        # A bad argument raises ConfigError, an InputPropertiesError the host sends as property errors.
-        if dataclasses.is_dataclass(args_type):
-            fields = _dataclass_fields(typing.cast(type, args_type), mapped, name, options)
-            if component is GpuNodePool:
-                # Its custom resources wait for Karpenter (its CRDs): the Karpenter component given as dependsOn.
-                fields["karpenter_release"] = _karpenter_dependency(name, options)
-            instance = component(name, None, options, **fields)
-        else:
-            instance = component(name, dict(mapped), options)
-        return ConstructResult(instance.urn, self.get_state(instance, self._component_defs[component_name]))
+        if not dataclasses.is_dataclass(args_type):
+            return component(name, dict(mapped), options)  # a configuration model checks the dict itself
+        fields = _dataclass_fields(typing.cast(type, args_type), mapped, name, options)
+        if component is GpuNodePool:
+            # Its custom resources wait for Karpenter (its CRDs): the Karpenter component given as dependsOn.
+            fields["karpenter_release"] = _karpenter_dependency(name, options)
+        return component(name, None, options, **fields)
 
 
 SCHEMA_FILE = "schema.json"

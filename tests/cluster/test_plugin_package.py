@@ -1,9 +1,11 @@
 """Programs in other languages use the library's plugin package, judged by the real engine: the
-Pulumi CLI built from its module runs examples/python through the Python language host and
-examples/yaml through the YAML host built from pulumi-yaml, both against the local control plane.
-Each deploys the in-cluster half (the GPU Operator release from the chart mirror, scheduling
-policies, Kueue's flavor and queues, a queued training job); the YAML program makes the same
-objects as the Python one, its second preview is empty, and destroy removes what it made.
+Pulumi CLI built from its module runs examples/python through the Python language host,
+examples/yaml through the YAML host built from pulumi-yaml and examples/typescript through the
+Node.js host of sdk/v3 v3.68.0, against the local control plane. Each deploys the in-cluster half
+(the GPU Operator release from the chart mirror, scheduling policies, Kueue's flavor and queues, a
+queued training job); the YAML and TypeScript programs make the same objects as the Python one,
+their second preview is empty, and destroy removes what they made. A bad argument comes back as
+Pulumi's property error.
 
 The package is offered as an executable plugin (``pulumi-resource-eks-gpu-training``, the console
 script the project declares, on ``PATH``): ``pulumi package add`` on the source folder would first
@@ -134,6 +136,26 @@ def test_the_cli_reads_the_executable_plugins_schema_as_the_checked_in_one(path_
     printed = json.loads(project.run("package", "get-schema", str(path_dirs[0] / PLUGIN)).stdout)
     printed.pop("config", None)  # the CLI adds an empty one
     assert printed == package_schema()
+
+
+def test_a_bad_argument_in_yaml_comes_back_as_the_property_error_python_gets(path_dirs, tmp_path):
+    """The provider's ConfigError reaches the engine as InputPropertiesError: the CLI names the property
+    path and the reason, as for a Python program, before anything is registered."""
+    project = Project("yaml", tmp_path, path_dirs)
+    program = yaml.safe_load((project.folder / "Pulumi.yaml").read_text())
+    program["resources"] = {"cluster": program["resources"]["cluster"], "llama-sft": program["resources"]["llama-sft"]}
+    program["resources"]["llama-sft"]["properties"]["job"]["kind"] = "CronJob"
+    program["resources"]["llama-sft"]["options"].pop("dependsOn")
+    program.pop("outputs")
+    (project.folder / "Pulumi.yaml").write_text(yaml.safe_dump(program, sort_keys=False))
+    project.run("stack", "init", "local")
+    project.run("config", "set", "kubeconfig", str(tmp_path / "no-cluster.yaml"))
+    project.run("config", "set", "chartMirror", "https://charts.example.com")
+    failed = project.run("preview", check=False)
+    assert failed.returncode != 0
+    output = failed.stdout + failed.stderr
+    assert "property TrainingJob(llama-sft).kind has a problem: 'CronJob' is not a job kind" in output, output[-3000:]
+    assert "Unexpected" not in output
 
 
 def test_yaml_typescript_and_python_programs_make_the_same_objects_with_an_empty_second_preview(

@@ -12,6 +12,9 @@ import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
+from eks_gpu_training.offline.engine import stack_config
+from eks_gpu_training.platform import GpuTrainingPlatform
+from eks_gpu_training.platform.loading import platform_args_from_settings
 from eks_gpu_training.plugin import package_provider
 from eks_gpu_training.plugin.package_provider import OFFERED, PACKAGE_NAME, PYTHON_ONLY, PackageProvider, package_schema
 from tests.support.harness import PROJECT_ROOT, run_program
@@ -124,9 +127,9 @@ def test_a_bad_argument_comes_back_as_property_errors_with_the_path():
     job = {"name": "llama", "nodes": 2, "instanceTypes": ["p5.48xlarge"], "priorityClass": "training-critical",
            "namespace": "training", "image": "registry.example/trainer:1", "kind": "CronJob"}
     graph = _construct("TrainingJob", {"job": job})
-    assert isinstance(graph.error, pulumi.InputPropertiesError)
-    paths = [e["property_path"] for e in graph.error.errors or []]
-    assert any(path.endswith(".kind") for path in paths), paths
+    # Property errors alone: not a RunError, which the provider server would report as a crash.
+    assert type(graph.error) is pulumi.InputPropertiesError
+    assert graph.error.errors == [{"property_path": "TrainingJob(team).kind", "reason": "'CronJob' is not a job kind; allowed: Job, JobSet, TrainJob"}]
 
 
 def test_a_missing_required_input_names_its_property():
@@ -183,3 +186,18 @@ def test_a_pools_tags_come_through_the_schema_as_an_input_of_a_whole_map(schema)
     assert graph.error is None, repr(graph.error)
     node_group = next(r for r in graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.inputs["nodeGroupNamePrefix"] == "h100-")
     assert node_group.inputs["tags"] == {"owner": "ml-platform"}
+
+
+def test_the_whole_platform_through_the_provider_plans_what_the_python_program_does():
+    """The AWS half too, under the engine's mocks: dev's stack file given as the schema's inputs
+    (its stack keys are the property names) registers the resources the Python component does."""
+    config = stack_config("dev")
+    inputs = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith(f"{PACKAGE_NAME}:")}
+    inputs["region"] = config["aws:region"]
+    settings = {"aws:region": config["aws:region"]}
+    through_provider = run_program(
+        lambda: PackageProvider().construct("gpu-training", f"{PACKAGE_NAME}:index:GpuTrainingPlatform", inputs, None), settings)
+    in_python = run_program(lambda: GpuTrainingPlatform("gpu-training", platform_args_from_settings(config)), settings)
+    assert (through_provider.error, in_python.error) == (None, None)
+    assert sorted((r.type, r.name) for r in through_provider.resources) == sorted((r.type, r.name) for r in in_python.resources)
+    assert len(through_provider.of_type("aws:eks/nodeGroup:NodeGroup")) >= 2

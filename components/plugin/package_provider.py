@@ -1,10 +1,11 @@
 """The components other Pulumi languages use: ``OFFERED``, the fields that stay Python-only and why,
 and ``PackageProvider``, the SDK's component provider over ``PackageAnalyzer``'s schema.
 
-``pulumi package add`` runs this package's ``__main__`` (``PulumiPlugin.yaml`` beside it), reads the
-schema and writes an SDK in the consumer's language; each construct then comes here. A consumer's
-bad argument is the same ``ConfigError`` (an ``InputPropertiesError`` with each property path) a
-Python program gets, so the engine shows it as property errors in every language."""
+The engine runs this package's ``__main__`` as a plugin (the console script
+``pulumi-resource-eks-gpu-training``, or the folder with ``PulumiPlugin.yaml``): ``pulumi package
+gen-sdk``/``add`` read the schema and write an SDK in the consumer's language, and each construct
+comes here. A consumer's bad argument is raised as the ``InputPropertiesError`` of the
+``ConfigError`` a Python program gets, so the engine shows the same property paths in every language."""
 
 import dataclasses
 import json

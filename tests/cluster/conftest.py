@@ -71,14 +71,16 @@ def _group_of(item) -> str | None:
     return None
 
 
-GROUP_ORDER = ("test_node_unreachable", "test_node_loss", "test_node_loss_job_kinds", "test_karpenter", "prod", "dev",
+GROUP_ORDER = ("test_node_unreachable", "test_multikueue", "test_node_loss", "test_node_loss_job_kinds", "test_karpenter",
+               "prod", "dev",
                "test_health_gate_configuration", "test_node_faults", "prod-2", "test_engine_in_cluster", "test_node_repair",
                "test_engine", "simulate", "test_training_jobs", "test_kubernetes_minor", "test_verify", "test_health_gate_switch_on")
 """The order the groups are handed to the workers in (``--no-loadscope-reorder``), and their
 clusters' order in the start slots (``start_slots``); groups not named follow, in collection
 order. The README runs thirteen workers: the first thirteen groups go one to a worker at the
 start, the longest first: the modules with a cluster of their own whose waits are the controllers'
-own clocks (an unreachable node's grace period and Kueue's minute, a deleted node's 40 s for a Job
+own clocks (an unreachable node's grace period and Kueue's minute, MultiKueue's three clusters and
+its lost worker, a deleted node's 40 s for a Job
 and for a JobSet or TrainJob, two modules side by side, Karpenter's
 launches and consolidations, the gate's rounds, node auto repair's wait), the stacks' session
 clusters, the engine's two modules, the simulator and the capped namespace. The two one-test

@@ -40,7 +40,9 @@ class JobResult:
     topology); the pods of an admission Kueue evicted count only until they are deleted."""
     layer2_blocks: list[str] = field(default_factory=list)
     pending_after_admission_s: Optional[float] = None
-    """How long after admission the last of its pods was still unbound to a node."""
+    """How long after its latest admission the last of its pods was still unbound to a node."""
+    unbound_reason: str = ""
+    """Why the scheduler left that pod unbound, as its PodScheduled condition says."""
     wait_reason: str = ""
     """Kueue's last word on why the job was not admitted yet (its Workload's QuotaReserved message)."""
     evicted: bool = False
@@ -94,6 +96,9 @@ class Recorder:
         self.team_samples: dict[str, list[list[float]]] = {}
         self.started = time.monotonic()
         self._nodes_read = -math.inf
+        self._admitted: dict[str, float] = {}
+        """The jobs admitted at the last sample, each since when (a job evicted and admitted
+        again counts from its new admission)."""
 
     def now(self) -> float:
         """Trace seconds since the replay started."""
@@ -117,11 +122,12 @@ class Recorder:
             self._read_nodes()
         now = self.now()
         admitted = self._sample_workloads(now)
+        self._admitted = {name: self._admitted.get(name, now) for name in admitted}
         used, running_gpus, unbound = self._sample_pods()
-        for name in admitted:
-            result = self.results[name]
-            if name in unbound and result.admitted is not None:
-                result.pending_after_admission_s = now - result.admitted
+        for name, since in self._admitted.items():
+            if name in unbound:
+                self.results[name].pending_after_admission_s = now - since
+                self.results[name].unbound_reason = unbound[name]
         for pool in {node.pool for node in self.nodes.values()} | set(used):
             self.pool_samples.setdefault(pool, []).append([round(now, 1), used.get(pool, 0), self._pool_gpus(pool)])
         for key in {job.team or job.namespace for job in self.jobs.values()}:
@@ -161,13 +167,13 @@ class Recorder:
                 result.finished = now
         return admitted
 
-    def _sample_pods(self) -> tuple[dict[str, int], dict[str, int], set[str]]:
+    def _sample_pods(self) -> tuple[dict[str, int], dict[str, int], dict[str, str]]:
         """The trace jobs' pods read: the blocks their nodes are in recorded; the GPUs in use by
-        pool and by team (or namespace), and the jobs with a pod no scheduler has bound."""
+        pool and by team (or namespace), and the jobs with a pod no scheduler has bound, with its reason."""
         pods = cached_items(self.applier.core.list_pod_for_all_namespaces, label_selector=TRACE_JOB_LABEL)
         used: dict[str, int] = {}
         running_gpus: dict[str, int] = {}
-        unbound: set[str] = set()
+        unbound: dict[str, str] = {}
         layer3: dict[str, set[str]] = {}
         layer2: dict[str, set[str]] = {}
         for pod in pods:
@@ -178,7 +184,8 @@ class Recorder:
             node_name, phase = pod["spec"].get("nodeName"), (pod.get("status") or {}).get("phase")
             if not node_name:
                 if phase == "Pending":
-                    unbound.add(name)
+                    unbound[name] = next((str(c.get("message", "")) for c in (pod.get("status") or {}).get("conditions") or []
+                                          if c.get("type") == "PodScheduled" and c.get("status") == "False"), "")
                 continue
             node = self.nodes.get(node_name)
             if node is None:

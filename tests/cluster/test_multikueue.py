@@ -219,3 +219,29 @@ def test_a_lost_workers_job_runs_on_the_other_worker_and_not_twice_once_it_is_ba
         holds_for(lambda: len(copies()) == 1, seconds=15, what=f"job {name} on one worker only ({copies()})")
     finally:
         manager_cluster.env.delete_job(namespace, name)
+
+
+
+def test_switching_dispatch_on_stops_a_job_already_running_on_the_manager(manager_cluster, east_cluster, west_cluster):
+    """``multiKueue.manager`` turned on in a stack whose jobs run: every ClusterQueue gains the
+    AdmissionCheck, Kueue adds it to the admitted Workloads too, MultiKueue rejects it for a Job
+    without ``spec.managedBy: kueue.x-k8s.io/multikueue``, and Kueue deactivates the job: its pods
+    go. The change table says to turn it on with no job running (docs/operations.md)."""
+    dispatch(manager_cluster.kubeconfig, on=False)
+    try:
+        namespace, name = manager_cluster.submit_run("rl-training", parallelism=1)
+        try:
+            manager_cluster.env.expect_job_running(namespace, name, 1)
+            dispatch(manager_cluster.kubeconfig, on=True)
+
+            def stopped():
+                workload = workload_of(manager_cluster, "Job", namespace, name)
+                evicted = condition(workload, "Evicted")
+                return (workload["spec"].get("active") is False and evicted.get("reason") == "DeactivatedDueToAdmissionCheck"
+                        and not manager_cluster.env.job_pods(namespace, name))
+
+            wait_for(stopped, what="Kueue deactivating the running job once its check is rejected", timeout=120)
+        finally:
+            manager_cluster.env.delete_job(namespace, name)
+    finally:
+        dispatch(manager_cluster.kubeconfig, on=True)

@@ -47,6 +47,7 @@ from results import record  # a sibling script, its folder first on the path
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 UP_GOAL_S, MEMORY_GOAL_BYTES, VERIFY_GOAL_S, RATIO_GOAL = 120.0, 8 * 2**30, 10.0, 0.8
 CLEAR_TIMEOUT_S = 1800.0
+PLACE_TIMEOUT_S = 120.0
 PENDING_BOUND_S = 30.0
 """How long after its admission a job's pods may wait for the scheduler: Kueue admits onto nodes
 it has counted free, so a pod still Pending past this is one the scheduler refused."""
@@ -105,13 +106,33 @@ def preempted(result) -> bool:
     return "Preempted" in result.eviction
 
 
+def trace_pods(applier: Applier) -> dict[str, list]:
+    """The trace's pods by job."""
+    by_job: dict[str, list] = {}
+    for pod in applier.core.list_pod_for_all_namespaces(label_selector=TRACE_JOB_LABEL).items:
+        by_job.setdefault(pod.metadata.labels[TRACE_JOB_LABEL], []).append(pod)
+    return by_job
+
+
+def settled_pods(recorder: Recorder, applier: Applier, timeout: float = PLACE_TIMEOUT_S) -> dict[str, list]:
+    """The trace's pods once every admitted job has a pod bound per node, or ``timeout`` passed:
+    the last jobs admitted still had their pods behind Kueue's scheduling gates when the last
+    admission was seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        recorder.sample()
+        by_job = trace_pods(applier)
+        short = [name for name, result in recorder.results.items() if result.admitted is not None
+                 and sum(1 for pod in by_job.get(name, []) if pod.spec.node_name) < result.nodes]
+        if not short or time.monotonic() > deadline:
+            return by_job
+        time.sleep(2.0)
+
+
 def check_jobs(recorder: Recorder, applier: Applier) -> list[str]:
     """What a job's placement got wrong: not whole, two pods on a node, beyond one block."""
     problems = []
-    pods = applier.core.list_pod_for_all_namespaces(label_selector="eks-gpu-training/trace-job").items
-    by_job: dict[str, list] = {}
-    for pod in pods:
-        by_job.setdefault(pod.metadata.labels["eks-gpu-training/trace-job"], []).append(pod)
+    by_job = settled_pods(recorder, applier)
     for name, result in recorder.results.items():
         mine = by_job.get(name, [])
         nodes = [pod.spec.node_name for pod in mine if pod.spec.node_name]

@@ -50,10 +50,16 @@ class ApiRead:
     resource: str
     """Resource (plural) name."""
     with_stack: bool = False
-    """Read only with ``--stack`` (the stack's own objects), not for the seed's checklist."""
+    """Read with ``--stack`` (the stack's own objects), not for the seed's checklist."""
+    with_fleet: bool = False
+    """Read with ``--fleet`` (a MultiKueue manager's workers), not for the seed's checklist."""
     optional: bool = False
     """A resource a cluster may not serve (a CRD not installed): a 404 leaves it out of the snapshot
     instead of stopping the command."""
+
+    def wanted(self, with_stack: bool, with_fleet: bool) -> bool:
+        """Whether a run with these options reads it: the seed's reads always, the others when asked."""
+        return not (self.with_stack or self.with_fleet) or (self.with_stack and with_stack) or (self.with_fleet and with_fleet)
 
     @property
     def path(self) -> str:
@@ -74,8 +80,8 @@ VERIFY_READS: tuple[ApiRead, ...] = (
     ApiRead("", "v1", "resourcequotas", with_stack=True),
     ApiRead("", "v1", "persistentvolumeclaims", with_stack=True),
     ApiRead("apps", "v1", "daemonsets", with_stack=True),
-    ApiRead(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", with_stack=True, optional=True),
-    ApiRead(KUEUE_GROUP, KUEUE_VERSION, "localqueues", with_stack=True, optional=True),
+    ApiRead(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", with_stack=True, with_fleet=True, optional=True),
+    ApiRead(KUEUE_GROUP, KUEUE_VERSION, "localqueues", with_stack=True, with_fleet=True, optional=True),
     # Who is bound to what, not what anyone holds: the team members' row checks their groups are
     # bound in their team's namespaces alone.
     ApiRead("rbac.authorization.k8s.io", "v1", "rolebindings", with_stack=True),
@@ -83,6 +89,10 @@ VERIFY_READS: tuple[ApiRead, ...] = (
     # The team namespaces' GPU pod policy and where it is bound.
     ApiRead("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", with_stack=True),
     ApiRead("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings", with_stack=True),
+    # A MultiKueue manager's dispatch: its AdmissionCheck, the workers and the config listing them.
+    ApiRead(KUEUE_GROUP, KUEUE_VERSION, "admissionchecks", with_fleet=True, optional=True),
+    ApiRead(KUEUE_GROUP, KUEUE_VERSION, "multikueueclusters", with_fleet=True, optional=True),
+    ApiRead(KUEUE_GROUP, KUEUE_VERSION, "multikueueconfigs", with_fleet=True, optional=True),
 )
 """Everything the command reads, in the order it reads it."""
 
@@ -125,7 +135,7 @@ class VerifierRoleArgs:
 @documented_component(VerifierRoleArgs)
 class VerifierRole(pulumi.ComponentResource):
     """A read-only ClusterRole for ``eks-gpu-training-verify`` (get and list on the nodes, pods,
-    PDBs, PriorityClasses, quotas, claims, DaemonSets, Kueue queues, RBAC bindings and admission policies it reads) and its binding to a
+    PDBs, PriorityClasses, quotas, claims, DaemonSets, Kueue queues, RBAC bindings, admission policies and MultiKueue objects it reads) and its binding to a
     Kubernetes group. Pass the cluster's Kubernetes provider in ``opts``."""
 
     role_name: pulumi.Output[str]

@@ -3,7 +3,7 @@ stack file declares (``eks-gpu-training-verify``). The top layer: it reads a clu
 ``[verify]`` extra) and judges it with the facts, configuration and templates below it.
 
 ``read_snapshot`` lists what the checks need into a ``Snapshot`` of plain API objects; ``judge``
-(and ``judge_seed``, ``judge_health``, ``judge_stack``) turn a snapshot into ``Row``s without touching the cluster;
+(and ``judge_seed``, ``judge_health``, ``judge_stack``, ``judge_fleet``) turn a snapshot into ``Row``s without touching the cluster;
 ``verify`` does both::
 
     from eks_gpu_training.verify import verify
@@ -12,6 +12,7 @@ stack file declares (``eks-gpu-training-verify``). The top layer: it reads a clu
 """
 
 from .cli import EXIT_FAILED, EXIT_PASSED, EXIT_UNREADABLE, as_json, exit_status, judge, main, table, verify
+from .fleet_workers import WorkerQueues, judge_fleet, read_workers
 from .health import judge_health
 from .rows import FAIL, PASS, SKIP, Row
 from .seed import SEED_ITEMS, judge_seed
@@ -30,15 +31,18 @@ __all__ = [
     "Row",
     "Snapshot",
     "StackRef",
+    "WorkerQueues",
     "as_json",
     "exit_status",
     "judge",
+    "judge_fleet",
     "judge_health",
     "judge_seed",
     "judge_stack",
     "load_stack_args",
     "main",
     "read_snapshot",
+    "read_workers",
     "table",
     "verify",
 ]

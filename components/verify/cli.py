@@ -1,10 +1,11 @@
 """``eks-gpu-training-verify``: the seed's validation checklist, run against a live cluster.
 
-    eks-gpu-training-verify [--kubeconfig PATH] [--context NAME] [--stack STACK] [--examples N] [--json]
+    eks-gpu-training-verify [--kubeconfig PATH] [--context NAME] [--stack STACK] [--fleet] [--examples N] [--json]
 
 Reads the cluster once (list calls only: it changes nothing) and prints one row per check: pass,
 fail or skip, the evidence, and for a fail what to do. Failing objects are counted per reason, each
-reason naming its first ``--examples`` of them. ``--stack`` adds what the stack file declares. Exit status: 0 when no row fails, 1 when one does, 2 when the cluster cannot be reached
+reason naming its first ``--examples`` of them. ``--stack`` adds what the stack file declares, ``--fleet`` a
+MultiKueue manager's AdmissionCheck and workers (``fleet_workers``). Exit status: 0 when no row fails, 1 when one does, 2 when the cluster cannot be reached
 or read (or the stack file is invalid), with a one-line reason.
 """
 
@@ -15,14 +16,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Optional, Sequence, TextIO
+from typing import Mapping, Optional, Sequence, TextIO
 
 from ..config import ConfigError
 from ..offline.commands import run_command
 from .rows import EXAMPLES, FAIL, PASS, SKIP, Row
+from .fleet_workers import WorkerQueues, judge_fleet, read_workers
 from .health import judge_health
 from .seed import judge_seed
-from .snapshot import ClusterUnreadable, Snapshot, read_snapshot
+from .snapshot import ClusterUnreadable, Snapshot, api_client, read_snapshot
 from .stack import StackRef, judge_stack, load_stack_args
 
 EXIT_PASSED, EXIT_FAILED, EXIT_UNREADABLE = 0, 1, 2
@@ -32,12 +34,16 @@ COLOURS = {PASS: "\033[32m", FAIL: "\033[31m", SKIP: "\033[33m"}
 RESET = "\033[0m"
 
 
-def judge(snapshot: Snapshot, stack: Optional[StackRef] = None, project_dir: Optional[Path] = None, *, examples: int = EXAMPLES) -> list[Row]:
+def judge(snapshot: Snapshot, stack: Optional[StackRef] = None, project_dir: Optional[Path] = None, *, examples: int = EXAMPLES,
+          workers: Optional[Mapping[str, WorkerQueues]] = None) -> list[Row]:
     """The rows of a snapshot: the seed's eight, the node health rows, then with ``stack`` what the
-    stack declares. Each group of objects failing for one reason names its first ``examples``."""
+    stack declares, and with ``workers`` (what was read of each, ``read_workers``) the fleet's rows.
+    Each group of objects failing for one reason names its first ``examples``."""
     args = load_stack_args(stack, project_dir) if stack is not None else None
     rows = judge_seed(snapshot, args, examples=examples) + judge_health(snapshot, examples)
-    return rows + judge_stack(snapshot, args, examples=examples) if args is not None else rows
+    if args is not None:
+        rows += judge_stack(snapshot, args, examples=examples)
+    return rows + judge_fleet(snapshot, workers, examples) if workers is not None else rows
 
 
 def verify(
@@ -47,15 +53,24 @@ def verify(
     project_dir: Optional[Path] = None,
     *,
     examples: int = EXAMPLES,
+    fleet: bool = False,
 ) -> list[Row]:
     """Read the cluster of ``context`` in ``kubeconfig`` and judge it. ``stack`` is a stack name
     (``<project_dir>/stacks/Pulumi.<stack>.yaml``, the current folder by default), a stack file's
-    path, or ``GpuTrainingPlatformArgs``. Raises ``ClusterUnreadable`` (the cluster cannot be read)
-    or ``ConfigError`` (the stack file is invalid), before any read for the latter. ``examples``:
-    the objects named per group of failures (default ``EXAMPLES``)."""
+    path, or ``GpuTrainingPlatformArgs``; ``fleet`` adds the rows of a MultiKueue manager's workers.
+    Raises ``ClusterUnreadable`` (the cluster cannot be read) or ``ConfigError`` (the stack file is
+    invalid), before any read for the latter. ``examples``: the objects named per group of failures
+    (default ``EXAMPLES``)."""
     args = load_stack_args(stack, project_dir) if stack is not None else None
-    snapshot = read_snapshot(kubeconfig, context, with_stack=args is not None)
-    return judge(snapshot, args, examples=examples)
+    snapshot = read_snapshot(kubeconfig, context, with_stack=args is not None, with_fleet=fleet)
+    workers = None
+    if fleet:
+        api = api_client(kubeconfig, context)
+        try:
+            workers = read_workers(api, snapshot)
+        finally:
+            api.close()
+    return judge(snapshot, args, examples=examples, workers=workers)
 
 
 def exit_status(rows: Sequence[Row]) -> int:
@@ -111,6 +126,11 @@ def parser() -> argparse.ArgumentParser:
         "--stack", help="also check what this stack declares: a stack name (stacks/Pulumi.<stack>.yaml of the project in the current folder) or a stack file's path"
     )
     root.add_argument(
+        "--fleet", action="store_true",
+        help="on a MultiKueue manager, also a row for its AdmissionCheck and one per worker: reached by Kueue (Active), "
+        "listed in the config, and, if the credentials may get its kubeconfig Secret, its queues like the manager's",
+    )
+    root.add_argument(
         "--examples", type=_examples, default=EXAMPLES, metavar="N",
         help=f"name at most N objects per group of objects failing for one reason; the rest are counted (default: {EXAMPLES})",
     )
@@ -124,7 +144,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Optional[list[str]] = None) -> int:
     options = parser().parse_args(argv)
     try:
-        rows = verify(options.kubeconfig, options.context, options.stack, examples=options.examples)
+        rows = verify(options.kubeconfig, options.context, options.stack, examples=options.examples, fleet=options.fleet)
     except ClusterUnreadable as error:
         print(f"eks-gpu-training-verify: cannot read the cluster: {error}", file=sys.stderr)
         return EXIT_UNREADABLE

@@ -64,6 +64,12 @@ class Snapshot:
     """ValidatingAdmissionPolicies; read with ``--stack`` only."""
     admission_policy_bindings: list[dict[str, Any]] = field(default_factory=list)
     """ValidatingAdmissionPolicyBindings; read with ``--stack`` only."""
+    admission_checks: Optional[list[dict[str, Any]]] = None
+    """Kueue's AdmissionChecks; None when not served or not read (no ``--fleet``)."""
+    multikueue_clusters: Optional[list[dict[str, Any]]] = None
+    """A MultiKueue manager's workers (MultiKueueClusters); None as for ``admission_checks``."""
+    multikueue_configs: Optional[list[dict[str, Any]]] = None
+    """The MultiKueueConfigs listing them; None as for ``admission_checks``."""
 
 
 SNAPSHOT_FIELDS = {
@@ -80,6 +86,9 @@ SNAPSHOT_FIELDS = {
     "clusterrolebindings": "cluster_role_bindings",
     "validatingadmissionpolicies": "admission_policies",
     "validatingadmissionpolicybindings": "admission_policy_bindings",
+    "admissionchecks": "admission_checks",
+    "multikueueclusters": "multikueue_clusters",
+    "multikueueconfigs": "multikueue_configs",
 }
 """The snapshot field each read of ``VERIFY_READS`` fills, by resource."""
 
@@ -92,11 +101,18 @@ def _forbidden(read: ApiRead) -> str:
     )
 
 
-def _api_client(kubeconfig: Optional[str], context: Optional[str]) -> Any:
+def _require_client() -> None:
     try:
-        from kubernetes import client, config
+        import kubernetes  # noqa: F401 - only whether it is there
     except ImportError:
         raise ClusterUnreadable("the kubernetes client is not installed: pip install 'eks-gpu-training[verify]'") from None
+
+
+def api_client(kubeconfig: Optional[str], context: Optional[str]) -> Any:
+    """A client of ``context`` in ``kubeconfig`` (defaults as ``read_snapshot``'s). Raises ``ClusterUnreadable``."""
+    _require_client()
+    from kubernetes import client, config
+
     if kubeconfig is not None and not Path(kubeconfig).expanduser().is_file():
         raise ClusterUnreadable(f"kubeconfig {kubeconfig}: no such file")
     if kubeconfig is None and not os.environ.get("KUBECONFIG") and not Path(config.KUBE_CONFIG_DEFAULT_LOCATION).expanduser().is_file():
@@ -109,6 +125,26 @@ def _api_client(kubeconfig: Optional[str], context: Optional[str]) -> Any:
         config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
     except Exception as error:  # noqa: BLE001 - the loader raises ConfigException, and an exec plugin anything
         raise ClusterUnreadable(f"kubeconfig: {_one_line(error)}") from None
+    return _client(configuration)
+
+
+def api_client_of(kubeconfig: dict[str, Any]) -> Any:
+    """A client of the current context of a kubeconfig held as data (a MultiKueue worker's, read
+    from the manager's Secret). Raises ``ClusterUnreadable``."""
+    _require_client()
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config_from_dict(kubeconfig, client_configuration=configuration)
+    except Exception as error:  # noqa: BLE001 - as in api_client
+        raise ClusterUnreadable(f"kubeconfig: {_one_line(error)}") from None
+    return _client(configuration)
+
+
+def _client(configuration: Any) -> Any:
+    from kubernetes import client
+
     configuration.retries = CONNECT_RETRIES
     # Every reader and the page it asks for ahead hold a connection at once; the client sizes its
     # pool by the CPUs (five each), and urllib3 warns on stderr when a pool overflows.
@@ -132,16 +168,15 @@ def _reason(error: BaseException) -> str:
     return re.sub(r"^(<[^>]*>|HTTPS?Connection\([^)]*\)): ", "", text)
 
 
-def _page(api: Any, read: ApiRead, token: Optional[str]) -> Optional[bytes]:
-    """One page of a resource's list, as the API server's bytes; None for an optional resource not served."""
+def _get(api: Any, path: str, query: list[tuple[str, Any]]) -> tuple[int, str, bytes]:
+    """One GET: the answer's status, reason and bytes. Raises ``ClusterUnreadable`` when nothing answered."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     host = api.configuration.host
-    query: list[tuple[str, Any]] = [("limit", PAGE_SIZE)] + ([("continue", token)] if token else [])
     try:
         request = api.param_serialize(
-            "GET", read.path, query_params=query, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
+            "GET", path, query_params=query, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
         )
         response = api.call_api(*request, _request_timeout=(CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS))
         body = response.read()
@@ -151,15 +186,44 @@ def _page(api: Any, read: ApiRead, token: Optional[str]) -> Optional[bytes]:
         raise ClusterUnreadable(f"cannot reach the API server at {host}: {_reason(error)}") from None
     except Exception as error:  # noqa: BLE001 - an exec plugin (aws eks get-token) failing to refresh the token
         raise ClusterUnreadable(f"{host}: {_one_line(error)}") from None
-    if response.status == 404 and read.optional:
-        return None
-    if response.status == 403:
-        raise ClusterUnreadable(_forbidden(read))
     if response.status == 401:
         raise ClusterUnreadable(f"unauthorized: the API server at {host} refused the kubeconfig's credentials (expired or unknown)")
-    if not 200 <= response.status <= 299:
-        raise ClusterUnreadable(f"{host}: {VERIFY_VERB} {read.resource} answered {response.status} {response.reason}")
-    return bytes(body)
+    return response.status, str(response.reason), bytes(body)
+
+
+def _page(api: Any, read: ApiRead, token: Optional[str]) -> Optional[bytes]:
+    """One page of a resource's list, as the API server's bytes; None for an optional resource not served."""
+    query: list[tuple[str, Any]] = [("limit", PAGE_SIZE)] + ([("continue", token)] if token else [])
+    status, reason, body = _get(api, read.path, query)
+    if status == 404 and read.optional:
+        return None
+    if status == 403:
+        raise ClusterUnreadable(_forbidden(read))
+    if not 200 <= status <= 299:
+        raise ClusterUnreadable(f"{api.configuration.host}: {VERIFY_VERB} {read.resource} answered {status} {reason}")
+    return body
+
+
+def get_object(api: Any, path: str, what: str) -> dict[str, Any]:
+    """The object at ``path`` (``what`` names it in a reason). Raises ``ClusterUnreadable`` when it
+    cannot be read: absent, forbidden, or nothing answered."""
+    status, reason, body = _get(api, path, [])
+    if status == 403:
+        raise ClusterUnreadable(f"forbidden: the credentials may not get {what}")
+    if status == 404:
+        raise ClusterUnreadable(f"no {what}")
+    if not 200 <= status <= 299:
+        raise ClusterUnreadable(f"{api.configuration.host}: get {what} answered {status} {reason}")
+    try:
+        found = json.loads(body)
+    except ValueError:
+        raise ClusterUnreadable(f"{api.configuration.host}: get {what} answered something other than JSON") from None
+    return found if isinstance(found, dict) else {}
+
+
+def list_all(api: Any, read: ApiRead) -> Optional[list[dict[str, Any]]]:
+    """Every object of one resource; None for an optional resource not served. Raises ``ClusterUnreadable``."""
+    return _list(api, read)
 
 
 def _next_token_ahead(body: bytes) -> Optional[str]:
@@ -201,12 +265,14 @@ def _list(api: Any, read: ApiRead) -> Optional[list[dict[str, Any]]]:
             body = fetching.result() if fetching is not None and token == guess else _page(api, read, token)
 
 
-def read_snapshot(kubeconfig: Optional[str] = None, context: Optional[str] = None, *, with_stack: bool = False) -> Snapshot:
+def read_snapshot(kubeconfig: Optional[str] = None, context: Optional[str] = None, *, with_stack: bool = False,
+                  with_fleet: bool = False) -> Snapshot:
     """List what the checks judge from the cluster of ``context`` (default: the kubeconfig's current
     context) in ``kubeconfig`` (default: ``$KUBECONFIG``, else ``~/.kube/config``); with
-    ``with_stack``, also the objects of the ``--stack`` checks. Raises ``ClusterUnreadable``."""
-    api = _api_client(kubeconfig, context)
-    reads = [read for read in VERIFY_READS if with_stack or not read.with_stack]
+    ``with_stack`` and ``with_fleet``, also the objects of the ``--stack`` and ``--fleet`` checks.
+    Raises ``ClusterUnreadable``."""
+    api = api_client(kubeconfig, context)
+    reads = [read for read in VERIFY_READS if read.wanted(with_stack, with_fleet)]
     try:
         # Side by side: the API server answers one while this process parses another.
         with ThreadPoolExecutor(max_workers=READERS) as pool:

@@ -42,7 +42,10 @@ class JobResult:
     pending_after_admission_s: Optional[float] = None
     """How long after its latest admission the last of its pods was still unbound to a node."""
     unbound_reason: str = ""
-    """Why the scheduler left that pod unbound, as its PodScheduled condition says."""
+    """Why that pod was unbound, as its PodScheduled condition says (Kueue's scheduling gates, or the scheduler)."""
+    refused: str = ""
+    """The scheduler's message when it found no node for one of its pods after admission (PodScheduled
+    reason ``Unschedulable``): Kueue admitted it onto nodes the scheduler would not use."""
     wait_reason: str = ""
     """Kueue's last word on why the job was not admitted yet (its Workload's QuotaReserved message)."""
     evicted: bool = False
@@ -126,8 +129,11 @@ class Recorder:
         used, running_gpus, unbound = self._sample_pods()
         for name, since in self._admitted.items():
             if name in unbound:
+                reason, message = unbound[name]
                 self.results[name].pending_after_admission_s = now - since
-                self.results[name].unbound_reason = unbound[name]
+                self.results[name].unbound_reason = message
+                if reason == "Unschedulable" and not self.results[name].refused:
+                    self.results[name].refused = message
         for pool in {node.pool for node in self.nodes.values()} | set(used):
             self.pool_samples.setdefault(pool, []).append([round(now, 1), used.get(pool, 0), self._pool_gpus(pool)])
         for key in {job.team or job.namespace for job in self.jobs.values()}:
@@ -167,13 +173,14 @@ class Recorder:
                 result.finished = now
         return admitted
 
-    def _sample_pods(self) -> tuple[dict[str, int], dict[str, int], dict[str, str]]:
+    def _sample_pods(self) -> tuple[dict[str, int], dict[str, int], dict[str, tuple[str, str]]]:
         """The trace jobs' pods read: the blocks their nodes are in recorded; the GPUs in use by
-        pool and by team (or namespace), and the jobs with a pod no scheduler has bound, with its reason."""
+        pool and by team (or namespace), and the jobs with a pod no scheduler has bound, with the
+        reason and message of its PodScheduled condition."""
         pods = cached_items(self.applier.core.list_pod_for_all_namespaces, label_selector=TRACE_JOB_LABEL)
         used: dict[str, int] = {}
         running_gpus: dict[str, int] = {}
-        unbound: dict[str, str] = {}
+        unbound: dict[str, tuple[str, str]] = {}
         layer3: dict[str, set[str]] = {}
         layer2: dict[str, set[str]] = {}
         for pod in pods:
@@ -184,8 +191,9 @@ class Recorder:
             node_name, phase = pod["spec"].get("nodeName"), (pod.get("status") or {}).get("phase")
             if not node_name:
                 if phase == "Pending":
-                    unbound[name] = next((str(c.get("message", "")) for c in (pod.get("status") or {}).get("conditions") or []
-                                          if c.get("type") == "PodScheduled" and c.get("status") == "False"), "")
+                    unbound[name] = next(((str(c.get("reason", "")), str(c.get("message", "")))
+                                          for c in (pod.get("status") or {}).get("conditions") or []
+                                          if c.get("type") == "PodScheduled" and c.get("status") == "False"), ("", ""))
                 continue
             node = self.nodes.get(node_name)
             if node is None:

@@ -15,7 +15,7 @@
 
 Simulated besides: the check containers' verdict and the node monitoring agent's condition
 (``local.node_health``). The health gate, Karpenter, the scheduler, the taint manager and the
-Eviction API are the real ones. Each test prints what it measured; docs/health.md ("Repair") quotes it.
+Eviction API are the real ones. Each test prints what it measured; docs/health.md ("Repair") states the bounds.
 """
 
 from __future__ import annotations

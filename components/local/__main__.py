@@ -16,6 +16,7 @@ from . import build as builds
 from .cluster import LocalCluster, default_state_dir
 from .errors import LocalError
 from .faults import CHECKS, PULLABLE_CHECKS, FaultError, condition_fault
+from .local_fleet import DEFAULT_WORKERS, LocalFleet, fleet_state_dir, parse_workers
 
 
 BIN_DIR_HELP = (
@@ -99,12 +100,67 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--state-dir", type=Path, default=None, help="the cluster's files (default: as up's)")
     simulate.add_argument("--bin-dir", type=Path, default=None, metavar="DIR", help=BIN_DIR_HELP)
     simulate.add_argument("--charts-mirror", default=None, metavar="URL", help="as up's --charts-mirror")
+    _fleet_parser(commands)
     build = commands.add_parser("build", help="build the control plane's components into the cache (what `up` does first)")
     tools = commands.add_parser("tools", help="build the Pulumi CLI and the Kubernetes provider into the cache if missing "
                                 "and print the folder to put on PATH")
     for command in (build, tools):
         command.add_argument("--bin-dir", type=Path, default=None, metavar="DIR", help=BIN_DIR_HELP)
     return parser
+
+
+def _fleet_parser(commands) -> None:
+    fleet = commands.add_parser(
+        "fleet", help="a MultiKueue fleet of the stack: a manager and its workers, each a local cluster",
+        description="Start, check or stop a manager and its workers, each a local cluster of the stack on loopback with "
+        "its own simulated nodes (each worker's GPU pools grown or shrunk to its --worker nodes as up --scale does, the "
+        "manager's to their sum), the manager's ClusterQueues dispatching every job to one worker (docs/fleet.md).")
+    actions = fleet.add_subparsers(dest="action", required=True)
+    for name, text in (("up", "start the manager and the workers, wire them, and print each one's kubeconfig"),
+                       ("down", "stop every member of the fleet and remove its state"),
+                       ("status", "say which of each member's processes run")):
+        action = actions.add_parser(name, help=text, description=text)
+        action.add_argument("stack", help="stack name or the path of a stack file")
+        action.add_argument("--state-dir", type=Path, default=None,
+                            help="the fleet's files, a folder per member (default: a folder per stack in the build cache)")
+        if name == "up":
+            action.add_argument("--worker", action="append", default=None, metavar="NAME=NODES",
+                                help="a worker and its GPU nodes, once per worker (default: "
+                                + " ".join(f"{w}={n}" for w, n in DEFAULT_WORKERS.items()) + ")")
+            action.add_argument("--worker-lost-timeout", type=int, default=None, metavar="SECONDS",
+                                help="seconds the manager waits for a worker it lost before it dispatches the worker's "
+                                "jobs again (default: Kueue's, 15 minutes)")
+            action.add_argument("--bin-dir", type=Path, default=None, metavar="DIR", help=BIN_DIR_HELP)
+            action.add_argument("--charts-mirror", default=None, metavar="URL", help="as up's --charts-mirror")
+
+
+def _fleet(options) -> int:
+    located = locate_stack(options.stack)
+    mirror = getattr(options, "charts_mirror", None)
+    fleet = LocalFleet(
+        located.name, options.state_dir or fleet_state_dir(located.name),
+        workers=parse_workers(options.worker) if getattr(options, "worker", None) else dict(DEFAULT_WORKERS),
+        project_root=located.project_dir, stack_path=located.path if is_path(options.stack) else None,
+        sources=ChartSources.configured(mirror=mirror, stack_dir=located.path.parent) if mirror else None,
+        bin_dir=getattr(options, "bin_dir", None), worker_lost_timeout_s=getattr(options, "worker_lost_timeout", None),
+        log=lambda line: print(line, file=sys.stderr),
+    )
+    if options.action == "down":
+        killed = fleet.down()
+        print(f"stopped the local fleet of {located.name}" + (f" (killed: {', '.join(killed)})" if killed else ""))
+        return 0
+    if options.action == "status":
+        members = fleet.status()
+        if not members:
+            print(f"no local fleet of {located.name} in {fleet.state}")
+            return 1
+        for member, processes in members.items():
+            stopped = [name for name, alive in processes.items() if not alive]
+            print(f"{member}: " + (f"NOT RUNNING: {', '.join(stopped)}" if stopped or not processes else "running"))
+        return 0 if all(p and all(p.values()) for p in members.values()) else 1
+    for started in fleet.up().all():
+        print(f"{started.name} kubeconfig: {started.kubeconfig}")
+    return 0
 
 
 def _cluster(options) -> LocalCluster:
@@ -156,7 +212,7 @@ def _report(command: str, error: Exception) -> int:
 def main(argv: Optional[list[str]] = None) -> int:
     options = _parser().parse_args(argv)
     try:
-        return _run(options)
+        return _fleet(options) if options.command == "fleet" else _run(options)
     except (LocalError, ConfigError, RenderError, ChartUnavailable) as error:
         return _report(options.command, error)
 

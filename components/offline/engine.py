@@ -38,7 +38,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 from .commands import collection_paused
-from .mocks import ACCOUNT_ID, PlausibleMocks
+from .mocks import ACCOUNT_ID, PlausibleMocks, StackOutputs
 from .mock_transforms import run_transforms
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "PlausibleMocks",
     "RecordingMonitor",
     "Registration",
+    "StackOutputs",
     "alias_urn",
     "run_main",
     "run_program",
@@ -138,6 +139,10 @@ class Graph:
 
     def types(self) -> set[str]:
         return {r.type for r in self.resources}
+
+    def stack_outputs(self) -> StackOutputs:
+        """The run's exports as another stack's reference to this one reads them."""
+        return StackOutputs(dict(self.exports), frozenset(self.secret_exports))
 
     def output_text(self) -> list[str]:
         """Every input (and provider-function argument) that holds an Output turned into text:

@@ -4,6 +4,9 @@ Derived from the inputs: ARNs in the test account, EC2-shaped IDs, generated nam
 suffix, an ``eks.Cluster``'s kubeconfig and its ``eksCluster`` as a resource reference, and answers
 for the provider functions the components call. Tests (through ``tests/support/harness.py``) and the local
 cluster use them; a render uses ``render.registrations.PlaceholderMocks``, which invents nothing.
+
+A stack reference reads another stack's outputs, which no mock can derive: both answer one from the
+``StackOutputs`` they are given for that stack, and leave any other unanswered.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
 
 import pulumi
 
@@ -39,12 +43,41 @@ _RESOURCE_REFERENCE = {"4dabf18193072939515e22adb298388d": "5cf8f73096256a8f31e4
 """The SDK's marker of a serialized resource reference (``rpc._special_sig_key``: ``_special_resource_sig``)."""
 
 
-class PlausibleMocks(pulumi.runtime.Mocks):
-    """Outputs a real deployment would give back, derived from the inputs."""
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
+"""The type of ``pulumi.StackReference``: read (not created) by the stack's name, its ``name`` input."""
 
-    def __init__(self) -> None:
+
+@dataclass(frozen=True)
+class StackOutputs:
+    """Another stack's outputs as the engine hands them to a stack reference of it."""
+
+    outputs: Mapping[str, Any]
+    """Its outputs by name."""
+    secret_names: frozenset[str] = frozenset()
+    """Those of its outputs that are secrets (the reference's ``secretOutputNames``)."""
+
+    def answer(self) -> dict[str, Any]:
+        """The reference's outputs: ``outputs`` and ``secretOutputNames``."""
+        return {"outputs": dict(self.outputs), "secretOutputNames": sorted(self.secret_names)}
+
+
+def stack_reference_answer(args: pulumi.runtime.MockResourceArgs, stacks: Mapping[str, StackOutputs]) -> Optional[dict[str, Any]]:
+    """The outputs of a stack reference to one of ``stacks``; None for another resource or stack."""
+    if args.typ != STACK_REFERENCE:
+        return None
+    found = stacks.get(str(args.inputs.get("name")))
+    return {**args.inputs, **found.answer()} if found is not None else None
+
+
+class PlausibleMocks(pulumi.runtime.Mocks):
+    """Outputs a real deployment would give back, derived from the inputs; a stack reference reads
+    the outputs ``stacks`` gives for its stack (a test says what that stack holds)."""
+
+    def __init__(self, stacks: Optional[Mapping[str, StackOutputs]] = None) -> None:
         self.references: dict[str, tuple[str, dict[str, Any]]] = {}
         """Resources that outputs refer to (urn: id and state), for the SDK to read back by URN."""
+        self.stacks = dict(stacks or {})
+        """Other stacks' outputs by stack name, for the stack references to them."""
 
     def _reference(self, urn: str, resource_id: str, state: dict[str, Any]) -> dict[str, Any]:
         """An output that is a resource reference, as pulumi-eks gives ``eksCluster``: the SDK turns it
@@ -56,6 +89,9 @@ class PlausibleMocks(pulumi.runtime.Mocks):
         outputs = dict(args.inputs)
         name = args.name
         typ = args.typ
+        referenced = stack_reference_answer(args, self.stacks)
+        if referenced is not None:
+            return args.resource_id or name, referenced
         if typ == "eks:index:Cluster":
             # pulumi-eks names an unnamed cluster after the resource, with a random suffix.
             cluster_name = outputs.get("name") or f"{name}-eksCluster-{hashlib.sha1(name.encode(), usedforsecurity=False).hexdigest()[:7]}"

@@ -125,7 +125,18 @@ def write_render(
             summary.picture_error = str(error)
     for token in result.unanswered_calls:
         summary.notes.append(f"invoke {token} has no offline answer: its results are empty in this render")
+    summary.notes += stack_reference_notes(result)
     return summary
+
+
+def stack_reference_notes(result: StackRender) -> list[str]:
+    """What each stack reference's outputs stand for in the render."""
+    return [
+        f"stack reference {stack}: its outputs are those of its own offline render; one known only once it is "
+        f"deployed reads <unknown: OUTPUT of stack {stack}>" if known else
+        f"stack reference {stack}: no stack file of this project, so its outputs are unknown in this render"
+        for stack, known in result.stack_references.items()
+    ]
 
 
 __all__ = ["RenderCache", "RenderError", "RenderSummary", "StackRender", "render", "write_render"]

@@ -164,6 +164,8 @@ def resources_document(render: StackRender) -> dict[str, Any]:
         "legend": {
             "<unknown: ATTRIBUTE of TYPE NAME>": "a value that exists only once that resource is deployed",
             "<unknown: output of TYPE NAME>": "a value computed at deployment from that resource's outputs",
+            "<unknown: OUTPUT of stack NAME>": "an output of stack NAME, read by stack reference, that exists only "
+            "once that stack is deployed (its name comes from that stack's own offline render)",
             "<secret>": "a secret value, not written out",
             "provider null": "the package's default provider, configured from the stack (aws:region, ...)",
             "protect true": "Pulumi refuses to delete or replace the resource until protection is turned off",

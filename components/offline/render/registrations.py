@@ -9,6 +9,10 @@ gpu-training-...>``; these are the values programs most often pass along verbati
 says exactly which attribute of which resource ends up there. Every other output stays unknown and
 is marked where it lands, by the resources the input depends on: ``<unknown: output of
 eks:index:Cluster gpu-training-cluster-eks>``. Secrets read ``<secret>``.
+
+A stack reference (a manager's workers named by ``stack``) reads another stack's outputs: of a stack
+whose file is in this project, those of that stack's own program run offline, each unknown there
+``<unknown: OUTPUT of stack NAME>``; of any other stack, none (unknown), and the render says so.
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ from pulumi.asset import Archive, Asset
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
+from ...config import ConfigError
 from ...facts.aws_enums import partition_of
+from ...platform.multikueue_fleet import fleet_problems, project_worker_args
 from ...platform.stack_files import StackFile, locate_stack
 from ..engine import Graph, Registration, run_main
+from ..mocks import STACK_REFERENCE, StackOutputs, stack_reference_answer
 from .markers import SECRET, UNKNOWN_PREFIX, placeholder
 from .reads import preview_reads
 
@@ -45,14 +52,23 @@ class PlaceholderMocks(pulumi.runtime.Mocks):
     """Engine answers for an offline render: inputs come back as outputs (as a provider that
     changes nothing would give them), identifiers come back as marked placeholders."""
 
-    def __init__(self, region: str):
+    def __init__(self, region: str, stacks: Optional[dict[str, StackOutputs]] = None):
         self.region = region
         self.unanswered_calls: set[str] = set()
         """Invokes this class has no offline answer for (their results are empty)."""
+        self.stacks = stacks or {}
+        """The outputs of the stacks the program reads by stack reference, where this render knows them."""
+        self.stack_references: dict[str, bool] = {}
+        """Each stack the program read by stack reference, and whether ``stacks`` answered it."""
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         outputs = dict(args.inputs)
         typ, name = args.typ, args.name
+        if typ == STACK_REFERENCE:
+            referenced = stack_reference_answer(args, self.stacks)
+            self.stack_references[str(args.inputs.get("name"))] = referenced is not None
+            # Unanswered, its outputs stay unknown, as a preview's are before the stack exists.
+            return args.resource_id or name, referenced or outputs
         if typ.startswith("aws:"):
             outputs.setdefault("arn", placeholder("arn", typ, name))
             # AWS names a resource that was given none (auto-naming) when it is created.
@@ -217,6 +233,8 @@ class StackRender:
     """The stack's ``charts.mirror``, which its releases pull from."""
     reads: list[str] = field(default_factory=list)
     """The provider functions a preview of the stack calls (``reads.preview_reads``)."""
+    stack_references: dict[str, bool] = field(default_factory=dict)
+    """The stacks the program reads by stack reference, each with whether this render knew their outputs' names."""
 
 
 def _ordered(resources: list[Resource]) -> list[Resource]:
@@ -287,6 +305,44 @@ class RenderError(RuntimeError):
     """The program failed under the mock engine (invalid configuration, a bug)."""
 
 
+def stack_reference_outputs(located: StackFile, seen: frozenset[str] = frozenset()) -> StackOutputs:
+    """A stack's outputs as a render of a stack reading it knows them: its program run offline, each
+    export as that run has it, ``<unknown: OUTPUT of stack NAME>`` where only its deployment knows it
+    (a worker's ``multiKueueKubeconfig``), secret where it exports a secret."""
+    config = located.settings()
+    mocks = PlaceholderMocks(config.get("aws:region", ""), referenced_stacks(located, seen))
+    graph = run_main(config, stack=located.name, preview=True, mocks=mocks, project_root=located.project_dir,
+                     project=located.namespace())
+    if graph.error is not None:
+        raise RenderError(f"stack {located.name}, read by stack reference: the program failed: {graph.error}") from graph.error
+    outputs: dict[str, Any] = {}
+    for key, value in graph.exports.items():
+        unknown = placeholder(key, "stack", located.name)
+        outputs[key] = unknown if key in graph.unknown_exports else plain(value, unknown)
+    return StackOutputs(outputs, frozenset(graph.secret_exports))
+
+
+def referenced_stacks(located: StackFile, seen: frozenset[str] = frozenset()) -> dict[str, StackOutputs]:
+    """The outputs of each stack the stack program reads by stack reference (a manager's workers named
+    by ``stack``) whose file this project holds, as ``stack_reference_outputs`` knows them; a stack
+    already in ``seen`` (a cycle) is left unknown."""
+    try:
+        args = located.platform_args()
+        if fleet_problems(args, project_worker_args(args, located.project_dir)):
+            return {}  # the stack's own run refuses it before reading any worker
+    except ConfigError:
+        return {}  # the stack's own run reports its problems
+    seen = seen | {located.name}
+    found: dict[str, StackOutputs] = {}
+    for entry in args.multi_kueue.workers:
+        if entry.stack is None or "/" in entry.stack or entry.stack in seen or located.project_dir is None:
+            continue
+        worker = locate_stack(entry.stack, located.project_dir)
+        if worker.path.is_file():
+            found[entry.stack] = stack_reference_outputs(worker, seen)
+    return found
+
+
 def render_stack(
     stack: str, *, project_root: Optional[Path] = None, stack_path: Optional[Path] = None,
     mocks: Optional[pulumi.runtime.Mocks] = None, located: Optional[StackFile] = None,
@@ -299,7 +355,7 @@ def render_stack(
     config = located.settings()
     namespace = located.namespace()
     region = config.get("aws:region", "")
-    mocks = mocks or PlaceholderMocks(region)
+    mocks = mocks or PlaceholderMocks(region, referenced_stacks(located))
     graph = run_main(config, stack=stack, preview=True, mocks=mocks, project_root=located.project_dir or project_root,
                      project=namespace)
     if graph.error is not None:
@@ -309,6 +365,7 @@ def render_stack(
         graph, stack=stack, project=namespace, region=region, kubernetes_version=args.cluster.kubernetes_version
     )
     result.unanswered_calls = sorted(getattr(mocks, "unanswered_calls", ()))
+    result.stack_references = dict(sorted(getattr(mocks, "stack_references", {}).items()))
     result.charts_directory, result.charts_mirror = args.charts.directory, args.charts.mirror
     result.reads = preview_reads((token for token, _ in graph.invokes), args)
     return result

@@ -1,5 +1,6 @@
 """The examples of using the library from your own program, run as their pages print them: the README's
-one ("Use from your own program") and those of docs/library.md ("Examples")."""
+one ("Use from your own program") and those of docs/library.md ("Examples"); and the README's fleet
+of stacks, its stack files written as it prints them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from collections import Counter
 
 import yaml
 
-from tests.support.harness import page_examples, run_example
+from tests.support.fleet_stacks import MANAGER, WORKERS, run_fleet_stack, run_fleet_workers, write_fleet_project
+from tests.support.harness import PlausibleMocks, page_examples, run_example
 
 README_EXAMPLES = page_examples("README.md", "Use from your own program")
 LIBRARY_EXAMPLES = page_examples("docs/library.md", "Examples")
@@ -126,3 +128,23 @@ def test_plain_manifests_example_prints_the_job_its_rendezvous_service_and_its_p
     assert manifests[0]["spec"]["completions"] == 4
     assert manifests[0]["spec"]["parallelism"] == 4
     assert manifests[2]["spec"]["minAvailable"] == 4
+
+
+def test_the_readmes_fleet_runs_two_workers_and_a_manager_that_reads_their_kubeconfigs_by_stack_reference(tmp_path, monkeypatch):
+    write_fleet_project(tmp_path)
+    monkeypatch.chdir(tmp_path)  # Pulumi runs a stack's program in its project's folder
+    workers = run_fleet_workers(tmp_path)
+    # A worker in each of two regions, each its own cluster.
+    assert {stack: (g.one("eks:index:Cluster").inputs["name"], sorted({s.inputs["availabilityZone"] for s in g.of_type("aws:ec2/subnet:Subnet")}))
+            for stack, g in workers.items()} == {"fleet-west": ("gpu-training-west", ["us-west-2a", "us-west-2b"]),
+                                                 "fleet-east": ("gpu-training-east", ["us-east-1a", "us-east-1b"])}
+    manager = run_fleet_stack(tmp_path, MANAGER, PlausibleMocks(stacks={stack: g.stack_outputs() for stack, g in workers.items()}))
+    assert sorted(r.inputs["name"] for r in manager.of_type("pulumi:pulumi:StackReference")) == ["fleet-east", "fleet-west"]
+    secrets = {s.inputs["metadata"]["name"]: s.inputs["stringData"]["value"]["kubeconfig"] for s in manager.of_type("kubernetes:core/v1:Secret")
+               if s.inputs["metadata"]["name"].startswith("multikueue-")}
+    assert set(secrets) == {"multikueue-west", "multikueue-east"}
+    for name, stack in WORKERS.items():
+        assert "multiKueueKubeconfig" in workers[stack].secret_exports
+        assert secrets[f"multikueue-{name}"] == workers[stack].exports["multiKueueKubeconfig"]
+        assert yaml.safe_load(secrets[f"multikueue-{name}"])["users"][0]["user"] == {"token": f"token-of-{stack}"}
+    assert manager.one("kubernetes:kueue.x-k8s.io/v1beta2:MultiKueueConfig").inputs["spec"] == {"clusters": ["west", "east"]}

@@ -28,6 +28,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
+from ..config.base import Tags, tag_map, tags_output
 from ..config import ClusterConfig, Problem, TeamConfig
 from ..config.team_settings import team_group
 from ..config.inputs import is_unknown
@@ -175,12 +176,22 @@ def creator_record(
     return value, problems
 
 
-def creator_tag_problems(tags: Mapping[str, object], path: str = "tags") -> list[Problem]:
+def creator_tag_problems(tags: Tags, path: str = "tags") -> list[Problem]:
     """Stack tags reach the EKS cluster after its own (pulumi-eks merges ``tags`` over
-    ``clusterTags``), so one named ``CREATOR_TAG`` would overwrite the record."""
-    if CREATOR_TAG not in tags:
+    ``clusterTags``), so one named ``CREATOR_TAG`` would overwrite the record. An Output of a whole
+    map has no keys yet: ``cluster_stack_tags`` leaves that one out of it."""
+    if not isinstance(tags, Mapping) or CREATOR_TAG not in tags:
         return []
     return [Problem(f"{path}.{CREATOR_TAG}", "is the tag the cluster records its creator in; leave it out of tags")]
+
+
+def cluster_stack_tags(tags: Tags) -> Tags:
+    """``tags`` as the created cluster's ``tags``: a map as it is (``creator_tag_problems`` refuses one
+    naming ``CREATOR_TAG``); an Output of a whole map, whose keys are known only at deployment,
+    without ``CREATOR_TAG``, so the record in ``clusterTags`` stays."""
+    if isinstance(tags, Mapping):
+        return dict(tags)
+    return tags_output(tags).apply(lambda known: {k: v for k, v in known.items() if k != CREATOR_TAG})
 
 
 def deployer_principal_arn(
@@ -195,7 +206,7 @@ def deployer_principal_arn(
 
 
 def live_admin_access(
-    cluster: ClusterConfig, tags: Mapping[str, object], region: str, opts: Optional[pulumi.ResourceOptions] = None
+    cluster: ClusterConfig, tags: Tags, region: str, opts: Optional[pulumi.ResourceOptions] = None
 ) -> tuple[AdminAccess, list[Problem]]:
     """``AdminAccess`` of a created cluster and its problems, read before anything is registered,
     through the AWS provider ``opts`` gives: the running cluster's tags (DescribeCluster), or, for
@@ -218,7 +229,7 @@ def admin_access_entries(
     cluster_name: pulumi.Input[str],
     partition: str,
     region: str,
-    tags: Mapping[str, pulumi.Input[str]],
+    tags: Tags,
     provider: Optional[pulumi.ProviderResource],
     parent: pulumi.Resource,
 ) -> list[aws.eks.AccessPolicyAssociation]:
@@ -234,7 +245,7 @@ def admin_access_entries(
             f"{name}-{entry.key}",
             cluster_name=cluster_name,
             principal_arn=entry.principal_arn,
-            tags=dict(tags),
+            tags=tag_map(tags),
             region=region,
             # The cluster name may be a plain string, so the entry must wait for the cluster explicitly.
             opts=pulumi.ResourceOptions(
@@ -314,7 +325,7 @@ def member_access_entries(
     eks_cluster: Optional[eks.Cluster],
     cluster_name: pulumi.Input[str],
     region: str,
-    tags: Mapping[str, pulumi.Input[str]],
+    tags: Tags,
     provider: Optional[pulumi.ProviderResource],
     parent: pulumi.Resource,
 ) -> list[aws.eks.AccessEntry]:
@@ -330,7 +341,7 @@ def member_access_entries(
             principal_arn=entry.principal_arn,
             kubernetes_groups=list(entry.kubernetes_groups),
             type="STANDARD",
-            tags=dict(tags),
+            tags=tag_map(tags),
             region=region,
             opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[eks_cluster] if eks_cluster else [],
                                         delete_before_replace=True),

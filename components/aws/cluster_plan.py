@@ -10,6 +10,7 @@ from typing import Any, Mapping, Optional, Union
 
 import pulumi
 
+from ..config.base import Tags
 from ..config import (
     ClusterConfig,
     ConfigError,
@@ -86,8 +87,8 @@ class EksClusterArgs:
     cluster; none for an adopted one, which has its own nodes (give one to add it)."""
     partition: Optional[str] = None
     """ARN partition of the region. Default: the region's (``aws``, ``aws-cn``, ``aws-us-gov``)."""
-    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
-    """Tags for every AWS resource. Default: none."""
+    tags: Tags = field(default_factory=dict)
+    """Tags for every AWS resource (values, or the whole map, may be Outputs). Default: none."""
     teams: list[TeamConfig] = field(default_factory=list)
     """Teams (``scheduling.teams``) whose IAM members get an access entry with their team's Kubernetes group. Default: none."""
 
@@ -135,7 +136,7 @@ class EksClusterPlan:
     """ARN partition of the region."""
     system_node_group: SystemNodeGroupConfig
     """The system node group (``enabled`` false: none)."""
-    tags: Mapping[str, pulumi.Input[str]]
+    tags: Tags
     """Tags for every AWS resource."""
     teams: tuple[TeamConfig, ...]
     """Teams whose IAM members get an access entry."""

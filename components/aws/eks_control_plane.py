@@ -12,9 +12,10 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from ..config.base import tag_map
 from ..config import ClusterConfig
 from .addon_versions import addon_version
-from .cluster_access import admin_access_entries, member_access_entries
+from .cluster_access import admin_access_entries, cluster_stack_tags, member_access_entries
 from .cluster_plan import CreatedControlPlane, EksClusterPlan, endpoint_group_resource_name, has_endpoint_sources
 from .cluster_ref import ClusterRef
 from .pod_identity import POD_IDENTITY_ADDON
@@ -103,7 +104,7 @@ def created_control_plane(plan: EksClusterPlan, created: CreatedControlPlane, pa
             # upgradePolicy); pulumi-eks 4.1 and later pass them to its aws.eks.Cluster.
             deletion_protection=config.protect,
             upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=config.support_type),
-            tags=dict(plan.tags),
+            tags=cluster_stack_tags(plan.tags),
         ),
         # Nodes launch only once a created network routes to NAT and its endpoints exist.
         opts=pulumi.ResourceOptions(
@@ -120,7 +121,7 @@ def created_control_plane(plan: EksClusterPlan, created: CreatedControlPlane, pa
         addon_name=POD_IDENTITY_ADDON,
         addon_version=addon_version(POD_IDENTITY_ADDON, config.kubernetes_version, config.pod_identity_agent_version, parent,
                                     plan.region),
-        tags=dict(plan.tags),
+        tags=tag_map(plan.tags),
         region=plan.region,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[cluster]),
     )
@@ -207,7 +208,7 @@ def coredns_addon(plan: EksClusterPlan, ready: Sequence[pulumi.Resource], parent
         addon_version=addon_version(COREDNS_ADDON, config.kubernetes_version, config.coredns_version, parent, plan.region),
         resolve_conflicts_on_create=ADOPT_SELF_MANAGED,
         resolve_conflicts_on_update=ADOPT_SELF_MANAGED,
-        tags=dict(plan.tags),
+        tags=tag_map(plan.tags),
         region=plan.region,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(ready)),
     )
@@ -239,7 +240,7 @@ def _endpoint_group(plan: EksClusterPlan, parent: pulumi.Resource) -> Optional[a
         vpc_id=plan.network.vpc_id,
         description=pulumi.Output.concat("EKS private API endpoint of ", config.name, ": port 443 from the listed sources"),
         revoke_rules_on_delete=True,
-        tags=dict(plan.tags),
+        tags=tag_map(plan.tags),
         region=plan.region,
         opts=pulumi.ResourceOptions(parent=parent),
     )
@@ -264,7 +265,7 @@ def _endpoint_ingress(
             from_port=API_PORT,
             to_port=API_PORT,
             description=pulumi.Output.concat("EKS private API endpoint of ", config.name),
-            tags=dict(plan.tags),
+            tags=tag_map(plan.tags),
             **source,
             region=plan.region,
             opts=pulumi.ResourceOptions(parent=parent),

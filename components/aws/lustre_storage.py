@@ -20,13 +20,14 @@ already in the file system).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import pulumi
 import pulumi_aws as aws
 
 from .eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from .addon_versions import addon_version
+from ..config.base import Tags, merged_tags, tag_map
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..config import ConfigError, FsxLustreConfig, SubnetRef, validate_fsx_file_system
@@ -133,8 +134,8 @@ class LustreStorageArgs:
     """The cluster whose nodes mount it: their security group (the cluster's) becomes the client group: a ``ClusterRef``, an ``EksCluster`` or a ``pulumi_eks.Cluster``."""
     subnet_id: pulumi.Input[str]
     """The private subnet of the file system's AZ."""
-    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
-    """Tags for every AWS resource, and for the file system's final backup. Default: none."""
+    tags: Tags = field(default_factory=dict)
+    """Tags for every AWS resource, and for the file system's final backup (values, or the whole map, may be Outputs). Default: none."""
     protect: bool = False
     """Refuse deleting or replacing the file system (Pulumi ``protect``; the platform passes ``cluster.protect``). Default: false."""
 
@@ -163,7 +164,7 @@ class LustreStorage(pulumi.ComponentResource):
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:LustreStorage", name, None, opts)
         config, ref = args.config, cluster_ref_of(args)
-        tags = dict(args.tags)
+        tags = tag_map(args.tags)
         child = pulumi.ResourceOptions(parent=self)
 
         group = aws.ec2.SecurityGroup(
@@ -214,7 +215,7 @@ class LustreStorage(pulumi.ComponentResource):
             # "Not available for use with file systems that are linked to a data repository" (API
             # CreateFileSystemLustreConfiguration CopyTagsToBackups).
             copy_tags_to_backups=config.backups,
-            tags={**tags, "Name": pulumi.Output.concat(ref.name, "-training")},
+            tags=merged_tags(tags, {"Name": pulumi.Output.concat(ref.name, "-training")}),
             region=ref.region,
             opts=pulumi.ResourceOptions(
                 parent=self,

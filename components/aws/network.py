@@ -21,6 +21,7 @@ import pulumi
 import pulumi_aws as aws
 
 from ..config.arguments import check_model_fields
+from ..config.base import Tags, merged_tags, tag_map
 from ..config.documented import component_args, documented_args, documented_component
 from ..config import ConfigError, NetworkConfig, Problem, SubnetRef, network_zones, subnet_layout, validate_network
 from ..facts.aws_names import PhysicalName
@@ -109,8 +110,8 @@ class NetworkArgs:
     """AWS region (endpoint service names)."""
     name_prefix: pulumi.Input[str]
     """Prefix of the resources' ``Name`` tags (the cluster name, which may be an Output)."""
-    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
-    """Tags for every AWS resource. Default: none."""
+    tags: Tags = field(default_factory=dict)
+    """Tags for every AWS resource (values, or the whole map, may be Outputs). Default: none."""
 
     def __post_init__(self) -> None:
         check_model_fields(self)
@@ -138,13 +139,13 @@ class Network(pulumi.ComponentResource):
         if problems:
             raise ConfigError(problems)
         super().__init__("eks-gpu-training:index:Network", name, None, opts)
-        tags = dict(args.tags)
+        tags = tag_map(args.tags)
         child = pulumi.ResourceOptions(parent=self)
         layout = subnet_layout(config)
         zones = network_zones(config)
 
-        def named(suffix: str, extra: Optional[Mapping[str, str]] = None) -> dict[str, pulumi.Input[str]]:
-            return {**tags, **(extra or {}), "Name": pulumi.Output.concat(args.name_prefix, "-", suffix)}
+        def named(suffix: str, extra: Optional[Mapping[str, str]] = None) -> Tags:
+            return merged_tags(tags, {**(extra or {}), "Name": pulumi.Output.concat(args.name_prefix, "-", suffix)})
 
         # DNS support and hostnames: interface endpoints with private DNS and EKS nodes need both
         # (docs.aws.amazon.com/eks/latest/userguide/network-reqs.html).
@@ -273,7 +274,7 @@ class Network(pulumi.ComponentResource):
             from_port=HTTPS_PORT,
             to_port=HTTPS_PORT,
             description="HTTPS from the VPC",
-            tags=dict(args.tags),
+            tags=tag_map(args.tags),
             region=args.region,
             opts=pulumi.ResourceOptions(parent=group),
         )

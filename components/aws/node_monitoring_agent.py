@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 import pulumi
 import pulumi_aws as aws
 
+from ..config.base import Tags, tag_map
 from ..config import NODE_MONITORING_AGENT_ADDON
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
@@ -55,7 +56,7 @@ class NodeMonitoringAgentArgs:
     addon_version: Optional[str] = None
     """A pinned add-on version. Default: EKS's default build for the cluster's Kubernetes version
     (``ClusterRef.kubernetes_version``: the configured one, or the one an adopted cluster runs)."""
-    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    tags: Tags = field(default_factory=dict)
     """Tags of the add-on. Default: none."""
 
     def __post_init__(self) -> None:
@@ -87,7 +88,7 @@ class NodeMonitoringAgent(pulumi.ComponentResource):
             configuration_values=json.dumps(node_monitoring_agent_configuration()),
             resolve_conflicts_on_create=RESOLVE_CONFLICTS,
             resolve_conflicts_on_update=RESOLVE_CONFLICTS,
-            tags=dict(args.tags),
+            tags=tag_map(args.tags),
             # The cluster name is a plain string, so the add-on waits for the cluster (and the system
             # nodes) explicitly; GPU nodes get the agent's pods whenever they join.
             region=ref.region,

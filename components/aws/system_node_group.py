@@ -4,11 +4,12 @@ are also what the stack's physical-name check reads."""
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import pulumi
 import pulumi_aws as aws
 
+from ..config.base import Tags, tag_map
 from ..config import SYSTEM_NODE_ROLE_LABEL, ClusterConfig, SystemNodeGroupConfig
 from .iam import create_node_role
 from .node_group_sizes import desired_size_and_ignored
@@ -44,7 +45,7 @@ def system_node_group(
     *,
     partition: str,
     region: str,
-    tags: Mapping[str, pulumi.Input[str]],
+    tags: Tags,
     kubernetes_version: pulumi.Input[str],
     subnet_ids: list[pulumi.Input[str]],
     control_plane: Sequence[pulumi.Resource],
@@ -94,7 +95,7 @@ def system_node_group(
         ),
         launch_template=launch_template_ref(launch_template),
         update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=SYSTEM_MAX_UNAVAILABLE),
-        tags=dict(tags),
+        tags=tag_map(tags),
         region=region,
         opts=pulumi.ResourceOptions(
             parent=parent,

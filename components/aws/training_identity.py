@@ -12,6 +12,7 @@ from typing import Any, Mapping, Optional, Sequence
 import pulumi
 import pulumi_aws as aws
 
+from ..config.base import Tags, tag_map
 from ..config import ConfigError, Problem, S3BucketConfig
 from ..config.team_settings import team_data_path
 from .eks_cluster import ClusterInput, cluster_field, cluster_ref_of
@@ -130,8 +131,8 @@ class TrainingIdentityArgs:
     """Buckets the role may reach, each with its access. Default: none."""
     policy_arns: Sequence[pulumi.Input[str]] = ()
     """Further IAM policies attached to the role. Default: none."""
-    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
-    """Tags for every AWS resource. Default: none."""
+    tags: Tags = field(default_factory=dict)
+    """Tags for every AWS resource (values, or the whole map, may be Outputs). Default: none."""
     teams: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """Teams and their namespaces, among ``namespaces``: each team gets a role of its own that reaches
     only ``teams/<team>/`` of every bucket, its namespaces' associations hand it out. Default: none
@@ -188,7 +189,7 @@ class TrainingIdentity(pulumi.ComponentResource):
         args = component_args(TrainingIdentityArgs, "TrainingIdentity", name, args, fields)
         opts = with_cluster_provider(opts, args.cluster, f"TrainingIdentity({name})")
         super().__init__("eks-gpu-training:index:TrainingIdentity", name, None, opts)
-        ref, tags = cluster_ref_of(args), dict(args.tags)
+        ref, tags = cluster_ref_of(args), tag_map(args.tags)
         account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id if args.s3_buckets else None
         team_of = {namespace: team for team, namespaces in args.teams.items() for namespace in namespaces}
         shared = [namespace for namespace in args.namespaces if namespace not in team_of]
@@ -213,7 +214,7 @@ class TrainingIdentity(pulumi.ComponentResource):
         stem: str,
         args: TrainingIdentityArgs,
         ref: Any,
-        tags: dict[str, pulumi.Input[str]],
+        tags: Tags,
         namespaces: list[str],
         account_id: Optional[pulumi.Output[str]],
         prefix: Optional[str],

@@ -151,6 +151,19 @@ def tag_map(tags: Tags) -> Tags:
     return dict(tags) if isinstance(tags, Mapping) else tags
 
 
+def tags_output(tags: Tags) -> pulumi.Output[Mapping[str, pulumi.Input[str]]]:
+    """``tags`` as one Output of the map, for what is done with its keys once they are known."""
+    return pulumi.Output.from_input(tags)
+
+
+def merged_tags(tags: Tags, own: Mapping[str, pulumi.Input[str]]) -> Tags:
+    """``tags`` with a resource's ``own`` over them (its ``Name``): one map, or, for an Output of a
+    whole map, an Output of the merged map."""
+    if isinstance(tags, Mapping):
+        return {**tags, **own}
+    return tags_output(tags).apply(lambda known: pulumi.Output.from_input({**known, **own}))
+
+
 def validate_tags(tags: Tags, path: str = "tags") -> list[Problem]:
     """Tags every AWS resource of the stack carries, IAM roles included: lengths, IAM's alphabet
     (no comma, no ``#``, ...), no reserved ``aws:`` prefix, and no two keys IAM would take as one

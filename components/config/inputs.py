@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Union
 import pulumi
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, PlainValidator, WithJsonSchema, WrapValidator
 from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema, PydanticCustomError
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 if TYPE_CHECKING:
     from typing_extensions import TypeIs
@@ -118,3 +118,33 @@ InputLabels = Annotated[
 ]
 """Node labels: a map checked key by key, or an Output of a whole map (another stack's, say), passed
 on unchecked: EKS checks it when the node group is created."""
+
+
+@dataclass(frozen=True)
+class _MapOrOutput:
+    """The check of a map a program may give whole as an Output: a dict checked key by key as
+    ``dict[str, InputText]``, or an Output passed on unchecked. Only the dict is checked by pydantic;
+    the Output in the annotation is for the package schema, which then offers the map as an Input."""
+
+    what: str
+    """What a key of the map is, for the refusal (``tag``)."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        def check(value: Any, checked: Any) -> Any:
+            if is_unknown(value):
+                return value
+            if not isinstance(value, dict):
+                raise PydanticCustomError(
+                    "input_type", f"must be a dict of {self.what} -> value or a pulumi.Output of one, not {type(value).__name__}")
+            return checked(value)  # each value checked as InputText, with its key in the problem's path
+
+        return core_schema.no_info_wrap_validator_function(check, handler.generate_schema(dict[str, InputText]))
+
+
+InputTags = Annotated[
+    Union[dict[str, InputText], pulumi.Output[dict[str, str]]],
+    _MapOrOutput("tag"),
+    WithJsonSchema({"type": "object", "additionalProperties": {"type": "string"}}),
+]
+"""Tags: a map checked key by key, or an Output of a whole map (cost tags read from another stack),
+passed on unchecked: AWS checks it when each resource is tagged."""

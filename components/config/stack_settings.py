@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from pydantic import field_validator, model_validator
 
@@ -22,7 +21,7 @@ from .chart_settings import ChartsConfig
 from .image_references import ImagesConfig
 from .problems import Problem, _collector
 from .cluster_settings import ClusterConfig, SystemNodeGroupConfig, validate_admin_principals, validate_cluster_endpoint
-from .inputs import InputText
+from .inputs import InputTags
 from .health_settings import HealthGateConfig, NodeMonitoringConfig, PreflightConfig, validate_health_gate
 from .in_cluster_settings import InClusterConfig
 from .network_settings import NetworkConfig, validate_network
@@ -80,8 +79,8 @@ class GpuTrainingPlatformArgs(_Model):
     """The cluster's monitoring namespace, the only one whose pods reach the controllers' metrics. Default: `monitoring`."""
     s3_buckets: list[S3BucketConfig] = []
     """S3 buckets of the stack's training data and checkpoints, named once: training pods get least-privilege access to exactly these through the training ServiceAccount's EKS Pod Identity role. Default: none."""
-    tags: dict[str, InputText] = {}
-    """Tags added to every AWS resource (a value may be an Output in a program). Default: none."""
+    tags: InputTags = {}
+    """Tags added to every AWS resource; in a program a value, or the whole map (cost tags read from another stack), may be an Output. Default: none."""
     charts: ChartsConfig = ChartsConfig()
     """Where the Helm releases' charts come from. Default: their upstream repositories."""
     images: ImagesConfig = ImagesConfig()
@@ -189,7 +188,8 @@ def validate_platform(args: GpuTrainingPlatformArgs) -> list[Problem]:
     problems.extend(validate_storage(args.storage, args.network, gpu_pool_zones(args), args.s3_buckets, protect=args.cluster.protect))
 
     problems.extend(validate_tags(args.tags))
-    for key in args.tags:
+    # An Output of a whole map has no keys before deployment: AWS checks them as it tags.
+    for key in args.tags if isinstance(args.tags, Mapping) else ():
         if args.karpenter.enabled and _KARPENTER_RESTRICTED_TAG.match(key):
             problems.append(
                 Problem(f"tags.{key}", "is a tag Karpenter sets itself and its EC2NodeClass refuses (kubernetes.io/cluster/, eks:eks-cluster-name, karpenter.*)")

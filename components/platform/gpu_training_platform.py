@@ -4,7 +4,7 @@ half ``GpuTrainingInCluster`` deploys alone, from the same ``compose_in_cluster`
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 import pulumi
 
@@ -17,6 +17,7 @@ from ..config import fsx_zone, gpu_pool_zones
 from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
 from ..config.team_settings import team_gid
 from ..config.arguments import as_model
+from ..config.base import Tags, tag_map
 from ..addons.image_mirrors import image_mirrors
 from ..config.image_lock import locked_gate_images
 from ..addons.efa_device_plugin import EfaDevicePlugin
@@ -59,10 +60,6 @@ from .rolls import live_roll_problems
 from .validation import validate_stack
 from .verified_charts import project_lock, with_verified_charts
 from ..config.documented import component_args, documented_component
-
-Tags = Mapping[str, pulumi.Input[str]]
-"""The stack's tags, as every AWS child takes them."""
-
 
 def checked_platform_args(
     args: GpuTrainingPlatformArgs, name: str, opts: Optional[pulumi.ResourceOptions]
@@ -173,7 +170,7 @@ class GpuTrainingPlatform(pulumi.ComponentResource):
         # locked digest (images.lock).
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transforms=[image_mirrors(args.images.registry_mirrors, args.images)]))
         super().__init__("eks-gpu-training:index:GpuTrainingPlatform", name, None, opts)
-        tags = dict(args.tags)
+        tags = tag_map(args.tags)  # a map, or an Output of a whole map: every AWS child takes either
 
         self.network = self._network(name, args, tags) if args.network.create else None
         self.cluster = self._cluster(name, args, tags)

@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 from ..aws.eks_cluster import ClusterInput, cluster_field, cluster_ref_of
 from ..aws.labeler_image import HEALTH_GATE_DIR, build_and_push, ecr_repository_name
 from ..facts.aws_names import PhysicalName
+from ..config.base import Tags, tag_map
 from ..config import ConfigError, GpuNodeGroupConfig, HealthGateConfig, KarpenterGpuNodePoolConfig, validate_health_gate
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
@@ -228,7 +229,7 @@ class HealthGateArgs:
     """The managed GPU pools whose nodes join with the startup taint (``GpuNodeGroupArgs.health_gate``). Default: none."""
     karpenter_pools: Sequence[KarpenterGpuNodePoolConfig] = ()
     """The Karpenter GPU pools whose nodes join with it (``GpuNodePoolArgs.health_gate``); a failing node's NodeClaim is deleted. Default: none."""
-    tags: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    tags: Tags = field(default_factory=dict)
     """Tags of the ECR repository (when the image is built). Default: none."""
     image_mirrors: Mapping[str, str] = field(default_factory=dict)
     """Source registry -> mirror prefix (`images.registryMirrors`) the check pod's images are pulled from; they travel in the gate's ConfigMap, where no transform rewrites them. Default: none."""
@@ -263,7 +264,7 @@ class HealthGate(pulumi.ComponentResource):
         self.image = (
             pulumi.Output.from_input(config.image)
             if config.image is not None
-            else build_and_push(name, ref.name, dict(args.tags), parent=self, region=ref.region, directory=HEALTH_GATE_DIR,
+            else build_and_push(name, ref.name, tag_map(args.tags), parent=self, region=ref.region, directory=HEALTH_GATE_DIR,
                                 repository_suffix=REPOSITORY_SUFFIX, base_digests=args.image_digests)
         )
         managed_names = [pool.name for pool in args.gpu_node_groups]

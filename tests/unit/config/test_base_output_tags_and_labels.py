@@ -126,3 +126,28 @@ def test_the_platform_refuses_output_sizes_naming_the_key():
             }
         )
     assert [p.path for p in raised.value.problems] == ["gpuNodeGroups[0].maxSize"]
+
+
+def _stack_keys(**keys):
+    return {
+        "region": "us-west-2",
+        "cluster": {"name": "research", "endpointPublicAccessCidrs": ["192.0.2.0/24"]},
+        "network": {"vpcId": NETWORK.vpc_id, "subnets": [{"id": s.id, "availabilityZone": s.availability_zone} for s in NETWORK.subnets]},
+        **keys,
+    }
+
+
+def test_stack_tags_take_an_output_of_a_whole_map_whose_keys_only_aws_checks():
+    cost_tags = pulumi.Output.from_input({"karpenter.sh/nodepool": "x", "aws:reserved": "y"})
+    args = parse_platform_args(_stack_keys(tags=cost_tags, karpenter={"enabled": True}))
+    assert args.tags is cost_tags
+
+
+def test_refuses_stack_tags_that_are_neither_a_map_nor_an_output():
+    with pytest.raises(ConfigError) as raised:
+        parse_platform_args(_stack_keys(tags="team=ml"))
+    assert [str(p) for p in raised.value.problems] == ["tags: must be a dict of tag -> value or a pulumi.Output of one, not str"]
+    with pytest.raises(ConfigError) as raised:
+        parse_platform_args(_stack_keys(tags={"team": 7}))
+    assert [p.path for p in raised.value.problems] == ["tags.team"]
+

@@ -188,16 +188,45 @@ def test_a_pools_tags_come_through_the_schema_as_an_input_of_a_whole_map(schema)
     assert node_group.inputs["tags"] == {"owner": "ml-platform"}
 
 
+def _platform_inputs(stack: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A stack file's settings as the platform's schema inputs (its stack keys are the property
+    names), and the engine configuration to run them with."""
+    config = stack_config(stack)
+    inputs = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith(f"{PACKAGE_NAME}:")}
+    inputs["region"] = config["aws:region"]
+    return inputs, {"aws:region": config["aws:region"]}
+
+
 def test_the_whole_platform_through_the_provider_plans_what_the_python_program_does():
     """The AWS half too, under the engine's mocks: dev's stack file given as the schema's inputs
     (its stack keys are the property names) registers the resources the Python component does."""
     config = stack_config("dev")
-    inputs = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith(f"{PACKAGE_NAME}:")}
-    inputs["region"] = config["aws:region"]
-    settings = {"aws:region": config["aws:region"]}
+    inputs, settings = _platform_inputs("dev")
     through_provider = run_program(
         lambda: PackageProvider().construct("gpu-training", f"{PACKAGE_NAME}:index:GpuTrainingPlatform", inputs, None), settings)
     in_python = run_program(lambda: GpuTrainingPlatform("gpu-training", platform_args_from_settings(config)), settings)
     assert (through_provider.error, in_python.error) == (None, None)
     assert sorted((r.type, r.name) for r in through_provider.resources) == sorted((r.type, r.name) for r in in_python.resources)
     assert len(through_provider.of_type("aws:eks/nodeGroup:NodeGroup")) >= 2
+
+
+def test_the_platforms_tags_come_through_the_schema_as_an_input_of_a_whole_map(schema):
+    """Cost tags read from another stack: one Output of a map, which the engine hands the provider
+    as an Output, reach the platform's AWS resources as the plain map does."""
+    for component in ("GpuTrainingPlatform", "GpuTrainingInCluster"):
+        tags = schema["resources"][f"{PACKAGE_NAME}:index:{component}"]["inputProperties"]["tags"]
+        assert (tags["type"], tags.get("plain")) == ("object", None)
+    inputs, settings = _platform_inputs("dev")
+    plain = dict(inputs["tags"])
+
+    def program() -> None:
+        whole_map = pulumi.Output.from_input("dev").apply(lambda _: plain)
+        PackageProvider().construct("gpu-training", f"{PACKAGE_NAME}:index:GpuTrainingPlatform", {**inputs, "tags": whole_map}, None)
+
+    graph = run_program(program, settings)
+    assert graph.error is None, repr(graph.error)
+    for token in ("aws:eks/nodeGroup:NodeGroup", "aws:iam/role:Role", "aws:ec2/vpc:Vpc", "eks:index:Cluster"):
+        resources = graph.of_type(token)
+        assert resources, token
+        assert all(plain.items() <= r.inputs["tags"].items() for r in resources), token
+

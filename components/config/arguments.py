@@ -17,6 +17,12 @@ from .problems import ConfigError, Problem
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
+OUTPUT_REFUSED = (
+    "is an Output, known only at deployment, but this key is read before anything is created (its rules, "
+    "and the names and settings made from it); give its value"
+)
+"""Why a key that takes no Output refuses one (keys that take one say so in their description)."""
+
 
 def _key_path(loc: tuple[Any, ...]) -> str:
     path = ""
@@ -59,6 +65,8 @@ def problems_from_validation_error(error: pydantic.ValidationError, root: type[B
             problems.append(Problem(path, f"unknown key; allowed: {allowed}"))
         elif item["type"] == "missing":
             problems.append(Problem(path, "is required"))
+        elif isinstance(item.get("input"), pulumi.Output):
+            problems.append(Problem(path, OUTPUT_REFUSED))
         elif item["type"] in ("string_pattern_mismatch",):
             problems.append(Problem(path, f"{item['input']!r} does not match {item['ctx']['pattern']}"))
         else:
@@ -77,6 +85,9 @@ def as_model(value: Any, model: type[ModelT], path: str) -> ModelT:
             return model.model_validate(value)
         except pydantic.ValidationError as error:
             raise ConfigError(problems_from_validation_error(error, model, path)) from None
+    if isinstance(value, pulumi.Output):
+        raise ConfigError([Problem(path, f"is an Output, known only at deployment, but its keys are checked and used before "
+                                         f"anything is created; give a {model.__name__} (or a dict of its keys)")])
     raise ConfigError([Problem(path, f"expected a {model.__name__} (or a dict of its keys), got {type(value).__name__}")])
 
 
@@ -106,8 +117,9 @@ def check_model_fields(args: Any, problems: Optional[list[Problem]] = None) -> N
         value = getattr(args, field.name)
         path = f"{type(args).__name__}.{field.name}"
         if isinstance(value, pulumi.Output) and typing.get_origin(annotation) in (dict, collections.abc.Mapping):
-            # Tags and labels are merged with the component's own, which needs their keys now.
-            problems.append(Problem(path, "must be a dict (its values may be Outputs), not an Output of one"))
+            # Tags are merged with the component's own, digests looked up by image: the keys are needed now.
+            problems.append(Problem(path, "is an Output of a whole map, but the component reads its keys before anything "
+                                          "is created (merging them with its own, or looking values up by them); give a dict"))
             continue
         members = typing.get_args(annotation) if typing.get_origin(annotation) is typing.Union else ()
         union_models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]

@@ -151,3 +151,22 @@ def test_refuses_stack_tags_that_are_neither_a_map_nor_an_output():
         parse_platform_args(_stack_keys(tags={"team": 7}))
     assert [p.path for p in raised.value.problems] == ["tags.team"]
 
+
+def test_an_output_where_a_key_takes_none_is_refused_saying_why():
+    from eks_gpu_training.config.arguments import OUTPUT_REFUSED
+
+    with pytest.raises(ConfigError) as raised:
+        parse_platform_args(_stack_keys(gpuNodeGroups=[{"name": "h100", "instanceTypes": [pulumi.Output.from_input("p5.48xlarge")]}]))
+    assert [(p.path, p.message) for p in raised.value.problems] == [("gpuNodeGroups[0].instanceTypes[0]", OUTPUT_REFUSED)]
+    assert "known only at deployment, but this key is read before anything is created" in OUTPUT_REFUSED
+
+
+def test_an_output_of_a_whole_configuration_is_refused_saying_why():
+    from eks_gpu_training.config.arguments import as_model
+
+    with pytest.raises(ConfigError) as raised:
+        as_model(pulumi.Output.from_input({"name": "h100"}), GpuNodeGroupConfig, "GpuNodeGroupArgs.pool")
+    assert [str(p) for p in raised.value.problems] == [
+        "GpuNodeGroupArgs.pool: is an Output, known only at deployment, but its keys are checked and used before anything "
+        "is created; give a GpuNodeGroupConfig (or a dict of its keys)"
+    ]

@@ -230,3 +230,18 @@ def test_the_platforms_tags_come_through_the_schema_as_an_input_of_a_whole_map(s
         assert resources, token
         assert all(plain.items() <= r.inputs["tags"].items() for r in resources), token
 
+
+def test_an_output_of_a_map_whose_keys_are_needed_now_is_refused_saying_why():
+    """The labeler pins its base images by looking their digests up before anything is created: an
+    Output of the whole map cannot be read then, and the property error says so."""
+
+    def program() -> None:
+        digests = pulumi.Output.from_input({"public.ecr.aws/docker/library/python:3.12-slim": "sha256:" + "0" * 64})
+        inputs = {"cluster": {"name": "research", "region": "us-west-2"}, "config": {}, "imageDigests": digests}
+        PackageProvider().construct("labeler", f"{PACKAGE_NAME}:index:TopologyLabeler", inputs, pulumi.ResourceOptions())
+
+    graph = run_program(program, {"aws:region": "us-west-2"})
+    assert type(graph.error) is pulumi.InputPropertiesError
+    [error] = graph.error.errors
+    assert error["property_path"] == "TopologyLabelerArgs.image_digests"
+    assert error["reason"].startswith("is an Output of a whole map, but the component reads its keys before anything is created")

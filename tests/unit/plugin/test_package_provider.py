@@ -231,6 +231,21 @@ def test_the_platforms_tags_come_through_the_schema_as_an_input_of_a_whole_map(s
         assert all(plain.items() <= r.inputs["tags"].items() for r in resources), token
 
 
+def test_the_library_page_names_every_python_only_component_and_field():
+    """docs/library.md says what other languages cannot use: each component left out of the schema
+    and each field of ``PYTHON_ONLY``, by name."""
+    import eks_gpu_training
+
+    page = (PROJECT_ROOT / "docs" / "library.md").read_text()
+    section = page.split("## From another language\n", 1)[1].split("\n## ", 1)[0]
+    exported = (getattr(eks_gpu_training, name) for name in eks_gpu_training.__all__)
+    components = {value.__name__ for value in exported if isinstance(value, type) and issubclass(value, pulumi.ComponentResource)}
+    python_only = sorted(components - {c.__name__ for c in OFFERED})
+    assert python_only
+    assert [name for name in python_only if f"`{name}`" not in section] == []
+    assert [field for _, field in PYTHON_ONLY if f"`{field}`" not in section] == []
+
+
 def test_an_output_of_a_map_whose_keys_are_needed_now_is_refused_saying_why():
     """The labeler pins its base images by looking their digests up before anything is created: an
     Output of the whole map cannot be read then, and the property error says so."""

@@ -120,7 +120,7 @@ def judge_fleet(snapshot: Snapshot, workers: Mapping[str, WorkerQueues], example
     clusters = {name(c): c for c in snapshot.multikueue_clusters}
     order = listed + sorted(set(clusters) - set(listed), key=natural_key)
     queues = dispatching_queues(snapshot)
-    return [_check_row(snapshot, checks, queues, examples),
+    return [_admission_check_row(snapshot, checks, queues, examples),
             *(_worker_row(worker, clusters.get(worker), _place(worker, checks, configs), queues, snapshot,
                           workers.get(worker, WorkerQueues(unread="not read")), examples) for worker in order)]
 
@@ -160,7 +160,7 @@ def _active(obj: Mapping[str, Any]) -> bool:
     return (condition(obj, "Active") or {}).get("status") == "True"
 
 
-def _check_row(snapshot: Snapshot, checks: list[dict[str, Any]], queues: list[dict[str, Any]], examples: int) -> Row:
+def _admission_check_row(snapshot: Snapshot, checks: list[dict[str, Any]], queues: list[dict[str, Any]], examples: int) -> Row:
     names = ", ".join(name(c) for c in checks)
     inactive = [c for c in checks if not _active(c)]
     without = sorted((name(q) for q in snapshot.cluster_queues or [] if q not in queues), key=natural_key)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from ..config import ConfigError
+from ..config import ConfigError, Problem
 from ..offline.chart_sources import MIRROR_ENV, ChartSources, ChartUnavailable
 from ..offline.commands import run_command
 from ..platform.stack_files import is_path, locate_stack
@@ -100,6 +100,10 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--state-dir", type=Path, default=None, help="the cluster's files (default: as up's)")
     simulate.add_argument("--bin-dir", type=Path, default=None, metavar="DIR", help=BIN_DIR_HELP)
     simulate.add_argument("--charts-mirror", default=None, metavar="URL", help="as up's --charts-mirror")
+    simulate.add_argument("--fleet", action="store_true",
+                          help="replay on the manager of the fleet `fleet up STACK` left running (--state-dir: the fleet's), "
+                          "each job run by the worker MultiKueue dispatches it to; the report adds the worker of each job, "
+                          "the waits to dispatch and each worker's GPU use. The fleet keeps running")
     _fleet_parser(commands)
     build = commands.add_parser("build", help="build the control plane's components into the cache (what `up` does first)")
     tools = commands.add_parser("tools", help="build the Pulumi CLI and the Kubernetes provider into the cache if missing "
@@ -229,16 +233,13 @@ def _run(options) -> int:
         folder = builds.tools_dir(log=lambda line: print(line, file=sys.stderr), prebuilt=builds.prebuilt_dir(options.bin_dir))
         print(f"bin: {folder}")
         return 0
+    if options.command == "simulate":
+        return _simulate(options)
     cluster = _cluster(options)
     if options.command == "fault":
         for line in _fault(cluster, options):
             print(line)
         return 0
-    if options.command == "simulate":
-        from .simulate import simulate
-
-        return simulate(cluster, options.jobs, speedup=options.speedup, out=options.out, timeout=options.timeout,
-                        keep=options.keep, pull_delay_s=options.pull_delay)
     if options.command == "down":
         killed = cluster.down()
         print(f"stopped the local cluster of {cluster.stack}" + (f" (killed: {', '.join(killed)})" if killed else ""))
@@ -258,6 +259,22 @@ def _run(options) -> int:
     kubeconfig = cluster.up(bare=options.bare)
     print(f"kubeconfig: {kubeconfig}")
     return 0
+
+
+def _simulate(options) -> int:
+    from .simulate import simulate, simulate_fleet
+
+    if not options.fleet:
+        return simulate(_cluster(options), options.jobs, speedup=options.speedup, out=options.out, timeout=options.timeout,
+                        keep=options.keep, pull_delay_s=options.pull_delay)
+    from .local_fleet import running_fleet
+
+    if options.scale is not None or options.keep:
+        raise ConfigError([Problem("--fleet", "a fleet's sizes are `fleet up --worker`'s and it keeps running: "
+                                   "leave out --scale and --keep")])
+    return simulate_fleet(running_fleet(locate_stack(options.stack).name, options.state_dir), options.jobs,
+                          speedup=options.speedup, out=options.out, timeout=options.timeout, pull_delay_s=options.pull_delay,
+                          log=lambda line: print(line, file=sys.stderr))
 
 
 def _fault(cluster: LocalCluster, options) -> list[str]:

@@ -1,6 +1,8 @@
 """What ``simulate`` and the scale benchmark read of a trace as it plays: each job's submission,
 admission, eviction and end from Kueue's Workloads, where its pods ran, and each pool's and
-team's use, sampled; and the report made of it."""
+team's use, sampled; and the report made of it. On a MultiKueue manager, the Workloads are the
+manager's and the pods and nodes its workers', so the report says which worker ran each job and
+each worker's use."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from ..facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, KARPENTER_NODEPOOL_LABEL, network_layer_key
 from ..healthgate.gate_api import list_items
@@ -52,6 +54,9 @@ class JobResult:
     """Kueue evicted the job after admitting it (its Workload has an Evicted condition, or a requeue count)."""
     eviction: str = ""
     """Why, as the Workload's Evicted condition says: its reason and message."""
+    cluster: str = ""
+    """The worker a MultiKueue manager dispatched it to (its Workload's ``status.clusterName``); empty
+    when it ran where it was submitted or was never dispatched."""
 
 
 @dataclass
@@ -70,6 +75,9 @@ class Report:
     wait_reasons: dict[str, int] = field(default_factory=dict)
     """Kueue's reasons jobs waited (numbers taken out), and how many jobs waited for each."""
     pull_delay_s: float = 0.0
+    clusters: list[dict[str, Any]] = field(default_factory=list)
+    """Per worker of a MultiKueue manager: its jobs, their waits to dispatch (submission to the
+    manager's admission, once the worker admitted its copy) and its GPUs in use; empty off a fleet."""
 
     def as_json(self) -> dict[str, Any]:
         return {**{k: v for k, v in asdict(self).items() if k != "jobs"}, "jobs": [asdict(job) for job in self.jobs]}
@@ -81,15 +89,24 @@ class _Node:
     gpus: int
     layer3: str
     layer2: str
+    cluster: str = ""
+
+
+def _at(cluster: str, name: str) -> str:
+    """A node's or pool's name, qualified by its worker on a fleet (workers share node names)."""
+    return f"{cluster}/{name}" if cluster else name
 
 
 class Recorder:
-    """What the cluster shows of the trace, sample by sample."""
+    """What the cluster shows of the trace, sample by sample. ``applier`` is the cluster the jobs
+    are submitted to; ``workers``, a MultiKueue manager's workers by name, where they run."""
 
-    def __init__(self, applier: Applier, jobs: list[TraceJob], speedup: float):
+    def __init__(self, applier: Applier, jobs: list[TraceJob], speedup: float, workers: Optional[Mapping[str, Applier]] = None):
         from kubernetes import client
 
         self.applier, self.speedup = applier, speedup
+        self.workers = dict(workers or {})
+        self.cluster_samples: dict[str, list[list[float]]] = {}
         self.custom = client.CustomObjectsApi(applier.api_client)
         self.jobs = {job.name: job for job in jobs}
         self.results = {job.name: JobResult(job.name, job.team, job.namespace, job.kind, job.pool, job.nodes, job.gpus)
@@ -107,14 +124,19 @@ class Recorder:
         """Trace seconds since the replay started."""
         return (time.monotonic() - self.started) * self.speedup
 
+    def _runs_on(self) -> dict[str, Applier]:
+        """The clusters the jobs' pods run on, by worker (``""``: the cluster they are submitted to)."""
+        return self.workers or {"": self.applier}
+
     def _read_nodes(self) -> None:
-        for node in cached_items(self.applier.core.list_node):
-            labels = node["metadata"].get("labels") or {}
-            pool = labels.get(GPU_POOL_KEY) or labels.get(KARPENTER_NODEPOOL_LABEL)
-            gpus = int((node.get("status") or {}).get("allocatable", {}).get(GPU_RESOURCE, 0) or 0)
-            if pool and gpus:
-                self.nodes[node["metadata"]["name"]] = _Node(pool, gpus, labels.get(network_layer_key(3), ""),
-                                                             labels.get(network_layer_key(2), ""))
+        for cluster, applier in self._runs_on().items():
+            for node in cached_items(applier.core.list_node):
+                labels = node["metadata"].get("labels") or {}
+                pool = labels.get(GPU_POOL_KEY) or labels.get(KARPENTER_NODEPOOL_LABEL)
+                gpus = int((node.get("status") or {}).get("allocatable", {}).get(GPU_RESOURCE, 0) or 0)
+                if pool and gpus:
+                    self.nodes[_at(cluster, node["metadata"]["name"])] = _Node(
+                        _at(cluster, pool), gpus, labels.get(network_layer_key(3), ""), labels.get(network_layer_key(2), ""), cluster)
         self._nodes_read = time.monotonic()
 
     def submitted(self, name: str) -> None:
@@ -136,6 +158,10 @@ class Recorder:
                     self.results[name].refused = message
         for pool in {node.pool for node in self.nodes.values()} | set(used):
             self.pool_samples.setdefault(pool, []).append([round(now, 1), used.get(pool, 0), self._pool_gpus(pool)])
+        for cluster in self.workers:
+            in_use = sum(gpus for pool, gpus in used.items() if pool.startswith(f"{cluster}/"))
+            total = sum(node.gpus for node in self.nodes.values() if node.cluster == cluster)
+            self.cluster_samples.setdefault(cluster, []).append([round(now, 1), in_use, total])
         for key in {job.team or job.namespace for job in self.jobs.values()}:
             queued = sum(1 for job in self.jobs.values() if (job.team or job.namespace) == key
                          and self.results[job.name].submitted is not None and self.results[job.name].admitted is None)
@@ -159,6 +185,8 @@ class Recorder:
                     result.wait_reason = str(reserved["message"])
             if conditions.get("Admitted") == "True":
                 admitted.add(name)
+            if (workload.get("status") or {}).get("clusterName"):
+                result.cluster = str(workload["status"]["clusterName"])
             if "Evicted" in conditions or ((workload.get("status") or {}).get("requeueState") or {}).get("count"):
                 result.evicted = True
                 evicted = next((c for c in found if c["type"] == "Evicted"), None)
@@ -177,13 +205,14 @@ class Recorder:
         """The trace jobs' pods read: the blocks their nodes are in recorded; the GPUs in use by
         pool and by team (or namespace), and the jobs with a pod no scheduler has bound, with the
         reason and message of its PodScheduled condition."""
-        pods = cached_items(self.applier.core.list_pod_for_all_namespaces, label_selector=TRACE_JOB_LABEL)
+        pods = [(cluster, pod) for cluster, applier in self._runs_on().items()
+                for pod in cached_items(applier.core.list_pod_for_all_namespaces, label_selector=TRACE_JOB_LABEL)]
         used: dict[str, int] = {}
         running_gpus: dict[str, int] = {}
         unbound: dict[str, tuple[str, str]] = {}
         layer3: dict[str, set[str]] = {}
         layer2: dict[str, set[str]] = {}
-        for pod in pods:
+        for cluster, pod in pods:
             name = (pod["metadata"].get("labels") or {}).get(TRACE_JOB_LABEL, "")
             found = self.results.get(name)
             if found is None:
@@ -195,10 +224,10 @@ class Recorder:
                                           for c in (pod.get("status") or {}).get("conditions") or []
                                           if c.get("type") == "PodScheduled" and c.get("status") == "False"), ("", ""))
                 continue
-            node = self.nodes.get(node_name)
+            node = self.nodes.get(_at(cluster, node_name))
             if node is None:
                 self._read_nodes()
-                node = self.nodes.get(node_name)
+                node = self.nodes.get(_at(cluster, node_name))
             if node is None:
                 continue
             if not pod["metadata"].get("deletionTimestamp"):
@@ -245,7 +274,18 @@ class Recorder:
         return Report(stack, scale, self.speedup, trace, jobs, pools, teams,
                       round(time.monotonic() - self.started, 1), complete,
                       admissions_per_second=round(admissions_per_second(jobs), 3),
-                      wait_reasons=wait_reasons(jobs), pull_delay_s=pull_delay_s)
+                      wait_reasons=wait_reasons(jobs), pull_delay_s=pull_delay_s,
+                      clusters=[cluster_summary(cluster, jobs, self.cluster_samples.get(cluster, [])) for cluster in self.workers])
+
+
+def cluster_summary(cluster: str, jobs: list[JobResult], samples: list[list[float]]) -> dict[str, Any]:
+    """A worker's line of the report: the jobs dispatched to it, their waits, and its GPUs in use."""
+    waits = [job.wait_s for job in jobs if job.cluster == cluster and job.wait_s is not None]
+    busy = [used / total for _, used, total in samples if total]
+    return {"name": cluster, "jobs": sum(1 for job in jobs if job.cluster == cluster),
+            "mean_wait_s": round(statistics.fmean(waits), 1) if waits else None, "max_wait_s": round(max(waits), 1) if waits else None,
+            "gpus": max((s[2] for s in samples), default=0), "mean_utilization": round(statistics.fmean(busy), 3) if busy else 0.0,
+            "peak_gpus_used": max((s[1] for s in samples), default=0), "samples": samples, "sample_fields": ["t", "gpus_used", "gpus"]}
 
 
 def cached_items(call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:

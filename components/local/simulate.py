@@ -10,15 +10,22 @@ divided alike: the pod carries KWOK's delay annotations, which the local cluster
 read (``control_plane.kwok_stages``). Nothing else is simulated: admission, preemption, borrowing
 and placement are Kueue's and the scheduler's. ``recorder`` samples the cluster as it plays;
 times in the report are the trace's, multiplied back by the speedup.
+
+``simulate_fleet`` (``simulate --fleet``) replays on the manager of a running local fleet
+(``local_fleet``): MultiKueue runs each job on one worker, and the report says which, how long
+each job waited to be dispatched and how busy each worker was.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
-from ..config import GpuTrainingPlatformArgs
+from ..config import ConfigError, GpuTrainingPlatformArgs, Problem
+from ..platform.stack_files import locate_stack
 from ..workloads.job_sets import train_job, training_jobset, training_runtime
 from ..workloads.scheduling_policies import training_job_spec
 from ..workloads.templates import training_job
@@ -32,6 +39,7 @@ from .trace import TraceJob, read_trace
 
 if TYPE_CHECKING:
     from .cluster import LocalCluster
+    from .local_fleet import FleetMembers
 
 __all__ = ["JobResult", "Recorder", "Report", "was_admitted", "table", "write_report"]
 
@@ -123,10 +131,12 @@ def delete_jobs(applier: Applier, selector: str) -> list[str]:
 
 
 def replay(applier: Applier, args: GpuTrainingPlatformArgs, jobs: list[TraceJob], *, speedup: float,
-           timeout: float, log: Callable[[str], None], pull_delay_s: float = 0.0) -> tuple[Recorder, bool]:
+           timeout: float, log: Callable[[str], None], pull_delay_s: float = 0.0,
+           workers: Optional[Mapping[str, Applier]] = None) -> tuple[Recorder, bool]:
     """Create each row's objects at its submit time and sample until every job finished or
-    ``timeout`` real seconds passed; the recorder and whether every job finished."""
-    recorder = Recorder(applier, jobs, speedup)
+    ``timeout`` real seconds passed; the recorder and whether every job finished. ``workers``: a
+    MultiKueue manager's, where the jobs run."""
+    recorder = Recorder(applier, jobs, speedup, workers)
     queue = list(jobs)
     deadline = time.monotonic() + timeout
     last_log = time.monotonic()
@@ -208,16 +218,7 @@ def simulate(cluster: "LocalCluster", trace: Path, *, speedup: float, out: Path,
              pull_delay_s: float = 0.0) -> int:
     """Replay ``trace`` on a local cluster of ``cluster``'s stack and write its report to ``out``;
     print the table. 0 when every job finished within ``timeout``, else 1."""
-    import sys
-
-    if not speedup > 0:
-        from ..config import ConfigError, Problem
-
-        raise ConfigError([Problem("--speedup", f"must be above 0; got {speedup:g}")])
-    if pull_delay_s < 0:
-        from ..config import ConfigError, Problem
-
-        raise ConfigError([Problem("--pull-delay", f"must be 0 or more seconds; got {pull_delay_s:g}")])
+    _check_options(speedup, pull_delay_s)
     # The trace is checked against the (scaled) stack before anything starts.
     args = cluster.stack_args()
     jobs = read_trace(trace, args)
@@ -236,8 +237,62 @@ def simulate(cluster: "LocalCluster", trace: Path, *, speedup: float, out: Path,
     finally:
         if not keep:
             cluster.down()
+    return _publish(report, out)
+
+
+def _check_options(speedup: float, pull_delay_s: float) -> None:
+    problems = [Problem("--speedup", f"must be above 0; got {speedup:g}")] if not speedup > 0 else []
+    if pull_delay_s < 0:
+        problems.append(Problem("--pull-delay", f"must be 0 or more seconds; got {pull_delay_s:g}"))
+    if problems:
+        raise ConfigError(problems)
+
+
+def _publish(report: Report, out: Path) -> int:
+    """Print the table, write ``report.json`` and ``report.png``; 0 when every job finished, else 1."""
     for line in table(report):
         print(line)
     for written in write_report(report, out):
         print(f"wrote {written}", file=sys.stderr)
-    return 0 if complete else 1
+    return 0 if report.complete else 1
+
+
+def manager_args(members: "FleetMembers") -> GpuTrainingPlatformArgs:
+    """The manager's checked arguments, from the stack file its cluster was started with."""
+    recorded = json.loads((members.manager.state / "stack.json").read_text())
+    return locate_stack(Path(recorded["stackFile"])).platform_args()
+
+
+def _clear(clusters: Mapping[str, Applier], selector: str, log: Callable[[str], None]) -> None:
+    """Delete the jobs ``selector`` selects on each cluster in turn (the manager first: MultiKueue
+    deletes its copies on the workers) and wait until each one's Kueue released their quota."""
+    for name, applier in clusters.items():
+        for deleted in delete_jobs(applier, selector):
+            log(f"[{name}] deleted {deleted}")
+        _wait_stack_jobs_gone(applier)
+
+
+def simulate_fleet(members: "FleetMembers", trace: Path, *, speedup: float, out: Path, timeout: float,
+                   pull_delay_s: float = 0.0, log: Callable[[str], None] = print) -> int:
+    """Replay ``trace`` on the manager of a running local fleet, every job dispatched by MultiKueue
+    to a worker, and write the report to ``out``; print the table. The stack's own jobs and an earlier
+    replay's are deleted first, this one's at the end; the fleet keeps running. 0 when every job
+    finished within ``timeout``, else 1."""
+    _check_options(speedup, pull_delay_s)
+    args = manager_args(members)
+    jobs = read_trace(trace, args)
+    manager = Applier(members.manager.kubeconfig)
+    workers = {worker.name: Applier(worker.kubeconfig) for worker in members.workers}
+    clusters = {members.manager.name: manager, **workers}
+    _clear(clusters, f"{COMPONENT_LABEL}={TRAINING_COMPONENT}", log)
+    _clear(clusters, TRACE_JOB_LABEL, log)
+    for applier in workers.values():
+        wait_fleet_admitted(applier, log)
+    log(f"replaying {len(jobs)} jobs of {trace} on the manager at {speedup:g}x, dispatched to {', '.join(workers)}")
+    try:
+        recorder, complete = replay(manager, args, jobs, speedup=speedup, timeout=timeout, log=log, pull_delay_s=pull_delay_s,
+                                    workers=workers)
+        report = recorder.report(members.stack, None, trace.name, complete, pull_delay_s)
+    finally:
+        delete_jobs(manager, TRACE_JOB_LABEL)
+    return _publish(report, out)

@@ -138,6 +138,15 @@ def test_the_cli_reads_the_executable_plugins_schema_as_the_checked_in_one(path_
     assert printed == package_schema()
 
 
+def test_gen_sdk_on_the_executable_plugin_writes_yamls_package_declaration(path_dirs, tmp_path):
+    """``pulumi package gen-sdk`` given the console script's path, offline. Given the plugin folder
+    instead, the CLI would first download the resource plugins its Python environment requires."""
+    project = Project("yaml", tmp_path, path_dirs)
+    project.run("package", "gen-sdk", str(path_dirs[0] / PLUGIN), "--language", "yaml", "--out", str(tmp_path / "sdk"))
+    declaration = yaml.safe_load((tmp_path / "sdk" / "yaml" / "eks-gpu-training-0.0.0.yaml").read_text())
+    assert declaration == {"packageDeclarationVersion": 1, "name": "eks-gpu-training", "version": "0.0.0"}
+
+
 def test_a_bad_argument_in_yaml_comes_back_as_the_property_error_python_gets(path_dirs, tmp_path):
     """The provider's ConfigError reaches the engine as InputPropertiesError: the CLI names the property
     path and the reason, as for a Python program, before anything is registered."""

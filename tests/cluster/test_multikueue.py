@@ -245,3 +245,58 @@ def test_switching_dispatch_on_stops_a_job_already_running_on_the_manager(manage
             manager_cluster.env.delete_job(namespace, name)
     finally:
         dispatch(manager_cluster.kubeconfig, on=True)
+
+
+def test_verify_fleet_passes_a_row_per_worker_and_fails_a_lost_one_with_kueues_reason(fleet, manager_cluster):
+    from eks_gpu_training.verify import verify
+
+    def fleet_rows() -> dict[str, Any]:
+        return {row.item: row for row in verify(str(manager_cluster.kubeconfig), fleet=True) if row.item.startswith("multikueue-")}
+
+    rows = fleet_rows()
+    assert {item: row.status for item, row in rows.items()} == {
+        "multikueue-admission-check": "pass", "multikueue-worker/east": "pass", "multikueue-worker/west": "pass"}, rows
+    # Read through the kubeconfig in the manager's Secret: the worker's queues are the manager's.
+    assert "its ClusterQueues" in rows["multikueue-worker/east"].evidence, rows["multikueue-worker/east"].evidence
+    lost = fleet["west"].cluster
+    lost.supervisor.stop("kube-apiserver")
+    try:
+        wait_for(lambda: active(manager_cluster, "west") == "False", what="the manager seeing worker west lost", timeout=90)
+        rows = fleet_rows()
+        said = condition(manager_cluster.env.get(KUEUE_API, "MultiKueueCluster", "west"), "Active")
+        west = rows["multikueue-worker/west"]
+        assert west.status == "fail", west
+        assert f"not Active ({said['reason']}: {said['message']})" in west.evidence
+        assert "its queues not checked: cannot reach the API server" in west.evidence
+        assert rows["multikueue-worker/east"].status == "pass", rows["multikueue-worker/east"]
+        assert "SomeActiveClusters" in rows["multikueue-admission-check"].evidence
+    finally:
+        back_up(lost)
+    wait_for(lambda: active(manager_cluster, "west") == "True", what="the manager reaching worker west again", timeout=120)
+
+
+def test_simulate_fleet_reports_each_jobs_worker_its_wait_and_each_workers_use(fleet, tmp_path):
+    import json
+
+    import yaml
+
+    from eks_gpu_training.local.local_fleet import FleetMember, FleetMembers
+    from eks_gpu_training.local.simulate import simulate_fleet
+
+    members = FleetMembers("dev", FleetMember("manager", SIZES["manager"], fleet["manager"].cluster.state),
+                           tuple(FleetMember(name, SIZES[name], fleet[name].cluster.state) for name in ("east", "west")))
+    trace = tmp_path / "trace.yaml"
+    # Four one-node jobs of ten minutes a minute apart: three run at once on the fleet's three GPUs,
+    # and the manager's quota of three holds the fourth until one ends.
+    trace.write_text(yaml.safe_dump({"jobs": [{"name": f"fleet-{i}", "team": "research", "app": "rl-training", "kind": "Job",
+                                               "nodes": 1, "duration": "10m", "submit": f"{i}m"} for i in range(4)]}))
+    assert simulate_fleet(members, trace, speedup=20, out=tmp_path / "out", timeout=240) == 0
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert {job["name"]: job["cluster"] in ("east", "west") for job in report["jobs"]} == {f"fleet-{i}": True for i in range(4)}
+    clusters = {c["name"]: c for c in report["clusters"]}
+    assert (set(clusters), sum(c["jobs"] for c in clusters.values())) == ({"east", "west"}, 4)
+    assert {name: c["gpus"] for name, c in clusters.items()} == {"east": 1, "west": 2}
+    assert all(0 < c["peak_gpus_used"] <= c["gpus"] for c in clusters.values())
+    # The last job is admitted only once another ended (a sample, ten trace seconds apart, may see the end late).
+    assert max(job["admitted"] for job in report["jobs"]) >= min(job["finished"] for job in report["jobs"]) - 30
+    assert (tmp_path / "out" / "report.png").is_file()

@@ -229,7 +229,7 @@ class LocalFleet:
                     stack_path=member_stack_file(located, member, stacks), sources=sources, bin_dir=self.bin_dir,
                     log=_prefixed(self.log, member.name), attached=self.attached)
                 self.clusters[member.name] = cluster
-                self.log(f"starting {member.name}: {member.nodes} GPU nodes")
+                self.log(f"starting {member.name}: {member.nodes} GPU node" + ("s" if member.nodes != 1 else ""))
                 with starting():
                     cluster.up()
             self._wire(members)

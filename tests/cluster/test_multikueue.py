@@ -207,12 +207,16 @@ class PodLog:
 
 class WorkloadLog:
     """When the manager's Workload of each job first had its quota reserved, and first was admitted
-    (a worker admitted its copy), and on which worker."""
+    (a worker admitted its copy), and on which worker; and which finished. Kueue 0.19.2 finishes the
+    manager's Workload from a finished remote one before it marks it admitted and names the worker
+    (``multikueue/workload.go``, step 3 before step 6): a one-second job may end on its worker before
+    the throttled manager saw it admitted there, and its Workload then names no worker."""
 
     def __init__(self) -> None:
         self.reserved: dict[str, float] = {}
         self.admitted: dict[str, float] = {}
         self.worker: dict[str, str] = {}
+        self.finished: set[str] = set()
 
     def seen(self, event: str, workload: dict[str, Any], at: float) -> None:
         owners = workload["metadata"].get("ownerReferences") or []
@@ -223,7 +227,10 @@ class WorkloadLog:
             self.reserved.setdefault(job, at)
         if condition(workload, "Admitted").get("status") == "True":
             self.admitted.setdefault(job, at)
-            self.worker.setdefault(job, (workload.get("status") or {}).get("clusterName") or "")
+        if (workload.get("status") or {}).get("clusterName"):
+            self.worker.setdefault(job, workload["status"]["clusterName"])
+        if condition(workload, "Finished").get("status") == "True":
+            self.finished.add(job)
 
 
 def fleet_trace(manager: RunningCluster) -> list[TraceJob]:
@@ -267,8 +274,9 @@ def how_each_ran(fleet: dict[str, RunningCluster], jobs: list[TraceJob], pods: d
             problems.append(f"{job.name}: {[(r.node, r.phase) for r in runs]} on {worker} for {job.nodes} nodes")
         if len({layer3[worker][r.node] for r in runs}) != 1:
             problems.append(f"{job.name}: over network blocks {sorted({str(layer3[worker][r.node]) for r in runs})}")
-        if workloads.worker.get(job.name) != worker:
-            problems.append(f"{job.name}: ran on {worker}, the manager says {workloads.worker.get(job.name)}")
+        named = workloads.worker.get(job.name)
+        if named != worker and not (named is None and job.name in workloads.finished):
+            problems.append(f"{job.name}: ran on {worker}, the manager says {named}")
     return problems
 
 
@@ -363,7 +371,8 @@ def test_200_jobs_each_run_once_whole_in_one_block_on_one_worker_within_its_quot
     try:
         started = time.monotonic()
         for job in jobs:
-            wait_for(lambda: sum(name not in workloads.admitted for name in submitted) < QUEUED_AT_MOST,
+            wait_for(lambda: sum(name not in workloads.admitted and name not in workloads.finished for name in submitted)
+                     < QUEUED_AT_MOST,
                      what=f"fewer than {QUEUED_AT_MOST} submitted jobs waiting", timeout=FLEET_RUN_TIMEOUT_SECONDS, interval=0.2)
             for obj in job_objects(job, manager_cluster.args, speedup=1.0):
                 manager_cluster.env.apply(obj)
@@ -386,10 +395,12 @@ def test_200_jobs_each_run_once_whole_in_one_block_on_one_worker_within_its_quot
               + ", ".join(f"{ns} {peak.get(ns, 0)} of {quota}" for ns, quota in quotas.items()))
         assert all(peak.get(namespace, 0) <= quota for namespace, quota in quotas.items()), (worker, peak, quotas)
         assert peak, f"worker {worker} ran none of the jobs"
+    seen = [j for j in jobs if j.name in workloads.admitted]
+    print(f"{len(jobs) - len(seen)} jobs finished on their worker before the manager saw them admitted there")
     print("dispatch, from the manager reserving quota to a worker admitting the job: "
-          + seconds([workloads.admitted[j.name] - workloads.reserved[j.name] for j in jobs]))
+          + seconds([workloads.admitted[j.name] - workloads.reserved[j.name] for j in seen]))
     print("from submission to a worker admitting the job (waits for quota included): "
-          + seconds([workloads.admitted[j.name] - submitted[j.name] for j in jobs]))
+          + seconds([workloads.admitted[j.name] - submitted[j.name] for j in seen]))
 
 
 def test_broken_variant_without_the_admission_check_the_manager_runs_the_job(manager_cluster, east_cluster, west_cluster):

@@ -33,7 +33,7 @@ from eks_gpu_training.workloads.multikueue_manager import ADMISSION_CHECK
 
 from tests.support import start_slots
 from tests.support.clusters import RunningCluster, stack_variant
-from tests.support.environment import GROUP_APIS, holds_for, wait_for
+from tests.support.environment import GROUP_APIS, TimedOut, holds_for, wait_for
 from tests.support.harness import PROJECT_ROOT
 from tests.support.kueue import KUEUE_API, condition
 
@@ -53,6 +53,8 @@ QUEUED_AT_MOST = 16
 through clients held to client-go's default 5 requests a second; with all 200 queued at once,
 reading them kept the jobs that had quota waiting for a worker (docs/fleet.md)."""
 FLEET_RUN_TIMEOUT_SECONDS = 420
+POD_EVENTS_TIMEOUT_SECONDS = 120
+"""How long the workers' pod watches have, once the manager says every job completed, to deliver the last pods' events."""
 
 
 def fleet_stack(config: dict[str, Any]) -> None:
@@ -280,6 +282,12 @@ def how_each_ran(fleet: dict[str, RunningCluster], jobs: list[TraceJob], pods: d
     return problems
 
 
+def pods_pending(jobs: list[TraceJob], pods: dict[str, PodLog]) -> list[str]:
+    """The jobs fewer of whose pods the workers' watches have seen Succeeded than the job has nodes."""
+    done: Counter[str] = Counter(run.job for log in pods.values() for run in list(log.pods.values()) if run.phase == "Succeeded")
+    return [job.name for job in jobs if done[job.name] < job.nodes]
+
+
 def team_quotas(running: RunningCluster) -> dict[str, int]:
     """The GPUs each training namespace's team holds on the pool on this cluster (its quota: ``fleet_stack``
     lets no team borrow)."""
@@ -380,6 +388,13 @@ def test_200_jobs_each_run_once_whole_in_one_block_on_one_worker_within_its_quot
         wait_for(lambda: not unfinished(manager_cluster, jobs), what=f"the manager's {FLEET_JOBS} jobs completed",
                  timeout=FLEET_RUN_TIMEOUT_SECONDS, interval=2)
         print(f"{FLEET_JOBS} jobs through the fleet in {time.monotonic() - started:.0f} s")
+        # The manager's status can be ahead of the workers' pod watches under load: the last pods'
+        # events are awaited before the watches stop, and what never came is judged below.
+        try:
+            wait_for(lambda: not pods_pending(jobs, pods), what="every job's pods seen Succeeded on a worker",
+                     timeout=POD_EVENTS_TIMEOUT_SECONDS, interval=1)
+        except TimedOut:
+            pass
     finally:
         for stream in streams:
             stream.stopping.set()

@@ -13,12 +13,13 @@ import copy
 import json
 import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any, Optional
 
 import boto3
 from botocore.stub import Stubber
 from kubernetes import client
+from tests.support.json_handler import JsonHandler
 
 NODE_NAME = "ip-10-0-1-23.us-west-2.compute.internal"
 INSTANCE_ID = "i-0123456789abcdef0"
@@ -72,17 +73,7 @@ class FakeApiServer:
         self._lock = threading.Lock()
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep test output quiet
-                pass
-
-            def _reply(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+        class Handler(JsonHandler):
 
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -91,7 +82,7 @@ class FakeApiServer:
                 with fake._lock:
                     fake.requests.append(RecordedRequest(self.command, self.path, self.headers.get("Content-Type"), body))
                     status, payload = fake._respond(self.command, self.path, body)
-                self._reply(status, payload)
+                self.answer(status, payload)
 
             do_GET = do_PATCH = do_PUT = do_POST = do_DELETE = _handle
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
 
 from eks_gpu_training.local.platform import Applier, ApplyError
+from tests.support.json_handler import JsonHandler
 
 DISCOVERY = {
     "/version": {"major": "1", "minor": "35", "gitVersion": "v1.35.0"},
@@ -38,21 +39,10 @@ def _status(code: int, reason: str, message: str) -> dict:
     return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message}
 
 
-class _ApiServer(BaseHTTPRequestHandler):
+class _ApiServer(JsonHandler):
     """Discovery, one Job, one Node the caller may not touch; every request recorded."""
 
     requests: list[tuple[str, str, dict, dict]] = []
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def _answer(self, code: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _record(self) -> str:
         url = urlsplit(self.path)
@@ -64,24 +54,24 @@ class _ApiServer(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self._record()
         if path in DISCOVERY:
-            self._answer(200, DISCOVERY[path])
+            self.answer(200, DISCOVERY[path])
         elif path == JOB_PATH:
-            self._answer(200, JOB)
+            self.answer(200, JOB)
         elif path == "/apis/batch/v1/namespaces/training/jobs":
-            self._answer(200, {"kind": "JobList", "apiVersion": "batch/v1", "metadata": {}, "items": [JOB]})
+            self.answer(200, {"kind": "JobList", "apiVersion": "batch/v1", "metadata": {}, "items": [JOB]})
         elif path == FORBIDDEN_PATH:
-            self._answer(403, _status(403, "Forbidden", 'nodes "protected" is forbidden: User "alice" cannot get resource "nodes"'))
+            self.answer(403, _status(403, "Forbidden", 'nodes "protected" is forbidden: User "alice" cannot get resource "nodes"'))
         else:
-            self._answer(404, _status(404, "NotFound", f"{path.rsplit('/', 1)[-1]} not found"))
+            self.answer(404, _status(404, "NotFound", f"{path.rsplit('/', 1)[-1]} not found"))
 
     def do_DELETE(self) -> None:
         path = self._record()
         if path == JOB_PATH:
-            self._answer(200, {**JOB, "metadata": {**JOB["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}})
+            self.answer(200, {**JOB, "metadata": {**JOB["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}})
         elif path == FORBIDDEN_PATH:
-            self._answer(403, _status(403, "Forbidden", 'nodes "protected" is forbidden: User "alice" cannot delete resource "nodes"'))
+            self.answer(403, _status(403, "Forbidden", 'nodes "protected" is forbidden: User "alice" cannot delete resource "nodes"'))
         else:
-            self._answer(404, _status(404, "NotFound", f"{path.rsplit('/', 1)[-1]} not found"))
+            self.answer(404, _status(404, "NotFound", f"{path.rsplit('/', 1)[-1]} not found"))
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from eks_gpu_training.verify.cli import _wants_colour
 from eks_gpu_training.verify.snapshot import SNAPSHOT_FIELDS, ClusterUnreadable
 from tests.support.cluster_objects import SEED_CLASSES, node, pdb, system_node, training_pods
 from tests.support.harness import PROJECT_ROOT, stack_file
+from tests.support.json_handler import JsonHandler
 from eks_gpu_training.platform.stack_files import stack_file_name
 
 STATUS_FORBIDDEN = {
@@ -43,17 +44,7 @@ class FakeApiServer:
         self.requests: list[tuple[str, str, dict]] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep the test output quiet
-                pass
-
-            def _answer(self, status: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+        class Handler(JsonHandler):
 
             def do_GET(self):
                 url = urlparse(self.path)
@@ -61,20 +52,20 @@ class FakeApiServer:
                 server.requests.append(("GET", url.path, query))
                 resource = url.path.rsplit("/", 1)[-1]
                 if resource in server.errors:
-                    return self._answer(*server.errors[resource])
+                    return self.answer(*server.errors[resource])
                 if resource not in server.objects:
-                    return self._answer(404, {"kind": "Status", "code": 404, "reason": "NotFound", "message": "the server could not find the requested resource"})
+                    return self.answer(404, {"kind": "Status", "code": 404, "reason": "NotFound", "message": "the server could not find the requested resource"})
                 items = server.objects[resource]
                 start = int(query.get("continue", ["0"])[0])
                 end = start + server.page_size if server.page_size else len(items)
                 metadata = {"resourceVersion": "1"} | ({"continue": str(end)} if end < len(items) else {})
                 if server.metadata_last:
-                    return self._answer(200, {"kind": "List", "apiVersion": "v1", "items": items[start:end], "metadata": metadata})
-                self._answer(200, {"kind": "List", "apiVersion": "v1", "metadata": metadata, "items": items[start:end]})
+                    return self.answer(200, {"kind": "List", "apiVersion": "v1", "items": items[start:end], "metadata": metadata})
+                self.answer(200, {"kind": "List", "apiVersion": "v1", "metadata": metadata, "items": items[start:end]})
 
             def _refuse(self):
                 server.requests.append((self.command, self.path, {}))
-                self._answer(405, {"kind": "Status", "code": 405})
+                self.answer(405, {"kind": "Status", "code": 405})
 
             do_POST = do_PUT = do_PATCH = do_DELETE = _refuse
 

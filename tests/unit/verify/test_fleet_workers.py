@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -20,6 +20,8 @@ from eks_gpu_training.workloads.multikueue_manager import (
     ADMISSION_CHECK, MULTIKUEUE_CONFIG, admission_checks_strategy, kubeconfig_secret_name, multikueue_admission_check,
     multikueue_cluster, multikueue_config,
 )
+
+from tests.support.json_handler import JsonHandler
 
 QUEUES = ("research", "shared")
 
@@ -167,20 +169,11 @@ class Served:
         self.answers, self.paths = answers, []
         served = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(JsonHandler):
             def do_GET(self):
                 path = self.path.split("?", 1)[0]
                 served.paths.append(path)
-                status, body = served.answers.get(path, (200, {"kind": "List", "metadata": {}, "items": []}))
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.answer(*served.answers.get(path, (200, {"kind": "List", "metadata": {}, "items": []})))
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"

@@ -1,0 +1,22 @@
+"""The request handler the unit tests' stand-in API servers share: quiet, answering JSON."""
+
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A handler that logs nothing (test output stays quiet) and answers with a JSON body."""
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def answer(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)

@@ -35,6 +35,11 @@ HOOKS_APPLIED = {"pre-install", "post-install"}
 KWOK_NODE_CLASS = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
 FIELD_MANAGER = "eks-gpu-training-local"
 CRD_TIMEOUT_SECONDS = 60
+BUSY_STATUSES = {429, 503, 504}
+"""The API server's answers that say "busy, ask again" (Kubernetes API conventions: TooManyRequests,
+ServiceUnavailable, and Timeout, which "the client may retry"). A server-side apply is idempotent,
+so a loaded machine's slow API server delays ``up`` rather than failing it."""
+BUSY_RETRY_SECONDS = 60
 
 
 class ApplyError(LocalError):
@@ -204,12 +209,16 @@ class Applier:
         if resource.namespaced and not namespace:
             namespace = "default"
             obj = {**obj, "metadata": {**metadata, "namespace": namespace}}
-        try:
-            return resource.server_side_apply(
-                body=obj, name=metadata["name"], namespace=namespace, field_manager=FIELD_MANAGER, force_conflicts=True,
-            ).to_dict()
-        except ApiException as error:
-            raise ApplyError(f"{describe(obj)} refused by the API server: {_server_message(error)}") from None
+        deadline = time.monotonic() + BUSY_RETRY_SECONDS
+        while True:
+            try:
+                return resource.server_side_apply(
+                    body=obj, name=metadata["name"], namespace=namespace, field_manager=FIELD_MANAGER, force_conflicts=True,
+                ).to_dict()
+            except ApiException as error:
+                if error.status not in BUSY_STATUSES or time.monotonic() >= deadline:
+                    raise ApplyError(f"{describe(obj)} refused by the API server: {_server_message(error)}") from None
+                time.sleep(_retry_after(error))
 
     def wait_established(self, crds: list[dict[str, Any]], timeout: float = CRD_TIMEOUT_SECONDS) -> None:
         deadline = time.monotonic() + timeout
@@ -292,6 +301,14 @@ class Applier:
 
 def _named(kind: str, name: str, namespace: Optional[str]) -> str:
     return describe({"kind": kind, "metadata": {"name": name, "namespace": namespace}})
+
+
+def _retry_after(error) -> float:
+    """The seconds a busy API server asks for (its Retry-After header), 1 when it names none."""
+    try:
+        return min(float((error.headers or {}).get("Retry-After", 1)), 10.0)
+    except (TypeError, ValueError):
+        return 1.0
 
 
 def _server_message(error) -> str:

@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import yaml
 
+from eks_gpu_training.local import platform
 from eks_gpu_training.local.platform import Applier, ApplyError
 from tests.support.json_handler import JsonHandler
 
@@ -33,6 +34,8 @@ DISCOVERY = {
 JOB_PATH = "/apis/batch/v1/namespaces/training/jobs/rl-training"
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "rl-training", "namespace": "training", "uid": "u-1"}}
 FORBIDDEN_PATH = "/api/v1/nodes/protected"
+BUSY_PATH = "/apis/batch/v1/namespaces/training/jobs/busy"
+"""A Job the server answers 504 Timeout for, with a Retry-After of 0, ``busy_answers`` times."""
 
 
 def _status(code: int, reason: str, message: str) -> dict:
@@ -43,6 +46,7 @@ class _ApiServer(JsonHandler):
     """Discovery, one Job, one Node the caller may not touch; every request recorded."""
 
     requests: list[tuple[str, str, dict, dict]] = []
+    busy_answers = 0
 
     def _record(self) -> str:
         url = urlsplit(self.path)
@@ -74,12 +78,30 @@ class _ApiServer(JsonHandler):
             self.answer(404, _status(404, "NotFound", f"{path.rsplit('/', 1)[-1]} not found"))
 
 
+    def do_PATCH(self) -> None:
+        path = self._record()
+        if path == BUSY_PATH and _ApiServer.busy_answers:
+            _ApiServer.busy_answers -= 1
+            data = json.dumps(_status(504, "Timeout", "Timeout: request did not complete within requested timeout")).encode()
+            self.send_response(504)
+            self.send_header("Retry-After", "0")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        elif path == FORBIDDEN_PATH:
+            self.answer(403, _status(403, "Forbidden", 'nodes "protected" is forbidden: User "alice" cannot patch resource "nodes"'))
+        else:
+            self.answer(200, self.requests[-1][3])
+
+
 @pytest.fixture
 def applier(tmp_path, monkeypatch):
     """An ``Applier`` on a kubeconfig naming the loopback server; the dynamic client's discovery
     cache in the test's own folder."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     _ApiServer.requests = []
+    _ApiServer.busy_answers = 0
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ApiServer)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -129,3 +151,25 @@ def test_a_refused_read_or_delete_names_the_object_and_carries_the_servers_words
         applier.delete("v1", "Node", "protected")
     assert str(refused.value) == ('Node protected not deleted: nodes "protected" is forbidden: '
                                   'User "alice" cannot delete resource "nodes"')
+
+
+def test_an_apply_a_busy_server_timed_out_is_sent_again_and_a_refusal_is_not(applier):
+    busy = {**JOB, "metadata": {"name": "busy", "namespace": "training"}}
+    _ApiServer.busy_answers = 2
+    assert applier.apply(busy)["metadata"]["name"] == "busy"
+    assert [path for path, _, _ in _calls("PATCH")] == [BUSY_PATH] * 3
+    _ApiServer.requests.clear()
+    with pytest.raises(ApplyError) as refused:
+        applier.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "protected"}})
+    assert str(refused.value) == ('Node protected refused by the API server: nodes "protected" is forbidden: '
+                                  'User "alice" cannot patch resource "nodes"')
+    assert len(_calls("PATCH")) == 1
+
+
+def test_a_server_busy_past_the_retry_window_fails_the_apply_with_its_words(applier, monkeypatch):
+    monkeypatch.setattr(platform, "BUSY_RETRY_SECONDS", 0)
+    _ApiServer.busy_answers = 5
+    with pytest.raises(ApplyError) as refused:
+        applier.apply({**JOB, "metadata": {"name": "busy", "namespace": "training"}})
+    assert str(refused.value) == ("Job training/busy refused by the API server: "
+                                  "Timeout: request did not complete within requested timeout")

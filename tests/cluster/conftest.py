@@ -18,9 +18,6 @@ from tests.support.clusters import RunningCluster, start
 # The fault modules' fixtures: module-scoped, so each of test_node_faults, test_node_loss and
 # test_node_unreachable gets a grown pool of its own (node_faults says why).
 from tests.support.node_faults import prod_faults_cluster, running_group, running_job  # noqa: F401 - fixtures, found by name
-# The MultiKueue fleet's: module-scoped, so test_multikueue and test_multikueue_200_jobs each start a
-# fleet of their own and run side by side.
-from tests.support.multikueue_fleet import east_cluster, fleet, manager_cluster, west_cluster  # noqa: F401 - fixtures, found by name
 
 # Go's collector at twice its default heap target in every process the clusters start (they inherit
 # the workers' environment): a quarter of an API server's start was its collector, and the tier is
@@ -83,26 +80,25 @@ def _uses_module_fixture(item) -> bool:
         definition.scope == "module" for definitions in info.name2fixturedefs.values() for definition in definitions)
 
 
-GROUP_ORDER = ("test_node_unreachable", "test_multikueue", "test_multikueue_200_jobs", "test_node_loss",
-               "test_node_loss_job_kinds", "test_karpenter", "prod", "dev", "test_plugin_package",
-               "test_health_gate_configuration", "test_node_faults", "prod-2", "test_engine_in_cluster",
-               "test_node_repair", "test_engine", "test_admission_deadlock", "simulate", "test_training_jobs",
-               "test_kubernetes_minor", "test_verify", "test_health_gate_switch_on")
+GROUP_ORDER = ("test_node_unreachable", "test_multikueue", "test_node_loss", "test_node_loss_job_kinds", "test_karpenter",
+               "prod", "dev", "test_plugin_package",
+               "test_health_gate_configuration", "test_node_faults", "prod-2", "test_engine_in_cluster", "test_node_repair",
+               "test_engine", "test_admission_deadlock", "simulate", "test_training_jobs", "test_kubernetes_minor", "test_verify",
+               "test_health_gate_switch_on")
 """The order the groups are handed to the workers in (``--no-loadscope-reorder``), and their
 clusters' order in the start slots (``start_slots``); groups not named follow, in collection
 order. The README runs thirteen workers: the first thirteen groups go one to a worker at the
 start, the longest first: the modules with a cluster of their own whose waits are the controllers'
-own clocks (an unreachable node's grace period and Kueue's minute, MultiKueue's two fleets, one
-for its lost worker and the rest, one for its 200 jobs, a deleted node's 40 s for a Job and for a
-JobSet or TrainJob, two modules side by side, Karpenter's launches and consolidations), the
-stacks' session clusters, the plugin package's programs in three languages (a TypeScript build
-among them), the gate's rounds and the engine's in-cluster module. The next groups go to the
-first workers done (a worker runs a test only once it holds the next, or is told to stop): node
-auto repair's wait, the engine's other module, the two gangs' deadlock, the simulator, the capped
-namespace, the Kubernetes minors (skipped unless built) and verify's three-node pool. A group left
-after those would go to the first worker down to its last test (``LastTestScheduling``), which may
-still run for two minutes: a long one there ended the session late (docs/benchmarks.md, "CI's
-time")."""
+own clocks (an unreachable node's grace period and Kueue's minute, MultiKueue's three clusters,
+its 200 jobs and its lost worker, a deleted node's 40 s for a Job and for a JobSet or TrainJob, two
+modules side by side, Karpenter's launches and consolidations), the stacks' session clusters, the
+plugin package's programs in three languages (a TypeScript build among them), the gate's rounds,
+node auto repair's wait, and the engine's in-cluster module. The next groups go to the first
+workers done (a worker runs a test only once it holds the next, or is told to stop): the engine's
+other module, the two gangs' deadlock, the simulator, the capped namespace, the Kubernetes minors
+(skipped unless built) and verify's three-node pool. A group left after those would go to the
+first worker down to its last test (``LastTestScheduling``), which may still run for two
+minutes: a long one there ended the session late (docs/benchmarks.md, "CI's time")."""
 
 
 class LastTestScheduling(LoadGroupScheduling):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import Any, Optional
 
 
 class JsonHandler(BaseHTTPRequestHandler):
@@ -13,9 +13,11 @@ class JsonHandler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
-    def answer(self, status: int, body: Any) -> None:
+    def answer(self, status: int, body: Any, headers: Optional[dict[str, str]] = None) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

@@ -82,13 +82,8 @@ class _ApiServer(JsonHandler):
         path = self._record()
         if path == BUSY_PATH and _ApiServer.busy_answers:
             _ApiServer.busy_answers -= 1
-            data = json.dumps(_status(504, "Timeout", "Timeout: request did not complete within requested timeout")).encode()
-            self.send_response(504)
-            self.send_header("Retry-After", "0")
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.answer(504, _status(504, "Timeout", "Timeout: request did not complete within requested timeout"),
+                        headers={"Retry-After": "0"})
         elif path == FORBIDDEN_PATH:
             self.answer(403, _status(403, "Forbidden", 'nodes "protected" is forbidden: User "alice" cannot patch resource "nodes"'))
         else:

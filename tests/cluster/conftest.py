@@ -54,11 +54,20 @@ SECOND_SESSION = {"prod": ("test_admission_policies", "test_health_gate", "test_
 cluster; in two halves each takes about half, for one more cluster start."""
 
 
+SHARED_VARIANTS = {"prod_faults_cluster": "faults"}
+"""Session-scoped clusters of a stack variant that several modules share (``tests/support/node_faults``),
+each with the group its modules' tests form, in place of a cluster and a group per module."""
+SESSION_CLUSTERS = {"prod": "prod_cluster", "prod-2": "prod_cluster", "dev": "dev_cluster",
+                    **{group: fixture for fixture, group in SHARED_VARIANTS.items()}}
+"""The session cluster each group's tests run on, which its worker stops once it moves on to a group
+that runs on another (``pytest_runtest_teardown``)."""
+
+
 def _group_of(item) -> str | None:
     """The xdist group of a test: its stack's, when it runs on a stack's session cluster (or the
-    stack's second group, ``SECOND_SESSION``); its module's, when it starts a cluster of its own (a
-    stack variant: a wider pool, a capped namespace, repair off), so those modules spread over the
-    workers beside the stacks' groups."""
+    stack's second group, ``SECOND_SESSION``); a shared variant's (``SHARED_VARIANTS``); its
+    module's, when it starts a cluster of its own (a stack variant: a wider pool, a capped
+    namespace, repair off), so those modules spread over the workers beside the stacks' groups."""
     callspec = getattr(item, "callspec", None)
     names = getattr(item, "fixturenames", ())
     stack = next((s for s in ("prod", "dev") if f"{s}_cluster" in names), None)
@@ -66,9 +75,20 @@ def _group_of(item) -> str | None:
         stack = callspec.params["any_cluster"]
     if stack is not None:
         return f"{stack}-2" if item.module.__name__ in SECOND_SESSION.get(stack, ()) else stack
+    shared = next((group for fixture, group in SHARED_VARIANTS.items() if _scope_of(item, fixture) == "session"), None)
+    if shared is not None:
+        return shared
     if any(name.endswith("_cluster") for name in names) or _uses_module_fixture(item):
         return item.module.__name__
     return None
+
+
+def _scope_of(item, fixture: str) -> str | None:
+    """The scope of the definition of ``fixture`` the test uses (a module may override a shared one
+    with a variant of its own), or None when it uses none."""
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.get(fixture, ()) if info is not None else ()
+    return definitions[-1].scope if definitions and fixture in item.fixturenames else None
 
 
 def _uses_module_fixture(item) -> bool:
@@ -80,25 +100,25 @@ def _uses_module_fixture(item) -> bool:
         definition.scope == "module" for definitions in info.name2fixturedefs.values() for definition in definitions)
 
 
-GROUP_ORDER = ("test_node_unreachable", "test_multikueue", "test_node_loss", "test_node_loss_job_kinds", "test_karpenter",
-               "prod", "dev", "test_plugin_package",
-               "test_health_gate_configuration", "test_node_faults", "prod-2", "test_engine_in_cluster", "test_node_repair",
-               "test_engine", "test_admission_deadlock", "simulate", "test_training_jobs", "test_kubernetes_minor", "test_verify",
+GROUP_ORDER = ("test_multikueue", "faults", "test_node_unreachable", "test_karpenter", "prod", "dev", "test_plugin_package",
+               "test_health_gate_configuration", "prod-2", "test_engine_in_cluster", "test_node_repair", "test_engine",
+               "test_admission_deadlock", "simulate", "test_training_jobs", "test_kubernetes_minor", "test_verify",
                "test_health_gate_switch_on")
 """The order the groups are handed to the workers in (``--no-loadscope-reorder``), and their
 clusters' order in the start slots (``start_slots``); groups not named follow, in collection
 order. The README runs thirteen workers: the first thirteen groups go one to a worker at the
-start, the longest first: the modules with a cluster of their own whose waits are the controllers'
-own clocks (an unreachable node's grace period and Kueue's minute, MultiKueue's three clusters,
-its 200 jobs and its lost worker, a deleted node's 40 s for a Job and for a JobSet or TrainJob, two
-modules side by side, Karpenter's launches and consolidations), the stacks' session clusters, the
-plugin package's programs in three languages (a TypeScript build among them), the gate's rounds,
-node auto repair's wait, and the engine's in-cluster module. The next groups go to the first
-workers done (a worker runs a test only once it holds the next, or is told to stop): the engine's
-other module, the two gangs' deadlock, the simulator, the capped namespace, the Kubernetes minors
-(skipped unless built) and verify's three-node pool. A group left after those would go to the
-first worker down to its last test (``LastTestScheduling``), which may still run for two
-minutes: a long one there ended the session late (docs/benchmarks.md, "CI's time")."""
+start, the longest first: MultiKueue's three clusters, its 200 jobs and its lost worker (the
+longest chain of the tier), then the groups whose waits are the controllers' own clocks (the
+fault modules' shared cluster: a failed check, a deleted node's 40 s for a Job and for a JobSet or
+TrainJob; an unreachable node's grace period and Kueue's minute; Karpenter's launches and
+consolidations), the stacks' session clusters, the plugin package's programs in three languages
+(a TypeScript build among them), the gate's rounds, the engine's in-cluster module, node auto
+repair's wait, the engine's other module and the two gangs' deadlock. The next groups go to the
+first workers done (a worker runs a test only once it holds the next, or is told to stop): the
+simulator, the capped namespace, the Kubernetes minors (skipped unless built), verify's three-node
+pool and the gate switched on. A group left after those would go to the first worker down to its
+last test (``LastTestScheduling``), which may still run for two minutes: a long one there ended
+the session late (docs/benchmarks.md, "CI's time")."""
 
 
 class LastTestScheduling(LoadGroupScheduling):
@@ -178,20 +198,19 @@ def pytest_runtest_setup(item):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item, nextitem):
-    """A stack's session cluster stops on this worker once the worker moves on to another group: on
-    the two cores its idle control plane, controllers and simulated nodes took about a seventh of
-    one, for the rest of the session. A later group that needs it again starts it again (the
-    fixture set up anew), as with fewer workers than groups."""
+    """A session cluster (``SESSION_CLUSTERS``) stops on this worker once the worker moves on to a
+    group that does not run on it: on the two cores its idle control plane, controllers and
+    simulated nodes took about a seventh of one, for the rest of the session. A later group that
+    needs it again starts it again (the fixture set up anew), as with fewer workers than groups."""
     result = yield
-    group = _group_of(item)
-    stack = group.removesuffix("-2") if group else None
-    if nextitem is None or stack not in ("prod", "dev") or _group_of(nextitem) in (stack, f"{stack}-2"):
+    fixture = SESSION_CLUSTERS.get(_group_of(item) or "")
+    if nextitem is None or fixture is None or SESSION_CLUSTERS.get(_group_of(nextitem) or "") == fixture:
         return result
     # pytest's own per-fixture teardown (what the session's end would run): dependants first.
-    for definition in item._fixtureinfo.name2fixturedefs.get(f"{stack}_cluster", ()):
+    for definition in item._fixtureinfo.name2fixturedefs.get(fixture, ()):
         if definition.cached_result is not None:
             definition.finish(item._request)
-            print(f"[{stack}] stopped: this worker moves on to group {_group_of(nextitem)}")
+            print(f"[{fixture}] stopped: this worker moves on to group {_group_of(nextitem)}")
     return result
 
 

@@ -1,8 +1,9 @@
 """A node joins sick, or its GPUs fail under a running job: on prod's pool grown to three nodes (a
 spare in the job's layer-3 block, ``node_faults``), faults are injected as ``eks-gpu-training-local
 fault`` injects them (real API writes), and Kubernetes, Kueue and the health gate decide the rest.
-A node lost under a job is ``test_node_loss``'s, a node that stops answering ``test_node_unreachable``'s:
-each module runs on a cluster of its own, so their waits overlap.
+A node lost under a job is ``test_node_loss``'s, a node that stops answering ``test_node_unreachable``'s.
+This module and the two node-loss ones take turns on one cluster (``prod_faults_cluster``); the
+unreachable node's variant runs on a cluster of its own beside them.
 
 Simulated: a replacement joining (the managed node group launching an instance) is a Node created as
 a kubelet registers it, with the node group's taints; the check containers' verdict (pass unless a

@@ -1,7 +1,7 @@
 """A GPU node is lost under a running job (its instance terminated: the Node deleted), on prod's pool
 grown to three nodes (``node_faults``): the job runs again on the spare in its block, and with no
 spare it is requeued whole and waits instead of splitting across blocks. A JobSet's and a TrainJob's
-loss is ``test_node_loss_job_kinds``, on a cluster of its own, so the two run side by side.
+loss is ``test_node_loss_job_kinds``, on the same cluster (``prod_faults_cluster``), after this one.
 Kubernetes' pod garbage collector, the Job and JobSet controllers, Kueue and the health gate decide;
 the local cluster only deletes the Node and registers replacements, as ``test_node_faults`` says.
 

@@ -1,7 +1,7 @@
 """A GPU node is lost under a running JobSet or TrainJob (its instance terminated: the Node
 deleted), on prod's pool grown to three nodes (``node_faults``): the group runs again on the spare
-in its block, as a Job does (``test_node_loss``). A module of its own, so its cluster and its waits
-run beside ``test_node_loss``'s instead of after them (docs/testing.md, "The cluster tier").
+in its block, as a Job does (``test_node_loss``), on the cluster the fault modules share
+(``prod_faults_cluster``).
 
 The bounds are docs/health.md's ("When a node fails during a job"); the test prints what it measured.
 """

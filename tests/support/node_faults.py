@@ -1,9 +1,11 @@
-"""What the fault tests share (``test_node_faults``, ``test_node_loss``, ``test_node_unreachable``):
-prod's GPU pool grown to three nodes, a spare in the job's layer-3 block, with its node auto repair
-off; a running job or group on two of them; and, after each test, every fault cleared and every node
-of the pool admitted again. Each of those modules gets a cluster of its own (the fixture is
-module-scoped, and each module is an xdist group of its own, ``conftest._group_of``), so their
-waits on the controllers' clocks run beside each other on the tier's workers.
+"""What the fault tests share (``test_node_faults``, ``test_node_loss``, ``test_node_loss_job_kinds``,
+``test_node_unreachable``): prod's GPU pool grown to three nodes, a spare in the job's layer-3 block,
+with its node auto repair off; a running job or group on two of them; and, after each test, every
+fault cleared and every node of the pool admitted again. The first three modules share one such
+cluster (``prod_faults_cluster``, session-scoped, their tests one xdist group, ``faults``, in
+``conftest._group_of``): a cluster of its own each cost two more prod starts in the tier's start
+slots for about three minutes of waits each. ``test_node_unreachable`` starts its own, a variant
+whose training pods tolerate an unreachable node for no time, beside them on another worker.
 
 The recovery bounds are the ones docs/health.md ("When a node fails during a job") documents.
 """
@@ -53,8 +55,10 @@ def faults_cluster(tmp_path_factory, **kueue: Any) -> Iterator[RunningCluster]:
     yield from start("prod", folder / "state", stack_path=stack_variant(folder, "prod", change), scale=3)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def prod_faults_cluster(tmp_path_factory):
+    """Shared by the fault modules' tests (group ``faults``), stopped once their worker moves on
+    (``conftest.pytest_runtest_teardown``)."""
     yield from faults_cluster(tmp_path_factory)
 
 

@@ -56,14 +56,14 @@ def test_the_scan_runs_kubernetes_checks_offline(config):
 
 
 def test_training_workload_templates_are_left_to_their_own_scan():
-    # The platform scan leaves out exactly the files the workload scan is given (.ci/run: job_*.yaml).
+    # The platform scan leaves out exactly the files the workload scan is given (.ci/scan-stacks: job_*.yaml).
     skipped, charts = yaml.safe_load(CHECKOV_CONFIG.read_text())["skip-path"]
     assert re.search(skipped, "out/prod/manifests/job_training_rl-training.yaml")
     assert not re.search(skipped, "out/prod/manifests/daemonset_topology-labeler_topology-labeler.yaml")
     # The charts' objects have a scan of their own, with per-object skips.
     assert re.search(charts, "out/prod/manifests/charts/gpu-operator/deployment_gpu-operator_gpu-operator.yaml")
     assert not re.search(charts, "out/prod/manifests/daemonset_topology-labeler_topology-labeler.yaml")
-    assert "job_*.yaml" in (PROJECT_ROOT / ".ci" / "run").read_text()
+    assert "job_*.yaml" in (PROJECT_ROOT / ".ci" / "scan-stacks").read_text()
 
 
 def test_the_scanner_version_is_pinned():
@@ -105,7 +105,7 @@ def test_the_operations_guide_lists_every_skip_with_its_reason():
 
 
 def test_the_ci_scans_the_charts_objects():
-    ci = (PROJECT_ROOT / ".ci" / "run").read_text()
+    ci = (PROJECT_ROOT / ".ci" / "scan-stacks").read_text()
     assert "--config-file ../../.checkov-charts.yaml -d manifests/charts" in ci
     assert "eks_gpu_training.offline.scan" in ci
     charts_config = yaml.safe_load((PROJECT_ROOT / ".checkov-charts.yaml").read_text())
@@ -161,4 +161,4 @@ def test_the_jobs_of_jobsets_and_trainer_runtimes_are_written_for_the_workload_s
     assert job["metadata"] == {"labels": {"job": "workers"}, "name": "run-workers", "namespace": "a"}
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "train:1"
     assert written["job_clustertrainingruntime_c_torch-node.yaml"]["metadata"]["namespace"] == "c"
-    assert "--workload-jobs" in (PROJECT_ROOT / ".ci" / "run").read_text()
+    assert "--workload-jobs" in (PROJECT_ROOT / ".ci" / "scan-stacks").read_text()

@@ -66,9 +66,11 @@ def fleet_stack(config: dict[str, Any]) -> None:
     teams["evaluation"]["quotas"].append({"pool": POOL, "gpus": STACK_NODES - 1, "borrowingLimit": 0})
     # rl-training on the fixed pool, as finetune is: each cluster's nodes are there from the start.
     next(app for app in scheduling["trainingApps"] if app["name"] == "rl-training")["pool"] = POOL
-    # The gate's rounds on each of the fleet's 48 nodes are judged in its own modules; here they would
-    # only slow each start.
+    # The gate's rounds and the node monitoring agent's two DaemonSets (its pods and dcgm-server's on
+    # each of the fleet's 48 nodes) are judged in their own modules; here they would only slow each
+    # start and keep the fleet's three API servers busier.
     config["eks-gpu-training:healthGate"]["enabled"] = False
+    config["eks-gpu-training:nodeMonitoring"]["enabled"] = False
 
 
 @pytest.fixture(scope="module")

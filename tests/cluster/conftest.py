@@ -190,10 +190,25 @@ def cluster_start_slots(tmp_path_factory):
     start_slots.folder = None
 
 
+CRITICAL_GROUP = "test_multikueue"
+"""The tier's longest chain, and one that waits rather than computes: its 200 jobs go through
+Kueue's manager at the 5 requests a second its clients to each worker are held to, and its other
+tests on the controllers' own clocks. Its three clusters still need the CPU to keep up with those
+waits: on the loaded cores its 200 jobs took 429 s against 314 s alone, and the session ended
+with it."""
+YIELDING_NICENESS = 5
+"""The niceness of every other group's worker (and of what it starts: its clusters, the engine's
+programs) from its first test on: they give way to the critical group's three clusters, each
+getting about a third of their share while those want a core, and take up whatever they leave."""
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    """The test's group ranks its cluster starts in the start slots."""
+    """The test's group ranks its cluster starts in the start slots; on an xdist worker, a group
+    other than ``CRITICAL_GROUP`` runs at ``YIELDING_NICENESS`` (before its fixtures start anything)."""
     start_slots.rank = _rank(item)
+    if os.environ.get("PYTEST_XDIST_WORKER") and _group_of(item) != CRITICAL_GROUP and os.nice(0) < YIELDING_NICENESS:
+        os.nice(YIELDING_NICENESS - os.nice(0))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -47,34 +47,28 @@ def any_cluster(request):
     return request.getfixturevalue(f"{request.param}_cluster")
 
 
-SECOND_SESSION = {"prod": ("test_admission_policies", "test_health_gate", "test_training_jobs", "test_verify",
-                           "test_priority_and_quota")}
-"""Modules whose tests on a stack's session cluster form a second group of that stack,
-``<stack>-2``: on another worker, a session cluster of its own. Prod's 78 tests took 260 s on one
-cluster; in two halves each takes about half, for one more cluster start."""
-
-
 SHARED_VARIANTS = {"prod_faults_cluster": "faults"}
 """Session-scoped clusters of a stack variant that several modules share (``tests/support/node_faults``),
 each with the group its modules' tests form, in place of a cluster and a group per module."""
-SESSION_CLUSTERS = {"prod": "prod_cluster", "prod-2": "prod_cluster", "dev": "dev_cluster",
-                    **{group: fixture for fixture, group in SHARED_VARIANTS.items()}}
+SESSION_CLUSTERS = {"prod": "prod_cluster", "dev": "dev_cluster", **{group: fixture for fixture, group in SHARED_VARIANTS.items()}}
 """The session cluster each group's tests run on, which its worker stops once it moves on to a group
 that runs on another (``pytest_runtest_teardown``)."""
 
 
 def _group_of(item) -> str | None:
-    """The xdist group of a test: its stack's, when it runs on a stack's session cluster (or the
-    stack's second group, ``SECOND_SESSION``); a shared variant's (``SHARED_VARIANTS``); its
-    module's, when it starts a cluster of its own (a stack variant: a wider pool, a capped
-    namespace, repair off), so those modules spread over the workers beside the stacks' groups."""
+    """The xdist group of a test: its stack's, when it runs on a stack's session cluster; a shared
+    variant's (``SHARED_VARIANTS``); its module's, when it starts a cluster of its own (a stack
+    variant: a wider pool, a capped namespace, repair off), so those modules spread over the
+    workers beside the stacks' groups. Prod's tests are one group on one cluster: split in two
+    (a second prod cluster for half its modules), the second half waited seven minutes for a start
+    slot, then ran for two."""
     callspec = getattr(item, "callspec", None)
     names = getattr(item, "fixturenames", ())
     stack = next((s for s in ("prod", "dev") if f"{s}_cluster" in names), None)
     if callspec is not None and "any_cluster" in callspec.params:
         stack = callspec.params["any_cluster"]
     if stack is not None:
-        return f"{stack}-2" if item.module.__name__ in SECOND_SESSION.get(stack, ()) else stack
+        return stack
     shared = next((group for fixture, group in SHARED_VARIANTS.items() if _scope_of(item, fixture) == "session"), None)
     if shared is not None:
         return shared
@@ -101,7 +95,7 @@ def _uses_module_fixture(item) -> bool:
 
 
 GROUP_ORDER = ("test_multikueue", "faults", "test_node_unreachable", "test_karpenter", "prod", "dev", "test_plugin_package",
-               "test_health_gate_configuration", "prod-2", "test_engine_in_cluster", "test_node_repair", "test_engine",
+               "test_health_gate_configuration", "test_engine_in_cluster", "test_node_repair", "test_engine",
                "test_admission_deadlock", "simulate", "test_training_jobs", "test_kubernetes_minor", "test_verify",
                "test_health_gate_switch_on")
 """The order the groups are handed to the workers in (``--no-loadscope-reorder``), and their
@@ -113,9 +107,9 @@ fault modules' shared cluster: a failed check, a deleted node's 40 s for a Job a
 TrainJob; an unreachable node's grace period and Kueue's minute; Karpenter's launches and
 consolidations), the stacks' session clusters, the plugin package's programs in three languages
 (a TypeScript build among them), the gate's rounds, the engine's in-cluster module, node auto
-repair's wait, the engine's other module and the two gangs' deadlock. The next groups go to the
-first workers done (a worker runs a test only once it holds the next, or is told to stop): the
-simulator, the capped namespace, the Kubernetes minors (skipped unless built), verify's three-node
+repair's wait, the engine's other module, the two gangs' deadlock and the simulator. The next
+groups go to the first workers done (a worker runs a test only once it holds the next, or is told
+to stop): the capped namespace, the Kubernetes minors (skipped unless built), verify's three-node
 pool and the gate switched on. A group left after those would go to the first worker down to its
 last test (``LastTestScheduling``), which may still run for two minutes: a long one there ended
 the session late (docs/benchmarks.md, "CI's time")."""

@@ -89,7 +89,7 @@ def test_a_job_on_a_node_whose_gpus_fail_is_moved_to_the_spare(prod_faults_clust
     assert QUARANTINE_TAINT_KEY in gpu_nodes.taint_keys(gpu_nodes.node(running, lost))
     # Recovered GPUs: the quarantine goes, and the node is checked again before it gets work.
     running.cluster.faults().clear(node=lost)
-    wait_for(lambda: gpu_nodes.admitted(running, lost) and QUARANTINE_TAINT_KEY not in gpu_nodes.taint_keys(gpu_nodes.node(running, lost)),
+    wait_for(lambda: gpu_nodes.ready_for_work(running, lost),
              what=f"{lost} checked again and admitted", timeout=GATE_BOUND_SECONDS)
 
 

@@ -127,14 +127,10 @@ def expect_moved(running: RunningCluster, namespace: str, name: str, lost: str, 
 
 
 def all_admitted(running: RunningCluster) -> None:
-    """Every node of the pool admitted and out of quarantine. A node whose GPU fault the last test
-    cleared keeps its startup taint lifted while the gate takes it out of quarantine and checks it
-    again (``healthgate.decide``): a job placed then finds no spare until that check has passed."""
-    def ready_for_work(name: str) -> bool:
-        return gpu_nodes.admitted(running, name) and QUARANTINE_TAINT_KEY not in gpu_nodes.taint_keys(gpu_nodes.node(running, name))
-
+    """Every node of the pool admitted and out of quarantine (``gpu_nodes.ready_for_work``): after a
+    test that cleared a GPU fault, a job placed earlier would find no spare."""
     for node in running.env.nodes(f"{GPU_POOL_KEY}={POOL}"):
-        wait_for(lambda: ready_for_work(node.metadata.name), what=f"{node.metadata.name} admitted and out of quarantine before the test",
+        wait_for(lambda: gpu_nodes.ready_for_work(running, node.metadata.name), what=f"{node.metadata.name} admitted and out of quarantine before the test",
                  timeout=GATE_BOUND_SECONDS)
 
 

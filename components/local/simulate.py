@@ -176,10 +176,23 @@ def _wait_stack_jobs_gone(applier: Applier) -> None:
     from kubernetes import client
 
     custom = client.CustomObjectsApi(applier.api_client)
-    if not _settles(lambda: not cached_items(custom.list_cluster_custom_object, KUEUE_GROUP, KUEUE_VERSION, "workloads"),
-                    STACK_JOBS_GONE_SECONDS):
-        raise SimulationError("the stack's own training jobs still hold Kueue quota a minute after their deletion",
-                              "read Kueue's log in the state folder")
+
+    def workloads() -> list[dict[str, Any]]:
+        return cached_items(custom.list_cluster_custom_object, KUEUE_GROUP, KUEUE_VERSION, "workloads")
+
+    if not _settles(lambda: not workloads(), STACK_JOBS_GONE_SECONDS):
+        left = [_described(w) for w in workloads()]
+        raise SimulationError("Kueue still holds quota for jobs a minute after their deletion: " + "; ".join(left[:5])
+                              + (f" and {len(left) - 5} more" if len(left) > 5 else ""), "read Kueue's log in the state folder")
+
+
+def _described(workload: dict[str, Any]) -> str:
+    """A Workload left behind, in words: its name, owner, finalizers and true conditions."""
+    meta = workload["metadata"]
+    owners = ", ".join(f"{o['kind']} {o['name']}" for o in meta.get("ownerReferences") or []) or "no owner"
+    true = [c["type"] for c in (workload.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+    return (f"Workload {meta['namespace']}/{meta['name']} of {owners}, finalizers {meta.get('finalizers') or []}, "
+            f"conditions {true}" + (", being deleted" if meta.get("deletionTimestamp") else ""))
 
 
 GATED_NODES_SECONDS_PER_NODE = 1.0

@@ -181,12 +181,12 @@ def _wait_stack_jobs_gone(applier: Applier) -> None:
         return cached_items(custom.list_cluster_custom_object, KUEUE_GROUP, KUEUE_VERSION, "workloads")
 
     if not _settles(lambda: not workloads(), STACK_JOBS_GONE_SECONDS):
-        left = [_described(w) for w in workloads()]
+        left = [described_workload(w) for w in workloads()]
         raise SimulationError("Kueue still holds quota for jobs a minute after their deletion: " + "; ".join(left[:5])
                               + (f" and {len(left) - 5} more" if len(left) > 5 else ""), "read Kueue's log in the state folder")
 
 
-def _described(workload: dict[str, Any]) -> str:
+def described_workload(workload: dict[str, Any]) -> str:
     """A Workload left behind, in words: its name, owner, finalizers and true conditions."""
     meta = workload["metadata"]
     owners = ", ".join(f"{o['kind']} {o['name']}" for o in meta.get("ownerReferences") or []) or "no owner"

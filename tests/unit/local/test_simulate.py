@@ -8,7 +8,7 @@ import json
 
 from eks_gpu_training.local.__main__ import main
 from eks_gpu_training.local.local_fleet import fleet_members
-from eks_gpu_training.local.simulate import manager_args
+from eks_gpu_training.local.simulate import described_workload, manager_args
 from eks_gpu_training.platform.stack_files import locate_stack
 
 from tests.support.harness import PROJECT_ROOT
@@ -34,3 +34,12 @@ def test_fleet_without_a_running_fleet_says_how_to_start_one(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"no local fleet of dev in {tmp_path}" in err
     assert "fleet up dev" in err
+
+
+def test_a_workload_left_behind_is_named_with_its_owner_finalizers_and_conditions():
+    workload = {"metadata": {"namespace": "training", "name": "job-rl-training-1a2b3", "finalizers": ["kueue.x-k8s.io/resource-in-use"],
+                             "ownerReferences": [{"kind": "Job", "name": "rl-training"}], "deletionTimestamp": "2026-12-07T04:00:00Z"},
+                "status": {"conditions": [{"type": "QuotaReserved", "status": "True"}, {"type": "Finished", "status": "False"}]}}
+    assert described_workload(workload) == ("Workload training/job-rl-training-1a2b3 of Job rl-training, finalizers "
+                                     "['kueue.x-k8s.io/resource-in-use'], conditions ['QuotaReserved'], being deleted")
+    assert "of no owner" in described_workload({"metadata": {"namespace": "training", "name": "copy"}})

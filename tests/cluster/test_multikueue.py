@@ -121,8 +121,8 @@ def dispatched_to(manager: RunningCluster, kind: str, namespace: str, name: str,
 def back_up(cluster) -> list[str]:
     """The lost worker's control plane started again: its API server, and every controller beside it
     stopped and started after it, as a control plane restarted whole. Restarting only those that had
-    exited when the API server came back left one that gave up a moment later (a local artefact, not
-    the loss being tested) dead for the tests after. The processes that had exited."""
+    exited when the API server came back could leave one that gave up a moment later (a local
+    artefact, not the loss being tested) dead for the tests after. The processes that had exited."""
     supervisor = cluster.supervisor
     dead = [name for name, started in supervisor.started.items() if not started.alive() and name != "kube-apiserver"]
     again = [name for name in cluster.processes if name not in ("etcd", "kube-apiserver") and name in supervisor.started]

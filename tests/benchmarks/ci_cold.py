@@ -4,7 +4,7 @@
 
 Clones the checkout this file is in (its committed HEAD) into a temporary folder and runs
 ``bash .ci/run`` there with CI=true and no standard input, with empty caches: ``XDG_CACHE_HOME``
-(pip's downloads and wheels, Go's build cache, the built components) and ``GOMODCACHE`` (Go's
+(pip's and uv's downloads and wheels, Go's build cache, the built components) and ``GOMODCACHE`` (Go's
 module downloads) point into the same temporary folder. Prints each step of ``.ci/run`` (its
 ``+ `` lines) with the minute it started at, the background builds' per-component figures, the
 exit status, the wall time and the machine's load average over the run (sampled every 30 s), so a

@@ -168,7 +168,8 @@ def test_a_bad_argument_in_yaml_comes_back_as_the_property_error_python_gets(pat
 
 
 def test_yaml_typescript_and_python_programs_make_the_same_objects_with_an_empty_second_preview(
-        cluster, path_dirs, typescript_program, tmp_path):
+        typescript_program, path_dirs, cluster, tmp_path):
+    # The TypeScript program is built (npm, tsc) before the cluster starts, which then idles for none of it.
     python = Project("python", tmp_path / "python", path_dirs)
     python.up(cluster.kubeconfig)
     made_by_python = objects(cluster.env)

@@ -169,6 +169,8 @@ class _Round:
     failures: dict[tuple[str, str], int]
     """Nodes of each pool whose check failed, by the failed check's reason (node failures only)."""
     members: dict[str, int]
+    present: set[str]
+    """The GPU nodes' names."""
 
 
 def _failed_reason(node: Mapping[str, Any]) -> Optional[str]:
@@ -191,7 +193,8 @@ def plan(
     ``replacements``: the NodeClaims the gate deleted lately (``replacements.from_events``)."""
     nodes = list(nodes)
     gpu_nodes = [n for n in nodes if pool_of(n["metadata"].get("labels")) in settings.pools]
-    state = _Round(list(jobs), list(pods), list(nodeclaims), settings, now, list(replacements), {}, {})
+    state = _Round(list(jobs), list(pods), list(nodeclaims), settings, now, list(replacements), {}, {},
+                   {_name(n) for n in gpu_nodes})
     # A check of a node that is gone (deleted, or replaced by another of the same name) is garbage:
     # its pod would otherwise stay on the name's next node, and its Job until its time to live.
     uids = {n["metadata"].get("uid") for n in nodes}
@@ -224,8 +227,9 @@ def _lift(node: Mapping[str, Any], why: str) -> SetTaints:
 
 
 def _pool_wide(pool: str, reason: str, state: _Round) -> Optional[str]:
-    """The pool-wide failure's message when ``reason`` is most of the pool's (this node counted), else None."""
-    deleted = recent(state.replacements, pool, state.now)
+    """The pool-wide failure's message when ``reason`` is most of the pool's (this node counted), else None.
+    A deleted NodeClaim whose node is still here (Karpenter drains it) is counted once, as that node."""
+    deleted = [r for r in recent(state.replacements, pool, state.now) if r.node not in state.present]
     same = state.failures.get((pool, reason), 0) + 1 + sum(1 for r in deleted if r.reason == reason)
     nodes = state.members.get(pool, 0) + len(deleted)
     if same >= POOL_WIDE_MIN_NODES and 2 * same > nodes:
@@ -241,7 +245,7 @@ def _hand_back(node: Mapping[str, Any], pool: str, reason: str, state: _Round) -
     claim = _nodeclaim_of(state.nodeclaims, _name(node))
     if claim is None or held_back(state.replacements, pool, state.settings.replacements_per_hour, state.now) is not None:
         return []
-    state.replacements.append(Replacement(pool, reason, state.now.replace(tzinfo=None)))
+    state.replacements.append(Replacement(pool, reason, state.now.replace(tzinfo=None), _name(node)))
     return [DeleteNodeClaim(_name(claim), _name(node), pool, reason)]
 
 

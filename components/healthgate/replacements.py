@@ -30,11 +30,13 @@ MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 @dataclass(frozen=True)
 class Replacement:
-    """A NodeClaim the gate deleted: its pool, the failed check's reason, when."""
+    """A NodeClaim the gate deleted: its pool, the failed check's reason, when, and its node's name
+    (empty for an Event that names none)."""
 
     pool: str
     reason: str
     at: datetime
+    node: str = ""
 
 
 def _parse(text: str) -> Optional[datetime]:
@@ -53,7 +55,9 @@ def from_events(events: Iterable[Mapping[str, Any]]) -> list[Replacement]:
         labels = event.get("metadata", {}).get("labels") or {}
         when = _parse(str(event.get("eventTime") or ""))
         if event.get("reason") == EVENT_REASON and POOL_LABEL in labels and when is not None:
-            found.append(Replacement(labels[POOL_LABEL], labels.get(CHECK_REASON_LABEL, ""), when))
+            related = event.get("related") or {}
+            node = str(related.get("name") or "") if related.get("kind") == "Node" else ""
+            found.append(Replacement(labels[POOL_LABEL], labels.get(CHECK_REASON_LABEL, ""), when, node))
     return found
 
 
@@ -81,7 +85,8 @@ def event_manifest(namespace: str, config_map: str, claim: str, node: str, pool:
                    now: datetime) -> dict[str, Any]:
     """The Event that records a deletion. It regards the gate's ConfigMap: an Event of a namespace
     other than ``default`` or ``kube-system`` may not regard a cluster-scoped object such as a
-    NodeClaim (kubernetes pkg/apis/core/validation/events.go)."""
+    NodeClaim (kubernetes pkg/apis/core/validation/events.go); its ``related`` object, which that
+    rule does not cover, is the node."""
     return {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
@@ -94,5 +99,6 @@ def event_manifest(namespace: str, config_map: str, claim: str, node: str, pool:
         "reason": EVENT_REASON,
         "type": "Warning",
         "regarding": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": namespace, "name": config_map},
+        "related": {"apiVersion": "v1", "kind": "Node", "name": node},
         "note": f"node {node} of pool {pool} failed its checks ({reason}): NodeClaim {claim} deleted, Karpenter replaces it",
     }

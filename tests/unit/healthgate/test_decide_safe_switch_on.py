@@ -155,6 +155,27 @@ def test_a_karpenter_node_failing_as_the_one_replaced_before_it_is_a_pool_failur
     assert said.reason == "PoolWideCheckFailure"
 
 
+def test_a_handed_back_node_still_draining_counts_once_toward_a_pool_failure():
+    # k1 failed and its NodeClaim was deleted; Karpenter still drains it. k2 failing alike is 2 of
+    # the pool's 4 nodes, not most of them: k1 is not counted again as its NodeClaim's deletion.
+    drained = node("k1", pool="kp", karpenter=True, efa="0", passed=("False", "DCGMDiagnosticFailed"))
+    healthy = [node(n, pool="kp", karpenter=True, efa="0", passed=("True", "ChecksPassed")) for n in ("k3", "k4")]
+    for each in healthy:
+        each["spec"]["taints"] = [GPU_TAINT]
+    job = job_for("k2", failed=True, devices=PoolDevices(8, 0))
+    claim = {"metadata": {"name": "kp-2", "labels": {KARPENTER_POOL_LABEL: "kp"}}, "status": {"nodeName": "k2"}}
+    handed_back = [Replacement("kp", "DCGMDiagnosticFailed", (NOW - timedelta(minutes=1)).replace(tzinfo=None), "k1")]
+    nodes = [drained, node("k2", pool="kp", karpenter=True, efa="0"), *healthy]
+    (said,) = plan(nodes, [job], [failed_pod(job)], [claim], SETTINGS, NOW, handed_back)
+    assert (said.node, said.reason) == ("k2", "DCGMDiagnosticFailed")
+    gone = [node for node in nodes if node["metadata"]["name"] != "k1"]
+    (said,) = plan(gone, [job], [failed_pod(job)], [claim], SETTINGS, NOW, handed_back)
+    assert said.reason == "DCGMDiagnosticFailed", "k1 gone, its deletion counts instead: the same 2 of 4"
+    third = node("k3", pool="kp", karpenter=True, efa="0", passed=("False", "DCGMDiagnosticFailed"))
+    (said,) = plan([drained, nodes[1], third, healthy[1]], [job], [failed_pod(job)], [claim], SETTINGS, NOW, handed_back)
+    assert said.reason == "PoolWideCheckFailure", "3 of 4"
+
+
 def test_nodeclaim_deletions_wait_longer_each_time_and_stop_at_the_hours_cap():
     one_minute = [Replacement("kp", "GPUCountMismatch", (NOW - timedelta(minutes=1)).replace(tzinfo=None))]
     assert "less than 300 s ago" in held_back(one_minute, "kp", 2, NOW)
@@ -179,8 +200,11 @@ def test_a_held_back_karpenter_node_keeps_its_taint_and_its_nodeclaim():
 def test_a_deletions_event_is_read_back_as_the_deletion():
     event = event_manifest("health-gate", "health-gate", "kp-1", "k", "kp", "GPUCountMismatch", NOW)
     assert event["regarding"] == {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "health-gate", "name": "health-gate"}
-    assert from_events([event]) == [Replacement("kp", "GPUCountMismatch", NOW.replace(tzinfo=None))]
+    assert event["related"] == {"apiVersion": "v1", "kind": "Node", "name": "k"}
+    assert from_events([event]) == [Replacement("kp", "GPUCountMismatch", NOW.replace(tzinfo=None), "k")]
     assert from_events([{**event, "reason": "Other"}]) == []
+    unnamed = {key: value for key, value in event.items() if key != "related"}
+    assert from_events([unnamed]) == [Replacement("kp", "GPUCountMismatch", NOW.replace(tzinfo=None))]
 
 
 def test_a_quarantined_node_that_recovers_gets_its_recheck_condition_a_round_before_the_startup_taint():

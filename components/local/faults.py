@@ -164,6 +164,13 @@ class Faults:
                 raise FaultError(f"the local cluster has no node {node!r}") from None
             raise
 
+    def _exists(self, node: str) -> bool:
+        try:
+            self._node(node)
+        except FaultError:
+            return False
+        return True
+
     def set_condition(self, node: str, fault: ConditionFault) -> None:
         """Record the fault (the simulated agent keeps reporting it) and report it now."""
         self._node(node)
@@ -215,10 +222,14 @@ class Faults:
         self._update(node_key(node) if node is not None else pool_key(str(pool)), pulls=check)
 
     def clear(self, *, node: Optional[str] = None, pool: Optional[str] = None) -> list[str]:
-        """Undo what was injected on the node (or the pool); what was undone, in words."""
+        """Undo what was injected on the node (or the pool); what was undone, in words. A node that
+        is gone (Karpenter or a repair replaced it) has only its record dropped."""
         undone = []
         key = node_key(node) if node is not None else pool_key(str(pool))
         entry = self.recorded().get(key, {})
+        if node is not None and entry and not self._exists(node):
+            self._record(key, None)
+            return [f"node {node} is gone: what was injected on it is forgotten"]
         if node is not None:
             self._node(node)
             fault = entry.get("condition")

@@ -118,7 +118,7 @@ def _fleet_parser(commands) -> None:
         "fleet", help="a MultiKueue fleet of the stack: a manager and its workers, each a local cluster",
         description="Start, check or stop a manager and its workers, each a local cluster of the stack on loopback with "
         "its own simulated nodes (each worker's GPU pools grown or shrunk to its --worker nodes as up --scale does, the "
-        "manager's to their sum), the manager's ClusterQueues dispatching every job to one worker (docs/fleet.md).")
+        "manager's to their sum in maxSize, running the stack's own nodes), the manager's ClusterQueues dispatching every job to one worker (docs/fleet.md).")
     actions = fleet.add_subparsers(dest="action", required=True)
     for name, text in (("up", "start the manager and the workers, wire them, and print each one's kubeconfig"),
                        ("down", "stop every member of the fleet and remove its state"),

@@ -44,7 +44,8 @@ SCALED_TOPOLOGY = SimulatedTopology(nodes_per_block=16, blocks_per_layer2=4)
 """A fleet: 16 nodes per layer-3 block, 64 per layer-2 block."""
 
 
-def _initial(pool: dict[str, Any]) -> int:
+def initial_nodes(pool: dict[str, Any]) -> int:
+    """The nodes a managed pool starts with: its desiredSize, else its minSize."""
     desired = pool.get("desiredSize")
     return int(desired if desired is not None else pool.get("minSize", 0))
 
@@ -52,7 +53,7 @@ def _initial(pool: dict[str, Any]) -> int:
 def pool_shares(pools: list[dict[str, Any]], nodes: int) -> list[int]:
     """``nodes`` split over the pools in proportion to the nodes each starts with (all alike when
     none starts with any), by largest remainder; every pool with a weight gets at least one."""
-    weights = [_initial(pool) for pool in pools]
+    weights = [initial_nodes(pool) for pool in pools]
     if not any(weights):
         weights = [1] * len(pools)
     total = sum(weights)
@@ -105,7 +106,7 @@ def _scale_pools(pools: list[dict[str, Any]], nodes: int) -> _Factors:
     factors: dict[str, float] = {}
     before = after = 0
     for pool, share in zip(pools, pool_shares(pools, nodes), strict=False):
-        initial = _initial(pool)
+        initial = initial_nodes(pool)
         factors[str(pool.get("name"))] = share / initial if initial else 0.0
         before, after = before + initial, after + share
         pool.update(minSize=share, desiredSize=share, maxSize=share)

@@ -1,8 +1,8 @@
 """Many clusters behind one Kueue: a manager and two workers, three local control planes on loopback,
 started and wired by ``eks-gpu-training-local fleet up``'s own code (``local.local_fleet``). The
 workers come from the same stack with different pools: east has 8 dev-gpu nodes, west 16, and the
-manager their sum, whose quotas admit what the fleet could run but whose nodes run nothing once its
-ClusterQueues dispatch. On every member research holds an eighth of dev-gpu and evaluation the rest,
+manager a pool of their sum (its maxSize), whose quotas admit what the fleet could run, with the
+stack's 8 nodes, which run nothing once its ClusterQueues dispatch. On every member research holds an eighth of dev-gpu and evaluation the rest,
 neither borrowing: research has one GPU on east, two on west and three on the manager.
 
 What the real Kueues decide: a job submitted to the manager runs once, whole, on one worker (one with
@@ -43,7 +43,7 @@ WORKER_LOST_TIMEOUT_SECONDS = 30
 STACK_NODES = 8
 """dev-gpu nodes (one GPU each) of the stack every member is sized from: research holds one, evaluation seven."""
 WORKERS = {"east": 8, "west": 16}
-"""Each worker's dev-gpu nodes; the manager gets their sum, and the teams' quotas follow each pool."""
+"""Each worker's dev-gpu nodes; the manager's pool reaches their sum, and the teams' quotas follow each pool."""
 FLEET_JOBS = 200
 JOB_SECONDS = 1.0
 """How long each of the 200 jobs' pods runs once it runs (KWOK completes it)."""
@@ -67,7 +67,7 @@ def fleet_stack(config: dict[str, Any]) -> None:
     # rl-training on the fixed pool, as finetune is: each cluster's nodes are there from the start.
     next(app for app in scheduling["trainingApps"] if app["name"] == "rl-training")["pool"] = POOL
     # The gate's rounds and the node monitoring agent's two DaemonSets (its pods and dcgm-server's on
-    # each of the fleet's 48 nodes) are judged in their own modules; here they would only slow each
+    # each of the fleet's 32 nodes) are judged in their own modules; here they would only slow each
     # start and keep the fleet's three API servers busier.
     config["eks-gpu-training:healthGate"]["enabled"] = False
     config["eks-gpu-training:nodeMonitoring"]["enabled"] = False

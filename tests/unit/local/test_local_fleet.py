@@ -61,6 +61,17 @@ def test_a_members_stack_file_sizes_the_gpu_pool_and_the_quotas_that_follow_it(t
     assert args.cluster.name == dev.platform_args().cluster.name
 
 
+def test_the_managers_pools_reach_the_fleets_size_with_the_stacks_own_nodes_running(tmp_path):
+    dev = locate_stack("dev", PROJECT_ROOT)
+    manager = fleet_members("dev", tmp_path, {"east": 1, "west": 2}).manager
+    args = locate_stack(member_stack_file(dev, manager, tmp_path), PROJECT_ROOT).platform_args()
+    (pool,) = args.gpu_node_groups
+    (own,) = dev.platform_args().gpu_node_groups
+    assert (pool.min_size, pool.desired_size, pool.max_size) == (own.min_size, own.desired_size, 3)
+    research = next(team for team in args.scheduling.teams if team.name == "research")
+    assert {q.pool: q.gpus for q in research.quotas} == {"dev-gpu": 3, "gpu-training": 1}
+
+
 def test_fleet_json_names_the_members_and_reads_back(tmp_path):
     members = fleet_members("dev", tmp_path, {"east": 1, "west": 2})
     (tmp_path / FLEET_FILE).write_text(json.dumps(members.as_json()))

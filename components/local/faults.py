@@ -164,13 +164,6 @@ class Faults:
                 raise FaultError(f"the local cluster has no node {node!r}") from None
             raise
 
-    def _exists(self, node: str) -> bool:
-        try:
-            self._node(node)
-        except FaultError:
-            return False
-        return True
-
     def set_condition(self, node: str, fault: ConditionFault) -> None:
         """Record the fault (the simulated agent keeps reporting it) and report it now."""
         self._node(node)
@@ -227,11 +220,14 @@ class Faults:
         undone = []
         key = node_key(node) if node is not None else pool_key(str(pool))
         entry = self.recorded().get(key, {})
-        if node is not None and entry and not self._exists(node):
-            self._record(key, None)
-            return [f"node {node} is gone: what was injected on it is forgotten"]
         if node is not None:
-            self._node(node)
+            try:
+                self._node(node)
+            except FaultError:
+                if not entry:
+                    raise
+                self._record(key, None)
+                return [f"node {node} is gone: what was injected on it is forgotten"]
             fault = entry.get("condition")
             if fault:
                 healthy = condition_fault(f"{fault['type']}=True", None, None)

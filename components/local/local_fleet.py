@@ -4,8 +4,8 @@ A manager and its workers, each a local cluster (``LocalCluster``) of the same s
 with simulated nodes of its own. Each member's managed GPU pools are sized as ``up --scale`` sizes
 them (``scale.scale_settings``, the teams' quotas following): a worker's to the nodes it is given,
 the manager's to the workers' sum in ``maxSize``, so its quotas add up to the fleet's, with the
-stack's own nodes running (``manager_pools``). The network keeps
-the stack's small blocks (``scale.STACK_TOPOLOGY``). The members start one after another; then the
+stack's own nodes running (``member_stack_file``). The network keeps the stack's small blocks
+(``scale.STACK_TOPOLOGY``). The members start one after another; then the
 manager is wired to its workers as the two deployments would wire them (``multikueue_wiring``), and
 ``up`` returns once the manager's Kueue reaches every worker.
 
@@ -35,7 +35,7 @@ from .cluster import LocalCluster, default_state_dir
 from .errors import LocalClusterError
 from .multikueue_wiring import LocalWorker, connect, set_worker_lost_timeout
 from .platform import Applier
-from .scale import initial_nodes, scale_settings
+from .scale import scale_settings
 
 MANAGER = "manager"
 """The manager's name among the members, and its state folder's."""
@@ -104,7 +104,7 @@ class FleetMembers:
 
 
 def fleet_members(stack: str, state: Path, workers: Mapping[str, int]) -> FleetMembers:
-    """The members of a fleet of ``workers`` (name: GPU nodes): the manager with their sum (``manager_pools``), each in a
+    """The members of a fleet of ``workers`` (name: GPU nodes): the manager with their sum, each in a
     folder of ``state``; ``ConfigError`` naming every bad worker."""
     problems = []
     if not workers:
@@ -139,27 +139,15 @@ def parse_workers(values: list[str]) -> dict[str, int]:
 
 def member_stack_file(located: StackFile, member: FleetMember, folder: Path) -> Path:
     """The stack file of one member in ``folder``: the stack's settings, its GPU pools sized to the
-    member's (the manager's in their ``maxSize`` only: ``manager_pools``)."""
-    settings = scale_settings(located.settings(), located.namespace(), member.nodes)
-    if member.name == MANAGER:
-        manager_pools(settings, located.settings(), located.namespace())
+    member's. The manager's reach the fleet's size in ``maxSize`` only, and the quotas that follow
+    it, keeping the stack's own nodes: a job the manager dispatches runs on a worker, and Kueue
+    assigns its topology there (on a ClusterQueue with the MultiKueue check the manager's Kueue
+    delays it: kueue v0.19.2, pkg/scheduler/flavorassigner/tas_flavorassigner.go). Its own nodes
+    run what it admits without the check."""
+    settings = scale_settings(located.settings(), located.namespace(), member.nodes, running_as_is=member.name == MANAGER)
     path = folder / stack_file_name(f"{located.name}-{member.name}")
     path.write_text(yaml.safe_dump({"config": settings}, sort_keys=False))
     return path
-
-
-def manager_pools(scaled: dict[str, Any], stack: dict[str, Any], namespace: str) -> None:
-    """The manager's managed GPU pools keep the stack's own nodes (``minSize``, ``desiredSize``),
-    in place; their ``maxSize`` stays the fleet's, and the quotas that follow it. A job the manager
-    dispatches runs on a worker, and Kueue assigns its topology there: on a ClusterQueue with the
-    MultiKueue check the manager's Kueue delays it (kueue v0.19.2,
-    pkg/scheduler/flavorassigner/tas_flavorassigner.go). Its own nodes run what it admits without
-    the check."""
-    key = f"{namespace}:gpuNodeGroups"
-    own = {str(pool.get("name")): pool for pool in stack.get(key) or []}
-    for pool in scaled.get(key) or []:
-        kept = min(initial_nodes(own[str(pool.get("name"))]), int(pool["maxSize"]))
-        pool.update(minSize=kept, desiredSize=kept)
 
 
 def worker_inactive(manager: Applier, name: str) -> str:

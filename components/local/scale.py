@@ -44,8 +44,7 @@ SCALED_TOPOLOGY = SimulatedTopology(nodes_per_block=16, blocks_per_layer2=4)
 """A fleet: 16 nodes per layer-3 block, 64 per layer-2 block."""
 
 
-def initial_nodes(pool: dict[str, Any]) -> int:
-    """The nodes a managed pool starts with: its desiredSize, else its minSize."""
+def _initial(pool: dict[str, Any]) -> int:
     desired = pool.get("desiredSize")
     return int(desired if desired is not None else pool.get("minSize", 0))
 
@@ -53,7 +52,7 @@ def initial_nodes(pool: dict[str, Any]) -> int:
 def pool_shares(pools: list[dict[str, Any]], nodes: int) -> list[int]:
     """``nodes`` split over the pools in proportion to the nodes each starts with (all alike when
     none starts with any), by largest remainder; every pool with a weight gets at least one."""
-    weights = [initial_nodes(pool) for pool in pools]
+    weights = [_initial(pool) for pool in pools]
     if not any(weights):
         weights = [1] * len(pools)
     total = sum(weights)
@@ -69,12 +68,13 @@ def _scaled(value: Any, factor: float) -> Any:
     return None if value is None else int(math.floor(int(value) * factor))
 
 
-def scale_settings(settings: dict[str, Any], namespace: str, nodes: int) -> dict[str, Any]:
-    """The stack's settings with its managed GPU pools grown (or shrunk) to ``nodes`` nodes together."""
+def scale_settings(settings: dict[str, Any], namespace: str, nodes: int, *, running_as_is: bool = False) -> dict[str, Any]:
+    """The stack's settings with its managed GPU pools grown (or shrunk) to ``nodes`` nodes together;
+    ``running_as_is``: in their ``maxSize`` only, each keeping the nodes it runs (at most its new size)."""
     key = f"{namespace}:gpuNodeGroups"
     _check_scale(settings.get(key) or [], nodes)
     scaled = copy.deepcopy(settings)
-    factors = _scale_pools(scaled[key], nodes)
+    factors = _scale_pools(scaled[key], nodes, running_as_is)
     scheduling = scaled.get(f"{namespace}:scheduling") or {}
     _scale_team_quotas(scheduling, factors)
     _scale_namespace_quotas(scheduling, factors)
@@ -101,15 +101,16 @@ class _Factors:
     """The managed pools' new size together over their initial one."""
 
 
-def _scale_pools(pools: list[dict[str, Any]], nodes: int) -> _Factors:
+def _scale_pools(pools: list[dict[str, Any]], nodes: int, running_as_is: bool) -> _Factors:
     """Each pool sized to its share of ``nodes``, in place; how much each and the fleet grew."""
     factors: dict[str, float] = {}
     before = after = 0
     for pool, share in zip(pools, pool_shares(pools, nodes), strict=False):
-        initial = initial_nodes(pool)
+        initial = _initial(pool)
         factors[str(pool.get("name"))] = share / initial if initial else 0.0
         before, after = before + initial, after + share
-        pool.update(minSize=share, desiredSize=share, maxSize=share)
+        running = min(initial, share) if running_as_is else share
+        pool.update(minSize=running, desiredSize=running, maxSize=share)
     return _Factors(factors, after / before if before else 1.0)
 
 

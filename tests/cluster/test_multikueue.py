@@ -2,8 +2,9 @@
 started and wired by ``eks-gpu-training-local fleet up``'s own code (``local.local_fleet``). The
 workers come from the same stack with different pools: east has 8 dev-gpu nodes, west 16, and the
 manager a pool of their sum (its maxSize), whose quotas admit what the fleet could run, with the
-stack's 8 nodes, which run nothing once its ClusterQueues dispatch. On every member research holds an eighth of dev-gpu and evaluation the rest,
-neither borrowing: research has one GPU on east, two on west and three on the manager.
+stack's 8 nodes, which run nothing once its ClusterQueues dispatch. On every member research holds
+an eighth of dev-gpu and evaluation the rest, neither borrowing: research has one GPU on east, two
+on west and three on the manager.
 
 What the real Kueues decide: a job submitted to the manager runs once, whole, on one worker (one with
 room), and its status comes back to the manager; 200 of them run once each, on one worker, in one

@@ -87,9 +87,14 @@ def _analyzer() -> PackageAnalyzer:
 
 def package_schema(version: str = "0.0.0") -> dict[str, Any]:
     """The package's Pulumi schema, as ``pulumi package get-schema`` prints it."""
-    result = _analyzer().analyze(list(OFFERED))
-    dependencies = sorted(result["dependencies"], key=lambda d: f"{d.name}{d.version}")
-    schema = generate_schema(PACKAGE_NAME, version, None, result["component_definitions"], result["type_definitions"], dependencies)
+    return _schema(_analyzer().analyze(list(OFFERED)), version)
+
+
+def _schema(analysis: Any, version: str) -> dict[str, Any]:
+    """The schema of an analysis of ``OFFERED`` (``PackageAnalyzer.analyze``'s result)."""
+    dependencies = sorted(analysis["dependencies"], key=lambda d: f"{d.name}{d.version}")
+    schema = generate_schema(PACKAGE_NAME, version, None, analysis["component_definitions"], analysis["type_definitions"],
+                             dependencies)
     return typing.cast(dict[str, Any], _without_item_descriptions(schema.to_json()))
 
 
@@ -181,7 +186,8 @@ class PackageProvider(ComponentProvider):
         self._type_defs = result["type_definitions"]
         self._external_enum_types = result["external_enum_types"]
         self._dependencies = sorted(result["dependencies"], key=lambda d: f"{d.name}{d.version}")
-        Provider.__init__(self, version, json.dumps(package_schema(version)))
+        # The schema of the same analysis: analysing the components is most of a provider's start.
+        Provider.__init__(self, version, json.dumps(_schema(result, version)))
 
     def construct(self, name: str, resource_type: str, inputs: Any, options: Optional[pulumi.ResourceOptions] = None) -> ConstructResult:
         self.validate_resource_type(self._name, resource_type)

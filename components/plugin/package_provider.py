@@ -186,7 +186,7 @@ class PackageProvider(ComponentProvider):
         self._type_defs = result["type_definitions"]
         self._external_enum_types = result["external_enum_types"]
         self._dependencies = sorted(result["dependencies"], key=lambda d: f"{d.name}{d.version}")
-        # The schema of the same analysis: analysing the components is most of a provider's start.
+        # The schema of this analysis, rather than of a second one.
         Provider.__init__(self, version, json.dumps(_schema(result, version)))
 
     def construct(self, name: str, resource_type: str, inputs: Any, options: Optional[pulumi.ResourceOptions] = None) -> ConstructResult:

@@ -3,10 +3,11 @@ built, and installed beside @pulumi/pulumi from npm, kept in the build cache by 
 
 Made, it is about 300 MB of npm packages; making it (two ``npm install`` runs and the SDK's ``tsc``)
 took about 35 CPU-seconds and, on the cluster tier's two loaded cores, eight minutes of the plugin
-package's module, the tier's longest chain. A later run finds it: its key is the schema, the
-example's own files, the generating CLI's version and Node.js's, so a change to any of them makes a
-new one (and the previous one is removed). Each test gets a folder of its own holding the example's
-files, with ``node_modules`` and ``sdks`` linked to the kept ones, which nothing writes to."""
+package's module, the last of the tier's groups to end. A later run finds it: its key is the schema,
+the example's own files, the generating CLI's version and Node.js's, so a change to any of them
+makes a new one (and the previous one is removed). Each test gets a folder of its own holding the
+example's files, with ``node_modules`` and ``sdks`` linked to the kept ones, which nothing writes
+to."""
 
 from __future__ import annotations
 

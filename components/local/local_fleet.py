@@ -5,9 +5,9 @@ with simulated nodes of its own. Each member's managed GPU pools are sized as ``
 them (``scale.scale_settings``, the teams' quotas following): a worker's to the nodes it is given,
 the manager's to the workers' sum in ``maxSize``, so its quotas add up to the fleet's, with the
 stack's own nodes running (``member_stack_file``). The network keeps the stack's small blocks
-(``scale.STACK_TOPOLOGY``). The members start one after another; then the
-manager is wired to its workers as the two deployments would wire them (``multikueue_wiring``), and
-``up`` returns once the manager's Kueue reaches every worker.
+(``scale.STACK_TOPOLOGY``). The members start one after another; then the manager is wired to its
+workers as the two deployments would wire them (``multikueue_wiring``), and ``up`` returns once the
+manager's Kueue reaches every worker.
 
 The fleet's state folder holds each member's state folder and stack file, and ``fleet.json``, which
 names the members and their kubeconfigs (``FleetMembers``): what ``verify`` and ``simulate`` read

@@ -80,9 +80,8 @@ def prepared_program(schema: dict[str, Any], folder: Path) -> Path:
             try:
                 _make(schema, work)
                 # Complete or not at all: renamed into place once made.
-                os.replace(work / "typescript", work / "kept")
                 (root / key).mkdir(exist_ok=True)
-                os.replace(work / "kept", kept)
+                os.replace(work / "typescript", kept)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
             for other in root.iterdir():

@@ -76,6 +76,20 @@ def default_state_dir(stack: str) -> Path:
     return builds.cache_root() / "clusters" / stack
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What ``LocalCluster.prepare`` gives ``start``: the render and the components to run it on."""
+
+    render: dict[str, Any]
+    kubernetes: builds.GoComponent
+    components: tuple[builds.GoComponent, ...]
+    bare: bool
+    started: float
+    """``time.monotonic()`` when ``prepare`` began: the cluster's timings count from it."""
+    layout: Optional[Layout]
+    """The state folder laid out and etcd and the API server launched, when all was built."""
+
+
 @dataclass
 class LocalCluster:
     """One local cluster, running or not, described by its state folder."""
@@ -157,6 +171,13 @@ class LocalCluster:
         return self.args.cluster.kubernetes_version
 
     def up(self, *, bare: bool = False) -> Path:
+        return self.start(self.prepare(bare=bare))
+
+    def prepare(self, *, bare: bool = False) -> "Prepared":
+        """The first part of ``up``, in this process's Python: the stack read and rendered (Pulumi's
+        mock engine, process-wide, so one render at a time) and, when everything is built, etcd and
+        the API server launched to come up meanwhile. ``start`` does the rest, and may run beside
+        other clusters' (``LocalFleet.up``)."""
         if (self.state / "pids.json").is_file():
             raise LocalClusterError(f"a local cluster already runs from {self.state}",
                                     f"`eks-gpu-training-local down {self.stack}` first")
@@ -167,7 +188,6 @@ class LocalCluster:
         # those it can.
         kubernetes = builds.kubernetes_for(self._minor())
         components = builds.control_plane_for(self._minor())
-        prebuilt = builds.prebuilt_dir(self.bin_dir)
         layout: Optional[Layout] = None
         if all(builds.is_built(component) for component in components):
             # Nothing to build: etcd and the API server start now and come up during the render,
@@ -182,20 +202,24 @@ class LocalCluster:
             # The render before the build: a stack or chart problem shows in seconds, not after
             # tens of minutes of building.
             render = self._render(self.render_dir, bare=bare, located=located)
+        return Prepared(render, kubernetes, components, bare, started, layout)
+
+    def start(self, prepared: "Prepared") -> Path:
+        """The rest of ``up`` once ``prepare`` has rendered: what is missing built, the control
+        plane's stages run; the kubeconfig. A failure stops what it started."""
         # Says what is missing when a component can be neither found, taken from the binaries folder, nor built.
-        builds.build_all(components, log=self.log, prebuilt=prebuilt)
-        self.timings["build"] = time.monotonic() - started
-        if layout is None:
-            layout = self._lay_out(kubernetes)
+        builds.build_all(prepared.components, log=self.log, prebuilt=builds.prebuilt_dir(self.bin_dir))
+        self.timings["build"] = time.monotonic() - prepared.started
+        layout = prepared.layout or self._lay_out(prepared.kubernetes)
         try:
-            planned = self.plan(render, layout, bare=bare)
+            planned = self.plan(prepared.render, layout, bare=prepared.bare)
             applier: Optional[Applier] = None
             for stage in planned.stages:
                 # Made once the API server answers: the first stage with objects or waits comes after it.
                 if applier is None and (stage.objects or stage.waits):
                     applier = Applier(self.kubeconfig)
                 self._run(stage, applier)
-                self.timings[stage.name] = time.monotonic() - started
+                self.timings[stage.name] = time.monotonic() - prepared.started
             assert self.supervisor is not None  # noqa: S101 - _lay_out makes it before the first stage runs
             self.supervisor.check()
         except BaseException:

@@ -5,9 +5,9 @@ with simulated nodes of its own. Each member's managed GPU pools are sized as ``
 them (``scale.scale_settings``, the teams' quotas following): a worker's to the nodes it is given,
 the manager's to the workers' sum in ``maxSize``, so its quotas add up to the fleet's, with the
 stack's own nodes running (``member_stack_file``). The network keeps the stack's small blocks
-(``scale.STACK_TOPOLOGY``). The members start one after another; then the manager is wired to its
-workers as the two deployments would wire them (``multikueue_wiring``), and ``up`` returns once the
-manager's Kueue reaches every worker.
+(``scale.STACK_TOPOLOGY``). The members render one after another and start side by side; then the
+manager is wired to its workers as the two deployments would wire them (``multikueue_wiring``), and
+``up`` returns once the manager's Kueue reaches every worker.
 
 The fleet's state folder holds each member's state folder and stack file, and ``fleet.json``, which
 names the members and their kubeconfigs (``FleetMembers``): what ``verify`` and ``simulate`` read
@@ -19,9 +19,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import threading
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
@@ -51,6 +53,33 @@ _WORKER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 def fleet_state_dir(stack: str) -> Path:
     """Where ``fleet up STACK`` keeps its members unless ``--state-dir`` says: beside ``up``'s clusters."""
     return default_state_dir(f"{stack}-fleet")
+
+
+def side_by_side(calls: Mapping[str, Callable[[], Any]], *, parked_until: threading.Event) -> None:
+    """Each call in a thread of its own, all awaited; then the first failure, in ``calls``' order,
+    raised. Each thread then stays, parked, until ``parked_until`` is set: an attached cluster's
+    processes get SIGTERM when the thread that started them ends (``PR_SET_PDEATHSIG`` is the
+    thread's, not the process's), so the threads that start them must outlive them. They are
+    daemons, which end with the process."""
+    failures: dict[str, BaseException] = {}
+    done = {name: threading.Event() for name in calls}
+
+    def run(name: str, call: Callable[[], Any]) -> None:
+        try:
+            call()
+        except BaseException as error:  # noqa: BLE001 - raised again in the caller's thread below
+            failures[name] = error
+        finally:
+            done[name].set()
+        parked_until.wait()
+
+    for name, call in calls.items():
+        threading.Thread(target=run, args=(name, call), name=f"start-{name}", daemon=True).start()
+    for name in calls:
+        done[name].wait()
+    for name in calls:
+        if name in failures:
+            raise failures[name]
 
 
 @dataclass(frozen=True)
@@ -203,6 +232,8 @@ class LocalFleet:
     worker_lost_timeout_s: Optional[int] = None
     """The manager's ``multiKueue.workerLostTimeout`` in seconds (default: Kueue's own, 15 minutes)."""
     clusters: dict[str, LocalCluster] = field(default_factory=dict)
+    _starters_parked: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    """Set once the members ``up`` started are stopped: the threads that started them may end (``side_by_side``)."""
     """The members ``up`` started in this process, by name."""
 
     def members(self) -> FleetMembers:
@@ -215,8 +246,11 @@ class LocalFleet:
         return locate_stack(self.stack_path or self.stack, self.project_root)
 
     def up(self, *, starting: Callable[[], AbstractContextManager[Any]] = nullcontext) -> FleetMembers:
-        """Start every member, each inside ``starting()`` (a test session's start slot), and wire the
-        manager to the workers; the members. A failure stops every member started before it raises."""
+        """Start every member, all inside one ``starting()`` (a test session's start slot), and wire
+        the manager to the workers; the members. The members' stacks render one after another
+        (Pulumi's mock engine is process-wide), each member's etcd and API server coming up
+        meanwhile; then their control planes' stages run side by side, each in a thread of its own,
+        most of it waiting on the API servers. A failure stops every member started before it raises."""
         running = [m.name for m in self._recorded() if (m.state / "pids.json").is_file()]
         if running:
             raise LocalClusterError(f"a local fleet already runs from {self.state} ({', '.join(running)})",
@@ -229,15 +263,18 @@ class LocalFleet:
         # Written first, so that `down` finds every member `up` started, however far it got.
         (self.state / FLEET_FILE).write_text(json.dumps(members.as_json(), indent=2))
         try:
-            for member in members.all():
-                cluster = LocalCluster(
-                    located.name, member.state, project_root=located.project_dir,
-                    stack_path=member_stack_file(located, member, stacks), sources=sources, bin_dir=self.bin_dir,
-                    log=_prefixed(self.log, member.name), attached=self.attached)
-                self.clusters[member.name] = cluster
-                self.log(f"starting {member.name}: {member.nodes} GPU node" + ("s" if member.nodes != 1 else ""))
-                with starting():
-                    cluster.up()
+            with starting():
+                prepared = {}
+                for member in members.all():
+                    cluster = LocalCluster(
+                        located.name, member.state, project_root=located.project_dir,
+                        stack_path=member_stack_file(located, member, stacks), sources=sources, bin_dir=self.bin_dir,
+                        log=_prefixed(self.log, member.name), attached=self.attached)
+                    self.clusters[member.name] = cluster
+                    self.log(f"starting {member.name}: {member.nodes} GPU node" + ("s" if member.nodes != 1 else ""))
+                    prepared[member.name] = cluster.prepare()
+                side_by_side({name: partial(self.clusters[name].start, ready) for name, ready in prepared.items()},
+                             parked_until=self._starters_parked)
             self._wire(members)
         except BaseException:
             self._stop()
@@ -263,6 +300,7 @@ class LocalFleet:
         for cluster in reversed(list(self.clusters.values())):
             if cluster.supervisor is not None:
                 cluster.supervisor.stop_all()
+        self._starters_parked.set()
 
     def _recorded(self) -> tuple[FleetMember, ...]:
         """The members ``fleet.json`` names, else the member folders a run left."""
@@ -277,6 +315,7 @@ class LocalFleet:
         killed = []
         for member in self._recorded():
             killed += [f"{member.name} {name}" for name in LocalCluster(self.stack, member.state).down()]
+        self._starters_parked.set()
         shutil.rmtree(self.state, ignore_errors=True)
         return killed
 

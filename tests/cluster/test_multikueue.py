@@ -76,7 +76,7 @@ def fleet_stack(config: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    """The three clusters, as ``fleet up`` starts them (each in a start slot), the manager wired to both workers."""
+    """The three clusters, as ``fleet up`` starts them (side by side, in one start slot), the manager wired to both workers."""
     folder = tmp_path_factory.mktemp("fleet")
     local = LocalFleet("dev", folder / "state", workers=dict(WORKERS), project_root=PROJECT_ROOT,
                        stack_path=stack_variant(folder, "dev", fleet_stack), attached=True,

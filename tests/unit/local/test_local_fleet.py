@@ -4,6 +4,8 @@ command's refusals. Starting and wiring the clusters is judged in tests/cluster/
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
@@ -14,6 +16,7 @@ from eks_gpu_training.local.__main__ import main
 from eks_gpu_training.local.errors import LocalClusterError
 from eks_gpu_training.local.local_fleet import (
     FLEET_FILE, FleetMember, FleetMembers, LocalFleet, fleet_members, member_stack_file, parse_workers, running_fleet,
+    side_by_side,
 )
 from eks_gpu_training.platform.stack_files import locate_stack
 
@@ -117,3 +120,26 @@ def test_the_command_refuses_bad_workers_before_starting_anything(tmp_path, caps
     assert not (tmp_path / "fleet").exists()
     assert main(["fleet", "status", "dev", "--state-dir", str(tmp_path / "fleet")]) == 1
     assert "no local fleet of dev" in capsys.readouterr().out
+
+
+def test_side_by_side_awaits_every_start_and_raises_the_first_members_failure():
+    ended = []
+
+    def failing(name):
+        def call():
+            time.sleep(0.05 if name == "manager" else 0)
+            ended.append(name)
+            raise LocalClusterError(f"{name} did not start", "look at its log")
+        return call
+
+    parked = threading.Event()
+    with pytest.raises(LocalClusterError, match="manager did not start"):
+        side_by_side({"manager": failing("manager"), "east": failing("east"), "west": lambda: ended.append("west")},
+                     parked_until=parked)
+    assert sorted(ended) == ["east", "manager", "west"]
+    starters = [t for t in threading.enumerate() if t.name.startswith("start-")]
+    assert len(starters) == 3, "a starting thread ended before it was let go: what it started would get SIGTERM"
+    parked.set()
+    for thread in starters:
+        thread.join(timeout=5)
+    assert not any(t.is_alive() for t in starters)

@@ -232,9 +232,9 @@ class LocalFleet:
     worker_lost_timeout_s: Optional[int] = None
     """The manager's ``multiKueue.workerLostTimeout`` in seconds (default: Kueue's own, 15 minutes)."""
     clusters: dict[str, LocalCluster] = field(default_factory=dict)
+    """The members ``up`` started in this process, by name."""
     _starters_parked: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     """Set once the members ``up`` started are stopped: the threads that started them may end (``side_by_side``)."""
-    """The members ``up`` started in this process, by name."""
 
     def members(self) -> FleetMembers:
         """The members ``up`` starts; ``ConfigError`` naming each bad worker, and a timeout below a second."""

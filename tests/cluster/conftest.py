@@ -22,7 +22,7 @@ from tests.support.node_faults import prod_faults_cluster, running_group, runnin
 # Go's collector at twice its default heap target in every process the clusters start (they inherit
 # the workers' environment): a quarter of an API server's start was its collector, and the tier is
 # bound by the two cores. GOGC=200 took the tier's CPU from 525 to 477 seconds for about 2.5 GB more
-# memory at its peak (17.5 of 24 GB); a GOGC set outside the tests is kept. On today's tier, 300
+# memory at its peak (17.5 of 24 GB); a GOGC set outside the tests is kept. On the tier as it is, 300
 # saved nothing measurable (1,584 CPU-seconds against 1,544) and took the peak to 21 of 24 GB.
 os.environ.setdefault("GOGC", "200")
 # And one processor each: up to thirteen clusters' Go processes (about eighty) share two cores, and

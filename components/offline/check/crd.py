@@ -103,6 +103,15 @@ RESULTS_KEPT = 4096
 """Results a ``CelRules`` remembers, by rule and value, before it starts afresh."""
 
 
+def _value_key(value: Any) -> str | None:
+    """The value as canonical JSON, which keys its rules' results; None when it is not JSON (a
+    timestamp, keys of mixed types): its rules are then evaluated each time."""
+    try:
+        return json.dumps(value, sort_keys=True)
+    except TypeError:
+        return None
+
+
 class CelRules:
     """Evaluates ``x-kubernetes-validations`` rules, compiling each rule once and evaluating it once
     per value: a rule reads only ``self`` (transition rules are left out), so its result on an equal
@@ -123,11 +132,10 @@ class CelRules:
             )
         return self._programs[rule]
 
-    def _result(self, rule: str, value: Any) -> Any:
-        try:
-            key = (rule, json.dumps(value, sort_keys=True))
-        except TypeError:  # not JSON (a timestamp, keys of mixed types): evaluated each time
+    def _result(self, rule: str, value: Any, value_key: str | None) -> Any:
+        if value_key is None:
             return self._evaluated(rule, value)
+        key = (rule, value_key)
         if key not in self._results:
             if len(self._results) >= RESULTS_KEPT:
                 self._results.clear()
@@ -145,13 +153,15 @@ class CelRules:
     def evaluate(self, schema: dict[str, Any], value: Any, path: str = "", outcome: CelOutcome | None = None) -> CelOutcome:
         """Every rule of ``schema`` and its sub-schemas on ``value`` (defaults already applied)."""
         outcome = outcome if outcome is not None else CelOutcome()
-        for validation in schema.get("x-kubernetes-validations", []):
+        validations = schema.get("x-kubernetes-validations", [])
+        value_key = _value_key(value) if validations else None
+        for validation in validations:
             rule = validation["rule"]
             where = f"{path or '/'}: {rule}"
             if "oldSelf" in rule:
                 outcome.skipped.append(where)
                 continue
-            result = self._result(rule, value)
+            result = self._result(rule, value, value_key)
             outcome.evaluated.append(where)
             if result is not True and result != celtypes.BoolType(True):
                 failure = f"{path or '/'}: {validation.get('message', rule)} ({result!r})"

@@ -14,6 +14,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Optional
 
+from .changes import WATCH
 from .node_check import check_job
 from .decide import Action, CreateCheck, DeleteCheck, DeleteNodeClaim, SetCondition, SetTaints
 from .replacements import POOL_LABEL, Replacement, event_manifest, from_events
@@ -47,6 +48,8 @@ class Cluster:
         self.custom: Any = client.CustomObjectsApi(api_client)
         self.events: Any = client.EventsV1Api(api_client)
         self.config_map = ""
+        self.last_settings: Optional[GateSettings] = None
+        """The settings the last round read (None before one read them)."""
 
     @staticmethod
     def _send(call: Any, *args: Any, **kwargs: Any) -> None:
@@ -58,7 +61,8 @@ class Cluster:
     def settings(self, config_map: str) -> GateSettings:
         self.config_map = config_map
         data = self.core.read_namespaced_config_map(config_map, self.namespace).data or {}
-        return GateSettings.from_json(data.get(CONFIG_KEY, ""))
+        self.last_settings = GateSettings.from_json(data.get(CONFIG_KEY, ""))
+        return self.last_settings
 
     def nodes(self) -> list[dict[str, Any]]:
         return list_items(self.core.list_node)
@@ -81,6 +85,24 @@ class Cluster:
         if not settings.karpenter_pools:
             return []
         return from_events(list_items(self.events.list_namespaced_event, self.namespace, label_selector=POOL_LABEL))
+
+    def watches(self, config_map: str) -> list[Any]:
+        """What a round reads whatever the settings, as watches (``changes.Changes``): the nodes,
+        the check Jobs and their pods, and the settings' ConfigMap."""
+        return [
+            lambda: self.core.list_node(**WATCH),
+            lambda: self.batch.list_namespaced_job(self.namespace, label_selector=SELECTOR, **WATCH),
+            lambda: self.core.list_namespaced_pod(self.namespace, label_selector=SELECTOR, **WATCH),
+            lambda: self.core.list_namespaced_config_map(self.namespace, field_selector=f"metadata.name={config_map}", **WATCH),
+        ]
+
+    def karpenter_watches(self) -> list[Any]:
+        """What a round reads once the settings name Karpenter pools: NodeClaims, and the gate's Events."""
+        group, version, plural = NODECLAIMS
+        return [
+            lambda: self.custom.list_cluster_custom_object(group, version, plural, **WATCH),
+            lambda: self.events.list_namespaced_event(self.namespace, label_selector=POOL_LABEL, **WATCH),
+        ]
 
     def apply(self, action: Action, settings: GateSettings, now: str) -> None:
         if isinstance(action, CreateCheck):

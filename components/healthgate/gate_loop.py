@@ -1,9 +1,17 @@
-"""The gate's loop: read its settings and the cluster, decide (``decide.plan``), write, sleep.
+"""The gate's loop: read its settings and the cluster, decide (``decide.plan``), write, and wait
+for the next change of what it reads.
 
 In the cluster it runs as its Deployment's one pod with its ServiceAccount's token; beside a local
 cluster it runs with a kubeconfig, impersonating that ServiceAccount (``--as``), so the same RBAC
 and admission policy judge every write. A node's actions run in order and stop at the first the
 API server refuses (a taint list changed since it was read), to be decided again next round.
+
+Rounds come at most every ``--interval`` seconds. After a round that did something (or failed), the
+next comes after the interval; after one with nothing to do, only once a watch of what a round reads
+(``Cluster.watches``: nodes, check Jobs and pods, the ConfigMap, and with Karpenter pools NodeClaims
+and the gate's Events) says it changed, or ``IDLE_SECONDS`` passed. Every rule but one is decided by
+what those objects hold; the one a clock decides, a pool's replacements per hour, waits at most that
+long longer. Listing every node every 5 s was most of an idle cluster's API requests.
 """
 
 from __future__ import annotations
@@ -12,20 +20,27 @@ import argparse
 import logging
 import signal
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
+from .changes import Changes
 from .decide import Action, plan
 from .gate_api import Cluster, refusal
 from .gate_settings import GateSettings, SettingsError
 
 DEFAULT_INTERVAL_SECONDS = 5.0
-"""Seconds between rounds: a joining node waits at most this long for its check to start."""
+"""Seconds between rounds at most: a joining node waits at most this long for its check to start."""
+IDLE_SECONDS = 60.0
+"""How long the gate waits for a change once a round had nothing to do, before it reads everything again."""
 HEARTBEAT_FILE = "/run/health-gate/heartbeat"
 """Touched every round; the Deployment's liveness probe reads its age."""
+HEARTBEAT_MAX_AGE_SECONDS = 120
+"""The heartbeat's age at which the liveness probe fails: rounds come at least every ``IDLE_SECONDS``
+and the interval, so only a gate stuck in a round (or not running rounds) is restarted."""
 
 log = logging.getLogger("health-gate")
 
@@ -82,33 +97,66 @@ def run_round(cluster: Cluster, config_map: str) -> list[str]:
         return [line for result in results for line in result.result()]
 
 
+def serve(cluster: Any, config_map: str, changes: Changes, stop: threading.Event, *, interval: float, idle: float,
+          heartbeat_file: Optional[str] = None, once: bool = False) -> None:
+    """Rounds until ``stop`` is set: the next after ``interval`` when this one did something or
+    failed, else once ``changes`` saw a change or ``idle`` seconds passed. The Karpenter watches
+    start once the settings name a Karpenter pool (the ClusterRole allows them from then on)."""
+    following_karpenter = False
+    while not stop.is_set():
+        started = time.monotonic()
+        busy = True
+        try:
+            lines = run_round(cluster, config_map)
+            for line in lines:
+                log.info(line)
+            busy = bool(lines)
+        except SettingsError as error:
+            log.error("settings: %s", error)
+            busy = False  # a change of the ConfigMap wakes the gate
+        except Exception as error:  # noqa: BLE001 - the API server restarting or throttling: the next round tries again
+            log.error("round failed: %s", error)
+        settings = cluster.last_settings
+        if not following_karpenter and settings is not None and settings.karpenter_pools:
+            for open_watch in cluster.karpenter_watches():
+                changes.follow(open_watch)
+            following_karpenter = True
+        if heartbeat_file:
+            Path(heartbeat_file).touch()
+        if once:
+            return
+        stop.wait(max(0.0, interval - (time.monotonic() - started)))
+        if not busy and not stop.is_set():
+            changes.wait(idle)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="health-gate", description="Admit GPU nodes to work only after their checks pass.")
     parser.add_argument("--namespace", required=True, help="the gate's namespace (its ConfigMap and check Jobs)")
     parser.add_argument("--config-map", required=True, help="the ConfigMap holding the gate's settings")
     parser.add_argument("--kubeconfig", default=None, help="a kubeconfig (default: the pod's own ServiceAccount)")
     parser.add_argument("--as", dest="impersonate", default=None, help="a user to impersonate (the gate's ServiceAccount)")
-    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_SECONDS)
+    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_SECONDS,
+                        help="seconds between rounds at most (default %(default)s)")
+    parser.add_argument("--idle", type=float, default=IDLE_SECONDS,
+                        help="seconds a round with nothing to do waits for a change before the next (default %(default)s)")
     parser.add_argument("--heartbeat-file", default=None, help=f"a file touched every round (in the cluster: {HEARTBEAT_FILE})")
     parser.add_argument("--once", action="store_true", help="one round, then exit")
     options = parser.parse_args(argv)
     if not options.interval > 0:
         parser.error("--interval must be a positive number of seconds")
+    if not options.idle > 0:
+        parser.error("--idle must be a positive number of seconds")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     cluster = Cluster(_client(options.kubeconfig, options.impersonate), options.namespace)
-    while not stopping:
-        try:
-            for line in run_round(cluster, options.config_map):
-                log.info(line)
-        except SettingsError as error:
-            log.error("settings: %s", error)
-        except Exception as error:  # noqa: BLE001 - the API server restarting or throttling: the next round tries again
-            log.error("round failed: %s", error)
-        if options.heartbeat_file:
-            Path(options.heartbeat_file).touch()
-        if options.once:
-            break
-        time.sleep(options.interval)
+    changes = Changes() if options.once else Changes(*cluster.watches(options.config_map))
+    stop = threading.Event()
+
+    def stopping(*_: Any) -> None:
+        stop.set()
+        changes.wake()
+
+    signal.signal(signal.SIGTERM, stopping)
+    serve(cluster, options.config_map, changes, stop, interval=options.interval, idle=options.idle,
+          heartbeat_file=options.heartbeat_file, once=options.once)
     return 0

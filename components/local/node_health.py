@@ -14,7 +14,7 @@ end as the kubelet would: every container exited 0 after ``SIMULATED_CHECK_SECON
 
 ``up`` runs ``python -m eks_gpu_training.local.node_health`` beside the cluster, which keeps
 reporting for nodes that join later and agent pods that come and go; it reads again when a watch
-says something changed (``changes``), and every 2 s while a check runs.
+says something changed (``healthgate.changes``), and every 2 s while a check runs.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ..facts.node_monitoring import AGENT_DAEMONSETS, AGENT_NAMESPACE
 from ..facts.gpu_nodes import GPU_RESOURCE
 from ..healthgate.gate_api import list_items
 from ..healthgate.gate_settings import CHECK_LABELS, pool_of
-from .changes import WATCH, Changes, run_rounds
+from ..healthgate.changes import WATCH, Changes, run_rounds
 from .faults import FAULTS_CONFIG_MAP, SIMULATED_CHECK_MESSAGES, Faults, recorded_condition, simulated_check_failure
 from .layout import Layout
 from .processes import Process
@@ -39,7 +39,7 @@ from .processes import Process
 CONDITION = "AcceleratedHardwareReady"
 AGENT, HOST_ENGINE = AGENT_DAEMONSETS
 INTERVAL_SECONDS = 2
-"""The reporter's rounds come at most this often: when what it reads changed (``changes``), and
+"""The reporter's rounds come at most this often: when what it reads changed (``healthgate.changes``), and
 every round while a check pod runs its simulated seconds."""
 IDLE_SECONDS = 60
 """A round at least this often, whatever the watches say."""

@@ -35,7 +35,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from ..facts.gpu_nodes import GPU_POOL_KEY
 from ..facts.node_monitoring import REPAIR_AFTER_MINUTES
 from ..healthgate.gate_api import list_items
-from .changes import WATCH, Changes, run_rounds
+from ..healthgate.changes import WATCH, Changes, run_rounds
 from .layout import File, Layout
 from .processes import Process
 
@@ -45,7 +45,7 @@ SECONDS_PER_REPAIR_MINUTE = 1.0
 quarantine acts within a round of 5 s, long before the repair), only the clock is shorter."""
 INTERVAL_SECONDS = 2
 """How often the simulation looks at the nodes while one of a pool is unhealthy or being replaced;
-otherwise it looks when a node changes (``changes``)."""
+otherwise it looks when a node changes (``healthgate.changes``)."""
 IDLE_SECONDS = 60
 """A round at least this often, whatever the node watch says."""
 REPAIRED_BY = "eks-gpu-training-local/repaired-by"

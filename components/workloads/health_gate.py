@@ -25,7 +25,7 @@ from ..config import ConfigError, GpuNodeGroupConfig, HealthGateConfig, Karpente
 from ..config.arguments import check_model_fields
 from ..config.documented import component_args, documented_args, documented_component, with_cluster_provider
 from ..facts.catalog import GPU_INSTANCE_TYPES
-from ..healthgate.gate_loop import HEARTBEAT_FILE
+from ..healthgate.gate_loop import HEARTBEAT_FILE, HEARTBEAT_MAX_AGE_SECONDS
 from ..healthgate.gate_settings import CONFIG_KEY, GateSettings, PoolDevices
 from ..addons import labeler_admission
 from . import health_gate_admission
@@ -100,14 +100,15 @@ def config_map_manifest(settings_json: Any) -> dict[str, Any]:
 
 
 def cluster_role_manifest(karpenter: bool) -> dict[str, Any]:
-    """Nodes: list them, and patch them and their status (the admission policy narrows what a patch
-    may change); with Karpenter pools, list and delete NodeClaims (the policy narrows which)."""
+    """Nodes: list and watch them, and patch them and their status (the admission policy narrows what
+    a patch may change); with Karpenter pools, list, watch and delete NodeClaims (the policy narrows
+    which). The gate decides from lists, and its watches only say when to list again."""
     rules: list[dict[str, Any]] = [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
     ]
     if karpenter:
-        rules.append({"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list", "delete"]})
+        rules.append({"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list", "watch", "delete"]})
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": NAME, "labels": dict(LABELS)},
             "rules": rules}
 
@@ -118,11 +119,12 @@ def role_manifest() -> dict[str, Any]:
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": dict(LABELS)},
         "rules": [
-            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "list", "delete"]},
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
-            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [NAME], "verbs": ["get"]},
+            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "list", "watch", "delete"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+            # A watch narrowed to one name is allowed by resourceNames (it selects metadata.name).
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [NAME], "verbs": ["get", "watch"]},
             # Its NodeClaim deletions, recorded and counted (healthgate.replacements).
-            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "list"]},
+            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "list", "watch"]},
         ],
     }
 
@@ -149,7 +151,7 @@ def network_policy_manifest() -> dict[str, Any]:
 def deployment_manifest(image: Any, system_node_selector: Mapping[str, str]) -> dict[str, Any]:
     """One gate pod on the system nodes (``Recreate``: never two deciding at once)."""
     heartbeat_dir = HEARTBEAT_FILE.rsplit("/", 1)[0]
-    age_check = (f"import os,sys,time; sys.exit(time.time() - os.path.getmtime({HEARTBEAT_FILE!r}) > 120)")
+    age_check = (f"import os,sys,time; sys.exit(time.time() - os.path.getmtime({HEARTBEAT_FILE!r}) > {HEARTBEAT_MAX_AGE_SECONDS})")
     container = {
         "name": "gate",
         "image": image,

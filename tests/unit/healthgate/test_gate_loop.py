@@ -1,13 +1,18 @@
 """The gate's round: each node's actions in order, stopping at the first the API server refuses;
-the nodes' side by side; the log in the plan's order whatever order the writes finished in."""
+the nodes' side by side; the log in the plan's order whatever order the writes finished in. And its
+rounds: the next at once after one that did something, else on a change of what it watches."""
 
 from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
+
+import pytest
 
 from eks_gpu_training.healthgate import gate_loop
 from eks_gpu_training.healthgate.decide import CreateCheck, DeleteCheck, SetCondition, SetTaints
+from eks_gpu_training.healthgate.gate_settings import SettingsError
 
 
 class Refused(Exception):
@@ -20,6 +25,7 @@ class FakeCluster:
 
     def __init__(self, refuse=()):
         self.refuse, self.applied, self.lock = set(refuse), [], threading.Lock()
+        self.last_settings = None
 
     def settings(self, config_map):
         return None
@@ -86,3 +92,58 @@ def test_one_nodes_actions_run_in_their_order(monkeypatch):
     cluster = FakeCluster()
     assert gate_loop.run_round(cluster, "health-gate") == [str(action) for action in actions]
     assert cluster.applied == actions
+
+
+class Rounds:
+    """What ``serve`` did, round by round: the rounds' plans come from ``plans`` (an exception is
+    raised), the last ends the loop; every wait for a change is recorded and says nothing changed."""
+
+    def __init__(self, monkeypatch, plans, settings=None):
+        self.plans, self.waits, self.followed, self.stop = list(plans), [], [], threading.Event()
+        self.cluster = FakeCluster()
+        self.cluster.last_settings = settings
+        self.cluster.karpenter_watches = lambda: ["nodeclaims", "events"]
+
+        def plan(*args):
+            step = self.plans.pop(0)
+            if not self.plans:
+                self.stop.set()
+            if isinstance(step, Exception):
+                raise step
+            return step
+
+        monkeypatch.setattr(gate_loop, "plan", plan)
+
+    def wait(self, timeout):
+        self.waits.append(timeout)
+        return False
+
+    def follow(self, open_watch):
+        self.followed.append(open_watch)
+
+    def serve(self):
+        gate_loop.serve(self.cluster, "health-gate", self, self.stop, interval=0.01, idle=60)
+        return self
+
+
+@pytest.mark.parametrize(("plans", "waits"), [
+    ([[DeleteCheck("check-0")], [DeleteCheck("check-1")], []], []),  # each did something: no wait for a change
+    ([[], [], []], [60, 60]),  # nothing to do: each next round waits for a change, or a minute
+    ([RuntimeError("503"), []], []),  # failed: tried again after the interval
+    ([SettingsError("bad"), []], [60]),  # bad settings: read again once the ConfigMap changes
+])
+def test_the_next_round_waits_for_a_change_only_after_one_with_nothing_to_do(plans, waits, monkeypatch):
+    assert Rounds(monkeypatch, plans).serve().waits == waits
+
+
+def test_the_karpenter_watches_start_once_the_settings_name_a_karpenter_pool(monkeypatch):
+    rounds = Rounds(monkeypatch, [[], [], []], settings=SimpleNamespace(karpenter_pools=("gpu-spot",))).serve()
+    assert rounds.followed == ["nodeclaims", "events"]
+    assert Rounds(monkeypatch, [[], []], settings=SimpleNamespace(karpenter_pools=())).serve().followed == []
+
+
+def test_a_stop_ends_the_loop_before_the_next_round(monkeypatch):
+    rounds = Rounds(monkeypatch, [[], [], []])
+    rounds.stop.set()
+    rounds.serve()
+    assert len(rounds.plans) == 3

@@ -14,6 +14,7 @@ import yaml
 from tests.support.builders import problems_of
 from eks_gpu_training.config import HealthGateConfig, validate_health_gate
 from eks_gpu_training.facts.gpu_nodes import gpu_daemon_tolerations, gpu_toleration
+from eks_gpu_training.healthgate.gate_loop import DEFAULT_INTERVAL_SECONDS, HEARTBEAT_MAX_AGE_SECONDS, IDLE_SECONDS
 from eks_gpu_training.healthgate.node_check import check_job
 from eks_gpu_training.healthgate.gate_settings import GateSettings, PoolDevices
 from eks_gpu_training.workloads.health_gate import check_pod
@@ -96,13 +97,15 @@ def test_the_gate_may_patch_nodes_and_their_status_delete_nodeclaims_and_run_job
     gate = prod_graph.subtree(prod_graph.one(COMPONENT))
     (cluster_role,) = gate.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
     assert cluster_role.inputs["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
-        {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list", "delete"]},
+        {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list", "watch", "delete"]},
     ]
     (role,) = gate.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
     assert role.inputs["metadata"]["namespace"] == "health-gate"
-    assert {verb for rule in role.inputs["rules"] for verb in rule["verbs"]} == {"create", "list", "delete", "get"}
+    assert {verb for rule in role.inputs["rules"] for verb in rule["verbs"]} == {"create", "list", "watch", "delete", "get"}
+    # Its settings' ConfigMap alone, by name, read and watched.
+    assert {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["health-gate"], "verbs": ["get", "watch"]} in role.inputs["rules"]
     (policy,) = gate.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
     assert policy.inputs["spec"]["matchConditions"] == [
         {"name": "is-the-health-gate", "expression": "request.userInfo.username == 'system:serviceaccount:health-gate:health-gate'"}]
@@ -116,6 +119,10 @@ def test_the_gate_may_patch_nodes_and_their_status_delete_nodeclaims_and_run_job
     # A change to the template (its image, its limits) recreates the one gate: the old pod is gone
     # before the new one starts, so two gates never act on one node (kubernetes.io/docs/concepts/
     # workloads/controllers/deployment/#recreate-deployment). Running jobs are not the gate's pods.
+    # Rounds come at least every IDLE_SECONDS and the interval, well inside the probe's heartbeat age.
+    probe = container["livenessProbe"]["exec"]["command"][-1]
+    assert f"> {HEARTBEAT_MAX_AGE_SECONDS})" in probe
+    assert IDLE_SECONDS + DEFAULT_INTERVAL_SECONDS + container["livenessProbe"]["periodSeconds"] < HEARTBEAT_MAX_AGE_SECONDS
     assert deployment.inputs["spec"]["replicas"] == 1
     assert deployment.inputs["spec"]["strategy"] == {"type": "Recreate"}
 

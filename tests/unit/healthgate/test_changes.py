@@ -1,4 +1,4 @@
-"""The programs beside the local cluster wake when a watch says what they read changed."""
+"""The gate and the programs beside the local cluster wake when a watch says what they read changed."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from eks_gpu_training.local import changes
-from eks_gpu_training.local.changes import Changes, run_rounds
+from eks_gpu_training.healthgate import changes
+from eks_gpu_training.healthgate.changes import Changes, run_rounds
 
 HANG_GUARD_SECONDS = 60
 """How long a test waits for the watcher's thread before calling it hung: it returns as soon as the
@@ -63,6 +63,30 @@ def test_a_watch_that_ends_or_cannot_open_is_opened_again_and_wakes_the_program(
     while len(opened) < 3 and time.monotonic() < deadline:
         found.wait(0.05)
     assert len(opened) >= 3
+
+
+def test_a_watch_refused_again_and_again_is_tried_again_less_and_less_often(monkeypatch):
+    pauses, opened = [], threading.Event()
+    monkeypatch.setattr(changes, "time", SimpleNamespace(sleep=pauses.append))
+
+    def open_watch():
+        if len(pauses) == 6:
+            opened.set()
+            return Stream()  # allowed at last: the pause starts again from the first
+        if len(pauses) > 6:
+            return Stream()
+        raise PermissionError("403: the Role is not applied yet")
+
+    Changes(open_watch)
+    assert opened.wait(HANG_GUARD_SECONDS)
+    assert pauses == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+
+
+def test_wake_ends_a_wait_at_once():
+    found = Changes()
+    assert found.wait(HANG_GUARD_SECONDS)
+    threading.Timer(0.01, found.wake).start()
+    assert found.wait(HANG_GUARD_SECONDS)
 
 
 class Stop(Exception):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .changes import WATCH
 from .node_check import check_job
@@ -86,7 +86,7 @@ class Cluster:
             return []
         return from_events(list_items(self.events.list_namespaced_event, self.namespace, label_selector=POOL_LABEL))
 
-    def watches(self, config_map: str) -> list[Any]:
+    def watches(self, config_map: str) -> list[Callable[[], Any]]:
         """What a round reads whatever the settings, as watches (``changes.Changes``): the nodes,
         the check Jobs and their pods, and the settings' ConfigMap."""
         return [
@@ -96,7 +96,7 @@ class Cluster:
             lambda: self.core.list_namespaced_config_map(self.namespace, field_selector=f"metadata.name={config_map}", **WATCH),
         ]
 
-    def karpenter_watches(self) -> list[Any]:
+    def karpenter_watches(self) -> list[Callable[[], Any]]:
         """What a round reads once the settings name Karpenter pools: NodeClaims, and the gate's Events."""
         group, version, plural = NODECLAIMS
         return [

@@ -25,7 +25,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .changes import Changes
 from .decide import Action, plan
@@ -45,14 +45,23 @@ and the interval, so only a gate stuck in a round (or not running rounds) is res
 log = logging.getLogger("health-gate")
 
 
-def _client(kubeconfig: Optional[str], impersonate: Optional[str]) -> Any:
+WATCHES = 6
+"""The most watches the gate holds open at once (``Cluster.watches`` and ``karpenter_watches``)."""
+
+
+def _client(kubeconfig: Optional[str], impersonate: Optional[str], connections: Optional[int] = None) -> Any:
+    """A client of the API server, keeping up to ``connections`` connections open (default: the
+    client's, five per CPU)."""
     from kubernetes import client, config
 
+    configuration = client.Configuration()
     if kubeconfig:
-        api = config.new_client_from_config(config_file=kubeconfig)
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration, persist_config=False)
     else:
-        config.load_incluster_config()
-        api = client.ApiClient()
+        config.load_incluster_config(client_configuration=configuration)
+    if connections is not None:
+        configuration.connection_pool_maxsize = connections
+    api = client.ApiClient(configuration)
     if impersonate:
         api.set_default_header("Impersonate-User", impersonate)
     return api
@@ -97,11 +106,12 @@ def run_round(cluster: Cluster, config_map: str) -> list[str]:
         return [line for result in results for line in result.result()]
 
 
-def serve(cluster: Any, config_map: str, changes: Changes, stop: threading.Event, *, interval: float, idle: float,
+def serve(cluster: Any, config_map: str, changes: Changes, stop: threading.Event, *,
+          karpenter_watches: Callable[[], list[Callable[[], Any]]], interval: float, idle: float,
           heartbeat_file: Optional[str] = None, once: bool = False) -> None:
     """Rounds until ``stop`` is set: the next after ``interval`` when this one did something or
-    failed, else once ``changes`` saw a change or ``idle`` seconds passed. The Karpenter watches
-    start once the settings name a Karpenter pool (the ClusterRole allows them from then on)."""
+    failed, else once ``changes`` saw a change or ``idle`` seconds passed. ``karpenter_watches``
+    are followed once the settings name a Karpenter pool (the ClusterRole allows them from then on)."""
     following_karpenter = False
     while not stop.is_set():
         started = time.monotonic()
@@ -118,7 +128,7 @@ def serve(cluster: Any, config_map: str, changes: Changes, stop: threading.Event
             log.error("round failed: %s", error)
         settings = cluster.last_settings
         if not following_karpenter and settings is not None and settings.karpenter_pools:
-            for open_watch in cluster.karpenter_watches():
+            for open_watch in karpenter_watches():
                 changes.follow(open_watch)
             following_karpenter = True
         if heartbeat_file:
@@ -149,7 +159,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error("--idle must be a positive number of seconds")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     cluster = Cluster(_client(options.kubeconfig, options.impersonate), options.namespace)
-    changes = Changes() if options.once else Changes(*cluster.watches(options.config_map))
+    # The watches on a client of their own: each holds a connection for as long as it is open, which
+    # would leave the rounds' lists and writers too few in a shared pool.
+    watching = Cluster(_client(options.kubeconfig, options.impersonate, connections=WATCHES), options.namespace)
+    changes = Changes() if options.once else Changes(*watching.watches(options.config_map))
     stop = threading.Event()
 
     def stopping(*_: Any) -> None:
@@ -157,6 +170,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         changes.wake()
 
     signal.signal(signal.SIGTERM, stopping)
-    serve(cluster, options.config_map, changes, stop, interval=options.interval, idle=options.idle,
-          heartbeat_file=options.heartbeat_file, once=options.once)
+    serve(cluster, options.config_map, changes, stop, karpenter_watches=watching.karpenter_watches, interval=options.interval,
+          idle=options.idle, heartbeat_file=options.heartbeat_file, once=options.once)
     return 0

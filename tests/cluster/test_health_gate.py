@@ -350,6 +350,22 @@ def probe_nodeclaims(prod_cluster):
         env.delete(NODECLAIM_API, "NodeClaim", name)
 
 
+def test_the_gate_may_watch_what_its_rounds_list_and_no_other_config_map(prod_cluster, gate_identity):
+    """The gate waits for a watch of what a round lists to say it changed (``healthgate.changes``):
+    its Role and ClusterRole allow every such watch, its ConfigMap's by name only. A refused watch
+    would leave the gate one round a minute."""
+    watching = Cluster(gate_identity.api, gate.NAMESPACE)
+    for open_watch in [*watching.watches(gate.NAME), *watching.karpenter_watches()]:
+        response = open_watch()
+        try:
+            assert response.status == 200
+        finally:
+            response.close()
+    with pytest.raises(ApiException) as refused:
+        gate_identity.core.list_namespaced_config_map(gate.NAMESPACE, watch=True, timeout_seconds=1, _preload_content=False)
+    assert refused.value.status == 403
+
+
 def test_the_gate_may_delete_a_nodeclaim_of_its_karpenter_pools_only(prod_cluster, gate_identity, probe_nodeclaims):
     env = prod_cluster.env
     own, other = probe_nodeclaims

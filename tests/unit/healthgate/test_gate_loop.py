@@ -102,7 +102,6 @@ class Rounds:
         self.plans, self.waits, self.followed, self.stop = list(plans), [], [], threading.Event()
         self.cluster = FakeCluster()
         self.cluster.last_settings = settings
-        self.cluster.karpenter_watches = lambda: ["nodeclaims", "events"]
 
         def plan(*args):
             step = self.plans.pop(0)
@@ -122,7 +121,8 @@ class Rounds:
         self.followed.append(open_watch)
 
     def serve(self):
-        gate_loop.serve(self.cluster, "health-gate", self, self.stop, interval=0.01, idle=60)
+        gate_loop.serve(self.cluster, "health-gate", self, self.stop, karpenter_watches=lambda: ["nodeclaims", "events"],
+                        interval=0.01, idle=60)
         return self
 
 

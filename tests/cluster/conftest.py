@@ -15,9 +15,11 @@ from xdist.scheduler import LoadGroupScheduling
 
 from tests.support import start_slots
 from tests.support.clusters import RunningCluster, start
-# The fault modules' fixtures: module-scoped, so each of test_node_faults, test_node_loss and
-# test_node_unreachable gets a grown pool of its own (node_faults says why).
-from tests.support.node_faults import prod_faults_cluster, running_group, running_job  # noqa: F401 - fixtures, found by name
+# The fault modules' fixtures: their two shared clusters, and the job or group each test runs
+# (node_faults says why).
+from tests.support.node_faults import (  # noqa: F401 - fixtures, found by name
+    prod_faults_cluster, prod_unreachable_cluster, running_group, running_job,
+)
 
 # Go's collector at twice its default heap target in every process the clusters start (they inherit
 # the workers' environment): a quarter of an API server's start was its collector, and the tier is
@@ -48,7 +50,7 @@ def any_cluster(request):
     return request.getfixturevalue(f"{request.param}_cluster")
 
 
-SHARED_VARIANTS = {"prod_faults_cluster": "faults"}
+SHARED_VARIANTS = {"prod_faults_cluster": "faults", "prod_unreachable_cluster": "unreachable"}
 """Session-scoped clusters of a stack variant that several modules share (``tests/support/node_faults``),
 each with the group its modules' tests form, in place of a cluster and a group per module."""
 SESSION_CLUSTERS = {"prod": "prod_cluster", "dev": "dev_cluster", **{group: fixture for fixture, group in SHARED_VARIANTS.items()}}
@@ -95,23 +97,22 @@ def _uses_module_fixture(item) -> bool:
         definition.scope == "module" for definitions in info.name2fixturedefs.values() for definition in definitions)
 
 
-GROUP_ORDER = ("test_multikueue", "faults", "test_node_unreachable", "test_karpenter", "prod", "dev", "test_plugin_package",
-               "test_health_gate_configuration", "test_engine_in_cluster", "test_node_repair", "test_engine",
-               "test_admission_deadlock", "simulate", "test_training_jobs", "test_kubernetes_minor", "test_verify",
-               "test_health_gate_switch_on")
+GROUP_ORDER = ("test_multikueue", "faults", "unreachable", "test_karpenter", "prod", "dev", "test_plugin_package",
+               "test_engine_in_cluster", "test_node_repair", "test_engine", "test_admission_deadlock", "simulate",
+               "test_training_jobs", "test_kubernetes_minor", "test_verify", "test_health_gate_switch_on")
 """The order the groups are handed to the workers in (``--no-loadscope-reorder``), and their
 clusters' order in the start slots (``start_slots``); groups not named follow, in collection
 order. The README runs thirteen workers: the first thirteen groups go one to a worker at the
 start, the longest first: MultiKueue's three clusters, its 200 jobs and its lost worker (the
 longest chain of the tier), then the groups whose waits are the controllers' own clocks (the
 fault modules' shared cluster: a failed check, a deleted node's 40 s for a Job and for a JobSet or
-TrainJob; an unreachable node's grace period and Kueue's minute; Karpenter's launches and
-consolidations), the stacks' session clusters, the plugin package's programs in three languages
-(a TypeScript build among them), the gate's rounds, the engine's in-cluster module, node auto
-repair's wait, the engine's other module, the two gangs' deadlock and the simulator. The next
-groups go to the first workers done (a worker runs a test only once it holds the next, or is told
-to stop): the capped namespace, the Kubernetes minors (skipped unless built), verify's three-node
-pool and the gate switched on. A group left after those would go to the first worker down to its
+TrainJob; an unreachable node's grace period and Kueue's minute, then the gate's rounds on checks no
+node can pass, on a second shared cluster; Karpenter's launches and consolidations), the stacks'
+session clusters, the plugin package's programs in three languages (a TypeScript build among them),
+the engine's in-cluster module, node auto repair's wait, the engine's other module, the two gangs'
+deadlock, the simulator and the capped namespace. The next groups go to the first workers done (a
+worker runs a test only once it holds the next, or is told to stop): the Kubernetes minors (skipped
+unless built), verify's three-node pool and the gate switched on. A group left after those would go to the first worker down to its
 last test (``LastTestScheduling``), which may still run for two minutes: a long one there ended
 the session late (docs/benchmarks.md, "CI's time")."""
 
@@ -233,7 +234,8 @@ def known_state(request):
     something behind fails at its teardown, naming it, instead of the next test timing out on a
     quota or a node it cannot get; a bare cluster (no platform, no Kueue) has no such state."""
     clusters = [request.getfixturevalue(name) for name in request.fixturenames if name.endswith("_cluster")]
-    clusters = [c for c in clusters if isinstance(c, RunningCluster) and not c.bare]
+    # Once each: a module may name a shared cluster under a fixture of its own too.
+    clusters = list({id(c): c for c in clusters if isinstance(c, RunningCluster) and not c.bare}.values())
     for running in clusters:
         running.env.expect_known_state(when=f"on {running.stack} before the test")
     yield

@@ -30,7 +30,7 @@ import pytest
 from tests.support import gpu_nodes
 from tests.support.clusters import RunningCluster
 from tests.support.environment import holds_for, wait_for
-from tests.support.node_faults import GATE_BOUND_SECONDS, POOL, faults_cluster, remove, rejoin, restore_pool
+from tests.support.node_faults import GATE_BOUND_SECONDS, POOL, remove, rejoin, restore_pool
 from eks_gpu_training.healthgate.replacements import EVENT_REASON
 from eks_gpu_training.healthgate.gate_settings import CONDITION_TYPE, CONFIG_KEY, QUARANTINE_TAINT_KEY, STARTUP_TAINT_KEY
 from eks_gpu_training.verify import FAIL, main
@@ -43,8 +43,10 @@ KARPENTER_BOUND_SECONDS = 180
 
 
 @pytest.fixture(scope="module")
-def prod_gate_cluster(tmp_path_factory):
-    yield from faults_cluster(tmp_path_factory)
+def prod_gate_cluster(prod_unreachable_cluster):
+    """``test_node_unreachable``'s cluster (``node_faults``): what sets it apart, training pods that
+    tolerate an unreachable node for no time, changes nothing here, where no node stops answering."""
+    return prod_unreachable_cluster
 
 
 def _verify_rows(running: RunningCluster) -> dict[str, dict]:

@@ -2,8 +2,8 @@
 on prod's pool grown to three nodes (``node_faults``): the node lifecycle controller taints it
 unreachable, the training pods' toleration of that runs out, and Kueue's failure recovery fails the
 rank left terminating there, so the job runs again on the spare in its block. The slowest of the
-fault paths (docs/health.md, "When a node fails during a job"), on a cluster of its own so its wait
-runs beside the others'.
+fault paths (docs/health.md, "When a node fails during a job"), on a cluster other than the other
+fault modules' so its wait runs beside theirs (``node_faults.prod_unreachable_cluster``).
 
 Its stack sets ``kueue.unreachableNodeSeconds`` to 0, so the pods' toleration runs out as the taint
 lands: the path is the default's (the same taint, eviction and Kueue recovery), a minute shorter.
@@ -19,17 +19,17 @@ import pytest
 from eks_gpu_training.config.kueue_settings import UNREACHABLE_NODE_SECONDS
 
 from tests.support.environment import JOB_NAME_LABEL
-from tests.support.node_faults import UNREACHABLE_NODE_BOUND_SECONDS, expect_moved, faults_cluster
+from tests.support.node_faults import UNREACHABLE_NODE_BOUND_SECONDS, expect_moved
 
 BOUND_SECONDS = UNREACHABLE_NODE_BOUND_SECONDS - UNREACHABLE_NODE_SECONDS
 """The default's bound, less the toleration this stack leaves out."""
 
 
 @pytest.fixture(scope="module")
-def prod_faults_cluster(tmp_path_factory):
+def prod_faults_cluster(prod_unreachable_cluster):
     """The fault tests' cluster (``node_faults``), the training pods tolerating an unreachable node
-    for no time at all."""
-    yield from faults_cluster(tmp_path_factory, unreachableNodeSeconds=0)
+    for no time at all: ``running_job`` runs there."""
+    return prod_unreachable_cluster
 
 
 def test_a_running_job_survives_its_node_no_longer_answering_on_the_spare_in_its_block(prod_faults_cluster, running_job):

@@ -4,8 +4,10 @@ with its node auto repair off; a running job or group on two of them; and, after
 fault cleared and every node of the pool admitted again. The first three modules share one such
 cluster (``prod_faults_cluster``, session-scoped, their tests one xdist group, ``faults``, in
 ``conftest._group_of``): a cluster of its own each cost two more prod starts in the tier's start
-slots for about three minutes of waits each. ``test_node_unreachable`` starts its own, a variant
-whose training pods tolerate an unreachable node for no time, beside them on another worker.
+slots for about three minutes of waits each. ``test_node_unreachable`` runs on a variant whose
+training pods tolerate an unreachable node for no time (``prod_unreachable_cluster``, group
+``unreachable``), beside them on another worker; ``test_health_gate_configuration``'s checks, which
+no node stops answering in, share it.
 
 The recovery bounds are the ones docs/health.md ("When a node fails during a job") documents.
 """
@@ -60,6 +62,13 @@ def prod_faults_cluster(tmp_path_factory):
     """Shared by the fault modules' tests (group ``faults``), stopped once their worker moves on
     (``conftest.pytest_runtest_teardown``)."""
     yield from faults_cluster(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def prod_unreachable_cluster(tmp_path_factory):
+    """The fault tests' cluster, the training pods tolerating an unreachable node for no time at all
+    (``test_node_unreachable``); shared with ``test_health_gate_configuration`` (group ``unreachable``)."""
+    yield from faults_cluster(tmp_path_factory, unreachableNodeSeconds=0)
 
 
 class Unset:

@@ -112,9 +112,9 @@ session clusters, the plugin package's programs in three languages (a TypeScript
 the engine's in-cluster module, node auto repair's wait, the engine's other module, the two gangs'
 deadlock, the simulator and the capped namespace. The next groups go to the first workers done (a
 worker runs a test only once it holds the next, or is told to stop): the Kubernetes minors (skipped
-unless built), verify's three-node pool and the gate switched on. A group left after those would go to the first worker down to its
-last test (``LastTestScheduling``), which may still run for two minutes: a long one there ended
-the session late (docs/benchmarks.md, "CI's time")."""
+unless built), verify's three-node pool and the gate switched on. A group left after those would go
+to the first worker down to its last test (``LastTestScheduling``), which may still run for two
+minutes: a long one there ended the session late (docs/benchmarks.md, "CI's time")."""
 
 
 class LastTestScheduling(LoadGroupScheduling):

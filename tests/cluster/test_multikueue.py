@@ -14,6 +14,7 @@ the manager runs the job itself."""
 
 from __future__ import annotations
 
+import json
 import statistics
 import threading
 import time
@@ -30,13 +31,14 @@ from eks_gpu_training.local.multikueue_wiring import dispatch
 from eks_gpu_training.local.recorder import KUEUE_GROUP, KUEUE_VERSION, TRACE_JOB_LABEL
 from eks_gpu_training.local.simulate import delete_jobs, job_objects
 from eks_gpu_training.local.trace import TraceJob, check_rows
-from eks_gpu_training.workloads.multikueue_manager import ADMISSION_CHECK
+from eks_gpu_training.workloads.multikueue_manager import ADMISSION_CHECK, MULTIKUEUE_CONTROLLER
 
 from tests.support import start_slots
 from tests.support.clusters import RunningCluster, stack_variant
 from tests.support.environment import GROUP_APIS, TimedOut, holds_for, wait_for
 from tests.support.harness import PROJECT_ROOT
 from tests.support.kueue import KUEUE_API, condition
+from tests.support.manifests import submitted_run, unique
 
 POOL = "dev-gpu"
 WORKER_LOST_TIMEOUT_SECONDS = 30
@@ -317,6 +319,23 @@ def fleet_rows(manager: RunningCluster) -> dict[str, Any]:
     return {row.item: row for row in verify(str(manager.kubeconfig), fleet=True) if row.item.startswith("multikueue-")}
 
 
+def set_dispatch(manager: RunningCluster, *, on: bool) -> None:
+    """``dispatch`` (MultiKueue's AdmissionCheck on every ClusterQueue, or off), then wait until
+    Kueue's Job webhook defaults a new Job as it now should. The webhook reads the ClusterQueues'
+    checks from Kueue's own cache, a moment behind the API server (Kueue 0.19.2,
+    ``jobframework.ApplyDefaultForManagedBy``): a Job created sooner after the check came off still
+    gets ``spec.managedBy`` MultiKueue's, and the manager's Job controller never makes its pods."""
+    dispatch(manager.kubeconfig, on=on)
+    probe = submitted_run(manager.platform_object("Job", "rl-training"), unique("dispatch-probe"), parallelism=1)
+    namespace = probe["metadata"]["namespace"]
+
+    def defaulted() -> bool:
+        response = manager.env.batch.create_namespaced_job(namespace, probe, dry_run="All", _preload_content=False)
+        return (json.loads(response.data)["spec"].get("managedBy") == MULTIKUEUE_CONTROLLER) == on
+
+    wait_for(defaulted, what=f"Kueue's webhook defaulting new Jobs with dispatch {'on' if on else 'off'}", timeout=60)
+
+
 def test_the_workers_are_active_and_so_is_the_admission_check(manager_cluster):
     env = manager_cluster.env
     check = env.get(KUEUE_API, "AdmissionCheck", ADMISSION_CHECK)
@@ -432,7 +451,7 @@ def test_200_jobs_each_run_once_whole_in_one_block_on_one_worker_within_its_quot
 
 
 def test_broken_variant_without_the_admission_check_the_manager_runs_the_job(manager_cluster, east_cluster, west_cluster):
-    dispatch(manager_cluster.kubeconfig, on=False)
+    set_dispatch(manager_cluster, on=False)
     try:
         namespace, name = manager_cluster.submit_run("rl-training", parallelism=1)
         try:
@@ -442,7 +461,7 @@ def test_broken_variant_without_the_admission_check_the_manager_runs_the_job(man
         finally:
             manager_cluster.env.delete_job(namespace, name)
     finally:
-        dispatch(manager_cluster.kubeconfig, on=True)
+        set_dispatch(manager_cluster, on=True)
 
 
 def test_a_lost_worker_fails_its_verify_row_and_its_job_runs_on_the_other_and_not_twice_once_it_is_back(fleet, manager_cluster):
@@ -503,7 +522,7 @@ def test_switching_dispatch_on_stops_a_job_already_running_on_the_manager(manage
     AdmissionCheck, Kueue adds it to the admitted Workloads too, MultiKueue rejects it for a Job
     without ``spec.managedBy: kueue.x-k8s.io/multikueue``, and Kueue deactivates the job: its pods
     go. The change table says to turn it on with no job running (docs/operations.md)."""
-    dispatch(manager_cluster.kubeconfig, on=False)
+    set_dispatch(manager_cluster, on=False)
     try:
         namespace, name = manager_cluster.submit_run("rl-training", parallelism=1)
         try:
@@ -520,7 +539,7 @@ def test_switching_dispatch_on_stops_a_job_already_running_on_the_manager(manage
         finally:
             manager_cluster.env.delete_job(namespace, name)
     finally:
-        dispatch(manager_cluster.kubeconfig, on=True)
+        set_dispatch(manager_cluster, on=True)
 
 
 def test_verify_fleet_passes_a_row_per_worker(manager_cluster):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, Callable, Optional
 
 from .changes import WATCH
@@ -50,6 +51,12 @@ class Cluster:
         self.config_map = ""
         self.last_settings: Optional[GateSettings] = None
         """The settings the last round read (None before one read them)."""
+        # What a round lists, each named once: a round lists them, and ``watches`` watches the same.
+        self._list_nodes: Callable[..., Any] = self.core.list_node
+        self._list_jobs: Callable[..., Any] = partial(self.batch.list_namespaced_job, namespace, label_selector=SELECTOR)
+        self._list_pods: Callable[..., Any] = partial(self.core.list_namespaced_pod, namespace, label_selector=SELECTOR)
+        self._list_nodeclaims: Callable[..., Any] = partial(self.custom.list_cluster_custom_object, *NODECLAIMS)
+        self._list_events: Callable[..., Any] = partial(self.events.list_namespaced_event, namespace, label_selector=POOL_LABEL)
 
     @staticmethod
     def _send(call: Any, *args: Any, **kwargs: Any) -> None:
@@ -65,44 +72,37 @@ class Cluster:
         return self.last_settings
 
     def nodes(self) -> list[dict[str, Any]]:
-        return list_items(self.core.list_node)
+        return list_items(self._list_nodes)
 
     def check_jobs(self) -> list[dict[str, Any]]:
-        return list_items(self.batch.list_namespaced_job, self.namespace, label_selector=SELECTOR)
+        return list_items(self._list_jobs)
 
     def check_pods(self) -> list[dict[str, Any]]:
-        return list_items(self.core.list_namespaced_pod, self.namespace, label_selector=SELECTOR)
+        return list_items(self._list_pods)
 
     def nodeclaims(self, settings: GateSettings) -> list[dict[str, Any]]:
         if not settings.karpenter_pools:
             return []
-        group, version, plural = NODECLAIMS
-        items = self.custom.list_cluster_custom_object(group, version, plural)["items"]
+        items = self._list_nodeclaims()["items"]
         return [c for c in items if (c["metadata"].get("labels") or {}).get("karpenter.sh/nodepool") in settings.karpenter_pools]
 
     def replacements(self, settings: GateSettings) -> list[Replacement]:
         """The NodeClaims the gate deleted lately, from the Events it wrote (none without Karpenter pools)."""
         if not settings.karpenter_pools:
             return []
-        return from_events(list_items(self.events.list_namespaced_event, self.namespace, label_selector=POOL_LABEL))
+        return from_events(list_items(self._list_events))
 
     def watches(self, config_map: str) -> list[Callable[[], Any]]:
         """What a round reads whatever the settings, as watches (``changes.Changes``): the nodes,
         the check Jobs and their pods, and the settings' ConfigMap."""
         return [
-            lambda: self.core.list_node(**WATCH),
-            lambda: self.batch.list_namespaced_job(self.namespace, label_selector=SELECTOR, **WATCH),
-            lambda: self.core.list_namespaced_pod(self.namespace, label_selector=SELECTOR, **WATCH),
-            lambda: self.core.list_namespaced_config_map(self.namespace, field_selector=f"metadata.name={config_map}", **WATCH),
+            *(partial(read, **WATCH) for read in (self._list_nodes, self._list_jobs, self._list_pods)),
+            partial(self.core.list_namespaced_config_map, self.namespace, field_selector=f"metadata.name={config_map}", **WATCH),
         ]
 
     def karpenter_watches(self) -> list[Callable[[], Any]]:
         """What a round reads once the settings name Karpenter pools: NodeClaims, and the gate's Events."""
-        group, version, plural = NODECLAIMS
-        return [
-            lambda: self.custom.list_cluster_custom_object(group, version, plural, **WATCH),
-            lambda: self.events.list_namespaced_event(self.namespace, label_selector=POOL_LABEL, **WATCH),
-        ]
+        return [partial(read, **WATCH) for read in (self._list_nodeclaims, self._list_events)]
 
     def apply(self, action: Action, settings: GateSettings, now: str) -> None:
         if isinstance(action, CreateCheck):

@@ -39,8 +39,8 @@ from .processes import Process
 CONDITION = "AcceleratedHardwareReady"
 AGENT, HOST_ENGINE = AGENT_DAEMONSETS
 INTERVAL_SECONDS = 2
-"""The reporter's rounds come at most this often: when what it reads changed (``healthgate.changes``), and
-every round while a check pod runs its simulated seconds."""
+"""The reporter's rounds come at most this often: when what it reads changed
+(``healthgate.changes``), and every round while a check pod runs its simulated seconds."""
 IDLE_SECONDS = 60
 """A round at least this often, whatever the watches say."""
 SIMULATED_CHECK_SECONDS = 3

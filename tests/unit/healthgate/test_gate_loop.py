@@ -147,3 +147,13 @@ def test_a_stop_ends_the_loop_before_the_next_round(monkeypatch):
     rounds.stop.set()
     rounds.serve()
     assert len(rounds.plans) == 3
+
+
+def test_the_watch_client_keeps_a_connection_for_every_watch_the_gate_holds_open():
+    """``WATCHES`` sizes the watch client's pool; each open watch holds one of its connections."""
+    from kubernetes.client import ApiClient
+
+    from eks_gpu_training.healthgate.gate_api import Cluster
+
+    watching = Cluster(ApiClient(), "health-gate")
+    assert len(watching.watches("health-gate")) + len(watching.karpenter_watches()) == gate_loop.WATCHES

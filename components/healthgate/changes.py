@@ -44,13 +44,17 @@ class Changes:
         for open_watch in watches:
             self.follow(open_watch)
 
-    def follow(self, open_watch: Callable[[], Any]) -> None:
-        """Follow one more watch from now on (one a program's settings turned on)."""
-        threading.Thread(target=self._follow, args=(open_watch,), daemon=True).start()
+    def follow(self, open_watch: Callable[[], Any]) -> threading.Event:
+        """Follow one more watch from now on (one a program's settings turned on). Setting the Event
+        returned ends the following (the settings turned it off): the watch is not opened again once
+        it ends, which it does within ``WATCH_SECONDS``, and a refused one is not tried again."""
+        stopped = threading.Event()
+        threading.Thread(target=self._follow, args=(open_watch, stopped), daemon=True).start()
+        return stopped
 
-    def _follow(self, open_watch: Callable[[], Any]) -> None:
+    def _follow(self, open_watch: Callable[[], Any], stopped: threading.Event) -> None:
         pause = REOPEN_SECONDS
-        while True:
+        while not stopped.is_set():
             try:
                 response = open_watch()
                 pause = REOPEN_SECONDS

@@ -111,8 +111,9 @@ def serve(cluster: Any, config_map: str, changes: Changes, stop: threading.Event
           heartbeat_file: Optional[str] = None, once: bool = False) -> None:
     """Rounds until ``stop`` is set: the next after ``interval`` when this one did something or
     failed, else once ``changes`` saw a change or ``idle`` seconds passed. ``karpenter_watches``
-    are followed once the settings name a Karpenter pool (the ClusterRole allows them from then on)."""
-    following_karpenter = False
+    are followed while the settings name a Karpenter pool: the ClusterRole allows them only then, and
+    a watch the gate's RBAC no longer allows would be refused every ``REOPEN_MAX_SECONDS``."""
+    following_karpenter: list[threading.Event] = []
     while not stop.is_set():
         started = time.monotonic()
         busy = True
@@ -127,10 +128,10 @@ def serve(cluster: Any, config_map: str, changes: Changes, stop: threading.Event
         except Exception as error:  # noqa: BLE001 - the API server restarting or throttling: the next round tries again
             log.error("round failed: %s", error)
         settings = cluster.last_settings
-        if not following_karpenter and settings is not None and settings.karpenter_pools:
-            for open_watch in karpenter_watches():
-                changes.follow(open_watch)
-            following_karpenter = True
+        if settings is not None and bool(settings.karpenter_pools) != bool(following_karpenter):
+            for stopped in following_karpenter:
+                stopped.set()
+            following_karpenter = [changes.follow(open_watch) for open_watch in karpenter_watches()] if settings.karpenter_pools else []
         if heartbeat_file:
             Path(heartbeat_file).touch()
         if once:

@@ -82,6 +82,25 @@ def test_a_watch_refused_again_and_again_is_tried_again_less_and_less_often(monk
     assert pauses == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
 
 
+def test_a_stopped_watch_is_not_opened_again_once_it_ends(monkeypatch):
+    monkeypatch.setattr(changes, "REOPEN_SECONDS", 0.01)
+    opened, first = [], Stream()
+
+    def open_watch():
+        opened.append(len(opened))
+        return first if len(opened) == 1 else Stream()
+
+    found = Changes()
+    stopped = found.follow(open_watch)
+    assert found.wait(HANG_GUARD_SECONDS)
+    stopped.set()
+    first.chunks.put(None)  # the API server ends the watch
+    assert first.released.wait(HANG_GUARD_SECONDS)
+    assert found.wait(HANG_GUARD_SECONDS)  # the end still wakes the program, which reads once more
+    assert not found.wait(0.2)
+    assert opened == [0]
+
+
 def test_wake_ends_a_wait_at_once():
     found = Changes()
     assert found.wait(HANG_GUARD_SECONDS)

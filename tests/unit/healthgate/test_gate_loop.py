@@ -98,12 +98,15 @@ class Rounds:
     """What ``serve`` did, round by round: the rounds' plans come from ``plans`` (an exception is
     raised), the last ends the loop; every wait for a change is recorded and says nothing changed."""
 
-    def __init__(self, monkeypatch, plans, settings=None):
+    def __init__(self, monkeypatch, plans, settings=None, settings_by_round=()):
         self.plans, self.waits, self.followed, self.stop = list(plans), [], [], threading.Event()
         self.cluster = FakeCluster()
         self.cluster.last_settings = settings
+        self.settings_by_round = list(settings_by_round)
 
         def plan(*args):
+            if self.settings_by_round:
+                self.cluster.last_settings = self.settings_by_round.pop(0)
             step = self.plans.pop(0)
             if not self.plans:
                 self.stop.set()
@@ -118,7 +121,9 @@ class Rounds:
         return False
 
     def follow(self, open_watch):
-        self.followed.append(open_watch)
+        stopped = threading.Event()
+        self.followed.append((open_watch, stopped))
+        return stopped
 
     def serve(self):
         gate_loop.serve(self.cluster, "health-gate", self, self.stop, karpenter_watches=lambda: ["nodeclaims", "events"],
@@ -138,8 +143,19 @@ def test_the_next_round_waits_for_a_change_only_after_one_with_nothing_to_do(pla
 
 def test_the_karpenter_watches_start_once_the_settings_name_a_karpenter_pool(monkeypatch):
     rounds = Rounds(monkeypatch, [[], [], []], settings=SimpleNamespace(karpenter_pools=("gpu-spot",))).serve()
-    assert rounds.followed == ["nodeclaims", "events"]
+    assert [(watch, stopped.is_set()) for watch, stopped in rounds.followed] == [("nodeclaims", False), ("events", False)]
     assert Rounds(monkeypatch, [[], []], settings=SimpleNamespace(karpenter_pools=())).serve().followed == []
+
+
+def test_the_karpenter_watches_stop_once_the_settings_drop_the_karpenter_pools_and_start_again_with_them(monkeypatch):
+    """The ClusterRole allows NodeClaims only while the settings name a Karpenter pool: a watch kept
+    after the pools went would be refused every few seconds for as long as the gate runs."""
+    with_pools, without = SimpleNamespace(karpenter_pools=("gpu-spot",)), SimpleNamespace(karpenter_pools=())
+    rounds = Rounds(monkeypatch, [[]] * 5, settings_by_round=[with_pools, without, without, None, with_pools]).serve()
+    assert [(watch, stopped.is_set()) for watch, stopped in rounds.followed] == [
+        ("nodeclaims", True), ("events", True),  # the pools dropped: stopped
+        ("nodeclaims", False), ("events", False),  # named again: followed anew (unreadable settings change nothing)
+    ]
 
 
 def test_a_stop_ends_the_loop_before_the_next_round(monkeypatch):

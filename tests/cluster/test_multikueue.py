@@ -10,7 +10,8 @@ What the real Kueues decide: a job submitted to the manager runs once, whole, on
 room), and its status comes back to the manager; 200 of them run once each, on one worker, in one
 network block, within each worker's quotas; a job larger than any worker waits rather than
 splitting; a lost worker's job runs on the other; without the AdmissionCheck (the broken variant)
-the manager runs the job itself."""
+the manager runs the job itself; dispatch switched on stops a job running on the manager, and
+switched off leaves a dispatched job to its worker, unseen by the manager."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import pytest
 from kubernetes import watch
 
 from eks_gpu_training.facts.gpu_nodes import GPU_POOL_KEY, GPU_RESOURCE, network_layer_key
+from eks_gpu_training.local.control_plane import COMPLETE_DELAY_ANNOTATION
 from eks_gpu_training.local.local_fleet import LocalFleet
 from eks_gpu_training.local.multikueue_wiring import dispatch
 from eks_gpu_training.local.recorder import KUEUE_GROUP, KUEUE_VERSION, TRACE_JOB_LABEL
@@ -539,6 +541,57 @@ def test_switching_dispatch_on_stops_a_job_already_running_on_the_manager(manage
         finally:
             manager_cluster.env.delete_job(namespace, name)
     finally:
+        set_dispatch(manager_cluster, on=True)
+
+
+DISPATCHED_JOB_SECONDS = 30
+"""How long the job dispatched before the check comes off runs on its worker: long enough for the
+check to come off first, short enough to see it end there."""
+
+
+def test_switching_dispatch_off_leaves_a_dispatched_job_to_its_worker_unseen_by_the_manager(manager_cluster, east_cluster,
+                                                                                           west_cluster):
+    """``multiKueue.manager`` turned off while a job runs on a worker: the ClusterQueues lose the
+    AdmissionCheck first (Pulumi deletes the MultiKueue objects after its updates), Kueue drops the
+    check from the admitted Workload, and MultiKueue no longer follows it (Kueue 0.19.2,
+    ``multikueue/workload.go``: a Workload without its check is skipped). The job runs to its end
+    on the worker, but the manager never hears: its Job and Workload stay admitted, holding the
+    team's quota, until deleted, and deleting them leaves the worker's copy. The change table says
+    to turn it off with no job dispatched (docs/operations.md)."""
+    run = submitted_run(manager_cluster.platform_object("Job", "rl-training"), unique("rl-training"), parallelism=1)
+    run["spec"]["template"]["metadata"].setdefault("annotations", {})[COMPLETE_DELAY_ANNOTATION] = f"{DISPATCHED_JOB_SECONDS}s"
+    namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
+    manager_cluster.env.apply(run)
+    worker = None
+    try:
+        worker = {"east": east_cluster, "west": west_cluster}[dispatched_to(manager_cluster, "Job", namespace, name)]
+        worker.env.expect_job_running(namespace, name, 1)
+        set_dispatch(manager_cluster, on=False)
+
+        def ended_on_the_worker() -> bool:
+            job = worker.env.get("batch/v1", "Job", name, namespace) or {}
+            return (job.get("status") or {}).get("succeeded") == 1
+
+        wait_for(ended_on_the_worker, what=f"job {name} running to its end on {worker.stack}",
+                 timeout=DISPATCHED_JOB_SECONDS + 60)
+
+        def unseen_by_the_manager() -> bool:
+            workload = workload_of(manager_cluster, "Job", namespace, name)
+            job = manager_cluster.env.get("batch/v1", "Job", name, namespace)
+            return (not (workload.get("status") or {}).get("admissionChecks")
+                    and condition(workload, "Admitted").get("status") == "True"
+                    and condition(workload, "Finished").get("status") != "True"
+                    and not ((job or {}).get("status") or {}).get("succeeded")
+                    and manager_cluster.env.job_pods(namespace, name) == [])
+
+        holds_for(unseen_by_the_manager, seconds=10,
+                  what=f"the manager's job {name} admitted, unfinished and without pods after its copy ended")
+        manager_cluster.env.delete_job(namespace, name)
+        assert worker.env.get("batch/v1", "Job", name, namespace) is not None, "the worker's copy outlives the manager's job"
+    finally:
+        manager_cluster.env.delete_job(namespace, name)
+        if worker is not None:
+            worker.env.delete_job(namespace, name)
         set_dispatch(manager_cluster, on=True)
 
 

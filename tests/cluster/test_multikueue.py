@@ -549,7 +549,7 @@ DISPATCHED_JOB_SECONDS = 30
 check to come off first, short enough to see it end there."""
 
 
-def test_switching_dispatch_off_leaves_a_dispatched_job_to_its_worker_unseen_by_the_manager(manager_cluster, east_cluster,
+def test_switching_dispatch_off_leaves_a_dispatched_job_to_its_worker_unseen_by_the_manager(fleet, manager_cluster, east_cluster,
                                                                                            west_cluster):
     """``multiKueue.manager`` turned off while a job runs on a worker: the ClusterQueues lose the
     AdmissionCheck first (Pulumi deletes the MultiKueue objects after its updates), Kueue drops the
@@ -564,7 +564,7 @@ def test_switching_dispatch_off_leaves_a_dispatched_job_to_its_worker_unseen_by_
     manager_cluster.env.apply(run)
     worker = None
     try:
-        worker = {"east": east_cluster, "west": west_cluster}[dispatched_to(manager_cluster, "Job", namespace, name)]
+        worker = fleet[dispatched_to(manager_cluster, "Job", namespace, name)]
         worker.env.expect_job_running(namespace, name, 1)
         set_dispatch(manager_cluster, on=False)
 
